@@ -1,0 +1,351 @@
+//! Wire types: the JSON bodies of the HTTP interface, shared by the server, the CLI and the
+//! OpenAPI document. Serde and schema derives only; no behaviour.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::{IntoParams, ToSchema};
+
+/// The error envelope of every non-2xx answer.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ErrorBody {
+    /// Stable snake_case code, e.g. `unknown_agent`.
+    pub error: String,
+    /// Human-readable explanation.
+    pub message: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct HealthResponse {
+    pub ok: bool,
+    /// `alive` or `ready`.
+    pub status: String,
+}
+
+// ---- agents -------------------------------------------------------------------------------
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct RegisterRequest {
+    pub name: String,
+    /// Base64 Ed25519 public key: the raw 32 bytes, or SPKI DER.
+    pub public_key: String,
+    /// `ed25519` (the default and only accepted value).
+    #[serde(default)]
+    pub key_type: Option<String>,
+    /// Free-form JSON object.
+    #[serde(default)]
+    pub metadata: Option<Value>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct RegisterResponse {
+    pub ok: bool,
+    pub agent_id: String,
+    pub challenge_id: String,
+    /// Base64 of 32 random bytes; sign the decoded bytes.
+    pub challenge: String,
+    pub expires_at: String,
+    pub status: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct AttestRequest {
+    pub agent_id: String,
+    pub challenge_id: String,
+    /// Base64 of the 64-byte Ed25519 signature over the decoded challenge bytes.
+    pub signature: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct AttestResponse {
+    pub ok: bool,
+    pub agent_id: String,
+    pub status: String,
+    pub attested_at: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ClaimCodeResponse {
+    pub ok: bool,
+    pub agent_id: String,
+    /// Single-use code a workspace admin redeems to claim the agent.
+    pub claim_code: String,
+    pub claim_url: String,
+    pub expires_at: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Agent {
+    pub agent_id: String,
+    pub name: String,
+    pub public_key: String,
+    pub key_type: String,
+    pub metadata: Value,
+    /// `pending`, `active`, `suspended` or `revoked`.
+    pub status: String,
+    pub workspace_id: Option<String>,
+    /// `attested` once the agent proved its key, else `unverified`.
+    pub verification_tier: String,
+    pub risk_tier: String,
+    pub created_at: String,
+    pub updated_at: String,
+    pub attested_at: Option<String>,
+    pub last_seen_at: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct AgentResponse {
+    pub ok: bool,
+    pub agent: Agent,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct AgentListResponse {
+    pub ok: bool,
+    pub items: Vec<Agent>,
+    /// Pass as `cursor` for the next page; null on the last page.
+    pub next_cursor: Option<String>,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
+pub struct AgentStatusRequest {
+    /// Why; recorded in the audit event.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct AgentListParams {
+    /// `pending`, `active`, `suspended` or `revoked`.
+    pub status: Option<String>,
+    /// Exact agent name.
+    pub name: Option<String>,
+    /// 1 to 200, default 50.
+    pub limit: Option<i64>,
+    pub cursor: Option<String>,
+}
+
+// ---- verify -------------------------------------------------------------------------------
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct VerifyRequest {
+    pub agent_id: String,
+    /// Uppercase HTTP method.
+    pub method: String,
+    /// Path only, exactly as received.
+    pub path: String,
+    /// Unix epoch milliseconds.
+    pub timestamp_ms: i64,
+    pub nonce: String,
+    /// Lowercase hex SHA-256 of the raw body bytes.
+    pub body_sha256: String,
+    pub signature_b64: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct VerifyResponse {
+    pub ok: bool,
+    pub valid: bool,
+    pub agent_id: String,
+    pub verified_at: String,
+    /// Why `valid` is false: `timestamp_out_of_range`, `invalid_nonce`, `unknown_agent`,
+    /// `bad_signature`, `agent_not_active` or `replay_detected`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// `attested` or `unverified`.
+    pub verification_tier: String,
+    /// `low`, `medium` or `high`.
+    pub risk_tier: String,
+    pub revoked: bool,
+}
+
+// ---- telemetry ----------------------------------------------------------------------------
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct HeartbeatRequest {
+    pub agent_id: String,
+    /// Short status string: `ok`, `degraded`, `error`, ...
+    pub status: String,
+    pub latency_ms: f64,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct HeartbeatResponse {
+    pub ok: bool,
+    pub agent_id: String,
+    pub status: String,
+    pub recorded_at: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct IngestRequest {
+    /// Up to 1,000 items `{agent_id, status, latency_ms, observed_at?}`; `observed_at` is
+    /// ISO 8601 or epoch milliseconds. Each item is checked on its own.
+    pub items: Vec<Value>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct IngestRejection {
+    pub index: usize,
+    pub error: String,
+    pub message: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct IngestResponse {
+    pub ok: bool,
+    pub accepted: usize,
+    pub rejected: Vec<IngestRejection>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct Heartbeat {
+    pub agent_id: String,
+    pub status: String,
+    pub latency_ms: f64,
+    pub observed_at: String,
+    pub created_at: String,
+    /// `signed` or `ingest`.
+    pub source: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct RecentHeartbeatsResponse {
+    pub ok: bool,
+    pub items: Vec<Heartbeat>,
+    pub count: usize,
+}
+
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct RecentHeartbeatsParams {
+    pub agent_id: Option<String>,
+    /// 1 to 200, default 20.
+    pub limit: Option<i64>,
+}
+
+// ---- inventory ----------------------------------------------------------------------------
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct InventoryUpsertRequest {
+    /// Your system's key for the agent (1 to 200 characters).
+    pub external_agent_key: String,
+    pub agent_id: String,
+    #[serde(default)]
+    pub display_name: Option<String>,
+    /// Object of string values.
+    #[serde(default)]
+    pub labels: Option<Value>,
+    #[serde(default)]
+    pub environment: Option<String>,
+    #[serde(default)]
+    pub source: Option<String>,
+    /// Default `active`.
+    #[serde(default)]
+    pub status: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct InventoryItem {
+    pub external_agent_key: String,
+    pub agent_id: String,
+    pub display_name: Option<String>,
+    pub labels: Value,
+    pub environment: Option<String>,
+    pub source: Option<String>,
+    pub status: String,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct InventoryUpsertResponse {
+    pub ok: bool,
+    pub created: bool,
+    pub changed: bool,
+    pub item: InventoryItem,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct InventoryListResponse {
+    pub ok: bool,
+    pub items: Vec<InventoryItem>,
+    pub count: usize,
+}
+
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct InventoryListParams {
+    pub environment: Option<String>,
+    pub status: Option<String>,
+    /// `key` or `key=value`.
+    pub label: Option<String>,
+}
+
+// ---- audit --------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AuditEvent {
+    pub event_id: String,
+    pub created_at: String,
+    pub event_type: String,
+    pub agent_id: Option<String>,
+    pub action: Option<String>,
+    pub decision: Option<String>,
+    pub policy_id: Option<String>,
+    pub policy_hash: Option<String>,
+    pub trace_id: Option<String>,
+    pub reasons: Vec<String>,
+    pub reason_codes: Vec<String>,
+    /// Who caused it: `api_key:<key_id>`, `agent:<agent_id>`, `cli`, `system`.
+    pub actor: String,
+    pub details: Value,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct AuditListResponse {
+    pub ok: bool,
+    pub items: Vec<AuditEvent>,
+    pub next_cursor: Option<String>,
+}
+
+#[derive(Debug, Default, Clone, Serialize, Deserialize, ToSchema, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct AuditFilters {
+    pub agent_id: Option<String>,
+    pub action: Option<String>,
+    pub decision: Option<String>,
+    pub trace_id: Option<String>,
+    pub event_type: Option<String>,
+    /// Inclusive lower bound, epoch milliseconds.
+    pub start_ms: Option<i64>,
+    /// Exclusive upper bound, epoch milliseconds.
+    pub end_ms: Option<i64>,
+}
+
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct AuditPageParams {
+    /// 1 to 200, default 50.
+    pub limit: Option<i64>,
+    pub cursor: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct AuditExportRequest {
+    /// `json` (default) or `csv`.
+    #[serde(default)]
+    pub format: Option<String>,
+    #[serde(default)]
+    pub filters: Option<AuditFilters>,
+    /// 1 to 10,000, default 1,000.
+    #[serde(default)]
+    pub limit: Option<i64>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct AuditExportResponse {
+    pub ok: bool,
+    pub items: Vec<AuditEvent>,
+    pub count: usize,
+}

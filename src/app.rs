@@ -1,0 +1,266 @@
+//! Building and running the server: open the store, bootstrap the first workspace, start the
+//! group-commit writer and background jobs, serve until asked to stop, then drain.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use serde_json::json;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+use crate::audit::{self, Actor};
+use crate::config::Config;
+use crate::context::{Context, SharedContext};
+use crate::identity::api_keys::NewApiKey;
+use crate::ids;
+use crate::secret::Secret;
+use crate::store::{
+    apply_one, ApiKeyRecord, Change, GroupCommit, Op, OpenOptions, Outcome, SqlStore, Store,
+    Workspace,
+};
+use crate::time::now_ms;
+
+/// What the first start of an empty database created.
+#[derive(Debug)]
+pub struct Bootstrap {
+    pub workspace_id: String,
+    /// The generated key, to print once; `None` when `ACP_BOOTSTRAP_API_KEY` supplied it.
+    pub generated_key: Option<Secret>,
+}
+
+/// Opens the database named in the configuration and applies its migrations.
+pub async fn open_store(config: &Config) -> anyhow::Result<Arc<SqlStore>> {
+    let options = OpenOptions {
+        max_connections: config.db_max_connections,
+    };
+    let store = SqlStore::open(&config.database_url, &options)
+        .await
+        .with_context(|| {
+            format!(
+                "cannot open the database `{}`",
+                redact_url(&config.database_url)
+            )
+        })?;
+    Ok(Arc::new(store))
+}
+
+/// The URL without its password, for messages.
+pub fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let creds = &url[scheme + 3..at];
+            let user = creds.split(':').next().unwrap_or("");
+            format!("{}{user}:***{}", &url[..scheme + 3], &url[at..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// Creates the default workspace and its first API key when the database has never been set up.
+/// Replicas starting together on one database create it exactly once.
+pub async fn bootstrap(store: &dyn Store, config: &Config) -> anyhow::Result<Option<Bootstrap>> {
+    let (key, generated) = match &config.bootstrap_api_key {
+        Some(supplied) => (
+            NewApiKey::from_supplied(supplied.expose()).context(
+                "ACP_BOOTSTRAP_API_KEY must be `svc_test_` or `svc_live_` followed by at least 43 base62 or base64url characters",
+            )?,
+            false,
+        ),
+        None => (NewApiKey::generate(false), true),
+    };
+    let now = now_ms();
+    let workspace = Workspace {
+        id: ids::new_id(ids::WORKSPACE),
+        name: "default".into(),
+        created_at: now,
+    };
+    let record = ApiKeyRecord {
+        id: ids::new_id(ids::API_KEY),
+        workspace_id: workspace.id.clone(),
+        key_hash: key.hash.clone(),
+        mode: key.mode.into(),
+        last_four: key.last_four.clone(),
+        created_at: now,
+        revoked_at: None,
+    };
+    let events = [
+        audit::state_change(
+            "workspace.created",
+            "create",
+            Some(&workspace.id),
+            None,
+            &Actor::System,
+            json!({ "name": "default" }),
+        ),
+        audit::state_change(
+            "api_key.created",
+            "create",
+            Some(&workspace.id),
+            None,
+            &Actor::System,
+            json!({ "key_id": record.id, "mode": record.mode, "last_four": record.last_four, "bootstrap": true }),
+        ),
+    ];
+    let workspace_id = workspace.id.clone();
+    let mut change = Change::new(Op::Bootstrap {
+        workspace,
+        key: record,
+    });
+    change.audit.extend(events);
+    match apply_one(store, change).await? {
+        Outcome::Bootstrapped(true) => Ok(Some(Bootstrap {
+            workspace_id,
+            generated_key: generated.then_some(key.secret),
+        })),
+        _ => Ok(None),
+    }
+}
+
+/// A server ready to run: bound to its address, database open and migrated.
+pub struct App {
+    ctx: SharedContext,
+    store: Arc<SqlStore>,
+    listener: TcpListener,
+    writer_task: JoinHandle<()>,
+    pub bootstrap: Option<Bootstrap>,
+}
+
+impl App {
+    pub async fn build(config: Config) -> anyhow::Result<App> {
+        let store = open_store(&config).await?;
+        let bootstrap = bootstrap(store.as_ref(), &config).await?;
+        let listener = TcpListener::bind(config.addr)
+            .await
+            .with_context(|| format!("cannot listen on {}", config.addr))?;
+        let local = listener.local_addr()?;
+        let public_url = config.public_url.clone().unwrap_or_else(|| {
+            format!(
+                "http://{local}{}",
+                config.path_prefix.as_deref().unwrap_or("")
+            )
+        });
+        let dyn_store: Arc<dyn Store> = store.clone();
+        let (writer, writer_task) = GroupCommit::start(dyn_store.clone(), config.commit_batch_max);
+        let ctx = Arc::new(Context {
+            store: dyn_store,
+            writer,
+            config,
+            public_url,
+        });
+        Ok(App {
+            ctx,
+            store,
+            listener,
+            writer_task,
+            bootstrap,
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener
+            .local_addr()
+            .unwrap_or_else(|_| self.ctx.config.addr)
+    }
+
+    pub fn context(&self) -> &SharedContext {
+        &self.ctx
+    }
+
+    /// Serves until `shutdown` resolves, then stops accepting, lets in-flight requests finish
+    /// (for at most the configured grace period), commits everything queued and closes the
+    /// database.
+    pub async fn run(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> anyhow::Result<()> {
+        let App {
+            ctx,
+            store,
+            listener,
+            writer_task,
+            ..
+        } = self;
+        let cleanup = tokio::spawn(clean_nonces(ctx.clone()));
+        let router = crate::http::router(ctx.clone());
+        let grace = Duration::from_secs(ctx.config.shutdown_grace_secs);
+        let stopping = Arc::new(tokio::sync::Notify::new());
+        let notify = stopping.clone();
+        let server = axum::serve(
+            listener,
+            router.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            tracing::info!("shutting down: finishing in-flight requests");
+            notify.notify_one();
+        });
+        tokio::select! {
+            result = server => result.context("server error")?,
+            _ = async { stopping.notified().await; tokio::time::sleep(grace).await } => {
+                tracing::warn!(seconds = grace.as_secs(), "grace period over; dropping the requests still running");
+            }
+        }
+        cleanup.abort();
+        let _ = cleanup.await;
+        // The writer stops once its last handle is gone, after committing what it holds.
+        drop(ctx);
+        if let Err(err) = writer_task.await {
+            tracing::error!(error = %err, "the commit writer ended abnormally");
+        }
+        store.close().await;
+        tracing::info!("stopped");
+        Ok(())
+    }
+}
+
+/// Deletes expired nonce claims once a minute.
+async fn clean_nonces(ctx: SharedContext) {
+    let mut tick = tokio::time::interval(Duration::from_secs(60));
+    loop {
+        tick.tick().await;
+        match ctx.store.delete_expired_nonces(now_ms()).await {
+            Ok(0) => {}
+            Ok(n) => tracing::debug!(deleted = n, "expired nonces cleaned up"),
+            Err(err) => tracing::warn!(error = %err, "nonce cleanup failed; will retry"),
+        }
+    }
+}
+
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact_url;
+
+    #[test]
+    fn passwords_are_redacted_from_urls() {
+        assert_eq!(
+            redact_url("postgres://u:secret@h:5432/db"),
+            "postgres://u:***@h:5432/db"
+        );
+        assert_eq!(redact_url("sqlite:./data/acp.db"), "sqlite:./data/acp.db");
+    }
+}

@@ -1,0 +1,175 @@
+//! The audit trail: building events, reading them back, exporting them. Events are written by
+//! the group-commit writer together with the change they record (see [`crate::store`]).
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use serde_json::Value;
+
+use crate::api;
+use crate::ids;
+use crate::store::{AuditEvent, Cursor};
+use crate::time::{iso, now_ms};
+
+/// Who caused an event.
+#[derive(Debug, Clone)]
+pub enum Actor {
+    ApiKey(String),
+    Agent(String),
+    Cli,
+    System,
+}
+
+impl Actor {
+    pub fn label(&self) -> String {
+        match self {
+            Actor::ApiKey(id) => format!("api_key:{id}"),
+            Actor::Agent(id) => format!("agent:{id}"),
+            Actor::Cli => "cli".into(),
+            Actor::System => "system".into(),
+        }
+    }
+}
+
+/// A state-change event: `event_type` such as `agent.registered`, `action` the verb.
+pub fn state_change(
+    event_type: &str,
+    action: &str,
+    workspace_id: Option<&str>,
+    agent_id: Option<&str>,
+    actor: &Actor,
+    details: Value,
+) -> AuditEvent {
+    AuditEvent {
+        id: ids::new_id(ids::EVENT),
+        workspace_id: workspace_id.map(str::to_owned),
+        created_at: now_ms(),
+        event_type: event_type.to_owned(),
+        agent_id: agent_id.map(str::to_owned),
+        action: Some(action.to_owned()),
+        actor: actor.label(),
+        details,
+        ..AuditEvent::default()
+    }
+}
+
+pub fn to_wire(e: AuditEvent) -> api::AuditEvent {
+    api::AuditEvent {
+        event_id: e.id,
+        created_at: iso(e.created_at),
+        event_type: e.event_type,
+        agent_id: e.agent_id,
+        action: e.action,
+        decision: e.decision,
+        policy_id: e.policy_id,
+        policy_hash: e.policy_hash,
+        trace_id: e.trace_id,
+        reasons: e.reasons,
+        reason_codes: e.reason_codes,
+        actor: e.actor,
+        details: e.details,
+    }
+}
+
+/// Opaque page cursor: base64url of `created_at:id` of the last item returned.
+pub fn encode_cursor(created_at: i64, id: &str) -> String {
+    URL_SAFE_NO_PAD.encode(format!("{created_at}:{id}"))
+}
+
+pub fn decode_cursor(text: &str) -> Option<Cursor> {
+    let raw = String::from_utf8(URL_SAFE_NO_PAD.decode(text).ok()?).ok()?;
+    let (at, id) = raw.split_once(':')?;
+    Some(Cursor {
+        created_at: at.parse().ok()?,
+        id: id.to_owned(),
+    })
+}
+
+const CSV_COLUMNS: [&str; 13] = [
+    "event_id",
+    "created_at",
+    "event_type",
+    "agent_id",
+    "action",
+    "decision",
+    "policy_id",
+    "policy_hash",
+    "trace_id",
+    "reasons",
+    "reason_codes",
+    "actor",
+    "details",
+];
+
+/// RFC 4180 field: quoted when it holds a comma, quote or line break. A leading `=`, `+`, `-`
+/// or `@` is prefixed with `'` so that spreadsheets do not run it as a formula.
+fn csv_field(value: &str) -> String {
+    let value = if value.starts_with(['=', '+', '-', '@']) {
+        format!("'{value}")
+    } else {
+        value.to_owned()
+    };
+    if value.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", value.replace('"', "\"\""))
+    } else {
+        value
+    }
+}
+
+/// The events as CSV with a header row; list fields joined by `;`, details as JSON.
+pub fn to_csv(events: &[api::AuditEvent]) -> String {
+    let mut out = CSV_COLUMNS.join(",");
+    out.push_str("\r\n");
+    for e in events {
+        let opt = |v: &Option<String>| v.clone().unwrap_or_default();
+        let row = [
+            e.event_id.clone(),
+            e.created_at.clone(),
+            e.event_type.clone(),
+            opt(&e.agent_id),
+            opt(&e.action),
+            opt(&e.decision),
+            opt(&e.policy_id),
+            opt(&e.policy_hash),
+            opt(&e.trace_id),
+            e.reasons.join(";"),
+            e.reason_codes.join(";"),
+            e.actor.clone(),
+            e.details.to_string(),
+        ];
+        out.push_str(
+            &row.iter()
+                .map(|f| csv_field(f))
+                .collect::<Vec<_>>()
+                .join(","),
+        );
+        out.push_str("\r\n");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_round_trip_and_reject_garbage() {
+        let c = encode_cursor(1_700_000_000_000, "evt_abc");
+        assert_eq!(
+            decode_cursor(&c),
+            Some(Cursor {
+                created_at: 1_700_000_000_000,
+                id: "evt_abc".into()
+            })
+        );
+        assert_eq!(decode_cursor("!!"), None);
+        assert_eq!(decode_cursor(&URL_SAFE_NO_PAD.encode("nocolon")), None);
+    }
+
+    #[test]
+    fn csv_quotes_and_defuses_formulas() {
+        assert_eq!(csv_field("plain"), "plain");
+        assert_eq!(csv_field("a,b"), "\"a,b\"");
+        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+        assert_eq!(csv_field("=cmd()"), "'=cmd()");
+    }
+}

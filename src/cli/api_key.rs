@@ -1,0 +1,81 @@
+//! `acp api-key create --workspace ID [--live] [--json]`.
+
+use clap::Subcommand;
+use serde_json::json;
+
+use crate::app::open_store;
+use crate::audit::{self, Actor};
+use crate::identity::api_keys::NewApiKey;
+use crate::ids;
+use crate::store::{apply_one, ApiKeyRecord, Change, Op, Store};
+use crate::time::{iso, now_ms};
+
+use super::Cli;
+
+#[derive(Debug, Subcommand)]
+pub enum ApiKeyCommand {
+    /// Create an API key for a workspace; the key is printed once
+    Create {
+        /// Workspace id (`ws_...`)
+        #[arg(long)]
+        workspace: String,
+        /// A `svc_live_` key instead of `svc_test_`
+        #[arg(long)]
+        live: bool,
+        /// Print JSON instead of text
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub async fn run(cli: &Cli, cmd: &ApiKeyCommand) -> anyhow::Result<i32> {
+    let ApiKeyCommand::Create {
+        workspace,
+        live,
+        json,
+    } = cmd;
+    let config = cli.resolve_config()?;
+    let store = open_store(&config).await?;
+    if store.workspace(workspace).await?.is_none() {
+        store.close().await;
+        anyhow::bail!("no workspace `{workspace}` in this database");
+    }
+    let key = NewApiKey::generate(*live);
+    let record = ApiKeyRecord {
+        id: ids::new_id(ids::API_KEY),
+        workspace_id: workspace.clone(),
+        key_hash: key.hash.clone(),
+        mode: key.mode.into(),
+        last_four: key.last_four.clone(),
+        created_at: now_ms(),
+        revoked_at: None,
+    };
+    let event = audit::state_change(
+        "api_key.created",
+        "create",
+        Some(workspace),
+        None,
+        &Actor::Cli,
+        json!({ "key_id": record.id, "mode": record.mode, "last_four": record.last_four }),
+    );
+    apply_one(
+        store.as_ref(),
+        Change::new(Op::CreateApiKey(record.clone())).audited(event),
+    )
+    .await?;
+    store.close().await;
+    if *json {
+        println!(
+            "{}",
+            json!({"ok": true, "api_key": {"key_id": record.id, "workspace_id": record.workspace_id, "key": key.secret.expose(), "mode": record.mode, "created_at": iso(record.created_at)}})
+        );
+    } else {
+        println!(
+            "Created API key {} for {} (shown once, store it now):",
+            record.id, record.workspace_id
+        );
+        println!();
+        println!("    {}", key.secret.expose());
+    }
+    Ok(0)
+}

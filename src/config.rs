@@ -1,0 +1,256 @@
+//! Configuration in layers: built-in defaults, then an optional TOML file (`--config` /
+//! `ACP_CONFIG`), then `ACP_*` environment variables, then command-line flags. Secrets are
+//! redacted in `Debug`.
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::secret::Secret;
+
+/// Every setting as it may appear in the file, the environment or on the command line.
+/// `None` means "not set at this layer".
+#[derive(Debug, Default, Clone, Deserialize, clap::Args)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    /// Database URL: `sqlite:PATH` or `postgres://...` [default: sqlite:./data/acp.db]
+    #[arg(long, env = "ACP_DATABASE_URL", global = true)]
+    pub database_url: Option<String>,
+    /// Address to listen on [default: 127.0.0.1:8080]
+    #[arg(long, env = "ACP_ADDR", global = true)]
+    pub addr: Option<String>,
+    /// Externally visible base URL used in links [default: http://ADDR]
+    #[arg(long, env = "ACP_PUBLIC_URL", global = true)]
+    pub public_url: Option<String>,
+    /// Serve everything under this prefix, e.g. `/api` (stripped before signature checks)
+    #[arg(long, env = "ACP_PATH_PREFIX", global = true)]
+    pub path_prefix: Option<String>,
+    /// Accepted clock skew of signed requests, seconds [default: 300]
+    #[arg(long, env = "ACP_SIGNATURE_WINDOW_SECS", global = true)]
+    pub signature_window_secs: Option<u64>,
+    /// Lifetime of attestation challenges, seconds [default: 300]
+    #[arg(long, env = "ACP_CHALLENGE_TTL_SECS", global = true)]
+    pub challenge_ttl_secs: Option<u64>,
+    /// Lifetime of agent claim codes, seconds [default: 3600]
+    #[arg(long, env = "ACP_CLAIM_CODE_TTL_SECS", global = true)]
+    pub claim_code_ttl_secs: Option<u64>,
+    /// Largest number of changes committed in one group-commit batch [default: 256]
+    #[arg(long, env = "ACP_COMMIT_BATCH_MAX", global = true)]
+    pub commit_batch_max: Option<usize>,
+    /// Maximum database connections (Postgres) [default: 16]
+    #[arg(long, env = "ACP_DB_MAX_CONNECTIONS", global = true)]
+    pub db_max_connections: Option<u32>,
+    /// Seconds to wait for in-flight requests on shutdown [default: 30]
+    #[arg(long, env = "ACP_SHUTDOWN_GRACE_SECS", global = true)]
+    pub shutdown_grace_secs: Option<u64>,
+    /// `pretty` (default) or `json`
+    #[arg(long, env = "ACP_LOG_FORMAT", global = true)]
+    pub log_format: Option<String>,
+    /// Key of the default workspace on first start (must be a well-formed `svc_` key)
+    #[arg(
+        long,
+        env = "ACP_BOOTSTRAP_API_KEY",
+        hide_env_values = true,
+        global = true
+    )]
+    #[serde(default, deserialize_with = "deserialize_secret")]
+    pub bootstrap_api_key: Option<SecretSetting>,
+}
+
+/// A secret setting; prints redacted.
+#[derive(Clone)]
+pub struct SecretSetting(pub Secret);
+
+impl std::fmt::Debug for SecretSetting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+impl std::str::FromStr for SecretSetting {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(Self(Secret::new(s.to_owned())))
+    }
+}
+
+fn deserialize_secret<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<SecretSetting>, D::Error> {
+    Ok(Option::<String>::deserialize(d)?.map(|s| SecretSetting(Secret::new(s))))
+}
+
+/// The names of all `ACP_*` variables the service reads.
+pub const KNOWN_ENV: &[&str] = &[
+    "ACP_CONFIG",
+    "ACP_DATABASE_URL",
+    "ACP_ADDR",
+    "ACP_PUBLIC_URL",
+    "ACP_PATH_PREFIX",
+    "ACP_SIGNATURE_WINDOW_SECS",
+    "ACP_CHALLENGE_TTL_SECS",
+    "ACP_CLAIM_CODE_TTL_SECS",
+    "ACP_COMMIT_BATCH_MAX",
+    "ACP_DB_MAX_CONNECTIONS",
+    "ACP_SHUTDOWN_GRACE_SECS",
+    "ACP_LOG_FORMAT",
+    "ACP_BOOTSTRAP_API_KEY",
+    "ACP_TEST_POSTGRES_URL",
+    "ACP_EMAIL_URL",
+    "ACP_EMAIL_FROM",
+];
+
+/// `ACP_*` variables that are set but mean nothing to this version (typos, mostly).
+pub fn unknown_env_vars() -> Vec<String> {
+    std::env::vars()
+        .map(|(k, _)| k)
+        .filter(|k| k.starts_with("ACP_") && !KNOWN_ENV.contains(&k.as_str()))
+        .collect()
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Pretty,
+    Json,
+}
+
+/// The resolved configuration of a server.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub database_url: String,
+    pub addr: SocketAddr,
+    pub public_url: Option<String>,
+    pub path_prefix: Option<String>,
+    pub signature_window_ms: i64,
+    pub challenge_ttl_ms: i64,
+    pub claim_code_ttl_ms: i64,
+    pub commit_batch_max: usize,
+    pub db_max_connections: u32,
+    pub shutdown_grace_secs: u64,
+    pub log_format: LogFormat,
+    pub bootstrap_api_key: Option<Secret>,
+}
+
+pub const DEFAULT_DATABASE_URL: &str = "sqlite:./data/acp.db";
+
+impl Settings {
+    /// Reads the TOML file at `path`.
+    pub fn from_file(path: &Path) -> Result<Self, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+        toml::from_str(&text).map_err(|e| format!("invalid config file `{}`: {e}", path.display()))
+    }
+
+    /// `self` wins where set; `lower` fills the gaps.
+    pub fn over(self, lower: Settings) -> Settings {
+        Settings {
+            database_url: self.database_url.or(lower.database_url),
+            addr: self.addr.or(lower.addr),
+            public_url: self.public_url.or(lower.public_url),
+            path_prefix: self.path_prefix.or(lower.path_prefix),
+            signature_window_secs: self.signature_window_secs.or(lower.signature_window_secs),
+            challenge_ttl_secs: self.challenge_ttl_secs.or(lower.challenge_ttl_secs),
+            claim_code_ttl_secs: self.claim_code_ttl_secs.or(lower.claim_code_ttl_secs),
+            commit_batch_max: self.commit_batch_max.or(lower.commit_batch_max),
+            db_max_connections: self.db_max_connections.or(lower.db_max_connections),
+            shutdown_grace_secs: self.shutdown_grace_secs.or(lower.shutdown_grace_secs),
+            log_format: self.log_format.or(lower.log_format),
+            bootstrap_api_key: self.bootstrap_api_key.or(lower.bootstrap_api_key),
+        }
+    }
+
+    /// Applies defaults and checks every value.
+    pub fn resolve(self) -> Result<Config, String> {
+        let addr: SocketAddr = self
+            .addr
+            .as_deref()
+            .unwrap_or("127.0.0.1:8080")
+            .parse()
+            .map_err(|e| format!("invalid `addr`: {e}"))?;
+        let positive = |name: &str, value: Option<u64>, default: u64| -> Result<i64, String> {
+            let v = value.unwrap_or(default);
+            if v == 0 || v > 86_400 * 30 {
+                return Err(format!("`{name}` must be between 1 and 2592000 seconds"));
+            }
+            Ok(v as i64 * 1000)
+        };
+        let path_prefix = match self.path_prefix.as_deref().map(|p| p.trim_end_matches('/')) {
+            None | Some("") => None,
+            Some(p) if p.starts_with('/') => Some(p.to_owned()),
+            Some(p) => return Err(format!("`path_prefix` must start with `/`, got `{p}`")),
+        };
+        let log_format = match self.log_format.as_deref().unwrap_or("pretty") {
+            "pretty" => LogFormat::Pretty,
+            "json" => LogFormat::Json,
+            other => {
+                return Err(format!(
+                    "`log_format` must be `pretty` or `json`, got `{other}`"
+                ))
+            }
+        };
+        Ok(Config {
+            database_url: self
+                .database_url
+                .unwrap_or_else(|| DEFAULT_DATABASE_URL.to_owned()),
+            addr,
+            public_url: self.public_url.map(|u| u.trim_end_matches('/').to_owned()),
+            path_prefix,
+            signature_window_ms: positive(
+                "signature_window_secs",
+                self.signature_window_secs,
+                300,
+            )?,
+            challenge_ttl_ms: positive("challenge_ttl_secs", self.challenge_ttl_secs, 300)?,
+            claim_code_ttl_ms: positive("claim_code_ttl_secs", self.claim_code_ttl_secs, 3600)?,
+            commit_batch_max: self.commit_batch_max.unwrap_or(256).clamp(1, 10_000),
+            db_max_connections: self.db_max_connections.unwrap_or(16).clamp(2, 1000),
+            shutdown_grace_secs: self.shutdown_grace_secs.unwrap_or(30),
+            log_format,
+            bootstrap_api_key: self.bootstrap_api_key.map(|s| s.0),
+        })
+    }
+}
+
+impl Config {
+    /// A configuration with every default, on the given database (tests, tools).
+    pub fn for_database(database_url: &str) -> Result<Config, String> {
+        Settings {
+            database_url: Some(database_url.to_owned()),
+            ..Settings::default()
+        }
+        .resolve()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upper_layers_win_and_defaults_fill_the_rest() {
+        let file: Settings =
+            toml::from_str("addr = \"0.0.0.0:9000\"\nsignature_window_secs = 60\n").unwrap();
+        let flags = Settings {
+            addr: Some("127.0.0.1:7000".into()),
+            ..Settings::default()
+        };
+        let config = flags.over(file).resolve().unwrap();
+        assert_eq!(config.addr.port(), 7000);
+        assert_eq!(config.signature_window_ms, 60_000);
+        assert_eq!(config.challenge_ttl_ms, 300_000);
+        assert_eq!(config.database_url, DEFAULT_DATABASE_URL);
+    }
+
+    #[test]
+    fn bad_values_and_unknown_file_keys_are_errors() {
+        assert!(toml::from_str::<Settings>("adr = \"x\"").is_err());
+        let bad = Settings {
+            signature_window_secs: Some(0),
+            ..Settings::default()
+        };
+        assert!(bad.resolve().is_err());
+        let secret: Settings = toml::from_str("bootstrap_api_key = \"svc_test_x\"").unwrap();
+        assert!(!format!("{secret:?}").contains("svc_test_x"));
+    }
+}

@@ -1,0 +1,189 @@
+//! `/v1/agents/*`: registration, attestation, claim codes, listing and admin status changes.
+
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::Json;
+
+use crate::api::{
+    AgentListParams, AgentListResponse, AgentResponse, AgentStatusRequest, AttestRequest,
+    AttestResponse, ClaimCodeResponse, ErrorBody, RegisterRequest, RegisterResponse,
+};
+use crate::audit::Actor;
+use crate::context::SharedContext;
+use crate::error::{ApiError, ApiResult};
+use crate::identity::agents::{self, StatusAction};
+use crate::store::{AgentQuery, AgentStatus};
+
+use super::extract::{presented_api_key, AppJson, AppPath, AppQuery, Caller, SignedRequest};
+
+/// Registers an agent by its Ed25519 public key and issues an attestation challenge. With a
+/// workspace API key the agent joins that workspace; without one it is created unclaimed.
+#[utoipa::path(post, path = "/v1/agents/register", tag = "agents", request_body = RegisterRequest,
+    security((), ("api_key" = [])),
+    responses((status = 200, body = RegisterResponse), (status = 400, body = ErrorBody),
+        (status = 401, description = "`invalid_api_key` (a key was sent but is not valid)", body = ErrorBody),
+        (status = 403, description = "`agent_not_active`: the key belongs to a revoked agent", body = ErrorBody)))]
+pub async fn register(
+    State(ctx): State<SharedContext>,
+    headers: HeaderMap,
+    AppJson(req): AppJson<RegisterRequest>,
+) -> ApiResult<Json<RegisterResponse>> {
+    // The key is optional here, but a key that is sent must be valid.
+    let caller = match presented_api_key(&headers) {
+        None | Some("") => None,
+        Some(_) => Some(super::extract::authenticate(&ctx, &headers).await?),
+    };
+    let actor = caller.as_ref().map_or(Actor::System, Caller::actor);
+    let workspace = caller.as_ref().map(|c| c.workspace_id.as_str());
+    Ok(Json(agents::register(&ctx, workspace, &actor, req).await?))
+}
+
+/// Proves key ownership with the signature over the decoded challenge bytes.
+#[utoipa::path(post, path = "/v1/agents/attest", tag = "agents", request_body = AttestRequest,
+    responses((status = 200, body = AttestResponse), (status = 400, body = ErrorBody),
+        (status = 401, description = "`invalid_signature`", body = ErrorBody),
+        (status = 403, description = "`agent_not_active`", body = ErrorBody),
+        (status = 404, description = "`unknown_challenge`", body = ErrorBody),
+        (status = 409, description = "`challenge_used`", body = ErrorBody),
+        (status = 410, description = "`challenge_expired`", body = ErrorBody)))]
+pub async fn attest(
+    State(ctx): State<SharedContext>,
+    AppJson(req): AppJson<AttestRequest>,
+) -> ApiResult<Json<AttestResponse>> {
+    Ok(Json(agents::attest(&ctx, req).await?))
+}
+
+/// An unclaimed agent asks (signed) for a single-use code a workspace admin uses to claim it.
+#[utoipa::path(post, path = "/v1/agents/{agent_id}/claim-code", tag = "agents",
+    params(("agent_id" = String, Path, description = "must equal `X-Service-Agent-Id`")),
+    security(("agent_signature" = [])),
+    responses((status = 200, body = ClaimCodeResponse),
+        (status = 401, description = "signature errors, `agent_header_mismatch`", body = ErrorBody),
+        (status = 403, description = "`agent_not_active`", body = ErrorBody),
+        (status = 404, description = "`unknown_agent`", body = ErrorBody),
+        (status = 409, description = "`agent_already_claimed`", body = ErrorBody)))]
+pub async fn claim_code(
+    State(ctx): State<SharedContext>,
+    AppPath(agent_id): AppPath<String>,
+    signed: SignedRequest,
+) -> ApiResult<Json<ClaimCodeResponse>> {
+    if agent_id != signed.agent.id {
+        return Err(ApiError::unauthorized(
+            "agent_header_mismatch",
+            "the agent in the path differs from `X-Service-Agent-Id`",
+        ));
+    }
+    Ok(Json(
+        agents::claim_code(&ctx, &signed.agent, signed.nonce).await?,
+    ))
+}
+
+/// Lists the workspace's agents, newest first.
+#[utoipa::path(get, path = "/v1/agents", tag = "agents", params(AgentListParams), security(("api_key" = [])),
+    responses((status = 200, body = AgentListResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+pub async fn list(
+    State(ctx): State<SharedContext>,
+    caller: Caller,
+    AppQuery(params): AppQuery<AgentListParams>,
+) -> ApiResult<Json<AgentListResponse>> {
+    let status = match params.status.as_deref().filter(|s| !s.is_empty()) {
+        None => None,
+        Some(s) => Some(AgentStatus::parse(s).ok_or_else(|| {
+            ApiError::invalid(
+                "status",
+                "must be `pending`, `active`, `suspended` or `revoked`",
+            )
+        })?),
+    };
+    let limit = super::page_limit(params.limit, 50, 200)?;
+    let query = AgentQuery {
+        workspace_id: caller.workspace_id,
+        status,
+        name: params.name.filter(|n| !n.is_empty()),
+        after: super::page_cursor(params.cursor.as_deref())?,
+        limit: limit + 1,
+    };
+    let mut rows = ctx.store.list_agents(&query).await?;
+    let next_cursor = super::next_cursor(&mut rows, limit, |a| (a.created_at, a.id.clone()));
+    Ok(Json(AgentListResponse {
+        ok: true,
+        items: rows.into_iter().map(agents::to_wire).collect(),
+        next_cursor,
+    }))
+}
+
+/// One agent of the workspace.
+#[utoipa::path(get, path = "/v1/agents/{agent_id}", tag = "agents", params(("agent_id" = String, Path)),
+    security(("api_key" = [])),
+    responses((status = 200, body = AgentResponse), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn get(
+    State(ctx): State<SharedContext>,
+    caller: Caller,
+    AppPath(agent_id): AppPath<String>,
+) -> ApiResult<Json<AgentResponse>> {
+    let agent = agents::agent_in_workspace(&ctx, &caller.workspace_id, &agent_id).await?;
+    Ok(Json(AgentResponse {
+        ok: true,
+        agent: agents::to_wire(agent),
+    }))
+}
+
+async fn change_status(
+    ctx: SharedContext,
+    caller: Caller,
+    agent_id: String,
+    req: AgentStatusRequest,
+    action: StatusAction,
+) -> ApiResult<Json<AgentResponse>> {
+    let agent = agents::set_status(
+        &ctx,
+        &caller.workspace_id,
+        &agent_id,
+        action,
+        req.reason,
+        &caller.actor(),
+    )
+    .await?;
+    Ok(Json(AgentResponse { ok: true, agent }))
+}
+
+/// Suspends an agent: its signed requests fail with `agent_not_active` until resumed.
+#[utoipa::path(post, path = "/v1/agents/{agent_id}/suspend", tag = "agents", params(("agent_id" = String, Path)),
+    request_body(content = AgentStatusRequest, description = "optional"), security(("api_key" = [])),
+    responses((status = 200, body = AgentResponse), (status = 404, body = ErrorBody),
+        (status = 409, description = "`invalid_status_transition`", body = ErrorBody)))]
+pub async fn suspend(
+    State(ctx): State<SharedContext>,
+    caller: Caller,
+    AppPath(agent_id): AppPath<String>,
+    AppJson(req): AppJson<AgentStatusRequest>,
+) -> ApiResult<Json<AgentResponse>> {
+    change_status(ctx, caller, agent_id, req, StatusAction::Suspend).await
+}
+
+/// Resumes a suspended agent (back to `active`, or `pending` if it never attested).
+#[utoipa::path(post, path = "/v1/agents/{agent_id}/resume", tag = "agents", params(("agent_id" = String, Path)),
+    request_body(content = AgentStatusRequest, description = "optional"), security(("api_key" = [])),
+    responses((status = 200, body = AgentResponse), (status = 404, body = ErrorBody),
+        (status = 409, description = "`invalid_status_transition`", body = ErrorBody)))]
+pub async fn resume(
+    State(ctx): State<SharedContext>,
+    caller: Caller,
+    AppPath(agent_id): AppPath<String>,
+    AppJson(req): AppJson<AgentStatusRequest>,
+) -> ApiResult<Json<AgentResponse>> {
+    change_status(ctx, caller, agent_id, req, StatusAction::Resume).await
+}
+
+/// Revokes an agent for good.
+#[utoipa::path(post, path = "/v1/agents/{agent_id}/revoke", tag = "agents", params(("agent_id" = String, Path)),
+    request_body(content = AgentStatusRequest, description = "optional"), security(("api_key" = [])),
+    responses((status = 200, body = AgentResponse), (status = 404, body = ErrorBody)))]
+pub async fn revoke(
+    State(ctx): State<SharedContext>,
+    caller: Caller,
+    AppPath(agent_id): AppPath<String>,
+    AppJson(req): AppJson<AgentStatusRequest>,
+) -> ApiResult<Json<AgentResponse>> {
+    change_status(ctx, caller, agent_id, req, StatusAction::Revoke).await
+}

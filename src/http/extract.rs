@@ -1,0 +1,307 @@
+//! Extractors whose rejections answer in the service's error envelope: JSON bodies, query
+//! strings, path parameters, the workspace API key and agent-signed requests.
+
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
+use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
+use axum::http::request::Parts;
+use axum::http::{header, HeaderMap, StatusCode};
+use serde::de::DeserializeOwned;
+
+use crate::context::SharedContext;
+use crate::error::ApiError;
+use crate::identity::api_keys;
+use crate::identity::signing::{verify_parts, SignFailure, SignedParts};
+use crate::secret::{ct_eq, sha256_hex};
+use crate::store::{AgentRecord, NonceClaim};
+use crate::time::now_ms;
+
+/// Largest accepted request body.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+fn body_error(rejection: BytesRejection) -> ApiError {
+    if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!("request bodies are limited to {MAX_BODY_BYTES} bytes"),
+        )
+    } else {
+        ApiError::bad_request("invalid_body", "the request body could not be read")
+    }
+}
+
+/// Refuses bodies declared as something other than JSON (a missing Content-Type is accepted).
+fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(value) = headers.get(header::CONTENT_TYPE) else {
+        return Ok(());
+    };
+    let mime = value
+        .to_str()
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    if mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json")) {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "send the body as `application/json`",
+        ))
+    }
+}
+
+/// The first field name in a serde path such as `items[3].status` or `metadata`.
+fn field_of(path: &serde_path_to_error::Path) -> Option<String> {
+    path.iter().find_map(|segment| match segment {
+        serde_path_to_error::Segment::Map { key } => Some(key.clone()),
+        _ => None,
+    })
+}
+
+/// Parses a JSON body into `T`, naming the offending field in the error code:
+/// `missing_<field>` for an absent required field, `invalid_<field>` for a wrong type, and
+/// `invalid_json` for a body that is not a JSON object at all. An empty body reads as `{}`.
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
+        b"{}"
+    } else {
+        bytes
+    };
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let parsed: Result<T, _> = serde_path_to_error::deserialize(&mut de);
+    let value = match parsed {
+        Ok(value) => value,
+        Err(err) => {
+            let inner = err.inner();
+            if inner.is_syntax() || inner.is_eof() || inner.is_io() {
+                return Err(ApiError::bad_request(
+                    "invalid_json",
+                    "the body is not valid JSON",
+                ));
+            }
+            let message = inner.to_string();
+            if let Some(rest) = message.strip_prefix("missing field `") {
+                let field = rest.split('`').next().unwrap_or("field");
+                return Err(ApiError::missing(field));
+            }
+            return Err(match field_of(err.path()) {
+                Some(field) => ApiError::invalid(&field, "has the wrong type or shape"),
+                None => ApiError::bad_request("invalid_json", "the body must be a JSON object"),
+            });
+        }
+    };
+    de.end().map_err(|_| {
+        ApiError::bad_request("invalid_json", "unexpected data after the JSON body")
+    })?;
+    Ok(value)
+}
+
+/// A JSON body parsed with [`parse_json`].
+pub struct AppJson<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for AppJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        check_content_type(req.headers())?;
+        let bytes = Bytes::from_request(req, state).await.map_err(body_error)?;
+        parse_json(&bytes).map(AppJson)
+    }
+}
+
+/// A query string; a bad parameter answers `invalid_query`.
+pub struct AppQuery<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for AppQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Query(v)| AppQuery(v))
+            .map_err(|e: QueryRejection| ApiError::bad_request("invalid_query", e.body_text()))
+    }
+}
+
+/// A path parameter.
+pub struct AppPath<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for AppPath<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Path(v)| AppPath(v))
+            .map_err(|e: PathRejection| ApiError::bad_request("invalid_path", e.body_text()))
+    }
+}
+
+/// The workspace a request acts in, proven by a workspace API key.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub workspace_id: String,
+    pub key_id: String,
+}
+
+impl Caller {
+    pub fn actor(&self) -> crate::audit::Actor {
+        crate::audit::Actor::ApiKey(self.key_id.clone())
+    }
+}
+
+/// The API key of a request: `X-Service-Api-Key`, else `Authorization: Bearer`.
+pub fn presented_api_key(headers: &HeaderMap) -> Option<&str> {
+    if let Some(v) = headers.get("x-service-api-key") {
+        return v.to_str().ok().map(str::trim);
+    }
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(str::trim)
+}
+
+/// Authenticates the workspace API key among `headers`.
+pub async fn authenticate(ctx: &SharedContext, headers: &HeaderMap) -> Result<Caller, ApiError> {
+    let key = match presented_api_key(headers) {
+        None | Some("") => {
+            return Err(ApiError::unauthorized(
+                "missing_api_key",
+                "send a workspace API key in `X-Service-Api-Key` or `Authorization: Bearer`",
+            ))
+        }
+        Some(key) => key,
+    };
+    let invalid = || ApiError::unauthorized("invalid_api_key", "the API key is not valid");
+    if !api_keys::is_well_formed(key) {
+        return Err(invalid());
+    }
+    let hash = sha256_hex(key.as_bytes());
+    let record = ctx
+        .store
+        .api_key_by_hash(&hash)
+        .await?
+        .ok_or_else(invalid)?;
+    if !ct_eq(record.key_hash.as_bytes(), hash.as_bytes()) || record.revoked_at.is_some() {
+        return Err(invalid());
+    }
+    Ok(Caller {
+        workspace_id: record.workspace_id,
+        key_id: record.id,
+    })
+}
+
+impl FromRequestParts<SharedContext> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        ctx: &SharedContext,
+    ) -> Result<Self, Self::Rejection> {
+        authenticate(ctx, &parts.headers).await
+    }
+}
+
+/// An agent-signed request whose signature, timestamp and agent status have been verified.
+/// The nonce is not yet consumed: the handler commits `nonce` together with the request's own
+/// effect, so a request that fails later does not burn it, and replays fail atomically.
+pub struct SignedRequest {
+    pub agent: AgentRecord,
+    pub nonce: NonceClaim,
+    pub body: Bytes,
+}
+
+impl SignedRequest {
+    /// Parses the body; its `agent_id` must be the signer's.
+    pub fn json<T: DeserializeOwned>(
+        &self,
+        agent_id_of: impl Fn(&T) -> &str,
+    ) -> Result<T, ApiError> {
+        let value: T = parse_json(&self.body)?;
+        let body_agent = agent_id_of(&value);
+        if body_agent.is_empty() {
+            return Err(ApiError::missing("agent_id"));
+        }
+        if body_agent != self.agent.id {
+            return Err(ApiError::unauthorized(
+                "agent_header_mismatch",
+                "the body `agent_id` differs from `X-Service-Agent-Id`",
+            ));
+        }
+        Ok(value)
+    }
+}
+
+pub fn sign_failure(failure: SignFailure) -> ApiError {
+    let status = match failure {
+        SignFailure::UnknownAgent => StatusCode::NOT_FOUND,
+        SignFailure::AgentNotActive(_) => StatusCode::FORBIDDEN,
+        _ => StatusCode::UNAUTHORIZED,
+    };
+    ApiError::new(status, failure.code(), failure.message())
+}
+
+fn header_text<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty())
+}
+
+impl FromRequest<SharedContext> for SignedRequest {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, ctx: &SharedContext) -> Result<Self, Self::Rejection> {
+        let (parts, body) = req.into_parts();
+        let headers = &parts.headers;
+        let (Some(agent_id), Some(timestamp), Some(nonce), Some(signature)) = (
+            header_text(headers, "x-service-agent-id"),
+            header_text(headers, "x-service-timestamp"),
+            header_text(headers, "x-service-nonce"),
+            header_text(headers, "x-service-signature"),
+        ) else {
+            return Err(ApiError::unauthorized(
+                "missing_signature_headers",
+                "signed requests need X-Service-Agent-Id, X-Service-Timestamp, X-Service-Nonce and X-Service-Signature",
+            ));
+        };
+        check_content_type(headers)?;
+        let body = Bytes::from_request(Request::from_parts(parts.clone(), body), ctx)
+            .await
+            .map_err(body_error)?;
+        let agent = if crate::ids::has_shape(agent_id, crate::ids::AGENT) {
+            ctx.store.agent(agent_id).await?
+        } else {
+            None
+        };
+        let signed = SignedParts {
+            method: parts.method.as_str(),
+            path: parts.uri.path(),
+            timestamp,
+            nonce,
+            body_sha256: &sha256_hex(&body),
+            signature_b64: signature,
+        };
+        let nonce = verify_parts(
+            &signed,
+            agent.as_ref(),
+            now_ms(),
+            ctx.config.signature_window_ms,
+        )
+        .map_err(sign_failure)?;
+        Ok(SignedRequest {
+            agent: agent.ok_or_else(ApiError::unknown_agent)?,
+            nonce,
+            body,
+        })
+    }
+}

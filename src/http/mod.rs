@@ -1,0 +1,212 @@
+//! The HTTP interface: one module per resource, the extractors, and the router that ties them
+//! together with the OpenAPI document generated from the same route list.
+
+pub mod agents;
+pub mod audit;
+pub mod extract;
+pub mod telemetry;
+
+use std::time::Duration;
+
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
+use axum::http::{HeaderName, StatusCode};
+use axum::response::IntoResponse;
+use axum::{Json, Router};
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
+use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::api::{ErrorBody, HealthResponse};
+use crate::context::SharedContext;
+use crate::error::{ApiError, ApiResult};
+use crate::store::Cursor;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "acp: agent control plane", description = "Agent identity, signed requests, decisions and audit."),
+    modifiers(&SecuritySchemes),
+    tags(
+        (name = "agents", description = "Agent registration, attestation and administration"),
+        (name = "identity", description = "Verification of agent-signed requests"),
+        (name = "telemetry", description = "Agent heartbeats"),
+        (name = "inventory", description = "The workspace's agent inventory"),
+        (name = "audit", description = "The audit trail"),
+        (name = "operations", description = "Health and discovery")
+    )
+)]
+struct ApiDoc;
+
+struct SecuritySchemes;
+
+impl Modify for SecuritySchemes {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "api_key",
+            SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
+                "X-Service-Api-Key",
+                "Workspace API key (`svc_live_...` / `svc_test_...`); `Authorization: Bearer` also works",
+            ))),
+        );
+        components.add_security_scheme(
+            "agent_signature",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "Ed25519 request signature: headers X-Service-Agent-Id, X-Service-Timestamp (ms), \
+                         X-Service-Nonce, X-Service-Signature over METHOD\\nPATH\\nTIMESTAMP\\nNONCE\\nSHA256(body)",
+                    ))
+                    .build(),
+            ),
+        );
+    }
+}
+
+/// Liveness: the process answers.
+#[utoipa::path(get, path = "/healthz", tag = "operations", responses((status = 200, body = HealthResponse)))]
+async fn healthz() -> Json<HealthResponse> {
+    Json(HealthResponse {
+        ok: true,
+        status: "alive".into(),
+    })
+}
+
+/// Readiness: the database answers.
+#[utoipa::path(get, path = "/readyz", tag = "operations",
+    responses((status = 200, body = HealthResponse), (status = 503, body = ErrorBody)))]
+async fn readyz(State(ctx): State<SharedContext>) -> ApiResult<Json<HealthResponse>> {
+    ctx.store.ping().await.map_err(ApiError::unavailable)?;
+    Ok(Json(HealthResponse {
+        ok: true,
+        status: "ready".into(),
+    }))
+}
+
+/// This document.
+#[utoipa::path(get, path = "/openapi.json", tag = "operations", responses((status = 200, description = "OpenAPI 3.1 document")))]
+async fn openapi_json() -> impl IntoResponse {
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        openapi_document(),
+    )
+}
+
+fn routes() -> OpenApiRouter<SharedContext> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(healthz))
+        .routes(routes!(readyz))
+        .routes(routes!(openapi_json))
+        .routes(routes!(agents::register))
+        .routes(routes!(agents::attest))
+        .routes(routes!(agents::claim_code))
+        .routes(routes!(agents::list))
+        .routes(routes!(agents::get))
+        .routes(routes!(agents::suspend))
+        .routes(routes!(agents::resume))
+        .routes(routes!(agents::revoke))
+        .routes(routes!(telemetry::verify))
+        .routes(routes!(telemetry::heartbeat))
+        .routes(routes!(telemetry::ingest))
+        .routes(routes!(telemetry::recent))
+        .routes(routes!(telemetry::upsert_inventory))
+        .routes(routes!(telemetry::list_inventory))
+        .routes(routes!(audit::events))
+        .routes(routes!(audit::export))
+}
+
+/// The OpenAPI document of every route the server has, pretty-printed (the committed copy in
+/// `schemas/openapi.json` must equal it).
+pub fn openapi_document() -> String {
+    let (_, doc) = routes().split_for_parts();
+    let mut text = doc.to_pretty_json().unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+async fn not_found() -> ApiError {
+    ApiError::not_found("not_found", "no such endpoint")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this endpoint does not take that method",
+    )
+}
+
+/// The application: every route, its error fallbacks, body limit, request ids and tracing.
+pub fn router(ctx: SharedContext) -> Router {
+    let (api, _) = routes().split_for_parts();
+    let request_id = HeaderName::from_static("x-request-id");
+    let app = api
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(extract::MAX_BODY_BYTES))
+        .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
+            let path = req
+                .extensions()
+                .get::<MatchedPath>()
+                .map(MatchedPath::as_str)
+                .unwrap_or("unmatched");
+            let id = req
+                .headers()
+                .get("x-request-id")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            tracing::info_span!("request", method = %req.method(), path, request_id = id)
+        }))
+        .layer(PropagateRequestIdLayer::new(request_id.clone()))
+        .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
+        .layer(tower_http::timeout::TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            Duration::from_secs(30),
+        ))
+        .with_state(ctx.clone());
+    match ctx.config.path_prefix.as_deref() {
+        Some(prefix) => Router::new().nest(prefix, app).fallback(not_found),
+        None => app,
+    }
+}
+
+/// A page size: `default` when absent, else 1 to `max`.
+pub fn page_limit(limit: Option<i64>, default: i64, max: i64) -> ApiResult<i64> {
+    match limit {
+        None => Ok(default),
+        Some(n) if (1..=max).contains(&n) => Ok(n),
+        Some(_) => Err(ApiError::invalid(
+            "limit",
+            format!("must be between 1 and {max}"),
+        )),
+    }
+}
+
+pub fn page_cursor(cursor: Option<&str>) -> ApiResult<Option<Cursor>> {
+    match cursor.filter(|c| !c.is_empty()) {
+        None => Ok(None),
+        Some(c) => crate::audit::decode_cursor(c)
+            .map(Some)
+            .ok_or_else(|| ApiError::invalid("cursor", "is not a cursor this server issued")),
+    }
+}
+
+/// Trims a page fetched with `limit + 1` rows to `limit` and answers the next cursor, if any.
+pub fn next_cursor<T>(
+    rows: &mut Vec<T>,
+    limit: i64,
+    key: impl Fn(&T) -> (i64, String),
+) -> Option<String> {
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    if rows.len() <= limit {
+        return None;
+    }
+    rows.truncate(limit);
+    rows.last().map(|row| {
+        let (at, id) = key(row);
+        crate::audit::encode_cursor(at, &id)
+    })
+}

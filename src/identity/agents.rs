@@ -1,0 +1,400 @@
+//! Agent use cases: register, attest, claim codes, and an admin's suspend / resume / revoke.
+
+use serde_json::{json, Value};
+
+use crate::api;
+use crate::audit::{self, Actor};
+use crate::context::Context;
+use crate::error::{ApiError, ApiResult};
+use crate::ids;
+use crate::secret::{random_base62, random_bytes, sha256_hex};
+use crate::store::{
+    AgentRecord, AgentStatus, ChallengeRecord, Change, ClaimCodeRecord, Op, Outcome, StoreError,
+};
+use crate::time::{iso, now_ms};
+
+use super::keys::{b64, b64_decode, parse_public_key, verify_signature};
+
+const MAX_NAME_CHARS: usize = 200;
+const MAX_METADATA_BYTES: usize = 16 * 1024;
+
+pub fn to_wire(a: AgentRecord) -> api::Agent {
+    api::Agent {
+        verification_tier: if a.attested_at.is_some() {
+            "attested"
+        } else {
+            "unverified"
+        }
+        .into(),
+        agent_id: a.id,
+        name: a.name,
+        public_key: a.public_key,
+        key_type: a.key_type,
+        metadata: a.metadata,
+        status: a.status.as_str().into(),
+        workspace_id: a.workspace_id,
+        risk_tier: a.risk_tier,
+        created_at: iso(a.created_at),
+        updated_at: iso(a.updated_at),
+        attested_at: a.attested_at.map(iso),
+        last_seen_at: a.last_seen_at.map(iso),
+    }
+}
+
+/// The agent with this id in the caller's workspace; agents of other workspaces and unclaimed
+/// agents are `unknown_agent`, exactly like agents that do not exist.
+pub async fn agent_in_workspace(
+    ctx: &Context,
+    workspace_id: &str,
+    agent_id: &str,
+) -> ApiResult<AgentRecord> {
+    if !ids::has_shape(agent_id, ids::AGENT) {
+        return Err(ApiError::unknown_agent());
+    }
+    match ctx.store.agent(agent_id).await? {
+        Some(agent) if agent.in_workspace(workspace_id) => Ok(agent),
+        _ => Err(ApiError::unknown_agent()),
+    }
+}
+
+fn new_challenge(ctx: &Context, agent_id: &str, now: i64) -> ChallengeRecord {
+    ChallengeRecord {
+        id: ids::new_id(ids::CHALLENGE),
+        agent_id: agent_id.to_owned(),
+        challenge: b64(&random_bytes::<32>()),
+        created_at: now,
+        expires_at: now + ctx.config.challenge_ttl_ms,
+        used_at: None,
+    }
+}
+
+/// Registers an agent (or, for a public key already registered in the same workspace, issues a
+/// new challenge for that agent). `workspace_id` is the caller's when an API key was sent;
+/// without one the agent is unclaimed.
+pub async fn register(
+    ctx: &Context,
+    workspace_id: Option<&str>,
+    actor: &Actor,
+    req: api::RegisterRequest,
+) -> ApiResult<api::RegisterResponse> {
+    let name = req.name.trim();
+    if name.is_empty() {
+        return Err(ApiError::missing("name"));
+    }
+    if name.chars().count() > MAX_NAME_CHARS {
+        return Err(ApiError::invalid(
+            "name",
+            format!("must be at most {MAX_NAME_CHARS} characters"),
+        ));
+    }
+    match req.key_type.as_deref() {
+        None | Some("ed25519") => {}
+        Some(_) => return Err(ApiError::invalid("key_type", "must be `ed25519`")),
+    }
+    if req.public_key.trim().is_empty() {
+        return Err(ApiError::missing("public_key"));
+    }
+    let key = parse_public_key(&req.public_key).map_err(|e| ApiError::invalid("public_key", e))?;
+    let public_key = b64(key.as_bytes());
+    let metadata = match req.metadata {
+        None | Some(Value::Null) => json!({}),
+        Some(Value::Object(map)) => Value::Object(map),
+        Some(_) => return Err(ApiError::invalid("metadata", "must be a JSON object")),
+    };
+    if metadata.to_string().len() > MAX_METADATA_BYTES {
+        return Err(ApiError::invalid(
+            "metadata",
+            format!("must be at most {MAX_METADATA_BYTES} bytes of JSON"),
+        ));
+    }
+
+    let now = now_ms();
+    let existing = ctx
+        .store
+        .agent_by_public_key(workspace_id, &public_key)
+        .await?;
+    if let Some(agent) = existing
+        .as_ref()
+        .filter(|a| a.status == AgentStatus::Revoked)
+    {
+        return Err(ApiError::agent_not_active(agent.status.as_str()));
+    }
+    let agent_id = existing
+        .as_ref()
+        .map_or_else(|| ids::new_id(ids::AGENT), |a| a.id.clone());
+    let challenge = new_challenge(ctx, &agent_id, now);
+    let response = api::RegisterResponse {
+        ok: true,
+        agent_id: agent_id.clone(),
+        challenge_id: challenge.id.clone(),
+        challenge: challenge.challenge.clone(),
+        expires_at: iso(challenge.expires_at),
+        status: existing
+            .as_ref()
+            .map_or(AgentStatus::Pending, |a| a.status)
+            .as_str()
+            .into(),
+    };
+    let change = match existing {
+        // Public keys are public: a second registration only yields a new challenge and
+        // changes nothing else about the agent.
+        Some(_) => {
+            let event = audit::state_change(
+                "agent.challenge_issued",
+                "register",
+                workspace_id,
+                Some(&agent_id),
+                actor,
+                json!({ "challenge_id": challenge.id }),
+            );
+            Change::new(Op::IssueChallenge(challenge)).audited(event)
+        }
+        None => {
+            let agent = AgentRecord {
+                id: agent_id.clone(),
+                workspace_id: workspace_id.map(str::to_owned),
+                name: name.to_owned(),
+                public_key,
+                key_type: "ed25519".into(),
+                metadata,
+                status: AgentStatus::Pending,
+                risk_tier: "low".into(),
+                created_at: now,
+                updated_at: now,
+                attested_at: None,
+                last_seen_at: None,
+            };
+            let event = audit::state_change(
+                "agent.registered",
+                "register",
+                workspace_id,
+                Some(&agent_id),
+                actor,
+                json!({ "name": agent.name, "challenge_id": challenge.id, "claimed": workspace_id.is_some() }),
+            );
+            Change::new(Op::RegisterAgent { agent, challenge }).audited(event)
+        }
+    };
+    ctx.writer.commit(change).await?;
+    Ok(response)
+}
+
+/// Proves key ownership: the signature over the decoded challenge bytes activates the agent.
+pub async fn attest(ctx: &Context, req: api::AttestRequest) -> ApiResult<api::AttestResponse> {
+    for (field, value) in [
+        ("agent_id", &req.agent_id),
+        ("challenge_id", &req.challenge_id),
+        ("signature", &req.signature),
+    ] {
+        if value.trim().is_empty() {
+            return Err(ApiError::missing(field));
+        }
+    }
+    let unknown = || {
+        ApiError::not_found(
+            "unknown_challenge",
+            "no such attestation challenge for this agent",
+        )
+    };
+    if !ids::has_shape(&req.challenge_id, ids::CHALLENGE) {
+        return Err(unknown());
+    }
+    let challenge = ctx
+        .store
+        .challenge(&req.challenge_id)
+        .await?
+        .ok_or_else(unknown)?;
+    if challenge.agent_id != req.agent_id {
+        return Err(unknown());
+    }
+    let agent = ctx
+        .store
+        .agent(&challenge.agent_id)
+        .await?
+        .ok_or_else(unknown)?;
+    let used = || {
+        ApiError::conflict(
+            "challenge_used",
+            "this challenge was already used; register again for a new one",
+        )
+    };
+    if challenge.used_at.is_some() {
+        return Err(used());
+    }
+    let now = now_ms();
+    if now >= challenge.expires_at {
+        return Err(ApiError::new(
+            axum::http::StatusCode::GONE,
+            "challenge_expired",
+            "this challenge expired; register again for a new one",
+        ));
+    }
+    let key = parse_public_key(&agent.public_key).map_err(ApiError::internal)?;
+    let bytes = b64_decode(&challenge.challenge)
+        .ok_or_else(|| ApiError::internal("stored challenge is not base64"))?;
+    if !verify_signature(&key, &bytes, &req.signature) {
+        return Err(ApiError::unauthorized(
+            "invalid_signature",
+            "the signature does not verify over the decoded challenge bytes with the registered key",
+        ));
+    }
+    if agent.status == AgentStatus::Revoked {
+        return Err(ApiError::agent_not_active(agent.status.as_str()));
+    }
+    let event = audit::state_change(
+        "agent.attested",
+        "attest",
+        agent.workspace_id.as_deref(),
+        Some(&agent.id),
+        &Actor::Agent(agent.id.clone()),
+        json!({ "challenge_id": challenge.id }),
+    );
+    let change = Change::new(Op::Attest {
+        challenge_id: challenge.id.clone(),
+        agent_id: agent.id.clone(),
+        at: now,
+    })
+    .audited(event);
+    match ctx.writer.commit(change).await {
+        Ok(Outcome::Agent(agent)) => Ok(api::AttestResponse {
+            ok: true,
+            agent_id: agent.id,
+            status: agent.status.as_str().into(),
+            attested_at: iso(now),
+        }),
+        Ok(_) => Err(ApiError::internal("attest answered an unexpected outcome")),
+        Err(StoreError::ChallengeUsed) => Err(used()),
+        Err(StoreError::Conflict(_)) => Err(ApiError::agent_not_active("revoked")),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// A single-use code with which a workspace admin claims this (unclaimed) agent. The agent asks
+/// for it with a signed request; the nonce is consumed with the code.
+pub async fn claim_code(
+    ctx: &Context,
+    agent: &AgentRecord,
+    nonce: crate::store::NonceClaim,
+) -> ApiResult<api::ClaimCodeResponse> {
+    if agent.workspace_id.is_some() {
+        return Err(ApiError::conflict(
+            "agent_already_claimed",
+            "this agent already belongs to a workspace",
+        ));
+    }
+    let now = now_ms();
+    let code = format!("clm_{}", random_base62(32));
+    let record = ClaimCodeRecord {
+        code_hash: sha256_hex(code.as_bytes()),
+        agent_id: agent.id.clone(),
+        created_at: now,
+        expires_at: now + ctx.config.claim_code_ttl_ms,
+    };
+    let expires_at = record.expires_at;
+    let event = audit::state_change(
+        "agent.claim_code_created",
+        "claim_code",
+        None,
+        Some(&agent.id),
+        &Actor::Agent(agent.id.clone()),
+        json!({ "expires_at": iso(expires_at) }),
+    );
+    ctx.writer
+        .commit(
+            Change::new(Op::CreateClaimCode(record))
+                .with_nonce(nonce)
+                .audited(event),
+        )
+        .await?;
+    Ok(api::ClaimCodeResponse {
+        ok: true,
+        agent_id: agent.id.clone(),
+        claim_url: format!("{}/v1/agent-approval/{code}", ctx.public_url),
+        claim_code: code,
+        expires_at: iso(expires_at),
+    })
+}
+
+/// What an admin can do to an agent's status.
+#[derive(Debug, Clone, Copy)]
+pub enum StatusAction {
+    Suspend,
+    Resume,
+    Revoke,
+}
+
+impl StatusAction {
+    fn verb(self) -> &'static str {
+        match self {
+            Self::Suspend => "suspend",
+            Self::Resume => "resume",
+            Self::Revoke => "revoke",
+        }
+    }
+
+    /// The status the agent moves to, `None` when it is already there (idempotent), or an
+    /// error for a move that is not allowed.
+    fn target(self, agent: &AgentRecord) -> ApiResult<Option<AgentStatus>> {
+        use AgentStatus::*;
+        let refuse = |why: &str| {
+            Err(ApiError::conflict(
+                "invalid_status_transition",
+                why.to_owned(),
+            ))
+        };
+        match (self, agent.status) {
+            (Self::Revoke, Revoked) | (Self::Suspend, Suspended) => Ok(None),
+            (Self::Revoke, _) => Ok(Some(Revoked)),
+            (_, Revoked) => refuse("a revoked agent stays revoked"),
+            (Self::Suspend, _) => Ok(Some(Suspended)),
+            (Self::Resume, Suspended) => Ok(Some(if agent.attested_at.is_some() {
+                Active
+            } else {
+                Pending
+            })),
+            (Self::Resume, _) => Ok(None),
+        }
+    }
+}
+
+pub async fn set_status(
+    ctx: &Context,
+    workspace_id: &str,
+    agent_id: &str,
+    action: StatusAction,
+    reason: Option<String>,
+    actor: &Actor,
+) -> ApiResult<api::Agent> {
+    let agent = agent_in_workspace(ctx, workspace_id, agent_id).await?;
+    let Some(to) = action.target(&agent)? else {
+        return Ok(to_wire(agent));
+    };
+    if reason.as_deref().is_some_and(|r| r.chars().count() > 500) {
+        return Err(ApiError::invalid(
+            "reason",
+            "must be at most 500 characters",
+        ));
+    }
+    let event = audit::state_change(
+        &format!("agent.{}", to.as_str()),
+        action.verb(),
+        Some(workspace_id),
+        Some(&agent.id),
+        actor,
+        json!({ "from": agent.status.as_str(), "to": to.as_str(), "reason": reason }),
+    );
+    let change = Change::new(Op::SetAgentStatus {
+        agent_id: agent.id.clone(),
+        workspace_id: workspace_id.to_owned(),
+        from: agent.status,
+        to,
+        at: now_ms(),
+    })
+    .audited(event);
+    match ctx.writer.commit(change).await? {
+        Outcome::Agent(agent) => Ok(to_wire(*agent)),
+        _ => Err(ApiError::internal(
+            "set_status answered an unexpected outcome",
+        )),
+    }
+}

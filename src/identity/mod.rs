@@ -1,0 +1,7 @@
+//! Agent identity: keys and signatures, signed requests, API keys, and the agent use cases.
+
+pub mod agents;
+pub mod api_keys;
+pub mod keys;
+pub mod signing;
+pub mod verify;

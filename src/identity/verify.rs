@@ -1,0 +1,110 @@
+//! `POST /v1/verify`: a backend asks whether a request it received was really signed by an
+//! agent of its workspace. Every signature, skew, replay, unknown or inactive-agent failure is
+//! an answer (`valid: false` with a `reason`), never an HTTP error; a valid request consumes its
+//! nonce like any signed request.
+
+use crate::api;
+use crate::context::Context;
+use crate::error::{ApiError, ApiResult};
+use crate::ids;
+use crate::store::{AgentRecord, AgentStatus, Change, StoreError};
+use crate::time::{iso, now_ms};
+
+use super::signing::{verify_parts, SignFailure, SignedParts};
+
+fn check_request(req: &api::VerifyRequest) -> ApiResult<()> {
+    for (field, value) in [
+        ("agent_id", &req.agent_id),
+        ("method", &req.method),
+        ("path", &req.path),
+        ("nonce", &req.nonce),
+        ("body_sha256", &req.body_sha256),
+        ("signature_b64", &req.signature_b64),
+    ] {
+        if value.is_empty() {
+            return Err(ApiError::missing(field));
+        }
+    }
+    if req.method.len() > 16 || !req.method.bytes().all(|b| b.is_ascii_uppercase()) {
+        return Err(ApiError::invalid(
+            "method",
+            "must be an uppercase HTTP method",
+        ));
+    }
+    if !req.path.starts_with('/') || req.path.len() > 4096 {
+        return Err(ApiError::invalid(
+            "path",
+            "must be the request path, starting with `/`",
+        ));
+    }
+    if req.body_sha256.len() != 64
+        || !req
+            .body_sha256
+            .bytes()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    {
+        return Err(ApiError::invalid(
+            "body_sha256",
+            "must be 64 lowercase hex digits",
+        ));
+    }
+    Ok(())
+}
+
+pub async fn verify(
+    ctx: &Context,
+    workspace_id: &str,
+    req: api::VerifyRequest,
+) -> ApiResult<api::VerifyResponse> {
+    check_request(&req)?;
+    let agent = if ids::has_shape(&req.agent_id, ids::AGENT) {
+        ctx.store
+            .agent(&req.agent_id)
+            .await?
+            .filter(|a| a.in_workspace(workspace_id))
+    } else {
+        None
+    };
+    let now = now_ms();
+    let timestamp = req.timestamp_ms.to_string();
+    let parts = SignedParts {
+        method: &req.method,
+        path: &req.path,
+        timestamp: &timestamp,
+        nonce: &req.nonce,
+        body_sha256: &req.body_sha256,
+        signature_b64: &req.signature_b64,
+    };
+    let outcome = match verify_parts(&parts, agent.as_ref(), now, ctx.config.signature_window_ms) {
+        Ok(nonce) => match ctx.writer.commit(Change::default().with_nonce(nonce)).await {
+            Ok(_) => Ok(()),
+            Err(StoreError::Replay) => Err(SignFailure::Replay),
+            Err(e) => return Err(e.into()),
+        },
+        Err(failure) => Err(failure),
+    };
+    Ok(answer(req.agent_id, agent.as_ref(), now, outcome.err()))
+}
+
+fn answer(
+    agent_id: String,
+    agent: Option<&AgentRecord>,
+    now: i64,
+    failure: Option<SignFailure>,
+) -> api::VerifyResponse {
+    api::VerifyResponse {
+        ok: true,
+        valid: failure.is_none(),
+        agent_id,
+        verified_at: iso(now),
+        reason: failure.map(|f| f.code().to_owned()),
+        verification_tier: match agent {
+            Some(a) if a.attested_at.is_some() => "attested",
+            _ => "unverified",
+        }
+        .into(),
+        // Nothing is known of an agent the workspace does not have: treat it as high risk.
+        risk_tier: agent.map_or_else(|| "high".to_owned(), |a| a.risk_tier.clone()),
+        revoked: agent.is_some_and(|a| a.status == AgentStatus::Revoked),
+    }
+}

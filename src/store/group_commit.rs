@@ -1,0 +1,73 @@
+//! The group-commit writer: every state change and decision record goes through it. Callers
+//! hand it a [`Change`] and wait; a single task drains the queue, applies everything waiting in
+//! one transaction and answers each caller only after that transaction has committed. A 2xx
+//! response therefore always means its audit event is durable, at the cost of one commit per
+//! batch rather than one per request.
+
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use super::{Change, Outcome, Store, StoreError};
+
+type Reply = oneshot::Sender<Result<Outcome, StoreError>>;
+
+#[derive(Clone)]
+pub struct GroupCommit {
+    queue: mpsc::Sender<(Change, Reply)>,
+}
+
+impl GroupCommit {
+    /// Starts the writer. It stops once every `GroupCommit` handle is dropped and the queue is
+    /// drained; await the handle to know that everything accepted was written.
+    pub fn start(store: Arc<dyn Store>, max_batch: usize) -> (Self, JoinHandle<()>) {
+        let (queue, receiver) = mpsc::channel(max_batch.max(1) * 8);
+        let task = tokio::spawn(run(store, receiver, max_batch.max(1)));
+        (Self { queue }, task)
+    }
+
+    /// Applies `change` and waits until the batch holding it is committed.
+    pub async fn commit(&self, change: Change) -> Result<Outcome, StoreError> {
+        let (reply, answer) = oneshot::channel();
+        self.queue
+            .send((change, reply))
+            .await
+            .map_err(|_| StoreError::Closed)?;
+        answer.await.map_err(|_| StoreError::Closed)?
+    }
+}
+
+async fn run(
+    store: Arc<dyn Store>,
+    mut receiver: mpsc::Receiver<(Change, Reply)>,
+    max_batch: usize,
+) {
+    let mut batch: Vec<(Change, Reply)> = Vec::with_capacity(max_batch);
+    while receiver.recv_many(&mut batch, max_batch).await > 0 {
+        let (changes, replies): (Vec<Change>, Vec<Reply>) = batch.drain(..).unzip();
+        let results = match store.apply(&changes).await {
+            Ok(results) => results,
+            // The batch as a whole failed (a deadlock with another replica, a lost connection):
+            // apply each change alone, so one change's failure is not every caller's.
+            Err(err) if changes.len() > 1 => {
+                tracing::warn!(error = %err, size = changes.len(), "batch failed; applying its changes one by one");
+                let mut one_by_one = Vec::with_capacity(changes.len());
+                for change in &changes {
+                    one_by_one.push(match store.apply(std::slice::from_ref(change)).await {
+                        Ok(mut r) => r
+                            .pop()
+                            .unwrap_or(Err(StoreError::Database("empty batch result".into()))),
+                        Err(err) => Err(err),
+                    });
+                }
+                one_by_one
+            }
+            Err(err) => vec![Err(err)],
+        };
+        for (reply, result) in replies.into_iter().zip(results) {
+            // A caller that went away (client disconnected) no longer needs its answer.
+            let _ = reply.send(result);
+        }
+    }
+}

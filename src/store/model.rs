@@ -1,0 +1,191 @@
+//! Records as the store keeps them. Times are epoch milliseconds.
+
+use serde_json::Value;
+
+#[derive(Debug, Clone)]
+pub struct Workspace {
+    pub id: String,
+    pub name: String,
+    pub created_at: i64,
+}
+
+/// A workspace API key as stored: its SHA-256 hash, never the key.
+#[derive(Debug, Clone)]
+pub struct ApiKeyRecord {
+    pub id: String,
+    pub workspace_id: String,
+    pub key_hash: String,
+    /// `live` or `test`.
+    pub mode: String,
+    pub last_four: String,
+    pub created_at: i64,
+    pub revoked_at: Option<i64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AgentStatus {
+    Pending,
+    Active,
+    Suspended,
+    Revoked,
+}
+
+impl AgentStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Active => "active",
+            Self::Suspended => "suspended",
+            Self::Revoked => "revoked",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "pending" => Some(Self::Pending),
+            "active" => Some(Self::Active),
+            "suspended" => Some(Self::Suspended),
+            "revoked" => Some(Self::Revoked),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct AgentRecord {
+    pub id: String,
+    /// `None` while the agent is unclaimed.
+    pub workspace_id: Option<String>,
+    pub name: String,
+    /// Standard base64 of the raw 32-byte Ed25519 key.
+    pub public_key: String,
+    pub key_type: String,
+    pub metadata: Value,
+    pub status: AgentStatus,
+    pub risk_tier: String,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub attested_at: Option<i64>,
+    pub last_seen_at: Option<i64>,
+}
+
+impl AgentRecord {
+    /// True when the agent belongs to this workspace. Agents of another workspace and
+    /// unclaimed agents are invisible to a workspace's key.
+    pub fn in_workspace(&self, workspace_id: &str) -> bool {
+        self.workspace_id.as_deref() == Some(workspace_id)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ChallengeRecord {
+    pub id: String,
+    pub agent_id: String,
+    /// Standard base64 of the random bytes the agent signs.
+    pub challenge: String,
+    pub created_at: i64,
+    pub expires_at: i64,
+    pub used_at: Option<i64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ClaimCodeRecord {
+    pub code_hash: String,
+    pub agent_id: String,
+    pub created_at: i64,
+    pub expires_at: i64,
+}
+
+#[derive(Debug, Clone)]
+pub struct HeartbeatRecord {
+    pub id: String,
+    pub workspace_id: Option<String>,
+    pub agent_id: String,
+    pub status: String,
+    pub latency_ms: f64,
+    pub observed_at: i64,
+    pub created_at: i64,
+    /// `signed` (from the agent) or `ingest` (from a pipeline with an API key).
+    pub source: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct InventoryRecord {
+    pub workspace_id: String,
+    pub external_agent_key: String,
+    pub agent_id: String,
+    pub display_name: Option<String>,
+    pub labels: Value,
+    pub environment: Option<String>,
+    pub source: Option<String>,
+    pub status: String,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct AuditEvent {
+    pub id: String,
+    pub workspace_id: Option<String>,
+    pub created_at: i64,
+    pub event_type: String,
+    pub agent_id: Option<String>,
+    pub action: Option<String>,
+    pub decision: Option<String>,
+    pub policy_id: Option<String>,
+    pub policy_hash: Option<String>,
+    pub trace_id: Option<String>,
+    pub reasons: Vec<String>,
+    pub reason_codes: Vec<String>,
+    pub actor: String,
+    pub details: Value,
+}
+
+/// A single-use nonce: the claim fails with [`super::StoreError::Replay`] while an unexpired
+/// claim of the same `(scope, nonce)` exists, on any replica sharing the database.
+#[derive(Debug, Clone)]
+pub struct NonceClaim {
+    /// `agent:<agent_id>` for agent-signed requests.
+    pub scope: String,
+    pub nonce: String,
+    pub expires_at: i64,
+}
+
+/// Position in a newest-first listing: the `(created_at, id)` of the last item seen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cursor {
+    pub created_at: i64,
+    pub id: String,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct AuditQuery {
+    pub workspace_id: String,
+    pub agent_id: Option<String>,
+    pub action: Option<String>,
+    pub decision: Option<String>,
+    pub trace_id: Option<String>,
+    pub event_type: Option<String>,
+    pub start_ms: Option<i64>,
+    pub end_ms: Option<i64>,
+    pub after: Option<Cursor>,
+    pub limit: i64,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct AgentQuery {
+    pub workspace_id: String,
+    pub status: Option<AgentStatus>,
+    pub name: Option<String>,
+    pub after: Option<Cursor>,
+    pub limit: i64,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct InventoryQuery {
+    pub workspace_id: String,
+    pub environment: Option<String>,
+    pub status: Option<String>,
+    /// `key` alone matches any value.
+    pub label: Option<(String, Option<String>)>,
+}

@@ -1,0 +1,846 @@
+//! The SQL store. One implementation serves SQLite and Postgres through sqlx's `Any` driver:
+//! every statement is portable SQL with `$N` placeholders, times are BIGINT milliseconds and
+//! JSON is TEXT, so the two engines differ only in their migrations and connection setup.
+//!
+//! SQLite runs in WAL mode with one writer connection (the group-commit writer is the only hot
+//! writer) and a small pool of readers. Postgres uses one pool for both.
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::Value;
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions, AnyRow};
+use sqlx::{Any, AnyPool, Connection, Executor, Row, Transaction};
+
+use super::*;
+
+static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
+static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+
+/// Options for opening the store.
+#[derive(Debug, Clone)]
+pub struct OpenOptions {
+    /// Connections to Postgres (SQLite readers are capped at 4).
+    pub max_connections: u32,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        Self {
+            max_connections: 16,
+        }
+    }
+}
+
+pub struct SqlStore {
+    backend: Backend,
+    read: AnyPool,
+    write: AnyPool,
+}
+
+/// Turns `sqlite:PATH`, `sqlite://PATH` or a bare path into a URL sqlx accepts, creating the
+/// parent directory and asking for the file to be created when missing.
+fn sqlite_url(url: &str) -> Result<String, StoreError> {
+    let rest = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
+        .unwrap_or(url);
+    let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+    if path.is_empty() || path == ":memory:" {
+        return Err(StoreError::Database(
+            "an SQLite database needs a file path, for example `sqlite:./data/acp.db`".into(),
+        ));
+    }
+    if let Some(parent) = Path::new(path)
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+    {
+        std::fs::create_dir_all(parent).map_err(|e| {
+            StoreError::Database(format!("cannot create `{}`: {e}", parent.display()))
+        })?;
+    }
+    let query = if query.contains("mode=") {
+        query.to_owned()
+    } else if query.is_empty() {
+        "mode=rwc".to_owned()
+    } else {
+        format!("{query}&mode=rwc")
+    };
+    Ok(format!("sqlite://{path}?{query}"))
+}
+
+impl SqlStore {
+    /// Connects to the database named by `url` (`sqlite:PATH` or `postgres://...`) and applies
+    /// the migrations of its engine.
+    pub async fn open(url: &str, options: &OpenOptions) -> Result<Self, StoreError> {
+        sqlx::any::install_default_drivers();
+        let store = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            let connect = AnyConnectOptions::from_str(url)?;
+            let pool = AnyPoolOptions::new()
+                .max_connections(options.max_connections.max(2))
+                .acquire_timeout(Duration::from_secs(10))
+                .connect_with(connect)
+                .await?;
+            SqlStore {
+                backend: Backend::Postgres,
+                read: pool.clone(),
+                write: pool,
+            }
+        } else {
+            let connect = AnyConnectOptions::from_str(&sqlite_url(url)?)?;
+            let pool = |size: u32| {
+                AnyPoolOptions::new()
+                    .max_connections(size)
+                    .acquire_timeout(Duration::from_secs(10))
+                    .after_connect(|conn, _meta| {
+                        Box::pin(async move {
+                            conn.execute("PRAGMA journal_mode = WAL").await?;
+                            conn.execute("PRAGMA synchronous = NORMAL").await?;
+                            conn.execute("PRAGMA busy_timeout = 5000").await?;
+                            conn.execute("PRAGMA foreign_keys = ON").await?;
+                            Ok(())
+                        })
+                    })
+            };
+            let write = pool(1).connect_with(connect.clone()).await?;
+            // Migrate before the readers open so they see the final schema.
+            SQLITE_MIGRATIONS.run(&write).await?;
+            let read = pool(4).connect_with(connect).await?;
+            return Ok(SqlStore {
+                backend: Backend::Sqlite,
+                read,
+                write,
+            });
+        };
+        POSTGRES_MIGRATIONS.run(&store.write).await?;
+        Ok(store)
+    }
+
+    /// Closes every connection, waiting for them to be returned.
+    pub async fn close(&self) {
+        self.write.close().await;
+        self.read.close().await;
+    }
+}
+
+fn json_text(value: &Value) -> String {
+    value.to_string()
+}
+
+fn json_value(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or(Value::Null)
+}
+
+fn string_list(text: &str) -> Vec<String> {
+    serde_json::from_str(text).unwrap_or_default()
+}
+
+fn agent_from_row(row: &AnyRow) -> Result<AgentRecord, sqlx::Error> {
+    let status: String = row.try_get("status")?;
+    Ok(AgentRecord {
+        id: row.try_get("id")?,
+        workspace_id: row.try_get("workspace_id")?,
+        name: row.try_get("name")?,
+        public_key: row.try_get("public_key")?,
+        key_type: row.try_get("key_type")?,
+        metadata: json_value(&row.try_get::<String, _>("metadata")?),
+        status: AgentStatus::parse(&status)
+            .ok_or_else(|| sqlx::Error::Decode(format!("agent status `{status}`").into()))?,
+        risk_tier: row.try_get("risk_tier")?,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+        attested_at: row.try_get("attested_at")?,
+        last_seen_at: row.try_get("last_seen_at")?,
+    })
+}
+
+const AGENT_COLUMNS: &str =
+    "id, workspace_id, name, public_key, key_type, metadata, status, risk_tier, \
+     created_at, updated_at, attested_at, last_seen_at";
+
+fn inventory_from_row(row: &AnyRow) -> Result<InventoryRecord, sqlx::Error> {
+    Ok(InventoryRecord {
+        workspace_id: row.try_get("workspace_id")?,
+        external_agent_key: row.try_get("external_agent_key")?,
+        agent_id: row.try_get("agent_id")?,
+        display_name: row.try_get("display_name")?,
+        labels: json_value(&row.try_get::<String, _>("labels")?),
+        environment: row.try_get("environment")?,
+        source: row.try_get("source")?,
+        status: row.try_get("status")?,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+    })
+}
+
+const INVENTORY_COLUMNS: &str =
+    "workspace_id, external_agent_key, agent_id, display_name, labels, environment, source, status, created_at, updated_at";
+
+fn heartbeat_from_row(row: &AnyRow) -> Result<HeartbeatRecord, sqlx::Error> {
+    Ok(HeartbeatRecord {
+        id: row.try_get("id")?,
+        workspace_id: row.try_get("workspace_id")?,
+        agent_id: row.try_get("agent_id")?,
+        status: row.try_get("status")?,
+        latency_ms: row.try_get("latency_ms")?,
+        observed_at: row.try_get("observed_at")?,
+        created_at: row.try_get("created_at")?,
+        source: row.try_get("source")?,
+    })
+}
+
+fn audit_from_row(row: &AnyRow) -> Result<AuditEvent, sqlx::Error> {
+    Ok(AuditEvent {
+        id: row.try_get("id")?,
+        workspace_id: row.try_get("workspace_id")?,
+        created_at: row.try_get("created_at")?,
+        event_type: row.try_get("event_type")?,
+        agent_id: row.try_get("agent_id")?,
+        action: row.try_get("action")?,
+        decision: row.try_get("decision")?,
+        policy_id: row.try_get("policy_id")?,
+        policy_hash: row.try_get("policy_hash")?,
+        trace_id: row.try_get("trace_id")?,
+        reasons: string_list(&row.try_get::<String, _>("reasons")?),
+        reason_codes: string_list(&row.try_get::<String, _>("reason_codes")?),
+        actor: row.try_get("actor")?,
+        details: json_value(&row.try_get::<String, _>("details")?),
+    })
+}
+
+/// A value for a statement built at run time (filters that may or may not apply).
+enum Arg {
+    Text(String),
+    Int(i64),
+}
+
+/// Builds `WHERE` clauses with `$N` placeholders for optional filters.
+struct Filters {
+    clauses: Vec<String>,
+    args: Vec<Arg>,
+}
+
+impl Filters {
+    fn new() -> Self {
+        Self {
+            clauses: Vec::new(),
+            args: Vec::new(),
+        }
+    }
+
+    /// Adds `template` with each `?` replaced by the next placeholder.
+    fn push(&mut self, template: &str, args: impl IntoIterator<Item = Arg>) {
+        let mut clause = String::with_capacity(template.len() + 4);
+        let mut args = args.into_iter();
+        for ch in template.chars() {
+            if ch == '?' {
+                if let Some(arg) = args.next() {
+                    self.args.push(arg);
+                }
+                clause.push_str(&format!("${}", self.args.len()));
+            } else {
+                clause.push(ch);
+            }
+        }
+        self.clauses.push(clause);
+    }
+
+    fn text(&mut self, template: &str, value: Option<&str>) {
+        if let Some(value) = value {
+            self.push(template, [Arg::Text(value.to_owned())]);
+        }
+    }
+
+    fn int(&mut self, template: &str, value: Option<i64>) {
+        if let Some(value) = value {
+            self.push(template, [Arg::Int(value)]);
+        }
+    }
+
+    fn cursor(&mut self, cursor: Option<&Cursor>) {
+        if let Some(c) = cursor {
+            self.push(
+                "(created_at < ? OR (created_at = ? AND id < ?))",
+                [
+                    Arg::Int(c.created_at),
+                    Arg::Int(c.created_at),
+                    Arg::Text(c.id.clone()),
+                ],
+            );
+        }
+    }
+
+    fn sql(&self, head: &str, tail: &str) -> String {
+        format!("{head} WHERE {} {tail}", self.clauses.join(" AND "))
+    }
+
+    async fn fetch(self, pool: &AnyPool, sql: &str) -> Result<Vec<AnyRow>, sqlx::Error> {
+        let mut query = sqlx::query::<Any>(sql);
+        for arg in self.args {
+            query = match arg {
+                Arg::Text(v) => query.bind(v),
+                Arg::Int(v) => query.bind(v),
+            };
+        }
+        query.fetch_all(pool).await
+    }
+}
+
+async fn insert_audit(tx: &mut Transaction<'_, Any>, e: &AuditEvent) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO audit_events (id, workspace_id, created_at, event_type, agent_id, action, decision, \
+         policy_id, policy_hash, trace_id, reasons, reason_codes, actor, details) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+    )
+    .bind(&e.id)
+    .bind(e.workspace_id.clone())
+    .bind(e.created_at)
+    .bind(&e.event_type)
+    .bind(e.agent_id.clone())
+    .bind(e.action.clone())
+    .bind(e.decision.clone())
+    .bind(e.policy_id.clone())
+    .bind(e.policy_hash.clone())
+    .bind(e.trace_id.clone())
+    .bind(serde_json::to_string(&e.reasons).unwrap_or_else(|_| "[]".into()))
+    .bind(serde_json::to_string(&e.reason_codes).unwrap_or_else(|_| "[]".into()))
+    .bind(&e.actor)
+    .bind(json_text(&e.details))
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+async fn insert_workspace(tx: &mut Transaction<'_, Any>, w: &Workspace) -> Result<(), sqlx::Error> {
+    sqlx::query("INSERT INTO workspaces (id, name, created_at) VALUES ($1, $2, $3)")
+        .bind(&w.id)
+        .bind(&w.name)
+        .bind(w.created_at)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+async fn insert_api_key(
+    tx: &mut Transaction<'_, Any>,
+    k: &ApiKeyRecord,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO api_keys (id, workspace_id, key_hash, mode, last_four, created_at, revoked_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    )
+    .bind(&k.id)
+    .bind(&k.workspace_id)
+    .bind(&k.key_hash)
+    .bind(&k.mode)
+    .bind(&k.last_four)
+    .bind(k.created_at)
+    .bind(k.revoked_at)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+async fn insert_challenge(
+    tx: &mut Transaction<'_, Any>,
+    c: &ChallengeRecord,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO attestation_challenges (id, agent_id, challenge, created_at, expires_at, used_at) \
+         VALUES ($1, $2, $3, $4, $5, NULL)",
+    )
+    .bind(&c.id)
+    .bind(&c.agent_id)
+    .bind(&c.challenge)
+    .bind(c.created_at)
+    .bind(c.expires_at)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+async fn select_agent(
+    tx: &mut Transaction<'_, Any>,
+    id: &str,
+) -> Result<Option<AgentRecord>, sqlx::Error> {
+    let sql = format!("SELECT {AGENT_COLUMNS} FROM agents WHERE id = $1");
+    sqlx::query(&sql)
+        .bind(id)
+        .fetch_optional(&mut **tx)
+        .await?
+        .map(|row| agent_from_row(&row))
+        .transpose()
+}
+
+fn is_unique_violation(err: &sqlx::Error) -> bool {
+    err.as_database_error()
+        .is_some_and(|e| e.is_unique_violation())
+}
+
+/// Applies one change inside `tx` (a savepoint of the batch transaction).
+async fn apply_change(
+    tx: &mut Transaction<'_, Any>,
+    change: &Change,
+) -> Result<Outcome, StoreError> {
+    if let Some(claim) = &change.nonce {
+        // Inserts the claim, or takes over an expired one not yet cleaned up; a live claim
+        // leaves the row as it is and affects nothing.
+        let claimed = sqlx::query(
+            "INSERT INTO nonces (scope, nonce, expires_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (scope, nonce) DO UPDATE SET expires_at = excluded.expires_at \
+             WHERE nonces.expires_at < $4",
+        )
+        .bind(&claim.scope)
+        .bind(&claim.nonce)
+        .bind(claim.expires_at)
+        .bind(crate::time::now_ms())
+        .execute(&mut **tx)
+        .await?
+        .rows_affected();
+        if claimed == 0 {
+            return Err(StoreError::Replay);
+        }
+    }
+    let outcome = apply_op(tx, &change.op).await?;
+    for event in &change.audit {
+        insert_audit(tx, event).await?;
+    }
+    Ok(outcome)
+}
+
+async fn apply_op(tx: &mut Transaction<'_, Any>, op: &Op) -> Result<Outcome, StoreError> {
+    match op {
+        Op::Nothing => Ok(Outcome::Done),
+        Op::Bootstrap { workspace, key } => {
+            let first = sqlx::query("INSERT INTO instance_meta (key, value) VALUES ('bootstrapped', $1) ON CONFLICT (key) DO NOTHING")
+                .bind(&workspace.id)
+                .execute(&mut **tx)
+                .await?
+                .rows_affected();
+            if first == 0 {
+                return Ok(Outcome::Bootstrapped(false));
+            }
+            insert_workspace(tx, workspace).await?;
+            insert_api_key(tx, key).await?;
+            Ok(Outcome::Bootstrapped(true))
+        }
+        Op::CreateWorkspace(workspace) => {
+            insert_workspace(tx, workspace).await?;
+            // A workspace made by hand also counts as the instance being set up.
+            sqlx::query("INSERT INTO instance_meta (key, value) VALUES ('bootstrapped', $1) ON CONFLICT (key) DO NOTHING")
+                .bind(&workspace.id)
+                .execute(&mut **tx)
+                .await?;
+            Ok(Outcome::Done)
+        }
+        Op::CreateApiKey(key) => {
+            insert_api_key(tx, key).await?;
+            Ok(Outcome::Done)
+        }
+        Op::RegisterAgent { agent, challenge } => {
+            let inserted = sqlx::query(
+                "INSERT INTO agents (id, workspace_id, name, public_key, key_type, metadata, status, risk_tier, \
+                 created_at, updated_at, attested_at, last_seen_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, NULL, NULL)",
+            )
+            .bind(&agent.id)
+            .bind(agent.workspace_id.clone())
+            .bind(&agent.name)
+            .bind(&agent.public_key)
+            .bind(&agent.key_type)
+            .bind(json_text(&agent.metadata))
+            .bind(agent.status.as_str())
+            .bind(&agent.risk_tier)
+            .bind(agent.created_at)
+            .bind(agent.updated_at)
+            .execute(&mut **tx)
+            .await;
+            match inserted {
+                Err(e) if is_unique_violation(&e) => {
+                    return Err(StoreError::Conflict(
+                        "an agent with this public key was registered at the same moment; retry to get its challenge".into(),
+                    ))
+                }
+                other => other?,
+            };
+            insert_challenge(tx, challenge).await?;
+            Ok(Outcome::Done)
+        }
+        Op::IssueChallenge(challenge) => {
+            insert_challenge(tx, challenge).await?;
+            Ok(Outcome::Done)
+        }
+        Op::Attest {
+            challenge_id,
+            agent_id,
+            at,
+        } => {
+            let used = sqlx::query(
+                "UPDATE attestation_challenges SET used_at = $1 \
+                 WHERE id = $2 AND agent_id = $3 AND used_at IS NULL AND expires_at > $1",
+            )
+            .bind(*at)
+            .bind(challenge_id)
+            .bind(agent_id)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected();
+            if used == 0 {
+                return Err(StoreError::ChallengeUsed);
+            }
+            let updated = sqlx::query(
+                "UPDATE agents SET status = CASE WHEN status = 'pending' THEN 'active' ELSE status END, \
+                 attested_at = $1, updated_at = $1 WHERE id = $2 AND status <> 'revoked'",
+            )
+            .bind(*at)
+            .bind(agent_id)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected();
+            if updated == 0 {
+                return Err(StoreError::Conflict("the agent was revoked".into()));
+            }
+            let agent = select_agent(tx, agent_id)
+                .await?
+                .ok_or(StoreError::UnknownAgent)?;
+            Ok(Outcome::Agent(Box::new(agent)))
+        }
+        Op::CreateClaimCode(code) => {
+            sqlx::query(
+                "INSERT INTO agent_claim_codes (code_hash, agent_id, created_at, expires_at, used_at) \
+                 VALUES ($1, $2, $3, $4, NULL)",
+            )
+            .bind(&code.code_hash)
+            .bind(&code.agent_id)
+            .bind(code.created_at)
+            .bind(code.expires_at)
+            .execute(&mut **tx)
+            .await?;
+            Ok(Outcome::Done)
+        }
+        Op::SetAgentStatus {
+            agent_id,
+            workspace_id,
+            from,
+            to,
+            at,
+        } => {
+            let changed = sqlx::query(
+                "UPDATE agents SET status = $1, updated_at = $2 WHERE id = $3 AND workspace_id = $4 AND status = $5",
+            )
+            .bind(to.as_str())
+            .bind(*at)
+            .bind(agent_id)
+            .bind(workspace_id)
+            .bind(from.as_str())
+            .execute(&mut **tx)
+            .await?
+            .rows_affected();
+            if changed == 0 {
+                return Err(StoreError::Conflict(
+                    "the agent's status changed meanwhile; read it again".into(),
+                ));
+            }
+            let agent = select_agent(tx, agent_id)
+                .await?
+                .ok_or(StoreError::UnknownAgent)?;
+            Ok(Outcome::Agent(Box::new(agent)))
+        }
+        Op::RecordHeartbeats(beats) => {
+            for hb in beats {
+                sqlx::query(
+                    "INSERT INTO heartbeats (id, workspace_id, agent_id, status, latency_ms, observed_at, created_at, source) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                )
+                .bind(&hb.id)
+                .bind(hb.workspace_id.clone())
+                .bind(&hb.agent_id)
+                .bind(&hb.status)
+                .bind(hb.latency_ms)
+                .bind(hb.observed_at)
+                .bind(hb.created_at)
+                .bind(&hb.source)
+                .execute(&mut **tx)
+                .await?;
+                sqlx::query(
+                    "UPDATE agents SET last_seen_at = $1 WHERE id = $2 AND (last_seen_at IS NULL OR last_seen_at < $1)",
+                )
+                .bind(hb.observed_at)
+                .bind(&hb.agent_id)
+                .execute(&mut **tx)
+                .await?;
+            }
+            Ok(Outcome::Done)
+        }
+        Op::UpsertInventory(item) => {
+            let written = sqlx::query(
+                "INSERT INTO agent_inventory (workspace_id, external_agent_key, agent_id, display_name, labels, \
+                 environment, source, status, created_at, updated_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+                 ON CONFLICT (workspace_id, external_agent_key) DO UPDATE SET \
+                 display_name = excluded.display_name, labels = excluded.labels, environment = excluded.environment, \
+                 source = excluded.source, status = excluded.status, updated_at = excluded.updated_at \
+                 WHERE agent_inventory.agent_id = excluded.agent_id",
+            )
+            .bind(&item.workspace_id)
+            .bind(&item.external_agent_key)
+            .bind(&item.agent_id)
+            .bind(item.display_name.clone())
+            .bind(json_text(&item.labels))
+            .bind(item.environment.clone())
+            .bind(item.source.clone())
+            .bind(&item.status)
+            .bind(item.created_at)
+            .bind(item.updated_at)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected();
+            if written == 0 {
+                return Err(StoreError::Conflict(format!(
+                    "`{}` already maps to another agent",
+                    item.external_agent_key
+                )));
+            }
+            Ok(Outcome::Done)
+        }
+    }
+}
+
+#[async_trait]
+impl Store for SqlStore {
+    fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        let mut conn = self.read.acquire().await?;
+        conn.ping().await?;
+        Ok(())
+    }
+
+    async fn apply(
+        &self,
+        changes: &[Change],
+    ) -> Result<Vec<Result<Outcome, StoreError>>, StoreError> {
+        let mut tx = self.write.begin().await?;
+        let mut results = Vec::with_capacity(changes.len());
+        for change in changes {
+            let mut savepoint = tx.begin().await?;
+            match apply_change(&mut savepoint, change).await {
+                Ok(outcome) => {
+                    savepoint.commit().await?;
+                    results.push(Ok(outcome));
+                }
+                Err(err) => {
+                    savepoint.rollback().await?;
+                    results.push(Err(err));
+                }
+            }
+        }
+        tx.commit().await?;
+        Ok(results)
+    }
+
+    async fn workspace(&self, id: &str) -> Result<Option<Workspace>, StoreError> {
+        let row = sqlx::query("SELECT id, name, created_at FROM workspaces WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.read)
+            .await?;
+        Ok(match row {
+            Some(row) => Some(Workspace {
+                id: row.try_get("id")?,
+                name: row.try_get("name")?,
+                created_at: row.try_get("created_at")?,
+            }),
+            None => None,
+        })
+    }
+
+    async fn api_key_by_hash(&self, key_hash: &str) -> Result<Option<ApiKeyRecord>, StoreError> {
+        let row = sqlx::query(
+            "SELECT id, workspace_id, key_hash, mode, last_four, created_at, revoked_at FROM api_keys WHERE key_hash = $1",
+        )
+        .bind(key_hash)
+        .fetch_optional(&self.read)
+        .await?;
+        Ok(match row {
+            Some(row) => Some(ApiKeyRecord {
+                id: row.try_get("id")?,
+                workspace_id: row.try_get("workspace_id")?,
+                key_hash: row.try_get("key_hash")?,
+                mode: row.try_get("mode")?,
+                last_four: row.try_get("last_four")?,
+                created_at: row.try_get("created_at")?,
+                revoked_at: row.try_get("revoked_at")?,
+            }),
+            None => None,
+        })
+    }
+
+    async fn agent(&self, id: &str) -> Result<Option<AgentRecord>, StoreError> {
+        let sql = format!("SELECT {AGENT_COLUMNS} FROM agents WHERE id = $1");
+        let row = sqlx::query(&sql)
+            .bind(id)
+            .fetch_optional(&self.read)
+            .await?;
+        Ok(row.map(|row| agent_from_row(&row)).transpose()?)
+    }
+
+    async fn agent_by_public_key(
+        &self,
+        workspace_id: Option<&str>,
+        public_key: &str,
+    ) -> Result<Option<AgentRecord>, StoreError> {
+        let sql = format!("SELECT {AGENT_COLUMNS} FROM agents WHERE COALESCE(workspace_id, '') = $1 AND public_key = $2");
+        let row = sqlx::query(&sql)
+            .bind(workspace_id.unwrap_or(""))
+            .bind(public_key)
+            .fetch_optional(&self.read)
+            .await?;
+        Ok(row.map(|row| agent_from_row(&row)).transpose()?)
+    }
+
+    async fn list_agents(&self, query: &AgentQuery) -> Result<Vec<AgentRecord>, StoreError> {
+        let mut f = Filters::new();
+        f.text("workspace_id = ?", Some(&query.workspace_id));
+        f.text("status = ?", query.status.map(AgentStatus::as_str));
+        f.text("name = ?", query.name.as_deref());
+        f.cursor(query.after.as_ref());
+        let sql = f.sql(
+            &format!("SELECT {AGENT_COLUMNS} FROM agents"),
+            &format!("ORDER BY created_at DESC, id DESC LIMIT {}", query.limit),
+        );
+        let rows = f.fetch(&self.read, &sql).await?;
+        Ok(rows.iter().map(agent_from_row).collect::<Result<_, _>>()?)
+    }
+
+    async fn challenge(&self, id: &str) -> Result<Option<ChallengeRecord>, StoreError> {
+        let row = sqlx::query(
+            "SELECT id, agent_id, challenge, created_at, expires_at, used_at FROM attestation_challenges WHERE id = $1",
+        )
+        .bind(id)
+        .fetch_optional(&self.read)
+        .await?;
+        Ok(match row {
+            Some(row) => Some(ChallengeRecord {
+                id: row.try_get("id")?,
+                agent_id: row.try_get("agent_id")?,
+                challenge: row.try_get("challenge")?,
+                created_at: row.try_get("created_at")?,
+                expires_at: row.try_get("expires_at")?,
+                used_at: row.try_get("used_at")?,
+            }),
+            None => None,
+        })
+    }
+
+    async fn recent_heartbeats(
+        &self,
+        workspace_id: &str,
+        agent_id: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<HeartbeatRecord>, StoreError> {
+        let mut f = Filters::new();
+        f.text("workspace_id = ?", Some(workspace_id));
+        f.text("agent_id = ?", agent_id);
+        let sql = f.sql(
+            "SELECT id, workspace_id, agent_id, status, latency_ms, observed_at, created_at, source FROM heartbeats",
+            &format!("ORDER BY created_at DESC, id DESC LIMIT {limit}"),
+        );
+        let rows = f.fetch(&self.read, &sql).await?;
+        Ok(rows
+            .iter()
+            .map(heartbeat_from_row)
+            .collect::<Result<_, _>>()?)
+    }
+
+    async fn inventory(
+        &self,
+        workspace_id: &str,
+        external_agent_key: &str,
+    ) -> Result<Option<InventoryRecord>, StoreError> {
+        let sql = format!("SELECT {INVENTORY_COLUMNS} FROM agent_inventory WHERE workspace_id = $1 AND external_agent_key = $2");
+        let row = sqlx::query(&sql)
+            .bind(workspace_id)
+            .bind(external_agent_key)
+            .fetch_optional(&self.read)
+            .await?;
+        Ok(row.map(|row| inventory_from_row(&row)).transpose()?)
+    }
+
+    async fn list_inventory(
+        &self,
+        query: &InventoryQuery,
+    ) -> Result<Vec<InventoryRecord>, StoreError> {
+        let mut f = Filters::new();
+        f.text("workspace_id = ?", Some(&query.workspace_id));
+        f.text("environment = ?", query.environment.as_deref());
+        f.text("status = ?", query.status.as_deref());
+        let sql = f.sql(
+            &format!("SELECT {INVENTORY_COLUMNS} FROM agent_inventory"),
+            "ORDER BY external_agent_key",
+        );
+        let rows = f.fetch(&self.read, &sql).await?;
+        let items = rows
+            .iter()
+            .map(inventory_from_row)
+            .collect::<Result<Vec<_>, _>>()?;
+        // Labels are a JSON object in a TEXT column; matching here keeps the SQL portable.
+        Ok(match &query.label {
+            None => items,
+            Some((key, value)) => items
+                .into_iter()
+                .filter(|item| match (item.labels.get(key), value) {
+                    (Some(_), None) => true,
+                    (Some(Value::String(have)), Some(want)) => have == want,
+                    _ => false,
+                })
+                .collect(),
+        })
+    }
+
+    async fn audit_events(&self, query: &AuditQuery) -> Result<Vec<AuditEvent>, StoreError> {
+        let mut f = Filters::new();
+        f.text("workspace_id = ?", Some(&query.workspace_id));
+        f.text("agent_id = ?", query.agent_id.as_deref());
+        f.text("action = ?", query.action.as_deref());
+        f.text("decision = ?", query.decision.as_deref());
+        f.text("trace_id = ?", query.trace_id.as_deref());
+        f.text("event_type = ?", query.event_type.as_deref());
+        f.int("created_at >= ?", query.start_ms);
+        f.int("created_at < ?", query.end_ms);
+        f.cursor(query.after.as_ref());
+        let sql = f.sql(
+            "SELECT id, workspace_id, created_at, event_type, agent_id, action, decision, policy_id, policy_hash, \
+             trace_id, reasons, reason_codes, actor, details FROM audit_events",
+            &format!("ORDER BY created_at DESC, id DESC LIMIT {}", query.limit),
+        );
+        let rows = f.fetch(&self.read, &sql).await?;
+        Ok(rows.iter().map(audit_from_row).collect::<Result<_, _>>()?)
+    }
+
+    async fn delete_expired_nonces(&self, now: i64) -> Result<u64, StoreError> {
+        let done = sqlx::query("DELETE FROM nonces WHERE expires_at < $1")
+            .bind(now)
+            .execute(&self.write)
+            .await?;
+        Ok(done.rows_affected())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sqlite_urls_are_normalised() {
+        let dir = std::env::temp_dir().join(format!("acp-url-{}", std::process::id()));
+        let path = dir.join("x.db");
+        let url = sqlite_url(&format!("sqlite:{}", path.display())).unwrap();
+        assert_eq!(url, format!("sqlite://{}?mode=rwc", path.display()));
+        assert!(dir.is_dir());
+        assert!(sqlite_url("sqlite::memory:").is_err());
+    }
+}

@@ -1,0 +1,205 @@
+//! Heartbeats: the signed one an agent sends, batches ingested with an API key, and the most
+//! recent ones of a workspace.
+
+use serde_json::Value;
+
+use crate::api;
+use crate::context::Context;
+use crate::error::{ApiError, ApiResult};
+use crate::identity::agents::agent_in_workspace;
+use crate::ids;
+use crate::store::{AgentRecord, Change, HeartbeatRecord, NonceClaim, Op};
+use crate::time::{iso, now_ms, parse_iso};
+
+pub const MAX_INGEST_ITEMS: usize = 1000;
+const MAX_STATUS_CHARS: usize = 64;
+
+fn check_status(status: &str) -> ApiResult<()> {
+    if status.is_empty() {
+        return Err(ApiError::missing("status"));
+    }
+    if status.chars().count() > MAX_STATUS_CHARS || status.chars().any(char::is_control) {
+        return Err(ApiError::invalid(
+            "status",
+            format!("must be at most {MAX_STATUS_CHARS} printable characters"),
+        ));
+    }
+    Ok(())
+}
+
+fn check_latency(latency_ms: f64) -> ApiResult<()> {
+    if !latency_ms.is_finite() || latency_ms < 0.0 {
+        return Err(ApiError::invalid(
+            "latency_ms",
+            "must be a non-negative number",
+        ));
+    }
+    Ok(())
+}
+
+fn record(
+    agent: &AgentRecord,
+    status: String,
+    latency_ms: f64,
+    observed_at: i64,
+    now: i64,
+    source: &str,
+) -> HeartbeatRecord {
+    HeartbeatRecord {
+        id: ids::new_id(ids::HEARTBEAT),
+        workspace_id: agent.workspace_id.clone(),
+        agent_id: agent.id.clone(),
+        status,
+        latency_ms,
+        observed_at,
+        created_at: now,
+        source: source.to_owned(),
+    }
+}
+
+/// A heartbeat signed by the agent itself; the nonce is consumed with the record.
+pub async fn record_signed(
+    ctx: &Context,
+    agent: &AgentRecord,
+    nonce: NonceClaim,
+    req: api::HeartbeatRequest,
+) -> ApiResult<api::HeartbeatResponse> {
+    check_status(&req.status)?;
+    check_latency(req.latency_ms)?;
+    let now = now_ms();
+    let beat = record(agent, req.status, req.latency_ms, now, now, "signed");
+    let response = api::HeartbeatResponse {
+        ok: true,
+        agent_id: agent.id.clone(),
+        status: beat.status.clone(),
+        recorded_at: iso(now),
+    };
+    ctx.writer
+        .commit(Change::new(Op::RecordHeartbeats(vec![beat])).with_nonce(nonce))
+        .await?;
+    Ok(response)
+}
+
+/// Checks one ingested item on its own, so that one bad item does not sink the batch.
+async fn ingest_item(
+    ctx: &Context,
+    workspace_id: &str,
+    item: &Value,
+    now: i64,
+) -> ApiResult<HeartbeatRecord> {
+    let Some(obj) = item.as_object() else {
+        return Err(ApiError::bad_request(
+            "invalid_item",
+            "each item must be a JSON object",
+        ));
+    };
+    let agent_id = match obj.get("agent_id") {
+        None | Some(Value::Null) => return Err(ApiError::missing("agent_id")),
+        Some(Value::String(s)) if s.is_empty() => return Err(ApiError::missing("agent_id")),
+        Some(Value::String(s)) => s,
+        Some(_) => return Err(ApiError::invalid("agent_id", "must be a string")),
+    };
+    let status = match obj.get("status") {
+        None | Some(Value::Null) => return Err(ApiError::missing("status")),
+        Some(Value::String(s)) => s.clone(),
+        Some(_) => return Err(ApiError::invalid("status", "must be a string")),
+    };
+    check_status(&status)?;
+    let latency_ms = match obj.get("latency_ms") {
+        None | Some(Value::Null) => return Err(ApiError::missing("latency_ms")),
+        Some(v) => v
+            .as_f64()
+            .ok_or_else(|| ApiError::invalid("latency_ms", "must be a number"))?,
+    };
+    check_latency(latency_ms)?;
+    let observed_at = match obj.get("observed_at") {
+        None | Some(Value::Null) => now,
+        Some(Value::String(s)) => parse_iso(s).ok_or_else(|| {
+            ApiError::invalid("observed_at", "must be ISO 8601 or epoch milliseconds")
+        })?,
+        Some(v) => v.as_i64().filter(|ms| *ms > 0).ok_or_else(|| {
+            ApiError::invalid("observed_at", "must be ISO 8601 or epoch milliseconds")
+        })?,
+    };
+    let agent = agent_in_workspace(ctx, workspace_id, agent_id).await?;
+    Ok(record(
+        &agent,
+        status,
+        latency_ms,
+        observed_at,
+        now,
+        "ingest",
+    ))
+}
+
+pub async fn ingest(
+    ctx: &Context,
+    workspace_id: &str,
+    req: api::IngestRequest,
+) -> ApiResult<api::IngestResponse> {
+    if req.items.len() > MAX_INGEST_ITEMS {
+        return Err(ApiError::bad_request(
+            "too_many_items",
+            format!("send at most {MAX_INGEST_ITEMS} items per request"),
+        ));
+    }
+    let now = now_ms();
+    let mut beats = Vec::with_capacity(req.items.len());
+    let mut rejected = Vec::new();
+    for (index, item) in req.items.iter().enumerate() {
+        match ingest_item(ctx, workspace_id, item, now).await {
+            Ok(beat) => beats.push(beat),
+            Err(err) => rejected.push(api::IngestRejection {
+                index,
+                error: err.code.into_owned(),
+                message: err.message,
+            }),
+        }
+    }
+    let accepted = beats.len();
+    if accepted > 0 {
+        ctx.writer
+            .commit(Change::new(Op::RecordHeartbeats(beats)))
+            .await?;
+    }
+    Ok(api::IngestResponse {
+        ok: true,
+        accepted,
+        rejected,
+    })
+}
+
+pub async fn recent(
+    ctx: &Context,
+    workspace_id: &str,
+    params: api::RecentHeartbeatsParams,
+) -> ApiResult<api::RecentHeartbeatsResponse> {
+    let limit = crate::http::page_limit(params.limit, 20, 200)?;
+    if let Some(agent_id) = params.agent_id.as_deref().filter(|a| !a.is_empty()) {
+        agent_in_workspace(ctx, workspace_id, agent_id).await?;
+    }
+    let rows = ctx
+        .store
+        .recent_heartbeats(
+            workspace_id,
+            params.agent_id.as_deref().filter(|a| !a.is_empty()),
+            limit,
+        )
+        .await?;
+    let items: Vec<api::Heartbeat> = rows
+        .into_iter()
+        .map(|h| api::Heartbeat {
+            agent_id: h.agent_id,
+            status: h.status,
+            latency_ms: h.latency_ms,
+            observed_at: iso(h.observed_at),
+            created_at: iso(h.created_at),
+            source: h.source,
+        })
+        .collect();
+    Ok(api::RecentHeartbeatsResponse {
+        ok: true,
+        count: items.len(),
+        items,
+    })
+}

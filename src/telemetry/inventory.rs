@@ -1,0 +1,181 @@
+//! The workspace's agent inventory: an idempotent mapping from the key an external system uses
+//! for an agent (`external_agent_key`) to the agent, with display name, labels, environment,
+//! source and an inventory status.
+
+use serde_json::{json, Map, Value};
+
+use crate::api;
+use crate::audit::{self, Actor};
+use crate::context::Context;
+use crate::error::{ApiError, ApiResult};
+use crate::identity::agents::agent_in_workspace;
+use crate::store::{Change, InventoryQuery, InventoryRecord, Op};
+use crate::time::{iso, now_ms};
+
+const MAX_KEY_CHARS: usize = 200;
+const MAX_TEXT_CHARS: usize = 200;
+const MAX_LABELS: usize = 64;
+
+fn to_wire(r: InventoryRecord) -> api::InventoryItem {
+    api::InventoryItem {
+        external_agent_key: r.external_agent_key,
+        agent_id: r.agent_id,
+        display_name: r.display_name,
+        labels: r.labels,
+        environment: r.environment,
+        source: r.source,
+        status: r.status,
+        created_at: iso(r.created_at),
+        updated_at: iso(r.updated_at),
+    }
+}
+
+fn optional_text(field: &str, value: Option<String>) -> ApiResult<Option<String>> {
+    match value {
+        Some(v) if v.chars().count() > MAX_TEXT_CHARS => Err(ApiError::invalid(
+            field,
+            format!("must be at most {MAX_TEXT_CHARS} characters"),
+        )),
+        Some(v) if v.is_empty() => Ok(None),
+        other => Ok(other),
+    }
+}
+
+fn labels(value: Option<Value>) -> ApiResult<Value> {
+    let map = match value {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(map)) => map,
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "labels",
+                "must be an object of string values",
+            ))
+        }
+    };
+    if map.len() > MAX_LABELS
+        || map.iter().any(|(k, v)| {
+            k.is_empty() || k.len() > 100 || !v.as_str().is_some_and(|s| s.len() <= MAX_TEXT_CHARS)
+        })
+    {
+        return Err(ApiError::invalid(
+            "labels",
+            format!("must be an object of at most {MAX_LABELS} string values (keys up to 100, values up to {MAX_TEXT_CHARS} characters)"),
+        ));
+    }
+    Ok(Value::Object(map))
+}
+
+pub async fn upsert(
+    ctx: &Context,
+    workspace_id: &str,
+    actor: &Actor,
+    req: api::InventoryUpsertRequest,
+) -> ApiResult<api::InventoryUpsertResponse> {
+    let key = req.external_agent_key.trim().to_owned();
+    if key.is_empty() {
+        return Err(ApiError::missing("external_agent_key"));
+    }
+    if key.chars().count() > MAX_KEY_CHARS {
+        return Err(ApiError::invalid(
+            "external_agent_key",
+            format!("must be at most {MAX_KEY_CHARS} characters"),
+        ));
+    }
+    if req.agent_id.is_empty() {
+        return Err(ApiError::missing("agent_id"));
+    }
+    let status = optional_text("status", req.status)?.unwrap_or_else(|| "active".into());
+    let labels = labels(req.labels)?;
+    let display_name = optional_text("display_name", req.display_name)?;
+    let environment = optional_text("environment", req.environment)?;
+    let source = optional_text("source", req.source)?;
+    let agent = agent_in_workspace(ctx, workspace_id, &req.agent_id).await?;
+
+    let now = now_ms();
+    let existing = ctx.store.inventory(workspace_id, &key).await?;
+    let conflict =
+        || ApiError::conflict("conflict", format!("`{key}` already maps to another agent"));
+    let created_at = match &existing {
+        Some(row) if row.agent_id != agent.id => return Err(conflict()),
+        Some(row) => row.created_at,
+        None => now,
+    };
+    let mut item = InventoryRecord {
+        workspace_id: workspace_id.to_owned(),
+        external_agent_key: key.clone(),
+        agent_id: agent.id.clone(),
+        display_name,
+        labels,
+        environment,
+        source,
+        status,
+        created_at,
+        updated_at: now,
+    };
+    if let Some(row) = existing.as_ref() {
+        item.updated_at = row.updated_at;
+        if *row == item {
+            return Ok(api::InventoryUpsertResponse {
+                ok: true,
+                created: false,
+                changed: false,
+                item: to_wire(item),
+            });
+        }
+        item.updated_at = now;
+    }
+    let created = existing.is_none();
+    let event = audit::state_change(
+        "inventory.upserted",
+        "upsert",
+        Some(workspace_id),
+        Some(&agent.id),
+        actor,
+        json!({ "external_agent_key": key, "created": created, "status": item.status, "environment": item.environment }),
+    );
+    ctx.writer
+        .commit(Change::new(Op::UpsertInventory(item.clone())).audited(event))
+        .await
+        .map_err(|e| match e {
+            crate::store::StoreError::Conflict(_) => conflict(),
+            other => other.into(),
+        })?;
+    Ok(api::InventoryUpsertResponse {
+        ok: true,
+        created,
+        changed: true,
+        item: to_wire(item),
+    })
+}
+
+pub async fn list(
+    ctx: &Context,
+    workspace_id: &str,
+    params: api::InventoryListParams,
+) -> ApiResult<api::InventoryListResponse> {
+    let label = params
+        .label
+        .filter(|l| !l.is_empty())
+        .map(|l| match l.split_once('=') {
+            Some((k, v)) => (k.to_owned(), Some(v.to_owned())),
+            None => (l, None),
+        });
+    let query = InventoryQuery {
+        workspace_id: workspace_id.to_owned(),
+        environment: params.environment.filter(|e| !e.is_empty()),
+        status: params.status.filter(|s| !s.is_empty()),
+        label,
+    };
+    let items: Vec<_> = ctx
+        .store
+        .list_inventory(&query)
+        .await?
+        .into_iter()
+        .map(to_wire)
+        .collect();
+    Ok(api::InventoryListResponse {
+        ok: true,
+        count: items.len(),
+        items,
+    })
+}

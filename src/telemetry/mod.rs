@@ -1,0 +1,5 @@
+//! Telemetry: agent heartbeats (signed by the agent, or ingested by a pipeline) and the
+//! workspace's agent inventory.
+
+pub mod heartbeats;
+pub mod inventory;
