@@ -78,7 +78,10 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         Ok(value) => value,
         Err(err) => {
             let inner = err.inner();
-            if inner.is_syntax() || inner.is_eof() || inner.is_io() {
+            // A shape error may come before a syntax error further on: a body that is not JSON
+            // at all is reported as such.
+            let well_formed = serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok();
+            if !well_formed || inner.is_syntax() || inner.is_eof() || inner.is_io() {
                 return Err(ApiError::bad_request(
                     "invalid_json",
                     "the body is not valid JSON",

@@ -332,6 +332,14 @@ impl StatusAction {
         }
     }
 
+    fn event_type(self) -> &'static str {
+        match self {
+            Self::Suspend => "agent.suspended",
+            Self::Resume => "agent.resumed",
+            Self::Revoke => "agent.revoked",
+        }
+    }
+
     /// The status the agent moves to, `None` when it is already there (idempotent), or an
     /// error for a move that is not allowed.
     fn target(self, agent: &AgentRecord) -> ApiResult<Option<AgentStatus>> {
@@ -376,7 +384,7 @@ pub async fn set_status(
         ));
     }
     let event = audit::state_change(
-        &format!("agent.{}", to.as_str()),
+        action.event_type(),
         action.verb(),
         Some(workspace_id),
         Some(&agent.id),

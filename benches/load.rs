@@ -1,0 +1,1024 @@
+//! Load benchmark for `POST /v1/verify` and `POST /v1/telemetry/heartbeat`, next to raw Ed25519
+//! verification throughput and a `GET /healthz` baseline, all measured in the same run.
+//!
+//! Run with `cargo build --release && cargo bench --bench load`. The benchmark starts the real
+//! release binary (`target/release/acp`, or `ACP_BIN`) on a fresh temporary SQLite file, or on
+//! the empty Postgres database named by `ACP_BENCH_DATABASE_URL`, listening on 127.0.0.1 only.
+//! It registers and attests one agent, signs every request before the clock starts (so client
+//! signing is not measured), drives each endpoint with a fixed number of concurrent clients for
+//! a bounded number of requests or seconds, prints markdown tables and stops the server.
+//!
+//! Settings (environment):
+//! - `ACP_BIN`: the server binary (default `target/release/acp`)
+//! - `ACP_BENCH_DATABASE_URL`: an empty Postgres database (default: a temporary SQLite file)
+//! - `ACP_BENCH_CONCURRENCY`: concurrent requests in flight (default 32)
+//! - `ACP_BENCH_REQUESTS`: requests per endpoint at most (default 50000)
+//! - `ACP_BENCH_SECS`: seconds per endpoint at most (default 10)
+//! - `ACP_BENCH_CRYPTO_SECS`: seconds per raw Ed25519 measurement (default 3)
+//! - `ACP_BENCH_CLIENT_THREADS`: worker threads of the load client's runtime (default 1)
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context as _};
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine as _;
+use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
+use rand::distributions::Alphanumeric;
+use rand::rngs::OsRng;
+use rand::Rng;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+const HEARTBEAT_PATH: &str = "/v1/telemetry/heartbeat";
+/// The request a backend asks `/v1/verify` about (a made-up agent call).
+const VERIFIED_METHOD: &str = "POST";
+const VERIFIED_PATH: &str = "/v1/orders";
+const VERIFIED_BODY: &[u8] = br#"{"sku":"A-1042","quantity":3,"note":"benchmark"}"#;
+/// How long to wait for the server to print its address.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
+
+// ---- settings -----------------------------------------------------------------------------
+
+struct Settings {
+    bin: PathBuf,
+    database_url: Option<String>,
+    concurrency: usize,
+    requests: usize,
+    duration: Duration,
+    crypto_duration: Duration,
+    client_threads: usize,
+}
+
+fn env_number(name: &str, default: u64) -> anyhow::Result<u64> {
+    match std::env::var(name) {
+        Ok(text) if !text.trim().is_empty() => {
+            let n: u64 = text
+                .trim()
+                .parse()
+                .with_context(|| format!("{name} must be a positive integer, got `{text}`"))?;
+            if n == 0 {
+                bail!("{name} must be at least 1");
+            }
+            Ok(n)
+        }
+        _ => Ok(default),
+    }
+}
+
+fn to_usize(n: u64) -> usize {
+    usize::try_from(n).unwrap_or(usize::MAX)
+}
+
+impl Settings {
+    fn from_env() -> anyhow::Result<Self> {
+        let bin = match std::env::var_os("ACP_BIN") {
+            Some(path) if !path.is_empty() => PathBuf::from(path),
+            _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/acp"),
+        };
+        if !bin.is_file() {
+            bail!(
+                "no server binary at `{}`: run `cargo build --release` first, or set ACP_BIN",
+                bin.display()
+            );
+        }
+        let database_url = std::env::var("ACP_BENCH_DATABASE_URL")
+            .ok()
+            .filter(|u| !u.trim().is_empty());
+        Ok(Self {
+            bin,
+            database_url,
+            concurrency: to_usize(env_number("ACP_BENCH_CONCURRENCY", 32)?),
+            requests: to_usize(env_number("ACP_BENCH_REQUESTS", 50_000)?),
+            duration: Duration::from_secs(env_number("ACP_BENCH_SECS", 10)?),
+            crypto_duration: Duration::from_secs(env_number("ACP_BENCH_CRYPTO_SECS", 3)?),
+            client_threads: to_usize(env_number("ACP_BENCH_CLIENT_THREADS", 1)?),
+        })
+    }
+}
+
+// ---- the server process -------------------------------------------------------------------
+
+/// The running server; killed on drop if it was not stopped cleanly.
+struct Server {
+    child: Child,
+    base: String,
+    log_path: PathBuf,
+}
+
+impl Server {
+    fn start(
+        settings: &Settings,
+        database_url: &str,
+        api_key: &str,
+        dir: &Path,
+    ) -> anyhow::Result<Self> {
+        let log_path = dir.join("server.log");
+        let log = std::fs::File::create(&log_path)
+            .with_context(|| format!("cannot create `{}`", log_path.display()))?;
+        let mut command = Command::new(&settings.bin);
+        // The benchmark's own settings are not the server's (it would warn about them).
+        for (name, _) in std::env::vars_os() {
+            if name.to_string_lossy().starts_with("ACP_") {
+                command.env_remove(&name);
+            }
+        }
+        command
+            .args([
+                "serve",
+                "--addr",
+                "127.0.0.1:0",
+                "--database-url",
+                database_url,
+            ])
+            .env("ACP_BOOTSTRAP_API_KEY", api_key)
+            .env("ACP_SIGNATURE_WINDOW_SECS", "3600")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log));
+        let mut child = command
+            .spawn()
+            .with_context(|| format!("cannot start `{}`", settings.bin.display()))?;
+        let Some(stdout) = child.stdout.take() else {
+            let _ = child.kill();
+            bail!("the server's stdout was not captured");
+        };
+        let (found, address) = mpsc::channel::<String>();
+        // Reads stdout for the address, then keeps draining it so the server never blocks.
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(rest) = line.strip_prefix("acp listening on ") {
+                    let base = rest.split_whitespace().next().unwrap_or("").to_owned();
+                    let _ = found.send(base);
+                }
+            }
+        });
+        let mut server = Server {
+            child,
+            base: String::new(),
+            log_path,
+        };
+        match address.recv_timeout(STARTUP_TIMEOUT) {
+            Ok(base) if base.starts_with("http://127.0.0.1:") => server.base = base,
+            Ok(base) => bail!("the server listens on `{base}`, not on 127.0.0.1"),
+            Err(_) => bail!(
+                "the server printed no `acp listening on` line within {}s; its log:\n{}",
+                STARTUP_TIMEOUT.as_secs(),
+                server.log_tail()
+            ),
+        }
+        Ok(server)
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log_path).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+
+    /// SIGTERM, then up to 40 s for the graceful drain, then SIGKILL. Answers how it ended.
+    fn stop(mut self) -> anyhow::Result<String> {
+        let sent = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        if sent {
+            let deadline = Instant::now() + Duration::from_secs(40);
+            while Instant::now() < deadline {
+                if let Some(status) = self.child.try_wait()? {
+                    return Ok(format!("stopped by SIGTERM ({status})"));
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        self.child.kill()?;
+        let status = self.child.wait()?;
+        Ok(format!(
+            "did not stop on SIGTERM within 40 s; killed ({status})"
+        ))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+// ---- CPU accounting (Linux /proc) ---------------------------------------------------------
+
+/// User + system CPU seconds used so far by process `pid` ("self" for this one).
+fn cpu_seconds(pid: &str, ticks_per_sec: f64) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which is in parentheses and may contain spaces.
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the whole line, 12 and 13 after `) `.
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) / ticks_per_sec)
+}
+
+fn clock_ticks() -> f64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+struct CpuMeter {
+    server_pid: String,
+    ticks: f64,
+}
+
+impl CpuMeter {
+    fn sample(&self) -> (Option<f64>, Option<f64>) {
+        (
+            cpu_seconds(&self.server_pid, self.ticks),
+            cpu_seconds("self", self.ticks),
+        )
+    }
+}
+
+// ---- setup --------------------------------------------------------------------------------
+
+fn hex_sha256(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+fn canonical(method: &str, path: &str, timestamp: &str, nonce: &str, body_sha256: &str) -> String {
+    format!("{method}\n{path}\n{timestamp}\n{nonce}\n{body_sha256}")
+}
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+fn new_api_key() -> String {
+    let body: String = OsRng
+        .sample_iter(&Alphanumeric)
+        .take(43)
+        .map(char::from)
+        .collect();
+    format!("svc_test_{body}")
+}
+
+async fn post_json(
+    client: &reqwest::Client,
+    url: &str,
+    api_key: Option<&str>,
+    body: &Value,
+) -> anyhow::Result<Value> {
+    let mut request = client.post(url).json(body);
+    if let Some(key) = api_key {
+        request = request.header("X-Service-Api-Key", key);
+    }
+    let response = request
+        .send()
+        .await
+        .with_context(|| format!("POST {url}"))?;
+    let status = response.status();
+    let text = response.text().await?;
+    if !status.is_success() {
+        bail!("POST {url} answered {status}: {text}");
+    }
+    serde_json::from_str(&text).with_context(|| format!("POST {url} answered non-JSON: {text}"))
+}
+
+fn field<'a>(value: &'a Value, name: &str) -> anyhow::Result<&'a str> {
+    value
+        .get(name)
+        .and_then(Value::as_str)
+        .ok_or_else(|| anyhow!("no string `{name}` in {value}"))
+}
+
+/// Registers an agent in the key's workspace and attests it; answers its id.
+async fn register_agent(
+    client: &reqwest::Client,
+    server: &Server,
+    api_key: &str,
+    key: &SigningKey,
+) -> anyhow::Result<String> {
+    let registered = post_json(
+        client,
+        &server.url("/v1/agents/register"),
+        Some(api_key),
+        &json!({
+            "name": "load-bench-agent",
+            "public_key": B64.encode(key.verifying_key().as_bytes()),
+        }),
+    )
+    .await
+    .context(
+        "registering the agent (with ACP_BENCH_DATABASE_URL, the database must be empty so \
+         that the server bootstraps it with the benchmark's API key)",
+    )?;
+    let agent_id = field(&registered, "agent_id")?.to_owned();
+    let challenge = B64
+        .decode(field(&registered, "challenge")?)
+        .context("the challenge is not base64")?;
+    let attested = post_json(
+        client,
+        &server.url("/v1/agents/attest"),
+        None,
+        &json!({
+            "agent_id": agent_id,
+            "challenge_id": field(&registered, "challenge_id")?,
+            "signature": B64.encode(key.sign(&challenge).to_bytes()),
+        }),
+    )
+    .await
+    .context("attesting the agent")?;
+    if field(&attested, "status")? != "active" {
+        bail!("the attested agent is not active: {attested}");
+    }
+    Ok(agent_id)
+}
+
+// ---- pre-signed requests ------------------------------------------------------------------
+
+/// A request ready to send: extra headers and the exact body bytes.
+struct Prepared {
+    headers: Vec<(&'static str, String)>,
+    body: Vec<u8>,
+}
+
+fn verify_requests(key: &SigningKey, agent_id: &str, api_key: &str, n: usize) -> Vec<Prepared> {
+    let body_sha256 = hex_sha256(VERIFIED_BODY);
+    (0..n)
+        .map(|_| {
+            let timestamp = now_ms();
+            let nonce = uuid::Uuid::now_v7().to_string();
+            let text = canonical(
+                VERIFIED_METHOD,
+                VERIFIED_PATH,
+                &timestamp.to_string(),
+                &nonce,
+                &body_sha256,
+            );
+            let body = json!({
+                "agent_id": agent_id,
+                "method": VERIFIED_METHOD,
+                "path": VERIFIED_PATH,
+                "timestamp_ms": timestamp,
+                "nonce": nonce,
+                "body_sha256": body_sha256,
+                "signature_b64": B64.encode(key.sign(text.as_bytes()).to_bytes()),
+            });
+            Prepared {
+                headers: vec![("x-service-api-key", api_key.to_owned())],
+                body: body.to_string().into_bytes(),
+            }
+        })
+        .collect()
+}
+
+fn heartbeat_requests(key: &SigningKey, agent_id: &str, n: usize) -> Vec<Prepared> {
+    let body = json!({ "agent_id": agent_id, "status": "ok", "latency_ms": 12.5 })
+        .to_string()
+        .into_bytes();
+    let body_sha256 = hex_sha256(&body);
+    (0..n)
+        .map(|_| {
+            let timestamp = now_ms().to_string();
+            let nonce = uuid::Uuid::now_v7().to_string();
+            let text = canonical("POST", HEARTBEAT_PATH, &timestamp, &nonce, &body_sha256);
+            let signature = B64.encode(key.sign(text.as_bytes()).to_bytes());
+            Prepared {
+                headers: vec![
+                    ("x-service-agent-id", agent_id.to_owned()),
+                    ("x-service-timestamp", timestamp),
+                    ("x-service-nonce", nonce),
+                    ("x-service-signature", signature),
+                ],
+                body: body.clone(),
+            }
+        })
+        .collect()
+}
+
+// ---- the load driver ----------------------------------------------------------------------
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Check {
+    /// 200 is enough.
+    Status,
+    /// 200 and `"valid": true`.
+    Valid,
+}
+
+#[derive(Default)]
+struct WorkerResult {
+    latencies_us: Vec<u64>,
+    non_200: u64,
+    invalid: u64,
+    transport_errors: u64,
+    first_failure: Option<String>,
+}
+
+struct PhaseResult {
+    name: String,
+    sent: usize,
+    elapsed: Duration,
+    latencies_us: Vec<u64>,
+    non_200: u64,
+    invalid: u64,
+    transport_errors: u64,
+    first_failure: Option<String>,
+    server_cpu: Option<f64>,
+    client_cpu: Option<f64>,
+}
+
+impl PhaseResult {
+    fn rate(&self) -> f64 {
+        self.sent as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    /// Nearest-rank percentile, in milliseconds.
+    fn percentile_ms(&self, p: f64) -> f64 {
+        if self.latencies_us.is_empty() {
+            return f64::NAN;
+        }
+        let rank = (p / 100.0 * self.latencies_us.len() as f64).ceil() as usize;
+        let index = rank.clamp(1, self.latencies_us.len()) - 1;
+        self.latencies_us[index] as f64 / 1000.0
+    }
+}
+
+async fn send_one(
+    client: &reqwest::Client,
+    url: &str,
+    request: Option<Prepared>,
+    check: Check,
+    out: &mut WorkerResult,
+) {
+    let started = Instant::now();
+    let builder = match request {
+        None => client.get(url),
+        Some(prepared) => {
+            let mut builder = client
+                .post(url)
+                .header("content-type", "application/json")
+                .body(prepared.body);
+            for (name, value) in prepared.headers {
+                builder = builder.header(name, value);
+            }
+            builder
+        }
+    };
+    let outcome = match builder.send().await {
+        Ok(response) => {
+            let status = response.status();
+            response.bytes().await.map(|body| (status, body))
+        }
+        Err(e) => Err(e),
+    };
+    out.latencies_us
+        .push(u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX));
+    match outcome {
+        Err(e) => {
+            out.transport_errors += 1;
+            out.first_failure.get_or_insert_with(|| e.to_string());
+        }
+        Ok((status, body)) if status != reqwest::StatusCode::OK => {
+            out.non_200 += 1;
+            out.first_failure
+                .get_or_insert_with(|| format!("{status}: {}", String::from_utf8_lossy(&body)));
+        }
+        Ok((_, body)) => {
+            if check == Check::Valid {
+                let valid = serde_json::from_slice::<Value>(&body)
+                    .ok()
+                    .and_then(|v| v.get("valid").and_then(Value::as_bool))
+                    == Some(true);
+                if !valid {
+                    out.invalid += 1;
+                    out.first_failure
+                        .get_or_insert_with(|| String::from_utf8_lossy(&body).into_owned());
+                }
+            }
+        }
+    }
+}
+
+/// Runs `concurrency` workers; each sends its share of `requests` (or `count` GETs when
+/// `requests` is `None`) one after the other until its share is done or `deadline` passes.
+#[allow(clippy::too_many_arguments)]
+async fn run_phase(
+    name: &str,
+    client: &reqwest::Client,
+    url: String,
+    requests: Option<Vec<Prepared>>,
+    count: usize,
+    check: Check,
+    concurrency: usize,
+    duration: Duration,
+    cpu: &CpuMeter,
+) -> anyhow::Result<PhaseResult> {
+    let mut shares: Vec<Vec<Prepared>> = (0..concurrency).map(|_| Vec::new()).collect();
+    let mut counts = vec![count / concurrency; concurrency];
+    for slot in counts.iter_mut().take(count % concurrency) {
+        *slot += 1;
+    }
+    if let Some(requests) = requests {
+        counts = vec![0; concurrency];
+        for (i, request) in requests.into_iter().enumerate() {
+            shares[i % concurrency].push(request);
+            counts[i % concurrency] += 1;
+        }
+    }
+    let (server_before, client_before) = cpu.sample();
+    let started = Instant::now();
+    let deadline = started + duration;
+    let mut tasks = Vec::with_capacity(concurrency);
+    for (share, n) in shares.into_iter().zip(counts) {
+        let client = client.clone();
+        let url = url.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut out = WorkerResult {
+                latencies_us: Vec::with_capacity(n),
+                ..WorkerResult::default()
+            };
+            let mut share = share.into_iter();
+            for _ in 0..n {
+                if Instant::now() >= deadline {
+                    break;
+                }
+                send_one(&client, &url, share.next(), check, &mut out).await;
+            }
+            out
+        }));
+    }
+    let mut result = PhaseResult {
+        name: name.to_owned(),
+        sent: 0,
+        elapsed: Duration::ZERO,
+        latencies_us: Vec::new(),
+        non_200: 0,
+        invalid: 0,
+        transport_errors: 0,
+        first_failure: None,
+        server_cpu: None,
+        client_cpu: None,
+    };
+    for task in tasks {
+        let out = task.await.context("a load worker panicked")?;
+        result.latencies_us.extend(out.latencies_us);
+        result.non_200 += out.non_200;
+        result.invalid += out.invalid;
+        result.transport_errors += out.transport_errors;
+        if result.first_failure.is_none() {
+            result.first_failure = out.first_failure;
+        }
+    }
+    result.elapsed = started.elapsed();
+    let (server_after, client_after) = cpu.sample();
+    let secs = result.elapsed.as_secs_f64().max(1e-9);
+    result.server_cpu = server_before.zip(server_after).map(|(a, b)| (b - a) / secs);
+    result.client_cpu = client_before.zip(client_after).map(|(a, b)| (b - a) / secs);
+    result.sent = result.latencies_us.len();
+    result.latencies_us.sort_unstable();
+    Ok(result)
+}
+
+/// A few requests per connection so the timed phases start with a warm pool.
+async fn warm_up(client: &reqwest::Client, server: &Server, concurrency: usize) {
+    let url = server.url("/healthz");
+    let mut tasks = Vec::new();
+    for _ in 0..concurrency {
+        let client = client.clone();
+        let url = url.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut sink = WorkerResult::default();
+            for _ in 0..20 {
+                send_one(&client, &url, None, Check::Status, &mut sink).await;
+            }
+        }));
+    }
+    for task in tasks {
+        let _ = task.await;
+    }
+}
+
+// ---- raw Ed25519 --------------------------------------------------------------------------
+
+struct CryptoSample {
+    message: Vec<u8>,
+    signature: Signature,
+    signature_b64: String,
+}
+
+fn crypto_samples(key: &SigningKey, n: usize) -> Vec<CryptoSample> {
+    let body_sha256 = hex_sha256(VERIFIED_BODY);
+    (0..n)
+        .map(|_| {
+            let nonce = uuid::Uuid::now_v7().to_string();
+            let message = canonical(
+                VERIFIED_METHOD,
+                VERIFIED_PATH,
+                &now_ms().to_string(),
+                &nonce,
+                &body_sha256,
+            )
+            .into_bytes();
+            let signature = key.sign(&message);
+            CryptoSample {
+                signature_b64: B64.encode(signature.to_bytes()),
+                message,
+                signature,
+            }
+        })
+        .collect()
+}
+
+#[derive(Clone, Copy)]
+enum CryptoMode {
+    /// `verify_strict` with an already parsed key and signature.
+    StrictOnly,
+    /// What the server does per request: decode the base64 key, decompress it, refuse weak
+    /// keys, decode the base64 signature, `verify_strict`.
+    AsServer,
+}
+
+/// Verifications per second on the calling thread, and how many failed (should be 0).
+fn crypto_rate(
+    key: &VerifyingKey,
+    samples: &[CryptoSample],
+    mode: CryptoMode,
+    duration: Duration,
+) -> (f64, u64) {
+    let key_b64 = B64.encode(key.as_bytes());
+    let mut done: u64 = 0;
+    let mut failed: u64 = 0;
+    let started = Instant::now();
+    while started.elapsed() < duration {
+        for sample in samples {
+            let ok = match mode {
+                CryptoMode::StrictOnly => key
+                    .verify_strict(
+                        std::hint::black_box(&sample.message),
+                        std::hint::black_box(&sample.signature),
+                    )
+                    .is_ok(),
+                CryptoMode::AsServer => verify_as_server(
+                    std::hint::black_box(&key_b64),
+                    std::hint::black_box(&sample.message),
+                    std::hint::black_box(&sample.signature_b64),
+                ),
+            };
+            if !ok {
+                failed += 1;
+            }
+            done += 1;
+        }
+    }
+    (done as f64 / started.elapsed().as_secs_f64(), failed)
+}
+
+fn verify_as_server(key_b64: &str, message: &[u8], signature_b64: &str) -> bool {
+    let Ok(raw_key) = B64.decode(key_b64) else {
+        return false;
+    };
+    let Ok(raw_key) = <[u8; 32]>::try_from(raw_key.as_slice()) else {
+        return false;
+    };
+    let Ok(key) = VerifyingKey::from_bytes(&raw_key) else {
+        return false;
+    };
+    if key.is_weak() {
+        return false;
+    }
+    let Ok(raw_sig) = B64.decode(signature_b64) else {
+        return false;
+    };
+    let Ok(raw_sig) = <[u8; 64]>::try_from(raw_sig.as_slice()) else {
+        return false;
+    };
+    key.verify_strict(message, &Signature::from_bytes(&raw_sig))
+        .is_ok()
+}
+
+struct CryptoResult {
+    label: &'static str,
+    threads: usize,
+    rate: f64,
+    failed: u64,
+}
+
+fn crypto_bench(key: &SigningKey, cores: usize, duration: Duration) -> Vec<CryptoResult> {
+    let samples = crypto_samples(key, 1000);
+    let verifying = key.verifying_key();
+    let mut results = Vec::new();
+    for (label, mode) in [
+        (
+            "`verify_strict` (key and signature pre-parsed)",
+            CryptoMode::StrictOnly,
+        ),
+        (
+            "base64 decode + key decompression + `verify_strict` (the server's per-request work)",
+            CryptoMode::AsServer,
+        ),
+    ] {
+        let (rate, failed) = crypto_rate(&verifying, &samples, mode, duration);
+        results.push(CryptoResult {
+            label,
+            threads: 1,
+            rate,
+            failed,
+        });
+    }
+    if cores > 1 {
+        let (rate, failed) = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..cores)
+                .map(|_| {
+                    scope.spawn(|| {
+                        crypto_rate(&verifying, &samples, CryptoMode::StrictOnly, duration)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .filter_map(|h| h.join().ok())
+                .fold((0.0, 0), |(r, f), (rate, failed)| (r + rate, f + failed))
+        });
+        results.push(CryptoResult {
+            label: "`verify_strict` (key and signature pre-parsed)",
+            threads: cores,
+            rate,
+            failed,
+        });
+    }
+    results
+}
+
+// ---- report -------------------------------------------------------------------------------
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".into())
+}
+
+fn cores_used(value: Option<f64>) -> String {
+    value.map_or_else(|| "n/a".into(), |v| format!("{v:.2}"))
+}
+
+fn print_report(
+    settings: &Settings,
+    engine: &str,
+    cores: usize,
+    phases: &[PhaseResult],
+    crypto: &[CryptoResult],
+    notes: &[String],
+) {
+    let mut out = String::new();
+    let date = chrono::Utc::now().format("%Y-%m-%d %H:%M UTC");
+    out.push_str(&format!("\n## acp load benchmark: {engine}, {date}\n\n"));
+    out.push_str(&format!(
+        "Machine: {} ({cores} logical cores, shared by the server and the load client). \
+         Concurrency {}, at most {} requests or {} s per endpoint, load client on {} runtime thread(s).\n\n",
+        cpu_model(),
+        settings.concurrency,
+        settings.requests,
+        settings.duration.as_secs(),
+        settings.client_threads,
+    ));
+    out.push_str("| endpoint | requests | seconds | req/s | p50 ms | p90 ms | p99 ms | max ms | non-200 | invalid | transport errors | server CPU (cores) | client CPU (cores) |\n");
+    out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for p in phases {
+        out.push_str(&format!(
+            "| {} | {} | {:.2} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} | {} | {} | {} | {} | {} |\n",
+            p.name,
+            p.sent,
+            p.elapsed.as_secs_f64(),
+            p.rate(),
+            p.percentile_ms(50.0),
+            p.percentile_ms(90.0),
+            p.percentile_ms(99.0),
+            p.percentile_ms(100.0),
+            p.non_200,
+            p.invalid,
+            p.transport_errors,
+            cores_used(p.server_cpu),
+            cores_used(p.client_cpu),
+        ));
+    }
+    out.push_str("\nRaw Ed25519 verification in the same process, server idle, same kind of message (the canonical string of a signed request):\n\n");
+    out.push_str("| operation | threads | verifications/s | per verification µs | failures |\n");
+    out.push_str("|---|---:|---:|---:|---:|\n");
+    for c in crypto {
+        out.push_str(&format!(
+            "| {} | {} | {:.0} | {:.1} | {} |\n",
+            c.label,
+            c.threads,
+            c.rate,
+            1e6 * c.threads as f64 / c.rate.max(1e-9),
+            c.failed
+        ));
+    }
+    if !notes.is_empty() {
+        out.push('\n');
+        for note in notes {
+            out.push_str(&format!("- {note}\n"));
+        }
+    }
+    print!("{out}");
+    let _ = std::io::stdout().flush();
+}
+
+// ---- main ---------------------------------------------------------------------------------
+
+fn main() -> anyhow::Result<()> {
+    // `cargo bench` passes `--bench`; nothing here takes arguments.
+    let settings = Settings::from_env()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(settings.client_threads)
+        .enable_all()
+        .build()
+        .context("cannot start the client runtime")?;
+    runtime.block_on(run(settings))
+}
+
+async fn run(settings: Settings) -> anyhow::Result<()> {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let dir = tempfile::Builder::new()
+        .prefix("acp-load-")
+        .tempdir()
+        .context("cannot create a temporary directory")?;
+    let (database_url, engine) = match &settings.database_url {
+        Some(url) => (url.clone(), "Postgres"),
+        None => (
+            format!("sqlite:{}", dir.path().join("acp.db").display()),
+            "SQLite",
+        ),
+    };
+    let api_key = new_api_key();
+    eprintln!("load: starting {} on {engine} ...", settings.bin.display());
+    let server = Server::start(&settings, &database_url, &api_key, dir.path())?;
+    let outcome = drive(&settings, &server, &api_key, cores, engine).await;
+    let log_tail = server.log_tail();
+    let stopped = server.stop();
+    match (&outcome, &stopped) {
+        (Ok(_), Ok(how)) => eprintln!("load: server {how}"),
+        (_, Err(e)) => eprintln!("load: stopping the server failed: {e:#}"),
+        (Err(_), _) => eprintln!("load: server log (last lines):\n{log_tail}"),
+    }
+    let (phases, crypto, mut notes) = outcome?;
+    if let Ok(how) = stopped {
+        notes.push(format!("Server {how}."));
+    }
+    print_report(&settings, engine, cores, &phases, &crypto, &notes);
+    let failures: u64 = phases
+        .iter()
+        .map(|p| p.non_200 + p.invalid + p.transport_errors)
+        .sum();
+    if failures > 0 {
+        bail!("{failures} requests failed; see the table");
+    }
+    Ok(())
+}
+
+type Outcome = (Vec<PhaseResult>, Vec<CryptoResult>, Vec<String>);
+
+async fn drive(
+    settings: &Settings,
+    server: &Server,
+    api_key: &str,
+    cores: usize,
+    engine: &str,
+) -> anyhow::Result<Outcome> {
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(settings.concurrency)
+        .tcp_nodelay(true)
+        .timeout(Duration::from_secs(30))
+        .no_proxy()
+        .build()?;
+    let key = SigningKey::generate(&mut OsRng);
+    let agent_id = register_agent(&client, server, api_key, &key).await?;
+    eprintln!("load: agent {agent_id} registered and attested on {engine}");
+
+    let n = settings.requests;
+    let started = Instant::now();
+    let verify = verify_requests(&key, &agent_id, api_key, n);
+    let heartbeats = heartbeat_requests(&key, &agent_id, n);
+    // The first verify request is held back and sent again after the run: it must be a replay.
+    let replay = verify.first().map(|p| p.body.clone());
+    eprintln!(
+        "load: pre-signed {} requests in {:.1} s",
+        2 * n,
+        started.elapsed().as_secs_f64()
+    );
+
+    eprintln!("load: raw Ed25519 ...");
+    let crypto = crypto_bench(&key, cores, settings.crypto_duration);
+
+    let cpu = CpuMeter {
+        server_pid: server.pid().to_string(),
+        ticks: clock_ticks(),
+    };
+    let c = settings.concurrency;
+    let mut phases = Vec::new();
+    warm_up(&client, server, c).await;
+    eprintln!("load: GET /healthz ...");
+    phases.push(
+        run_phase(
+            "GET /healthz (baseline)",
+            &client,
+            server.url("/healthz"),
+            None,
+            n,
+            Check::Status,
+            c,
+            settings.duration,
+            &cpu,
+        )
+        .await?,
+    );
+    eprintln!("load: POST /v1/verify ...");
+    phases.push(
+        run_phase(
+            "POST /v1/verify",
+            &client,
+            server.url("/v1/verify"),
+            Some(verify),
+            n,
+            Check::Valid,
+            c,
+            settings.duration,
+            &cpu,
+        )
+        .await?,
+    );
+    eprintln!("load: POST /v1/telemetry/heartbeat ...");
+    phases.push(
+        run_phase(
+            "POST /v1/telemetry/heartbeat",
+            &client,
+            server.url(HEARTBEAT_PATH),
+            Some(heartbeats),
+            n,
+            Check::Status,
+            c,
+            settings.duration,
+            &cpu,
+        )
+        .await?,
+    );
+
+    let mut notes = Vec::new();
+    for p in &phases {
+        if let Some(failure) = &p.first_failure {
+            notes.push(format!("{}: first failure: {failure}", p.name));
+        }
+    }
+    if let Some(body) = replay {
+        let answer = client
+            .post(server.url("/v1/verify"))
+            .header("content-type", "application/json")
+            .header("x-service-api-key", api_key)
+            .body(body)
+            .send()
+            .await?
+            .text()
+            .await?;
+        let reason = serde_json::from_str::<Value>(&answer)
+            .ok()
+            .and_then(|v| v.get("reason").and_then(Value::as_str).map(str::to_owned));
+        if reason.as_deref() == Some("replay_detected") {
+            notes.push(
+                "Sanity check: re-sending the first verified request answered `valid: false`, \
+                 `replay_detected` (its nonce was recorded)."
+                    .into(),
+            );
+        } else {
+            notes.push(format!(
+                "Sanity check FAILED: re-sending the first verified request answered {answer}"
+            ));
+        }
+    }
+    Ok((phases, crypto, notes))
+}

@@ -1,0 +1,84 @@
+//! The audit trail: filters, paging, export, and no secrets in events.
+
+use crate::both_engines;
+use crate::helpers::*;
+use serde_json::json;
+
+both_engines! {
+    async fn audit_events_filter_page_and_export(app) {
+        let a = app.active_agent("a").await;
+        let b = app.active_agent("b").await;
+        app.post(&format!("/v1/agents/{}/suspend", b.id), &json!({"reason": "noisy"})).await;
+
+        let all = audit_events(&app, "").await;
+        // bootstrap (2) + 2 x (registered, attested) + suspended
+        assert_eq!(all.len(), 7);
+        for e in &all {
+            for field in ["event_id", "created_at", "event_type", "actor"] {
+                assert!(e[field].is_string(), "{field} in {e}");
+            }
+            for field in ["agent_id", "action", "decision", "policy_id", "policy_hash", "trace_id"] {
+                assert!(e.get(field).is_some(), "{field} in {e}");
+            }
+            assert!(e["reasons"].is_array() && e["reason_codes"].is_array());
+        }
+        let created: Vec<&str> = all.iter().map(|e| e["created_at"].as_str().unwrap()).collect();
+        let mut sorted = created.clone();
+        sorted.sort_by(|x, y| y.cmp(x));
+        assert_eq!(created, sorted, "newest first");
+
+        assert_eq!(audit_events(&app, &format!("agent_id={}", a.id)).await.len(), 2);
+        assert_eq!(audit_events(&app, "event_type=agent.suspended").await.len(), 1);
+        assert_eq!(audit_events(&app, "action=attest").await.len(), 2);
+        assert_eq!(audit_events(&app, "start_ms=0&end_ms=1").await.len(), 0);
+        assert_eq!(audit_events(&app, &format!("start_ms={}", now_ms() - 60_000)).await.len(), 7);
+
+        // Paging visits every event exactly once.
+        let mut seen = Vec::new();
+        let mut cursor = String::new();
+        loop {
+            let (_, page) = status_json(app.get(&format!("/v1/workspace/audit/events?limit=3&cursor={cursor}")).await).await;
+            seen.extend(page["items"].as_array().unwrap().iter().map(|e| e["event_id"].as_str().unwrap().to_owned()));
+            match page["next_cursor"].as_str() {
+                Some(c) => cursor = c.to_owned(),
+                None => break,
+            }
+        }
+        let ids: Vec<String> = all.iter().map(|e| e["event_id"].as_str().unwrap().to_owned()).collect();
+        assert_eq!(seen, ids);
+        assert_error(app.get("/v1/workspace/audit/events?limit=201").await, 400, "invalid_limit").await;
+        assert_error(app.get("/v1/workspace/audit/events?start_ms=abc").await, 400, "invalid_query").await;
+
+        let (s, exported) = status_json(app.post("/v1/workspace/audit/export",
+            &json!({"format": "json", "filters": {"agent_id": b.id}, "limit": 10})).await).await;
+        assert_eq!(s, 200);
+        assert_eq!(exported["count"], 3);
+        let res = app.post("/v1/workspace/audit/export", &json!({"format": "csv"})).await;
+        assert_eq!(res.status(), 200);
+        assert!(res.headers()["content-type"].to_str().unwrap().starts_with("text/csv"));
+        let csv = res.text().await.unwrap();
+        let lines: Vec<&str> = csv.trim_end().split("\r\n").collect();
+        assert!(lines[0].starts_with("event_id,created_at,event_type,agent_id,action,decision"));
+        assert_eq!(lines.len(), 8);
+        assert!(csv.contains("agent.suspended"));
+        assert_error(app.post("/v1/workspace/audit/export", &json!({"format": "xml"})).await, 400, "invalid_format").await;
+    }
+}
+
+both_engines! {
+    async fn no_key_signature_or_secret_reaches_an_event(app) {
+        let agent = app.active_agent("a").await;
+        let path = format!("/v1/agents/{}/claim-code", agent.id);
+        let _ = agent.signed_post(&app, &path, &json!({})).await;
+        let body = serde_json::to_vec(&json!({"agent_id": agent.id, "status": "ok", "latency_ms": 1})).unwrap();
+        let s = agent.sign("POST", "/v1/telemetry/heartbeat", &now_ms().to_string(), &random_nonce(), &body);
+        agent.send_signed(&app, "/v1/telemetry/heartbeat", &agent.id, &s, body).await;
+        let (_, ws_b_key) = app.other_workspace().await;
+        let (_, all) = status_json(app.post("/v1/workspace/audit/export", &json!({"limit": 10000})).await).await;
+        let text = all.to_string();
+        assert!(!text.contains(&app.key), "API key leaked into audit");
+        assert!(!text.contains(&ws_b_key));
+        assert!(!text.contains(&s.signature), "signature leaked into audit");
+        assert!(!text.contains("svc_test_"), "no key material at all");
+    }
+}

@@ -1,0 +1,444 @@
+//! Test harness: spawns the application on a fresh database, and signs requests the way a
+//! client library would (own canonical string, own Ed25519 key), never through server code.
+
+use std::path::PathBuf;
+
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine as _;
+use ed25519_dalek::{Signer, SigningKey};
+use rand::RngCore;
+use reqwest::{Response, StatusCode};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// Runs `$body` (an async block using `app: TestApp`) once per engine, as `sqlite` and
+/// `postgres` tests inside a module named after the test.
+#[macro_export]
+macro_rules! both_engines {
+    ($(#[$meta:meta])* async fn $name:ident($app:ident) $body:block) => {
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            async fn run($app: $crate::helpers::TestApp) $body
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                let app = $crate::helpers::TestApp::spawn($crate::helpers::Engine::Sqlite).await;
+                run(app.clone()).await;
+                app.stop().await;
+            }
+
+            #[cfg(acp_postgres)]
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                let app = $crate::helpers::TestApp::spawn($crate::helpers::Engine::Postgres).await;
+                run(app.clone()).await;
+                app.stop().await;
+            }
+        }
+    };
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    Sqlite,
+    #[cfg_attr(not(acp_postgres), allow(dead_code))]
+    Postgres,
+}
+
+/// A fresh database for one test.
+pub struct TestDb {
+    pub url: String,
+    _dir: Option<tempfile::TempDir>,
+}
+
+#[cfg_attr(not(acp_postgres), allow(dead_code))]
+fn postgres_admin_url() -> String {
+    std::env::var("ACP_TEST_POSTGRES_URL")
+        .expect("ACP_TEST_POSTGRES_URL is set when Postgres tests are compiled")
+}
+
+impl TestDb {
+    pub async fn new(engine: Engine) -> TestDb {
+        match engine {
+            Engine::Sqlite => {
+                let dir = tempfile::tempdir().expect("temp dir");
+                let path: PathBuf = dir.path().join("acp.db");
+                TestDb {
+                    url: format!("sqlite:{}", path.display()),
+                    _dir: Some(dir),
+                }
+            }
+            Engine::Postgres => {
+                use sqlx::Connection;
+                let admin = postgres_admin_url();
+                let name = format!("acp_t_{}", uuid::Uuid::now_v7().simple());
+                let mut conn = sqlx::PgConnection::connect(&admin)
+                    .await
+                    .expect("connect to ACP_TEST_POSTGRES_URL");
+                sqlx::query(&format!("CREATE DATABASE {name}"))
+                    .execute(&mut conn)
+                    .await
+                    .expect("create test database");
+                let base = admin
+                    .rsplit_once('/')
+                    .map_or(admin.as_str(), |(b, _)| b)
+                    .to_owned();
+                TestDb {
+                    url: format!("{base}/{name}"),
+                    _dir: None,
+                }
+            }
+        }
+    }
+
+    /// Drops a Postgres test database (SQLite files go with their temp dir).
+    pub async fn drop_database(&self) {
+        if self._dir.is_some() {
+            return;
+        }
+        use sqlx::Connection;
+        let name = self.url.rsplit('/').next().unwrap_or_default().to_owned();
+        if let Ok(mut conn) = sqlx::PgConnection::connect(&postgres_admin_url()).await {
+            let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                .execute(&mut conn)
+                .await;
+        }
+    }
+}
+
+/// A well-formed random API key.
+pub fn random_api_key() -> String {
+    format!("svc_test_{}", acp::secret::random_base62(43))
+}
+
+struct Running {
+    stop: std::sync::Mutex<Option<oneshot::Sender<()>>>,
+    task: std::sync::Mutex<Option<JoinHandle<anyhow::Result<()>>>>,
+    db: TestDb,
+}
+
+/// A running server with the default workspace's key.
+#[derive(Clone)]
+pub struct TestApp {
+    pub base: String,
+    pub key: String,
+    pub workspace_id: String,
+    pub client: reqwest::Client,
+    pub db_url: String,
+    running: std::sync::Arc<Running>,
+}
+
+impl TestApp {
+    pub async fn spawn(engine: Engine) -> TestApp {
+        Self::spawn_with(engine, |_| {}).await
+    }
+
+    /// Spawns with configuration adjusted by `tune`.
+    pub async fn spawn_with(
+        engine: Engine,
+        tune: impl FnOnce(&mut acp::config::Config),
+    ) -> TestApp {
+        let db = TestDb::new(engine).await;
+        let key = random_api_key();
+        let mut config = acp::config::Config::for_database(&db.url).expect("config");
+        config.addr = "127.0.0.1:0".parse().expect("addr");
+        config.bootstrap_api_key = Some(acp::secret::Secret::new(key.clone()));
+        config.shutdown_grace_secs = 5;
+        tune(&mut config);
+        let app = acp::app::App::build(config).await.expect("build app");
+        let workspace_id = app
+            .bootstrap
+            .as_ref()
+            .expect("first start bootstraps")
+            .workspace_id
+            .clone();
+        let base = format!(
+            "http://{}{}",
+            app.local_addr(),
+            app.context().config.path_prefix.clone().unwrap_or_default()
+        );
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(app.run(async move {
+            let _ = stopped.await;
+        }));
+        TestApp {
+            base,
+            key,
+            workspace_id,
+            client: reqwest::Client::new(),
+            db_url: db.url.clone(),
+            running: std::sync::Arc::new(Running {
+                stop: std::sync::Mutex::new(Some(stop)),
+                task: std::sync::Mutex::new(Some(task)),
+                db,
+            }),
+        }
+    }
+
+    /// Graceful shutdown, then the test database is dropped.
+    pub async fn stop(&self) {
+        let stop = self.running.stop.lock().unwrap().take();
+        if let Some(stop) = stop {
+            let _ = stop.send(());
+        }
+        let task = self.running.task.lock().unwrap().take();
+        if let Some(task) = task {
+            task.await.expect("server task").expect("server run");
+        }
+        self.running.db.drop_database().await;
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// POST JSON with this workspace's key.
+    pub async fn post(&self, path: &str, body: &Value) -> Response {
+        self.post_as(&self.key, path, body).await
+    }
+
+    pub async fn post_as(&self, key: &str, path: &str, body: &Value) -> Response {
+        self.client
+            .post(self.url(path))
+            .header("X-Service-Api-Key", key)
+            .json(body)
+            .send()
+            .await
+            .expect("request")
+    }
+
+    pub async fn get(&self, path: &str) -> Response {
+        self.get_as(&self.key, path).await
+    }
+
+    pub async fn get_as(&self, key: &str, path: &str) -> Response {
+        self.client
+            .get(self.url(path))
+            .header("X-Service-Api-Key", key)
+            .send()
+            .await
+            .expect("request")
+    }
+
+    /// A second workspace and its key, made with the real CLI against the same database.
+    pub async fn other_workspace(&self) -> (String, String) {
+        let ws = run_cli(&self.db_url, &["workspace", "create", "other", "--json"]).await;
+        let ws_id = ws["workspace"]["workspace_id"]
+            .as_str()
+            .expect("workspace id")
+            .to_owned();
+        let key = run_cli(
+            &self.db_url,
+            &["api-key", "create", "--workspace", &ws_id, "--json"],
+        )
+        .await;
+        (
+            ws_id,
+            key["api_key"]["key"].as_str().expect("key").to_owned(),
+        )
+    }
+
+    /// Registers (with this workspace's key) and attests a new agent.
+    pub async fn active_agent(&self, name: &str) -> TestAgent {
+        let agent = TestAgent::new();
+        let id = agent.register(self, Some(&self.key), name).await;
+        let res = agent.attest_latest(self).await;
+        assert_eq!(res.status(), StatusCode::OK, "attest");
+        TestAgent { id, ..agent }
+    }
+}
+
+/// Runs the `acp` binary with `--database-url` and parses its JSON output.
+pub async fn run_cli(db_url: &str, args: &[&str]) -> Value {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_acp"))
+        .arg("--database-url")
+        .arg(db_url)
+        .args(args)
+        .env_remove("ACP_BOOTSTRAP_API_KEY")
+        .output()
+        .await
+        .expect("run acp");
+    assert!(
+        out.status.success(),
+        "acp {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("json output")
+}
+
+/// An agent as a client library holds it: its own key, its own signing code.
+#[derive(Clone)]
+pub struct TestAgent {
+    pub key: SigningKey,
+    pub id: String,
+    /// `(agent_id, challenge_id, challenge)` of the last registration.
+    pub last_challenge: std::sync::Arc<std::sync::Mutex<Option<(String, String, String)>>>,
+}
+
+pub fn b64(bytes: &[u8]) -> String {
+    B64.encode(bytes)
+}
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as i64
+}
+
+pub fn random_nonce() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+/// A signed request as a client builds it.
+pub struct Signed {
+    pub timestamp: String,
+    pub nonce: String,
+    pub signature: String,
+    pub body_sha256: String,
+}
+
+impl TestAgent {
+    pub fn new() -> TestAgent {
+        let mut seed = [0u8; 32];
+        rand::thread_rng().fill_bytes(&mut seed);
+        TestAgent {
+            key: SigningKey::from_bytes(&seed),
+            id: String::new(),
+            last_challenge: Default::default(),
+        }
+    }
+
+    pub fn public_key_b64(&self) -> String {
+        b64(self.key.verifying_key().as_bytes())
+    }
+
+    /// Registers; answers the agent id and remembers the challenge.
+    pub async fn register(&self, app: &TestApp, api_key: Option<&str>, name: &str) -> String {
+        let mut req = app
+            .client
+            .post(app.url("/v1/agents/register"))
+            .json(&json!({"name": name, "public_key": self.public_key_b64(), "key_type": "ed25519", "metadata": {"team": "t"}}));
+        if let Some(k) = api_key {
+            req = req.header("X-Service-Api-Key", k);
+        }
+        let res = req.send().await.expect("register");
+        assert_eq!(res.status(), StatusCode::OK);
+        let body: Value = res.json().await.expect("json");
+        let id = body["agent_id"].as_str().expect("agent_id").to_owned();
+        *self.last_challenge.lock().unwrap() = Some((
+            id.clone(),
+            body["challenge_id"]
+                .as_str()
+                .expect("challenge_id")
+                .to_owned(),
+            body["challenge"].as_str().expect("challenge").to_owned(),
+        ));
+        id
+    }
+
+    /// Signs the decoded bytes of the last challenge and attests.
+    pub async fn attest_latest(&self, app: &TestApp) -> Response {
+        let (agent_id, challenge_id, challenge) = self
+            .last_challenge
+            .lock()
+            .unwrap()
+            .clone()
+            .expect("registered");
+        let bytes = B64.decode(challenge).expect("challenge base64");
+        let signature = b64(&self.key.sign(&bytes).to_bytes());
+        app.client
+            .post(app.url("/v1/agents/attest"))
+            .json(&json!({"agent_id": agent_id, "challenge_id": challenge_id, "signature": signature}))
+            .send()
+            .await
+            .expect("attest")
+    }
+
+    /// Signature over `METHOD\nPATH\nTIMESTAMP\nNONCE\nhex(sha256(body))`.
+    pub fn sign(
+        &self,
+        method: &str,
+        path: &str,
+        timestamp: &str,
+        nonce: &str,
+        body: &[u8],
+    ) -> Signed {
+        let body_sha256 = sha256_hex(body);
+        let canonical = format!("{method}\n{path}\n{timestamp}\n{nonce}\n{body_sha256}");
+        Signed {
+            timestamp: timestamp.to_owned(),
+            nonce: nonce.to_owned(),
+            signature: b64(&self.key.sign(canonical.as_bytes()).to_bytes()),
+            body_sha256,
+        }
+    }
+
+    /// Sends a signed POST with a fresh timestamp and nonce.
+    pub async fn signed_post(&self, app: &TestApp, path: &str, body: &Value) -> Response {
+        let bytes = serde_json::to_vec(body).expect("json");
+        let s = self.sign("POST", path, &now_ms().to_string(), &random_nonce(), &bytes);
+        self.send_signed(app, path, &self.id, &s, bytes).await
+    }
+
+    pub async fn send_signed(
+        &self,
+        app: &TestApp,
+        path: &str,
+        agent_id: &str,
+        s: &Signed,
+        body: Vec<u8>,
+    ) -> Response {
+        app.client
+            .post(app.url(path))
+            .header("Content-Type", "application/json")
+            .header("X-Service-Agent-Id", agent_id)
+            .header("X-Service-Timestamp", &s.timestamp)
+            .header("X-Service-Nonce", &s.nonce)
+            .header("X-Service-Signature", &s.signature)
+            .body(body)
+            .send()
+            .await
+            .expect("signed request")
+    }
+}
+
+/// Reads a response's status and JSON body.
+pub async fn status_json(res: Response) -> (StatusCode, Value) {
+    let status = res.status();
+    let text = res.text().await.expect("body");
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+/// Asserts an error answer: status, envelope with this code and a message.
+pub async fn assert_error(res: Response, status: u16, code: &str) -> Value {
+    let (got, body) = status_json(res).await;
+    assert_eq!(got.as_u16(), status, "status for {code}: {body}");
+    assert_eq!(body["error"], code, "{body}");
+    assert!(
+        body["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "message in {body}"
+    );
+    body
+}
+
+/// The audit events of the app's workspace, newest first.
+pub async fn audit_events(app: &TestApp, query: &str) -> Vec<Value> {
+    let (status, body) = status_json(
+        app.get(&format!("/v1/workspace/audit/events?{query}"))
+            .await,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    body["items"].as_array().expect("items").clone()
+}

@@ -1,0 +1,14 @@
+//! The integration suite: one test binary, real servers on 127.0.0.1:0, real HTTP. Every test
+//! runs on a fresh SQLite file and, when `ACP_TEST_POSTGRES_URL` is set at build time, again on
+//! a fresh Postgres database.
+
+mod helpers;
+
+mod agents;
+mod audit;
+mod bad_input;
+mod foundation;
+mod isolation;
+mod replicas;
+mod telemetry;
+mod verify;

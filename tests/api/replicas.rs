@@ -1,0 +1,120 @@
+//! Two server processes on one database: a nonce used on one is rejected on the other.
+
+use crate::helpers::*;
+use serde_json::json;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+/// Starts the real `acp` binary on `db_url` and answers it with its base URL.
+async fn start_replica(db_url: &str, key: &str) -> (Child, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_acp"))
+        .args(["serve", "--addr", "127.0.0.1:0", "--database-url", db_url])
+        .env("ACP_BOOTSTRAP_API_KEY", key)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn acp serve");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let base = loop {
+        let line = tokio::time::timeout(std::time::Duration::from_secs(30), lines.next_line())
+            .await
+            .expect("server started in time")
+            .expect("read stdout")
+            .expect("server printed its address");
+        if let Some(rest) = line.strip_prefix("acp listening on ") {
+            break rest.split_whitespace().next().expect("url").to_owned();
+        }
+    };
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, base)
+}
+
+async fn nonce_is_shared_between_replicas(engine: Engine) {
+    let db = TestDb::new(engine).await;
+    let key = random_api_key();
+    let (mut one, base_one) = start_replica(&db.url, &key).await;
+    let (mut two, base_two) = start_replica(&db.url, &key).await;
+    let client = reqwest::Client::new();
+
+    let agent = TestAgent::new();
+    let res = client
+        .post(format!("{base_one}/v1/agents/register"))
+        .header("X-Service-Api-Key", &key)
+        .json(&json!({"name": "r", "public_key": agent.public_key_b64()}))
+        .send()
+        .await
+        .unwrap();
+    let (_, reg) = status_json(res).await;
+    let agent_id = reg["agent_id"].as_str().unwrap().to_owned();
+    let challenge = base64::Engine::decode(
+        &base64::engine::general_purpose::STANDARD,
+        reg["challenge"].as_str().unwrap(),
+    )
+    .unwrap();
+    use ed25519_dalek::Signer;
+    let res = client.post(format!("{base_two}/v1/agents/attest"))
+        .json(&json!({"agent_id": agent_id, "challenge_id": reg["challenge_id"], "signature": b64(&agent.key.sign(&challenge).to_bytes())}))
+        .send().await.unwrap();
+    assert_eq!(res.status(), 200, "attest on the second replica");
+
+    let body = serde_json::to_vec(&json!({"agent_id": agent_id, "status": "ok", "latency_ms": 1}))
+        .unwrap();
+    let s = agent.sign(
+        "POST",
+        "/v1/telemetry/heartbeat",
+        &now_ms().to_string(),
+        &random_nonce(),
+        &body,
+    );
+    let send = |base: &str| {
+        client
+            .post(format!("{base}/v1/telemetry/heartbeat"))
+            .header("Content-Type", "application/json")
+            .header("X-Service-Agent-Id", &agent_id)
+            .header("X-Service-Timestamp", &s.timestamp)
+            .header("X-Service-Nonce", &s.nonce)
+            .header("X-Service-Signature", &s.signature)
+            .body(body.clone())
+            .send()
+    };
+    assert_eq!(send(&base_one).await.unwrap().status(), 200);
+    assert_error(send(&base_two).await.unwrap(), 401, "replay_detected").await;
+
+    // And through /v1/verify: valid on one replica, a replay on the other.
+    let v = agent.sign(
+        "GET",
+        "/orders",
+        &now_ms().to_string(),
+        &random_nonce(),
+        b"",
+    );
+    let req = json!({"agent_id": agent_id, "method": "GET", "path": "/orders", "timestamp_ms": v.timestamp.parse::<i64>().unwrap(),
+        "nonce": v.nonce, "body_sha256": v.body_sha256, "signature_b64": v.signature});
+    let verify = |base: &str| {
+        client
+            .post(format!("{base}/v1/verify"))
+            .header("X-Service-Api-Key", &key)
+            .json(&req)
+            .send()
+    };
+    let (_, first) = status_json(verify(&base_two).await.unwrap()).await;
+    assert_eq!(first["valid"], true, "{first}");
+    let (_, second) = status_json(verify(&base_one).await.unwrap()).await;
+    assert_eq!(second["reason"], "replay_detected");
+
+    one.kill().await.ok();
+    two.kill().await.ok();
+    db.drop_database().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_on_one_sqlite_file_share_nonces() {
+    nonce_is_shared_between_replicas(Engine::Sqlite).await;
+}
+
+#[cfg(acp_postgres)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_on_one_postgres_database_share_nonces() {
+    nonce_is_shared_between_replicas(Engine::Postgres).await;
+}
