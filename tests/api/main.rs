@@ -2,6 +2,9 @@
 //! runs on a fresh SQLite file and, when `ACP_TEST_POSTGRES_URL` is set at build time, again on
 //! a fresh Postgres database.
 
+// Test code: a failed unwrap is a failed test, which is what it should be.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod helpers;
 
 mod agents;
