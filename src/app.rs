@@ -9,7 +9,6 @@ use std::time::Duration;
 use anyhow::Context as _;
 use serde_json::json;
 use tokio::net::TcpListener;
-use tokio::task::JoinHandle;
 
 use crate::audit::{self, Actor};
 use crate::config::Config;
@@ -19,7 +18,7 @@ use crate::ids;
 use crate::secret::Secret;
 use crate::store::{
     apply_one, ApiKeyRecord, Change, GroupCommit, Op, OpenOptions, Outcome, SqlStore, Store,
-    Workspace,
+    Workspace, Writer,
 };
 use crate::time::now_ms;
 
@@ -124,7 +123,7 @@ pub struct App {
     ctx: SharedContext,
     store: Arc<SqlStore>,
     listener: TcpListener,
-    writer_task: JoinHandle<()>,
+    writer: Writer,
     pub bootstrap: Option<Bootstrap>,
 }
 
@@ -143,10 +142,10 @@ impl App {
             )
         });
         let dyn_store: Arc<dyn Store> = store.clone();
-        let (writer, writer_task) = GroupCommit::start(dyn_store.clone(), config.commit_batch_max);
+        let (commits, writer) = GroupCommit::start(dyn_store.clone(), config.commit_batch_max);
         let ctx = Arc::new(Context {
             store: dyn_store,
-            writer,
+            writer: commits,
             config,
             public_url,
         });
@@ -154,7 +153,7 @@ impl App {
             ctx,
             store,
             listener,
-            writer_task,
+            writer,
             bootstrap,
         })
     }
@@ -180,7 +179,7 @@ impl App {
             ctx,
             store,
             listener,
-            writer_task,
+            writer,
             ..
         } = self;
         let cleanup = tokio::spawn(clean_nonces(ctx.clone()));
@@ -205,11 +204,8 @@ impl App {
         }
         cleanup.abort();
         let _ = cleanup.await;
-        // The writer stops once its last handle is gone, after committing what it holds.
         drop(ctx);
-        if let Err(err) = writer_task.await {
-            tracing::error!(error = %err, "the commit writer ended abnormally");
-        }
+        writer.shutdown().await;
         store.close().await;
         tracing::info!("stopped");
         Ok(())

@@ -26,12 +26,8 @@ pub async fn run(cli: &Cli) -> anyhow::Result<i32> {
     }
     tracing::info!(database = %redact_url(&config.database_url), "opening the database");
     let app = App::build(config).await?;
-    let ctx = app.context().clone();
-    let base = format!(
-        "http://{}{}",
-        app.local_addr(),
-        ctx.config.path_prefix.as_deref().unwrap_or("")
-    );
+    let prefix = app.context().config.path_prefix.clone().unwrap_or_default();
+    let base = format!("http://{}{prefix}", app.local_addr());
     if let Some(boot) = &app.bootstrap {
         println!("Created the default workspace {}.", boot.workspace_id);
         match &boot.generated_key {

@@ -18,13 +18,29 @@ pub struct GroupCommit {
     queue: mpsc::Sender<(Change, Reply)>,
 }
 
+/// Owner's handle on the writer task.
+pub struct Writer {
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<()>,
+}
+
+impl Writer {
+    /// Refuses new changes, commits every change already queued, and waits for the task.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(());
+        if let Err(err) = self.task.await {
+            tracing::error!(error = %err, "the commit writer ended abnormally");
+        }
+    }
+}
+
 impl GroupCommit {
-    /// Starts the writer. It stops once every `GroupCommit` handle is dropped and the queue is
-    /// drained; await the handle to know that everything accepted was written.
-    pub fn start(store: Arc<dyn Store>, max_batch: usize) -> (Self, JoinHandle<()>) {
+    /// Starts the writer task.
+    pub fn start(store: Arc<dyn Store>, max_batch: usize) -> (Self, Writer) {
         let (queue, receiver) = mpsc::channel(max_batch.max(1) * 8);
-        let task = tokio::spawn(run(store, receiver, max_batch.max(1)));
-        (Self { queue }, task)
+        let (stop, stopped) = oneshot::channel();
+        let task = tokio::spawn(run(store, receiver, stopped, max_batch.max(1)));
+        (Self { queue }, Writer { stop, task })
     }
 
     /// Applies `change` and waits until the batch holding it is committed.
@@ -41,33 +57,51 @@ impl GroupCommit {
 async fn run(
     store: Arc<dyn Store>,
     mut receiver: mpsc::Receiver<(Change, Reply)>,
+    mut stopped: oneshot::Receiver<()>,
     max_batch: usize,
 ) {
     let mut batch: Vec<(Change, Reply)> = Vec::with_capacity(max_batch);
-    while receiver.recv_many(&mut batch, max_batch).await > 0 {
-        let (changes, replies): (Vec<Change>, Vec<Reply>) = batch.drain(..).unzip();
-        let results = match store.apply(&changes).await {
-            Ok(results) => results,
-            // The batch as a whole failed (a deadlock with another replica, a lost connection):
-            // apply each change alone, so one change's failure is not every caller's.
-            Err(err) if changes.len() > 1 => {
-                tracing::warn!(error = %err, size = changes.len(), "batch failed; applying its changes one by one");
-                let mut one_by_one = Vec::with_capacity(changes.len());
-                for change in &changes {
-                    one_by_one.push(match store.apply(std::slice::from_ref(change)).await {
-                        Ok(mut r) => r
-                            .pop()
-                            .unwrap_or(Err(StoreError::Database("empty batch result".into()))),
-                        Err(err) => Err(err),
-                    });
+    loop {
+        tokio::select! {
+            received = receiver.recv_many(&mut batch, max_batch) => {
+                if received == 0 {
+                    return;
                 }
-                one_by_one
+                commit_batch(store.as_ref(), &mut batch).await;
             }
-            Err(err) => vec![Err(err)],
-        };
-        for (reply, result) in replies.into_iter().zip(results) {
-            // A caller that went away (client disconnected) no longer needs its answer.
-            let _ = reply.send(result);
+            _ = &mut stopped => break,
         }
+    }
+    // Shutting down: take nothing new, but commit what was already accepted.
+    receiver.close();
+    while receiver.recv_many(&mut batch, max_batch).await > 0 {
+        commit_batch(store.as_ref(), &mut batch).await;
+    }
+}
+
+async fn commit_batch(store: &dyn Store, batch: &mut Vec<(Change, Reply)>) {
+    let (changes, replies): (Vec<Change>, Vec<Reply>) = batch.drain(..).unzip();
+    let results = match store.apply(&changes).await {
+        Ok(results) => results,
+        // The batch as a whole failed (a deadlock with another replica, a lost connection):
+        // apply each change alone, so one change's failure is not every caller's.
+        Err(err) if changes.len() > 1 => {
+            tracing::warn!(error = %err, size = changes.len(), "batch failed; applying its changes one by one");
+            let mut one_by_one = Vec::with_capacity(changes.len());
+            for change in &changes {
+                one_by_one.push(match store.apply(std::slice::from_ref(change)).await {
+                    Ok(mut r) => r
+                        .pop()
+                        .unwrap_or(Err(StoreError::Database("empty batch result".into()))),
+                    Err(err) => Err(err),
+                });
+            }
+            one_by_one
+        }
+        Err(err) => vec![Err(err)],
+    };
+    for (reply, result) in replies.into_iter().zip(results) {
+        // A caller that went away (client disconnected) no longer needs its answer.
+        let _ = reply.send(result);
     }
 }

@@ -11,7 +11,7 @@ mod group_commit;
 pub mod model;
 mod sql;
 
-pub use group_commit::GroupCommit;
+pub use group_commit::{GroupCommit, Writer};
 pub use model::*;
 pub use sql::{OpenOptions, SqlStore};
 

@@ -118,3 +118,59 @@ async fn two_processes_on_one_sqlite_file_share_nonces() {
 async fn two_processes_on_one_postgres_database_share_nonces() {
     nonce_is_shared_between_replicas(Engine::Postgres).await;
 }
+
+/// SIGTERM while a request is in flight: the request completes (and is committed), then the
+/// process exits cleanly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_drains_in_flight_requests_then_exits() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let db = TestDb::new(Engine::Sqlite).await;
+    let key = random_api_key();
+    let (mut server, base) = start_replica(&db.url, &key).await;
+    let addr = base.trim_start_matches("http://").to_owned();
+
+    let agent = TestAgent::new();
+    let body =
+        serde_json::to_vec(&json!({"name": "late", "public_key": agent.public_key_b64()})).unwrap();
+    let mut conn = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let head = format!(
+        "POST /v1/agents/register HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nX-Service-Api-Key: {key}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    conn.write_all(head.as_bytes()).await.unwrap();
+    conn.write_all(&body[..10]).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+
+    let pid = server.id().unwrap().to_string();
+    let killed = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .await
+        .unwrap();
+    assert!(killed.success());
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    conn.write_all(&body[10..]).await.unwrap();
+    let mut response = String::new();
+    conn.read_to_string(&mut response).await.unwrap();
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+
+    let status = tokio::time::timeout(std::time::Duration::from_secs(15), server.wait())
+        .await
+        .expect("exits")
+        .unwrap();
+    assert!(status.success(), "clean exit: {status:?}");
+
+    // The registration was committed with its audit event.
+    let (mut again, base) = start_replica(&db.url, &key).await;
+    let res = reqwest::Client::new()
+        .get(format!(
+            "{base}/v1/workspace/audit/events?event_type=agent.registered"
+        ))
+        .header("X-Service-Api-Key", &key)
+        .send()
+        .await
+        .unwrap();
+    let (_, events) = status_json(res).await;
+    assert_eq!(events["items"].as_array().unwrap().len(), 1, "{events}");
+    again.kill().await.ok();
+}

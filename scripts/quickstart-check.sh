@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Runs the README quickstart end to end: a fresh server on a temporary SQLite file, then the
+# quickstart example against it. Exits non-zero if any step fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dir=$(mktemp -d)
+trap 'kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -rf "$dir"' EXIT
+cargo build -q --bin acp --example quickstart
+key="svc_test_$(head -c 64 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 43)"
+ACP_BOOTSTRAP_API_KEY="$key" target/debug/acp serve --addr 127.0.0.1:0 --database-url "sqlite:$dir/acp.db" \
+    > "$dir/out.txt" 2> "$dir/err.txt" &
+pid=$!
+for _ in $(seq 1 100); do grep -q '^acp listening on' "$dir/out.txt" 2>/dev/null && break; sleep 0.1; done
+url=$(sed -n 's/^acp listening on \([^ ]*\).*/\1/p' "$dir/out.txt")
+[ -n "$url" ] || { cat "$dir/err.txt"; exit 1; }
+target/debug/acp healthcheck --url "$url"
+ACP_URL="$url" ACP_API_KEY="$key" target/debug/examples/quickstart
+echo "quickstart: 1 passed, 0 failed"
