@@ -70,8 +70,7 @@ both_engines! {
         let agent = app.active_agent("a").await;
         let path = format!("/v1/agents/{}/claim-code", agent.id);
         let _ = agent.signed_post(&app, &path, &json!({})).await;
-        let body = serde_json::to_vec(&json!({"agent_id": agent.id, "status": "ok", "latency_ms": 1})).unwrap();
-        let s = agent.sign("POST", "/v1/telemetry/heartbeat", &now_ms().to_string(), &random_nonce(), &body);
+        let (body, s) = agent.signed_heartbeat(&agent.id, &random_nonce());
         agent.send_signed(&app, "/v1/telemetry/heartbeat", &agent.id, &s, body).await;
         let (_, ws_b_key) = app.other_workspace().await;
         let (_, all) = status_json(app.post("/v1/workspace/audit/export", &json!({"limit": 10000})).await).await;

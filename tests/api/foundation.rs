@@ -108,15 +108,7 @@ async fn a_path_prefix_is_stripped_before_signature_checks() {
     assert!(app.base.ends_with("/api"));
     let agent = app.active_agent("prefixed").await;
     // The agent signs the path the service sees, without the prefix.
-    let body = serde_json::to_vec(&json!({"agent_id": agent.id, "status": "ok", "latency_ms": 3}))
-        .unwrap();
-    let s = agent.sign(
-        "POST",
-        "/v1/telemetry/heartbeat",
-        &now_ms().to_string(),
-        &random_nonce(),
-        &body,
-    );
+    let (body, s) = agent.signed_heartbeat(&agent.id, &random_nonce());
     let res = agent
         .send_signed(&app, "/v1/telemetry/heartbeat", &agent.id, &s, body)
         .await;

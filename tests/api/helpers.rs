@@ -381,6 +381,21 @@ impl TestAgent {
         }
     }
 
+    /// A heartbeat body for `agent_id`, signed now with `nonce` for `POST /v1/telemetry/heartbeat`.
+    pub fn signed_heartbeat(&self, agent_id: &str, nonce: &str) -> (Vec<u8>, Signed) {
+        let body =
+            serde_json::to_vec(&json!({"agent_id": agent_id, "status": "ok", "latency_ms": 1}))
+                .expect("json");
+        let signed = self.sign(
+            "POST",
+            "/v1/telemetry/heartbeat",
+            &now_ms().to_string(),
+            nonce,
+            &body,
+        );
+        (body, signed)
+    }
+
     /// Sends a signed POST with a fresh timestamp and nonce.
     pub async fn signed_post(&self, app: &TestApp, path: &str, body: &Value) -> Response {
         let bytes = serde_json::to_vec(body).expect("json");

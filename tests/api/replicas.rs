@@ -58,15 +58,7 @@ async fn nonce_is_shared_between_replicas(engine: Engine) {
         .send().await.unwrap();
     assert_eq!(res.status(), 200, "attest on the second replica");
 
-    let body = serde_json::to_vec(&json!({"agent_id": agent_id, "status": "ok", "latency_ms": 1}))
-        .unwrap();
-    let s = agent.sign(
-        "POST",
-        "/v1/telemetry/heartbeat",
-        &now_ms().to_string(),
-        &random_nonce(),
-        &body,
-    );
+    let (body, s) = agent.signed_heartbeat(&agent_id, &random_nonce());
     let send = |base: &str| {
         client
             .post(format!("{base}/v1/telemetry/heartbeat"))

@@ -75,8 +75,7 @@ both_engines! {
         let good = verify_body(&agent, &agent.id, now_ms(), &nonce, b"{}");
         assert_eq!(verify(&app, &good).await["valid"], true);
         // The same nonce on a signed endpoint of this agent is a replay.
-        let body = serde_json::to_vec(&json!({"agent_id": agent.id, "status": "ok", "latency_ms": 1})).unwrap();
-        let s = agent.sign("POST", "/v1/telemetry/heartbeat", &now_ms().to_string(), &nonce, &body);
+        let (body, s) = agent.signed_heartbeat(&agent.id, &nonce);
         assert_error(agent.send_signed(&app, "/v1/telemetry/heartbeat", &agent.id, &s, body).await, 401, "replay_detected").await;
     }
 }
