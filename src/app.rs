@@ -84,6 +84,9 @@ pub async fn bootstrap(store: &dyn Store, config: &Config) -> anyhow::Result<Opt
         last_four: key.last_four.clone(),
         created_at: now,
         revoked_at: None,
+        name: None,
+        created_by: None,
+        last_used_at: None,
     };
     let events = [
         audit::state_change(
@@ -142,11 +145,15 @@ impl App {
             )
         });
         let dyn_store: Arc<dyn Store> = store.clone();
+        let mailer =
+            crate::mail::from_url(&config.email_url, &config.email_from, dyn_store.clone())
+                .map_err(anyhow::Error::msg)?;
         let (commits, writer) = GroupCommit::start(dyn_store.clone(), config.commit_batch_max);
         let ctx = Arc::new(Context {
             store: dyn_store,
             writer: commits,
             config,
+            mailer,
             public_url,
         });
         Ok(App {

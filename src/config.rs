@@ -47,6 +47,27 @@ pub struct Settings {
     /// `pretty` (default) or `json`
     #[arg(long, env = "ACP_LOG_FORMAT", global = true)]
     pub log_format: Option<String>,
+    /// `outbox` (store mail in the database) or `smtp://[user:pass@]host:port[?tls=none|starttls|tls]` [default: outbox]
+    #[arg(long, env = "ACP_EMAIL_URL", global = true)]
+    pub email_url: Option<String>,
+    /// Sender address of the service's mail [default: acp@localhost]
+    #[arg(long, env = "ACP_EMAIL_FROM", global = true)]
+    pub email_from: Option<String>,
+    /// Where contact-form notifications go (none: stored only)
+    #[arg(long, env = "ACP_CONTACT_EMAIL", global = true)]
+    pub contact_email: Option<String>,
+    /// Lifetime of dashboard sessions, seconds [default: 604800]
+    #[arg(long, env = "ACP_SESSION_TTL_SECS", global = true)]
+    pub session_ttl_secs: Option<u64>,
+    /// Login links one address may request per 15 minutes [default: 5]
+    #[arg(long, env = "ACP_LOGIN_LIMIT_PER_EMAIL", global = true)]
+    pub login_limit_per_email: Option<i64>,
+    /// Login links one client IP may request per 15 minutes [default: 30]
+    #[arg(long, env = "ACP_LOGIN_LIMIT_PER_IP", global = true)]
+    pub login_limit_per_ip: Option<i64>,
+    /// Contact submissions one client IP may send per hour [default: 5]
+    #[arg(long, env = "ACP_CONTACT_LIMIT_PER_IP", global = true)]
+    pub contact_limit_per_ip: Option<i64>,
     /// Key of the default workspace on first start (must be a well-formed `svc_` key)
     #[arg(
         long,
@@ -99,6 +120,12 @@ pub const KNOWN_ENV: &[&str] = &[
     "ACP_TEST_POSTGRES_URL",
     "ACP_EMAIL_URL",
     "ACP_EMAIL_FROM",
+    "ACP_CONTACT_EMAIL",
+    "ACP_SESSION_TTL_SECS",
+    "ACP_LOGIN_LIMIT_PER_EMAIL",
+    "ACP_LOGIN_LIMIT_PER_IP",
+    "ACP_CONTACT_LIMIT_PER_IP",
+    "ACP_LOG",
 ];
 
 /// `ACP_*` variables that are set but mean nothing to this version (typos, mostly).
@@ -130,6 +157,13 @@ pub struct Config {
     pub shutdown_grace_secs: u64,
     pub log_format: LogFormat,
     pub bootstrap_api_key: Option<Secret>,
+    pub email_url: String,
+    pub email_from: String,
+    pub contact_email: Option<String>,
+    pub session_ttl_ms: i64,
+    pub login_limit_per_email: i64,
+    pub login_limit_per_ip: i64,
+    pub contact_limit_per_ip: i64,
 }
 
 pub const DEFAULT_DATABASE_URL: &str = "sqlite:./data/acp.db";
@@ -157,6 +191,13 @@ impl Settings {
             shutdown_grace_secs: self.shutdown_grace_secs.or(lower.shutdown_grace_secs),
             log_format: self.log_format.or(lower.log_format),
             bootstrap_api_key: self.bootstrap_api_key.or(lower.bootstrap_api_key),
+            email_url: self.email_url.or(lower.email_url),
+            email_from: self.email_from.or(lower.email_from),
+            contact_email: self.contact_email.or(lower.contact_email),
+            session_ttl_secs: self.session_ttl_secs.or(lower.session_ttl_secs),
+            login_limit_per_email: self.login_limit_per_email.or(lower.login_limit_per_email),
+            login_limit_per_ip: self.login_limit_per_ip.or(lower.login_limit_per_ip),
+            contact_limit_per_ip: self.contact_limit_per_ip.or(lower.contact_limit_per_ip),
         }
     }
 
@@ -174,6 +215,12 @@ impl Settings {
                 return Err(format!("`{name}` must be between 1 and 2592000 seconds"));
             }
             Ok(v as i64 * 1000)
+        };
+        let limit = |name: &str, value: Option<i64>, default: i64| -> Result<i64, String> {
+            match value.unwrap_or(default) {
+                v if v >= 1 => Ok(v),
+                _ => Err(format!("`{name}` must be at least 1")),
+            }
         };
         let path_prefix = match self.path_prefix.as_deref().map(|p| p.trim_end_matches('/')) {
             None | Some("") => None,
@@ -208,6 +255,15 @@ impl Settings {
             shutdown_grace_secs: self.shutdown_grace_secs.unwrap_or(30),
             log_format,
             bootstrap_api_key: self.bootstrap_api_key.map(|s| s.0),
+            email_url: self.email_url.unwrap_or_else(|| "outbox".to_owned()),
+            email_from: self
+                .email_from
+                .unwrap_or_else(|| "acp@localhost".to_owned()),
+            contact_email: self.contact_email.filter(|e| !e.is_empty()),
+            session_ttl_ms: positive("session_ttl_secs", self.session_ttl_secs, 7 * 86_400)?,
+            login_limit_per_email: limit("login_limit_per_email", self.login_limit_per_email, 5)?,
+            login_limit_per_ip: limit("login_limit_per_ip", self.login_limit_per_ip, 30)?,
+            contact_limit_per_ip: limit("contact_limit_per_ip", self.contact_limit_per_ip, 5)?,
         })
     }
 }

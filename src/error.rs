@@ -103,6 +103,11 @@ impl From<StoreError> for ApiError {
             StoreError::UnknownAgent => ApiError::unknown_agent(),
             StoreError::Conflict(message) => ApiError::conflict("conflict", message),
             StoreError::Closed => ApiError::unavailable("the commit writer has stopped"),
+            StoreError::NotFound => ApiError::not_found("not_found", "no such item"),
+            StoreError::TokenInvalid => ApiError::bad_request(
+                "invalid_token",
+                "the login link is invalid, already used or expired",
+            ),
             other @ (StoreError::ChallengeUsed | StoreError::Database(_)) => {
                 ApiError::internal(other)
             }

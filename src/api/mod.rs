@@ -349,3 +349,233 @@ pub struct AuditExportResponse {
     pub items: Vec<AuditEvent>,
     pub count: usize,
 }
+
+// ---- dashboard identity -------------------------------------------------------------------
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct OkResponse {
+    pub ok: bool,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct StartLoginRequest {
+    pub email: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct StartLoginResponse {
+    pub ok: bool,
+    pub message: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct VerifyLoginRequest {
+    pub token: String,
+}
+
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct VerifyLoginParams {
+    pub token: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct UserInfo {
+    pub user_id: String,
+    pub email: String,
+    pub created_at: String,
+    pub last_login_at: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct VerifyLoginResponse {
+    pub ok: bool,
+    pub user: UserInfo,
+    pub active_workspace_id: Option<String>,
+    /// Send as `X-CSRF-Token` on state-changing requests made with the session cookie.
+    pub csrf_token: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct WorkspaceItem {
+    pub workspace_id: String,
+    pub name: String,
+    /// `owner`, `admin` or `member`.
+    pub role: String,
+    pub created_at: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct MeResponse {
+    pub ok: bool,
+    pub user: UserInfo,
+    pub active_workspace_id: Option<String>,
+    pub workspaces: Vec<WorkspaceItem>,
+    /// `session` (cookie) or `token` (personal access token).
+    pub auth: String,
+    /// For cookie sessions: the value to send as `X-CSRF-Token`.
+    pub csrf_token: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct WorkspaceListResponse {
+    pub ok: bool,
+    pub items: Vec<WorkspaceItem>,
+    pub active_workspace_id: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct CreateWorkspaceRequest {
+    pub name: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct WorkspaceResponse {
+    pub ok: bool,
+    pub workspace: WorkspaceItem,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct SelectWorkspaceRequest {
+    pub workspace_id: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct SelectWorkspaceResponse {
+    pub ok: bool,
+    pub active_workspace_id: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ApiKeyInfo {
+    pub key_id: String,
+    pub name: Option<String>,
+    /// `test` or `live`.
+    pub mode: String,
+    pub prefix: String,
+    pub last_four: String,
+    pub created_at: String,
+    pub created_by: Option<String>,
+    pub last_used_at: Option<String>,
+    pub revoked_at: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ApiKeyListResponse {
+    pub ok: bool,
+    pub items: Vec<ApiKeyInfo>,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
+pub struct CreateApiKeyRequest {
+    #[serde(default)]
+    pub name: Option<String>,
+    /// A `svc_live_` key instead of `svc_test_`.
+    #[serde(default)]
+    pub live: Option<bool>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct CreateApiKeyResponse {
+    pub ok: bool,
+    pub api_key: ApiKeyInfo,
+    /// The key itself, shown this once.
+    pub key: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct TokenInfo {
+    pub token_id: String,
+    pub name: String,
+    pub last_four: String,
+    pub created_at: String,
+    pub expires_at: String,
+    pub last_used_at: Option<String>,
+    pub revoked_at: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct TokenListResponse {
+    pub ok: bool,
+    pub items: Vec<TokenInfo>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct CreateTokenRequest {
+    pub name: String,
+    /// 1 to 365, default 90.
+    #[serde(default)]
+    pub expires_in_days: Option<i64>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct CreateTokenResponse {
+    pub ok: bool,
+    pub access_token: TokenInfo,
+    /// `svc_pat_...`, shown this once. Send as `Authorization: Bearer`.
+    pub token: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Member {
+    pub user_id: String,
+    pub email: String,
+    pub role: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct MemberListResponse {
+    pub ok: bool,
+    pub items: Vec<Member>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct AddMemberRequest {
+    pub email: String,
+    /// `owner`, `admin` or `member` (default).
+    #[serde(default)]
+    pub role: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct MemberResponse {
+    pub ok: bool,
+    pub member: Member,
+}
+
+// ---- status and contact -------------------------------------------------------------------
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct StatusComponent {
+    /// `database`, `mailer`, ...
+    pub component: String,
+    /// `ok`, `degraded` or `down`.
+    pub status: String,
+    pub detail: String,
+    pub latency_ms: f64,
+    pub checked_at: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct StatusSummary {
+    pub ok: bool,
+    /// The worst component status, or `unknown` before the first check.
+    pub status: String,
+    pub components: Vec<StatusComponent>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ContactRequest {
+    pub name: String,
+    pub email: String,
+    pub message: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ContactResponse {
+    pub ok: bool,
+    pub id: String,
+    pub received_at: String,
+    /// Whether the notification mail went out (false when none is configured or it failed).
+    pub notified: bool,
+}

@@ -15,6 +15,7 @@ use crate::time::{iso, now_ms};
 pub enum Actor {
     ApiKey(String),
     Agent(String),
+    User(String),
     Cli,
     System,
 }
@@ -24,6 +25,7 @@ impl Actor {
         match self {
             Actor::ApiKey(id) => format!("api_key:{id}"),
             Actor::Agent(id) => format!("agent:{id}"),
+            Actor::User(id) => format!("user:{id}"),
             Actor::Cli => "cli".into(),
             Actor::System => "system".into(),
         }

@@ -49,6 +49,9 @@ pub async fn run(cli: &Cli, cmd: &ApiKeyCommand) -> anyhow::Result<i32> {
         last_four: key.last_four.clone(),
         created_at: now_ms(),
         revoked_at: None,
+        name: None,
+        created_by: None,
+        last_used_at: None,
     };
     let event = audit::state_change(
         "api_key.created",

@@ -2,6 +2,7 @@
 
 mod api_key;
 mod healthcheck;
+mod outbox;
 mod serve;
 mod workspace;
 
@@ -37,6 +38,9 @@ pub enum Command {
     /// Manage workspace API keys
     #[command(subcommand, name = "api-key")]
     ApiKey(api_key::ApiKeyCommand),
+    /// Read the mail stored by the `outbox` email provider
+    #[command(subcommand)]
+    Outbox(outbox::OutboxCommand),
     /// Check that a running server is ready (exit 0) or not (exit 1)
     Healthcheck(healthcheck::HealthcheckArgs),
     /// Print the OpenAPI document of this build
@@ -64,6 +68,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Serve => serve::run(&cli).await,
         Command::Workspace(cmd) => workspace::run(&cli, cmd).await,
         Command::ApiKey(cmd) => api_key::run(&cli, cmd).await,
+        Command::Outbox(cmd) => outbox::run(&cli, cmd).await,
         Command::Healthcheck(args) => healthcheck::run(&cli, args).await,
         Command::Openapi => {
             print!("{}", crate::http::openapi_document());

@@ -47,9 +47,16 @@ pub async fn run(cli: &Cli) -> anyhow::Result<i32> {
             "More keys: acp api-key create --workspace {} [--live]   (same --database-url as the server)",
             boot.workspace_id
         );
-        println!("More workspaces: acp workspace create NAME");
+        println!("More workspaces: acp workspace create NAME [--owner you@example.com]");
+        println!(
+            "Dashboard: acp workspace add-member --workspace {} --email you@example.com --role owner, then open {base}/login",
+            boot.workspace_id
+        );
     } else {
         println!("Get an API key with: acp workspace create NAME, then acp api-key create --workspace ws_...");
+    }
+    if app.context().mailer.provider() == "outbox" {
+        println!("Mail (login links) goes to the outbox: read it with `acp outbox list`.");
     }
     println!("acp listening on {base}  (OpenAPI: {base}/openapi.json, ready: {base}/readyz)");
     app.run(shutdown_signal()).await?;

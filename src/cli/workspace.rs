@@ -5,8 +5,9 @@ use serde_json::json;
 
 use crate::app::open_store;
 use crate::audit::{self, Actor};
+use crate::identity::accounts::normalize_email;
 use crate::ids;
-use crate::store::{apply_one, Change, Op, Workspace};
+use crate::store::{apply_one, Change, Op, Role, Store, Workspace};
 use crate::time::{iso, now_ms};
 
 use super::Cli;
@@ -17,18 +18,64 @@ pub enum WorkspaceCommand {
     Create {
         /// Display name
         name: String,
+        /// Make the user with this email (created if new) the workspace's owner
+        #[arg(long)]
+        owner: Option<String>,
         /// Print JSON instead of text
         #[arg(long)]
         json: bool,
     },
+    /// Give a user (by email, created if new) a role in a workspace
+    AddMember {
+        /// Workspace id (`ws_...`)
+        #[arg(long)]
+        workspace: String,
+        #[arg(long)]
+        email: String,
+        /// `owner`, `admin` or `member`
+        #[arg(long, default_value = "member")]
+        role: String,
+    },
+}
+
+fn email_of(raw: &str) -> anyhow::Result<String> {
+    normalize_email("email", raw).map_err(|e| anyhow::anyhow!("{}", e.message))
+}
+
+/// The operation giving `email` `role` in `workspace_id`.
+async fn membership_op(
+    store: &dyn Store,
+    workspace_id: &str,
+    email: &str,
+    role: Role,
+) -> anyhow::Result<Op> {
+    let user_id = store
+        .user_by_email(email)
+        .await?
+        .map_or_else(|| ids::new_id("usr"), |u| u.id);
+    Ok(Op::UpsertMembership {
+        workspace_id: workspace_id.to_owned(),
+        email: email.to_owned(),
+        user_id,
+        role,
+        at: now_ms(),
+    })
 }
 
 pub async fn run(cli: &Cli, cmd: &WorkspaceCommand) -> anyhow::Result<i32> {
-    let WorkspaceCommand::Create { name, json } = cmd;
+    let (name, owner, json) = match cmd {
+        WorkspaceCommand::Create { name, owner, json } => (name, owner, json),
+        WorkspaceCommand::AddMember {
+            workspace,
+            email,
+            role,
+        } => return add_member(cli, workspace, email, role).await,
+    };
     let name = name.trim();
     if name.is_empty() || name.chars().count() > 200 {
         anyhow::bail!("the workspace name must be 1 to 200 characters");
     }
+    let owner = owner.as_deref().map(email_of).transpose()?;
     let config = cli.resolve_config()?;
     let store = open_store(&config).await?;
     let workspace = Workspace {
@@ -53,14 +100,46 @@ pub async fn run(cli: &Cli, cmd: &WorkspaceCommand) -> anyhow::Result<i32> {
     if *json {
         println!(
             "{}",
-            json!({"ok": true, "workspace": {"workspace_id": workspace.id, "name": workspace.name, "created_at": iso(workspace.created_at)}})
+            json!({"ok": true, "workspace": {"workspace_id": workspace.id, "name": workspace.name, "created_at": iso(workspace.created_at), "owner": owner}})
         );
     } else {
         println!("Created workspace {} ({}).", workspace.id, workspace.name);
+        if let Some(email) = &owner {
+            println!("Owner: {email} (log in at /login with that address).");
+        }
         println!(
             "Create its first API key with: acp api-key create --workspace {}",
             workspace.id
         );
     }
+    Ok(0)
+}
+
+async fn add_member(cli: &Cli, workspace_id: &str, email: &str, role: &str) -> anyhow::Result<i32> {
+    let email = email_of(email)?;
+    let role = Role::parse(role)
+        .ok_or_else(|| anyhow::anyhow!("the role must be `owner`, `admin` or `member`"))?;
+    let config = cli.resolve_config()?;
+    let store = open_store(&config).await?;
+    if store.workspace(workspace_id).await?.is_none() {
+        store.close().await;
+        anyhow::bail!("no workspace `{workspace_id}` in this database");
+    }
+    let op = membership_op(store.as_ref(), workspace_id, &email, role).await?;
+    let event = audit::state_change(
+        "membership.granted",
+        "grant",
+        Some(workspace_id),
+        None,
+        &Actor::Cli,
+        json!({ "email_domain": email.split('@').nth(1), "role": role.as_str() }),
+    );
+    let result = apply_one(store.as_ref(), Change::new(op).audited(event)).await;
+    store.close().await;
+    result?;
+    println!(
+        "{email} is now {} of {workspace_id}; log in at /login with that address.",
+        role.as_str()
+    );
     Ok(0)
 }

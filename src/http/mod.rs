@@ -4,6 +4,9 @@
 pub mod agents;
 pub mod audit;
 pub mod extract;
+pub mod pages;
+pub mod session;
+pub mod site;
 pub mod telemetry;
 
 use std::time::Duration;
@@ -34,6 +37,10 @@ use crate::store::Cursor;
         (name = "telemetry", description = "Agent heartbeats"),
         (name = "inventory", description = "The workspace's agent inventory"),
         (name = "audit", description = "The audit trail"),
+        (name = "auth", description = "Magic-link login, sessions and personal access tokens"),
+        (name = "workspaces", description = "Workspaces, members and API keys, managed by their users"),
+        (name = "dashboard", description = "Server-rendered pages"),
+        (name = "status", description = "Status summary and contact"),
         (name = "operations", description = "Health and discovery")
     )
 )]
@@ -50,6 +57,24 @@ impl Modify for SecuritySchemes {
                 "X-Service-Api-Key",
                 "Workspace API key (`svc_live_...` / `svc_test_...`); `Authorization: Bearer` also works",
             ))),
+        );
+        components.add_security_scheme(
+            "session",
+            SecurityScheme::ApiKey(ApiKey::Cookie(ApiKeyValue::with_description(
+                "acp_session",
+                "Dashboard session from magic-link login; state-changing requests also send `X-CSRF-Token`",
+            ))),
+        );
+        components.add_security_scheme(
+            "access_token",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "Personal access token `svc_pat_...`; pick the workspace with `X-Service-Workspace-Id`",
+                    ))
+                    .build(),
+            ),
         );
         components.add_security_scheme(
             "agent_signature",
@@ -116,6 +141,23 @@ fn routes() -> OpenApiRouter<SharedContext> {
         .routes(routes!(telemetry::list_inventory))
         .routes(routes!(audit::events))
         .routes(routes!(audit::export))
+        .routes(routes!(session::start_login))
+        .routes(routes!(session::verify_login_link, session::verify_login))
+        .routes(routes!(session::me))
+        .routes(routes!(session::logout))
+        .routes(routes!(session::list_workspaces, session::create_workspace))
+        .routes(routes!(session::select_workspace))
+        .routes(routes!(session::list_api_keys, session::create_api_key))
+        .routes(routes!(session::revoke_api_key))
+        .routes(routes!(session::list_members, session::add_member))
+        .routes(routes!(session::remove_member))
+        .routes(routes!(session::list_tokens, session::create_token))
+        .routes(routes!(session::revoke_token))
+        .routes(routes!(pages::login_page))
+        .routes(routes!(pages::dashboard))
+        .routes(routes!(site::summary))
+        .routes(routes!(site::run_checks))
+        .routes(routes!(site::contact))
 }
 
 /// The OpenAPI document of every route the server has, pretty-printed (the committed copy in

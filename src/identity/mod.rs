@@ -1,5 +1,6 @@
 //! Agent identity: keys and signatures, signed requests, API keys, and the agent use cases.
 
+pub mod accounts;
 pub mod agents;
 pub mod api_keys;
 pub mod keys;

@@ -28,6 +28,12 @@ pub enum StoreError {
     /// The attestation challenge was used (or expired) between the check and the write.
     #[error("challenge already used")]
     ChallengeUsed,
+    /// The login token is unknown, used or expired.
+    #[error("the login link is invalid, used or expired")]
+    TokenInvalid,
+    /// The thing to change does not exist (in this scope).
+    #[error("not found")]
+    NotFound,
     /// A uniqueness or state precondition does not hold; the text says which.
     #[error("{0}")]
     Conflict(String),
@@ -118,6 +124,78 @@ pub enum Op {
     RecordHeartbeats(Vec<HeartbeatRecord>),
     /// Inserts or updates the mapping; `Conflict` when the key maps to another agent.
     UpsertInventory(InventoryRecord),
+    /// Several operations applied in order, all or none; answers the last one's outcome.
+    Batch(Vec<Op>),
+    /// A single-use magic-link token (its hash) for an address.
+    CreateLoginToken {
+        token_hash: String,
+        email: String,
+        created_at: i64,
+        expires_at: i64,
+    },
+    /// Consumes the login token, creates the user on first login (with `user_id`) and starts
+    /// `session` for that user. Answers `User`; `TokenInvalid` when the token is unknown, used
+    /// or expired; `Conflict` when the user was created with another id meanwhile.
+    Login {
+        token_hash: String,
+        email: String,
+        user_id: String,
+        session: SessionRecord,
+        at: i64,
+    },
+    EndSession {
+        id_hash: String,
+        at: i64,
+    },
+    SelectWorkspace {
+        id_hash: String,
+        workspace_id: String,
+    },
+    /// Gives the user with this email (created with `user_id` if new) `role` in the workspace.
+    /// Answers `User`.
+    UpsertMembership {
+        workspace_id: String,
+        email: String,
+        user_id: String,
+        role: Role,
+        at: i64,
+    },
+    /// `NotFound` when the user is not a member.
+    RemoveMembership {
+        workspace_id: String,
+        user_id: String,
+    },
+    /// `NotFound` when there is no such live key in the workspace.
+    RevokeApiKey {
+        workspace_id: String,
+        key_id: String,
+        at: i64,
+    },
+    CreatePat(PatRecord),
+    /// `NotFound` when the user has no such live token.
+    RevokePat {
+        user_id: String,
+        pat_id: String,
+        at: i64,
+    },
+    StoreOutboxMessage(OutboxMessage),
+    /// Records when an API key was last used (throttled by the caller).
+    TouchApiKey {
+        key_id: String,
+        at: i64,
+    },
+    /// Records when a personal access token was last used (throttled by the caller).
+    TouchPat {
+        pat_id: String,
+        at: i64,
+    },
+    RecordStatusChecks(Vec<StatusCheck>),
+    StoreContact(ContactSubmission),
+    /// Counts one hit in a fixed window; answers `Count(hits in the window so far)`.
+    HitRateLimit {
+        bucket: String,
+        window_start: i64,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -125,6 +203,8 @@ pub enum Outcome {
     Done,
     Bootstrapped(bool),
     Agent(Box<AgentRecord>),
+    User(Box<User>),
+    Count(i64),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -180,8 +260,29 @@ pub trait Store: Send + Sync + 'static {
 
     async fn audit_events(&self, query: &AuditQuery) -> Result<Vec<AuditEvent>, StoreError>;
 
-    /// Deletes nonce claims that expired before `now`; answers how many.
+    /// Deletes nonce claims that expired before `now`, and rate-limit windows that ended
+    /// before it; answers how many rows went.
     async fn delete_expired_nonces(&self, now: i64) -> Result<u64, StoreError>;
+
+    async fn user(&self, id: &str) -> Result<Option<User>, StoreError>;
+    async fn user_by_email(&self, email: &str) -> Result<Option<User>, StoreError>;
+    /// The user's workspaces with their role, oldest membership first.
+    async fn memberships(&self, user_id: &str) -> Result<Vec<Membership>, StoreError>;
+    async fn role_in(&self, workspace_id: &str, user_id: &str) -> Result<Option<Role>, StoreError>;
+    async fn members(&self, workspace_id: &str) -> Result<Vec<(User, Role)>, StoreError>;
+    async fn session(&self, id_hash: &str) -> Result<Option<SessionRecord>, StoreError>;
+    /// `(email, expires_at, used_at)` of a login token.
+    async fn login_token(
+        &self,
+        token_hash: &str,
+    ) -> Result<Option<(String, i64, Option<i64>)>, StoreError>;
+    async fn pat_by_hash(&self, token_hash: &str) -> Result<Option<PatRecord>, StoreError>;
+    async fn pats(&self, user_id: &str) -> Result<Vec<PatRecord>, StoreError>;
+    async fn api_keys(&self, workspace_id: &str) -> Result<Vec<ApiKeyRecord>, StoreError>;
+    /// Newest first.
+    async fn outbox(&self, limit: i64) -> Result<Vec<OutboxMessage>, StoreError>;
+    /// The latest check of each component.
+    async fn latest_status_checks(&self) -> Result<Vec<StatusCheck>, StoreError>;
 }
 
 /// Applies one change outside the group-commit writer (CLI commands, bootstrap).

@@ -20,6 +20,10 @@ pub struct ApiKeyRecord {
     pub last_four: String,
     pub created_at: i64,
     pub revoked_at: Option<i64>,
+    pub name: Option<String>,
+    /// `usr_...` of the user who made it, `None` for the CLI and bootstrap.
+    pub created_by: Option<String>,
+    pub last_used_at: Option<i64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -188,4 +192,107 @@ pub struct InventoryQuery {
     pub status: Option<String>,
     /// `key` alone matches any value.
     pub label: Option<(String, Option<String>)>,
+}
+
+/// A dashboard user, known by email.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct User {
+    pub id: String,
+    pub email: String,
+    pub created_at: i64,
+    pub last_login_at: Option<i64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Role {
+    Member,
+    Admin,
+    Owner,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Owner => "owner",
+            Self::Admin => "admin",
+            Self::Member => "member",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "owner" => Some(Self::Owner),
+            "admin" => Some(Self::Admin),
+            "member" => Some(Self::Member),
+            _ => None,
+        }
+    }
+
+    /// Owners and admins manage keys, policies and members; members read.
+    pub fn can_manage(self) -> bool {
+        self >= Self::Admin
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Membership {
+    pub workspace: Workspace,
+    pub user_id: String,
+    pub role: Role,
+    pub created_at: i64,
+}
+
+/// A login session, stored by the SHA-256 of its id.
+#[derive(Debug, Clone)]
+pub struct SessionRecord {
+    pub id_hash: String,
+    pub user_id: String,
+    pub workspace_id: Option<String>,
+    pub created_at: i64,
+    pub expires_at: i64,
+    pub revoked_at: Option<i64>,
+}
+
+/// A personal access token (`svc_pat_...`), stored by its hash.
+#[derive(Debug, Clone)]
+pub struct PatRecord {
+    pub id: String,
+    pub user_id: String,
+    pub name: String,
+    pub token_hash: String,
+    pub last_four: String,
+    pub created_at: i64,
+    pub expires_at: i64,
+    pub revoked_at: Option<i64>,
+    pub last_used_at: Option<i64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct OutboxMessage {
+    pub id: String,
+    pub recipients: Vec<String>,
+    pub subject: String,
+    pub text_body: Option<String>,
+    pub html_body: Option<String>,
+    pub created_at: i64,
+}
+
+#[derive(Debug, Clone)]
+pub struct StatusCheck {
+    pub id: String,
+    pub component: String,
+    /// `ok`, `degraded` or `down`.
+    pub status: String,
+    pub detail: String,
+    pub latency_ms: f64,
+    pub checked_at: i64,
+}
+
+#[derive(Debug, Clone)]
+pub struct ContactSubmission {
+    pub id: String,
+    pub name: String,
+    pub email: String,
+    pub message: String,
+    pub created_at: i64,
 }

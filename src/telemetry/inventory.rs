@@ -54,7 +54,7 @@ fn labels(value: Option<Value>) -> ApiResult<Value> {
     };
     if map.len() > MAX_LABELS
         || map.iter().any(|(k, v)| {
-            k.is_empty() || k.len() > 100 || !v.as_str().is_some_and(|s| s.len() <= MAX_TEXT_CHARS)
+            k.is_empty() || k.len() > 100 || v.as_str().is_none_or(|s| s.len() > MAX_TEXT_CHARS)
         })
     {
         return Err(ApiError::invalid(

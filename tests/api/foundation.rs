@@ -2,7 +2,6 @@
 
 use crate::both_engines;
 use crate::helpers::*;
-use serde_json::json;
 
 both_engines! {
     async fn health_and_readiness_answer(app) {

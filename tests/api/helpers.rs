@@ -128,6 +128,8 @@ pub struct TestApp {
     pub workspace_id: String,
     pub client: reqwest::Client,
     pub db_url: String,
+    /// The real SMTP server this app delivers mail to.
+    pub smtp: crate::smtp::SmtpSink,
     running: std::sync::Arc<Running>,
 }
 
@@ -143,7 +145,10 @@ impl TestApp {
     ) -> TestApp {
         let db = TestDb::new(engine).await;
         let key = random_api_key();
+        let smtp = crate::smtp::SmtpSink::start().await;
         let mut config = acp::config::Config::for_database(&db.url).expect("config");
+        config.email_url = smtp.url();
+        config.email_from = "acp@example.test".into();
         config.addr = "127.0.0.1:0".parse().expect("addr");
         config.bootstrap_api_key = Some(acp::secret::Secret::new(key.clone()));
         config.shutdown_grace_secs = 5;
@@ -168,8 +173,12 @@ impl TestApp {
             base,
             key,
             workspace_id,
-            client: reqwest::Client::new(),
+            client: reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .expect("client"),
             db_url: db.url.clone(),
+            smtp,
             running: std::sync::Arc::new(Running {
                 stop: std::sync::Mutex::new(Some(stop)),
                 task: std::sync::Mutex::new(Some(task)),
@@ -456,4 +465,115 @@ pub async fn audit_events(app: &TestApp, query: &str) -> Vec<Value> {
     .await;
     assert_eq!(status, 200, "{body}");
     body["items"].as_array().expect("items").clone()
+}
+
+/// A logged-in browser: its session cookie and CSRF token.
+#[derive(Clone)]
+pub struct Browser {
+    pub cookie: String,
+    pub csrf: String,
+    pub app: TestApp,
+}
+
+impl TestApp {
+    /// Gives `email` a role in a workspace with the real CLI.
+    pub async fn grant(&self, workspace_id: &str, email: &str, role: &str) {
+        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_acp"))
+            .args([
+                "--database-url",
+                &self.db_url,
+                "workspace",
+                "add-member",
+                "--workspace",
+                workspace_id,
+                "--email",
+                email,
+                "--role",
+                role,
+            ])
+            .output()
+            .await
+            .expect("run acp");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Asks for a login link and answers the link read from the message the SMTP server got.
+    pub async fn request_login_link(&self, email: &str) -> String {
+        let before = self.smtp.messages().len();
+        let res = self
+            .client
+            .post(self.url("/auth/start-login"))
+            .json(&json!({"email": email}))
+            .send()
+            .await
+            .expect("start-login");
+        assert_eq!(res.status(), StatusCode::ACCEPTED);
+        let messages = self.smtp.wait_for(before + 1).await;
+        let message = messages.last().expect("message");
+        assert_eq!(message.rcpt, vec![email.to_lowercase()]);
+        crate::smtp::login_link(message)
+    }
+
+    /// The whole magic-link login, as a browser does it.
+    pub async fn login(&self, email: &str) -> Browser {
+        let link = self.request_login_link(email).await;
+        let res = self.client.get(&link).send().await.expect("follow link");
+        assert_eq!(res.status(), StatusCode::SEE_OTHER);
+        let cookie = session_cookie_of(&res);
+        let me: Value = self
+            .client
+            .get(self.url("/auth/me"))
+            .header("Cookie", &cookie)
+            .send()
+            .await
+            .expect("me")
+            .json()
+            .await
+            .expect("json");
+        Browser {
+            cookie,
+            csrf: me["csrf_token"].as_str().expect("csrf").to_owned(),
+            app: self.clone(),
+        }
+    }
+}
+
+/// `acp_session=...` from a response's Set-Cookie.
+pub fn session_cookie_of(res: &Response) -> String {
+    res.headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|v| v.starts_with("acp_session="))
+        .and_then(|v| v.split(';').next())
+        .expect("session cookie")
+        .to_owned()
+}
+
+impl Browser {
+    pub async fn get(&self, path: &str) -> Response {
+        self.app
+            .client
+            .get(self.app.url(path))
+            .header("Cookie", &self.cookie)
+            .send()
+            .await
+            .expect("get")
+    }
+
+    pub async fn post(&self, path: &str, body: &Value) -> Response {
+        self.app
+            .client
+            .post(self.app.url(path))
+            .header("Cookie", &self.cookie)
+            .header("X-CSRF-Token", &self.csrf)
+            .json(body)
+            .send()
+            .await
+            .expect("post")
+    }
 }

@@ -6,10 +6,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod helpers;
+mod smtp;
 
 mod agents;
 mod audit;
 mod bad_input;
+mod dashboard;
 mod foundation;
 mod isolation;
 mod replicas;

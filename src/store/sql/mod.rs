@@ -16,6 +16,8 @@ use sqlx::{Any, AnyPool, Connection, Executor, Row, Transaction};
 
 use super::*;
 
+mod accounts;
+
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
 
@@ -153,6 +155,24 @@ fn agent_from_row(row: &AnyRow) -> Result<AgentRecord, sqlx::Error> {
         updated_at: row.try_get("updated_at")?,
         attested_at: row.try_get("attested_at")?,
         last_seen_at: row.try_get("last_seen_at")?,
+    })
+}
+
+const API_KEY_COLUMNS: &str =
+    "id, workspace_id, key_hash, mode, last_four, created_at, revoked_at, name, created_by, last_used_at";
+
+fn api_key_from_row(row: &AnyRow) -> Result<ApiKeyRecord, sqlx::Error> {
+    Ok(ApiKeyRecord {
+        id: row.try_get("id")?,
+        workspace_id: row.try_get("workspace_id")?,
+        key_hash: row.try_get("key_hash")?,
+        mode: row.try_get("mode")?,
+        last_four: row.try_get("last_four")?,
+        created_at: row.try_get("created_at")?,
+        revoked_at: row.try_get("revoked_at")?,
+        name: row.try_get("name")?,
+        created_by: row.try_get("created_by")?,
+        last_used_at: row.try_get("last_used_at")?,
     })
 }
 
@@ -328,8 +348,8 @@ async fn insert_api_key(
     k: &ApiKeyRecord,
 ) -> Result<(), sqlx::Error> {
     sqlx::query(
-        "INSERT INTO api_keys (id, workspace_id, key_hash, mode, last_four, created_at, revoked_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        "INSERT INTO api_keys (id, workspace_id, key_hash, mode, last_four, created_at, revoked_at, name, created_by) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
     )
     .bind(&k.id)
     .bind(&k.workspace_id)
@@ -338,6 +358,8 @@ async fn insert_api_key(
     .bind(&k.last_four)
     .bind(k.created_at)
     .bind(k.revoked_at)
+    .bind(k.name.clone())
+    .bind(k.created_by.clone())
     .execute(&mut **tx)
     .await?;
     Ok(())
@@ -605,6 +627,16 @@ async fn apply_op(tx: &mut Transaction<'_, Any>, op: &Op) -> Result<Outcome, Sto
             }
             Ok(Outcome::Done)
         }
+        Op::Batch(ops) => {
+            let mut last = Outcome::Done;
+            for op in ops {
+                last = Box::pin(apply_op(tx, op)).await?;
+            }
+            Ok(last)
+        }
+        other => accounts::apply(tx, other)
+            .await
+            .unwrap_or_else(|| Err(StoreError::Database("operation without SQL".into()))),
     }
 }
 
@@ -659,24 +691,71 @@ impl Store for SqlStore {
     }
 
     async fn api_key_by_hash(&self, key_hash: &str) -> Result<Option<ApiKeyRecord>, StoreError> {
-        let row = sqlx::query(
-            "SELECT id, workspace_id, key_hash, mode, last_four, created_at, revoked_at FROM api_keys WHERE key_hash = $1",
-        )
-        .bind(key_hash)
-        .fetch_optional(&self.read)
-        .await?;
-        Ok(match row {
-            Some(row) => Some(ApiKeyRecord {
-                id: row.try_get("id")?,
-                workspace_id: row.try_get("workspace_id")?,
-                key_hash: row.try_get("key_hash")?,
-                mode: row.try_get("mode")?,
-                last_four: row.try_get("last_four")?,
-                created_at: row.try_get("created_at")?,
-                revoked_at: row.try_get("revoked_at")?,
-            }),
-            None => None,
-        })
+        let sql = format!("SELECT {API_KEY_COLUMNS} FROM api_keys WHERE key_hash = $1");
+        let row = sqlx::query(&sql)
+            .bind(key_hash)
+            .fetch_optional(&self.read)
+            .await?;
+        Ok(row.map(|row| api_key_from_row(&row)).transpose()?)
+    }
+
+    async fn api_keys(&self, workspace_id: &str) -> Result<Vec<ApiKeyRecord>, StoreError> {
+        let sql = format!("SELECT {API_KEY_COLUMNS} FROM api_keys WHERE workspace_id = $1 ORDER BY created_at DESC, id DESC");
+        let rows = sqlx::query(&sql)
+            .bind(workspace_id)
+            .fetch_all(&self.read)
+            .await?;
+        Ok(rows
+            .iter()
+            .map(api_key_from_row)
+            .collect::<Result<_, _>>()?)
+    }
+
+    async fn user(&self, id: &str) -> Result<Option<User>, StoreError> {
+        accounts::user(&self.read, id).await
+    }
+
+    async fn user_by_email(&self, email: &str) -> Result<Option<User>, StoreError> {
+        accounts::user_by_email(&self.read, email).await
+    }
+
+    async fn memberships(&self, user_id: &str) -> Result<Vec<Membership>, StoreError> {
+        accounts::memberships(&self.read, user_id).await
+    }
+
+    async fn role_in(&self, workspace_id: &str, user_id: &str) -> Result<Option<Role>, StoreError> {
+        accounts::role_in(&self.read, workspace_id, user_id).await
+    }
+
+    async fn members(&self, workspace_id: &str) -> Result<Vec<(User, Role)>, StoreError> {
+        accounts::members(&self.read, workspace_id).await
+    }
+
+    async fn session(&self, id_hash: &str) -> Result<Option<SessionRecord>, StoreError> {
+        accounts::session(&self.read, id_hash).await
+    }
+
+    async fn login_token(
+        &self,
+        token_hash: &str,
+    ) -> Result<Option<(String, i64, Option<i64>)>, StoreError> {
+        accounts::login_token(&self.read, token_hash).await
+    }
+
+    async fn pat_by_hash(&self, token_hash: &str) -> Result<Option<PatRecord>, StoreError> {
+        accounts::pat_by_hash(&self.read, token_hash).await
+    }
+
+    async fn pats(&self, user_id: &str) -> Result<Vec<PatRecord>, StoreError> {
+        accounts::pats(&self.read, user_id).await
+    }
+
+    async fn outbox(&self, limit: i64) -> Result<Vec<OutboxMessage>, StoreError> {
+        accounts::outbox(&self.read, limit).await
+    }
+
+    async fn latest_status_checks(&self) -> Result<Vec<StatusCheck>, StoreError> {
+        accounts::latest_status_checks(&self.read).await
     }
 
     async fn agent(&self, id: &str) -> Result<Option<AgentRecord>, StoreError> {
@@ -822,11 +901,20 @@ impl Store for SqlStore {
     }
 
     async fn delete_expired_nonces(&self, now: i64) -> Result<u64, StoreError> {
-        let done = sqlx::query("DELETE FROM nonces WHERE expires_at < $1")
-            .bind(now)
-            .execute(&self.write)
-            .await?;
-        Ok(done.rows_affected())
+        let mut deleted = 0;
+        for sql in [
+            "DELETE FROM nonces WHERE expires_at < $1",
+            "DELETE FROM login_tokens WHERE expires_at < $1",
+            // Windows are at most a day long.
+            "DELETE FROM rate_limit_hits WHERE window_start < $1 - 86400000",
+        ] {
+            deleted += sqlx::query(sql)
+                .bind(now)
+                .execute(&self.write)
+                .await?
+                .rows_affected();
+        }
+        Ok(deleted)
     }
 }
 

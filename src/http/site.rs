@@ -1,0 +1,60 @@
+//! `/v1/status/*` and `/v1/contact/submit`.
+
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, State};
+use axum::http::HeaderMap;
+use axum::Json;
+
+use crate::api::{ContactRequest, ContactResponse, ErrorBody, StatusSummary};
+use crate::context::SharedContext;
+use crate::error::ApiResult;
+use crate::site;
+
+use super::extract::{authenticate, presented_api_key, AppJson};
+
+/// Public status: each component's latest check.
+#[utoipa::path(get, path = "/v1/status/summary", tag = "status", responses((status = 200, body = StatusSummary)))]
+pub async fn summary(State(ctx): State<SharedContext>) -> ApiResult<Json<StatusSummary>> {
+    Ok(Json(site::status_summary(&ctx).await?))
+}
+
+/// Runs the component checks now and stores them. A workspace API key, or a session of a
+/// workspace owner or admin.
+#[utoipa::path(post, path = "/v1/status/checks/run", tag = "status",
+    security(("api_key" = []), ("session" = []), ("access_token" = [])),
+    responses((status = 200, body = StatusSummary), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+pub async fn run_checks(
+    State(ctx): State<SharedContext>,
+    method: axum::http::Method,
+    headers: HeaderMap,
+) -> ApiResult<Json<StatusSummary>> {
+    let uses_api_key =
+        presented_api_key(&headers).is_some_and(crate::identity::api_keys::is_well_formed);
+    let (actor, workspace) = if uses_api_key {
+        let caller = authenticate(&ctx, &headers).await?;
+        (caller.actor(), caller.workspace_id)
+    } else {
+        let principal = super::session::authenticate_user(&ctx, &method, &headers).await?;
+        let (workspace, _) = principal.admin_of(&ctx).await?;
+        (principal.actor(), workspace)
+    };
+    Ok(Json(
+        site::run_checks(&ctx, &actor, Some(&workspace)).await?,
+    ))
+}
+
+/// The contact form: stored, and mailed to `ACP_CONTACT_EMAIL` when set. Rate-limited per
+/// client IP.
+#[utoipa::path(post, path = "/v1/contact/submit", tag = "status", request_body = ContactRequest,
+    responses((status = 200, body = ContactResponse), (status = 400, body = ErrorBody),
+        (status = 429, description = "`rate_limited`", body = ErrorBody)))]
+pub async fn contact(
+    State(ctx): State<SharedContext>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    AppJson(req): AppJson<ContactRequest>,
+) -> ApiResult<Json<ContactResponse>> {
+    Ok(Json(
+        site::contact(&ctx, req, &peer.ip().to_string()).await?,
+    ))
+}

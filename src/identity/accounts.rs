@@ -1,0 +1,847 @@
+//! Dashboard identity: magic-link login, sessions, personal access tokens, workspaces and
+//! memberships, and the workspace's API keys as managed from the dashboard.
+
+use serde_json::json;
+
+use crate::api;
+use crate::audit::{self, Actor};
+use crate::context::Context;
+use crate::error::{ApiError, ApiResult};
+use crate::identity::api_keys::NewApiKey;
+use crate::ids;
+use crate::mail::{Email, MailError};
+use crate::secret::{random_base62, sha256_hex, Secret};
+use crate::store::{
+    ApiKeyRecord, Change, Membership, Op, Outcome, PatRecord, Role, SessionRecord, StoreError,
+    User, Workspace,
+};
+use crate::time::{iso, now_ms};
+
+pub const SESSION_COOKIE: &str = "acp_session";
+pub const PAT_PREFIX: &str = "svc_pat_";
+const LOGIN_TOKEN_TTL_MS: i64 = 15 * 60 * 1000;
+const LOGIN_WINDOW_MS: i64 = 15 * 60 * 1000;
+
+/// Lowercased, trimmed address with one `@`, a local part and a domain; at most 254 bytes.
+pub fn normalize_email(field: &str, raw: &str) -> ApiResult<String> {
+    let email = raw.trim().to_ascii_lowercase();
+    if email.is_empty() {
+        return Err(ApiError::missing(field));
+    }
+    let valid = email.len() <= 254
+        && email.split('@').count() == 2
+        && email.split_once('@').is_some_and(|(local, domain)| {
+            !local.is_empty()
+                && !domain.is_empty()
+                && !domain.starts_with('.')
+                && !domain.ends_with('.')
+        })
+        && email.chars().all(|c| {
+            c.is_ascii_graphic() && !matches!(c, '<' | '>' | ',' | ';' | '"' | '\\' | '(' | ')')
+        });
+    if !valid {
+        return Err(ApiError::invalid(field, "is not an email address"));
+    }
+    Ok(email)
+}
+
+/// The CSRF token of a session: derived from the session id, so only its holder can know it,
+/// and nothing more needs storing.
+pub fn csrf_token(session_id: &str) -> String {
+    sha256_hex(format!("csrf:{session_id}").as_bytes())
+}
+
+pub fn rate_limited(retry_after_secs: i64) -> ApiError {
+    ApiError::new(
+        axum::http::StatusCode::TOO_MANY_REQUESTS,
+        "rate_limited",
+        "too many requests; retry later",
+    )
+    .with("retry_after", retry_after_secs)
+}
+
+/// Counts a hit in a fixed window shared by every replica; 429 beyond `limit`.
+pub async fn enforce_rate_limit(
+    ctx: &Context,
+    bucket: String,
+    window_ms: i64,
+    limit: i64,
+) -> ApiResult<()> {
+    let now = now_ms();
+    let window_start = now - now.rem_euclid(window_ms);
+    match ctx
+        .writer
+        .commit(Change::new(Op::HitRateLimit {
+            bucket,
+            window_start,
+        }))
+        .await?
+    {
+        Outcome::Count(hits) if hits > limit => {
+            Err(rate_limited((window_start + window_ms - now + 999) / 1000))
+        }
+        _ => Ok(()),
+    }
+}
+
+pub fn provider_unavailable(err: MailError) -> ApiError {
+    match err {
+        MailError::Invalid(message) => ApiError::bad_request("invalid_email", message),
+        MailError::Provider(cause) => {
+            tracing::error!(error = %cause, "email provider failed");
+            ApiError::new(
+                axum::http::StatusCode::BAD_GATEWAY,
+                "provider_unavailable",
+                "the email provider failed; retry later",
+            )
+        }
+    }
+}
+
+/// Sends a one-time login link to `email`. Answers the same whether or not a user exists.
+pub async fn start_login(ctx: &Context, email: &str, client_ip: &str) -> ApiResult<()> {
+    let email = normalize_email("email", email)?;
+    let per_email = ctx.config.login_limit_per_email;
+    let per_ip = ctx.config.login_limit_per_ip;
+    enforce_rate_limit(
+        ctx,
+        format!("login:ip:{client_ip}"),
+        LOGIN_WINDOW_MS,
+        per_ip,
+    )
+    .await?;
+    enforce_rate_limit(
+        ctx,
+        format!("login:email:{}", sha256_hex(email.as_bytes())),
+        LOGIN_WINDOW_MS,
+        per_email,
+    )
+    .await?;
+    let token = format!("lgn_{}", random_base62(43));
+    let now = now_ms();
+    ctx.writer
+        .commit(Change::new(Op::CreateLoginToken {
+            token_hash: sha256_hex(token.as_bytes()),
+            email: email.clone(),
+            created_at: now,
+            expires_at: now + LOGIN_TOKEN_TTL_MS,
+        }))
+        .await?;
+    let link = format!("{}/auth/verify-login?token={token}", ctx.public_url);
+    let message = Email {
+        to: vec![email],
+        subject: "Your acp login link".into(),
+        text: Some(format!(
+            "Open this link to log in to acp. It works once and expires in 15 minutes.\n\n{link}\n\n\
+             If you did not ask for it, ignore this message."
+        )),
+        html: Some(format!(
+            "<p>Open this link to log in to acp. It works once and expires in 15 minutes.</p>\
+             <p><a href=\"{link}\">Log in to acp</a></p><p>If you did not ask for it, ignore this message.</p>"
+        )),
+        ..Email::default()
+    };
+    ctx.mailer
+        .send(&message)
+        .await
+        .map_err(provider_unavailable)?;
+    Ok(())
+}
+
+/// A session just started: the cookie value (shown once, to the browser) and its user.
+pub struct NewSession {
+    pub session_id: Secret,
+    pub user: User,
+    pub workspace_id: Option<String>,
+    pub max_age_secs: i64,
+}
+
+/// Consumes a login token and starts a session.
+pub async fn verify_login(ctx: &Context, token: &str) -> ApiResult<NewSession> {
+    let token = token.trim();
+    if token.is_empty() {
+        return Err(ApiError::missing("token"));
+    }
+    let token_hash = sha256_hex(token.as_bytes());
+    let invalid = || {
+        ApiError::bad_request(
+            "invalid_token",
+            "this login link is not valid; ask for a new one",
+        )
+    };
+    let (email, expires_at, used_at) = ctx
+        .store
+        .login_token(&token_hash)
+        .await?
+        .ok_or_else(invalid)?;
+    let now = now_ms();
+    if used_at.is_some() {
+        return Err(ApiError::conflict(
+            "token_used",
+            "this login link was already used; ask for a new one",
+        ));
+    }
+    if now >= expires_at {
+        return Err(ApiError::new(
+            axum::http::StatusCode::GONE,
+            "token_expired",
+            "this login link expired; ask for a new one",
+        ));
+    }
+    let existing = ctx.store.user_by_email(&email).await?;
+    let user_id = existing
+        .as_ref()
+        .map_or_else(|| ids::new_id("usr"), |u| u.id.clone());
+    let workspace_id = match &existing {
+        Some(u) => ctx
+            .store
+            .memberships(&u.id)
+            .await?
+            .into_iter()
+            .next()
+            .map(|m| m.workspace.id),
+        None => None,
+    };
+    let session_id = random_base62(43);
+    let session = SessionRecord {
+        id_hash: sha256_hex(session_id.as_bytes()),
+        user_id: user_id.clone(),
+        workspace_id: workspace_id.clone(),
+        created_at: now,
+        expires_at: now + ctx.config.session_ttl_ms,
+        revoked_at: None,
+    };
+    let event = audit::state_change(
+        "auth.login",
+        "login",
+        workspace_id.as_deref(),
+        None,
+        &Actor::User(user_id.clone()),
+        json!({ "first_login": existing.is_none() }),
+    );
+    let change = Change::new(Op::Login {
+        token_hash,
+        email,
+        user_id,
+        session,
+        at: now,
+    })
+    .audited(event);
+    let user = match ctx.writer.commit(change).await {
+        Ok(Outcome::User(user)) => *user,
+        Ok(_) => return Err(ApiError::internal("login answered an unexpected outcome")),
+        Err(StoreError::TokenInvalid) => {
+            return Err(ApiError::conflict(
+                "token_used",
+                "this login link was already used",
+            ))
+        }
+        Err(e) => return Err(e.into()),
+    };
+    Ok(NewSession {
+        session_id: Secret::new(session_id),
+        user,
+        workspace_id,
+        max_age_secs: ctx.config.session_ttl_ms / 1000,
+    })
+}
+
+/// Who a session-authenticated request comes from.
+#[derive(Debug, Clone)]
+pub struct Principal {
+    pub user: User,
+    /// The session's hash for cookie sessions; `None` for a personal access token.
+    pub session_hash: Option<String>,
+    pub pat_id: Option<String>,
+    /// The active workspace: the session's, or for a token the `X-Service-Workspace-Id` header
+    /// (or the user's only workspace).
+    pub workspace_id: Option<String>,
+    /// For cookie sessions, the token state-changing requests must echo in `X-CSRF-Token`.
+    pub csrf_token: Option<String>,
+}
+
+impl Principal {
+    pub fn actor(&self) -> Actor {
+        Actor::User(self.user.id.clone())
+    }
+
+    /// The active workspace and the user's role in it; 400 when none is selected, 403 when the
+    /// user is not (or no longer) a member.
+    pub async fn membership(&self, ctx: &Context) -> ApiResult<(String, Role)> {
+        let workspace_id = self.workspace_id.clone().ok_or_else(|| {
+            ApiError::bad_request(
+                "workspace_required",
+                "select a workspace first (POST /v1/workspaces/select, or X-Service-Workspace-Id with a token)",
+            )
+        })?;
+        match ctx.store.role_in(&workspace_id, &self.user.id).await? {
+            Some(role) => Ok((workspace_id, role)),
+            None => Err(not_a_member()),
+        }
+    }
+
+    /// Like [`Self::membership`], but the role must be owner or admin.
+    pub async fn admin_of(&self, ctx: &Context) -> ApiResult<(String, Role)> {
+        let (workspace_id, role) = self.membership(ctx).await?;
+        if !role.can_manage() {
+            return Err(ApiError::new(
+                axum::http::StatusCode::FORBIDDEN,
+                "insufficient_role",
+                "only workspace owners and admins may do this",
+            ));
+        }
+        Ok((workspace_id, role))
+    }
+}
+
+pub fn not_a_member() -> ApiError {
+    ApiError::new(
+        axum::http::StatusCode::FORBIDDEN,
+        "not_a_member",
+        "you are not a member of this workspace",
+    )
+}
+
+pub fn unauthenticated() -> ApiError {
+    ApiError::unauthorized(
+        "unauthenticated",
+        "log in (session cookie) or send a personal access token",
+    )
+}
+
+/// Resolves a cookie session.
+pub async fn session_principal(ctx: &Context, session_id: &str) -> ApiResult<Principal> {
+    let id_hash = sha256_hex(session_id.as_bytes());
+    let session = ctx
+        .store
+        .session(&id_hash)
+        .await?
+        .ok_or_else(unauthenticated)?;
+    if session.revoked_at.is_some() || now_ms() >= session.expires_at {
+        return Err(unauthenticated());
+    }
+    let user = ctx
+        .store
+        .user(&session.user_id)
+        .await?
+        .ok_or_else(unauthenticated)?;
+    Ok(Principal {
+        user,
+        session_hash: Some(id_hash),
+        pat_id: None,
+        workspace_id: session.workspace_id,
+        csrf_token: Some(csrf_token(session_id)),
+    })
+}
+
+/// Resolves a personal access token; `workspace` is the requested workspace, if any.
+pub async fn token_principal(
+    ctx: &Context,
+    token: &str,
+    workspace: Option<&str>,
+) -> ApiResult<Principal> {
+    let invalid = || ApiError::unauthorized("invalid_token", "the access token is not valid");
+    let hash = sha256_hex(token.as_bytes());
+    let pat = ctx.store.pat_by_hash(&hash).await?.ok_or_else(invalid)?;
+    let now = now_ms();
+    if !crate::secret::ct_eq(pat.token_hash.as_bytes(), hash.as_bytes())
+        || pat.revoked_at.is_some()
+        || now >= pat.expires_at
+    {
+        return Err(invalid());
+    }
+    let user = ctx.store.user(&pat.user_id).await?.ok_or_else(invalid)?;
+    if pat.last_used_at.is_none_or(|t| now - t > 60_000) {
+        touch(
+            ctx,
+            Op::TouchPat {
+                pat_id: pat.id.clone(),
+                at: now,
+            },
+        );
+    }
+    let workspace_id = match workspace {
+        Some(ws) => Some(ws.to_owned()),
+        None => {
+            let mut all = ctx.store.memberships(&user.id).await?;
+            if all.len() == 1 {
+                all.pop().map(|m| m.workspace.id)
+            } else {
+                None
+            }
+        }
+    };
+    Ok(Principal {
+        user,
+        session_hash: None,
+        pat_id: Some(pat.id),
+        workspace_id,
+        csrf_token: None,
+    })
+}
+
+/// Records last-use metadata without holding up the request.
+pub fn touch(ctx: &Context, op: Op) {
+    let writer = ctx.writer.clone();
+    tokio::spawn(async move {
+        if let Err(err) = writer.commit(Change::new(op)).await {
+            tracing::debug!(error = %err, "last-used update skipped");
+        }
+    });
+}
+
+pub async fn logout(ctx: &Context, principal: &Principal) -> ApiResult<()> {
+    let Some(id_hash) = principal.session_hash.clone() else {
+        return Err(session_required());
+    };
+    let event = audit::state_change(
+        "auth.logout",
+        "logout",
+        principal.workspace_id.as_deref(),
+        None,
+        &principal.actor(),
+        json!({}),
+    );
+    ctx.writer
+        .commit(
+            Change::new(Op::EndSession {
+                id_hash,
+                at: now_ms(),
+            })
+            .audited(event),
+        )
+        .await?;
+    Ok(())
+}
+
+pub fn session_required() -> ApiError {
+    ApiError::bad_request(
+        "session_required",
+        "this needs a browser session, not an access token",
+    )
+}
+
+fn workspace_wire(m: &Membership) -> api::WorkspaceItem {
+    api::WorkspaceItem {
+        workspace_id: m.workspace.id.clone(),
+        name: m.workspace.name.clone(),
+        role: m.role.as_str().into(),
+        created_at: iso(m.workspace.created_at),
+    }
+}
+
+pub fn user_wire(u: &User) -> api::UserInfo {
+    api::UserInfo {
+        user_id: u.id.clone(),
+        email: u.email.clone(),
+        created_at: iso(u.created_at),
+        last_login_at: u.last_login_at.map(iso),
+    }
+}
+
+pub async fn me(ctx: &Context, principal: &Principal) -> ApiResult<api::MeResponse> {
+    let workspaces = ctx.store.memberships(&principal.user.id).await?;
+    Ok(api::MeResponse {
+        ok: true,
+        user: user_wire(&principal.user),
+        active_workspace_id: principal.workspace_id.clone(),
+        workspaces: workspaces.iter().map(workspace_wire).collect(),
+        auth: if principal.pat_id.is_some() {
+            "token"
+        } else {
+            "session"
+        }
+        .into(),
+        csrf_token: principal.csrf_token.clone(),
+    })
+}
+
+pub async fn list_workspaces(
+    ctx: &Context,
+    principal: &Principal,
+) -> ApiResult<api::WorkspaceListResponse> {
+    let all = ctx.store.memberships(&principal.user.id).await?;
+    Ok(api::WorkspaceListResponse {
+        ok: true,
+        items: all.iter().map(workspace_wire).collect(),
+        active_workspace_id: principal.workspace_id.clone(),
+    })
+}
+
+pub fn check_workspace_name(name: &str) -> ApiResult<String> {
+    let name = name.trim();
+    if name.is_empty() {
+        return Err(ApiError::missing("name"));
+    }
+    if name.chars().count() > 200 {
+        return Err(ApiError::invalid("name", "must be at most 200 characters"));
+    }
+    Ok(name.to_owned())
+}
+
+/// A new workspace with the caller as owner; a session switches to it.
+pub async fn create_workspace(
+    ctx: &Context,
+    principal: &Principal,
+    name: &str,
+) -> ApiResult<api::WorkspaceItem> {
+    let name = check_workspace_name(name)?;
+    let now = now_ms();
+    let workspace = Workspace {
+        id: ids::new_id(ids::WORKSPACE),
+        name,
+        created_at: now,
+    };
+    let mut ops = vec![
+        Op::CreateWorkspace(workspace.clone()),
+        Op::UpsertMembership {
+            workspace_id: workspace.id.clone(),
+            email: principal.user.email.clone(),
+            user_id: principal.user.id.clone(),
+            role: Role::Owner,
+            at: now,
+        },
+    ];
+    if let Some(id_hash) = &principal.session_hash {
+        ops.push(Op::SelectWorkspace {
+            id_hash: id_hash.clone(),
+            workspace_id: workspace.id.clone(),
+        });
+    }
+    let event = audit::state_change(
+        "workspace.created",
+        "create",
+        Some(&workspace.id),
+        None,
+        &principal.actor(),
+        json!({ "name": workspace.name }),
+    );
+    ctx.writer
+        .commit(Change::new(Op::Batch(ops)).audited(event))
+        .await?;
+    Ok(api::WorkspaceItem {
+        workspace_id: workspace.id,
+        name: workspace.name,
+        role: Role::Owner.as_str().into(),
+        created_at: iso(now),
+    })
+}
+
+pub async fn select_workspace(
+    ctx: &Context,
+    principal: &Principal,
+    workspace_id: &str,
+) -> ApiResult<()> {
+    let Some(id_hash) = principal.session_hash.clone() else {
+        return Err(session_required());
+    };
+    if workspace_id.is_empty() {
+        return Err(ApiError::missing("workspace_id"));
+    }
+    // A workspace the user does not belong to is answered like one that does not exist.
+    if ctx
+        .store
+        .role_in(workspace_id, &principal.user.id)
+        .await?
+        .is_none()
+    {
+        return Err(ApiError::not_found(
+            "unknown_workspace",
+            "no such workspace among yours",
+        ));
+    }
+    ctx.writer
+        .commit(Change::new(Op::SelectWorkspace {
+            id_hash,
+            workspace_id: workspace_id.to_owned(),
+        }))
+        .await?;
+    Ok(())
+}
+
+pub fn api_key_wire(k: &ApiKeyRecord) -> api::ApiKeyInfo {
+    api::ApiKeyInfo {
+        key_id: k.id.clone(),
+        name: k.name.clone(),
+        mode: k.mode.clone(),
+        prefix: format!("svc_{}_", k.mode),
+        last_four: k.last_four.clone(),
+        created_at: iso(k.created_at),
+        created_by: k.created_by.clone(),
+        last_used_at: k.last_used_at.map(iso),
+        revoked_at: k.revoked_at.map(iso),
+    }
+}
+
+pub async fn create_api_key(
+    ctx: &Context,
+    principal: &Principal,
+    req: api::CreateApiKeyRequest,
+) -> ApiResult<api::CreateApiKeyResponse> {
+    let (workspace_id, _) = principal.admin_of(ctx).await?;
+    let name = req
+        .name
+        .map(|n| n.trim().to_owned())
+        .filter(|n| !n.is_empty());
+    if name.as_ref().is_some_and(|n| n.chars().count() > 100) {
+        return Err(ApiError::invalid("name", "must be at most 100 characters"));
+    }
+    let key = NewApiKey::generate(req.live.unwrap_or(false));
+    let record = ApiKeyRecord {
+        id: ids::new_id(ids::API_KEY),
+        workspace_id: workspace_id.clone(),
+        key_hash: key.hash.clone(),
+        mode: key.mode.into(),
+        last_four: key.last_four.clone(),
+        created_at: now_ms(),
+        revoked_at: None,
+        name,
+        created_by: Some(principal.user.id.clone()),
+        last_used_at: None,
+    };
+    let event = audit::state_change(
+        "api_key.created",
+        "create",
+        Some(&workspace_id),
+        None,
+        &principal.actor(),
+        json!({ "key_id": record.id, "mode": record.mode, "last_four": record.last_four, "name": record.name }),
+    );
+    ctx.writer
+        .commit(Change::new(Op::CreateApiKey(record.clone())).audited(event))
+        .await?;
+    Ok(api::CreateApiKeyResponse {
+        ok: true,
+        api_key: api_key_wire(&record),
+        key: key.secret.expose().to_owned(),
+    })
+}
+
+pub async fn revoke_api_key(ctx: &Context, principal: &Principal, key_id: &str) -> ApiResult<()> {
+    let (workspace_id, _) = principal.admin_of(ctx).await?;
+    let event = audit::state_change(
+        "api_key.revoked",
+        "revoke",
+        Some(&workspace_id),
+        None,
+        &principal.actor(),
+        json!({ "key_id": key_id }),
+    );
+    let change = Change::new(Op::RevokeApiKey {
+        workspace_id,
+        key_id: key_id.to_owned(),
+        at: now_ms(),
+    })
+    .audited(event);
+    match ctx.writer.commit(change).await {
+        Ok(_) => Ok(()),
+        Err(StoreError::NotFound) => Err(ApiError::not_found(
+            "unknown_api_key",
+            "no such live key in this workspace",
+        )),
+        Err(e) => Err(e.into()),
+    }
+}
+
+pub fn pat_wire(p: &PatRecord) -> api::TokenInfo {
+    api::TokenInfo {
+        token_id: p.id.clone(),
+        name: p.name.clone(),
+        last_four: p.last_four.clone(),
+        created_at: iso(p.created_at),
+        expires_at: iso(p.expires_at),
+        last_used_at: p.last_used_at.map(iso),
+        revoked_at: p.revoked_at.map(iso),
+    }
+}
+
+pub async fn create_pat(
+    ctx: &Context,
+    principal: &Principal,
+    req: api::CreateTokenRequest,
+) -> ApiResult<api::CreateTokenResponse> {
+    if principal.session_hash.is_none() {
+        return Err(session_required());
+    }
+    let name = req.name.trim().to_owned();
+    if name.is_empty() {
+        return Err(ApiError::missing("name"));
+    }
+    if name.chars().count() > 100 {
+        return Err(ApiError::invalid("name", "must be at most 100 characters"));
+    }
+    let days = req.expires_in_days.unwrap_or(90);
+    if !(1..=365).contains(&days) {
+        return Err(ApiError::invalid(
+            "expires_in_days",
+            "must be between 1 and 365",
+        ));
+    }
+    let token = format!("{PAT_PREFIX}{}", random_base62(43));
+    let now = now_ms();
+    let record = PatRecord {
+        id: ids::new_id("pat"),
+        user_id: principal.user.id.clone(),
+        name,
+        token_hash: sha256_hex(token.as_bytes()),
+        last_four: token[token.len() - 4..].to_owned(),
+        created_at: now,
+        expires_at: now + days * 86_400_000,
+        revoked_at: None,
+        last_used_at: None,
+    };
+    let event = audit::state_change(
+        "access_token.created",
+        "create",
+        principal.workspace_id.as_deref(),
+        None,
+        &principal.actor(),
+        json!({ "token_id": record.id, "name": record.name, "expires_at": iso(record.expires_at) }),
+    );
+    ctx.writer
+        .commit(Change::new(Op::CreatePat(record.clone())).audited(event))
+        .await?;
+    Ok(api::CreateTokenResponse {
+        ok: true,
+        access_token: pat_wire(&record),
+        token,
+    })
+}
+
+pub async fn revoke_pat(ctx: &Context, principal: &Principal, token_id: &str) -> ApiResult<()> {
+    let event = audit::state_change(
+        "access_token.revoked",
+        "revoke",
+        principal.workspace_id.as_deref(),
+        None,
+        &principal.actor(),
+        json!({ "token_id": token_id }),
+    );
+    let change = Change::new(Op::RevokePat {
+        user_id: principal.user.id.clone(),
+        pat_id: token_id.to_owned(),
+        at: now_ms(),
+    })
+    .audited(event);
+    match ctx.writer.commit(change).await {
+        Ok(_) => Ok(()),
+        Err(StoreError::NotFound) => Err(ApiError::not_found(
+            "unknown_token",
+            "no such live token of yours",
+        )),
+        Err(e) => Err(e.into()),
+    }
+}
+
+pub async fn list_members(
+    ctx: &Context,
+    principal: &Principal,
+) -> ApiResult<api::MemberListResponse> {
+    let (workspace_id, _) = principal.membership(ctx).await?;
+    let items = ctx
+        .store
+        .members(&workspace_id)
+        .await?
+        .into_iter()
+        .map(|(u, role)| api::Member {
+            user_id: u.id,
+            email: u.email,
+            role: role.as_str().into(),
+        })
+        .collect();
+    Ok(api::MemberListResponse { ok: true, items })
+}
+
+fn parse_role(text: &str) -> ApiResult<Role> {
+    Role::parse(text)
+        .ok_or_else(|| ApiError::invalid("role", "must be `owner`, `admin` or `member`"))
+}
+
+pub async fn add_member(
+    ctx: &Context,
+    principal: &Principal,
+    req: api::AddMemberRequest,
+) -> ApiResult<api::Member> {
+    let (workspace_id, my_role) = principal.admin_of(ctx).await?;
+    let email = normalize_email("email", &req.email)?;
+    let role = parse_role(req.role.as_deref().unwrap_or("member"))?;
+    if role == Role::Owner && my_role != Role::Owner {
+        return Err(ApiError::new(
+            axum::http::StatusCode::FORBIDDEN,
+            "insufficient_role",
+            "only owners may make owners",
+        ));
+    }
+    let existing = ctx.store.user_by_email(&email).await?;
+    let user_id = existing.map_or_else(|| ids::new_id("usr"), |u| u.id);
+    let event = audit::state_change(
+        "membership.granted",
+        "grant",
+        Some(&workspace_id),
+        None,
+        &principal.actor(),
+        json!({ "user_id": user_id, "role": role.as_str() }),
+    );
+    let change = Change::new(Op::UpsertMembership {
+        workspace_id,
+        email: email.clone(),
+        user_id,
+        role,
+        at: now_ms(),
+    })
+    .audited(event);
+    match ctx.writer.commit(change).await? {
+        Outcome::User(u) => Ok(api::Member {
+            user_id: u.id,
+            email: u.email,
+            role: role.as_str().into(),
+        }),
+        _ => Err(ApiError::internal(
+            "add_member answered an unexpected outcome",
+        )),
+    }
+}
+
+pub async fn remove_member(ctx: &Context, principal: &Principal, user_id: &str) -> ApiResult<()> {
+    let (workspace_id, my_role) = principal.admin_of(ctx).await?;
+    let members = ctx.store.members(&workspace_id).await?;
+    let Some((_, their_role)) = members.iter().find(|(u, _)| u.id == user_id) else {
+        return Err(ApiError::not_found(
+            "unknown_member",
+            "no such member of this workspace",
+        ));
+    };
+    if *their_role == Role::Owner {
+        if my_role != Role::Owner {
+            return Err(ApiError::new(
+                axum::http::StatusCode::FORBIDDEN,
+                "insufficient_role",
+                "only owners may remove owners",
+            ));
+        }
+        if members.iter().filter(|(_, r)| *r == Role::Owner).count() == 1 {
+            return Err(ApiError::conflict(
+                "last_owner",
+                "a workspace keeps at least one owner",
+            ));
+        }
+    }
+    let event = audit::state_change(
+        "membership.removed",
+        "remove",
+        Some(&workspace_id),
+        None,
+        &principal.actor(),
+        json!({ "user_id": user_id }),
+    );
+    ctx.writer
+        .commit(
+            Change::new(Op::RemoveMembership {
+                workspace_id,
+                user_id: user_id.to_owned(),
+            })
+            .audited(event),
+        )
+        .await?;
+    Ok(())
+}

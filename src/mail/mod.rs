@@ -1,0 +1,275 @@
+//! Email delivery, shared by magic links, approval links, policy-gated sending and contact
+//! notifications. The provider is chosen by `ACP_EMAIL_URL`:
+//!
+//! - `outbox` (default): messages are stored in the database and read with `acp outbox list`,
+//!   so a laptop needs no mail server;
+//! - `smtp://[user:pass@]host:port[?tls=none|starttls|tls]`: a real relay through lettre.
+//!
+//! A failure is an error the caller sees; mail is never dropped silently.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lettre::message::{header::ContentType, Mailbox, MultiPart, SinglePart};
+use lettre::transport::smtp::authentication::Credentials;
+use lettre::transport::smtp::client::{Tls, TlsParameters};
+use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
+
+use crate::ids;
+use crate::store::{apply_one, Change, Op, OutboxMessage, Store};
+use crate::time::now_ms;
+
+/// A message to deliver. At least one of `text` and `html`.
+#[derive(Debug, Clone, Default)]
+pub struct Email {
+    pub to: Vec<String>,
+    pub cc: Vec<String>,
+    pub bcc: Vec<String>,
+    pub subject: String,
+    pub text: Option<String>,
+    pub html: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MailError {
+    /// The message itself is unusable (bad address, no body).
+    #[error("{0}")]
+    Invalid(String),
+    /// The provider refused or could not be reached.
+    #[error("the email provider failed: {0}")]
+    Provider(String),
+}
+
+#[async_trait]
+pub trait Mailer: Send + Sync {
+    /// The provider's name as reported in responses (`outbox`, `smtp`).
+    fn provider(&self) -> &'static str;
+    /// Delivers the message; answers the provider's message id.
+    async fn send(&self, email: &Email) -> Result<String, MailError>;
+    /// A cheap reachability check for the status page.
+    async fn check(&self) -> Result<(), MailError>;
+}
+
+/// Stores messages in the database.
+pub struct Outbox {
+    store: Arc<dyn Store>,
+}
+
+#[async_trait]
+impl Mailer for Outbox {
+    fn provider(&self) -> &'static str {
+        "outbox"
+    }
+
+    async fn send(&self, email: &Email) -> Result<String, MailError> {
+        check_email(email)?;
+        let id = ids::new_id("msg");
+        let mut recipients = email.to.clone();
+        recipients.extend(email.cc.iter().cloned());
+        recipients.extend(email.bcc.iter().cloned());
+        let message = OutboxMessage {
+            id: id.clone(),
+            recipients,
+            subject: email.subject.clone(),
+            text_body: email.text.clone(),
+            html_body: email.html.clone(),
+            created_at: now_ms(),
+        };
+        apply_one(
+            self.store.as_ref(),
+            Change::new(Op::StoreOutboxMessage(message)),
+        )
+        .await
+        .map_err(|e| MailError::Provider(e.to_string()))?;
+        // The body may hold a login link: say where it is, not what it says.
+        tracing::info!(message_id = %id, recipients = email.to.len() + email.cc.len() + email.bcc.len(),
+            "email stored in the outbox; read it with `acp outbox list`");
+        Ok(id)
+    }
+
+    async fn check(&self) -> Result<(), MailError> {
+        self.store
+            .ping()
+            .await
+            .map_err(|e| MailError::Provider(e.to_string()))
+    }
+}
+
+/// Delivers through an SMTP relay.
+pub struct Smtp {
+    transport: AsyncSmtpTransport<Tokio1Executor>,
+    from: Mailbox,
+}
+
+#[async_trait]
+impl Mailer for Smtp {
+    fn provider(&self) -> &'static str {
+        "smtp"
+    }
+
+    async fn send(&self, email: &Email) -> Result<String, MailError> {
+        check_email(email)?;
+        let message_id = format!("<{}@acp>", ids::new_id("msg"));
+        let mut builder = Message::builder()
+            .from(self.from.clone())
+            .subject(email.subject.clone())
+            .message_id(Some(message_id.clone()));
+        let parse = |a: &String| {
+            a.parse::<Mailbox>()
+                .map_err(|_| MailError::Invalid(format!("`{a}` is not an email address")))
+        };
+        for a in &email.to {
+            builder = builder.to(parse(a)?);
+        }
+        for a in &email.cc {
+            builder = builder.cc(parse(a)?);
+        }
+        for a in &email.bcc {
+            builder = builder.bcc(parse(a)?);
+        }
+        let message = match (&email.text, &email.html) {
+            (Some(text), Some(html)) => builder.multipart(MultiPart::alternative_plain_html(
+                text.clone(),
+                html.clone(),
+            )),
+            (None, Some(html)) => builder.singlepart(
+                SinglePart::builder()
+                    .header(ContentType::TEXT_HTML)
+                    .body(html.clone()),
+            ),
+            (text, None) => builder.singlepart(
+                SinglePart::builder()
+                    .header(ContentType::TEXT_PLAIN)
+                    .body(text.clone().unwrap_or_default()),
+            ),
+        }
+        .map_err(|e| MailError::Invalid(e.to_string()))?;
+        self.transport
+            .send(message)
+            .await
+            .map_err(|e| MailError::Provider(e.to_string()))?;
+        Ok(message_id)
+    }
+
+    async fn check(&self) -> Result<(), MailError> {
+        match self.transport.test_connection().await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(MailError::Provider("the relay did not answer".into())),
+            Err(e) => Err(MailError::Provider(e.to_string())),
+        }
+    }
+}
+
+fn check_email(email: &Email) -> Result<(), MailError> {
+    if email.to.is_empty() && email.cc.is_empty() && email.bcc.is_empty() {
+        return Err(MailError::Invalid(
+            "an email needs at least one recipient".into(),
+        ));
+    }
+    if email.text.is_none() && email.html.is_none() {
+        return Err(MailError::Invalid(
+            "an email needs a text or html body".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Percent-decoding for the user and password of the URL.
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let Ok(v) = u8::from_str_radix(&text[i + 1..i + 3], 16) {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Builds the mailer named by `url` (`outbox` or `smtp://...`), sending from `from`.
+pub fn from_url(url: &str, from: &str, store: Arc<dyn Store>) -> Result<Arc<dyn Mailer>, String> {
+    if url == "outbox" {
+        return Ok(Arc::new(Outbox { store }));
+    }
+    let Some(rest) = url.strip_prefix("smtp://") else {
+        return Err(format!(
+            "`ACP_EMAIL_URL` must be `outbox` or `smtp://...`, got `{}`",
+            crate::app::redact_url(url)
+        ));
+    };
+    let (authority, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let authority = authority.trim_end_matches('/');
+    let (credentials, host_port) = match authority.rsplit_once('@') {
+        Some((creds, hp)) => (Some(creds), hp),
+        None => (None, authority),
+    };
+    let (host, port) = match host_port.rsplit_once(':') {
+        Some((h, p)) => (
+            h,
+            p.parse::<u16>()
+                .map_err(|_| format!("invalid SMTP port `{p}`"))?,
+        ),
+        None => (host_port, 587),
+    };
+    if host.is_empty() {
+        return Err("the SMTP URL needs a host".into());
+    }
+    let mut tls_mode = "starttls";
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some(("tls", mode @ ("none" | "starttls" | "tls"))) => tls_mode = mode,
+            _ => {
+                return Err(format!(
+                    "unknown SMTP URL parameter `{pair}` (use tls=none|starttls|tls)"
+                ))
+            }
+        }
+    }
+    let tls = match tls_mode {
+        "none" => Tls::None,
+        mode => {
+            let params = TlsParameters::new(host.to_owned())
+                .map_err(|e| format!("TLS setup for `{host}`: {e}"))?;
+            if mode == "tls" {
+                Tls::Wrapper(params)
+            } else {
+                Tls::Required(params)
+            }
+        }
+    };
+    let mut builder = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(host)
+        .port(port)
+        .tls(tls)
+        .timeout(Some(Duration::from_secs(10)));
+    if let Some(creds) = credentials {
+        let (user, pass) = creds.split_once(':').unwrap_or((creds, ""));
+        builder = builder.credentials(Credentials::new(percent_decode(user), percent_decode(pass)));
+    }
+    let from: Mailbox = from
+        .parse()
+        .map_err(|_| format!("`ACP_EMAIL_FROM` is not an email address: `{from}`"))?;
+    Ok(Arc::new(Smtp {
+        transport: builder.build(),
+        from,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::percent_decode;
+
+    #[test]
+    fn percent_decoding_of_credentials() {
+        assert_eq!(percent_decode("p%40ss%3Aword"), "p@ss:word");
+        assert_eq!(percent_decode("plain"), "plain");
+        assert_eq!(percent_decode("trail%4"), "trail%4");
+    }
+}

@@ -1,0 +1,395 @@
+//! Dashboard identity: magic-link login through a real SMTP server, sessions, CSRF, workspaces,
+//! roles, API keys and personal access tokens, status and contact.
+
+use crate::both_engines;
+use crate::helpers::*;
+use serde_json::{json, Value};
+
+both_engines! {
+    async fn login_reads_the_link_from_a_real_message_and_lands_on_the_dashboard(app) {
+        app.grant(&app.workspace_id, "Ada@Example.com", "owner").await;
+        let link = app.request_login_link("ada@example.com").await;
+        let message = app.smtp.messages().pop().unwrap();
+        assert_eq!(message.from, "acp@example.test");
+        assert!(message.data.contains("Subject: Your acp login link"));
+        assert!(link.starts_with(&app.base) && link.contains("/auth/verify-login?token=lgn_"), "{link}");
+
+        let res = app.client.get(&link).send().await.unwrap();
+        assert_eq!(res.status(), 303);
+        assert!(res.headers()["location"].to_str().unwrap().ends_with("/dashboard"));
+        let set_cookie = res.headers()["set-cookie"].to_str().unwrap().to_owned();
+        for attr in ["HttpOnly", "SameSite=Lax", "Path=/"] {
+            assert!(set_cookie.contains(attr), "{set_cookie}");
+        }
+        assert!(!set_cookie.contains("Secure"), "plain http on a laptop");
+        let cookie = session_cookie_of(&res);
+
+        let (s, me) = status_json(app.client.get(app.url("/auth/me")).header("Cookie", &cookie).send().await.unwrap()).await;
+        assert_eq!(s, 200, "{me}");
+        assert_eq!(me["user"]["email"], "ada@example.com");
+        assert_eq!(me["active_workspace_id"], app.workspace_id.as_str());
+        assert_eq!(me["workspaces"][0]["role"], "owner");
+        assert_eq!(me["auth"], "session");
+
+        let page = app.client.get(app.url("/dashboard")).header("Cookie", &cookie).send().await.unwrap();
+        assert_eq!(page.status(), 200);
+        let html = page.text().await.unwrap();
+        assert!(html.contains("ada@example.com") && html.contains(&app.workspace_id) && html.contains("id=\"api-keys\""));
+        assert!(html.contains(&format!("…{}", &app.key[app.key.len() - 4..])), "the bootstrap key is listed by its last four");
+        assert!(!html.contains(&app.key));
+
+        let login_events = audit_events(&app, "event_type=auth.login").await;
+        assert_eq!(login_events.len(), 1);
+        assert!(!login_events[0].to_string().contains("lgn_"));
+
+        let csrf = me["csrf_token"].as_str().unwrap();
+        let res = app.client.post(app.url("/auth/logout")).header("Cookie", &cookie).header("X-CSRF-Token", csrf).send().await.unwrap();
+        assert_eq!(res.status(), 200);
+        assert!(res.headers()["set-cookie"].to_str().unwrap().contains("Max-Age=0"));
+        assert_error(app.client.get(app.url("/auth/me")).header("Cookie", &cookie).send().await.unwrap(), 401, "unauthenticated").await;
+        let res = app.client.get(app.url("/dashboard")).header("Cookie", &cookie).send().await.unwrap();
+        assert_eq!((res.status().as_u16(), res.headers()["location"].to_str().unwrap().ends_with("/login")), (303, true));
+    }
+}
+
+both_engines! {
+    async fn login_links_work_once_and_expire(app) {
+        let link = app.request_login_link("bob@example.com").await;
+        let token = link.split("token=").nth(1).unwrap().to_owned();
+        let (s, body) = status_json(app.client.post(app.url("/auth/verify-login")).json(&json!({"token": token})).send().await.unwrap()).await;
+        assert_eq!(s, 200, "{body}");
+        assert_eq!(body["user"]["email"], "bob@example.com", "a first login creates the user");
+        assert!(body["active_workspace_id"].is_null());
+        // Used: both forms refuse it; the browser form as a page.
+        assert_error(app.client.post(app.url("/auth/verify-login")).json(&json!({"token": token})).send().await.unwrap(), 409, "token_used").await;
+        let page = app.client.get(&link).send().await.unwrap();
+        assert_eq!(page.status(), 409);
+        assert!(page.text().await.unwrap().contains("data-code=\"token_used\""));
+        assert_error(app.client.post(app.url("/auth/verify-login")).json(&json!({"token": "lgn_nope"})).send().await.unwrap(), 400, "invalid_token").await;
+
+        // Expiry: the link's 15 minutes pass (moved in the database, as the clock would).
+        let link = app.request_login_link("bob@example.com").await;
+        let token = link.split("token=").nth(1).unwrap();
+        expire_login_tokens(&app).await;
+        assert_error(app.client.post(app.url("/auth/verify-login")).json(&json!({"token": token})).send().await.unwrap(), 410, "token_expired").await;
+    }
+}
+
+async fn expire_login_tokens(app: &TestApp) {
+    use sqlx::Connection;
+    if app.db_url.starts_with("sqlite:") {
+        let mut conn = sqlx::SqliteConnection::connect(&app.db_url).await.unwrap();
+        sqlx::query("UPDATE login_tokens SET expires_at = 0")
+            .execute(&mut conn)
+            .await
+            .unwrap();
+    } else {
+        let mut conn = sqlx::PgConnection::connect(&app.db_url).await.unwrap();
+        sqlx::query("UPDATE login_tokens SET expires_at = 0")
+            .execute(&mut conn)
+            .await
+            .unwrap();
+    }
+}
+
+both_engines! {
+    async fn start_login_does_not_enumerate_accounts_and_is_rate_limited(app) {
+        app.grant(&app.workspace_id, "known@example.com", "member").await;
+        let start = |email: &str| app.client.post(app.url("/auth/start-login")).json(&json!({"email": email})).send();
+        let (s1, known) = status_json(start("known@example.com").await.unwrap()).await;
+        let (s2, unknown) = status_json(start("nobody@example.com").await.unwrap()).await;
+        assert_eq!((s1.as_u16(), s2.as_u16()), (202, 202));
+        assert_eq!(known, unknown, "the answer says nothing about the account");
+        assert_error(start("not-an-address").await.unwrap(), 400, "invalid_email").await;
+        assert_error(app.client.post(app.url("/auth/start-login")).json(&json!({})).send().await.unwrap(), 400, "missing_email").await;
+        // Five links per address per 15 minutes.
+        for _ in 0..4 {
+            assert_eq!(start("Known@example.com").await.unwrap().status(), 202);
+        }
+        let body = assert_error(start("known@example.com").await.unwrap(), 429, "rate_limited").await;
+        assert!(body["retry_after"].as_i64().unwrap() > 0);
+        assert_eq!(start("other@example.com").await.unwrap().status(), 202, "the limit is per address");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_login_is_rate_limited_per_client_ip() {
+    let app = TestApp::spawn_with(Engine::Sqlite, |c| c.login_limit_per_ip = 3).await;
+    for i in 0..3 {
+        let res = app
+            .client
+            .post(app.url("/auth/start-login"))
+            .json(&json!({"email": format!("u{i}@example.com")}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 202);
+    }
+    let res = app
+        .client
+        .post(app.url("/auth/start-login"))
+        .json(&json!({"email": "u9@example.com"}))
+        .send()
+        .await
+        .unwrap();
+    assert_error(res, 429, "rate_limited").await;
+    app.stop().await;
+}
+
+both_engines! {
+    async fn csrf_is_required_for_state_changes_with_a_cookie(app) {
+        let browser = app.login("carol@example.com").await;
+        let post = |csrf: Option<&str>| {
+            let mut req = app.client.post(app.url("/v1/workspaces")).header("Cookie", &browser.cookie).json(&json!({"name": "x"}));
+            if let Some(t) = csrf {
+                req = req.header("X-CSRF-Token", t);
+            }
+            req.send()
+        };
+        assert_error(post(None).await.unwrap(), 403, "csrf_failed").await;
+        assert_error(post(Some("forged")).await.unwrap(), 403, "csrf_failed").await;
+        let (_, list) = status_json(browser.get("/v1/workspaces").await).await;
+        assert_eq!(list["items"].as_array().unwrap().len(), 0, "nothing was created");
+        let (s, created) = status_json(post(Some(&browser.csrf)).await.unwrap()).await;
+        assert_eq!(s, 200, "{created}");
+        assert_eq!(created["workspace"]["role"], "owner");
+        let (_, me) = status_json(browser.get("/auth/me").await).await;
+        assert_eq!(me["active_workspace_id"], created["workspace"]["workspace_id"], "the new workspace is selected");
+    }
+}
+
+both_engines! {
+    async fn roles_decide_who_manages_keys_and_members(app) {
+        app.grant(&app.workspace_id, "owner@example.com", "owner").await;
+        let owner = app.login("owner@example.com").await;
+        let (s, added) = status_json(owner.post("/v1/workspace/members", &json!({"email": "Mia@Example.com"})).await).await;
+        assert_eq!(s, 200, "{added}");
+        assert_eq!(added["member"]["role"], "member");
+        let member = app.login("mia@example.com").await;
+        let (_, me) = status_json(member.get("/auth/me").await).await;
+        assert_eq!(me["active_workspace_id"], app.workspace_id.as_str());
+
+        assert_error(member.post("/v1/workspace/api-keys", &json!({"name": "ci"})).await, 403, "insufficient_role").await;
+        assert_error(member.post("/v1/workspace/members", &json!({"email": "x@example.com"})).await, 403, "insufficient_role").await;
+        let (s, keys) = status_json(member.get("/v1/workspace/api-keys").await).await;
+        assert_eq!(s, 200, "members read");
+        assert_eq!(keys["items"].as_array().unwrap().len(), 1);
+        let (_, members) = status_json(member.get("/v1/workspace/members").await).await;
+        assert_eq!(members["items"].as_array().unwrap().len(), 2);
+
+        let (_, promoted) = status_json(owner.post("/v1/workspace/members", &json!({"email": "mia@example.com", "role": "admin"})).await).await;
+        assert_eq!(promoted["member"]["role"], "admin");
+        let (s, made) = status_json(member.post("/v1/workspace/api-keys", &json!({"name": "ci", "live": true})).await).await;
+        assert_eq!(s, 200, "{made}");
+        assert!(made["key"].as_str().unwrap().starts_with("svc_live_"));
+        assert_error(member.post("/v1/workspace/members", &json!({"email": "z@example.com", "role": "owner"})).await, 403, "insufficient_role").await;
+        let owner_id = me["workspaces"].as_array().map(|_| ()).and(None::<String>);
+        let _ = owner_id;
+        let (_, all) = status_json(owner.get("/v1/workspace/members").await).await;
+        let owner_user = all["items"].as_array().unwrap().iter().find(|m| m["role"] == "owner").unwrap()["user_id"].as_str().unwrap().to_owned();
+        assert_error(owner.post(&format!("/v1/workspace/members/{owner_user}/remove"), &json!({})).await, 409, "last_owner").await;
+        let mia = all["items"].as_array().unwrap().iter().find(|m| m["email"] == "mia@example.com").unwrap()["user_id"].as_str().unwrap().to_owned();
+        assert_eq!(owner.post(&format!("/v1/workspace/members/{mia}/remove"), &json!({})).await.status(), 200);
+        assert_error(member.get("/v1/workspace/api-keys").await, 403, "not_a_member").await;
+        let types: Vec<String> = audit_events(&app, "").await.iter().map(|e| e["event_type"].as_str().unwrap().to_owned()).collect();
+        assert!(types.contains(&"membership.granted".into()) && types.contains(&"membership.removed".into()), "{types:?}");
+    }
+}
+
+both_engines! {
+    async fn users_cannot_select_or_read_workspaces_they_do_not_belong_to(app) {
+        let eve = app.login("eve@example.com").await;
+        let (_, own) = status_json(eve.post("/v1/workspaces", &json!({"name": "eve's"})).await).await;
+        let eve_ws = own["workspace"]["workspace_id"].as_str().unwrap().to_owned();
+        assert_error(eve.post("/v1/workspaces/select", &json!({"workspace_id": app.workspace_id})).await, 404, "unknown_workspace").await;
+        let (_, me) = status_json(eve.get("/auth/me").await).await;
+        assert_eq!(me["active_workspace_id"], eve_ws.as_str(), "unchanged");
+        let (_, keys) = status_json(eve.get("/v1/workspace/api-keys").await).await;
+        assert_eq!(keys["items"].as_array().unwrap().len(), 0, "eve sees her own workspace's keys only");
+        // A token naming someone else's workspace gets nothing either.
+        let (_, pat) = status_json(eve.post("/v1/auth/tokens", &json!({"name": "ci"})).await).await;
+        let token = pat["token"].as_str().unwrap();
+        let res = app.client.get(app.url("/v1/workspace/api-keys")).bearer_auth(token)
+            .header("X-Service-Workspace-Id", &app.workspace_id).send().await.unwrap();
+        assert_error(res, 403, "not_a_member").await;
+        let res = app.client.get(app.url("/v1/workspace/members")).bearer_auth(token).send().await.unwrap();
+        assert_eq!(res.status(), 200, "her only workspace is implied");
+    }
+}
+
+both_engines! {
+    async fn revoked_keys_and_tokens_stop_working_at_once(app) {
+        app.grant(&app.workspace_id, "ops@example.com", "admin").await;
+        let ops = app.login("ops@example.com").await;
+        let (_, made) = status_json(ops.post("/v1/workspace/api-keys", &json!({"name": "deploy"})).await).await;
+        let key = made["key"].as_str().unwrap().to_owned();
+        let key_id = made["api_key"]["key_id"].as_str().unwrap().to_owned();
+        assert_eq!(app.get_as(&key, "/v1/agents").await.status(), 200);
+        let (_, listed) = status_json(ops.get("/v1/workspace/api-keys").await).await;
+        let item = listed["items"].as_array().unwrap().iter().find(|k| k["key_id"] == key_id.as_str()).unwrap().clone();
+        assert_eq!((item["name"].as_str(), item["prefix"].as_str()), (Some("deploy"), Some("svc_test_")));
+        assert_eq!(item["last_four"], &key[key.len() - 4..]);
+        assert!(!listed.to_string().contains(&key));
+        assert_eq!(ops.post(&format!("/v1/workspace/api-keys/{key_id}/revoke"), &json!({})).await.status(), 200);
+        assert_error(app.get_as(&key, "/v1/agents").await, 401, "invalid_api_key").await;
+        assert_error(ops.post(&format!("/v1/workspace/api-keys/{key_id}/revoke"), &json!({})).await, 404, "unknown_api_key").await;
+
+        let (s, pat) = status_json(ops.post("/v1/auth/tokens", &json!({"name": "pipeline", "expires_in_days": 30})).await).await;
+        assert_eq!(s, 200, "{pat}");
+        let token = pat["token"].as_str().unwrap().to_owned();
+        assert!(token.starts_with("svc_pat_"));
+        let me = || app.client.get(app.url("/auth/me")).bearer_auth(&token).send();
+        let (s, body) = status_json(me().await.unwrap()).await;
+        assert_eq!((s.as_u16(), body["auth"].as_str()), (200, Some("token")));
+        // A token needs no CSRF token, but cannot mint more tokens.
+        let res = app.client.post(app.url("/v1/auth/tokens")).bearer_auth(&token).json(&json!({"name": "more"})).send().await.unwrap();
+        assert_error(res, 400, "session_required").await;
+        let token_id = pat["access_token"]["token_id"].as_str().unwrap();
+        assert_eq!(ops.post(&format!("/v1/auth/tokens/{token_id}/revoke"), &json!({})).await.status(), 200);
+        assert_error(me().await.unwrap(), 401, "invalid_token").await;
+        let (_, tokens) = status_json(ops.get("/v1/auth/tokens").await).await;
+        assert!(tokens["items"][0]["revoked_at"].is_string());
+        assert_error(ops.post("/v1/auth/tokens", &json!({"name": "x", "expires_in_days": 400})).await, 400, "invalid_expires_in_days").await;
+    }
+}
+
+both_engines! {
+    async fn api_keys_are_refused_on_session_endpoints(app) {
+        let res = app.client.get(app.url("/v1/workspaces")).bearer_auth(&app.key).send().await.unwrap();
+        assert_error(res, 401, "session_required").await;
+        assert_error(app.client.get(app.url("/v1/workspaces")).send().await.unwrap(), 401, "unauthenticated").await;
+    }
+}
+
+both_engines! {
+    async fn status_checks_run_and_summarise(app) {
+        let (_, before) = status_json(app.client.get(app.url("/v1/status/summary")).send().await.unwrap()).await;
+        assert_eq!(before["status"], "unknown");
+        assert_error(app.client.post(app.url("/v1/status/checks/run")).send().await.unwrap(), 401, "unauthenticated").await;
+        let (s, run) = status_json(app.post("/v1/status/checks/run", &json!({})).await).await;
+        assert_eq!(s, 200, "{run}");
+        assert_eq!(run["status"], "ok");
+        let (_, after) = status_json(app.client.get(app.url("/v1/status/summary")).send().await.unwrap()).await;
+        let components: Vec<(&str, &str)> = after["components"].as_array().unwrap().iter()
+            .map(|c| (c["component"].as_str().unwrap(), c["status"].as_str().unwrap())).collect();
+        assert_eq!(components, [("database", "ok"), ("mailer", "ok")]);
+        app.grant(&app.workspace_id, "m@example.com", "member").await;
+        let member = app.login("m@example.com").await;
+        assert_error(member.post("/v1/status/checks/run", &json!({})).await, 403, "insufficient_role").await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contact_is_stored_mailed_and_rate_limited() {
+    let app = TestApp::spawn_with(Engine::Sqlite, |c| {
+        c.contact_email = Some("ops@example.com".into());
+        c.contact_limit_per_ip = 2;
+    })
+    .await;
+    let submit = |body: Value| {
+        app.client
+            .post(app.url("/v1/contact/submit"))
+            .json(&body)
+            .send()
+    };
+    let (s, body) = status_json(
+        submit(
+            json!({"name": "Lin", "email": "lin@example.com", "message": "Do you support SAML?"}),
+        )
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 200, "{body}");
+    assert_eq!(body["notified"], true);
+    let messages = app.smtp.wait_for(1).await;
+    assert_eq!(messages[0].rcpt, ["ops@example.com"]);
+    assert!(messages[0].data.contains("Do you support SAML?"));
+    assert_error(
+        submit(json!({"name": "Lin", "email": "nope", "message": "x"}))
+            .await
+            .unwrap(),
+        400,
+        "invalid_email",
+    )
+    .await;
+    assert_error(
+        submit(json!({"name": "Lin", "email": "lin@example.com", "message": " "}))
+            .await
+            .unwrap(),
+        400,
+        "missing_message",
+    )
+    .await;
+    assert_eq!(
+        submit(json!({"name": "Lin", "email": "lin@example.com", "message": "again"}))
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    assert_error(
+        submit(json!({"name": "Lin", "email": "lin@example.com", "message": "third"}))
+            .await
+            .unwrap(),
+        429,
+        "rate_limited",
+    )
+    .await;
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mail_server_that_is_down_is_an_error_the_caller_sees() {
+    let app = TestApp::spawn_with(Engine::Sqlite, |c| {
+        c.email_url = "smtp://127.0.0.1:1?tls=none".into()
+    })
+    .await;
+    let res = app
+        .client
+        .post(app.url("/auth/start-login"))
+        .json(&json!({"email": "a@example.com"}))
+        .send()
+        .await
+        .unwrap();
+    assert_error(res, 502, "provider_unavailable").await;
+    let (_, run) = status_json(app.post("/v1/status/checks/run", &json!({})).await).await;
+    assert_eq!(run["status"], "down");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_outbox_keeps_mail_for_a_laptop_without_a_mail_server() {
+    let app = TestApp::spawn_with(Engine::Sqlite, |c| c.email_url = "outbox".into()).await;
+    app.grant(&app.workspace_id, "dev@example.com", "owner")
+        .await;
+    let res = app
+        .client
+        .post(app.url("/auth/start-login"))
+        .json(&json!({"email": "dev@example.com"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 202);
+    let outbox = run_cli(&app.db_url, &["outbox", "list", "--json"]).await;
+    let text = outbox["items"][0]["text"].as_str().unwrap();
+    assert_eq!(outbox["items"][0]["to"], json!(["dev@example.com"]));
+    let link = text
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap();
+    let res = app.client.get(link).send().await.unwrap();
+    assert_eq!(res.status(), 303);
+    let cookie = session_cookie_of(&res);
+    let (_, me) = status_json(
+        app.client
+            .get(app.url("/auth/me"))
+            .header("Cookie", cookie)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(me["user"]["email"], "dev@example.com");
+    app.stop().await;
+}
