@@ -103,7 +103,7 @@ pub async fn bootstrap(store: &dyn Store, config: &Config) -> anyhow::Result<Opt
             Some(&workspace.id),
             None,
             &Actor::System,
-            json!({ "key_id": record.id, "mode": record.mode, "last_four": record.last_four, "bootstrap": true }),
+            json!({ "key_id": record.id, "mode": record.mode, "bootstrap": true }),
         ),
     ];
     let workspace_id = workspace.id.clone();
@@ -224,7 +224,13 @@ async fn clean_nonces(ctx: SharedContext) {
     let mut tick = tokio::time::interval(Duration::from_secs(60));
     loop {
         tick.tick().await;
-        match ctx.store.delete_expired_nonces(now_ms()).await {
+        // A margin of one window keeps a claim alive on this replica while a replica whose clock
+        // is behind may still accept its timestamp.
+        match ctx
+            .store
+            .delete_expired_nonces(now_ms() - ctx.config.signature_window_ms)
+            .await
+        {
             Ok(0) => {}
             Ok(n) => tracing::debug!(deleted = n, "expired nonces cleaned up"),
             Err(err) => tracing::warn!(error = %err, "nonce cleanup failed; will retry"),

@@ -65,6 +65,9 @@ pub struct Settings {
     /// Login links one client IP may request per 15 minutes [default: 30]
     #[arg(long, env = "ACP_LOGIN_LIMIT_PER_IP", global = true)]
     pub login_limit_per_ip: Option<i64>,
+    /// Registrations without an API key one client IP may make per 10 minutes [default: 60]
+    #[arg(long, env = "ACP_REGISTER_LIMIT_PER_IP", global = true)]
+    pub register_limit_per_ip: Option<i64>,
     /// Contact submissions one client IP may send per hour [default: 5]
     #[arg(long, env = "ACP_CONTACT_LIMIT_PER_IP", global = true)]
     pub contact_limit_per_ip: Option<i64>,
@@ -125,6 +128,7 @@ pub const KNOWN_ENV: &[&str] = &[
     "ACP_LOGIN_LIMIT_PER_EMAIL",
     "ACP_LOGIN_LIMIT_PER_IP",
     "ACP_CONTACT_LIMIT_PER_IP",
+    "ACP_REGISTER_LIMIT_PER_IP",
     "ACP_LOG",
 ];
 
@@ -164,6 +168,7 @@ pub struct Config {
     pub login_limit_per_email: i64,
     pub login_limit_per_ip: i64,
     pub contact_limit_per_ip: i64,
+    pub register_limit_per_ip: i64,
 }
 
 pub const DEFAULT_DATABASE_URL: &str = "sqlite:./data/acp.db";
@@ -198,6 +203,7 @@ impl Settings {
             login_limit_per_email: self.login_limit_per_email.or(lower.login_limit_per_email),
             login_limit_per_ip: self.login_limit_per_ip.or(lower.login_limit_per_ip),
             contact_limit_per_ip: self.contact_limit_per_ip.or(lower.contact_limit_per_ip),
+            register_limit_per_ip: self.register_limit_per_ip.or(lower.register_limit_per_ip),
         }
     }
 
@@ -264,6 +270,7 @@ impl Settings {
             login_limit_per_email: limit("login_limit_per_email", self.login_limit_per_email, 5)?,
             login_limit_per_ip: limit("login_limit_per_ip", self.login_limit_per_ip, 30)?,
             contact_limit_per_ip: limit("contact_limit_per_ip", self.contact_limit_per_ip, 5)?,
+            register_limit_per_ip: limit("register_limit_per_ip", self.register_limit_per_ip, 60)?,
         })
     }
 }

@@ -103,6 +103,12 @@ impl From<StoreError> for ApiError {
             StoreError::UnknownAgent => ApiError::unknown_agent(),
             StoreError::Conflict(message) => ApiError::conflict("conflict", message),
             StoreError::Closed => ApiError::unavailable("the commit writer has stopped"),
+            StoreError::AgentNotActive => ApiError::agent_not_active("inactive"),
+            StoreError::InvalidInput(_) => ApiError::bad_request(
+                "invalid_input",
+                "a value holds characters that cannot be stored (such as NUL)",
+            ),
+            StoreError::Retryable(cause) => ApiError::unavailable(cause),
             StoreError::NotFound => ApiError::not_found("not_found", "no such item"),
             StoreError::TokenInvalid => ApiError::bad_request(
                 "invalid_token",

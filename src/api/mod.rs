@@ -23,7 +23,7 @@ pub struct HealthResponse {
 
 // ---- agents -------------------------------------------------------------------------------
 
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct RegisterRequest {
     pub name: String,
     /// Base64 Ed25519 public key: the raw 32 bytes, or SPKI DER.

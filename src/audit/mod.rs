@@ -80,6 +80,10 @@ pub fn encode_cursor(created_at: i64, id: &str) -> String {
 pub fn decode_cursor(text: &str) -> Option<Cursor> {
     let raw = String::from_utf8(URL_SAFE_NO_PAD.decode(text).ok()?).ok()?;
     let (at, id) = raw.split_once(':')?;
+    if id.is_empty() || id.len() > 64 || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    {
+        return None;
+    }
     Some(Cursor {
         created_at: at.parse().ok()?,
         id: id.to_owned(),

@@ -59,7 +59,7 @@ pub async fn run(cli: &Cli, cmd: &ApiKeyCommand) -> anyhow::Result<i32> {
         Some(workspace),
         None,
         &Actor::Cli,
-        json!({ "key_id": record.id, "mode": record.mode, "last_four": record.last_four }),
+        json!({ "key_id": record.id, "mode": record.mode }),
     );
     apply_one(
         store.as_ref(),

@@ -1,6 +1,8 @@
 //! `/v1/agents/*`: registration, attestation, claim codes, listing and admin status changes.
 
-use axum::extract::State;
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, State};
 use axum::http::HeaderMap;
 use axum::Json;
 
@@ -11,6 +13,7 @@ use crate::api::{
 use crate::audit::Actor;
 use crate::context::SharedContext;
 use crate::error::{ApiError, ApiResult};
+use crate::identity::accounts::enforce_rate_limit;
 use crate::identity::agents::{self, StatusAction};
 use crate::store::{AgentQuery, AgentStatus};
 
@@ -22,9 +25,11 @@ use super::extract::{presented_api_key, AppJson, AppPath, AppQuery, Caller, Sign
     security((), ("api_key" = [])),
     responses((status = 200, body = RegisterResponse), (status = 400, body = ErrorBody),
         (status = 401, description = "`invalid_api_key` (a key was sent but is not valid)", body = ErrorBody),
-        (status = 403, description = "`agent_not_active`: the key belongs to a revoked agent", body = ErrorBody)))]
+        (status = 403, description = "`agent_not_active`: the key belongs to a revoked agent", body = ErrorBody),
+        (status = 429, description = "`rate_limited`: too many registrations without a key from this address", body = ErrorBody)))]
 pub async fn register(
     State(ctx): State<SharedContext>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     AppJson(req): AppJson<RegisterRequest>,
 ) -> ApiResult<Json<RegisterResponse>> {
@@ -35,7 +40,17 @@ pub async fn register(
     };
     let actor = caller.as_ref().map_or(Actor::System, Caller::actor);
     let workspace = caller.as_ref().map(|c| c.workspace_id.as_str());
-    Ok(Json(agents::register(&ctx, workspace, &actor, req).await?))
+    if caller.is_none() {
+        // Registration without a key is open to anyone: bound it per client address.
+        enforce_rate_limit(
+            &ctx,
+            format!("register:ip:{}", peer.ip()),
+            600_000,
+            ctx.config.register_limit_per_ip,
+        )
+        .await?;
+    }
+    Ok(Json(agents::register(&ctx, workspace, &actor, &req).await?))
 }
 
 /// Proves key ownership with the signature over the decoded challenge bytes.

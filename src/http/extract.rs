@@ -2,8 +2,8 @@
 //! strings, path parameters, the workspace API key and agent-signed requests.
 
 use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
-use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
+use axum::extract::rejection::{BytesRejection, PathRejection};
+use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, StatusCode};
 use serde::de::DeserializeOwned;
@@ -87,21 +87,59 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
                     "the body is not valid JSON",
                 ));
             }
-            let message = inner.to_string();
-            if let Some(rest) = message.strip_prefix("missing field `") {
-                let field = rest.split('`').next().unwrap_or("field");
-                return Err(ApiError::missing(field));
-            }
-            return Err(match field_of(err.path()) {
-                Some(field) => ApiError::invalid(&field, "has the wrong type or shape"),
-                None => ApiError::bad_request("invalid_json", "the body must be a JSON object"),
-            });
+            return Err(shape_error(
+                &inner.to_string(),
+                err.path(),
+                "invalid_json",
+                "the body must be a JSON object",
+            ));
         }
     };
     de.end().map_err(|_| {
         ApiError::bad_request("invalid_json", "unexpected data after the JSON body")
     })?;
+    if has_nul(bytes) {
+        return Err(ApiError::bad_request(
+            "invalid_json",
+            "text in the body must not contain NUL characters",
+        ));
+    }
     Ok(value)
+}
+
+/// Maps a deserialization error at `path` to `missing_<field>` (absent or null) or
+/// `invalid_<field>` (wrong type); `fallback` when no field is named.
+fn shape_error(
+    message: &str,
+    path: &serde_path_to_error::Path,
+    fallback: &'static str,
+    why: &str,
+) -> ApiError {
+    if let Some(rest) = message.strip_prefix("missing field `") {
+        return ApiError::missing(rest.split('`').next().unwrap_or("field"));
+    }
+    match field_of(path) {
+        Some(field) if message.starts_with("invalid type: null") => ApiError::missing(&field),
+        Some(field) => ApiError::invalid(&field, "has the wrong type or shape"),
+        None => ApiError::bad_request(fallback, why.to_owned()),
+    }
+}
+
+/// True when a JSON string in the body holds U+0000 (only possible as the `\\u0000` escape),
+/// which text columns cannot store. Checked only when the escape appears at all.
+fn has_nul(bytes: &[u8]) -> bool {
+    if !bytes.windows(6).any(|w| w.eq_ignore_ascii_case(b"\\u0000")) {
+        return false;
+    }
+    fn walk(v: &serde_json::Value) -> bool {
+        match v {
+            serde_json::Value::String(s) => s.contains('\0'),
+            serde_json::Value::Array(a) => a.iter().any(walk),
+            serde_json::Value::Object(o) => o.iter().any(|(k, v)| k.contains('\0') || walk(v)),
+            _ => false,
+        }
+    }
+    serde_json::from_slice::<serde_json::Value>(bytes).map_or(true, |v| walk(&v))
 }
 
 /// A JSON body parsed with [`parse_json`].
@@ -124,10 +162,28 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for AppQuery<T> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        Query::<T>::from_request_parts(parts, state)
-            .await
-            .map(|Query(v)| AppQuery(v))
-            .map_err(|e: QueryRejection| ApiError::bad_request("invalid_query", e.body_text()))
+        let _ = state;
+        let query = parts.uri.query().unwrap_or("");
+        let decoded = form_urlencoded::parse(query.as_bytes());
+        if decoded
+            .clone()
+            .any(|(k, v)| k.contains('\0') || v.contains('\0'))
+        {
+            return Err(ApiError::bad_request(
+                "invalid_query",
+                "query parameters must not contain NUL characters",
+            ));
+        }
+        serde_path_to_error::deserialize(serde_urlencoded::Deserializer::new(decoded))
+            .map(AppQuery)
+            .map_err(|err| {
+                shape_error(
+                    &err.inner().to_string(),
+                    err.path(),
+                    "invalid_query",
+                    "the query string is malformed",
+                )
+            })
     }
 }
 
@@ -138,6 +194,12 @@ impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for AppPath
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        if parts.uri.path().contains("%00") {
+            return Err(ApiError::bad_request(
+                "invalid_path",
+                "the path must not contain NUL characters",
+            ));
+        }
         Path::<T>::from_request_parts(parts, state)
             .await
             .map(|Path(v)| AppPath(v))
@@ -247,7 +309,7 @@ impl SignedRequest {
 pub fn sign_failure(failure: SignFailure) -> ApiError {
     let status = match failure {
         SignFailure::UnknownAgent => StatusCode::NOT_FOUND,
-        SignFailure::AgentNotActive(_) => StatusCode::FORBIDDEN,
+        SignFailure::AgentNotActive => StatusCode::FORBIDDEN,
         _ => StatusCode::UNAUTHORIZED,
     };
     ApiError::new(status, failure.code(), failure.message())

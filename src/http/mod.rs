@@ -11,10 +11,12 @@ pub mod telemetry;
 
 use std::time::Duration;
 
+use axum::error_handling::HandleErrorLayer;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
 use axum::http::{HeaderName, StatusCode};
 use axum::response::IntoResponse;
 use axum::{Json, Router};
+use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
@@ -169,6 +171,18 @@ pub fn openapi_document() -> String {
     text
 }
 
+async fn request_timed_out(err: tower::BoxError) -> ApiError {
+    if err.is::<tower::timeout::error::Elapsed>() {
+        ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "request_timeout",
+            "the request took longer than 30 seconds",
+        )
+    } else {
+        ApiError::internal(err)
+    }
+}
+
 async fn not_found() -> ApiError {
     ApiError::not_found("not_found", "no such endpoint")
 }
@@ -189,6 +203,16 @@ pub fn router(ctx: SharedContext) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(extract::MAX_BODY_BYTES))
+        .layer(
+            tower::ServiceBuilder::new()
+                .layer(HandleErrorLayer::new(request_timed_out))
+                .timeout(Duration::from_secs(30)),
+        )
+        .layer(CatchPanicLayer::custom(
+            |_: Box<dyn std::any::Any + Send>| {
+                ApiError::internal("a handler panicked").into_response()
+            },
+        ))
         .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
             let path = req
                 .extensions()
@@ -204,10 +228,6 @@ pub fn router(ctx: SharedContext) -> Router {
         }))
         .layer(PropagateRequestIdLayer::new(request_id.clone()))
         .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
-        .layer(tower_http::timeout::TimeoutLayer::with_status_code(
-            StatusCode::REQUEST_TIMEOUT,
-            Duration::from_secs(30),
-        ))
         .with_state(ctx.clone());
     match ctx.config.path_prefix.as_deref() {
         Some(prefix) => Router::new().nest(prefix, app).fallback(not_found),

@@ -605,7 +605,7 @@ pub async fn create_api_key(
         Some(&workspace_id),
         None,
         &principal.actor(),
-        json!({ "key_id": record.id, "mode": record.mode, "last_four": record.last_four, "name": record.name }),
+        json!({ "key_id": record.id, "mode": record.mode, "name": record.name }),
     );
     ctx.writer
         .commit(Change::new(Op::CreateApiKey(record.clone())).audited(event))

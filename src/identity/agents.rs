@@ -57,7 +57,13 @@ pub async fn agent_in_workspace(
     }
 }
 
-fn new_challenge(ctx: &Context, agent_id: &str, now: i64) -> ChallengeRecord {
+fn new_challenge(
+    ctx: &Context,
+    agent_id: &str,
+    now: i64,
+    name: &str,
+    metadata: &Value,
+) -> ChallengeRecord {
     ChallengeRecord {
         id: ids::new_id(ids::CHALLENGE),
         agent_id: agent_id.to_owned(),
@@ -65,6 +71,8 @@ fn new_challenge(ctx: &Context, agent_id: &str, now: i64) -> ChallengeRecord {
         created_at: now,
         expires_at: now + ctx.config.challenge_ttl_ms,
         used_at: None,
+        name: Some(name.to_owned()),
+        metadata: Some(metadata.clone()),
     }
 }
 
@@ -75,7 +83,7 @@ pub async fn register(
     ctx: &Context,
     workspace_id: Option<&str>,
     actor: &Actor,
-    req: api::RegisterRequest,
+    req: &api::RegisterRequest,
 ) -> ApiResult<api::RegisterResponse> {
     let name = req.name.trim();
     if name.is_empty() {
@@ -96,7 +104,7 @@ pub async fn register(
     }
     let key = parse_public_key(&req.public_key).map_err(|e| ApiError::invalid("public_key", e))?;
     let public_key = b64(key.as_bytes());
-    let metadata = match req.metadata {
+    let metadata = match req.metadata.clone() {
         None | Some(Value::Null) => json!({}),
         Some(Value::Object(map)) => Value::Object(map),
         Some(_) => return Err(ApiError::invalid("metadata", "must be a JSON object")),
@@ -122,7 +130,7 @@ pub async fn register(
     let agent_id = existing
         .as_ref()
         .map_or_else(|| ids::new_id(ids::AGENT), |a| a.id.clone());
-    let challenge = new_challenge(ctx, &agent_id, now);
+    let challenge = new_challenge(ctx, &agent_id, now, name, &metadata);
     let response = api::RegisterResponse {
         ok: true,
         agent_id: agent_id.clone(),
@@ -136,8 +144,9 @@ pub async fn register(
             .into(),
     };
     let change = match existing {
-        // Public keys are public: a second registration only yields a new challenge and
-        // changes nothing else about the agent.
+        // Public keys are public: a second registration yields a new challenge and changes
+        // nothing yet. The name and metadata it proposes travel with the challenge and apply
+        // only when the key holder attests it.
         Some(_) => {
             let event = audit::state_change(
                 "agent.challenge_issued",
@@ -175,8 +184,16 @@ pub async fn register(
             Change::new(Op::RegisterAgent { agent, challenge }).audited(event)
         }
     };
-    ctx.writer.commit(change).await?;
-    Ok(response)
+    let first_registration = matches!(change.op, Op::RegisterAgent { .. });
+    match ctx.writer.commit(change).await {
+        Ok(_) => Ok(response),
+        // The same key was registered at the same instant (another replica): this request is
+        // now a re-registration of that agent.
+        Err(StoreError::Conflict(_)) if first_registration => {
+            Box::pin(register(ctx, workspace_id, actor, req)).await
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Proves key ownership: the signature over the decoded challenge bytes activates the agent.
@@ -277,11 +294,10 @@ pub async fn claim_code(
     nonce: crate::store::NonceClaim,
 ) -> ApiResult<api::ClaimCodeResponse> {
     if agent.workspace_id.is_some() {
-        return Err(ApiError::conflict(
-            "agent_already_claimed",
-            "this agent already belongs to a workspace",
-        ));
+        return Err(already_claimed());
     }
+    super::accounts::enforce_rate_limit(ctx, format!("claim_code:{}", agent.id), 3_600_000, 10)
+        .await?;
     let now = now_ms();
     let code = format!("clm_{}", random_base62(32));
     let record = ClaimCodeRecord {
@@ -299,13 +315,19 @@ pub async fn claim_code(
         &Actor::Agent(agent.id.clone()),
         json!({ "expires_at": iso(expires_at) }),
     );
-    ctx.writer
+    match ctx
+        .writer
         .commit(
             Change::new(Op::CreateClaimCode(record))
                 .with_nonce(nonce)
                 .audited(event),
         )
-        .await?;
+        .await
+    {
+        Ok(_) => {}
+        Err(StoreError::Conflict(_)) => return Err(already_claimed()),
+        Err(e) => return Err(e.into()),
+    }
     Ok(api::ClaimCodeResponse {
         ok: true,
         agent_id: agent.id.clone(),
@@ -313,6 +335,13 @@ pub async fn claim_code(
         claim_code: code,
         expires_at: iso(expires_at),
     })
+}
+
+fn already_claimed() -> ApiError {
+    ApiError::conflict(
+        "agent_already_claimed",
+        "this agent already belongs to a workspace",
+    )
 }
 
 /// What an admin can do to an agent's status.

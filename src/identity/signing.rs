@@ -23,7 +23,7 @@ pub enum SignFailure {
     InvalidNonce,
     UnknownAgent,
     BadSignature,
-    AgentNotActive(AgentStatus),
+    AgentNotActive,
     Replay,
 }
 
@@ -34,7 +34,7 @@ impl SignFailure {
             Self::InvalidNonce => "invalid_nonce",
             Self::UnknownAgent => "unknown_agent",
             Self::BadSignature => "bad_signature",
-            Self::AgentNotActive(_) => "agent_not_active",
+            Self::AgentNotActive => "agent_not_active",
             Self::Replay => "replay_detected",
         }
     }
@@ -47,9 +47,7 @@ impl SignFailure {
             Self::InvalidNonce => "the nonce must be 1 to 128 printable ASCII characters".into(),
             Self::UnknownAgent => "no such agent".into(),
             Self::BadSignature => "the signature does not verify over the canonical request string".into(),
-            Self::AgentNotActive(status) => {
-                format!("the agent is `{}`; only active agents may sign requests", status.as_str())
-            }
+            Self::AgentNotActive => "the agent is not active; only active agents may sign requests".into(),
             Self::Replay => "this nonce was already used".into(),
         }
     }
@@ -115,10 +113,11 @@ pub fn verify_parts(
         return Err(SignFailure::BadSignature);
     }
     if agent.status != AgentStatus::Active {
-        return Err(SignFailure::AgentNotActive(agent.status));
+        return Err(SignFailure::AgentNotActive);
     }
     Ok(NonceClaim {
-        scope: format!("agent:{}", agent.id),
+        scope: format!("key:{}", agent.public_key),
+        agent_id: Some(agent.id.clone()),
         nonce: parts.nonce.to_owned(),
         // Twice the window: a timestamp at the far edge stays acceptable for `window` more.
         expires_at: now + 2 * window_ms,

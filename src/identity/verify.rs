@@ -79,6 +79,7 @@ pub async fn verify(
         Ok(nonce) => match ctx.writer.commit(Change::default().with_nonce(nonce)).await {
             Ok(_) => Ok(()),
             Err(StoreError::Replay) => Err(SignFailure::Replay),
+            Err(StoreError::AgentNotActive) => Err(SignFailure::AgentNotActive),
             Err(e) => return Err(e.into()),
         },
         Err(failure) => Err(failure),

@@ -83,9 +83,11 @@ async fn commit_batch(store: &dyn Store, batch: &mut Vec<(Change, Reply)>) {
     let (changes, replies): (Vec<Change>, Vec<Reply>) = batch.drain(..).unzip();
     let results = match store.apply(&changes).await {
         Ok(results) => results,
-        // The batch as a whole failed (a deadlock with another replica, a lost connection):
-        // apply each change alone, so one change's failure is not every caller's.
-        Err(err) if changes.len() > 1 => {
+        // The batch was rolled back for a transient conflict with another replica (deadlock,
+        // serialization): apply each change alone, so one change's conflict is not every
+        // caller's. Other failures (lost connection, a failed commit whose outcome is unknown)
+        // are answered as they are: retrying could apply a change twice.
+        Err(err @ StoreError::Retryable(_)) => {
             tracing::warn!(error = %err, size = changes.len(), "batch failed; applying its changes one by one");
             let mut one_by_one = Vec::with_capacity(changes.len());
             for change in &changes {
@@ -98,7 +100,12 @@ async fn commit_batch(store: &dyn Store, batch: &mut Vec<(Change, Reply)>) {
             }
             one_by_one
         }
-        Err(err) => vec![Err(err)],
+        Err(err) => {
+            let message = err.to_string();
+            (0..changes.len())
+                .map(|_| Err(StoreError::Database(message.clone())))
+                .collect()
+        }
     };
     for (reply, result) in replies.into_iter().zip(results) {
         // A caller that went away (client disconnected) no longer needs its answer.

@@ -28,6 +28,16 @@ pub enum StoreError {
     /// The attestation challenge was used (or expired) between the check and the write.
     #[error("challenge already used")]
     ChallengeUsed,
+    /// The agent is no longer active (checked when its nonce was claimed).
+    #[error("the agent is not active")]
+    AgentNotActive,
+    /// A transient conflict between concurrent transactions (deadlock, serialization): the
+    /// batch was rolled back and may be retried.
+    #[error("transient conflict: {0}")]
+    Retryable(String),
+    /// The database refused a value (for example a NUL character in text).
+    #[error("the database refused a value: {0}")]
+    InvalidInput(String),
     /// The login token is unknown, used or expired.
     #[error("the login link is invalid, used or expired")]
     TokenInvalid,
@@ -46,7 +56,17 @@ pub enum StoreError {
 
 impl From<sqlx::Error> for StoreError {
     fn from(err: sqlx::Error) -> Self {
-        StoreError::Database(err.to_string())
+        let code = err
+            .as_database_error()
+            .and_then(|e| e.code())
+            .map(|c| c.into_owned());
+        match code.as_deref() {
+            // Postgres: deadlock detected, serialization failure.
+            Some("40P01" | "40001") => StoreError::Retryable(err.to_string()),
+            // Postgres: character not in repertoire (NUL in text), invalid byte sequence.
+            Some("22021" | "22P05") => StoreError::InvalidInput(err.to_string()),
+            _ => StoreError::Database(err.to_string()),
+        }
     }
 }
 
@@ -238,6 +258,12 @@ pub trait Store: Send + Sync + 'static {
         workspace_id: Option<&str>,
         public_key: &str,
     ) -> Result<Option<AgentRecord>, StoreError>;
+    /// The agents of the workspace among `ids` (unknown ids are left out).
+    async fn agents_in_workspace(
+        &self,
+        workspace_id: &str,
+        ids: &[String],
+    ) -> Result<Vec<AgentRecord>, StoreError>;
     async fn list_agents(&self, query: &AgentQuery) -> Result<Vec<AgentRecord>, StoreError>;
     async fn challenge(&self, id: &str) -> Result<Option<ChallengeRecord>, StoreError>;
 

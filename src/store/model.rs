@@ -90,6 +90,10 @@ pub struct ChallengeRecord {
     pub created_at: i64,
     pub expires_at: i64,
     pub used_at: Option<i64>,
+    /// Name proposed by the registration that issued this challenge; applied on attest.
+    pub name: Option<String>,
+    /// Metadata proposed by the registration; applied on attest.
+    pub metadata: Option<Value>,
 }
 
 #[derive(Debug, Clone)]
@@ -149,10 +153,13 @@ pub struct AuditEvent {
 /// claim of the same `(scope, nonce)` exists, on any replica sharing the database.
 #[derive(Debug, Clone)]
 pub struct NonceClaim {
-    /// `agent:<agent_id>` for agent-signed requests.
+    /// `key:<public key>` for agent-signed requests: a signature is over the request, not the
+    /// agent, so its nonce is spent for every agent that shares the key.
     pub scope: String,
     pub nonce: String,
     pub expires_at: i64,
+    /// The claim holds only while this agent is active (checked in the same transaction).
+    pub agent_id: Option<String>,
 }
 
 /// Position in a newest-first listing: the `(created_at, id)` of the last item seen.

@@ -1,6 +1,8 @@
 //! Heartbeats: the signed one an agent sends, batches ingested with an API key, and the most
 //! recent ones of a workspace.
 
+use std::collections::HashMap;
+
 use serde_json::Value;
 
 use crate::api;
@@ -81,11 +83,11 @@ pub async fn record_signed(
 }
 
 /// Checks one ingested item on its own, so that one bad item does not sink the batch.
-async fn ingest_item(
-    ctx: &Context,
-    workspace_id: &str,
+fn ingest_item(
+    agents: &HashMap<String, AgentRecord>,
     item: &Value,
     now: i64,
+    max_ahead_ms: i64,
 ) -> ApiResult<HeartbeatRecord> {
     let Some(obj) = item.as_object() else {
         return Err(ApiError::bad_request(
@@ -121,9 +123,17 @@ async fn ingest_item(
             ApiError::invalid("observed_at", "must be ISO 8601 or epoch milliseconds")
         })?,
     };
-    let agent = agent_in_workspace(ctx, workspace_id, agent_id).await?;
+    if observed_at > now + max_ahead_ms {
+        return Err(ApiError::invalid(
+            "observed_at",
+            "must not be in the future",
+        ));
+    }
+    let agent = agents
+        .get(agent_id.as_str())
+        .ok_or_else(ApiError::unknown_agent)?;
     Ok(record(
-        &agent,
+        agent,
         status,
         latency_ms,
         observed_at,
@@ -144,10 +154,27 @@ pub async fn ingest(
         ));
     }
     let now = now_ms();
+    // One lookup for every agent the batch names.
+    let mut ids: Vec<String> = req
+        .items
+        .iter()
+        .filter_map(|item| item.get("agent_id").and_then(Value::as_str))
+        .filter(|id| ids::has_shape(id, ids::AGENT))
+        .map(str::to_owned)
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let agents: HashMap<String, AgentRecord> = ctx
+        .store
+        .agents_in_workspace(workspace_id, &ids)
+        .await?
+        .into_iter()
+        .map(|a| (a.id.clone(), a))
+        .collect();
     let mut beats = Vec::with_capacity(req.items.len());
     let mut rejected = Vec::new();
     for (index, item) in req.items.iter().enumerate() {
-        match ingest_item(ctx, workspace_id, item, now).await {
+        match ingest_item(&agents, item, now, ctx.config.signature_window_ms) {
             Ok(beat) => beats.push(beat),
             Err(err) => rejected.push(api::IngestRejection {
                 index,

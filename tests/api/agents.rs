@@ -168,3 +168,48 @@ both_engines! {
         assert!(events[0]["actor"].as_str().unwrap().starts_with("api_key:key_"));
     }
 }
+
+both_engines! {
+    async fn only_the_key_holder_decides_an_unclaimed_agents_name_and_metadata(app) {
+        let victim = TestAgent::new();
+        // Someone who knows the public key (it is public) registers it first.
+        let res = app.client.post(app.url("/v1/agents/register"))
+            .json(&json!({"name": "evil", "public_key": victim.public_key_b64(), "metadata": {"role": "admin"}}))
+            .send().await.unwrap();
+        let (_, squatted) = status_json(res).await;
+        let res = app.client.post(app.url("/v1/agents/register"))
+            .json(&json!({"name": "honest", "public_key": victim.public_key_b64(), "metadata": {"role": "reader"}}))
+            .send().await.unwrap();
+        let (_, mine) = status_json(res).await;
+        assert_eq!(mine["agent_id"], squatted["agent_id"], "the same unclaimed agent");
+        let id = mine["agent_id"].as_str().unwrap().to_owned();
+        *victim.last_challenge.lock().unwrap() = Some((id.clone(), mine["challenge_id"].as_str().unwrap().into(), mine["challenge"].as_str().unwrap().into()));
+        assert_eq!(victim.attest_latest(&app).await.status(), 200);
+        // Claim code requests carry the agent; its stored description is the attested one.
+        let agent = TestAgent { id: id.clone(), ..victim.clone() };
+        assert_eq!(agent.signed_post(&app, &format!("/v1/agents/{id}/claim-code"), &json!({})).await.status(), 200);
+        let events = audit_events(&app, "").await;
+        assert!(events.iter().all(|e| e["agent_id"] != id.as_str()), "unclaimed agents' events belong to no workspace");
+        // Register the same key into the workspace and attest: the workspace copy is described
+        // by the workspace's registration.
+        let in_ws = victim.register(&app, Some(&app.key), "ws-copy").await;
+        assert_eq!(victim.attest_latest(&app).await.status(), 200);
+        let (_, got) = status_json(app.get(&format!("/v1/agents/{in_ws}")).await).await;
+        assert_eq!(got["agent"]["name"], "ws-copy");
+        assert_eq!(got["agent"]["metadata"], json!({"team": "t"}));
+    }
+}
+
+both_engines! {
+    async fn re_registration_updates_name_and_metadata_only_when_attested(app) {
+        let agent = app.active_agent("v1").await;
+        let res = app.post("/v1/agents/register", &json!({"name": "v2", "public_key": agent.public_key_b64(), "metadata": {"v": 2}})).await;
+        let (_, reg) = status_json(res).await;
+        let (_, before) = status_json(app.get(&format!("/v1/agents/{}", agent.id)).await).await;
+        assert_eq!(before["agent"]["name"], "v1", "nothing changes before the key holder attests");
+        *agent.last_challenge.lock().unwrap() = Some((agent.id.clone(), reg["challenge_id"].as_str().unwrap().into(), reg["challenge"].as_str().unwrap().into()));
+        assert_eq!(agent.attest_latest(&app).await.status(), 200);
+        let (_, after) = status_json(app.get(&format!("/v1/agents/{}", agent.id)).await).await;
+        assert_eq!((after["agent"]["name"].as_str(), after["agent"]["metadata"]["v"].as_i64()), (Some("v2"), Some(2)));
+    }
+}

@@ -47,7 +47,9 @@ both_engines! {
         let ids: Vec<String> = all.iter().map(|e| e["event_id"].as_str().unwrap().to_owned()).collect();
         assert_eq!(seen, ids);
         assert_error(app.get("/v1/workspace/audit/events?limit=201").await, 400, "invalid_limit").await;
-        assert_error(app.get("/v1/workspace/audit/events?start_ms=abc").await, 400, "invalid_query").await;
+        assert_error(app.get("/v1/workspace/audit/events?start_ms=abc").await, 400, "invalid_start_ms").await;
+        assert_error(app.get("/v1/workspace/audit/events?limit=ten").await, 400, "invalid_limit").await;
+        assert_error(app.get("/v1/workspace/audit/events?agent_id=a%00b").await, 400, "invalid_query").await;
 
         let (s, exported) = status_json(app.post("/v1/workspace/audit/export",
             &json!({"format": "json", "filters": {"agent_id": b.id}, "limit": 10})).await).await;

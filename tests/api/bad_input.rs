@@ -53,3 +53,49 @@ both_engines! {
         assert_eq!(state(&app).await, before, "no bad request changed anything");
     }
 }
+
+both_engines! {
+    async fn nul_characters_are_refused_on_every_engine(app) {
+        let before = state(&app).await;
+        let key = TestAgent::new().public_key_b64();
+        let res = app.post("/v1/agents/register", &json!({"name": "a\u{0}b", "public_key": key})).await;
+        assert_error(res, 400, "invalid_json").await;
+        let agent = app.active_agent("inv").await;
+        let res = app.post("/v1/workspace/agents/upsert", &json!({"external_agent_key": "k\u{0}", "agent_id": agent.id})).await;
+        assert_error(res, 400, "invalid_json").await;
+        assert_error(app.get("/v1/agents?name=x%00y").await, 400, "invalid_query").await;
+        let cursor = base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, "1:evt\u{0}x");
+        assert_error(app.get(&format!("/v1/workspace/audit/events?cursor={cursor}")).await, 400, "invalid_cursor").await;
+        let (agents, events) = state(&app).await;
+        assert_eq!((agents, events), (before.0 + 1, before.1 + 2), "only the valid agent was added");
+    }
+}
+
+both_engines! {
+    async fn a_null_required_field_is_missing(app) {
+        let res = app.post("/v1/agents/register", &json!({"name": null, "public_key": TestAgent::new().public_key_b64()})).await;
+        assert_error(res, 400, "missing_name").await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registration_without_a_key_is_rate_limited_per_address() {
+    let app = TestApp::spawn_with(Engine::Sqlite, |c| c.register_limit_per_ip = 2).await;
+    for _ in 0..2 {
+        TestAgent::new().register(&app, None, "anon").await;
+    }
+    let res = app
+        .client
+        .post(app.url("/v1/agents/register"))
+        .json(&json!({"name": "anon", "public_key": TestAgent::new().public_key_b64()}))
+        .send()
+        .await
+        .unwrap();
+    let body = assert_error(res, 429, "rate_limited").await;
+    assert!(body["retry_after"].as_i64().unwrap() > 0);
+    // With a workspace key the limit does not apply.
+    TestAgent::new()
+        .register(&app, Some(&app.key), "keyed")
+        .await;
+    app.stop().await;
+}

@@ -174,3 +174,16 @@ both_engines! {
         assert_error(app.post("/v1/workspace/agents/upsert", &json!({"external_agent_key": "x", "agent_id": a.id, "labels": {"n": 1}})).await, 400, "invalid_labels").await;
     }
 }
+
+both_engines! {
+    async fn ingested_heartbeats_from_the_future_are_refused(app) {
+        let a = app.active_agent("a").await;
+        let (_, body) = status_json(app.post("/v1/telemetry/heartbeat/ingest", &json!({"items": [
+            {"agent_id": a.id, "status": "ok", "latency_ms": 1, "observed_at": "9999-01-01T00:00:00Z"},
+            {"agent_id": a.id, "status": "ok", "latency_ms": 1, "observed_at": now_ms() + 10 * 60_000},
+        ]})).await).await;
+        assert_eq!(body["accepted"], 0);
+        assert_eq!(body["rejected"][0]["error"], "invalid_observed_at");
+        assert_eq!(body["rejected"][1]["error"], "invalid_observed_at");
+    }
+}

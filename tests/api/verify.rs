@@ -103,3 +103,21 @@ both_engines! {
         assert_eq!(verify(&app, &good).await["valid"], true);
     }
 }
+
+both_engines! {
+    async fn one_signed_request_verifies_once_even_for_agents_sharing_a_key(app) {
+        let agent = app.active_agent("shared").await;
+        let (_, b_key) = app.other_workspace().await;
+        // The same key registered and attested in workspace B.
+        let twin = TestAgent { id: String::new(), ..agent.clone() };
+        let twin_id = twin.register(&app, Some(&b_key), "shared").await;
+        assert_eq!(twin.attest_latest(&app).await.status(), 200);
+        let nonce = random_nonce();
+        let ts = now_ms();
+        let in_a = verify_body(&agent, &agent.id, ts, &nonce, b"{}");
+        assert_eq!(verify(&app, &in_a).await["valid"], true);
+        let in_b = verify_body(&agent, &twin_id, ts, &nonce, b"{}");
+        let (_, out) = status_json(app.post_as(&b_key, "/v1/verify", &in_b).await).await;
+        assert_eq!((out["valid"].as_bool(), out["reason"].as_str()), (Some(false), Some("replay_detected")));
+    }
+}

@@ -370,14 +370,16 @@ async fn insert_challenge(
     c: &ChallengeRecord,
 ) -> Result<(), sqlx::Error> {
     sqlx::query(
-        "INSERT INTO attestation_challenges (id, agent_id, challenge, created_at, expires_at, used_at) \
-         VALUES ($1, $2, $3, $4, $5, NULL)",
+        "INSERT INTO attestation_challenges (id, agent_id, challenge, created_at, expires_at, used_at, name, metadata) \
+         VALUES ($1, $2, $3, $4, $5, NULL, $6, $7)",
     )
     .bind(&c.id)
     .bind(&c.agent_id)
     .bind(&c.challenge)
     .bind(c.created_at)
     .bind(c.expires_at)
+    .bind(c.name.clone())
+    .bind(c.metadata.as_ref().map(json_text))
     .execute(&mut **tx)
     .await?;
     Ok(())
@@ -408,9 +410,11 @@ async fn apply_change(
 ) -> Result<Outcome, StoreError> {
     if let Some(claim) = &change.nonce {
         // Inserts the claim, or takes over an expired one not yet cleaned up; a live claim
-        // leaves the row as it is and affects nothing.
+        // leaves the row as it is and affects nothing. The claim also requires the agent to
+        // be active at this moment, so a request checked before a revoke cannot commit after.
         let claimed = sqlx::query(
-            "INSERT INTO nonces (scope, nonce, expires_at) VALUES ($1, $2, $3) \
+            "INSERT INTO nonces (scope, nonce, expires_at) SELECT $1, $2, $3 \
+             WHERE $5 = '' OR EXISTS (SELECT 1 FROM agents WHERE id = $5 AND status = 'active') \
              ON CONFLICT (scope, nonce) DO UPDATE SET expires_at = excluded.expires_at \
              WHERE nonces.expires_at < $4",
         )
@@ -418,10 +422,22 @@ async fn apply_change(
         .bind(&claim.nonce)
         .bind(claim.expires_at)
         .bind(crate::time::now_ms())
+        .bind(claim.agent_id.clone().unwrap_or_default())
         .execute(&mut **tx)
         .await?
         .rows_affected();
         if claimed == 0 {
+            if let Some(agent_id) = &claim.agent_id {
+                let status: Option<String> = sqlx::query("SELECT status FROM agents WHERE id = $1")
+                    .bind(agent_id)
+                    .fetch_optional(&mut **tx)
+                    .await?
+                    .map(|row| row.try_get("status"))
+                    .transpose()?;
+                if status.as_deref() != Some("active") {
+                    return Err(StoreError::AgentNotActive);
+                }
+            }
             return Err(StoreError::Replay);
         }
     }
@@ -512,12 +528,17 @@ async fn apply_op(tx: &mut Transaction<'_, Any>, op: &Op) -> Result<Outcome, Sto
             if used == 0 {
                 return Err(StoreError::ChallengeUsed);
             }
+            // Proof of possession: the name and metadata proposed with this challenge apply now.
             let updated = sqlx::query(
                 "UPDATE agents SET status = CASE WHEN status = 'pending' THEN 'active' ELSE status END, \
-                 attested_at = $1, updated_at = $1 WHERE id = $2 AND status <> 'revoked'",
+                 attested_at = $1, updated_at = $1, \
+                 name = COALESCE((SELECT c.name FROM attestation_challenges c WHERE c.id = $3), name), \
+                 metadata = COALESCE((SELECT c.metadata FROM attestation_challenges c WHERE c.id = $3), metadata) \
+                 WHERE id = $2 AND status <> 'revoked'",
             )
             .bind(*at)
             .bind(agent_id)
+            .bind(challenge_id)
             .execute(&mut **tx)
             .await?
             .rows_affected();
@@ -530,16 +551,22 @@ async fn apply_op(tx: &mut Transaction<'_, Any>, op: &Op) -> Result<Outcome, Sto
             Ok(Outcome::Agent(Box::new(agent)))
         }
         Op::CreateClaimCode(code) => {
-            sqlx::query(
+            let created = sqlx::query(
                 "INSERT INTO agent_claim_codes (code_hash, agent_id, created_at, expires_at, used_at) \
-                 VALUES ($1, $2, $3, $4, NULL)",
+                 SELECT $1, $2, $3, $4, NULL WHERE EXISTS (SELECT 1 FROM agents WHERE id = $2 AND workspace_id IS NULL)",
             )
             .bind(&code.code_hash)
             .bind(&code.agent_id)
             .bind(code.created_at)
             .bind(code.expires_at)
             .execute(&mut **tx)
-            .await?;
+            .await?
+            .rows_affected();
+            if created == 0 {
+                return Err(StoreError::Conflict(
+                    "the agent was claimed meanwhile".into(),
+                ));
+            }
             Ok(Outcome::Done)
         }
         Op::SetAgentStatus {
@@ -665,12 +692,21 @@ impl Store for SqlStore {
                     savepoint.commit().await?;
                     results.push(Ok(outcome));
                 }
+                // A deadlock or serialization failure is the batch's, not the change's: roll
+                // everything back and let the caller retry (nothing was committed).
+                Err(err @ StoreError::Retryable(_)) => {
+                    drop(savepoint);
+                    tx.rollback().await?;
+                    return Err(err);
+                }
                 Err(err) => {
                     savepoint.rollback().await?;
                     results.push(Err(err));
                 }
             }
         }
+        // A failure here leaves the outcome unknown (the commit may have happened): it is
+        // reported as a database error and never retried.
         tx.commit().await?;
         Ok(results)
     }
@@ -781,6 +817,27 @@ impl Store for SqlStore {
         Ok(row.map(|row| agent_from_row(&row)).transpose()?)
     }
 
+    async fn agents_in_workspace(
+        &self,
+        workspace_id: &str,
+        ids: &[String],
+    ) -> Result<Vec<AgentRecord>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let placeholders: Vec<String> = (2..ids.len() + 2).map(|n| format!("${n}")).collect();
+        let sql = format!(
+            "SELECT {AGENT_COLUMNS} FROM agents WHERE workspace_id = $1 AND id IN ({})",
+            placeholders.join(", ")
+        );
+        let mut query = sqlx::query(&sql).bind(workspace_id);
+        for id in ids {
+            query = query.bind(id);
+        }
+        let rows = query.fetch_all(&self.read).await?;
+        Ok(rows.iter().map(agent_from_row).collect::<Result<_, _>>()?)
+    }
+
     async fn list_agents(&self, query: &AgentQuery) -> Result<Vec<AgentRecord>, StoreError> {
         let mut f = Filters::new();
         f.text("workspace_id = ?", Some(&query.workspace_id));
@@ -797,7 +854,8 @@ impl Store for SqlStore {
 
     async fn challenge(&self, id: &str) -> Result<Option<ChallengeRecord>, StoreError> {
         let row = sqlx::query(
-            "SELECT id, agent_id, challenge, created_at, expires_at, used_at FROM attestation_challenges WHERE id = $1",
+            "SELECT id, agent_id, challenge, created_at, expires_at, used_at, name, metadata \
+             FROM attestation_challenges WHERE id = $1",
         )
         .bind(id)
         .fetch_optional(&self.read)
@@ -810,6 +868,10 @@ impl Store for SqlStore {
                 created_at: row.try_get("created_at")?,
                 expires_at: row.try_get("expires_at")?,
                 used_at: row.try_get("used_at")?,
+                name: row.try_get("name")?,
+                metadata: row
+                    .try_get::<Option<String>, _>("metadata")?
+                    .map(|m| json_value(&m)),
             }),
             None => None,
         })
