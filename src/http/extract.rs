@@ -259,6 +259,16 @@ pub async fn authenticate(ctx: &SharedContext, headers: &HeaderMap) -> Result<Ca
     if !ct_eq(record.key_hash.as_bytes(), hash.as_bytes()) || record.revoked_at.is_some() {
         return Err(invalid());
     }
+    let now = now_ms();
+    if record.last_used_at.is_none_or(|t| now - t > 60_000) {
+        crate::identity::accounts::touch(
+            ctx,
+            crate::store::Op::TouchApiKey {
+                key_id: record.id.clone(),
+                at: now,
+            },
+        );
+    }
     Ok(Caller {
         workspace_id: record.workspace_id,
         key_id: record.id,

@@ -225,8 +225,17 @@ both_engines! {
         let key = made["key"].as_str().unwrap().to_owned();
         let key_id = made["api_key"]["key_id"].as_str().unwrap().to_owned();
         assert_eq!(app.get_as(&key, "/v1/agents").await.status(), 200);
-        let (_, listed) = status_json(ops.get("/v1/workspace/api-keys").await).await;
+        // Last use is recorded off the request path; wait for it.
+        let mut listed = Value::Null;
+        for _ in 0..50 {
+            listed = status_json(ops.get("/v1/workspace/api-keys").await).await.1;
+            if listed["items"].as_array().unwrap().iter().any(|k| k["key_id"] == key_id.as_str() && k["last_used_at"].is_string()) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
         let item = listed["items"].as_array().unwrap().iter().find(|k| k["key_id"] == key_id.as_str()).unwrap().clone();
+        assert!(item["last_used_at"].is_string(), "{item}");
         assert_eq!((item["name"].as_str(), item["prefix"].as_str()), (Some("deploy"), Some("svc_test_")));
         assert_eq!(item["last_four"], &key[key.len() - 4..]);
         assert!(!listed.to_string().contains(&key));
