@@ -225,6 +225,11 @@ pub fn presented_api_key(headers: &HeaderMap) -> Option<&str> {
     if let Some(v) = headers.get("x-service-api-key") {
         return v.to_str().ok().map(str::trim);
     }
+    bearer_token(headers)
+}
+
+/// The credential in `Authorization: Bearer ...`, if any.
+pub fn bearer_token(headers: &HeaderMap) -> Option<&str> {
     headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())

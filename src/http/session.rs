@@ -27,7 +27,7 @@ use crate::identity::accounts::{self, NewSession, Principal, PAT_PREFIX, SESSION
 use crate::identity::api_keys;
 use crate::secret::ct_eq;
 
-use super::extract::{AppJson, AppPath, AppQuery};
+use super::extract::{bearer_token, AppJson, AppPath, AppQuery};
 
 /// The value of cookie `name` in the request, if sent.
 pub fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -42,24 +42,13 @@ pub fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
         .filter(|v| !v.is_empty())
 }
 
-fn bearer(headers: &HeaderMap) -> Option<&str> {
-    headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
-        .map(str::trim)
-}
-
 /// Resolves the principal of a request (cookie or token), enforcing CSRF for cookies.
 pub async fn authenticate_user(
     ctx: &Context,
     method: &Method,
     headers: &HeaderMap,
 ) -> ApiResult<Principal> {
-    if let Some(token) = bearer(headers) {
+    if let Some(token) = bearer_token(headers) {
         if token.starts_with(PAT_PREFIX) {
             let workspace = headers
                 .get("x-service-workspace-id")
