@@ -13,7 +13,8 @@ pub struct ApiError {
     pub status: StatusCode,
     pub code: Cow<'static, str>,
     pub message: String,
-    pub extras: Map<String, Value>,
+    /// Extra top-level fields of the envelope, e.g. `retry_after`.
+    pub extras: Vec<(String, Value)>,
 }
 
 impl ApiError {
@@ -26,12 +27,12 @@ impl ApiError {
             status,
             code: code.into(),
             message: message.into(),
-            extras: Map::new(),
+            extras: Vec::new(),
         }
     }
 
     pub fn with(mut self, key: &str, value: impl Into<Value>) -> Self {
-        self.extras.insert(key.to_owned(), value.into());
+        self.extras.push((key.to_owned(), value.into()));
         self
     }
 

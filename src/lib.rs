@@ -17,6 +17,7 @@ pub mod http;
 pub mod identity;
 pub mod ids;
 pub mod mail;
+pub mod policy;
 pub mod secret;
 pub mod site;
 pub mod store;

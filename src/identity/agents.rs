@@ -181,7 +181,11 @@ pub async fn register(
                 actor,
                 json!({ "name": agent.name, "challenge_id": challenge.id, "claimed": workspace_id.is_some() }),
             );
-            Change::new(Op::RegisterAgent { agent, challenge }).audited(event)
+            Change::new(Op::RegisterAgent {
+                agent: Box::new(agent),
+                challenge,
+            })
+            .audited(event)
         }
     };
     let first_registration = matches!(change.op, Op::RegisterAgent { .. });

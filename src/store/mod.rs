@@ -118,7 +118,7 @@ pub enum Op {
     CreateApiKey(ApiKeyRecord),
     /// A new agent and its first attestation challenge.
     RegisterAgent {
-        agent: AgentRecord,
+        agent: Box<AgentRecord>,
         challenge: ChallengeRecord,
     },
     /// A new challenge for an agent that already exists.

@@ -1,0 +1,919 @@
+//! Compilation: a spec becomes a Cedar policy set, validated in strict mode against
+//! `schemas/acp.cedarschema`, with deterministic text. Pure: no I/O.
+//!
+//! Every rule of the spec compiles to one Cedar `permit` that means "this rule matches"; its
+//! outcome (allow, challenge, deny), reason code, reason and source ride along as annotations.
+//! Evaluation collects the matching rules and applies deny > challenge > allow, with default
+//! deny. Guardrail rules are unscoped; binding rules are scoped to `principal in Group::"..."`.
+//! The compiled form keeps one Cedar policy set for the guardrails and one per bound group, so a
+//! check evaluates only the rules that can apply to its agent.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::OnceLock;
+
+use cedar_policy::{Policy, PolicyId, PolicySet, Schema, ValidationMode, Validator};
+
+use super::spec::*;
+
+const SCHEMA_TEXT: &str = include_str!("../../schemas/acp.cedarschema");
+
+/// The Cedar schema, parsed once.
+pub fn schema() -> Result<&'static Schema, SpecError> {
+    static SCHEMA: OnceLock<Result<Schema, String>> = OnceLock::new();
+    SCHEMA
+        .get_or_init(|| {
+            Schema::from_cedarschema_str(SCHEMA_TEXT)
+                .map(|(schema, _warnings)| schema)
+                .map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(|e| SpecError::new("", format!("the embedded Cedar schema does not parse: {e}")))
+}
+
+/// What a matching rule means.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleMeta {
+    pub outcome: Outcome,
+    pub reason_code: String,
+    pub reason: String,
+    /// The spec element that produced it: `global_guardrails`, `global_guardrails/<block>`,
+    /// `<binding>/<block>`.
+    pub source: String,
+}
+
+/// A policy set with the meaning of each of its policies.
+#[derive(Debug, Clone)]
+pub struct RuleSet {
+    pub policies: PolicySet,
+    pub rules: HashMap<PolicyId, RuleMeta>,
+}
+
+/// A compiled spec: what checks evaluate. Built once per policy version; never rebuilt on the
+/// request path.
+#[derive(Debug, Clone)]
+pub struct CompiledPolicy {
+    pub spec: PolicySpec,
+    /// `sha256:...` of the spec's canonical form.
+    pub hash: String,
+    /// The whole policy set as Cedar text (deterministic).
+    pub cedar: String,
+    pub guardrails: RuleSet,
+    /// Per group that some binding names.
+    pub groups: BTreeMap<String, RuleSet>,
+    /// Explicit members: agent id → groups.
+    pub members: HashMap<String, Vec<String>>,
+    /// Groups with selectors.
+    pub selectors: Vec<(String, Vec<Selector>)>,
+}
+
+struct Rule {
+    id: String,
+    group: Option<String>,
+    meta: RuleMeta,
+    condition: String,
+}
+
+/// A Cedar string literal.
+fn lit(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn set_lit<'a>(items: impl IntoIterator<Item = &'a String>) -> String {
+    let inner: Vec<String> = items.into_iter().map(|s| lit(s)).collect();
+    format!("[{}]", inner.join(", "))
+}
+
+/// `decimal("12.3400")`, or `None` outside Cedar's decimal range.
+fn decimal(value: f64) -> Option<String> {
+    (value.is_finite() && value.abs() < 900_000_000_000_000.0)
+        .then(|| format!("decimal(\"{value:.4}\")"))
+}
+
+fn is_name(text: &str) -> bool {
+    !text.is_empty()
+        && text.len() <= 64
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'))
+}
+
+fn is_code(text: &str) -> bool {
+    !text.is_empty()
+        && text.len() <= 64
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+}
+
+fn is_action(text: &str) -> bool {
+    !text.is_empty()
+        && text.len() <= 128
+        && text
+            .chars()
+            .all(|c| !c.is_control() && c != '"' && c != '\\')
+}
+
+fn actions_condition(actions: &[String]) -> String {
+    if actions.len() == 1 {
+        format!("context.action == {}", lit(&actions[0]))
+    } else {
+        format!("{}.contains(context.action)", set_lit(actions))
+    }
+}
+
+/// Collects a block's rules. `allows` is false for guardrails: there the email and amount
+/// blocks only restrict; they do not grant email sending or amounts to every agent (an explicit
+/// `actions.allow` or raw Cedar `allow` rule still does).
+struct Emitter<'a> {
+    rules: &'a mut Vec<Rule>,
+    errors: &'a mut Vec<SpecError>,
+    group: Option<String>,
+    source: String,
+    narrow: Option<String>,
+    allows: bool,
+}
+
+impl Emitter<'_> {
+    fn rule(
+        &mut self,
+        kind: &str,
+        outcome: Outcome,
+        code: &str,
+        reason: String,
+        condition: String,
+    ) {
+        if outcome == Outcome::Allow
+            && !self.allows
+            && (kind.starts_with("email/") || kind.starts_with("amount/"))
+        {
+            return;
+        }
+        let condition = match &self.narrow {
+            Some(narrow) => format!("({narrow}) && ({condition})"),
+            None => condition,
+        };
+        self.rules.push(Rule {
+            id: format!("{}#{kind}", self.source),
+            group: self.group.clone(),
+            meta: RuleMeta {
+                outcome,
+                reason_code: code.into(),
+                reason,
+                source: self.source.clone(),
+            },
+            condition,
+        });
+    }
+
+    fn block(&mut self, block: &Block, path: &str, in_guardrails: bool) {
+        if let Some(email) = &block.email {
+            self.email(email, &format!("{path}.email"));
+        }
+        if let Some(amount) = &block.amount {
+            self.amount(amount, &format!("{path}.amount"));
+        }
+        if let Some(actions) = &block.actions {
+            self.actions(actions, &format!("{path}.actions"));
+        }
+        if let Some(status) = &block.status {
+            if status.allow_pending && !in_guardrails {
+                self.errors.push(SpecError::new(
+                    format!("{path}.status.allow_pending"),
+                    "`allow_pending` can only be set in `global_guardrails` (a binding cannot relax it)",
+                ));
+            }
+            if status.require_active {
+                self.rule(
+                    "status/require_active",
+                    Outcome::Deny,
+                    "agent_not_active",
+                    "only active agents may do this".into(),
+                    "principal.status != \"active\"".into(),
+                );
+            }
+        }
+        if let Some(rep) = &block.reputation {
+            if let Some(tier) = rep.challenge_at {
+                self.rule(
+                    "reputation/challenge",
+                    Outcome::Challenge,
+                    "risk_tier_too_high",
+                    format!("the agent's risk tier is {} or higher", tier_name(tier)),
+                    format!("principal.risk_level >= {}", tier.level()),
+                );
+            }
+            if let Some(tier) = rep.deny_at {
+                self.rule(
+                    "reputation/deny",
+                    Outcome::Deny,
+                    "risk_tier_too_high",
+                    format!("the agent's risk tier is {} or higher", tier_name(tier)),
+                    format!("principal.risk_level >= {}", tier.level()),
+                );
+            }
+        }
+        for (i, raw) in block.cedar.iter().enumerate() {
+            let rpath = format!("{path}.cedar[{i}]");
+            if !is_name(&raw.name) {
+                self.errors.push(SpecError::new(
+                    format!("{rpath}.name"),
+                    "use 1-64 letters, digits, `_ - . :`",
+                ));
+            }
+            if !is_code(&raw.reason_code) {
+                self.errors.push(SpecError::new(
+                    format!("{rpath}.reason_code"),
+                    "use snake_case (a-z, 0-9, _)",
+                ));
+            }
+            if raw.when.trim().is_empty() {
+                self.errors.push(SpecError::new(
+                    format!("{rpath}.when"),
+                    "a Cedar condition is required",
+                ));
+                continue;
+            }
+            let kind = format!("cedar/{}", raw.name);
+            self.rule(
+                &kind,
+                raw.outcome,
+                &raw.reason_code,
+                raw.reason.clone(),
+                format!("({})", raw.when),
+            );
+        }
+    }
+
+    fn email(&mut self, e: &EmailRules, path: &str) {
+        let is_email = "context.action == \"send_email\"".to_string();
+        let bad = e.on_violation;
+        if bad == Outcome::Allow {
+            self.errors.push(SpecError::new(
+                format!("{path}.on_violation"),
+                "must be `deny` or `challenge`",
+            ));
+        }
+        self.rule(
+            "email/allow",
+            Outcome::Allow,
+            "email_allowed",
+            "the email is within policy".into(),
+            is_email.clone(),
+        );
+        if let Some(domains) = &e.allowed_domains {
+            let mut lower: Vec<String> = domains
+                .iter()
+                .map(|d| d.trim().to_ascii_lowercase())
+                .collect();
+            lower.sort();
+            lower.dedup();
+            if lower
+                .iter()
+                .any(|d| d.is_empty() || !d.contains('.') && d != "localhost" || !is_action(d))
+            {
+                self.errors.push(SpecError::new(
+                    format!("{path}.allowed_domains"),
+                    "each entry must be a domain name",
+                ));
+            }
+            self.rule(
+                "email/allowed_domains",
+                bad,
+                "recipient_domain_not_allowed",
+                format!("every recipient must be at {}", lower.join(", ")),
+                format!(
+                    "{is_email} && !{}.containsAll(context.email.recipient_domains)",
+                    set_lit(&lower)
+                ),
+            );
+        }
+        if let Some(max) = e.max_recipients {
+            self.rule(
+                "email/max_recipients",
+                bad,
+                "too_many_recipients",
+                format!("at most {max} recipients (to, cc and bcc)"),
+                format!("{is_email} && context.email.recipient_count > {max}"),
+            );
+        }
+        let (mut exts, mut types) = (BTreeSet::new(), BTreeSet::new());
+        for entry in &e.blocked_attachments {
+            let entry = entry.trim().to_ascii_lowercase();
+            if entry.len() < 2 || !is_action(&entry) {
+                self.errors.push(SpecError::new(
+                    format!("{path}.blocked_attachments"),
+                    "entries are `.ext` extensions or content types",
+                ));
+            } else if entry.starts_with('.') {
+                exts.insert(entry);
+            } else {
+                types.insert(entry);
+            }
+        }
+        if !exts.is_empty() {
+            self.rule(
+                "email/blocked_extensions",
+                bad,
+                "attachment_blocked",
+                "an attachment has a blocked file type".into(),
+                format!(
+                    "{is_email} && context.email.attachment_extensions.containsAny({})",
+                    set_lit(&exts)
+                ),
+            );
+        }
+        if !types.is_empty() {
+            self.rule(
+                "email/blocked_types",
+                bad,
+                "attachment_blocked",
+                "an attachment has a blocked content type".into(),
+                format!(
+                    "{is_email} && context.email.attachment_types.containsAny({})",
+                    set_lit(&types)
+                ),
+            );
+        }
+        if let Some(max) = e.max_attachment_bytes {
+            if max > i64::MAX as u64 {
+                self.errors.push(SpecError::new(
+                    format!("{path}.max_attachment_bytes"),
+                    "is too large",
+                ));
+            }
+            self.rule(
+                "email/max_attachment_bytes",
+                bad,
+                "attachment_too_large",
+                format!("attachments may be at most {max} bytes"),
+                format!("{is_email} && context.email.max_attachment_bytes > {max}"),
+            );
+        }
+        if let Some(n) = e.rate_limit_per_minute {
+            self.rule(
+                "email/rate_limit_per_minute",
+                Outcome::Deny,
+                "rate_limit_exceeded",
+                format!("at most {n} emails per minute per agent"),
+                format!("{is_email} && context.email.sent_last_minute >= {n}"),
+            );
+        }
+        if let Some(n) = e.rate_limit_per_day {
+            self.rule(
+                "email/rate_limit_per_day",
+                Outcome::Deny,
+                "rate_limit_exceeded",
+                format!("at most {n} emails per day per agent"),
+                format!("{is_email} && context.email.sent_last_day >= {n}"),
+            );
+        }
+    }
+
+    fn amount(&mut self, a: &AmountRules, path: &str) {
+        for (field, name) in [(&a.field, "field"), (&a.currency_field, "currency_field")] {
+            if !field
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                || field.is_empty()
+                || field.len() > 64
+            {
+                self.errors.push(SpecError::new(
+                    format!("{path}.{name}"),
+                    "must be a context field name (letters, digits, _)",
+                ));
+                return;
+            }
+        }
+        if a.limits.is_empty() {
+            self.errors.push(SpecError::new(
+                format!("{path}.limits"),
+                "give at least one currency (or `*`)",
+            ));
+            return;
+        }
+        let has = format!("resource.hasTag({})", lit(&a.field));
+        let value = format!("resource.getTag({})", lit(&a.field));
+        let base = match &a.actions {
+            Some(actions) if !actions.is_empty() => {
+                format!("{} && {has}", actions_condition(actions))
+            }
+            _ => has.clone(),
+        };
+        let explicit: Vec<String> = a
+            .limits
+            .keys()
+            .filter(|c| c.as_str() != "*")
+            .map(|c| format!("{}={}", a.currency_field, c))
+            .collect();
+        for (currency, t) in &a.limits {
+            let tpath = format!("{path}.limits.{currency}");
+            if currency != "*"
+                && !(currency.len() <= 12 && currency.bytes().all(|b| b.is_ascii_alphanumeric()))
+            {
+                self.errors.push(SpecError::new(
+                    tpath.clone(),
+                    "currency codes are letters and digits (or `*`)",
+                ));
+                continue;
+            }
+            let challenge_up_to = t.challenge_up_to.unwrap_or(t.allow_up_to);
+            let (Some(allow), Some(challenge)) = (decimal(t.allow_up_to), decimal(challenge_up_to))
+            else {
+                self.errors.push(SpecError::new(
+                    tpath,
+                    "thresholds must be finite numbers below 9e14",
+                ));
+                continue;
+            };
+            if t.allow_up_to < 0.0 || challenge_up_to < t.allow_up_to {
+                self.errors.push(SpecError::new(
+                    tpath,
+                    "need 0 <= allow_up_to <= challenge_up_to",
+                ));
+                continue;
+            }
+            let which = if currency == "*" {
+                if explicit.is_empty() {
+                    "true".to_owned()
+                } else {
+                    format!("!context.fields.containsAny({})", set_lit(&explicit))
+                }
+            } else {
+                format!(
+                    "context.fields.contains({})",
+                    lit(&format!("{}={}", a.currency_field, currency))
+                )
+            };
+            let kind = format!("amount/{}", if currency == "*" { "any" } else { currency });
+            self.rule(
+                &format!("{kind}/allow"),
+                Outcome::Allow,
+                "amount_within_limit",
+                format!("{} {currency} or less is allowed", t.allow_up_to),
+                format!("{base} && {which} && {value}.lessThanOrEqual({allow})"),
+            );
+            if challenge_up_to > t.allow_up_to {
+                self.rule(
+                    &format!("{kind}/challenge"),
+                    Outcome::Challenge,
+                    "amount_requires_approval",
+                    format!("amounts over {} {currency} need approval", t.allow_up_to),
+                    format!("{base} && {which} && {value}.greaterThan({allow}) && {value}.lessThanOrEqual({challenge})"),
+                );
+            }
+            self.rule(
+                &format!("{kind}/deny"),
+                Outcome::Deny,
+                "amount_over_limit",
+                format!("amounts over {challenge_up_to} {currency} are not allowed"),
+                format!("{base} && {which} && {value}.greaterThan({challenge})"),
+            );
+        }
+        if !a.limits.contains_key("*") {
+            self.rule(
+                "amount/unknown_currency",
+                Outcome::Deny,
+                "currency_not_allowed",
+                format!(
+                    "only {} are allowed",
+                    a.limits.keys().cloned().collect::<Vec<_>>().join(", ")
+                ),
+                format!(
+                    "{base} && !context.fields.containsAny({})",
+                    set_lit(&explicit)
+                ),
+            );
+        }
+    }
+
+    fn actions(&mut self, a: &ActionRules, path: &str) {
+        for (list, name) in [
+            (&a.allow, "allow"),
+            (&a.challenge, "challenge"),
+            (&a.deny, "deny"),
+        ] {
+            if let Some(bad) = list.iter().find(|x| !is_action(x)) {
+                self.errors.push(SpecError::new(
+                    format!("{path}.{name}"),
+                    format!("`{bad}` is not an action name"),
+                ));
+            }
+        }
+        if !a.allow.is_empty() {
+            let condition = if a.allow.iter().any(|x| x == "*") {
+                "true".to_owned()
+            } else {
+                actions_condition(&a.allow)
+            };
+            self.rule(
+                "actions/allow",
+                Outcome::Allow,
+                "action_allowed",
+                "the action is allowed".into(),
+                condition,
+            );
+        }
+        if !a.challenge.is_empty() {
+            self.rule(
+                "actions/challenge",
+                Outcome::Challenge,
+                "action_requires_approval",
+                "the action needs a human's approval".into(),
+                actions_condition(&a.challenge),
+            );
+        }
+        if !a.deny.is_empty() {
+            self.rule(
+                "actions/deny",
+                Outcome::Deny,
+                "action_denied",
+                "the action is not allowed".into(),
+                actions_condition(&a.deny),
+            );
+        }
+    }
+}
+
+fn tier_name(t: RiskTier) -> &'static str {
+    match t {
+        RiskTier::Low => "low",
+        RiskTier::Medium => "medium",
+        RiskTier::High => "high",
+    }
+}
+
+fn cedar_text(rule: &Rule) -> String {
+    let principal = match &rule.group {
+        Some(group) => format!("principal in Group::{}", lit(group)),
+        None => "principal".to_owned(),
+    };
+    format!(
+        "@id({})\n@outcome(\"{}\")\n@reason_code({})\n@reason({})\n@source({})\npermit ({principal}, action == Action::\"check\", resource)\nwhen {{ {} }};\n",
+        lit(&rule.id),
+        rule.meta.outcome.as_str(),
+        lit(&rule.meta.reason_code),
+        lit(&rule.meta.reason),
+        lit(&rule.meta.source),
+        rule.condition
+    )
+}
+
+fn base_rules(spec: &PolicySpec) -> Vec<Rule> {
+    let source = "global_guardrails/status".to_owned();
+    let mut rules = vec![
+        Rule {
+            id: format!("{source}#revoked"),
+            group: None,
+            meta: RuleMeta {
+                outcome: Outcome::Deny,
+                reason_code: "agent_revoked".into(),
+                reason: "the agent is revoked".into(),
+                source: source.clone(),
+            },
+            condition: "principal.status == \"revoked\"".into(),
+        },
+        Rule {
+            id: format!("{source}#suspended"),
+            group: None,
+            meta: RuleMeta {
+                outcome: Outcome::Deny,
+                reason_code: "agent_suspended".into(),
+                reason: "the agent is suspended".into(),
+                source: source.clone(),
+            },
+            condition: "principal.status == \"suspended\"".into(),
+        },
+    ];
+    let allow_pending = spec
+        .global_guardrails
+        .status
+        .as_ref()
+        .is_some_and(|s| s.allow_pending);
+    if !allow_pending {
+        rules.push(Rule {
+            id: format!("{source}#pending"),
+            group: None,
+            meta: RuleMeta {
+                outcome: Outcome::Challenge,
+                reason_code: "agent_pending".into(),
+                reason: "the agent has not proven its key yet (pending)".into(),
+                source,
+            },
+            condition: "principal.status == \"pending\"".into(),
+        });
+    }
+    rules
+}
+
+/// Checks names and references; answers the bound blocks per group.
+fn check_structure(spec: &PolicySpec, errors: &mut Vec<SpecError>) {
+    for name in spec.reusable_policy_blocks.keys() {
+        if !is_name(name) {
+            errors.push(SpecError::new(
+                format!("reusable_policy_blocks.{name}"),
+                "block names are 1-64 letters, digits, `_ - . :`",
+            ));
+        }
+    }
+    let mut groups = BTreeSet::new();
+    for (i, g) in spec.agent_groups.iter().enumerate() {
+        if !is_name(&g.name) {
+            errors.push(SpecError::new(
+                format!("agent_groups[{i}].name"),
+                "group names are 1-64 letters, digits, `_ - . :`",
+            ));
+        }
+        if !groups.insert(g.name.clone()) {
+            errors.push(SpecError::new(
+                format!("agent_groups[{i}].name"),
+                format!("`{}` is defined twice", g.name),
+            ));
+        }
+        for (j, m) in g.members.iter().enumerate() {
+            if !crate::ids::has_shape(m, crate::ids::AGENT) {
+                errors.push(SpecError::new(
+                    format!("agent_groups[{i}].members[{j}]"),
+                    format!("`{m}` is not an agent id"),
+                ));
+            }
+        }
+    }
+    let mut bindings = BTreeSet::new();
+    for (i, b) in spec.bindings.iter().enumerate() {
+        if !groups.contains(&b.group) {
+            errors.push(SpecError::new(
+                format!("bindings[{i}].group"),
+                format!("no group `{}`", b.group),
+            ));
+        }
+        if b.blocks.is_empty() {
+            errors.push(SpecError::new(
+                format!("bindings[{i}].blocks"),
+                "bind at least one block",
+            ));
+        }
+        for (j, block) in b.blocks.iter().enumerate() {
+            if !spec.reusable_policy_blocks.contains_key(block) {
+                errors.push(SpecError::new(
+                    format!("bindings[{i}].blocks[{j}]"),
+                    format!("no block `{block}`"),
+                ));
+            }
+        }
+        if let Some(name) = &b.name {
+            if !is_name(name) {
+                errors.push(SpecError::new(
+                    format!("bindings[{i}].name"),
+                    "binding names are 1-64 letters, digits, `_ - . :`",
+                ));
+            }
+        }
+        if !bindings.insert(b.display_name()) {
+            errors.push(SpecError::new(
+                format!("bindings[{i}].name"),
+                format!("`{}` is used twice; name the binding", b.display_name()),
+            ));
+        }
+        if let Some(actions) = &b.actions {
+            if actions.is_empty() || actions.iter().any(|a| !is_action(a)) {
+                errors.push(SpecError::new(
+                    format!("bindings[{i}].actions"),
+                    "list one or more action names",
+                ));
+            }
+        }
+    }
+    for (j, block) in spec.global_guardrails.blocks.iter().enumerate() {
+        if !spec.reusable_policy_blocks.contains_key(block) {
+            errors.push(SpecError::new(
+                format!("global_guardrails.blocks[{j}]"),
+                format!("no block `{block}`"),
+            ));
+        }
+    }
+}
+
+fn build_set(rules: &[&Rule], errors: &mut Vec<SpecError>) -> RuleSet {
+    let mut policies = PolicySet::new();
+    let mut metas = HashMap::new();
+    for rule in rules {
+        let id = PolicyId::new(&rule.id);
+        match Policy::parse(Some(id.clone()), cedar_text(rule)) {
+            Ok(policy) => {
+                if let Err(e) = policies.add(policy) {
+                    errors.push(SpecError::new(
+                        rule.meta.source.clone(),
+                        format!("duplicate rule `{}`: {e}", rule.id),
+                    ));
+                }
+                metas.insert(id, rule.meta.clone());
+            }
+            Err(e) => errors.push(SpecError::new(
+                rule.meta.source.clone(),
+                format!(
+                    "rule `{}` is not valid Cedar: {}",
+                    rule.id,
+                    first_line(&e.to_string())
+                ),
+            )),
+        }
+    }
+    RuleSet {
+        policies,
+        rules: metas,
+    }
+}
+
+fn first_line(text: &str) -> String {
+    text.lines().next().unwrap_or("").to_owned()
+}
+
+/// Compiles a spec. Errors list every problem found, each with its path.
+pub fn compile(spec: &PolicySpec) -> Result<CompiledPolicy, Vec<SpecError>> {
+    let mut errors = Vec::new();
+    check_structure(spec, &mut errors);
+    let mut rules = base_rules(spec);
+    {
+        let inline = spec.global_guardrails.inline_block();
+        let mut e = Emitter {
+            rules: &mut rules,
+            errors: &mut errors,
+            group: None,
+            source: "global_guardrails".into(),
+            narrow: None,
+            allows: false,
+        };
+        e.block(&inline, "global_guardrails", true);
+        for name in &spec.global_guardrails.blocks {
+            if let Some(block) = spec.reusable_policy_blocks.get(name) {
+                e.source = format!("global_guardrails/{name}");
+                e.block(block, &format!("reusable_policy_blocks.{name}"), true);
+            }
+        }
+    }
+    for binding in &spec.bindings {
+        let mut e = Emitter {
+            rules: &mut rules,
+            errors: &mut errors,
+            group: Some(binding.group.clone()),
+            source: String::new(),
+            narrow: binding
+                .actions
+                .as_ref()
+                .filter(|a| !a.is_empty())
+                .map(|a| actions_condition(a)),
+            allows: true,
+        };
+        for name in &binding.blocks {
+            if let Some(block) = spec.reusable_policy_blocks.get(name) {
+                e.source = format!("{}/{name}", binding.display_name());
+                e.block(block, &format!("reusable_policy_blocks.{name}"), false);
+            }
+        }
+    }
+    let mut seen = BTreeSet::new();
+    for r in &rules {
+        if !seen.insert(r.id.clone()) {
+            errors.push(SpecError::new(
+                r.meta.source.clone(),
+                format!(
+                    "rule `{}` appears twice (a block bound twice to the same binding?)",
+                    r.id
+                ),
+            ));
+        }
+    }
+
+    let cedar: String = rules.iter().map(cedar_text).collect::<Vec<_>>().join("\n");
+    let guardrail_rules: Vec<&Rule> = rules.iter().filter(|r| r.group.is_none()).collect();
+    let guardrails = build_set(&guardrail_rules, &mut errors);
+    let mut groups = BTreeMap::new();
+    let bound: BTreeSet<&String> = rules.iter().filter_map(|r| r.group.as_ref()).collect();
+    for group in bound {
+        let group_rules: Vec<&Rule> = rules
+            .iter()
+            .filter(|r| r.group.as_ref() == Some(group))
+            .collect();
+        groups.insert(group.clone(), build_set(&group_rules, &mut errors));
+    }
+    if errors.is_empty() {
+        // Strict validation of everything together.
+        let mut all = PolicySet::new();
+        for set in std::iter::once(&guardrails).chain(groups.values()) {
+            for p in set.policies.policies() {
+                let _ = all.add(p.clone());
+            }
+        }
+        let schema = schema().map_err(|e| vec![e])?;
+        let result = Validator::new(schema.clone()).validate(&all, ValidationMode::Strict);
+        for err in result.validation_errors() {
+            let id = err.policy_id();
+            let source = guardrails
+                .rules
+                .get(id)
+                .or_else(|| groups.values().find_map(|s| s.rules.get(id)))
+                .map(|m| m.source.clone())
+                .unwrap_or_default();
+            errors.push(SpecError::new(
+                source,
+                format!("rule `{id}`: {}", first_line(&err.to_string())),
+            ));
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+
+    let mut members: HashMap<String, Vec<String>> = HashMap::new();
+    let mut selectors = Vec::new();
+    for g in &spec.agent_groups {
+        for m in &g.members {
+            let list = members.entry(m.clone()).or_default();
+            if !list.contains(&g.name) {
+                list.push(g.name.clone());
+            }
+        }
+        if !g.selectors.is_empty() {
+            selectors.push((g.name.clone(), g.selectors.clone()));
+        }
+    }
+    Ok(CompiledPolicy {
+        spec: spec.clone(),
+        hash: spec.hash(),
+        cedar,
+        guardrails,
+        groups,
+        members,
+        selectors,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_embedded_schema_parses() {
+        assert!(schema().is_ok());
+    }
+
+    #[test]
+    fn an_empty_spec_compiles_to_the_status_guardrails() {
+        let compiled = compile(&PolicySpec::default()).unwrap();
+        assert!(
+            compiled.cedar.contains("agent_revoked") && compiled.cedar.contains("agent_pending")
+        );
+        assert!(compiled.groups.is_empty());
+    }
+
+    #[test]
+    fn compile_is_deterministic() {
+        let text = "reusable_policy_blocks:\n  b:\n    actions: {allow: [read], deny: [drop]}\n    amount: {limits: {USD: {allow_up_to: 10, challenge_up_to: 20}, EUR: {allow_up_to: 5}}}\nagent_groups:\n  - {name: g, members: [agt_0123456789abcdef0123456789abcdef]}\nbindings:\n  - {group: g, blocks: [b]}\n";
+        let spec = parse(text, Format::Yaml).unwrap();
+        let a = compile(&spec).unwrap();
+        let b = compile(&parse(text, Format::Yaml).unwrap()).unwrap();
+        assert_eq!(a.cedar, b.cedar);
+        assert_eq!(a.hash, b.hash);
+    }
+
+    #[test]
+    fn every_error_is_reported_with_its_path() {
+        let text = "reusable_policy_blocks:\n  b:\n    status: {allow_pending: true}\n    cedar:\n      - {name: x, when: 'context.nope == 1', outcome: deny, reason_code: Bad, reason: r}\nagent_groups:\n  - {name: g, members: [bob]}\nbindings:\n  - {group: h, blocks: [b, c]}\n";
+        let errs = compile(&parse(text, Format::Yaml).unwrap()).unwrap_err();
+        let paths: Vec<&str> = errs.iter().map(|e| e.path.as_str()).collect();
+        for expected in [
+            "agent_groups[0].members[0]",
+            "bindings[0].group",
+            "bindings[0].blocks[1]",
+            "reusable_policy_blocks.b.status.allow_pending",
+            "reusable_policy_blocks.b.cedar[0].reason_code",
+        ] {
+            assert!(paths.contains(&expected), "{expected} not in {paths:?}");
+        }
+    }
+
+    #[test]
+    fn raw_cedar_is_validated_against_the_schema_and_cannot_inject_policies() {
+        let bad = "global_guardrails:\n  cedar:\n    - {name: x, when: 'context.nope == 1', outcome: deny, reason_code: c, reason: r}\n";
+        let errs = compile(&parse(bad, Format::Yaml).unwrap()).unwrap_err();
+        assert!(errs[0].message.contains("rule"), "{errs:?}");
+        let inject = "global_guardrails:\n  cedar:\n    - {name: x, when: 'true }; permit (principal, action, resource) when { true', outcome: deny, reason_code: c, reason: r}\n";
+        assert!(compile(&parse(inject, Format::Yaml).unwrap()).is_err());
+        let good = "global_guardrails:\n  cedar:\n    - {name: eu, when: 'context.fields.contains(\"region=eu\")', outcome: challenge, reason_code: eu_region, reason: \"EU \\\"data\\\"\"}\n";
+        assert!(compile(&parse(good, Format::Yaml).unwrap()).is_ok());
+    }
+}

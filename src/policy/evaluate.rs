@@ -1,0 +1,360 @@
+//! Evaluation: the facts of one check against a compiled policy. Pure: no I/O, no parsing of
+//! policies; the compiled sets are only read.
+
+use std::collections::BTreeSet;
+use std::str::FromStr;
+use std::sync::OnceLock;
+
+use cedar_policy::{
+    Authorizer, Context, Entities, Entity, EntityUid, Request, RestrictedExpression,
+};
+use serde_json::Value;
+
+use super::compile::{CompiledPolicy, RuleMeta, RuleSet};
+use super::spec::{Outcome, RiskTier, Selector};
+
+/// Metadata of an attachment (never its content).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Attachment {
+    pub filename: String,
+    pub content_type: String,
+    pub size_bytes: u64,
+}
+
+/// The email facts of a `send_email` check.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EmailFacts {
+    /// to + cc + bcc.
+    pub recipients: Vec<String>,
+    pub attachments: Vec<Attachment>,
+}
+
+impl EmailFacts {
+    /// Reads `{to, cc, bcc, attachments: [{filename, content_type, size_bytes}]}`; the error
+    /// names the offending field.
+    pub fn from_json(email: &Value) -> Result<EmailFacts, &'static str> {
+        let Some(obj) = email.as_object() else {
+            return Err("email");
+        };
+        let mut recipients = Vec::new();
+        for (field, name) in [("to", "email.to"), ("cc", "email.cc"), ("bcc", "email.bcc")] {
+            match obj.get(field) {
+                None | Some(Value::Null) => {}
+                Some(Value::String(one)) => recipients.push(one.trim().to_owned()),
+                Some(Value::Array(list)) => {
+                    for r in list {
+                        recipients.push(r.as_str().ok_or(name)?.trim().to_owned());
+                    }
+                }
+                Some(_) => return Err(name),
+            }
+        }
+        if recipients.iter().any(|r| r.is_empty() || r.len() > 320) {
+            return Err("email.to");
+        }
+        let mut attachments = Vec::new();
+        match obj.get("attachments") {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(list)) => {
+                for a in list {
+                    let a = a.as_object().ok_or("email.attachments")?;
+                    let text = |k: &str| a.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+                    let size_bytes = match a.get("size_bytes") {
+                        None | Some(Value::Null) => 0,
+                        Some(v) => v.as_u64().ok_or("email.attachments")?,
+                    };
+                    attachments.push(Attachment {
+                        filename: text("filename"),
+                        content_type: text("content_type"),
+                        size_bytes,
+                    });
+                }
+            }
+            Some(_) => return Err("email.attachments"),
+        }
+        Ok(EmailFacts {
+            recipients,
+            attachments,
+        })
+    }
+}
+
+/// What is known about one check.
+#[derive(Debug, Clone)]
+pub struct Facts<'a> {
+    pub agent_id: &'a str,
+    pub status: &'a str,
+    pub risk_tier: &'a str,
+    /// The agent's metadata (an object; other values count as empty).
+    pub metadata: &'a Value,
+    /// The agent's inventory labels (an object).
+    pub labels: &'a Value,
+    pub action: &'a str,
+    /// The check's context (an object).
+    pub context: &'a Value,
+    pub email: Option<&'a EmailFacts>,
+    pub emails_sent_last_minute: u64,
+    pub emails_sent_last_day: u64,
+}
+
+/// The decision, as `/v1/check` answers it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    pub outcome: Outcome,
+    /// Human reasons of the deciding rules (empty on allow).
+    pub reasons: Vec<String>,
+    pub reason_codes: Vec<String>,
+    /// The spec elements (guardrails, `binding/block`) whose rules decided.
+    pub determining_policies: Vec<String>,
+}
+
+fn scalar_text(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Bool(b) => Some(b.to_string()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+fn selector_matches(selector: &Selector, facts: &Facts<'_>) -> bool {
+    let holds = |source: &Value, key: &str, want: &str| {
+        source.get(key).and_then(scalar_text).as_deref() == Some(want)
+    };
+    selector
+        .metadata
+        .iter()
+        .all(|(k, v)| holds(facts.metadata, k, v))
+        && selector
+            .labels
+            .iter()
+            .all(|(k, v)| holds(facts.labels, k, v))
+}
+
+/// The spec groups the agent belongs to (explicit members and selectors).
+pub fn groups_of(policy: &CompiledPolicy, facts: &Facts<'_>) -> Vec<String> {
+    let mut groups: BTreeSet<String> = policy
+        .members
+        .get(facts.agent_id)
+        .into_iter()
+        .flatten()
+        .cloned()
+        .collect();
+    for (group, selectors) in &policy.selectors {
+        if selectors.iter().any(|s| selector_matches(s, facts)) {
+            groups.insert(group.clone());
+        }
+    }
+    groups.into_iter().collect()
+}
+
+fn uid(type_name: &str, id: &str) -> Result<EntityUid, String> {
+    EntityUid::from_str(&format!(
+        "{type_name}::{}",
+        serde_json::Value::String(id.to_owned())
+    ))
+    .map_err(|e| e.to_string())
+}
+
+fn strings(items: impl IntoIterator<Item = String>) -> RestrictedExpression {
+    RestrictedExpression::new_set(items.into_iter().map(RestrictedExpression::new_string))
+}
+
+fn long(n: u64) -> RestrictedExpression {
+    RestrictedExpression::new_long(i64::try_from(n).unwrap_or(i64::MAX))
+}
+
+fn pairs(source: &Value) -> Vec<String> {
+    source
+        .as_object()
+        .map(|o| {
+            o.iter()
+                .filter_map(|(k, v)| scalar_text(v).map(|t| format!("{k}={t}")))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn authorizer() -> &'static Authorizer {
+    static AUTHORIZER: OnceLock<Authorizer> = OnceLock::new();
+    AUTHORIZER.get_or_init(Authorizer::new)
+}
+
+/// The rules of `set` that match.
+fn matching<'a>(
+    set: &'a RuleSet,
+    request: &Request,
+    entities: &Entities,
+    out: &mut Vec<&'a RuleMeta>,
+) {
+    let response = authorizer().is_authorized(request, &set.policies, entities);
+    for id in response.diagnostics().reason() {
+        if let Some(meta) = set.rules.get(id) {
+            out.push(meta);
+        }
+    }
+}
+
+/// Evaluates a check. Errors are facts that cannot be expressed (they should not happen for
+/// facts built from validated input) and are answered as a deny by the caller.
+pub fn evaluate(policy: &CompiledPolicy, facts: &Facts<'_>) -> Result<Decision, String> {
+    let groups = groups_of(policy, facts);
+    let risk_level = RiskTier::parse(facts.risk_tier).map_or(2, RiskTier::level);
+    let agent_uid = uid("Agent", facts.agent_id)?;
+    let parents = groups
+        .iter()
+        .map(|g| uid("Group", g))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut tags = pairs(facts.metadata);
+    tags.extend(pairs(facts.labels));
+    let agent = Entity::new(
+        agent_uid.clone(),
+        [
+            (
+                "status".to_owned(),
+                RestrictedExpression::new_string(facts.status.to_owned()),
+            ),
+            (
+                "risk_tier".to_owned(),
+                RestrictedExpression::new_string(facts.risk_tier.to_owned()),
+            ),
+            (
+                "risk_level".to_owned(),
+                RestrictedExpression::new_long(risk_level),
+            ),
+            ("tags".to_owned(), strings(tags)),
+        ]
+        .into_iter()
+        .collect(),
+        parents.into_iter().collect(),
+    )
+    .map_err(|e| e.to_string())?;
+
+    let mut numbers = Vec::new();
+    let mut fields = Vec::new();
+    if let Some(obj) = facts.context.as_object() {
+        for (k, v) in obj {
+            match v {
+                Value::Number(n) => {
+                    if let Some(d) = n
+                        .as_f64()
+                        .filter(|f| f.is_finite() && f.abs() < 900_000_000_000_000.0)
+                    {
+                        numbers.push((
+                            k.clone(),
+                            RestrictedExpression::new_decimal(format!("{d:.4}")),
+                        ));
+                    }
+                }
+                Value::String(s) => fields.push(format!("{k}={s}")),
+                Value::Bool(b) => fields.push(format!("{k}={b}")),
+                _ => {}
+            }
+        }
+    }
+    let request_uid = uid("Request", "current")?;
+    let resource =
+        Entity::new_with_tags(request_uid.clone(), [], [], numbers).map_err(|e| e.to_string())?;
+
+    let empty = EmailFacts::default();
+    let email = facts.email.unwrap_or(&empty);
+    let domains: BTreeSet<String> = email
+        .recipients
+        .iter()
+        .map(|r| {
+            r.rsplit('@')
+                .next()
+                .unwrap_or("")
+                .trim_end_matches('>')
+                .to_ascii_lowercase()
+        })
+        .collect();
+    let extensions: BTreeSet<String> = email
+        .attachments
+        .iter()
+        .filter_map(|a| {
+            a.filename
+                .rsplit_once('.')
+                .map(|(_, ext)| format!(".{}", ext.to_ascii_lowercase()))
+        })
+        .collect();
+    let types: BTreeSet<String> = email
+        .attachments
+        .iter()
+        .map(|a| a.content_type.trim().to_ascii_lowercase())
+        .collect();
+    let largest = email
+        .attachments
+        .iter()
+        .map(|a| a.size_bytes)
+        .max()
+        .unwrap_or(0);
+    let email_record = RestrictedExpression::new_record([
+        (
+            "recipient_count".to_owned(),
+            long(email.recipients.len() as u64),
+        ),
+        ("recipient_domains".to_owned(), strings(domains)),
+        ("attachment_extensions".to_owned(), strings(extensions)),
+        ("attachment_types".to_owned(), strings(types)),
+        ("max_attachment_bytes".to_owned(), long(largest)),
+        (
+            "sent_last_minute".to_owned(),
+            long(facts.emails_sent_last_minute),
+        ),
+        ("sent_last_day".to_owned(), long(facts.emails_sent_last_day)),
+    ])
+    .map_err(|e| e.to_string())?;
+    let context = Context::from_pairs([
+        (
+            "action".to_owned(),
+            RestrictedExpression::new_string(facts.action.to_owned()),
+        ),
+        ("fields".to_owned(), strings(fields)),
+        ("email".to_owned(), email_record),
+    ])
+    .map_err(|e| e.to_string())?;
+    let action = uid("Action", "check")?;
+    let request =
+        Request::new(agent_uid, action, request_uid, context, None).map_err(|e| e.to_string())?;
+    let entities = Entities::from_entities([agent, resource], None).map_err(|e| e.to_string())?;
+
+    let mut matched = Vec::new();
+    matching(&policy.guardrails, &request, &entities, &mut matched);
+    for g in &groups {
+        if let Some(set) = policy.groups.get(g) {
+            matching(set, &request, &entities, &mut matched);
+        }
+    }
+    Ok(decide(&matched))
+}
+
+/// deny > challenge > allow; nothing matched is a deny with `no_matching_rule`.
+pub fn decide(matched: &[&RuleMeta]) -> Decision {
+    let winner = [Outcome::Deny, Outcome::Challenge, Outcome::Allow]
+        .into_iter()
+        .find(|o| matched.iter().any(|m| m.outcome == *o));
+    let Some(outcome) = winner else {
+        return Decision {
+            outcome: Outcome::Deny,
+            reasons: vec!["no rule of the policy allows this action".into()],
+            reason_codes: vec!["no_matching_rule".into()],
+            determining_policies: Vec::new(),
+        };
+    };
+    let deciding: Vec<&&RuleMeta> = matched.iter().filter(|m| m.outcome == outcome).collect();
+    let sorted = |items: Vec<String>| -> Vec<String> {
+        let set: BTreeSet<String> = items.into_iter().collect();
+        set.into_iter().collect()
+    };
+    Decision {
+        outcome,
+        reasons: if outcome == Outcome::Allow {
+            Vec::new()
+        } else {
+            sorted(deciding.iter().map(|m| m.reason.clone()).collect())
+        },
+        reason_codes: sorted(deciding.iter().map(|m| m.reason_code.clone()).collect()),
+        determining_policies: sorted(deciding.iter().map(|m| m.source.clone()).collect()),
+    }
+}

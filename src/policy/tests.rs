@@ -1,0 +1,437 @@
+//! Each built-in block and each outcome, evaluated through compiled Cedar.
+
+use serde_json::{json, Value};
+
+use super::evaluate::{evaluate, Attachment, EmailFacts, Facts};
+use super::spec::{parse, Format, Outcome};
+use super::{compile, CompiledPolicy, Decision};
+
+const AGENT: &str = "agt_0123456789abcdef0123456789abcdef";
+
+fn policy(yaml: &str) -> CompiledPolicy {
+    compile(&parse(yaml, Format::Yaml).unwrap()).unwrap()
+}
+
+struct Check {
+    status: &'static str,
+    risk: &'static str,
+    metadata: Value,
+    labels: Value,
+    action: &'static str,
+    context: Value,
+    email: Option<EmailFacts>,
+    sent: (u64, u64),
+}
+
+impl Default for Check {
+    fn default() -> Self {
+        Check {
+            status: "active",
+            risk: "low",
+            metadata: json!({}),
+            labels: json!({}),
+            action: "read",
+            context: json!({}),
+            email: None,
+            sent: (0, 0),
+        }
+    }
+}
+
+fn run(p: &CompiledPolicy, c: &Check) -> Decision {
+    evaluate(
+        p,
+        &Facts {
+            agent_id: AGENT,
+            status: c.status,
+            risk_tier: c.risk,
+            metadata: &c.metadata,
+            labels: &c.labels,
+            action: c.action,
+            context: &c.context,
+            email: c.email.as_ref(),
+            emails_sent_last_minute: c.sent.0,
+            emails_sent_last_day: c.sent.1,
+        },
+    )
+    .unwrap()
+}
+
+fn outcome(p: &CompiledPolicy, c: Check) -> (Outcome, Vec<String>) {
+    let d = run(p, &c);
+    (d.outcome, d.reason_codes)
+}
+
+fn codes(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+const ACTIONS: &str = r#"
+reusable_policy_blocks:
+  ops: { actions: { allow: [read, write], challenge: [deploy], deny: [drop_db] } }
+agent_groups: [{ name: team, members: [agt_0123456789abcdef0123456789abcdef] }]
+bindings: [{ name: team-ops, group: team, blocks: [ops] }]
+"#;
+
+#[test]
+fn actions_allow_challenge_deny_and_default_deny() {
+    let p = policy(ACTIONS);
+    let d = run(
+        &p,
+        &Check {
+            action: "read",
+            ..Check::default()
+        },
+    );
+    assert_eq!(d.outcome, Outcome::Allow);
+    assert!(d.reasons.is_empty());
+    assert_eq!(d.determining_policies, vec!["team-ops/ops".to_string()]);
+    assert_eq!(
+        outcome(
+            &p,
+            Check {
+                action: "deploy",
+                ..Check::default()
+            }
+        ),
+        (Outcome::Challenge, codes(&["action_requires_approval"]))
+    );
+    assert_eq!(
+        outcome(
+            &p,
+            Check {
+                action: "drop_db",
+                ..Check::default()
+            }
+        ),
+        (Outcome::Deny, codes(&["action_denied"]))
+    );
+    let none = run(
+        &p,
+        &Check {
+            action: "fly",
+            ..Check::default()
+        },
+    );
+    assert_eq!(
+        (none.outcome, none.reason_codes),
+        (Outcome::Deny, codes(&["no_matching_rule"]))
+    );
+}
+
+#[test]
+fn status_rules() {
+    let p = policy(ACTIONS);
+    assert_eq!(
+        outcome(
+            &p,
+            Check {
+                status: "revoked",
+                ..Check::default()
+            }
+        ),
+        (Outcome::Deny, codes(&["agent_revoked"]))
+    );
+    assert_eq!(
+        outcome(
+            &p,
+            Check {
+                status: "suspended",
+                ..Check::default()
+            }
+        ),
+        (Outcome::Deny, codes(&["agent_suspended"]))
+    );
+    assert_eq!(
+        outcome(
+            &p,
+            Check {
+                status: "pending",
+                ..Check::default()
+            }
+        ),
+        (Outcome::Challenge, codes(&["agent_pending"]))
+    );
+    let relaxed = policy(&format!(
+        "{ACTIONS}global_guardrails: {{ status: {{ allow_pending: true }} }}\n"
+    ));
+    assert_eq!(
+        outcome(
+            &relaxed,
+            Check {
+                status: "pending",
+                ..Check::default()
+            }
+        )
+        .0,
+        Outcome::Allow
+    );
+    let strict = policy(&format!("{ACTIONS}global_guardrails: {{ status: {{ allow_pending: true, require_active: true }} }}\n"));
+    assert_eq!(
+        outcome(
+            &strict,
+            Check {
+                status: "pending",
+                ..Check::default()
+            }
+        ),
+        (Outcome::Deny, codes(&["agent_not_active"]))
+    );
+}
+
+#[test]
+fn guardrails_beat_bindings() {
+    let p = policy(&format!("{ACTIONS}global_guardrails: {{ actions: {{ deny: [write] }}, reputation: {{ challenge_at: medium }} }}\n"));
+    let d = run(
+        &p,
+        &Check {
+            action: "write",
+            ..Check::default()
+        },
+    );
+    assert_eq!(
+        (d.outcome, d.determining_policies),
+        (Outcome::Deny, vec!["global_guardrails".to_string()])
+    );
+    assert_eq!(
+        outcome(
+            &p,
+            Check {
+                risk: "medium",
+                ..Check::default()
+            }
+        ),
+        (Outcome::Challenge, codes(&["risk_tier_too_high"]))
+    );
+    assert_eq!(
+        outcome(
+            &p,
+            Check {
+                risk: "low",
+                ..Check::default()
+            }
+        )
+        .0,
+        Outcome::Allow
+    );
+}
+
+const EMAIL: &str = r#"
+reusable_policy_blocks:
+  mail:
+    email:
+      allowed_domains: [Example.com, partner.org]
+      max_recipients: 2
+      blocked_attachments: [.exe, application/zip]
+      max_attachment_bytes: 1000
+      rate_limit_per_minute: 3
+      rate_limit_per_day: 100
+agent_groups: [{ name: support, selectors: [{ metadata: { team: support } }] }]
+bindings: [{ group: support, blocks: [mail], actions: [send_email] }]
+"#;
+
+fn mail(to: &[&str], attachments: Vec<Attachment>) -> Option<EmailFacts> {
+    Some(EmailFacts {
+        recipients: to.iter().map(|s| s.to_string()).collect(),
+        attachments,
+    })
+}
+
+#[test]
+fn the_email_block() {
+    let p = policy(EMAIL);
+    let support = || Check {
+        action: "send_email",
+        metadata: json!({"team": "support"}),
+        ..Check::default()
+    };
+    assert_eq!(
+        outcome(
+            &p,
+            Check {
+                email: mail(&["a@EXAMPLE.com", "b@partner.org"], vec![]),
+                ..support()
+            }
+        )
+        .0,
+        Outcome::Allow
+    );
+    assert_eq!(
+        outcome(
+            &p,
+            Check {
+                email: mail(&["a@evil.com"], vec![]),
+                ..support()
+            }
+        ),
+        (Outcome::Deny, codes(&["recipient_domain_not_allowed"]))
+    );
+    assert_eq!(
+        outcome(
+            &p,
+            Check {
+                email: mail(&["a@example.com", "b@example.com", "c@example.com"], vec![]),
+                ..support()
+            }
+        ),
+        (Outcome::Deny, codes(&["too_many_recipients"]))
+    );
+    let exe = Attachment {
+        filename: "run.EXE".into(),
+        content_type: "application/octet-stream".into(),
+        size_bytes: 10,
+    };
+    assert_eq!(
+        outcome(
+            &p,
+            Check {
+                email: mail(&["a@example.com"], vec![exe]),
+                ..support()
+            }
+        ),
+        (Outcome::Deny, codes(&["attachment_blocked"]))
+    );
+    let zip = Attachment {
+        filename: "a.bin".into(),
+        content_type: "Application/Zip".into(),
+        size_bytes: 10,
+    };
+    assert_eq!(
+        outcome(
+            &p,
+            Check {
+                email: mail(&["a@example.com"], vec![zip]),
+                ..support()
+            }
+        ),
+        (Outcome::Deny, codes(&["attachment_blocked"]))
+    );
+    let big = Attachment {
+        filename: "a.pdf".into(),
+        content_type: "application/pdf".into(),
+        size_bytes: 5000,
+    };
+    assert_eq!(
+        outcome(
+            &p,
+            Check {
+                email: mail(&["a@example.com"], vec![big]),
+                ..support()
+            }
+        ),
+        (Outcome::Deny, codes(&["attachment_too_large"]))
+    );
+    assert_eq!(
+        outcome(
+            &p,
+            Check {
+                email: mail(&["a@example.com"], vec![]),
+                sent: (3, 3),
+                ..support()
+            }
+        ),
+        (Outcome::Deny, codes(&["rate_limit_exceeded"]))
+    );
+    assert_eq!(
+        outcome(
+            &p,
+            Check {
+                email: mail(&["a@example.com"], vec![]),
+                sent: (0, 100),
+                ..support()
+            }
+        ),
+        (Outcome::Deny, codes(&["rate_limit_exceeded"]))
+    );
+    // Not in the group (selector does not match): nothing allows it.
+    assert_eq!(
+        outcome(
+            &p,
+            Check {
+                action: "send_email",
+                email: mail(&["a@example.com"], vec![]),
+                ..Check::default()
+            }
+        )
+        .1,
+        codes(&["no_matching_rule"])
+    );
+}
+
+#[test]
+fn amount_thresholds_per_currency() {
+    let p = policy(
+        r#"
+reusable_policy_blocks:
+  refunds: { amount: { limits: { USD: { allow_up_to: 100, challenge_up_to: 1000 }, EUR: { allow_up_to: 50 } } } }
+agent_groups: [{ name: finance, selectors: [{ labels: { dept: finance } }] }]
+bindings: [{ group: finance, blocks: [refunds], actions: [refund] }]
+"#,
+    );
+    let refund = |amount: f64, currency: &str| Check {
+        action: "refund",
+        labels: json!({"dept": "finance"}),
+        context: json!({"amount": amount, "currency": currency}),
+        ..Check::default()
+    };
+    assert_eq!(
+        outcome(&p, refund(100.0, "USD")),
+        (Outcome::Allow, codes(&["amount_within_limit"]))
+    );
+    assert_eq!(
+        outcome(&p, refund(100.01, "USD")),
+        (Outcome::Challenge, codes(&["amount_requires_approval"]))
+    );
+    assert_eq!(
+        outcome(&p, refund(1000.5, "USD")),
+        (Outcome::Deny, codes(&["amount_over_limit"]))
+    );
+    assert_eq!(outcome(&p, refund(50.0, "EUR")).0, Outcome::Allow);
+    assert_eq!(
+        outcome(&p, refund(51.0, "EUR")),
+        (Outcome::Deny, codes(&["amount_over_limit"]))
+    );
+    assert_eq!(
+        outcome(&p, refund(5.0, "GBP")),
+        (Outcome::Deny, codes(&["currency_not_allowed"]))
+    );
+}
+
+#[test]
+fn raw_cedar_rules_decide_with_their_own_codes() {
+    let p = policy(
+        r#"
+global_guardrails:
+  cedar:
+    - { name: eu, when: 'context.fields.contains("region=eu") && principal.tags.contains("gdpr=false")', outcome: deny, reason_code: gdpr_required, reason: "EU data needs a GDPR-cleared agent" }
+  actions: { allow: ["*"] }
+"#,
+    );
+    let d = run(
+        &p,
+        &Check {
+            metadata: json!({"gdpr": false}),
+            context: json!({"region": "eu"}),
+            ..Check::default()
+        },
+    );
+    assert_eq!(
+        (d.outcome, d.reason_codes.clone()),
+        (Outcome::Deny, codes(&["gdpr_required"]))
+    );
+    assert_eq!(
+        d.reasons,
+        vec!["EU data needs a GDPR-cleared agent".to_string()]
+    );
+    assert_eq!(
+        outcome(
+            &p,
+            Check {
+                context: json!({"region": "us"}),
+                ..Check::default()
+            }
+        )
+        .0,
+        Outcome::Allow
+    );
+}
