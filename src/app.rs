@@ -154,6 +154,8 @@ impl App {
             writer: commits,
             config,
             mailer,
+            caches: crate::cache::Caches::default(),
+            changes: tokio::sync::Notify::new(),
             public_url,
         });
         Ok(App {
@@ -190,6 +192,12 @@ impl App {
             ..
         } = self;
         let cleanup = tokio::spawn(clean_nonces(ctx.clone()));
+        let follow = tokio::spawn(follow_changes(ctx.clone()));
+        let listen = ctx
+            .store
+            .listen_url()
+            .map(|url| tokio::spawn(listen_for_changes(ctx.clone(), url)));
+        tokio::spawn(warm_policies(ctx.clone()));
         let router = crate::http::router(ctx.clone());
         let grace = Duration::from_secs(ctx.config.shutdown_grace_secs);
         let stopping = Arc::new(tokio::sync::Notify::new());
@@ -209,8 +217,10 @@ impl App {
                 tracing::warn!(seconds = grace.as_secs(), "grace period over; dropping the requests still running");
             }
         }
-        cleanup.abort();
-        let _ = cleanup.await;
+        for task in [Some(cleanup), Some(follow), listen].into_iter().flatten() {
+            task.abort();
+            let _ = task.await;
+        }
         drop(ctx);
         writer.shutdown().await;
         store.close().await;
@@ -234,6 +244,63 @@ async fn clean_nonces(ctx: SharedContext) {
             Ok(0) => {}
             Ok(n) => tracing::debug!(deleted = n, "expired nonces cleaned up"),
             Err(err) => tracing::warn!(error = %err, "nonce cleanup failed; will retry"),
+        }
+    }
+}
+
+/// Keeps the caches in step with what other replicas change: every second, or at once when
+/// woken (a local write, a Postgres NOTIFY).
+async fn follow_changes(ctx: SharedContext) {
+    let mut since = now_ms();
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = ctx.changes.notified() => {}
+        }
+        let started = now_ms();
+        // Overlap the windows: clocks of replicas differ a little, and a change seen twice is
+        // harmless.
+        match ctx.store.changes_since(since - 2_000).await {
+            Ok(changes) => {
+                ctx.caches.apply(ctx.store.as_ref(), changes).await;
+                since = started;
+            }
+            Err(err) => tracing::warn!(error = %err, "change poll failed; will retry"),
+        }
+    }
+}
+
+/// Postgres: LISTEN for other replicas' changes and wake the poller.
+async fn listen_for_changes(ctx: SharedContext, url: String) {
+    loop {
+        match sqlx::postgres::PgListener::connect(&url).await {
+            Ok(mut listener) => {
+                if let Err(err) = listener.listen("acp_changes").await {
+                    tracing::warn!(error = %err, "LISTEN failed; polling only");
+                } else {
+                    while listener.recv().await.is_ok() {
+                        ctx.changes.notify_one();
+                    }
+                }
+            }
+            Err(err) => tracing::warn!(error = %err, "LISTEN connection failed; polling only"),
+        }
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
+}
+
+/// Compiles every stored policy once at start, so that checks find them ready.
+async fn warm_policies(ctx: SharedContext) {
+    let Ok(all) = ctx.store.all_policies().await else {
+        return;
+    };
+    for p in all {
+        if let Err(err) = ctx
+            .caches
+            .policy(ctx.store.as_ref(), &p.workspace_id, &p.id)
+            .await
+        {
+            tracing::warn!(error = %err, policy = %p.id, "policy not loaded at start");
         }
     }
 }

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use crate::cache::Caches;
 use crate::config::Config;
 use crate::mail::Mailer;
 use crate::store::{GroupCommit, Store};
@@ -13,8 +14,27 @@ pub struct Context {
     pub config: Config,
     /// The configured email provider.
     pub mailer: Arc<dyn Mailer>,
+    /// Hot-path caches (keys, agents, compiled policies).
+    pub caches: Caches,
+    /// Wakes the change poller at once (after a local write others must see, or a NOTIFY).
+    pub changes: tokio::sync::Notify,
     /// Base URL for links (`ACP_PUBLIC_URL`, else the address the server listens on).
     pub public_url: String,
 }
 
 pub type SharedContext = Arc<Context>;
+
+impl Context {
+    /// After a write other replicas cache: evict here (done by the caller) and tell them.
+    pub async fn announce_change(&self) {
+        if let Err(err) = self.store.notify_changes().await {
+            tracing::warn!(error = %err, "change notification failed; other replicas will poll");
+        }
+    }
+
+    /// Forgets a cached agent here and tells other replicas.
+    pub async fn agent_changed(&self, agent_id: &str) {
+        self.caches.agents.remove(agent_id);
+        self.announce_change().await;
+    }
+}

@@ -9,6 +9,7 @@
 pub mod api;
 pub mod app;
 pub mod audit;
+pub mod cache;
 pub mod cli;
 pub mod config;
 pub mod context;

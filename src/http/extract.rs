@@ -256,6 +256,14 @@ pub async fn authenticate(ctx: &SharedContext, headers: &HeaderMap) -> Result<Ca
         return Err(invalid());
     }
     let hash = sha256_hex(key.as_bytes());
+    if let Some(hit) = ctx.caches.keys.get(&hash) {
+        if ct_eq(hit.key_hash.as_bytes(), hash.as_bytes()) {
+            return Ok(Caller {
+                workspace_id: hit.workspace_id,
+                key_id: hit.key_id,
+            });
+        }
+    }
     let record = ctx
         .store
         .api_key_by_hash(&hash)
@@ -274,6 +282,14 @@ pub async fn authenticate(ctx: &SharedContext, headers: &HeaderMap) -> Result<Ca
             },
         );
     }
+    ctx.caches.keys.insert(
+        hash,
+        crate::cache::CachedKey {
+            workspace_id: record.workspace_id.clone(),
+            key_id: record.id.clone(),
+            key_hash: record.key_hash.clone(),
+        },
+    );
     Ok(Caller {
         workspace_id: record.workspace_id,
         key_id: record.id,

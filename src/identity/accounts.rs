@@ -634,7 +634,11 @@ pub async fn revoke_api_key(ctx: &Context, principal: &Principal, key_id: &str) 
     })
     .audited(event);
     match ctx.writer.commit(change).await {
-        Ok(_) => Ok(()),
+        Ok(_) => {
+            ctx.caches.keys.retain(|k| k.key_id != key_id);
+            ctx.announce_change().await;
+            Ok(())
+        }
         Err(StoreError::NotFound) => Err(ApiError::not_found(
             "unknown_api_key",
             "no such live key in this workspace",

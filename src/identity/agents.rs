@@ -277,12 +277,15 @@ pub async fn attest(ctx: &Context, req: api::AttestRequest) -> ApiResult<api::At
     })
     .audited(event);
     match ctx.writer.commit(change).await {
-        Ok(Outcome::Agent(agent)) => Ok(api::AttestResponse {
-            ok: true,
-            agent_id: agent.id,
-            status: agent.status.as_str().into(),
-            attested_at: iso(now),
-        }),
+        Ok(Outcome::Agent(agent)) => {
+            ctx.agent_changed(&agent.id).await;
+            Ok(api::AttestResponse {
+                ok: true,
+                agent_id: agent.id,
+                status: agent.status.as_str().into(),
+                attested_at: iso(now),
+            })
+        }
         Ok(_) => Err(ApiError::internal("attest answered an unexpected outcome")),
         Err(StoreError::ChallengeUsed) => Err(used()),
         Err(StoreError::Conflict(_)) => Err(ApiError::agent_not_active("revoked")),
@@ -433,7 +436,10 @@ pub async fn set_status(
     })
     .audited(event);
     match ctx.writer.commit(change).await? {
-        Outcome::Agent(agent) => Ok(to_wire(*agent)),
+        Outcome::Agent(agent) => {
+            ctx.agent_changed(&agent.id).await;
+            Ok(to_wire(*agent))
+        }
         _ => Err(ApiError::internal(
             "set_status answered an unexpected outcome",
         )),

@@ -211,6 +211,11 @@ pub enum Op {
     },
     RecordStatusChecks(Vec<StatusCheck>),
     StoreContact(ContactSubmission),
+    /// Applies a policy version; `Conflict` when the policy moved past `expected_version`.
+    ApplyPolicy(Box<PolicyApply>),
+    /// Stores the first response to an `Idempotency-Key` (a later one with the key is ignored).
+    StoreIdempotency(Box<IdempotencyRecord>),
+    CreatePolicyChallenge(Box<PolicyChallenge>),
     /// Counts one hit in a fixed window; answers `Count(hits in the window so far)`.
     HitRateLimit {
         bucket: String,
@@ -236,6 +241,13 @@ pub enum Backend {
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     fn backend(&self) -> Backend;
+
+    /// For Postgres, the URL a LISTEN connection uses to hear about changes.
+    fn listen_url(&self) -> Option<String>;
+
+    /// Tells other replicas that something they cache changed (Postgres NOTIFY; no-op on
+    /// SQLite, where they poll).
+    async fn notify_changes(&self) -> Result<(), StoreError>;
 
     /// One round trip to the database (readiness).
     async fn ping(&self) -> Result<(), StoreError>;
@@ -309,6 +321,43 @@ pub trait Store: Send + Sync + 'static {
     async fn outbox(&self, limit: i64) -> Result<Vec<OutboxMessage>, StoreError>;
     /// The latest check of each component.
     async fn latest_status_checks(&self) -> Result<Vec<StatusCheck>, StoreError>;
+
+    async fn policy(
+        &self,
+        workspace_id: &str,
+        policy_id: &str,
+    ) -> Result<Option<PolicyRecord>, StoreError>;
+    async fn policies(&self, workspace_id: &str) -> Result<Vec<PolicyRecord>, StoreError>;
+    /// Every policy of every workspace (to warm a cache).
+    async fn all_policies(&self) -> Result<Vec<PolicyRecord>, StoreError>;
+    async fn policy_version(
+        &self,
+        workspace_id: &str,
+        policy_id: &str,
+        version: i64,
+    ) -> Result<Option<PolicyVersion>, StoreError>;
+    /// Newest first.
+    async fn policy_versions(
+        &self,
+        workspace_id: &str,
+        policy_id: &str,
+    ) -> Result<Vec<PolicyVersion>, StoreError>;
+    /// The record for `key` if stored after `since`.
+    async fn idempotency(
+        &self,
+        workspace_id: &str,
+        key: &str,
+        since: i64,
+    ) -> Result<Option<IdempotencyRecord>, StoreError>;
+    async fn policy_challenge(&self, id: &str) -> Result<Option<PolicyChallenge>, StoreError>;
+    /// Merged inventory labels of the agent in the workspace.
+    async fn agent_labels(
+        &self,
+        workspace_id: &str,
+        agent_id: &str,
+    ) -> Result<serde_json::Value, StoreError>;
+    /// Agents, keys and policies changed at or after `since` (cache invalidation).
+    async fn changes_since(&self, since: i64) -> Result<Vec<Invalidation>, StoreError>;
 }
 
 /// Applies one change outside the group-commit writer (CLI commands, bootstrap).

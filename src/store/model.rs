@@ -303,3 +303,88 @@ pub struct ContactSubmission {
     pub message: String,
     pub created_at: i64,
 }
+
+/// The current state of a policy of a workspace.
+#[derive(Debug, Clone)]
+pub struct PolicyRecord {
+    pub workspace_id: String,
+    pub id: String,
+    pub name: String,
+    pub current_version: i64,
+    pub current_hash: String,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// One applied version of a policy.
+#[derive(Debug, Clone)]
+pub struct PolicyVersion {
+    pub workspace_id: String,
+    pub policy_id: String,
+    pub version: i64,
+    pub hash: String,
+    /// The spec as applied (JSON).
+    pub spec: Value,
+    pub cedar: String,
+    /// Who applied it: `user:<id>`.
+    pub author: String,
+    pub created_at: i64,
+}
+
+/// An apply: the new version and what it materialises.
+#[derive(Debug, Clone)]
+pub struct PolicyApply {
+    pub name: String,
+    /// The version the apply was computed against; 0 for a policy that does not exist yet.
+    pub expected_version: i64,
+    pub version: PolicyVersion,
+    /// `(group, agent_id)` explicit memberships.
+    pub members: Vec<(String, String)>,
+    /// `(binding, group, block, actions JSON)`.
+    pub bindings: Vec<(String, String, String, String)>,
+}
+
+/// A stored response for an `Idempotency-Key`.
+#[derive(Debug, Clone)]
+pub struct IdempotencyRecord {
+    pub workspace_id: String,
+    pub key: String,
+    pub request_hash: String,
+    pub status: i64,
+    pub response: String,
+    pub created_at: i64,
+}
+
+/// A `challenge` decision waiting for a human.
+#[derive(Debug, Clone)]
+pub struct PolicyChallenge {
+    pub id: String,
+    pub workspace_id: String,
+    pub agent_id: String,
+    pub policy_id: String,
+    pub action: String,
+    /// SHA-256 of the action, context and email facts of the challenged request.
+    pub fingerprint: String,
+    pub token_hash: String,
+    /// `pending`, `approved`, `denied`, `expired`.
+    pub status: String,
+    pub reasons: Vec<String>,
+    pub reason_codes: Vec<String>,
+    /// A redacted summary of what was asked.
+    pub summary: Value,
+    pub trace_id: String,
+    pub created_at: i64,
+    pub expires_at: i64,
+    pub decided_at: Option<i64>,
+    pub decided_by: Option<String>,
+    pub consumed_at: Option<i64>,
+}
+
+/// Something that changed since a moment, for cache invalidation across replicas.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Invalidation {
+    Agent(String),
+    ApiKey(String),
+    /// `(workspace_id, policy_id)`.
+    Policy(String, String),
+}

@@ -140,6 +140,7 @@ pub async fn upsert(
             crate::store::StoreError::Conflict(_) => conflict(),
             other => other.into(),
         })?;
+    ctx.agent_changed(&agent.id).await;
     Ok(api::InventoryUpsertResponse {
         ok: true,
         created,

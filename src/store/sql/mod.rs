@@ -17,6 +17,7 @@ use sqlx::{Any, AnyPool, Connection, Executor, Row, Transaction};
 use super::*;
 
 mod accounts;
+mod policies;
 
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
@@ -38,6 +39,7 @@ impl Default for OpenOptions {
 
 pub struct SqlStore {
     backend: Backend,
+    url: String,
     read: AnyPool,
     write: AnyPool,
 }
@@ -87,6 +89,7 @@ impl SqlStore {
                 .await?;
             SqlStore {
                 backend: Backend::Postgres,
+                url: url.to_owned(),
                 read: pool.clone(),
                 write: pool,
             }
@@ -112,6 +115,7 @@ impl SqlStore {
             let read = pool(4).connect_with(connect).await?;
             return Ok(SqlStore {
                 backend: Backend::Sqlite,
+                url: url.to_owned(),
                 read,
                 write,
             });
@@ -661,9 +665,12 @@ async fn apply_op(tx: &mut Transaction<'_, Any>, op: &Op) -> Result<Outcome, Sto
             }
             Ok(last)
         }
-        other => accounts::apply(tx, other)
-            .await
-            .unwrap_or_else(|| Err(StoreError::Database("operation without SQL".into()))),
+        other => match accounts::apply(tx, other).await {
+            Some(result) => result,
+            None => policies::apply(tx, other)
+                .await
+                .unwrap_or_else(|| Err(StoreError::Database("operation without SQL".into()))),
+        },
     }
 }
 
@@ -671,6 +678,19 @@ async fn apply_op(tx: &mut Transaction<'_, Any>, op: &Op) -> Result<Outcome, Sto
 impl Store for SqlStore {
     fn backend(&self) -> Backend {
         self.backend
+    }
+
+    fn listen_url(&self) -> Option<String> {
+        (self.backend == Backend::Postgres).then(|| self.url.clone())
+    }
+
+    async fn notify_changes(&self) -> Result<(), StoreError> {
+        if self.backend == Backend::Postgres {
+            sqlx::query("SELECT pg_notify('acp_changes', '')")
+                .execute(&self.write)
+                .await?;
+        }
+        Ok(())
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
@@ -792,6 +812,64 @@ impl Store for SqlStore {
 
     async fn latest_status_checks(&self) -> Result<Vec<StatusCheck>, StoreError> {
         accounts::latest_status_checks(&self.read).await
+    }
+
+    async fn policy(
+        &self,
+        workspace_id: &str,
+        policy_id: &str,
+    ) -> Result<Option<PolicyRecord>, StoreError> {
+        policies::policy(&self.read, workspace_id, policy_id).await
+    }
+
+    async fn policies(&self, workspace_id: &str) -> Result<Vec<PolicyRecord>, StoreError> {
+        policies::policies(&self.read, Some(workspace_id)).await
+    }
+
+    async fn all_policies(&self) -> Result<Vec<PolicyRecord>, StoreError> {
+        policies::policies(&self.read, None).await
+    }
+
+    async fn policy_version(
+        &self,
+        workspace_id: &str,
+        policy_id: &str,
+        version: i64,
+    ) -> Result<Option<PolicyVersion>, StoreError> {
+        policies::policy_version(&self.read, workspace_id, policy_id, version).await
+    }
+
+    async fn policy_versions(
+        &self,
+        workspace_id: &str,
+        policy_id: &str,
+    ) -> Result<Vec<PolicyVersion>, StoreError> {
+        policies::policy_versions(&self.read, workspace_id, policy_id).await
+    }
+
+    async fn idempotency(
+        &self,
+        workspace_id: &str,
+        key: &str,
+        since: i64,
+    ) -> Result<Option<IdempotencyRecord>, StoreError> {
+        policies::idempotency(&self.read, workspace_id, key, since).await
+    }
+
+    async fn policy_challenge(&self, id: &str) -> Result<Option<PolicyChallenge>, StoreError> {
+        policies::policy_challenge(&self.read, id).await
+    }
+
+    async fn agent_labels(
+        &self,
+        workspace_id: &str,
+        agent_id: &str,
+    ) -> Result<serde_json::Value, StoreError> {
+        policies::agent_labels(&self.read, workspace_id, agent_id).await
+    }
+
+    async fn changes_since(&self, since: i64) -> Result<Vec<Invalidation>, StoreError> {
+        policies::changes_since(&self.read, since).await
     }
 
     async fn agent(&self, id: &str) -> Result<Option<AgentRecord>, StoreError> {

@@ -1,0 +1,376 @@
+//! SQL for policies, their versions, idempotency records, policy challenges and cache
+//! invalidation.
+
+use serde_json::Value;
+use sqlx::any::AnyRow;
+use sqlx::{Any, AnyPool, Row, Transaction};
+
+use crate::store::*;
+
+fn policy_from_row(row: &AnyRow) -> Result<PolicyRecord, sqlx::Error> {
+    Ok(PolicyRecord {
+        workspace_id: row.try_get("workspace_id")?,
+        id: row.try_get("id")?,
+        name: row.try_get("name")?,
+        current_version: row.try_get("current_version")?,
+        current_hash: row.try_get("current_hash")?,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+    })
+}
+
+const POLICY_COLUMNS: &str =
+    "workspace_id, id, name, current_version, current_hash, created_at, updated_at";
+
+fn version_from_row(row: &AnyRow) -> Result<PolicyVersion, sqlx::Error> {
+    Ok(PolicyVersion {
+        workspace_id: row.try_get("workspace_id")?,
+        policy_id: row.try_get("policy_id")?,
+        version: row.try_get("version")?,
+        hash: row.try_get("hash")?,
+        spec: serde_json::from_str(&row.try_get::<String, _>("spec")?).unwrap_or(Value::Null),
+        cedar: row.try_get("cedar")?,
+        author: row.try_get("author")?,
+        created_at: row.try_get("created_at")?,
+    })
+}
+
+const VERSION_COLUMNS: &str =
+    "workspace_id, policy_id, version, hash, spec, cedar, author, created_at";
+
+fn list(text: &str) -> Vec<String> {
+    serde_json::from_str(text).unwrap_or_default()
+}
+
+fn challenge_from_row(row: &AnyRow) -> Result<PolicyChallenge, sqlx::Error> {
+    Ok(PolicyChallenge {
+        id: row.try_get("id")?,
+        workspace_id: row.try_get("workspace_id")?,
+        agent_id: row.try_get("agent_id")?,
+        policy_id: row.try_get("policy_id")?,
+        action: row.try_get("action")?,
+        fingerprint: row.try_get("fingerprint")?,
+        token_hash: row.try_get("token_hash")?,
+        status: row.try_get("status")?,
+        reasons: list(&row.try_get::<String, _>("reasons")?),
+        reason_codes: list(&row.try_get::<String, _>("reason_codes")?),
+        summary: serde_json::from_str(&row.try_get::<String, _>("summary")?).unwrap_or(Value::Null),
+        trace_id: row.try_get("trace_id")?,
+        created_at: row.try_get("created_at")?,
+        expires_at: row.try_get("expires_at")?,
+        decided_at: row.try_get("decided_at")?,
+        decided_by: row.try_get("decided_by")?,
+        consumed_at: row.try_get("consumed_at")?,
+    })
+}
+
+/// Applies the policy operations; `None` for operations that are not theirs.
+pub(super) async fn apply(
+    tx: &mut Transaction<'_, Any>,
+    op: &Op,
+) -> Option<Result<Outcome, StoreError>> {
+    match op {
+        Op::ApplyPolicy(apply) => Some(apply_policy(tx, apply).await),
+        Op::StoreIdempotency(r) => Some(
+            sqlx::query(
+                "INSERT INTO idempotency_keys (workspace_id, key, request_hash, status, response, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6) \
+                 ON CONFLICT (workspace_id, key) DO UPDATE SET request_hash = excluded.request_hash, \
+                 status = excluded.status, response = excluded.response, created_at = excluded.created_at \
+                 WHERE idempotency_keys.created_at < $7",
+            )
+            .bind(&r.workspace_id)
+            .bind(&r.key)
+            .bind(&r.request_hash)
+            .bind(r.status)
+            .bind(&r.response)
+            .bind(r.created_at)
+            // A record older than 24 h may be replaced.
+            .bind(r.created_at - 86_400_000)
+            .execute(&mut **tx)
+            .await
+            .map(|_| Outcome::Done)
+            .map_err(StoreError::from),
+        ),
+        Op::CreatePolicyChallenge(c) => Some(
+            sqlx::query(
+                "INSERT INTO policy_challenges (id, workspace_id, agent_id, policy_id, action, fingerprint, token_hash, \
+                 status, reasons, reason_codes, summary, trace_id, created_at, expires_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+            )
+            .bind(&c.id)
+            .bind(&c.workspace_id)
+            .bind(&c.agent_id)
+            .bind(&c.policy_id)
+            .bind(&c.action)
+            .bind(&c.fingerprint)
+            .bind(&c.token_hash)
+            .bind(&c.status)
+            .bind(serde_json::to_string(&c.reasons).unwrap_or_else(|_| "[]".into()))
+            .bind(serde_json::to_string(&c.reason_codes).unwrap_or_else(|_| "[]".into()))
+            .bind(c.summary.to_string())
+            .bind(&c.trace_id)
+            .bind(c.created_at)
+            .bind(c.expires_at)
+            .execute(&mut **tx)
+            .await
+            .map(|_| Outcome::Done)
+            .map_err(StoreError::from),
+        ),
+        _ => None,
+    }
+}
+
+async fn apply_policy(
+    tx: &mut Transaction<'_, Any>,
+    a: &PolicyApply,
+) -> Result<Outcome, StoreError> {
+    let v = &a.version;
+    let moved = || StoreError::Conflict("the policy changed meanwhile".into());
+    if a.expected_version == 0 {
+        let created = sqlx::query(
+            "INSERT INTO policies (workspace_id, id, name, current_version, current_hash, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $6) ON CONFLICT (workspace_id, id) DO NOTHING",
+        )
+        .bind(&v.workspace_id)
+        .bind(&v.policy_id)
+        .bind(&a.name)
+        .bind(v.version)
+        .bind(&v.hash)
+        .bind(v.created_at)
+        .execute(&mut **tx)
+        .await?
+        .rows_affected();
+        if created == 0 {
+            return Err(moved());
+        }
+    } else {
+        let updated = sqlx::query(
+            "UPDATE policies SET name = $1, current_version = $2, current_hash = $3, updated_at = $4 \
+             WHERE workspace_id = $5 AND id = $6 AND current_version = $7",
+        )
+        .bind(&a.name)
+        .bind(v.version)
+        .bind(&v.hash)
+        .bind(v.created_at)
+        .bind(&v.workspace_id)
+        .bind(&v.policy_id)
+        .bind(a.expected_version)
+        .execute(&mut **tx)
+        .await?
+        .rows_affected();
+        if updated == 0 {
+            return Err(moved());
+        }
+    }
+    sqlx::query(
+        "INSERT INTO policy_versions (workspace_id, policy_id, version, hash, spec, cedar, author, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+    )
+    .bind(&v.workspace_id)
+    .bind(&v.policy_id)
+    .bind(v.version)
+    .bind(&v.hash)
+    .bind(v.spec.to_string())
+    .bind(&v.cedar)
+    .bind(&v.author)
+    .bind(v.created_at)
+    .execute(&mut **tx)
+    .await?;
+    for table in ["policy_group_members", "policy_bindings"] {
+        sqlx::query(&format!(
+            "DELETE FROM {table} WHERE workspace_id = $1 AND policy_id = $2"
+        ))
+        .bind(&v.workspace_id)
+        .bind(&v.policy_id)
+        .execute(&mut **tx)
+        .await?;
+    }
+    for (group, agent) in &a.members {
+        sqlx::query(
+            "INSERT INTO policy_group_members (workspace_id, policy_id, group_name, agent_id) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(&v.workspace_id)
+        .bind(&v.policy_id)
+        .bind(group)
+        .bind(agent)
+        .execute(&mut **tx)
+        .await?;
+    }
+    for (binding, group, block, actions) in &a.bindings {
+        sqlx::query(
+            "INSERT INTO policy_bindings (workspace_id, policy_id, binding_name, group_name, block_name, actions) \
+             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
+        )
+        .bind(&v.workspace_id)
+        .bind(&v.policy_id)
+        .bind(binding)
+        .bind(group)
+        .bind(block)
+        .bind(actions)
+        .execute(&mut **tx)
+        .await?;
+    }
+    Ok(Outcome::Done)
+}
+
+pub(super) async fn policy(
+    pool: &AnyPool,
+    workspace_id: &str,
+    policy_id: &str,
+) -> Result<Option<PolicyRecord>, StoreError> {
+    let sql = format!("SELECT {POLICY_COLUMNS} FROM policies WHERE workspace_id = $1 AND id = $2");
+    let row = sqlx::query(&sql)
+        .bind(workspace_id)
+        .bind(policy_id)
+        .fetch_optional(pool)
+        .await?;
+    Ok(row.map(|r| policy_from_row(&r)).transpose()?)
+}
+
+pub(super) async fn policies(
+    pool: &AnyPool,
+    workspace_id: Option<&str>,
+) -> Result<Vec<PolicyRecord>, StoreError> {
+    let rows = match workspace_id {
+        Some(ws) => {
+            let sql = format!(
+                "SELECT {POLICY_COLUMNS} FROM policies WHERE workspace_id = $1 ORDER BY id"
+            );
+            sqlx::query(&sql).bind(ws).fetch_all(pool).await?
+        }
+        None => {
+            let sql = format!("SELECT {POLICY_COLUMNS} FROM policies ORDER BY workspace_id, id");
+            sqlx::query(&sql).fetch_all(pool).await?
+        }
+    };
+    Ok(rows.iter().map(policy_from_row).collect::<Result<_, _>>()?)
+}
+
+pub(super) async fn policy_version(
+    pool: &AnyPool,
+    workspace_id: &str,
+    policy_id: &str,
+    version: i64,
+) -> Result<Option<PolicyVersion>, StoreError> {
+    let sql = format!("SELECT {VERSION_COLUMNS} FROM policy_versions WHERE workspace_id = $1 AND policy_id = $2 AND version = $3");
+    let row = sqlx::query(&sql)
+        .bind(workspace_id)
+        .bind(policy_id)
+        .bind(version)
+        .fetch_optional(pool)
+        .await?;
+    Ok(row.map(|r| version_from_row(&r)).transpose()?)
+}
+
+pub(super) async fn policy_versions(
+    pool: &AnyPool,
+    workspace_id: &str,
+    policy_id: &str,
+) -> Result<Vec<PolicyVersion>, StoreError> {
+    let sql = format!(
+        "SELECT {VERSION_COLUMNS} FROM policy_versions WHERE workspace_id = $1 AND policy_id = $2 ORDER BY version DESC"
+    );
+    let rows = sqlx::query(&sql)
+        .bind(workspace_id)
+        .bind(policy_id)
+        .fetch_all(pool)
+        .await?;
+    Ok(rows
+        .iter()
+        .map(version_from_row)
+        .collect::<Result<_, _>>()?)
+}
+
+pub(super) async fn idempotency(
+    pool: &AnyPool,
+    workspace_id: &str,
+    key: &str,
+    since: i64,
+) -> Result<Option<IdempotencyRecord>, StoreError> {
+    let row = sqlx::query(
+        "SELECT workspace_id, key, request_hash, status, response, created_at FROM idempotency_keys \
+         WHERE workspace_id = $1 AND key = $2 AND created_at >= $3",
+    )
+    .bind(workspace_id)
+    .bind(key)
+    .bind(since)
+    .fetch_optional(pool)
+    .await?;
+    Ok(match row {
+        Some(r) => Some(IdempotencyRecord {
+            workspace_id: r.try_get("workspace_id")?,
+            key: r.try_get("key")?,
+            request_hash: r.try_get("request_hash")?,
+            status: r.try_get("status")?,
+            response: r.try_get("response")?,
+            created_at: r.try_get("created_at")?,
+        }),
+        None => None,
+    })
+}
+
+pub(super) async fn policy_challenge(
+    pool: &AnyPool,
+    id: &str,
+) -> Result<Option<PolicyChallenge>, StoreError> {
+    let row = sqlx::query(
+        "SELECT id, workspace_id, agent_id, policy_id, action, fingerprint, token_hash, status, reasons, reason_codes, \
+         summary, trace_id, created_at, expires_at, decided_at, decided_by, consumed_at FROM policy_challenges WHERE id = $1",
+    )
+    .bind(id)
+    .fetch_optional(pool)
+    .await?;
+    Ok(row.map(|r| challenge_from_row(&r)).transpose()?)
+}
+
+pub(super) async fn agent_labels(
+    pool: &AnyPool,
+    workspace_id: &str,
+    agent_id: &str,
+) -> Result<Value, StoreError> {
+    let rows = sqlx::query(
+        "SELECT labels FROM agent_inventory WHERE workspace_id = $1 AND agent_id = $2 ORDER BY external_agent_key",
+    )
+    .bind(workspace_id)
+    .bind(agent_id)
+    .fetch_all(pool)
+    .await?;
+    let mut merged = serde_json::Map::new();
+    for row in rows {
+        if let Ok(Value::Object(labels)) =
+            serde_json::from_str::<Value>(&row.try_get::<String, _>("labels")?)
+        {
+            merged.extend(labels);
+        }
+    }
+    Ok(Value::Object(merged))
+}
+
+pub(super) async fn changes_since(
+    pool: &AnyPool,
+    since: i64,
+) -> Result<Vec<Invalidation>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT 'agent' AS kind, id AS a, '' AS b FROM agents WHERE updated_at >= $1 \
+         UNION ALL SELECT 'agent', agent_id, '' FROM agent_inventory WHERE updated_at >= $1 \
+         UNION ALL SELECT 'key', id, '' FROM api_keys WHERE revoked_at >= $1 \
+         UNION ALL SELECT 'policy', workspace_id, id FROM policies WHERE updated_at >= $1",
+    )
+    .bind(since)
+    .fetch_all(pool)
+    .await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for row in rows {
+        let kind: String = row.try_get("kind")?;
+        let a: String = row.try_get("a")?;
+        let b: String = row.try_get("b")?;
+        out.push(match kind.as_str() {
+            "agent" => Invalidation::Agent(a),
+            "key" => Invalidation::ApiKey(a),
+            _ => Invalidation::Policy(a, b),
+        });
+    }
+    Ok(out)
+}
