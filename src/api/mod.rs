@@ -579,3 +579,140 @@ pub struct ContactResponse {
     /// Whether the notification mail went out (false when none is configured or it failed).
     pub notified: bool,
 }
+
+// ---- decisions and policies ---------------------------------------------------------------
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct CheckRequest {
+    pub agent_id: String,
+    /// Default `pol_default`.
+    #[serde(default)]
+    pub policy_id: Option<String>,
+    /// E.g. `refund`, `send_email`.
+    pub action: String,
+    /// Action data (amount, currency, ...): an object.
+    #[serde(default)]
+    pub context: Option<Value>,
+    /// For `send_email`: `{to, cc, bcc, subject, attachments: [{filename, content_type, size_bytes}]}`.
+    #[serde(default)]
+    pub email: Option<Value>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ChallengeInfo {
+    /// `approval_link`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub url: String,
+    pub expires_at: String,
+    /// Seconds.
+    pub expires_in: i64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct DecisionResponse {
+    pub ok: bool,
+    /// `allow`, `challenge` or `deny`.
+    pub decision: String,
+    pub trace_id: String,
+    /// Human reasons; empty on allow.
+    pub reasons: Vec<String>,
+    pub reason_codes: Vec<String>,
+    pub policy_id: String,
+    pub policy_hash: String,
+    pub policy_version: i64,
+    /// The spec elements whose rules decided.
+    pub determining_policies: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub challenge_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub challenge: Option<ChallengeInfo>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct SyncRequest {
+    /// Default `pol_default`.
+    #[serde(default)]
+    pub policy_id: Option<String>,
+    #[serde(default)]
+    pub policy_name: Option<String>,
+    #[serde(default)]
+    pub dry_run: bool,
+    /// Refuse (409 `sync_conflict`) unless the current hash is this.
+    #[serde(default)]
+    pub expected_policy_hash: Option<String>,
+    /// The policy spec (see docs/policy-spec.md).
+    pub spec: Value,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SyncDiff {
+    pub changed: bool,
+    /// Unified diff of the compiled Cedar, current → desired.
+    pub cedar_diff: String,
+    /// Blocks, groups, bindings and memberships added, removed and changed.
+    pub summary: Value,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SyncResponse {
+    pub ok: bool,
+    pub dry_run: bool,
+    pub policy_id: String,
+    pub policy_name: String,
+    /// Null when the policy does not exist yet.
+    pub current_policy_hash: Option<String>,
+    pub desired_policy_hash: String,
+    pub diff: SyncDiff,
+    /// Apply only: whether a new version was created (false for an unchanged spec).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub applied: Option<bool>,
+    /// Apply only: the policy's hash after the apply.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy_hash: Option<String>,
+    /// Apply only: the policy's version after the apply.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<i64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct PolicySummary {
+    pub policy_id: String,
+    pub name: String,
+    pub version: i64,
+    pub policy_hash: String,
+    pub updated_at: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct PolicyListResponse {
+    pub ok: bool,
+    pub items: Vec<PolicySummary>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct PolicyDetail {
+    pub ok: bool,
+    pub policy_id: String,
+    pub name: String,
+    pub version: i64,
+    pub policy_hash: String,
+    pub spec: Value,
+    pub cedar: String,
+    pub author: Option<String>,
+    pub created_at: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct PolicyVersionItem {
+    pub version: i64,
+    pub policy_hash: String,
+    pub author: String,
+    pub created_at: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct PolicyVersionList {
+    pub ok: bool,
+    pub items: Vec<PolicyVersionItem>,
+}

@@ -3,6 +3,7 @@
 mod api_key;
 mod healthcheck;
 mod outbox;
+mod policy;
 mod serve;
 mod workspace;
 
@@ -45,6 +46,9 @@ pub enum Command {
     Healthcheck(healthcheck::HealthcheckArgs),
     /// Print the OpenAPI document of this build
     Openapi,
+    /// Validate, format, compile and test policy specs (offline: no server, no database)
+    #[command(subcommand)]
+    Policy(policy::PolicyCommand),
 }
 
 impl Cli {
@@ -74,5 +78,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             print!("{}", crate::http::openapi_document());
             Ok(0)
         }
+        Command::Policy(cmd) => policy::run(cmd),
     }
 }

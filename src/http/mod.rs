@@ -5,6 +5,7 @@ pub mod agents;
 pub mod audit;
 pub mod extract;
 pub mod pages;
+pub mod policies;
 pub mod session;
 pub mod site;
 pub mod telemetry;
@@ -43,6 +44,7 @@ use crate::store::Cursor;
         (name = "workspaces", description = "Workspaces, members and API keys, managed by their users"),
         (name = "dashboard", description = "Server-rendered pages"),
         (name = "status", description = "Status summary and contact"),
+        (name = "decisions", description = "Decisions (`/v1/check`) and policy as code"),
         (name = "operations", description = "Health and discovery")
     )
 )]
@@ -160,6 +162,13 @@ fn routes() -> OpenApiRouter<SharedContext> {
         .routes(routes!(site::summary))
         .routes(routes!(site::run_checks))
         .routes(routes!(site::contact))
+        .routes(routes!(policies::check))
+        .routes(routes!(policies::policies_sync))
+        .routes(routes!(policies::sync_alias))
+        .routes(routes!(policies::list))
+        .routes(routes!(policies::get))
+        .routes(routes!(policies::versions))
+        .routes(routes!(policies::version))
 }
 
 /// The OpenAPI document of every route the server has, pretty-printed (the committed copy in

@@ -483,6 +483,13 @@ impl Emitter<'_> {
                 format!("{base} && {which} && {value}.greaterThan({challenge})"),
             );
         }
+        self.rule(
+            "amount/negative",
+            Outcome::Deny,
+            "amount_invalid",
+            "amounts may not be negative".into(),
+            format!("{base} && {value}.lessThan(decimal(\"0.0\"))"),
+        );
         if !a.limits.contains_key("*") {
             self.rule(
                 "amount/unknown_currency",
@@ -573,7 +580,8 @@ fn cedar_text(rule: &Rule) -> String {
 }
 
 fn base_rules(spec: &PolicySpec) -> Vec<Rule> {
-    let source = "global_guardrails/status".to_owned();
+    // `#` cannot appear in block names, so this source never clashes with a spec element.
+    let source = "global_guardrails#agent_status".to_owned();
     let mut rules = vec![
         Rule {
             id: format!("{source}#revoked"),
@@ -598,11 +606,19 @@ fn base_rules(spec: &PolicySpec) -> Vec<Rule> {
             condition: "principal.status == \"suspended\"".into(),
         },
     ];
+    let guardrail_blocks = spec
+        .global_guardrails
+        .blocks
+        .iter()
+        .filter_map(|b| spec.reusable_policy_blocks.get(b));
     let allow_pending = spec
         .global_guardrails
         .status
         .as_ref()
-        .is_some_and(|s| s.allow_pending);
+        .is_some_and(|s| s.allow_pending)
+        || guardrail_blocks
+            .filter_map(|b| b.status.as_ref())
+            .any(|s| s.allow_pending);
     if !allow_pending {
         rules.push(Rule {
             id: format!("{source}#pending"),
@@ -643,6 +659,14 @@ fn check_structure(spec: &PolicySpec, errors: &mut Vec<SpecError>) {
                 format!("`{}` is defined twice", g.name),
             ));
         }
+        for (j, sel) in g.selectors.iter().enumerate() {
+            if sel.metadata.is_empty() && sel.labels.is_empty() {
+                errors.push(SpecError::new(
+                    format!("agent_groups[{i}].selectors[{j}]"),
+                    "a selector needs at least one metadata or labels entry (an empty one would match every agent)",
+                ));
+            }
+        }
         for (j, m) in g.members.iter().enumerate() {
             if !crate::ids::has_shape(m, crate::ids::AGENT) {
                 errors.push(SpecError::new(
@@ -681,6 +705,12 @@ fn check_structure(spec: &PolicySpec, errors: &mut Vec<SpecError>) {
                     "binding names are 1-64 letters, digits, `_ - . :`",
                 ));
             }
+        }
+        if b.display_name() == "global_guardrails" {
+            errors.push(SpecError::new(
+                format!("bindings[{i}].name"),
+                "`global_guardrails` is reserved",
+            ));
         }
         if !bindings.insert(b.display_name()) {
             errors.push(SpecError::new(

@@ -49,7 +49,16 @@ impl EmailFacts {
                 Some(_) => return Err(name),
             }
         }
-        if recipients.iter().any(|r| r.is_empty() || r.len() > 320) {
+        // One address per entry: a list smuggled into one string ("a@x, b@y") would be
+        // judged by its last domain only.
+        if recipients.iter().any(|r| {
+            r.is_empty()
+                || r.len() > 320
+                || r.matches('@').count() != 1
+                || r.chars().any(|c| {
+                    c.is_whitespace() || matches!(c, ',' | ';' | '<' | '>' | '"' | '(' | ')')
+                })
+        }) {
             return Err("email.to");
         }
         let mut attachments = Vec::new();
@@ -240,9 +249,12 @@ pub fn evaluate(policy: &CompiledPolicy, facts: &Facts<'_>) -> Result<Decision, 
                         .as_f64()
                         .filter(|f| f.is_finite() && f.abs() < 900_000_000_000_000.0)
                     {
+                        // Rounded up to Cedar's 4 decimals, so a value just over a limit never rounds
+                        // down onto it.
+                        let up = (d * 10_000.0).ceil() / 10_000.0;
                         numbers.push((
                             k.clone(),
-                            RestrictedExpression::new_decimal(format!("{d:.4}")),
+                            RestrictedExpression::new_decimal(format!("{up:.4}")),
                         ));
                     }
                 }
@@ -272,8 +284,10 @@ pub fn evaluate(policy: &CompiledPolicy, facts: &Facts<'_>) -> Result<Decision, 
     let extensions: BTreeSet<String> = email
         .attachments
         .iter()
+        // Trailing dots and spaces are ignored by common file systems: `run.exe.` is an .exe.
         .filter_map(|a| {
             a.filename
+                .trim_end_matches(['.', ' '])
                 .rsplit_once('.')
                 .map(|(_, ext)| format!(".{}", ext.to_ascii_lowercase()))
         })
@@ -281,7 +295,15 @@ pub fn evaluate(policy: &CompiledPolicy, facts: &Facts<'_>) -> Result<Decision, 
     let types: BTreeSet<String> = email
         .attachments
         .iter()
-        .map(|a| a.content_type.trim().to_ascii_lowercase())
+        // The media type without parameters (`application/zip; name=x` is `application/zip`).
+        .map(|a| {
+            a.content_type
+                .split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
         .collect();
     let largest = email
         .attachments

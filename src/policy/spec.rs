@@ -362,6 +362,24 @@ pub struct TestExpectation {
     pub reason_codes: Option<Vec<String>>,
 }
 
+/// The value with every object's keys in sorted order.
+pub fn sort_keys(value: Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(String, Value)> = map.into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Object(
+                entries
+                    .into_iter()
+                    .map(|(k, v)| (k, sort_keys(v)))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(sort_keys).collect()),
+        other => other,
+    }
+}
+
 /// The text format of a spec.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -434,8 +452,9 @@ impl PolicySpec {
             tests: Vec::new(),
             ..self.clone()
         };
-        // Through `Value` so that every map, including free-form ones, has sorted keys.
-        let value = serde_json::to_value(&policy).unwrap_or(Value::Null);
+        // Keys sorted explicitly at every level: the form must not depend on whether some
+        // dependency switches serde_json to insertion order.
+        let value = sort_keys(serde_json::to_value(&policy).unwrap_or(Value::Null));
         serde_json::to_string(&value).unwrap_or_default()
     }
 

@@ -435,3 +435,84 @@ global_guardrails:
         Outcome::Allow
     );
 }
+
+#[test]
+fn review_edge_cases_are_closed() {
+    let p = policy(EMAIL);
+    let support = || Check {
+        action: "send_email",
+        metadata: json!({"team": "support"}),
+        ..Check::default()
+    };
+    let dotted = Attachment {
+        filename: "run.exe. ".into(),
+        content_type: "application/octet-stream".into(),
+        size_bytes: 1,
+    };
+    assert_eq!(
+        outcome(
+            &p,
+            Check {
+                email: mail(&["a@example.com"], vec![dotted]),
+                ..support()
+            }
+        )
+        .1,
+        codes(&["attachment_blocked"])
+    );
+    let zip = Attachment {
+        filename: "a".into(),
+        content_type: "application/zip; name=a".into(),
+        size_bytes: 1,
+    };
+    assert_eq!(
+        outcome(
+            &p,
+            Check {
+                email: mail(&["a@example.com"], vec![zip]),
+                ..support()
+            }
+        )
+        .1,
+        codes(&["attachment_blocked"])
+    );
+    assert!(EmailFacts::from_json(&json!({"to": ["x@evil.test, y@example.com"]})).is_err());
+    assert!(
+        EmailFacts::from_json(&json!({"to": ["a@example.com"], "cc": "b@example.com"})).is_ok()
+    );
+
+    let refunds = policy(
+        "reusable_policy_blocks: {r: {amount: {limits: {USD: {allow_up_to: 500}}}}}\nagent_groups: [{name: g, members: [agt_0123456789abcdef0123456789abcdef]}]\nbindings: [{group: g, blocks: [r]}]\n",
+    );
+    let amount = |a: f64| Check {
+        action: "refund",
+        context: json!({"amount": a, "currency": "USD"}),
+        ..Check::default()
+    };
+    assert_eq!(outcome(&refunds, amount(500.0)).0, Outcome::Allow);
+    assert_eq!(
+        outcome(&refunds, amount(500.00004)).1,
+        codes(&["amount_over_limit"])
+    );
+    assert_eq!(
+        outcome(&refunds, amount(-5.0)).1,
+        codes(&["amount_invalid"])
+    );
+
+    let pending_ok = policy(
+        "reusable_policy_blocks:\n  ops: { actions: { allow: [read] } }\n  relax: { status: { allow_pending: true } }\nagent_groups: [{ name: team, members: [agt_0123456789abcdef0123456789abcdef] }]\nbindings: [{ group: team, blocks: [ops] }]\nglobal_guardrails: { blocks: [relax] }\n",
+    );
+    assert_eq!(
+        outcome(
+            &pending_ok,
+            Check {
+                status: "pending",
+                ..Check::default()
+            }
+        )
+        .0,
+        Outcome::Allow
+    );
+    let empty_selector = "agent_groups: [{name: g, selectors: [{}]}]\n";
+    assert!(compile(&parse(empty_selector, Format::Yaml).unwrap()).is_err());
+}

@@ -14,6 +14,8 @@ mod bad_input;
 mod dashboard;
 mod foundation;
 mod isolation;
+mod policies;
+mod policy_cli;
 mod replicas;
 mod telemetry;
 mod verify;

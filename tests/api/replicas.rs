@@ -6,7 +6,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
 /// Starts the real `acp` binary on `db_url` and answers it with its base URL.
-async fn start_replica(db_url: &str, key: &str) -> (Child, String) {
+pub async fn start_replica(db_url: &str, key: &str) -> (Child, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_acp"))
         .args(["serve", "--addr", "127.0.0.1:0", "--database-url", db_url])
         .env("ACP_BOOTSTRAP_API_KEY", key)

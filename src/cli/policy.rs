@@ -1,0 +1,566 @@
+//! `acp policy validate|fmt|compile|test FILE`: policy specs as code, offline. These commands
+//! read one spec file (YAML, or JSON when the name ends in `.json`) and never open the database
+//! or resolve the server configuration.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use clap::{Subcommand, ValueEnum};
+use serde_json::{json, Value};
+use serde_yaml_ng::Value as Yaml;
+
+use crate::policy::evaluate::{evaluate, EmailFacts, Facts};
+use crate::policy::spec::{self, Format, PolicySpec, TestCase};
+use crate::policy::{compile, CompiledPolicy, SpecError};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PolicyCommand {
+    /// Parse and compile a spec; print `ok <hash>` or every error (exit 1)
+    Validate {
+        /// The spec file (YAML, or JSON when it ends in .json)
+        file: PathBuf,
+    },
+    /// Print the spec in canonical form, or rewrite it (--write), or check it (--check)
+    Fmt {
+        /// The spec file (YAML, or JSON when it ends in .json)
+        file: PathBuf,
+        /// Rewrite the file in place
+        #[arg(long, conflicts_with = "check")]
+        write: bool,
+        /// Exit 1 when the file is not formatted (prints a diff)
+        #[arg(long)]
+        check: bool,
+    },
+    /// Print the compiled Cedar policy set and the policy hash
+    Compile {
+        /// The spec file (YAML, or JSON when it ends in .json)
+        file: PathBuf,
+        /// `text`, or `json` for tools
+        #[arg(long, value_enum, default_value_t = Output::Text)]
+        output: Output,
+    },
+    /// Run the spec's `tests` cases against the compiled policy (exit 1 if any fails)
+    Test {
+        /// The spec file (YAML, or JSON when it ends in .json)
+        file: PathBuf,
+        /// `text`, or `json` for tools
+        #[arg(long, value_enum, default_value_t = Output::Text)]
+        output: Output,
+    },
+}
+
+/// Runs a policy command; answers the exit code (0 success, 1 any failure).
+pub fn run(cmd: &PolicyCommand) -> anyhow::Result<i32> {
+    let mut p = Printed::default();
+    let code = match cmd {
+        PolicyCommand::Validate { file } => validate(&mut p, file),
+        PolicyCommand::Fmt { file, write, check } => fmt(&mut p, file, *write, *check),
+        PolicyCommand::Compile { file, output } => compile_cmd(&mut p, file, *output),
+        PolicyCommand::Test { file, output } => test(&mut p, file, *output),
+    }?;
+    p.flush()?;
+    Ok(code)
+}
+
+/// What a command prints, written at the end so that a closed pipe (`| head`) is not an error.
+#[derive(Default)]
+struct Printed {
+    out: String,
+    err: String,
+}
+
+impl Printed {
+    fn out(&mut self, text: &str) {
+        self.out.push_str(text);
+    }
+
+    fn line(&mut self, text: impl std::fmt::Display) {
+        self.out.push_str(&text.to_string());
+        self.out.push('\n');
+    }
+
+    fn eline(&mut self, text: impl std::fmt::Display) {
+        self.err.push_str(&text.to_string());
+        self.err.push('\n');
+    }
+
+    fn flush(&self) -> anyhow::Result<()> {
+        use std::io::{ErrorKind, Write};
+        let write = |mut w: Box<dyn Write>, text: &str| match w
+            .write_all(text.as_bytes())
+            .and_then(|()| w.flush())
+        {
+            Err(e) if e.kind() != ErrorKind::BrokenPipe => Err(e),
+            _ => Ok(()),
+        };
+        write(Box::new(std::io::stderr().lock()), &self.err).context("cannot write to stderr")?;
+        write(Box::new(std::io::stdout().lock()), &self.out).context("cannot write to stdout")
+    }
+}
+
+fn format_of(file: &Path) -> Format {
+    Format::of_path(&file.to_string_lossy())
+}
+
+fn read(file: &Path) -> anyhow::Result<String> {
+    std::fs::read_to_string(file).with_context(|| format!("cannot read `{}`", file.display()))
+}
+
+fn load(file: &Path) -> anyhow::Result<Result<PolicySpec, Vec<SpecError>>> {
+    Ok(spec::parse(&read(file)?, format_of(file)))
+}
+
+fn load_compiled(file: &Path) -> anyhow::Result<Result<CompiledPolicy, Vec<SpecError>>> {
+    Ok(load(file)?.and_then(|spec| compile(&spec)))
+}
+
+fn print_errors(p: &mut Printed, errors: &[SpecError], to_stderr: bool) {
+    for e in errors {
+        if to_stderr {
+            p.eline(e);
+        } else {
+            p.line(e);
+        }
+    }
+}
+
+fn errors_json(errors: &[SpecError]) -> Value {
+    json!({"ok": false, "errors": errors})
+}
+
+fn validate(p: &mut Printed, file: &Path) -> anyhow::Result<i32> {
+    match load_compiled(file)? {
+        Ok(compiled) => {
+            p.line(format!("ok {}", compiled.hash));
+            Ok(0)
+        }
+        Err(errors) => {
+            print_errors(p, &errors, false);
+            Ok(1)
+        }
+    }
+}
+
+fn compile_cmd(p: &mut Printed, file: &Path, output: Output) -> anyhow::Result<i32> {
+    let compiled = match load_compiled(file)? {
+        Ok(compiled) => compiled,
+        Err(errors) => {
+            match output {
+                Output::Json => p.line(errors_json(&errors)),
+                Output::Text => print_errors(p, &errors, true),
+            }
+            return Ok(1);
+        }
+    };
+    match output {
+        Output::Json => {
+            p.line(json!({"ok": true, "policy_hash": compiled.hash, "cedar": compiled.cedar}))
+        }
+        Output::Text => {
+            p.line(format!("// policy_hash: {}", compiled.hash));
+            p.out(&compiled.cedar);
+        }
+    }
+    Ok(0)
+}
+
+// --- fmt ----------------------------------------------------------------------------------
+
+enum Seg {
+    Key(Yaml),
+    Index(usize),
+}
+
+/// Paths of every mapping key, children before their parent.
+fn key_paths(value: &Yaml, prefix: &mut Vec<Seg>, out: &mut Vec<Vec<Seg>>) {
+    match value {
+        Yaml::Mapping(map) => {
+            for (k, v) in map {
+                prefix.push(Seg::Key(k.clone()));
+                key_paths(v, prefix, out);
+                out.push(prefix.iter().map(Seg::clone_seg).collect());
+                prefix.pop();
+            }
+        }
+        Yaml::Sequence(items) => {
+            for (i, v) in items.iter().enumerate() {
+                prefix.push(Seg::Index(i));
+                key_paths(v, prefix, out);
+                prefix.pop();
+            }
+        }
+        _ => {}
+    }
+}
+
+impl Seg {
+    fn clone_seg(&self) -> Seg {
+        match self {
+            Seg::Key(k) => Seg::Key(k.clone()),
+            Seg::Index(i) => Seg::Index(*i),
+        }
+    }
+}
+
+/// Removes the key at `path`; false when the path does not lead to one.
+fn remove_at(root: &mut Yaml, path: &[Seg]) -> bool {
+    let Some((last, parents)) = path.split_last() else {
+        return false;
+    };
+    let mut node = root;
+    for seg in parents {
+        let next = match (seg, node) {
+            (Seg::Key(k), Yaml::Mapping(map)) => map.get_mut(k),
+            (Seg::Index(i), Yaml::Sequence(items)) => items.get_mut(*i),
+            _ => None,
+        };
+        let Some(next) = next else {
+            return false;
+        };
+        node = next;
+    }
+    match (last, node) {
+        (Seg::Key(k), Yaml::Mapping(map)) => map.shift_remove(k).is_some(),
+        _ => false,
+    }
+}
+
+fn parses_to(value: &Yaml, spec: &PolicySpec) -> bool {
+    serde_json::to_value(value)
+        .ok()
+        .and_then(|v| spec::from_value(&v).ok())
+        .is_some_and(|parsed| &parsed == spec)
+}
+
+/// The spec as a document in the model's key order, without the keys that only repeat a
+/// default: a key is left out exactly when the spec parses the same without it, so the policy
+/// hash and the test cases never change.
+fn normalised(spec: &PolicySpec) -> anyhow::Result<Yaml> {
+    let mut doc = serde_yaml_ng::to_value(spec).context("cannot serialise the spec")?;
+    let mut paths = Vec::new();
+    key_paths(&doc, &mut Vec::new(), &mut paths);
+    for path in paths {
+        let mut candidate = doc.clone();
+        if remove_at(&mut candidate, &path) && parses_to(&candidate, spec) {
+            doc = candidate;
+        }
+    }
+    Ok(doc)
+}
+
+/// The leading comment lines of a YAML file (kept by `fmt`; other comments are not).
+fn yaml_header(text: &str) -> String {
+    let mut lines: Vec<&str> = text
+        .lines()
+        .map(str::trim_end)
+        .skip_while(|l| l.is_empty())
+        .take_while(|l| l.is_empty() || l.starts_with('#'))
+        .collect();
+    while lines.last().is_some_and(|l| l.is_empty()) {
+        lines.pop();
+    }
+    lines.iter().map(|l| format!("{l}\n")).collect()
+}
+
+/// The formatted text of a spec file.
+pub fn formatted(text: &str, format: Format) -> Result<String, Vec<SpecError>> {
+    let spec = spec::parse(text, format)?;
+    let doc = normalised(&spec).map_err(|e| vec![SpecError::new("", format!("{e:#}"))])?;
+    match format {
+        Format::Json => serde_json::to_string_pretty(&doc)
+            .map(|s| s + "\n")
+            .map_err(|e| vec![SpecError::new("", format!("cannot write JSON: {e}"))]),
+        Format::Yaml => {
+            let body = serde_yaml_ng::to_string(&doc)
+                .map_err(|e| vec![SpecError::new("", format!("cannot write YAML: {e}"))])?;
+            let header = yaml_header(text);
+            Ok(if header.is_empty() {
+                body
+            } else {
+                format!("{header}\n{body}")
+            })
+        }
+    }
+}
+
+fn fmt(p: &mut Printed, file: &Path, write: bool, check: bool) -> anyhow::Result<i32> {
+    let text = read(file)?;
+    let out = match formatted(&text, format_of(file)) {
+        Ok(out) => out,
+        Err(errors) => {
+            print_errors(p, &errors, true);
+            return Ok(1);
+        }
+    };
+    let name = file.display().to_string();
+    if check {
+        if out == text {
+            return Ok(0);
+        }
+        let diff = similar::TextDiff::from_lines(&text, &out);
+        p.out(
+            &diff
+                .unified_diff()
+                .header(&name, &format!("{name} (formatted)"))
+                .to_string(),
+        );
+        p.eline(format!(
+            "`{name}` is not formatted; run `acp policy fmt --write {name}`"
+        ));
+        return Ok(1);
+    }
+    if write {
+        if out != text {
+            std::fs::write(file, &out).with_context(|| format!("cannot write `{name}`"))?;
+            p.line(format!("formatted {name}"));
+        }
+        return Ok(0);
+    }
+    p.out(&out);
+    Ok(0)
+}
+
+// --- test ---------------------------------------------------------------------------------
+
+const STATUSES: [&str; 4] = ["pending", "active", "suspended", "revoked"];
+const RISK_TIERS: [&str; 3] = ["low", "medium", "high"];
+
+/// The result of one test case.
+struct CaseResult {
+    name: String,
+    /// What differed, or why the case could not run; `None` when it passed.
+    failure: Option<String>,
+    got: Option<crate::policy::Decision>,
+}
+
+fn run_case(policy: &CompiledPolicy, case: &TestCase) -> CaseResult {
+    let fail = |failure: String| CaseResult {
+        name: case.name.clone(),
+        failure: Some(failure),
+        got: None,
+    };
+    let agent = &case.agent;
+    if !STATUSES.contains(&agent.status.as_str()) {
+        return fail(format!(
+            "agent.status `{}` is not one of {}",
+            agent.status,
+            STATUSES.join(", ")
+        ));
+    }
+    if !RISK_TIERS.contains(&agent.risk_tier.as_str()) {
+        return fail(format!(
+            "agent.risk_tier `{}` is not one of {}",
+            agent.risk_tier,
+            RISK_TIERS.join(", ")
+        ));
+    }
+    for (name, value) in [
+        ("agent.metadata", &agent.metadata),
+        ("agent.labels", &agent.labels),
+        ("context", &case.context),
+    ] {
+        if !(value.is_object() || value.is_null()) {
+            return fail(format!("`{name}` must be an object"));
+        }
+    }
+    let email = match &case.email {
+        None => None,
+        Some(v) => match EmailFacts::from_json(v) {
+            Ok(email) => Some(email),
+            Err(field) => return fail(format!("`{field}` is not valid email input")),
+        },
+    };
+    let facts = Facts {
+        agent_id: &agent.id,
+        status: &agent.status,
+        risk_tier: &agent.risk_tier,
+        metadata: &agent.metadata,
+        labels: &agent.labels,
+        action: &case.action,
+        context: &case.context,
+        email: email.as_ref(),
+        emails_sent_last_minute: case.emails_sent_last_minute,
+        emails_sent_last_day: case.emails_sent_last_day,
+    };
+    let decision = match evaluate(policy, &facts) {
+        Ok(d) => d,
+        Err(e) => return fail(format!("cannot evaluate: {e}")),
+    };
+    let want_codes: Option<BTreeSet<&String>> = case
+        .expect
+        .reason_codes
+        .as_ref()
+        .map(|c| c.iter().collect());
+    let got_codes: BTreeSet<&String> = decision.reason_codes.iter().collect();
+    let differs = decision.outcome != case.expect.decision
+        || want_codes.as_ref().is_some_and(|want| *want != got_codes);
+    let failure = differs.then(|| {
+        let expected = match &want_codes {
+            Some(want) => format!(
+                "{} [{}]",
+                case.expect.decision.as_str(),
+                want.iter()
+                    .map(|c| c.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            None => case.expect.decision.as_str().to_owned(),
+        };
+        let by = if decision.determining_policies.is_empty() {
+            String::new()
+        } else {
+            format!(" by {}", decision.determining_policies.join(", "))
+        };
+        format!(
+            "expected {expected}, got {} [{}]{by}",
+            decision.outcome.as_str(),
+            decision.reason_codes.join(", ")
+        )
+    });
+    CaseResult {
+        name: case.name.clone(),
+        failure,
+        got: Some(decision),
+    }
+}
+
+fn test(p: &mut Printed, file: &Path, output: Output) -> anyhow::Result<i32> {
+    let name = file.display().to_string();
+    let spec = match load(file)? {
+        Ok(spec) => spec,
+        Err(errors) => return Ok(report_errors(p, &errors, output)),
+    };
+    if spec.tests.is_empty() {
+        let message = format!("`{name}` has no test cases; add them under `tests`");
+        match output {
+            Output::Json => p.line(errors_json(&[SpecError::new("tests", message.clone())])),
+            Output::Text => p.eline(message),
+        }
+        return Ok(1);
+    }
+    let policy = match compile(&spec) {
+        Ok(policy) => policy,
+        Err(errors) => return Ok(report_errors(p, &errors, output)),
+    };
+    let results: Vec<CaseResult> = spec.tests.iter().map(|c| run_case(&policy, c)).collect();
+    let failed = results.iter().filter(|r| r.failure.is_some()).count();
+    let passed = results.len() - failed;
+    match output {
+        Output::Json => {
+            let cases: Vec<Value> = results
+                .iter()
+                .zip(&spec.tests)
+                .map(|(r, case)| {
+                    json!({
+                        "name": r.name,
+                        "ok": r.failure.is_none(),
+                        "failure": r.failure,
+                        "expected": {
+                            "decision": case.expect.decision.as_str(),
+                            "reason_codes": case.expect.reason_codes,
+                        },
+                        "got": r.got.as_ref().map(|d| json!({
+                            "decision": d.outcome.as_str(),
+                            "reason_codes": d.reason_codes,
+                            "reasons": d.reasons,
+                            "determining_policies": d.determining_policies,
+                        })),
+                    })
+                })
+                .collect();
+            p.line(json!({
+                "ok": failed == 0,
+                "policy_hash": policy.hash,
+                "passed": passed,
+                "failed": failed,
+                "cases": cases,
+            }));
+        }
+        Output::Text => {
+            for r in &results {
+                match &r.failure {
+                    None => p.line(format!("ok   {}", r.name)),
+                    Some(why) => p.line(format!("FAIL {}: {why}", r.name)),
+                }
+            }
+            p.line(format!("{passed} passed, {failed} failed"));
+        }
+    }
+    Ok(if failed == 0 { 0 } else { 1 })
+}
+
+fn report_errors(p: &mut Printed, errors: &[SpecError], output: Output) -> i32 {
+    match output {
+        Output::Json => p.line(errors_json(errors)),
+        Output::Text => print_errors(p, errors, true),
+    }
+    1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SPEC: &str = "# header\n\nreusable_policy_blocks:\n  b:\n    actions: {allow: [read]}\n    email: {on_violation: deny, max_recipients: 2}\n    status: {require_active: false}\n    amount: {field: amount, limits: {USD: {allow_up_to: 0, challenge_up_to: 5}}}\nagent_groups:\n  - {name: g, members: [agt_0123456789abcdef0123456789abcdef]}\nbindings:\n  - {group: g, blocks: [b]}\ntests:\n  - name: t\n    agent: {}\n    action: read\n    context: {}\n    expect: {decision: allow}\n";
+
+    #[test]
+    fn fmt_drops_only_defaults_and_keeps_the_meaning() {
+        let out = formatted(SPEC, Format::Yaml).unwrap();
+        assert!(
+            out.starts_with("# header\n\nreusable_policy_blocks:\n"),
+            "{out}"
+        );
+        for gone in [
+            "on_violation",
+            "field:",
+            "allow_up_to",
+            "require_active",
+            "null",
+        ] {
+            assert!(!out.contains(gone), "`{gone}` in {out}");
+        }
+        // `status: {}` differs from no status, `context: {}` from no context, `agent` is required.
+        for kept in ["status: {}", "context: {}", "agent: {}", "tests:"] {
+            assert!(out.contains(kept), "`{kept}` not in {out}");
+        }
+        let before = spec::parse(SPEC, Format::Yaml).unwrap();
+        let after = spec::parse(&out, Format::Yaml).unwrap();
+        assert_eq!(before, after);
+        assert_eq!(before.hash(), after.hash());
+        assert_eq!(formatted(&out, Format::Yaml).unwrap(), out);
+    }
+
+    #[test]
+    fn fmt_keeps_json_as_json_in_model_order() {
+        let json = r#"{"bindings":[{"blocks":["b"],"group":"g"}],"agent_groups":[{"members":[],"name":"g"}],"reusable_policy_blocks":{"b":{"actions":{"allow":["x"]}}}}"#;
+        let out = formatted(json, Format::Json).unwrap();
+        let v: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["bindings"][0]["group"], "g");
+        let order: Vec<usize> = ["reusable_policy_blocks", "agent_groups", "bindings"]
+            .iter()
+            .map(|k| out.find(k).unwrap())
+            .collect();
+        assert!(order.windows(2).all(|w| w[0] < w[1]), "{out}");
+        assert!(!out.contains("members"), "{out}");
+        assert_eq!(formatted(&out, Format::Json).unwrap(), out);
+    }
+
+    #[test]
+    fn a_case_with_a_bad_status_fails_instead_of_passing_silently() {
+        let spec = spec::parse(
+            "tests:\n  - {name: t, agent: {status: suspend}, action: a, expect: {decision: deny}}\n",
+            Format::Yaml,
+        )
+        .unwrap();
+        let policy = compile(&spec).unwrap();
+        let r = run_case(&policy, &spec.tests[0]);
+        assert!(r.failure.unwrap().contains("`suspend`"));
+    }
+}

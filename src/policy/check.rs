@@ -1,0 +1,240 @@
+//! `POST /v1/check`: the decision hot path. The API key, the agent and the compiled policy come
+//! from caches; evaluation is pure and in memory; the one database round trip is the group
+//! commit that makes the decision's audit event (and, for a challenge, its policy challenge)
+//! durable before the answer goes out.
+
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use crate::api;
+use crate::audit::Actor;
+use crate::cache::{AgentFacts, DEFAULT_POLICY_ID};
+use crate::context::Context;
+use crate::error::{ApiError, ApiResult};
+use crate::ids;
+use crate::secret::{random_base62, sha256_hex};
+use crate::store::{AuditEvent, Change, Op, PolicyChallenge};
+use crate::time::{iso, now_ms};
+
+use super::evaluate::{evaluate, EmailFacts, Facts};
+use super::spec::Outcome;
+
+/// Lifetime of a policy challenge's approval link.
+pub const CHALLENGE_TTL_MS: i64 = 300_000;
+
+/// `pol_` + 1-64 of `[a-z0-9_-]`.
+pub fn is_policy_id(id: &str) -> bool {
+    id.strip_prefix("pol_").is_some_and(|rest| {
+        !rest.is_empty()
+            && rest.len() <= 64
+            && rest
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+    })
+}
+
+pub fn unknown_policy() -> ApiError {
+    ApiError::not_found("unknown_policy", "no such policy in this workspace")
+}
+
+/// The agent with its labels, from the cache or the store.
+pub async fn agent_facts(
+    ctx: &Context,
+    workspace_id: &str,
+    agent_id: &str,
+) -> ApiResult<Arc<AgentFacts>> {
+    if !ids::has_shape(agent_id, ids::AGENT) {
+        return Err(ApiError::unknown_agent());
+    }
+    let facts = match ctx.caches.agents.get(agent_id) {
+        Some(hit) => hit,
+        None => {
+            let agent = ctx
+                .store
+                .agent(agent_id)
+                .await?
+                .ok_or_else(ApiError::unknown_agent)?;
+            let labels = match &agent.workspace_id {
+                Some(ws) => ctx.store.agent_labels(ws, agent_id).await?,
+                None => json!({}),
+            };
+            let facts = Arc::new(AgentFacts { agent, labels });
+            ctx.caches.agents.insert(agent_id.to_owned(), facts.clone());
+            facts
+        }
+    };
+    if !facts.agent.in_workspace(workspace_id) {
+        return Err(ApiError::unknown_agent());
+    }
+    Ok(facts)
+}
+
+/// The canonical request fingerprint: action, context and email facts.
+fn fingerprint(action: &str, context: &Value, email: &Value) -> String {
+    // serde_json orders object keys consistently for equal inputs parsed the same way; sort to
+    // be independent of the client's key order.
+    fn sorted(v: &Value) -> Value {
+        match v {
+            Value::Object(o) => {
+                let mut keys: Vec<&String> = o.keys().collect();
+                keys.sort();
+                Value::Object(
+                    keys.into_iter()
+                        .map(|k| (k.clone(), sorted(&o[k])))
+                        .collect(),
+                )
+            }
+            Value::Array(a) => Value::Array(a.iter().map(sorted).collect()),
+            other => other.clone(),
+        }
+    }
+    sha256_hex(
+        json!([action, sorted(context), sorted(email)])
+            .to_string()
+            .as_bytes(),
+    )
+}
+
+pub async fn check(
+    ctx: &Context,
+    workspace_id: &str,
+    actor: &Actor,
+    req: api::CheckRequest,
+) -> ApiResult<api::DecisionResponse> {
+    if req.agent_id.is_empty() {
+        return Err(ApiError::missing("agent_id"));
+    }
+    let action = req.action.trim();
+    if action.is_empty() {
+        return Err(ApiError::missing("action"));
+    }
+    if action.len() > 128
+        || action
+            .chars()
+            .any(|c| c.is_control() || c == '"' || c == '\\')
+    {
+        return Err(ApiError::invalid(
+            "action",
+            "must be at most 128 printable characters",
+        ));
+    }
+    let context = match req.context {
+        None | Some(Value::Null) => json!({}),
+        Some(v @ Value::Object(_)) => v,
+        Some(_) => return Err(ApiError::invalid("context", "must be an object")),
+    };
+    let email_json = req.email.unwrap_or(Value::Null);
+    let email = match &email_json {
+        Value::Null if action == "send_email" => return Err(ApiError::missing("email")),
+        Value::Null => None,
+        v => Some(EmailFacts::from_json(v).map_err(|_| {
+            ApiError::invalid("email", "must be {to, cc, bcc, subject, attachments}")
+        })?),
+    };
+    let policy_id = req
+        .policy_id
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| DEFAULT_POLICY_ID.to_owned());
+    if !is_policy_id(&policy_id) {
+        return Err(unknown_policy());
+    }
+
+    let agent = agent_facts(ctx, workspace_id, &req.agent_id).await?;
+    let policy = ctx
+        .caches
+        .policy(ctx.store.as_ref(), workspace_id, &policy_id)
+        .await?
+        .ok_or_else(unknown_policy)?;
+
+    // Emails actually sent count towards the email block's rate limits once the service sends
+    // email itself; until then none have been sent through it.
+    let facts = Facts {
+        agent_id: &agent.agent.id,
+        status: agent.agent.status.as_str(),
+        risk_tier: &agent.agent.risk_tier,
+        metadata: &agent.agent.metadata,
+        labels: &agent.labels,
+        action,
+        context: &context,
+        email: email.as_ref(),
+        emails_sent_last_minute: 0,
+        emails_sent_last_day: 0,
+    };
+    let decision = evaluate(&policy.compiled, &facts).map_err(ApiError::internal)?;
+    let now = now_ms();
+    let trace_id = ids::new_id(ids::TRACE);
+    let mut change = Change::default();
+    let mut challenge = None;
+    let mut challenge_id = None;
+    if decision.outcome == Outcome::Challenge {
+        let token = format!("apr_{}", random_base62(43));
+        let id = ids::new_id("pch");
+        let record = PolicyChallenge {
+            id: id.clone(),
+            workspace_id: workspace_id.to_owned(),
+            agent_id: agent.agent.id.clone(),
+            policy_id: policy_id.clone(),
+            action: action.to_owned(),
+            fingerprint: fingerprint(action, &context, &email_json),
+            token_hash: sha256_hex(token.as_bytes()),
+            status: "pending".into(),
+            reasons: decision.reasons.clone(),
+            reason_codes: decision.reason_codes.clone(),
+            // What an approver sees: the shape of the request, not its values.
+            summary: json!({
+                "context_fields": context.as_object().map(|o| o.keys().cloned().collect::<Vec<_>>()).unwrap_or_default(),
+                "email_recipients": email.as_ref().map(|e| e.recipients.len()),
+                "email_attachments": email.as_ref().map(|e| e.attachments.len()),
+            }),
+            trace_id: trace_id.clone(),
+            created_at: now,
+            expires_at: now + CHALLENGE_TTL_MS,
+            decided_at: None,
+            decided_by: None,
+            consumed_at: None,
+        };
+        challenge = Some(api::ChallengeInfo {
+            kind: "approval_link".into(),
+            url: format!("{}/v1/approval-links/{token}", ctx.public_url),
+            expires_at: iso(record.expires_at),
+            expires_in: CHALLENGE_TTL_MS / 1000,
+        });
+        challenge_id = Some(id);
+        change.op = Op::CreatePolicyChallenge(Box::new(record));
+    }
+    change.audit.push(AuditEvent {
+        id: ids::new_id(ids::EVENT),
+        workspace_id: Some(workspace_id.to_owned()),
+        created_at: now,
+        event_type: "decision.check".into(),
+        agent_id: Some(agent.agent.id.clone()),
+        action: Some(action.to_owned()),
+        decision: Some(decision.outcome.as_str().into()),
+        policy_id: Some(policy_id.clone()),
+        policy_hash: Some(policy.compiled.hash.clone()),
+        trace_id: Some(trace_id.clone()),
+        reasons: decision.reasons.clone(),
+        reason_codes: decision.reason_codes.clone(),
+        actor: actor.label(),
+        details: json!({
+            "policy_version": policy.version,
+            "determining_policies": decision.determining_policies,
+            "challenge_id": challenge_id,
+        }),
+    });
+    ctx.writer.commit(change).await?;
+    Ok(api::DecisionResponse {
+        ok: true,
+        decision: decision.outcome.as_str().into(),
+        trace_id,
+        reasons: decision.reasons,
+        reason_codes: decision.reason_codes,
+        policy_id,
+        policy_hash: policy.compiled.hash.clone(),
+        policy_version: policy.version,
+        determining_policies: decision.determining_policies,
+        challenge_id,
+        challenge,
+    })
+}
