@@ -5,6 +5,7 @@ mod healthcheck;
 mod outbox;
 mod policy;
 mod serve;
+mod sync;
 mod workspace;
 
 use std::path::PathBuf;
@@ -49,6 +50,8 @@ pub enum Command {
     /// Validate, format, compile and test policy specs (offline: no server, no database)
     #[command(subcommand)]
     Policy(policy::PolicyCommand),
+    /// Sync a policy spec to a server: dry run (default) or apply, for CI pipelines
+    Sync(sync::SyncArgs),
 }
 
 impl Cli {
@@ -79,5 +82,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             Ok(0)
         }
         Command::Policy(cmd) => policy::run(cmd),
+        Command::Sync(args) => sync::run(args).await,
     }
 }

@@ -270,3 +270,68 @@ async fn a_second_replica_serves_a_new_policy_version_soon_after_an_apply() {
     other.kill().await.ok();
     app.stop().await;
 }
+
+async fn acp_sync(args: &[&str]) -> (i32, String, String) {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_acp"))
+        .arg("sync")
+        .args(args)
+        .output()
+        .await
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sync_cli_has_exit_codes_for_ci() {
+    let app = TestApp::spawn(Engine::Sqlite).await;
+    let agent = app.active_agent("fin").await;
+    let owner = owner(&app).await;
+    let (_, pat) = status_json(owner.post("/v1/auth/tokens", &json!({"name": "ci"})).await).await;
+    let token = pat["token"].as_str().unwrap().to_owned();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("policy.yaml");
+    let yaml = format!(
+        "reusable_policy_blocks:\n  ops: {{ actions: {{ allow: [read] }} }}\nagent_groups:\n  - {{ name: team, members: [{}] }}\nbindings:\n  - {{ group: team, blocks: [ops] }}\n",
+        agent.id
+    );
+    std::fs::write(&file, yaml).unwrap();
+    let file = file.to_str().unwrap();
+    let base = [file, "--server", &app.base, "--token", &token];
+
+    let (code, out, _) = acp_sync(&base).await;
+    assert_eq!(code, 2, "a dry run that finds changes: {out}");
+    assert!(
+        out.contains("+ blocks: ops") && out.contains("+@source(\"team:ops/ops\")"),
+        "{out}"
+    );
+    let (code, out, err) =
+        acp_sync(&[&base[..], &["--apply", "--idempotency-key", "ci-1"]].concat()).await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("applied: version 1"), "{out}");
+    let (code, out, _) = acp_sync(&base).await;
+    assert_eq!(
+        (code, out.contains("dry run: no change")),
+        (0, true),
+        "{out}"
+    );
+    let (code, _, err) =
+        acp_sync(&[&base[..], &["--apply", "--expect-hash", "sha256:stale"]].concat()).await;
+    assert_eq!(code, 3, "a conflict: {err}");
+    assert!(err.contains("sync_conflict"));
+    let (code, out, _) = acp_sync(&[&base[..], &["--output", "json"]].concat()).await;
+    let parsed: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (code, parsed["response"]["diff"]["changed"].as_bool()),
+        (0, Some(false))
+    );
+    let (code, _, err) = acp_sync(&[file, "--server", &app.base, "--token", "svc_pat_wrong"]).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("invalid_token"), "{err}");
+    let check = check(&app, json!({"agent_id": agent.id, "action": "read"})).await;
+    assert_eq!(check["decision"], "allow");
+    app.stop().await;
+}

@@ -1,0 +1,197 @@
+//! `acp sync FILE --server URL --token TOKEN [--dry-run | --apply]`: the CI side of policy as
+//! code. Prints the diff (coloured on a terminal) or JSON, and exits 0 (no change, or
+//! applied), 2 (a dry run found changes), 3 (conflict) or 1 (anything else).
+
+use std::io::IsTerminal;
+
+use serde_json::{json, Value};
+
+use crate::policy::spec::{parse, Format};
+
+#[derive(Debug, clap::Args)]
+pub struct SyncArgs {
+    /// The spec file (YAML, or JSON by extension)
+    pub file: String,
+    /// Base URL of the acp server
+    #[arg(long, env = "ACP_SERVER")]
+    pub server: String,
+    /// A personal access token (`svc_pat_...`) of a workspace owner or admin
+    #[arg(long, env = "ACP_TOKEN", hide_env_values = true)]
+    pub token: String,
+    /// Only compute and show the difference (the default)
+    #[arg(long, conflicts_with = "apply")]
+    pub dry_run: bool,
+    /// Apply the spec
+    #[arg(long)]
+    pub apply: bool,
+    /// Refuse unless the server's current policy hash is this
+    #[arg(long)]
+    pub expect_hash: Option<String>,
+    /// Make a retried apply safe
+    #[arg(long)]
+    pub idempotency_key: Option<String>,
+    /// The policy to sync [default: pol_default]
+    #[arg(long)]
+    pub policy_id: Option<String>,
+    #[arg(long)]
+    pub policy_name: Option<String>,
+    /// With several workspaces: which one (`ws_...`)
+    #[arg(long, env = "ACP_WORKSPACE")]
+    pub workspace: Option<String>,
+    /// `text` (default) or `json`
+    #[arg(long, default_value = "text")]
+    pub output: String,
+}
+
+fn paint(text: &str, color: &str, on: bool) -> String {
+    if on {
+        format!("\x1b[{color}m{text}\x1b[0m")
+    } else {
+        text.to_owned()
+    }
+}
+
+fn summary_lines(summary: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for part in ["blocks", "groups", "bindings", "memberships"] {
+        for (kind, sign) in [("added", "+"), ("removed", "-"), ("changed", "~")] {
+            if let Some(items) = summary[part][kind].as_array() {
+                for item in items {
+                    out.push(format!("  {sign} {part}: {}", item.as_str().unwrap_or("")));
+                }
+            }
+        }
+    }
+    out
+}
+
+pub async fn run(args: &SyncArgs) -> anyhow::Result<i32> {
+    let text = match std::fs::read_to_string(&args.file) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: cannot read `{}`: {e}", args.file);
+            return Ok(1);
+        }
+    };
+    let spec = match parse(&text, Format::of_path(&args.file)) {
+        Ok(spec) => spec,
+        Err(errors) => {
+            for e in errors {
+                eprintln!("{e}");
+            }
+            return Ok(1);
+        }
+    };
+    let mut spec_json = serde_json::to_value(&spec)?;
+    if let Some(obj) = spec_json.as_object_mut() {
+        obj.remove("tests");
+    }
+    let dry_run = !args.apply;
+    let mut body = json!({ "dry_run": dry_run, "spec": spec_json });
+    for (key, value) in [
+        ("policy_id", &args.policy_id),
+        ("policy_name", &args.policy_name),
+        ("expected_policy_hash", &args.expect_hash),
+    ] {
+        if let Some(v) = value {
+            body[key] = json!(v);
+        }
+    }
+    let url = format!("{}/v1/policies/sync", args.server.trim_end_matches('/'));
+    let mut request = reqwest::Client::new()
+        .post(&url)
+        .bearer_auth(&args.token)
+        .json(&body);
+    if let Some(key) = &args.idempotency_key {
+        request = request.header("Idempotency-Key", key);
+    }
+    if let Some(ws) = &args.workspace {
+        request = request.header("X-Service-Workspace-Id", ws);
+    }
+    let response = match request.send().await {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot reach `{url}`: {e}");
+            return Ok(1);
+        }
+    };
+    let status = response.status().as_u16();
+    let answer: Value = response.json().await.unwrap_or(Value::Null);
+    let code = match (status, &answer) {
+        (200, a) if dry_run && a["diff"]["changed"] == json!(true) => 2,
+        (200, _) => 0,
+        (409, _) => 3,
+        _ => 1,
+    };
+    if args.output == "json" {
+        println!(
+            "{}",
+            json!({ "status": status, "exit_code": code, "response": answer })
+        );
+        return Ok(code);
+    }
+    let color = std::io::stdout().is_terminal();
+    if status != 200 {
+        eprintln!(
+            "error: HTTP {status} `{}`: {}",
+            answer["error"].as_str().unwrap_or("unknown"),
+            answer["message"].as_str().unwrap_or("")
+        );
+        if let Some(errors) = answer["errors"].as_array() {
+            for e in errors {
+                eprintln!(
+                    "  {}: {}",
+                    e["path"].as_str().unwrap_or(""),
+                    e["message"].as_str().unwrap_or("")
+                );
+            }
+        }
+        if let Some(current) = answer["current_policy_hash"].as_str() {
+            eprintln!("  current policy hash: {current}");
+        }
+        return Ok(code);
+    }
+    let mut out = String::new();
+    out.push_str(&format!(
+        "policy {} ({}): {} -> {}\n",
+        answer["policy_id"].as_str().unwrap_or(""),
+        answer["policy_name"].as_str().unwrap_or(""),
+        answer["current_policy_hash"].as_str().unwrap_or("(new)"),
+        answer["desired_policy_hash"].as_str().unwrap_or("")
+    ));
+    for line in summary_lines(&answer["diff"]["summary"]) {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    for line in answer["diff"]["cedar_diff"].as_str().unwrap_or("").lines() {
+        let painted = if line.starts_with("+++") || line.starts_with("---") {
+            paint(line, "1", color)
+        } else if line.starts_with('+') {
+            paint(line, "32", color)
+        } else if line.starts_with('-') {
+            paint(line, "31", color)
+        } else if line.starts_with("@@") {
+            paint(line, "36", color)
+        } else {
+            line.to_owned()
+        };
+        out.push_str(&painted);
+        out.push('\n');
+    }
+    out.push_str(&match (
+        dry_run,
+        answer["diff"]["changed"].as_bool(),
+        answer["applied"].as_bool(),
+    ) {
+        (true, Some(true), _) => "dry run: changes found (exit 2); apply with --apply\n".to_owned(),
+        (true, _, _) => "dry run: no change\n".to_owned(),
+        (false, _, Some(true)) => format!(
+            "applied: version {} ({})\n",
+            answer["version"],
+            answer["policy_hash"].as_str().unwrap_or("")
+        ),
+        _ => "no change: nothing applied\n".to_owned(),
+    });
+    print!("{out}");
+    Ok(code)
+}
