@@ -12,7 +12,7 @@
 //! - `ACP_BIN`: the server binary (default `target/release/acp`)
 //! - `ACP_BENCH_DATABASE_URL`: an empty Postgres database (default: a temporary SQLite file)
 //! - `ACP_BENCH_CONCURRENCY`: concurrent requests in flight (default 32)
-//! - `ACP_BENCH_REQUESTS`: requests per endpoint at most (default 50000)
+//! - `ACP_BENCH_REQUESTS`: requests per endpoint at most (default 100000)
 //! - `ACP_BENCH_SECS`: seconds per endpoint at most (default 10)
 //! - `ACP_BENCH_CRYPTO_SECS`: seconds per raw Ed25519 measurement (default 3)
 //! - `ACP_BENCH_CLIENT_THREADS`: worker threads of the load client's runtime (default 1)
@@ -92,7 +92,7 @@ impl Settings {
             bin,
             database_url,
             concurrency: to_usize(env_number("ACP_BENCH_CONCURRENCY", 32)?),
-            requests: to_usize(env_number("ACP_BENCH_REQUESTS", 50_000)?),
+            requests: to_usize(env_number("ACP_BENCH_REQUESTS", 100_000)?),
             duration: Duration::from_secs(env_number("ACP_BENCH_SECS", 10)?),
             crypto_duration: Duration::from_secs(env_number("ACP_BENCH_CRYPTO_SECS", 3)?),
             client_threads: to_usize(env_number("ACP_BENCH_CLIENT_THREADS", 1)?),
@@ -244,17 +244,78 @@ fn clock_ticks() -> f64 {
         .unwrap_or(100.0)
 }
 
+/// CPU seconds used by the whole machine so far (all cores; `/proc/stat`, idle and iowait
+/// excluded).
+fn machine_cpu_seconds(ticks_per_sec: f64) -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let values: Vec<f64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal ...; guest time is already in user.
+    let busy: f64 = values.iter().take(8).sum::<f64>()
+        - values.get(3).copied().unwrap_or(0.0)
+        - values.get(4).copied().unwrap_or(0.0);
+    Some(busy / ticks_per_sec)
+}
+
+/// Cores busy on the machine over one second (nothing of the benchmark running).
+async fn background_cpu() -> Option<f64> {
+    let ticks = clock_ticks();
+    let started = Instant::now();
+    let before = machine_cpu_seconds(ticks)?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let after = machine_cpu_seconds(ticks)?;
+    Some((after - before) / started.elapsed().as_secs_f64())
+}
+
 struct CpuMeter {
     server_pid: String,
     ticks: f64,
 }
 
+/// CPU seconds used so far by the server, this process and the whole machine.
+#[derive(Clone, Copy)]
+struct CpuSample {
+    server: Option<f64>,
+    client: Option<f64>,
+    machine: Option<f64>,
+}
+
+/// Cores busy on average between two samples.
+#[derive(Clone, Copy, Default)]
+struct CpuUse {
+    server: Option<f64>,
+    client: Option<f64>,
+    /// Everything else on the machine (other processes, the kernel outside both).
+    other: Option<f64>,
+}
+
 impl CpuMeter {
-    fn sample(&self) -> (Option<f64>, Option<f64>) {
-        (
-            cpu_seconds(&self.server_pid, self.ticks),
-            cpu_seconds("self", self.ticks),
-        )
+    fn sample(&self) -> CpuSample {
+        CpuSample {
+            server: cpu_seconds(&self.server_pid, self.ticks),
+            client: cpu_seconds("self", self.ticks),
+            machine: machine_cpu_seconds(self.ticks),
+        }
+    }
+
+    fn between(before: CpuSample, after: CpuSample, secs: f64) -> CpuUse {
+        let rate = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| (b - a) / secs);
+        let server = rate(before.server, after.server);
+        let client = rate(before.client, after.client);
+        let machine = rate(before.machine, after.machine);
+        let other = match (machine, server, client) {
+            (Some(m), Some(s), Some(c)) => Some((m - s - c).max(0.0)),
+            _ => None,
+        };
+        CpuUse {
+            server,
+            client,
+            other,
+        }
     }
 }
 
@@ -443,8 +504,7 @@ struct PhaseResult {
     invalid: u64,
     transport_errors: u64,
     first_failure: Option<String>,
-    server_cpu: Option<f64>,
-    client_cpu: Option<f64>,
+    cpu: CpuUse,
 }
 
 impl PhaseResult {
@@ -545,7 +605,7 @@ async fn run_phase(
             counts[i % concurrency] += 1;
         }
     }
-    let (server_before, client_before) = cpu.sample();
+    let before = cpu.sample();
     let started = Instant::now();
     let deadline = started + duration;
     let mut tasks = Vec::with_capacity(concurrency);
@@ -576,8 +636,7 @@ async fn run_phase(
         invalid: 0,
         transport_errors: 0,
         first_failure: None,
-        server_cpu: None,
-        client_cpu: None,
+        cpu: CpuUse::default(),
     };
     for task in tasks {
         let out = task.await.context("a load worker panicked")?;
@@ -590,10 +649,7 @@ async fn run_phase(
         }
     }
     result.elapsed = started.elapsed();
-    let (server_after, client_after) = cpu.sample();
-    let secs = result.elapsed.as_secs_f64().max(1e-9);
-    result.server_cpu = server_before.zip(server_after).map(|(a, b)| (b - a) / secs);
-    result.client_cpu = client_before.zip(client_after).map(|(a, b)| (b - a) / secs);
+    result.cpu = CpuMeter::between(before, cpu.sample(), result.elapsed.as_secs_f64().max(1e-9));
     result.sent = result.latencies_us.len();
     result.latencies_us.sort_unstable();
     Ok(result)
@@ -807,11 +863,11 @@ fn print_report(
         settings.duration.as_secs(),
         settings.client_threads,
     ));
-    out.push_str("| endpoint | requests | seconds | req/s | p50 ms | p90 ms | p99 ms | max ms | non-200 | invalid | transport errors | server CPU (cores) | client CPU (cores) |\n");
-    out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    out.push_str("| endpoint | requests | seconds | req/s | p50 ms | p90 ms | p99 ms | max ms | non-200 | invalid | transport errors | server CPU (cores) | client CPU (cores) | other CPU (cores) |\n");
+    out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for p in phases {
         out.push_str(&format!(
-            "| {} | {} | {:.2} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {:.2} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} | {} | {} | {} | {} | {} | {} |\n",
             p.name,
             p.sent,
             p.elapsed.as_secs_f64(),
@@ -823,8 +879,9 @@ fn print_report(
             p.non_200,
             p.invalid,
             p.transport_errors,
-            cores_used(p.server_cpu),
-            cores_used(p.client_cpu),
+            cores_used(p.cpu.server),
+            cores_used(p.cpu.client),
+            cores_used(p.cpu.other),
         ));
     }
     out.push_str("\nRaw Ed25519 verification in the same process, server idle, same kind of message (the canonical string of a signed request):\n\n");
@@ -877,6 +934,7 @@ async fn run(settings: Settings) -> anyhow::Result<()> {
         ),
     };
     let api_key = new_api_key();
+    let background_before = background_cpu().await;
     eprintln!("load: starting {} on {engine} ...", settings.bin.display());
     let server = Server::start(&settings, &database_url, &api_key, dir.path())?;
     let outcome = drive(&settings, &server, &api_key, cores, engine).await;
@@ -891,6 +949,12 @@ async fn run(settings: Settings) -> anyhow::Result<()> {
     if let Ok(how) = stopped {
         notes.push(format!("Server {how}."));
     }
+    let background_after = background_cpu().await;
+    notes.push(format!(
+        "Machine CPU busy with other work, over 1 s with no server: {} cores before the run, {} after.",
+        cores_used(background_before),
+        cores_used(background_after)
+    ));
     print_report(&settings, engine, cores, &phases, &crypto, &notes);
     let failures: u64 = phases
         .iter()
@@ -993,6 +1057,16 @@ async fn drive(
     for p in &phases {
         if let Some(failure) = &p.first_failure {
             notes.push(format!("{}: first failure: {failure}", p.name));
+        }
+        // With SQLite nothing else should run; with Postgres the database is the "other" CPU.
+        if let (None, Some(other)) = (&settings.database_url, p.cpu.other) {
+            if other > 0.25 {
+                notes.push(format!(
+                    "WARNING: other processes kept {other:.2} cores busy during {}; the machine was \
+                     not quiet and these numbers understate the server.",
+                    p.name
+                ));
+            }
         }
     }
     if let Some(body) = replay {

@@ -13,6 +13,7 @@ pub mod cache;
 pub mod cli;
 pub mod config;
 pub mod context;
+pub mod enforce;
 pub mod error;
 pub mod http;
 pub mod identity;

@@ -716,3 +716,39 @@ pub struct PolicyVersionList {
     pub ok: bool,
     pub items: Vec<PolicyVersionItem>,
 }
+
+// ---- approvals ----------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct PolicyChallengeInfo {
+    pub challenge_id: String,
+    /// `pending`, `approved`, `denied` or `expired`.
+    pub status: String,
+    pub agent_id: String,
+    pub action: String,
+    pub policy_id: String,
+    pub reasons: Vec<String>,
+    pub reason_codes: Vec<String>,
+    /// What was asked, redacted: the context's field names, counts of recipients and attachments.
+    pub summary: Value,
+    pub trace_id: String,
+    pub created_at: String,
+    pub expires_at: String,
+    pub decided_at: Option<String>,
+    /// `user:<id>` when a logged-in user decided, else `link`.
+    pub decided_by: Option<String>,
+    /// Whether an approval was already used by a re-check.
+    pub used: bool,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct PolicyChallengeResponse {
+    pub ok: bool,
+    pub challenge: PolicyChallengeInfo,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ApprovalDecisionRequest {
+    /// `approve` or `deny`.
+    pub decision: String,
+}

@@ -16,6 +16,8 @@ pub enum Actor {
     ApiKey(String),
     Agent(String),
     User(String),
+    /// Someone holding a one-time approval link, not logged in.
+    ApprovalLink,
     Cli,
     System,
 }
@@ -26,6 +28,7 @@ impl Actor {
             Actor::ApiKey(id) => format!("api_key:{id}"),
             Actor::Agent(id) => format!("agent:{id}"),
             Actor::User(id) => format!("user:{id}"),
+            Actor::ApprovalLink => "approval_link".into(),
             Actor::Cli => "cli".into(),
             Actor::System => "system".into(),
         }

@@ -375,7 +375,9 @@ impl FromRequest<SharedContext> for SignedRequest {
             .await
             .map_err(body_error)?;
         let agent = if crate::ids::has_shape(agent_id, crate::ids::AGENT) {
-            ctx.store.agent(agent_id).await?
+            crate::policy::check::cached_agent(ctx, agent_id)
+                .await?
+                .map(|f| f.agent.clone())
         } else {
             None
         };

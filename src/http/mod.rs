@@ -2,6 +2,7 @@
 //! together with the OpenAPI document generated from the same route list.
 
 pub mod agents;
+pub mod approvals;
 pub mod audit;
 pub mod extract;
 pub mod pages;
@@ -45,6 +46,7 @@ use crate::store::Cursor;
         (name = "dashboard", description = "Server-rendered pages"),
         (name = "status", description = "Status summary and contact"),
         (name = "decisions", description = "Decisions (`/v1/check`) and policy as code"),
+        (name = "approvals", description = "Approval links and policy challenges"),
         (name = "operations", description = "Health and discovery")
     )
 )]
@@ -169,6 +171,8 @@ fn routes() -> OpenApiRouter<SharedContext> {
         .routes(routes!(policies::get))
         .routes(routes!(policies::versions))
         .routes(routes!(policies::version))
+        .routes(routes!(approvals::show, approvals::decide))
+        .routes(routes!(approvals::status))
 }
 
 /// The OpenAPI document of every route the server has, pretty-printed (the committed copy in

@@ -58,9 +58,9 @@ pub async fn verify(
 ) -> ApiResult<api::VerifyResponse> {
     check_request(&req)?;
     let agent = if ids::has_shape(&req.agent_id, ids::AGENT) {
-        ctx.store
-            .agent(&req.agent_id)
+        crate::policy::check::cached_agent(ctx, &req.agent_id)
             .await?
+            .map(|f| f.agent.clone())
             .filter(|a| a.in_workspace(workspace_id))
     } else {
         None

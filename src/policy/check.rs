@@ -38,6 +38,25 @@ pub fn unknown_policy() -> ApiError {
     ApiError::not_found("unknown_policy", "no such policy in this workspace")
 }
 
+/// The agent with its inventory labels, from the cache or (once) from the store. Its status may
+/// lag a change on another replica by the poll interval; writes that depend on it (nonce
+/// claims) check it again in their transaction.
+pub async fn cached_agent(ctx: &Context, agent_id: &str) -> ApiResult<Option<Arc<AgentFacts>>> {
+    if let Some(hit) = ctx.caches.agents.get(agent_id) {
+        return Ok(Some(hit));
+    }
+    let Some(agent) = ctx.store.agent(agent_id).await? else {
+        return Ok(None);
+    };
+    let labels = match &agent.workspace_id {
+        Some(ws) => ctx.store.agent_labels(ws, agent_id).await?,
+        None => json!({}),
+    };
+    let facts = Arc::new(AgentFacts { agent, labels });
+    ctx.caches.agents.insert(agent_id.to_owned(), facts.clone());
+    Ok(Some(facts))
+}
+
 /// The agent with its labels, from the cache or the store.
 pub async fn agent_facts(
     ctx: &Context,
@@ -47,23 +66,9 @@ pub async fn agent_facts(
     if !ids::has_shape(agent_id, ids::AGENT) {
         return Err(ApiError::unknown_agent());
     }
-    let facts = match ctx.caches.agents.get(agent_id) {
-        Some(hit) => hit,
-        None => {
-            let agent = ctx
-                .store
-                .agent(agent_id)
-                .await?
-                .ok_or_else(ApiError::unknown_agent)?;
-            let labels = match &agent.workspace_id {
-                Some(ws) => ctx.store.agent_labels(ws, agent_id).await?,
-                None => json!({}),
-            };
-            let facts = Arc::new(AgentFacts { agent, labels });
-            ctx.caches.agents.insert(agent_id.to_owned(), facts.clone());
-            facts
-        }
-    };
+    let facts = cached_agent(ctx, agent_id)
+        .await?
+        .ok_or_else(ApiError::unknown_agent)?;
     if !facts.agent.in_workspace(workspace_id) {
         return Err(ApiError::unknown_agent());
     }
@@ -161,12 +166,38 @@ pub async fn check(
         emails_sent_last_minute: 0,
         emails_sent_last_day: 0,
     };
-    let decision = evaluate(&policy.compiled, &facts).map_err(ApiError::internal)?;
+    let mut decision = evaluate(&policy.compiled, &facts).map_err(ApiError::internal)?;
     let now = now_ms();
     let trace_id = ids::new_id(ids::TRACE);
     let mut change = Change::default();
     let mut challenge = None;
     let mut challenge_id = None;
+    let request_fingerprint = fingerprint(action, &context, &email_json);
+    // A human already decided this very request: an approval allows it once, a deny denies it.
+    let mut human = None;
+    if decision.outcome == Outcome::Challenge {
+        let since = now - crate::enforce::approvals::DECISION_TTL_MS;
+        if let Some(decided) = ctx
+            .store
+            .decided_challenge(workspace_id, &agent.agent.id, &request_fingerprint, since)
+            .await?
+        {
+            if decided.status == "approved" {
+                decision.outcome = Outcome::Allow;
+                decision.reasons = Vec::new();
+                decision.reason_codes = vec!["approved".into()];
+                change.op = Op::ConsumeApproval {
+                    id: decided.id.clone(),
+                    at: now,
+                };
+            } else {
+                decision.outcome = Outcome::Deny;
+                decision.reasons = vec!["a human denied this request".into()];
+                decision.reason_codes = vec!["approval_denied".into()];
+            }
+            human = Some(decided);
+        }
+    }
     if decision.outcome == Outcome::Challenge {
         let token = format!("apr_{}", random_base62(43));
         let id = ids::new_id("pch");
@@ -176,14 +207,18 @@ pub async fn check(
             agent_id: agent.agent.id.clone(),
             policy_id: policy_id.clone(),
             action: action.to_owned(),
-            fingerprint: fingerprint(action, &context, &email_json),
+            fingerprint: request_fingerprint.clone(),
             token_hash: sha256_hex(token.as_bytes()),
             status: "pending".into(),
             reasons: decision.reasons.clone(),
             reason_codes: decision.reason_codes.clone(),
             // What an approver sees: the shape of the request, not its values.
             summary: json!({
-                "context_fields": context.as_object().map(|o| o.keys().cloned().collect::<Vec<_>>()).unwrap_or_default(),
+                "context_fields": context.as_object().map(|o| {
+                    let mut keys: Vec<&String> = o.keys().collect();
+                    keys.sort();
+                    keys
+                }).unwrap_or_default(),
                 "email_recipients": email.as_ref().map(|e| e.recipients.len()),
                 "email_attachments": email.as_ref().map(|e| e.attachments.len()),
             }),
@@ -220,10 +255,34 @@ pub async fn check(
         details: json!({
             "policy_version": policy.version,
             "determining_policies": decision.determining_policies,
-            "challenge_id": challenge_id,
+                        "challenge_id": challenge_id,
+            "approval": human.as_ref().map(|h| json!({"challenge_id": h.id, "status": h.status, "decided_by": h.decided_by})),
         }),
     });
-    ctx.writer.commit(change).await?;
+    match ctx.writer.commit(change).await {
+        Ok(_) => {}
+        // The approval was used by a concurrent re-check: this request asks again.
+        Err(crate::store::StoreError::Conflict(_)) if human.is_some() => {
+            return Box::pin(check(
+                ctx,
+                workspace_id,
+                actor,
+                api::CheckRequest {
+                    agent_id: agent.agent.id.clone(),
+                    policy_id: Some(policy_id),
+                    action: action.to_owned(),
+                    context: Some(context),
+                    email: if email_json.is_null() {
+                        None
+                    } else {
+                        Some(email_json)
+                    },
+                },
+            ))
+            .await;
+        }
+        Err(e) => return Err(e.into()),
+    }
     Ok(api::DecisionResponse {
         ok: true,
         decision: decision.outcome.as_str().into(),

@@ -216,6 +216,18 @@ pub enum Op {
     /// Stores the first response to an `Idempotency-Key` (a later one with the key is ignored).
     StoreIdempotency(Box<IdempotencyRecord>),
     CreatePolicyChallenge(Box<PolicyChallenge>),
+    /// `approved` or `denied`, by whom; `Conflict` unless the challenge is pending and unexpired.
+    DecideChallenge {
+        id: String,
+        status: String,
+        by: String,
+        at: i64,
+    },
+    /// Uses an approval up; `Conflict` when it was used meanwhile.
+    ConsumeApproval {
+        id: String,
+        at: i64,
+    },
     /// Counts one hit in a fixed window; answers `Count(hits in the window so far)`.
     HitRateLimit {
         bucket: String,
@@ -350,6 +362,19 @@ pub trait Store: Send + Sync + 'static {
         since: i64,
     ) -> Result<Option<IdempotencyRecord>, StoreError>;
     async fn policy_challenge(&self, id: &str) -> Result<Option<PolicyChallenge>, StoreError>;
+    async fn policy_challenge_by_token(
+        &self,
+        token_hash: &str,
+    ) -> Result<Option<PolicyChallenge>, StoreError>;
+    /// The newest challenge of this agent and request fingerprint decided at or after `since`
+    /// that still counts: denied, or approved and not yet used.
+    async fn decided_challenge(
+        &self,
+        workspace_id: &str,
+        agent_id: &str,
+        fingerprint: &str,
+        since: i64,
+    ) -> Result<Option<PolicyChallenge>, StoreError>;
     /// Merged inventory labels of the agent in the workspace.
     async fn agent_labels(
         &self,

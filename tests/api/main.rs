@@ -9,6 +9,7 @@ mod helpers;
 mod smtp;
 
 mod agents;
+mod approvals;
 mod audit;
 mod bad_input;
 mod dashboard;

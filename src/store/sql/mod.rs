@@ -407,6 +407,12 @@ fn is_unique_violation(err: &sqlx::Error) -> bool {
         .is_some_and(|e| e.is_unique_violation())
 }
 
+/// Changes whose only precondition is checked before their first write: audit-only and
+/// nonce-only changes (decisions, verifications) and heartbeats.
+fn checks_before_writing(change: &Change) -> bool {
+    matches!(change.op, Op::Nothing | Op::RecordHeartbeats(_))
+}
+
 /// Applies one change inside `tx` (a savepoint of the batch transaction).
 async fn apply_change(
     tx: &mut Transaction<'_, Any>,
@@ -705,7 +711,42 @@ impl Store for SqlStore {
     ) -> Result<Vec<Result<Outcome, StoreError>>, StoreError> {
         let mut tx = self.write.begin().await?;
         let mut results = Vec::with_capacity(changes.len());
+        // A single change needs no savepoint: its failure rolls back the whole transaction.
+        if let [change] = changes {
+            let result = apply_change(&mut tx, change).await;
+            return match result {
+                Ok(outcome) => {
+                    tx.commit().await?;
+                    Ok(vec![Ok(outcome)])
+                }
+                Err(err @ StoreError::Retryable(_)) => {
+                    tx.rollback().await?;
+                    Err(err)
+                }
+                Err(err) => {
+                    tx.rollback().await?;
+                    Ok(vec![Err(err)])
+                }
+            };
+        }
         for change in changes {
+            if checks_before_writing(change) {
+                // Its precondition (the nonce claim) fails before it writes anything, so it
+                // needs no savepoint: two round trips fewer per change on the hot paths.
+                match apply_change(&mut tx, change).await {
+                    Ok(outcome) => results.push(Ok(outcome)),
+                    Err(err @ (StoreError::Replay | StoreError::AgentNotActive)) => {
+                        results.push(Err(err))
+                    }
+                    // Anything else may have left the transaction unusable (Postgres aborts it):
+                    // give the batch back to be applied change by change.
+                    Err(err) => {
+                        tx.rollback().await?;
+                        return Err(StoreError::Retryable(err.to_string()));
+                    }
+                }
+                continue;
+            }
             let mut savepoint = tx.begin().await?;
             match apply_change(&mut savepoint, change).await {
                 Ok(outcome) => {
@@ -857,7 +898,24 @@ impl Store for SqlStore {
     }
 
     async fn policy_challenge(&self, id: &str) -> Result<Option<PolicyChallenge>, StoreError> {
-        policies::policy_challenge(&self.read, id).await
+        policies::policy_challenge(&self.read, "id", id).await
+    }
+
+    async fn policy_challenge_by_token(
+        &self,
+        token_hash: &str,
+    ) -> Result<Option<PolicyChallenge>, StoreError> {
+        policies::policy_challenge(&self.read, "token_hash", token_hash).await
+    }
+
+    async fn decided_challenge(
+        &self,
+        workspace_id: &str,
+        agent_id: &str,
+        fingerprint: &str,
+        since: i64,
+    ) -> Result<Option<PolicyChallenge>, StoreError> {
+        policies::decided_challenge(&self.read, workspace_id, agent_id, fingerprint, since).await
     }
 
     async fn agent_labels(

@@ -92,6 +92,43 @@ pub(super) async fn apply(
             .map(|_| Outcome::Done)
             .map_err(StoreError::from),
         ),
+        Op::DecideChallenge { id, status, by, at } => Some(
+            sqlx::query(
+                "UPDATE policy_challenges SET status = $1, decided_at = $2, decided_by = $3 \
+                 WHERE id = $4 AND status = 'pending' AND expires_at > $2",
+            )
+            .bind(status)
+            .bind(*at)
+            .bind(by)
+            .bind(id)
+            .execute(&mut **tx)
+            .await
+            .map_err(StoreError::from)
+            .and_then(|done| {
+                if done.rows_affected() == 0 {
+                    Err(StoreError::Conflict("the challenge was decided or expired meanwhile".into()))
+                } else {
+                    Ok(Outcome::Done)
+                }
+            }),
+        ),
+        Op::ConsumeApproval { id, at } => Some(
+            sqlx::query(
+                "UPDATE policy_challenges SET consumed_at = $1 WHERE id = $2 AND status = 'approved' AND consumed_at IS NULL",
+            )
+            .bind(*at)
+            .bind(id)
+            .execute(&mut **tx)
+            .await
+            .map_err(StoreError::from)
+            .and_then(|done| {
+                if done.rows_affected() == 0 {
+                    Err(StoreError::Conflict("the approval was used meanwhile".into()))
+                } else {
+                    Ok(Outcome::Done)
+                }
+            }),
+        ),
         Op::CreatePolicyChallenge(c) => Some(
             sqlx::query(
                 "INSERT INTO policy_challenges (id, workspace_id, agent_id, policy_id, action, fingerprint, token_hash, \
@@ -311,17 +348,40 @@ pub(super) async fn idempotency(
     })
 }
 
+const CHALLENGE_COLUMNS: &str =
+    "id, workspace_id, agent_id, policy_id, action, fingerprint, token_hash, status, reasons, \
+     reason_codes, summary, trace_id, created_at, expires_at, decided_at, decided_by, consumed_at";
+
+/// The challenge whose `column` (`id` or `token_hash`) is `value`.
 pub(super) async fn policy_challenge(
     pool: &AnyPool,
-    id: &str,
+    column: &str,
+    value: &str,
 ) -> Result<Option<PolicyChallenge>, StoreError> {
-    let row = sqlx::query(
-        "SELECT id, workspace_id, agent_id, policy_id, action, fingerprint, token_hash, status, reasons, reason_codes, \
-         summary, trace_id, created_at, expires_at, decided_at, decided_by, consumed_at FROM policy_challenges WHERE id = $1",
-    )
-    .bind(id)
-    .fetch_optional(pool)
-    .await?;
+    let sql = format!("SELECT {CHALLENGE_COLUMNS} FROM policy_challenges WHERE {column} = $1");
+    let row = sqlx::query(&sql).bind(value).fetch_optional(pool).await?;
+    Ok(row.map(|r| challenge_from_row(&r)).transpose()?)
+}
+
+pub(super) async fn decided_challenge(
+    pool: &AnyPool,
+    workspace_id: &str,
+    agent_id: &str,
+    fingerprint: &str,
+    since: i64,
+) -> Result<Option<PolicyChallenge>, StoreError> {
+    let sql = format!(
+        "SELECT {CHALLENGE_COLUMNS} FROM policy_challenges WHERE workspace_id = $1 AND agent_id = $2 AND fingerprint = $3 \
+         AND decided_at >= $4 AND (status = 'denied' OR (status = 'approved' AND consumed_at IS NULL)) \
+         ORDER BY decided_at DESC, id DESC LIMIT 1"
+    );
+    let row = sqlx::query(&sql)
+        .bind(workspace_id)
+        .bind(agent_id)
+        .bind(fingerprint)
+        .bind(since)
+        .fetch_optional(pool)
+        .await?;
     Ok(row.map(|r| challenge_from_row(&r)).transpose()?)
 }
 

@@ -1,0 +1,123 @@
+//! Criterion benches for policy compilation and evaluation.
+//!
+//! `cargo bench --bench policy`. The large spec has 1,000 groups with 10 explicit members each
+//! (10,000 members), 1,000 bindings over 10 reusable blocks (actions, amounts in two currencies,
+//! email), and guardrails; evaluation is measured for an agent of one group and for an agent of
+//! no group.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use criterion::{black_box, criterion_group, criterion_main, Criterion};
+use serde_json::{json, Value};
+
+use acp::policy::evaluate::{evaluate, EmailFacts, Facts};
+use acp::policy::spec::{from_value, PolicySpec};
+use acp::policy::{compile, CompiledPolicy};
+
+fn agent_id(n: usize) -> String {
+    format!("agt_{n:032x}")
+}
+
+/// 1,000 groups × 10 members, 1,000 bindings over 10 blocks.
+pub fn large_spec() -> PolicySpec {
+    let mut blocks = serde_json::Map::new();
+    for b in 0..10 {
+        blocks.insert(
+            format!("block_{b}"),
+            json!({
+                "actions": {"allow": [format!("read_{b}"), "list"], "challenge": [format!("deploy_{b}")], "deny": [format!("drop_{b}")]},
+                "amount": {"limits": {"USD": {"allow_up_to": 100 + b, "challenge_up_to": 1000}, "EUR": {"allow_up_to": 90}}, "actions": ["refund"]},
+                "email": {"allowed_domains": ["example.com"], "max_recipients": 5, "blocked_attachments": [".exe"]}
+            }),
+        );
+    }
+    let groups: Vec<Value> = (0..1000)
+        .map(|g| json!({"name": format!("group_{g}"), "members": (0..10).map(|m| agent_id(g * 10 + m)).collect::<Vec<_>>()}))
+        .collect();
+    let bindings: Vec<Value> = (0..1000)
+        .map(|g| json!({"name": format!("binding_{g}"), "group": format!("group_{g}"), "blocks": [format!("block_{}", g % 10)]}))
+        .collect();
+    from_value(&json!({
+        "reusable_policy_blocks": blocks,
+        "agent_groups": groups,
+        "bindings": bindings,
+        "global_guardrails": {"actions": {"deny": ["wire_transfer"]}, "reputation": {"deny_at": "high"}}
+    }))
+    .expect("spec")
+}
+
+fn check(
+    policy: &CompiledPolicy,
+    agent: &str,
+    action: &str,
+    context: &Value,
+    email: Option<&EmailFacts>,
+) -> String {
+    let metadata = json!({"team": "support"});
+    let labels = json!({});
+    let decision = evaluate(
+        policy,
+        &Facts {
+            agent_id: agent,
+            status: "active",
+            risk_tier: "low",
+            metadata: &metadata,
+            labels: &labels,
+            action,
+            context,
+            email,
+            emails_sent_last_minute: 0,
+            emails_sent_last_day: 0,
+        },
+    )
+    .expect("evaluate");
+    decision.outcome.as_str().to_owned()
+}
+
+fn benches(c: &mut Criterion) {
+    let spec = large_spec();
+    let mut group = c.benchmark_group("compile");
+    group.sample_size(10);
+    group.bench_function("1000 groups, 10000 members, 1000 bindings", |b| {
+        b.iter(|| compile(black_box(&spec)).expect("compile"))
+    });
+    group.finish();
+
+    let policy = compile(&spec).expect("compile");
+    let member = agent_id(4242);
+    let refund = json!({"amount": 250, "currency": "USD"});
+    assert_eq!(
+        check(&policy, &member, "refund", &refund, None),
+        "challenge"
+    );
+    let email = EmailFacts::from_json(&json!({"to": ["a@example.com"]})).expect("email");
+    let mut group = c.benchmark_group("evaluate (1000 bindings)");
+    group.bench_function("refund of a group member", |b| {
+        b.iter(|| check(&policy, black_box(&member), "refund", &refund, None))
+    });
+    group.bench_function("send_email of a group member", |b| {
+        b.iter(|| {
+            check(
+                &policy,
+                black_box(&member),
+                "send_email",
+                &json!({}),
+                Some(&email),
+            )
+        })
+    });
+    group.bench_function("agent in no group", |b| {
+        b.iter(|| {
+            check(
+                &policy,
+                black_box("agt_ffffffffffffffffffffffffffffffff"),
+                "read_1",
+                &json!({}),
+                None,
+            )
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(policy_benches, benches);
+criterion_main!(policy_benches);

@@ -1,0 +1,154 @@
+//! Approvals: a `challenge` decision waits for a human. The approval link (one-time token,
+//! stored hashed) shows what is asked and takes one decision; the backend polls the policy
+//! challenge; a re-check of the same agent, action and request fingerprint after an approval
+//! answers `allow` once, and after a deny answers `deny`.
+
+use serde_json::json;
+
+use crate::api;
+use crate::audit::{self, Actor};
+use crate::context::Context;
+use crate::error::{ApiError, ApiResult};
+use crate::policy::check::CHALLENGE_TTL_MS;
+use crate::secret::sha256_hex;
+use crate::store::{Change, Op, PolicyChallenge, StoreError};
+use crate::time::{iso, now_ms};
+
+/// How long an approval (or a deny) counts for re-checks after the human decided.
+pub const DECISION_TTL_MS: i64 = CHALLENGE_TTL_MS;
+
+/// The status as callers see it: a pending challenge past its expiry is `expired`.
+pub fn effective_status(c: &PolicyChallenge, now: i64) -> &str {
+    if c.status == "pending" && now >= c.expires_at {
+        "expired"
+    } else {
+        &c.status
+    }
+}
+
+pub fn to_wire(c: &PolicyChallenge, now: i64) -> api::PolicyChallengeInfo {
+    api::PolicyChallengeInfo {
+        challenge_id: c.id.clone(),
+        status: effective_status(c, now).to_owned(),
+        agent_id: c.agent_id.clone(),
+        action: c.action.clone(),
+        policy_id: c.policy_id.clone(),
+        reasons: c.reasons.clone(),
+        reason_codes: c.reason_codes.clone(),
+        summary: c.summary.clone(),
+        trace_id: c.trace_id.clone(),
+        created_at: iso(c.created_at),
+        expires_at: iso(c.expires_at),
+        decided_at: c.decided_at.map(iso),
+        decided_by: c.decided_by.clone(),
+        used: c.consumed_at.is_some(),
+    }
+}
+
+fn unknown_link() -> ApiError {
+    ApiError::not_found("unknown_approval_link", "this approval link is not valid")
+}
+
+/// The challenge behind an approval link token.
+pub async fn by_token(ctx: &Context, token: &str) -> ApiResult<PolicyChallenge> {
+    if !token.starts_with("apr_") || token.len() > 100 {
+        return Err(unknown_link());
+    }
+    ctx.store
+        .policy_challenge_by_token(&sha256_hex(token.as_bytes()))
+        .await?
+        .ok_or_else(unknown_link)
+}
+
+/// Records the human's decision (`approve` or `deny`) taken through the link.
+pub async fn decide(
+    ctx: &Context,
+    token: &str,
+    decision: &str,
+    actor: &Actor,
+) -> ApiResult<api::PolicyChallengeInfo> {
+    let by = actor.label();
+    let status = match decision {
+        "approve" => "approved",
+        "deny" => "denied",
+        "" => return Err(ApiError::missing("decision")),
+        _ => return Err(ApiError::invalid("decision", "must be `approve` or `deny`")),
+    };
+    let challenge = by_token(ctx, token).await?;
+    let now = now_ms();
+    let decided = || {
+        ApiError::conflict(
+            "challenge_already_decided",
+            "this challenge was already decided",
+        )
+    };
+    match effective_status(&challenge, now) {
+        "pending" => {}
+        "expired" => {
+            return Err(ApiError::new(
+                axum::http::StatusCode::GONE,
+                "challenge_expired",
+                "this approval link expired; the agent must ask again",
+            ))
+        }
+        _ => return Err(decided()),
+    }
+    let mut event = audit::state_change(
+        &format!("approval.{status}"),
+        decision,
+        Some(&challenge.workspace_id),
+        Some(&challenge.agent_id),
+        actor,
+        json!({ "challenge_id": challenge.id, "action": challenge.action }),
+    );
+    event.policy_id = Some(challenge.policy_id.clone());
+    event.trace_id = Some(challenge.trace_id.clone());
+    event.decision = Some(
+        if status == "approved" {
+            "allow"
+        } else {
+            "deny"
+        }
+        .into(),
+    );
+    let change = Change::new(Op::DecideChallenge {
+        id: challenge.id.clone(),
+        status: status.into(),
+        by,
+        at: now,
+    })
+    .audited(event);
+    match ctx.writer.commit(change).await {
+        Ok(_) => {}
+        Err(StoreError::Conflict(_)) => return Err(decided()),
+        Err(e) => return Err(e.into()),
+    }
+    let updated = ctx
+        .store
+        .policy_challenge(&challenge.id)
+        .await?
+        .unwrap_or(challenge);
+    Ok(to_wire(&updated, now))
+}
+
+/// The policy challenge for a backend that polls (scoped to the caller's workspace).
+pub async fn status(
+    ctx: &Context,
+    workspace_id: &str,
+    id: &str,
+) -> ApiResult<api::PolicyChallengeInfo> {
+    let unknown = || {
+        ApiError::not_found(
+            "unknown_challenge",
+            "no such policy challenge in this workspace",
+        )
+    };
+    if !crate::ids::has_shape(id, "pch") {
+        return Err(unknown());
+    }
+    let challenge = ctx.store.policy_challenge(id).await?.ok_or_else(unknown)?;
+    if challenge.workspace_id != workspace_id {
+        return Err(unknown());
+    }
+    Ok(to_wire(&challenge, now_ms()))
+}

@@ -1,0 +1,3 @@
+//! Enforcement around decisions: approvals of `challenge` decisions.
+
+pub mod approvals;

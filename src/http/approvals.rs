@@ -1,0 +1,138 @@
+//! `/v1/approval-links/{token}` (the human side of a challenge) and `/v1/policy-challenges/{id}`
+//! (the backend that waits).
+
+use axum::extract::State;
+use axum::http::{header, HeaderMap, Method};
+use axum::response::{Html, IntoResponse, Response};
+use axum::Json;
+
+use crate::api::{
+    ApprovalDecisionRequest, ErrorBody, PolicyChallengeInfo, PolicyChallengeResponse,
+};
+use crate::audit::Actor;
+use crate::context::SharedContext;
+use crate::enforce::approvals;
+use crate::error::ApiResult;
+use crate::time::now_ms;
+
+use super::extract::{AppJson, AppPath, Caller};
+use super::pages::{error_page, esc};
+
+fn wants_html(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("text/html"))
+}
+
+fn page(c: &PolicyChallengeInfo) -> String {
+    let reasons: String = c
+        .reasons
+        .iter()
+        .map(|r| format!("<li>{}</li>", esc(r)))
+        .collect();
+    let buttons = if c.status == "pending" {
+        "<p><button id=\"approve\" data-decision=\"approve\">Approve</button> <button id=\"deny\" data-decision=\"deny\">Deny</button></p>\
+         <script>for (const b of document.querySelectorAll('button[data-decision]')) b.addEventListener('click', async () => {\
+         const r = await fetch(location.pathname, {method: 'POST', headers: {'Content-Type': 'application/json'}, body: JSON.stringify({decision: b.dataset.decision})});\
+         const j = await r.json(); document.getElementById('status').textContent = r.ok ? j.challenge.status : j.message;\
+         for (const x of document.querySelectorAll('button[data-decision]')) x.disabled = true; });</script>"
+    } else {
+        ""
+    };
+    format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\">\
+         <title>Approval · acp</title><style>body{{font-family:system-ui,sans-serif;max-width:40rem;margin:2rem auto;padding:0 1rem}}\
+         dt{{font-weight:600}}button{{padding:.4rem 1rem;margin-right:.5rem}}</style></head><body>\
+         <h1>An agent asks for approval</h1><dl><dt>Agent</dt><dd><code>{}</code></dd><dt>Action</dt><dd id=\"action\">{}</dd>\
+         <dt>Why it needs a human</dt><dd><ul>{}</ul></dd><dt>Request</dt><dd><code>{}</code></dd>\
+         <dt>Expires</dt><dd>{}</dd><dt>Status</dt><dd id=\"status\">{}</dd></dl>{}</body></html>",
+        esc(&c.agent_id),
+        esc(&c.action),
+        reasons,
+        esc(&c.summary.to_string()),
+        esc(&c.expires_at),
+        esc(&c.status),
+        buttons
+    )
+}
+
+/// What an approval link asks: an HTML page for browsers, JSON otherwise.
+#[utoipa::path(get, path = "/v1/approval-links/{token}", tag = "approvals", params(("token" = String, Path)),
+    responses((status = 200, description = "HTML page (Accept: text/html) or JSON", body = PolicyChallengeResponse),
+        (status = 404, description = "`unknown_approval_link`", body = ErrorBody)))]
+pub async fn show(
+    State(ctx): State<SharedContext>,
+    headers: HeaderMap,
+    AppPath(token): AppPath<String>,
+) -> Response {
+    let html = wants_html(&headers);
+    let found = approvals::by_token(&ctx, &token).await;
+    let response = match found {
+        Ok(c) => {
+            let info = approvals::to_wire(&c, now_ms());
+            if html {
+                Html(page(&info)).into_response()
+            } else {
+                Json(PolicyChallengeResponse {
+                    ok: true,
+                    challenge: info,
+                })
+                .into_response()
+            }
+        }
+        Err(err) if html => error_page(&ctx, err),
+        Err(err) => err.into_response(),
+    };
+    let mut response = response;
+    response.headers_mut().insert(
+        header::CACHE_CONTROL,
+        header::HeaderValue::from_static("no-store"),
+    );
+    response
+}
+
+/// Approves or denies the challenge behind the link; one decision per challenge.
+#[utoipa::path(post, path = "/v1/approval-links/{token}", tag = "approvals", params(("token" = String, Path)),
+    request_body = ApprovalDecisionRequest,
+    responses((status = 200, body = PolicyChallengeResponse), (status = 400, body = ErrorBody),
+        (status = 404, description = "`unknown_approval_link`", body = ErrorBody),
+        (status = 409, description = "`challenge_already_decided`", body = ErrorBody),
+        (status = 410, description = "`challenge_expired`", body = ErrorBody)))]
+pub async fn decide(
+    State(ctx): State<SharedContext>,
+    headers: HeaderMap,
+    AppPath(token): AppPath<String>,
+    AppJson(req): AppJson<ApprovalDecisionRequest>,
+) -> ApiResult<Json<PolicyChallengeResponse>> {
+    // A logged-in user is recorded as the approver; the link alone is enough otherwise (its
+    // token is the secret, so it needs no CSRF token either).
+    let actor = match super::session::cookie(&headers, crate::identity::accounts::SESSION_COOKIE) {
+        Some(_) => match super::session::authenticate_user(&ctx, &Method::GET, &headers).await {
+            Ok(p) => p.actor(),
+            Err(_) => Actor::ApprovalLink,
+        },
+        None => Actor::ApprovalLink,
+    };
+    let challenge = approvals::decide(&ctx, &token, req.decision.trim(), &actor).await?;
+    Ok(Json(PolicyChallengeResponse {
+        ok: true,
+        challenge,
+    }))
+}
+
+/// A policy challenge's status, for backends that poll.
+#[utoipa::path(get, path = "/v1/policy-challenges/{challenge_id}", tag = "approvals", params(("challenge_id" = String, Path)),
+    security(("api_key" = [])),
+    responses((status = 200, body = PolicyChallengeResponse), (status = 404, description = "`unknown_challenge`", body = ErrorBody)))]
+pub async fn status(
+    State(ctx): State<SharedContext>,
+    caller: Caller,
+    AppPath(challenge_id): AppPath<String>,
+) -> ApiResult<Json<PolicyChallengeResponse>> {
+    let challenge = approvals::status(&ctx, &caller.workspace_id, &challenge_id).await?;
+    Ok(Json(PolicyChallengeResponse {
+        ok: true,
+        challenge,
+    }))
+}
