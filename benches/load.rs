@@ -33,6 +33,9 @@ use rand::Rng;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
+#[path = "common/mod.rs"]
+mod common;
+
 const HEARTBEAT_PATH: &str = "/v1/telemetry/heartbeat";
 /// The request a backend asks `/v1/verify` about (a made-up agent call).
 const VERIFIED_METHOD: &str = "POST";
@@ -484,6 +487,8 @@ enum Check {
     Status,
     /// 200 and `"valid": true`.
     Valid,
+    /// 200 and `"decision": "allow"`.
+    Allow,
 }
 
 #[derive(Default)]
@@ -564,11 +569,22 @@ async fn send_one(
                 .get_or_insert_with(|| format!("{status}: {}", String::from_utf8_lossy(&body)));
         }
         Ok((_, body)) => {
-            if check == Check::Valid {
-                let valid = serde_json::from_slice::<Value>(&body)
-                    .ok()
-                    .and_then(|v| v.get("valid").and_then(Value::as_bool))
-                    == Some(true);
+            if check != Check::Status {
+                let parsed = serde_json::from_slice::<Value>(&body).ok();
+                let valid = match check {
+                    Check::Valid => {
+                        parsed
+                            .as_ref()
+                            .and_then(|v| v.get("valid").and_then(Value::as_bool))
+                            == Some(true)
+                    }
+                    _ => {
+                        parsed
+                            .as_ref()
+                            .and_then(|v| v.get("decision").and_then(Value::as_str))
+                            == Some("allow")
+                    }
+                };
                 if !valid {
                     out.invalid += 1;
                     out.first_failure
@@ -909,6 +925,108 @@ fn print_report(
 
 // ---- main ---------------------------------------------------------------------------------
 
+/// Writes the large policy straight into the server's database (as a sync would) and waits
+/// until the server serves it; answers its version.
+async fn install_large_policy(
+    client: &reqwest::Client,
+    server: &Server,
+    api_key: &str,
+    agent_id: &str,
+    database_url: &str,
+) -> anyhow::Result<i64> {
+    use acp::store::{apply_one, Change, Op, PolicyApply, PolicyVersion, SqlStore};
+    let agent: Value = client
+        .get(server.url(&format!("/v1/agents/{agent_id}")))
+        .header("x-service-api-key", api_key)
+        .send()
+        .await?
+        .json()
+        .await?;
+    let workspace_id = agent["agent"]["workspace_id"]
+        .as_str()
+        .ok_or_else(|| anyhow!("no workspace in {agent}"))?
+        .to_owned();
+    let spec = common::large_spec_with_member(agent_id);
+    let compiled = acp::policy::compile(&spec)
+        .map_err(|e| anyhow!("the bench spec does not compile: {e:?}"))?;
+    let store = SqlStore::open(database_url, &Default::default())
+        .await
+        .map_err(|e| anyhow!("{e}"))?;
+    let apply = PolicyApply {
+        name: "bench".into(),
+        expected_version: 0,
+        version: PolicyVersion {
+            workspace_id,
+            policy_id: "pol_default".into(),
+            version: 1,
+            hash: compiled.hash.clone(),
+            spec: serde_json::to_value(&spec)?,
+            cedar: compiled.cedar.clone(),
+            author: "bench".into(),
+            created_at: now_ms(),
+        },
+        members: Vec::new(),
+        bindings: Vec::new(),
+    };
+    apply_one(&store, Change::new(Op::ApplyPolicy(Box::new(apply))))
+        .await
+        .map_err(|e| anyhow!("{e}"))?;
+    store.close().await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let answer: Value = client
+            .post(server.url("/v1/check"))
+            .header("x-service-api-key", api_key)
+            .json(&json!({"agent_id": agent_id, "action": "refund", "context": {"amount": 50, "currency": "USD"}}))
+            .send()
+            .await?
+            .json()
+            .await?;
+        if answer["policy_version"] == json!(1) {
+            if answer["decision"] != json!("allow") {
+                bail!("the bench policy answers {answer}");
+            }
+            return Ok(1);
+        }
+        if Instant::now() > deadline {
+            bail!("the server did not pick up the bench policy: {answer}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A bare axum JSON endpoint on its own 2-worker runtime (like the server's): it parses the
+/// same body and answers a small JSON object, nothing else.
+fn start_bare_server() -> anyhow::Result<String> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    listener.set_nonblocking(true)?;
+    let addr = listener.local_addr()?;
+    std::thread::spawn(move || {
+        let Ok(runtime) = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+        else {
+            return;
+        };
+        runtime.block_on(async move {
+            let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
+                return;
+            };
+            let app = axum::Router::new().route(
+                "/bare",
+                axum::routing::post(|axum::Json(body): axum::Json<Value>| async move {
+                    axum::Json(
+                        json!({"ok": true, "decision": "allow", "agent_id": body.get("agent_id")}),
+                    )
+                }),
+            );
+            let _ = axum::serve(listener, app).await;
+        });
+    });
+    Ok(format!("http://{addr}/bare"))
+}
+
 fn main() -> anyhow::Result<()> {
     // `cargo bench` passes `--bench`; nothing here takes arguments.
     let settings = Settings::from_env()?;
@@ -937,7 +1055,7 @@ async fn run(settings: Settings) -> anyhow::Result<()> {
     let background_before = background_cpu().await;
     eprintln!("load: starting {} on {engine} ...", settings.bin.display());
     let server = Server::start(&settings, &database_url, &api_key, dir.path())?;
-    let outcome = drive(&settings, &server, &api_key, cores, engine).await;
+    let outcome = drive(&settings, &server, &api_key, cores, engine, &database_url).await;
     let log_tail = server.log_tail();
     let stopped = server.stop();
     match (&outcome, &stopped) {
@@ -974,6 +1092,7 @@ async fn drive(
     api_key: &str,
     cores: usize,
     engine: &str,
+    database_url: &str,
 ) -> anyhow::Result<Outcome> {
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(settings.concurrency)
@@ -991,6 +1110,26 @@ async fn drive(
     let heartbeats = heartbeat_requests(&key, &agent_id, n);
     // The first verify request is held back and sent again after the run: it must be a replay.
     let replay = verify.first().map(|p| p.body.clone());
+    let policy_version =
+        install_large_policy(&client, server, api_key, &agent_id, database_url).await?;
+    eprintln!("load: policy of 1,000 groups / 10,000 members / 1,000 bindings live as version {policy_version}");
+    let check_body = serde_json::to_vec(&json!({
+        "agent_id": agent_id, "action": "refund", "context": {"amount": 50, "currency": "USD"}
+    }))?;
+    let checks: Vec<Prepared> = (0..n)
+        .map(|_| Prepared {
+            headers: vec![("x-service-api-key", api_key.to_owned())],
+            body: check_body.clone(),
+        })
+        .collect();
+    let bare_body = check_body.clone();
+    let bare_requests: Vec<Prepared> = (0..n)
+        .map(|_| Prepared {
+            headers: Vec::new(),
+            body: bare_body.clone(),
+        })
+        .collect();
+    let bare_url = start_bare_server()?;
     eprintln!(
         "load: pre-signed {} requests in {:.1} s",
         2 * n,
@@ -1016,6 +1155,36 @@ async fn drive(
             None,
             n,
             Check::Status,
+            c,
+            settings.duration,
+            &cpu,
+        )
+        .await?,
+    );
+    eprintln!("load: bare axum JSON endpoint ...");
+    phases.push(
+        run_phase(
+            "POST bare axum JSON endpoint (baseline, same process layout: 2 workers)",
+            &client,
+            bare_url.clone(),
+            Some(bare_requests),
+            n,
+            Check::Status,
+            c,
+            settings.duration,
+            &cpu,
+        )
+        .await?,
+    );
+    eprintln!("load: POST /v1/check ...");
+    phases.push(
+        run_phase(
+            "POST /v1/check (1,000 bindings, audit durable)",
+            &client,
+            server.url("/v1/check"),
+            Some(checks),
+            n,
+            Check::Allow,
             c,
             settings.duration,
             &cpu,

@@ -10,40 +10,11 @@ use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use serde_json::{json, Value};
 
 use acp::policy::evaluate::{evaluate, EmailFacts, Facts};
-use acp::policy::spec::{from_value, PolicySpec};
 use acp::policy::{compile, CompiledPolicy};
 
-fn agent_id(n: usize) -> String {
-    format!("agt_{n:032x}")
-}
-
-/// 1,000 groups × 10 members, 1,000 bindings over 10 blocks.
-pub fn large_spec() -> PolicySpec {
-    let mut blocks = serde_json::Map::new();
-    for b in 0..10 {
-        blocks.insert(
-            format!("block_{b}"),
-            json!({
-                "actions": {"allow": [format!("read_{b}"), "list"], "challenge": [format!("deploy_{b}")], "deny": [format!("drop_{b}")]},
-                "amount": {"limits": {"USD": {"allow_up_to": 100 + b, "challenge_up_to": 1000}, "EUR": {"allow_up_to": 90}}, "actions": ["refund"]},
-                "email": {"allowed_domains": ["example.com"], "max_recipients": 5, "blocked_attachments": [".exe"]}
-            }),
-        );
-    }
-    let groups: Vec<Value> = (0..1000)
-        .map(|g| json!({"name": format!("group_{g}"), "members": (0..10).map(|m| agent_id(g * 10 + m)).collect::<Vec<_>>()}))
-        .collect();
-    let bindings: Vec<Value> = (0..1000)
-        .map(|g| json!({"name": format!("binding_{g}"), "group": format!("group_{g}"), "blocks": [format!("block_{}", g % 10)]}))
-        .collect();
-    from_value(&json!({
-        "reusable_policy_blocks": blocks,
-        "agent_groups": groups,
-        "bindings": bindings,
-        "global_guardrails": {"actions": {"deny": ["wire_transfer"]}, "reputation": {"deny_at": "high"}}
-    }))
-    .expect("spec")
-}
+#[path = "common/mod.rs"]
+mod common;
+use common::{agent_id, large_spec};
 
 fn check(
     policy: &CompiledPolicy,

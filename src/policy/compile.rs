@@ -9,6 +9,7 @@
 //! check evaluates only the rules that can apply to its agent.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::str::FromStr;
 use std::sync::OnceLock;
 
 use cedar_policy::{Policy, PolicyId, PolicySet, Schema, ValidationMode, Validator};
@@ -768,6 +769,92 @@ fn build_set(rules: &[&Rule], errors: &mut Vec<SpecError>) -> RuleSet {
     }
 }
 
+/// Binding rules as Cedar templates: each distinct condition is parsed once as
+/// `permit (principal in ?principal, ...) when { ... }` and linked to every group that has it,
+/// which keeps compiling a spec with thousands of bindings cheap. (The annotations that the
+/// `cedar` text shows for each rule live in `RuleSet::rules`, not in the template.)
+struct Templates {
+    by_condition: HashMap<String, cedar_policy::Template>,
+    /// Template id → the first rule that used it (for error messages).
+    origin: HashMap<PolicyId, (String, String)>,
+}
+
+impl Templates {
+    fn get(&mut self, rule: &Rule, errors: &mut Vec<SpecError>) -> Option<cedar_policy::Template> {
+        if let Some(t) = self.by_condition.get(&rule.condition) {
+            return Some(t.clone());
+        }
+        let id = PolicyId::new(format!("template#{}", self.by_condition.len()));
+        let text = format!(
+            "permit (principal in ?principal, action == Action::\"check\", resource)\nwhen {{ {} }};\n",
+            rule.condition
+        );
+        match cedar_policy::Template::parse(Some(id), text) {
+            Ok(t) => {
+                self.by_condition.insert(rule.condition.clone(), t.clone());
+                self.origin
+                    .insert(t.id().clone(), (rule.id.clone(), rule.meta.source.clone()));
+                Some(t)
+            }
+            Err(e) => {
+                errors.push(SpecError::new(
+                    rule.meta.source.clone(),
+                    format!(
+                        "rule `{}` is not valid Cedar: {}",
+                        rule.id,
+                        first_line(&e.to_string())
+                    ),
+                ));
+                None
+            }
+        }
+    }
+}
+
+fn build_group_set(
+    group: &str,
+    rules: &[&Rule],
+    templates: &mut Templates,
+    errors: &mut Vec<SpecError>,
+) -> RuleSet {
+    let mut policies = PolicySet::new();
+    let mut metas = HashMap::new();
+    let Ok(group_uid) = cedar_policy::EntityUid::from_str(&format!("Group::{}", lit(group))) else {
+        errors.push(SpecError::new(
+            "agent_groups",
+            format!("`{group}` cannot name a Cedar entity"),
+        ));
+        return RuleSet {
+            policies,
+            rules: metas,
+        };
+    };
+    for rule in rules {
+        let Some(template) = templates.get(rule, errors) else {
+            continue;
+        };
+        let template_id = template.id().clone();
+        if policies.template(&template_id).is_none() {
+            let _ = policies.add_template(template);
+        }
+        let id = PolicyId::new(&rule.id);
+        let slots = HashMap::from([(cedar_policy::SlotId::principal(), group_uid.clone())]);
+        match policies.link(template_id, id.clone(), slots) {
+            Ok(()) => {
+                metas.insert(id, rule.meta.clone());
+            }
+            Err(e) => errors.push(SpecError::new(
+                rule.meta.source.clone(),
+                format!("rule `{}`: {e}", rule.id),
+            )),
+        }
+    }
+    RuleSet {
+        policies,
+        rules: metas,
+    }
+}
+
 fn first_line(text: &str) -> String {
     text.lines().next().unwrap_or("").to_owned()
 }
@@ -833,39 +920,58 @@ pub fn compile(spec: &PolicySpec) -> Result<CompiledPolicy, Vec<SpecError>> {
     let guardrails = build_set(&guardrail_rules, &mut errors);
     let mut groups = BTreeMap::new();
     let bound: BTreeSet<&String> = rules.iter().filter_map(|r| r.group.as_ref()).collect();
+    let mut templates = Templates {
+        by_condition: HashMap::new(),
+        origin: HashMap::new(),
+    };
     for group in bound {
         let group_rules: Vec<&Rule> = rules
             .iter()
             .filter(|r| r.group.as_ref() == Some(group))
             .collect();
-        groups.insert(group.clone(), build_set(&group_rules, &mut errors));
+        groups.insert(
+            group.clone(),
+            build_group_set(group, &group_rules, &mut templates, &mut errors),
+        );
     }
     if errors.is_empty() {
-        // Strict validation of everything together.
+        // Strict validation: the guardrail rules, and each binding template once (a rule's
+        // types do not depend on which group it is linked to).
         let mut all = PolicySet::new();
-        for set in std::iter::once(&guardrails).chain(groups.values()) {
-            for p in set.policies.policies() {
-                let _ = all.add(p.clone());
-            }
+        for p in guardrails.policies.policies() {
+            let _ = all.add(p.clone());
+        }
+        for t in templates.by_condition.values() {
+            let _ = all.add_template(t.clone());
         }
         let schema = schema().map_err(|e| vec![e])?;
         let result = Validator::new(schema.clone()).validate(&all, ValidationMode::Strict);
         for err in result.validation_errors() {
             let id = err.policy_id();
-            let source = guardrails
-                .rules
-                .get(id)
-                .or_else(|| groups.values().find_map(|s| s.rules.get(id)))
-                .map(|m| m.source.clone())
-                .unwrap_or_default();
+            let (rule, source) = match (guardrails.rules.get(id), templates.origin.get(id)) {
+                (Some(meta), _) => (id.to_string(), meta.source.clone()),
+                (None, Some((rule, source))) => (rule.clone(), source.clone()),
+                (None, None) => (id.to_string(), String::new()),
+            };
             errors.push(SpecError::new(
                 source,
-                format!("rule `{id}`: {}", first_line(&err.to_string())),
+                format!("rule `{rule}`: {}", first_line(&err.to_string())),
             ));
         }
     }
     if !errors.is_empty() {
         return Err(errors);
+    }
+
+    // Every group's set also holds the guardrails (see `evaluate`).
+    for set in groups.values_mut() {
+        for p in guardrails.policies.policies() {
+            if set.policies.add(p.clone()).is_ok() {
+                if let Some(meta) = guardrails.rules.get(p.id()) {
+                    set.rules.insert(p.id().clone(), meta.clone());
+                }
+            }
+        }
     }
 
     let mut members: HashMap<String, Vec<String>> = HashMap::new();

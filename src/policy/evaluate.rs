@@ -341,12 +341,15 @@ pub fn evaluate(policy: &CompiledPolicy, facts: &Facts<'_>) -> Result<Decision, 
         Request::new(agent_uid, action, request_uid, context, None).map_err(|e| e.to_string())?;
     let entities = Entities::from_entities([agent, resource], None).map_err(|e| e.to_string())?;
 
+    // Each group's set carries the guardrails too, so an agent of one group costs one
+    // authorisation; an agent of none is judged by the guardrails alone.
     let mut matched = Vec::new();
-    matching(&policy.guardrails, &request, &entities, &mut matched);
-    for g in &groups {
-        if let Some(set) = policy.groups.get(g) {
-            matching(set, &request, &entities, &mut matched);
-        }
+    let bound: Vec<&RuleSet> = groups.iter().filter_map(|g| policy.groups.get(g)).collect();
+    if bound.is_empty() {
+        matching(&policy.guardrails, &request, &entities, &mut matched);
+    }
+    for set in bound {
+        matching(set, &request, &entities, &mut matched);
     }
     Ok(decide(&matched))
 }
