@@ -98,10 +98,12 @@ fn set_lit<'a>(items: impl IntoIterator<Item = &'a String>) -> String {
     format!("[{}]", inner.join(", "))
 }
 
-/// `decimal("12.3400")`, or `None` outside Cedar's decimal range.
-fn decimal(value: f64) -> Option<String> {
+/// Numeric context fields are Cedar `Long` tags in ten-thousandths (4 decimal places), so that
+/// rules compare integers instead of calling the `decimal` extension on every check. Answers the
+/// scaled literal, or `None` beyond the range.
+pub fn scaled(value: f64) -> Option<i64> {
     (value.is_finite() && value.abs() < 900_000_000_000_000.0)
-        .then(|| format!("decimal(\"{value:.4}\")"))
+        .then(|| (value * 10_000.0).round() as i64)
 }
 
 fn is_name(text: &str) -> bool {
@@ -432,7 +434,7 @@ impl Emitter<'_> {
                 continue;
             }
             let challenge_up_to = t.challenge_up_to.unwrap_or(t.allow_up_to);
-            let (Some(allow), Some(challenge)) = (decimal(t.allow_up_to), decimal(challenge_up_to))
+            let (Some(allow), Some(challenge)) = (scaled(t.allow_up_to), scaled(challenge_up_to))
             else {
                 self.errors.push(SpecError::new(
                     tpath,
@@ -465,7 +467,7 @@ impl Emitter<'_> {
                 Outcome::Allow,
                 "amount_within_limit",
                 format!("{} {currency} or less is allowed", t.allow_up_to),
-                format!("{base} && {which} && {value}.lessThanOrEqual({allow})"),
+                format!("{base} && {which} && {value} <= {allow}"),
             );
             if challenge_up_to > t.allow_up_to {
                 self.rule(
@@ -473,7 +475,7 @@ impl Emitter<'_> {
                     Outcome::Challenge,
                     "amount_requires_approval",
                     format!("amounts over {} {currency} need approval", t.allow_up_to),
-                    format!("{base} && {which} && {value}.greaterThan({allow}) && {value}.lessThanOrEqual({challenge})"),
+                    format!("{base} && {which} && {value} > {allow} && {value} <= {challenge}"),
                 );
             }
             self.rule(
@@ -481,7 +483,7 @@ impl Emitter<'_> {
                 Outcome::Deny,
                 "amount_over_limit",
                 format!("amounts over {challenge_up_to} {currency} are not allowed"),
-                format!("{base} && {which} && {value}.greaterThan({challenge})"),
+                format!("{base} && {which} && {value} > {challenge}"),
             );
         }
         self.rule(
@@ -489,7 +491,7 @@ impl Emitter<'_> {
             Outcome::Deny,
             "amount_invalid",
             "amounts may not be negative".into(),
-            format!("{base} && {value}.lessThan(decimal(\"0.0\"))"),
+            format!("{base} && {value} < 0"),
         );
         if !a.limits.contains_key("*") {
             self.rule(

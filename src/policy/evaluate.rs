@@ -6,7 +6,8 @@ use std::str::FromStr;
 use std::sync::OnceLock;
 
 use cedar_policy::{
-    Authorizer, Context, Entities, Entity, EntityUid, Request, RestrictedExpression,
+    Authorizer, Context, Entities, Entity, EntityId, EntityTypeName, EntityUid, Request,
+    RestrictedExpression,
 };
 use serde_json::Value;
 
@@ -157,12 +158,34 @@ pub fn groups_of(policy: &CompiledPolicy, facts: &Facts<'_>) -> Vec<String> {
     groups.into_iter().collect()
 }
 
-fn uid(type_name: &str, id: &str) -> Result<EntityUid, String> {
-    EntityUid::from_str(&format!(
-        "{type_name}::{}",
-        serde_json::Value::String(id.to_owned())
+/// The entity types, parsed once (Cedar's parser is far slower than building a uid).
+fn type_name(which: usize) -> Result<&'static EntityTypeName, String> {
+    static NAMES: OnceLock<Result<[EntityTypeName; 4], String>> = OnceLock::new();
+    NAMES
+        .get_or_init(|| {
+            let parse = |n: &str| EntityTypeName::from_str(n).map_err(|e| e.to_string());
+            Ok([
+                parse("Agent")?,
+                parse("Group")?,
+                parse("Request")?,
+                parse("Action")?,
+            ])
+        })
+        .as_ref()
+        .map(|names| &names[which])
+        .map_err(Clone::clone)
+}
+
+const AGENT: usize = 0;
+const GROUP: usize = 1;
+const REQUEST: usize = 2;
+const ACTION: usize = 3;
+
+fn uid(which: usize, id: &str) -> Result<EntityUid, String> {
+    Ok(EntityUid::from_type_name_and_id(
+        type_name(which)?.clone(),
+        EntityId::new(id),
     ))
-    .map_err(|e| e.to_string())
 }
 
 fn strings(items: impl IntoIterator<Item = String>) -> RestrictedExpression {
@@ -209,10 +232,10 @@ fn matching<'a>(
 pub fn evaluate(policy: &CompiledPolicy, facts: &Facts<'_>) -> Result<Decision, String> {
     let groups = groups_of(policy, facts);
     let risk_level = RiskTier::parse(facts.risk_tier).map_or(2, RiskTier::level);
-    let agent_uid = uid("Agent", facts.agent_id)?;
+    let agent_uid = uid(AGENT, facts.agent_id)?;
     let parents = groups
         .iter()
-        .map(|g| uid("Group", g))
+        .map(|g| uid(GROUP, g))
         .collect::<Result<Vec<_>, _>>()?;
     let mut tags = pairs(facts.metadata);
     tags.extend(pairs(facts.labels));
@@ -249,13 +272,10 @@ pub fn evaluate(policy: &CompiledPolicy, facts: &Facts<'_>) -> Result<Decision, 
                         .as_f64()
                         .filter(|f| f.is_finite() && f.abs() < 900_000_000_000_000.0)
                     {
-                        // Rounded up to Cedar's 4 decimals, so a value just over a limit never rounds
-                        // down onto it.
-                        let up = (d * 10_000.0).ceil() / 10_000.0;
-                        numbers.push((
-                            k.clone(),
-                            RestrictedExpression::new_decimal(format!("{up:.4}")),
-                        ));
+                        // In ten-thousandths, rounded up, so a value just over a limit never
+                        // rounds down onto it.
+                        let up = (d * 10_000.0).ceil() as i64;
+                        numbers.push((k.clone(), RestrictedExpression::new_long(up)));
                     }
                 }
                 Value::String(s) => fields.push(format!("{k}={s}")),
@@ -264,7 +284,7 @@ pub fn evaluate(policy: &CompiledPolicy, facts: &Facts<'_>) -> Result<Decision, 
             }
         }
     }
-    let request_uid = uid("Request", "current")?;
+    let request_uid = uid(REQUEST, "current")?;
     let resource =
         Entity::new_with_tags(request_uid.clone(), [], [], numbers).map_err(|e| e.to_string())?;
 
@@ -336,7 +356,7 @@ pub fn evaluate(policy: &CompiledPolicy, facts: &Facts<'_>) -> Result<Decision, 
         ("email".to_owned(), email_record),
     ])
     .map_err(|e| e.to_string())?;
-    let action = uid("Action", "check")?;
+    let action = uid(ACTION, "check")?;
     let request =
         Request::new(agent_uid, action, request_uid, context, None).map_err(|e| e.to_string())?;
     let entities = Entities::from_entities([agent, resource], None).map_err(|e| e.to_string())?;
