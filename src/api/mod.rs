@@ -752,3 +752,23 @@ pub struct ApprovalDecisionRequest {
     /// `approve` or `deny`.
     pub decision: String,
 }
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ClaimInfo {
+    pub agent: Agent,
+    /// `pending`, `used` or `expired`.
+    pub status: String,
+    pub expires_at: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ClaimInfoResponse {
+    pub ok: bool,
+    pub claim: ClaimInfo,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ClaimDecisionRequest {
+    /// `claim` or `reject`.
+    pub decision: String,
+}

@@ -202,3 +202,17 @@ pub async fn revoke(
 ) -> ApiResult<Json<AgentResponse>> {
     change_status(ctx, caller, agent_id, req, StatusAction::Revoke).await
 }
+
+/// Approves a pending agent that has not attested (an admin vouches for it): it becomes active.
+#[utoipa::path(post, path = "/v1/agents/{agent_id}/approve", tag = "agents", params(("agent_id" = String, Path)),
+    request_body(content = AgentStatusRequest, description = "optional"), security(("api_key" = [])),
+    responses((status = 200, body = AgentResponse), (status = 404, body = ErrorBody),
+        (status = 409, description = "`invalid_status_transition`", body = ErrorBody)))]
+pub async fn approve(
+    State(ctx): State<SharedContext>,
+    caller: Caller,
+    AppPath(agent_id): AppPath<String>,
+    AppJson(req): AppJson<AgentStatusRequest>,
+) -> ApiResult<Json<AgentResponse>> {
+    change_status(ctx, caller, agent_id, req, StatusAction::Approve).await
+}

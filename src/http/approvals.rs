@@ -7,7 +7,8 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::Json;
 
 use crate::api::{
-    ApprovalDecisionRequest, ErrorBody, PolicyChallengeInfo, PolicyChallengeResponse,
+    ApprovalDecisionRequest, ClaimDecisionRequest, ClaimInfo, ClaimInfoResponse, ErrorBody,
+    PolicyChallengeInfo, PolicyChallengeResponse,
 };
 use crate::audit::Actor;
 use crate::context::SharedContext;
@@ -135,4 +136,91 @@ pub async fn status(
         ok: true,
         challenge,
     }))
+}
+
+fn claim_page(info: &ClaimInfo, csrf: Option<&str>, workspace: Option<&str>) -> String {
+    let actions = match (info.status.as_str(), csrf, workspace) {
+        ("pending", Some(csrf), Some(ws)) => format!(
+            "<p>Claim it into the selected workspace <code>{}</code>?</p>\
+             <p><button data-decision=\"claim\" id=\"claim\">Claim</button> <button data-decision=\"reject\" id=\"reject\">Reject</button></p>\
+             <script>for (const b of document.querySelectorAll('button[data-decision]')) b.addEventListener('click', async () => {{\
+             const r = await fetch(location.pathname, {{method: 'POST', headers: {{'Content-Type': 'application/json', 'X-CSRF-Token': '{}'}}, body: JSON.stringify({{decision: b.dataset.decision}})}});\
+             const j = await r.json(); document.getElementById('status').textContent = r.ok ? (b.dataset.decision === 'claim' ? 'claimed' : 'rejected') : j.message;\
+             for (const x of document.querySelectorAll('button[data-decision]')) x.disabled = true; }});</script>",
+            esc(ws),
+            esc(csrf)
+        ),
+        ("pending", _, _) => "<p>Log in as an owner or admin of a workspace to claim this agent: <a href=\"/login\">log in</a>.</p>".to_owned(),
+        _ => String::new(),
+    };
+    format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Claim an agent · acp</title>\
+         <style>body{{font-family:system-ui,sans-serif;max-width:40rem;margin:2rem auto;padding:0 1rem}}dt{{font-weight:600}}\
+         button{{padding:.4rem 1rem;margin-right:.5rem}}</style></head><body><h1>An agent asks to join a workspace</h1>\
+         <dl><dt>Name</dt><dd id=\"agent-name\">{}</dd><dt>Agent</dt><dd><code>{}</code></dd><dt>Public key</dt><dd><code>{}</code></dd>\
+         <dt>Metadata</dt><dd><code>{}</code></dd><dt>Expires</dt><dd>{}</dd><dt>Status</dt><dd id=\"status\">{}</dd></dl>{}</body></html>",
+        esc(&info.agent.name),
+        esc(&info.agent.agent_id),
+        esc(&info.agent.public_key),
+        esc(&info.agent.metadata.to_string()),
+        esc(&info.expires_at),
+        esc(&info.status),
+        actions
+    )
+}
+
+/// The claim link of an unclaimed agent: a page for a logged-in admin, or JSON.
+#[utoipa::path(get, path = "/v1/agent-approval/{code}", tag = "approvals", params(("code" = String, Path)),
+    responses((status = 200, description = "HTML page (Accept: text/html) or JSON", body = ClaimInfoResponse),
+        (status = 404, description = "`unknown_claim_code`", body = ErrorBody)))]
+pub async fn show_claim(
+    State(ctx): State<SharedContext>,
+    headers: HeaderMap,
+    AppPath(code): AppPath<String>,
+) -> Response {
+    let html = wants_html(&headers);
+    match crate::identity::agents::claim_info(&ctx, &code).await {
+        Ok(info) if html => {
+            let principal = super::session::authenticate_user(&ctx, &Method::GET, &headers)
+                .await
+                .ok();
+            let admin_ws = match &principal {
+                Some(p) => p.admin_of(&ctx).await.ok().map(|(ws, _)| ws),
+                None => None,
+            };
+            let csrf = principal.as_ref().and_then(|p| p.csrf_token.clone());
+            let mut response =
+                Html(claim_page(&info, csrf.as_deref(), admin_ws.as_deref())).into_response();
+            response.headers_mut().insert(
+                header::CACHE_CONTROL,
+                header::HeaderValue::from_static("no-store"),
+            );
+            response
+        }
+        Ok(info) => Json(ClaimInfoResponse {
+            ok: true,
+            claim: info,
+        })
+        .into_response(),
+        Err(err) if html => error_page(&ctx, err),
+        Err(err) => err.into_response(),
+    }
+}
+
+/// Claims the agent into the caller's active workspace, or rejects the claim (owners and admins;
+/// session with CSRF token, or a personal access token).
+#[utoipa::path(post, path = "/v1/agent-approval/{code}", tag = "approvals", params(("code" = String, Path)),
+    request_body = ClaimDecisionRequest, security(("session" = []), ("access_token" = [])),
+    responses((status = 200, body = crate::api::AgentResponse), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, description = "`claim_code_used`, `agent_already_claimed`, `claim_conflict`", body = ErrorBody),
+        (status = 410, description = "`claim_code_expired`", body = ErrorBody)))]
+pub async fn redeem_claim(
+    State(ctx): State<SharedContext>,
+    principal: crate::identity::accounts::Principal,
+    AppPath(code): AppPath<String>,
+    AppJson(req): AppJson<ClaimDecisionRequest>,
+) -> ApiResult<Json<crate::api::AgentResponse>> {
+    let agent =
+        crate::identity::agents::redeem_claim(&ctx, &principal, &code, req.decision.trim()).await?;
+    Ok(Json(crate::api::AgentResponse { ok: true, agent }))
 }

@@ -173,6 +173,8 @@ fn routes() -> OpenApiRouter<SharedContext> {
         .routes(routes!(policies::version))
         .routes(routes!(approvals::show, approvals::decide))
         .routes(routes!(approvals::status))
+        .routes(routes!(approvals::show_claim, approvals::redeem_claim))
+        .routes(routes!(agents::approve))
 }
 
 /// The OpenAPI document of every route the server has, pretty-printed (the committed copy in

@@ -312,6 +312,7 @@ pub async fn claim_code(
         agent_id: agent.id.clone(),
         created_at: now,
         expires_at: now + ctx.config.claim_code_ttl_ms,
+        used_at: None,
     };
     let expires_at = record.expires_at;
     let event = audit::state_change(
@@ -357,6 +358,8 @@ pub enum StatusAction {
     Suspend,
     Resume,
     Revoke,
+    /// An admin vouches for a pending agent that has not attested: it becomes active.
+    Approve,
 }
 
 impl StatusAction {
@@ -365,6 +368,7 @@ impl StatusAction {
             Self::Suspend => "suspend",
             Self::Resume => "resume",
             Self::Revoke => "revoke",
+            Self::Approve => "approve",
         }
     }
 
@@ -373,6 +377,7 @@ impl StatusAction {
             Self::Suspend => "agent.suspended",
             Self::Resume => "agent.resumed",
             Self::Revoke => "agent.revoked",
+            Self::Approve => "agent.approved",
         }
     }
 
@@ -397,6 +402,9 @@ impl StatusAction {
                 Pending
             })),
             (Self::Resume, _) => Ok(None),
+            (Self::Approve, Pending) => Ok(Some(Active)),
+            (Self::Approve, Active) => Ok(None),
+            (Self::Approve, _) => refuse("only pending agents can be approved"),
         }
     }
 }
@@ -443,5 +451,108 @@ pub async fn set_status(
         _ => Err(ApiError::internal(
             "set_status answered an unexpected outcome",
         )),
+    }
+}
+
+/// What a claim code stands for, for the page or API client that redeems it.
+pub async fn claim_info(ctx: &Context, code: &str) -> ApiResult<api::ClaimInfo> {
+    let (record, agent) = claim_lookup(ctx, code).await?;
+    let now = now_ms();
+    let status = match (record.used_at, now >= record.expires_at) {
+        (Some(_), _) => "used",
+        (None, true) => "expired",
+        (None, false) => "pending",
+    };
+    Ok(api::ClaimInfo {
+        agent: to_wire(agent),
+        status: status.into(),
+        expires_at: iso(record.expires_at),
+    })
+}
+
+async fn claim_lookup(ctx: &Context, code: &str) -> ApiResult<(ClaimCodeRecord, AgentRecord)> {
+    let unknown = || ApiError::not_found("unknown_claim_code", "this claim link is not valid");
+    if !code.starts_with("clm_") || code.len() > 100 {
+        return Err(unknown());
+    }
+    let record = ctx
+        .store
+        .claim_code(&sha256_hex(code.as_bytes()))
+        .await?
+        .ok_or_else(unknown)?;
+    let agent = ctx
+        .store
+        .agent(&record.agent_id)
+        .await?
+        .ok_or_else(unknown)?;
+    Ok((record, agent))
+}
+
+/// A workspace owner or admin claims the unclaimed agent into their active workspace, or
+/// rejects the claim. The code is used up either way.
+pub async fn redeem_claim(
+    ctx: &Context,
+    principal: &super::accounts::Principal,
+    code: &str,
+    decision: &str,
+) -> ApiResult<api::Agent> {
+    let (workspace_id, _) = principal.admin_of(ctx).await?;
+    let (record, agent) = claim_lookup(ctx, code).await?;
+    let claim = match decision {
+        "claim" => true,
+        "reject" => false,
+        "" => return Err(ApiError::missing("decision")),
+        _ => return Err(ApiError::invalid("decision", "must be `claim` or `reject`")),
+    };
+    let now = now_ms();
+    if record.used_at.is_some() {
+        return Err(ApiError::conflict(
+            "claim_code_used",
+            "this claim link was already used",
+        ));
+    }
+    if now >= record.expires_at {
+        return Err(ApiError::new(
+            axum::http::StatusCode::GONE,
+            "claim_code_expired",
+            "this claim link expired",
+        ));
+    }
+    if agent.workspace_id.is_some() {
+        return Err(already_claimed());
+    }
+    let event = audit::state_change(
+        if claim {
+            "agent.claimed"
+        } else {
+            "agent.claim_rejected"
+        },
+        if claim { "claim" } else { "reject_claim" },
+        Some(&workspace_id),
+        Some(&agent.id),
+        &principal.actor(),
+        json!({ "name": agent.name }),
+    );
+    let op = if claim {
+        Op::ClaimAgent {
+            code_hash: record.code_hash.clone(),
+            agent_id: agent.id.clone(),
+            workspace_id,
+            at: now,
+        }
+    } else {
+        Op::RejectClaim {
+            code_hash: record.code_hash.clone(),
+            at: now,
+        }
+    };
+    match ctx.writer.commit(Change::new(op).audited(event)).await {
+        Ok(Outcome::Agent(claimed)) => {
+            ctx.agent_changed(&claimed.id).await;
+            Ok(to_wire(*claimed))
+        }
+        Ok(_) => Ok(to_wire(agent)),
+        Err(StoreError::Conflict(why)) => Err(ApiError::conflict("claim_conflict", why)),
+        Err(e) => Err(e.into()),
     }
 }

@@ -131,6 +131,19 @@ pub enum Op {
         at: i64,
     },
     CreateClaimCode(ClaimCodeRecord),
+    /// Redeems the claim code and moves the unclaimed agent into the workspace; `Conflict` when
+    /// the code was used or expired, or the agent was claimed meanwhile.
+    ClaimAgent {
+        code_hash: String,
+        agent_id: String,
+        workspace_id: String,
+        at: i64,
+    },
+    /// Redeems the claim code without claiming; `Conflict` when it was used or expired.
+    RejectClaim {
+        code_hash: String,
+        at: i64,
+    },
     /// Moves an agent of the workspace from `from` to `to`. Answers `Agent`; `Conflict` when
     /// its status is no longer `from`.
     SetAgentStatus {
@@ -290,6 +303,7 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Vec<AgentRecord>, StoreError>;
     async fn list_agents(&self, query: &AgentQuery) -> Result<Vec<AgentRecord>, StoreError>;
     async fn challenge(&self, id: &str) -> Result<Option<ChallengeRecord>, StoreError>;
+    async fn claim_code(&self, code_hash: &str) -> Result<Option<ClaimCodeRecord>, StoreError>;
 
     async fn recent_heartbeats(
         &self,

@@ -102,6 +102,8 @@ pub struct ClaimCodeRecord {
     pub agent_id: String,
     pub created_at: i64,
     pub expires_at: i64,
+    /// Set once the code was redeemed (claimed or rejected).
+    pub used_at: Option<i64>,
 }
 
 #[derive(Debug, Clone)]

@@ -139,3 +139,71 @@ both_engines! {
         assert_error(app.get("/v1/policy-challenges/pch_nope").await, 404, "unknown_challenge").await;
     }
 }
+
+/// An unclaimed agent that attested and asked for a claim code; answers it and the code.
+async fn unclaimed_with_code(app: &TestApp, name: &str) -> (TestAgent, String) {
+    let mut agent = TestAgent::new();
+    agent.id = agent.register(app, None, name).await;
+    assert_eq!(agent.attest_latest(app).await.status(), 200);
+    let (_, body) = status_json(
+        agent
+            .signed_post(
+                app,
+                &format!("/v1/agents/{}/claim-code", agent.id),
+                &json!({}),
+            )
+            .await,
+    )
+    .await;
+    let code = body["claim_code"].as_str().unwrap().to_owned();
+    (agent, code)
+}
+
+both_engines! {
+    async fn an_admin_claims_an_unclaimed_agent_once(app) {
+        let (agent, code) = unclaimed_with_code(&app, "stray").await;
+        let url = format!("/v1/agent-approval/{code}");
+        let (s, info) = status_json(app.client.get(app.url(&url)).send().await.unwrap()).await;
+        assert_eq!(s, 200);
+        assert_eq!((info["claim"]["status"].as_str(), info["claim"]["agent"]["name"].as_str()), (Some("pending"), Some("stray")));
+        assert_error(app.client.post(app.url(&url)).json(&json!({"decision": "claim"})).send().await.unwrap(), 401, "unauthenticated").await;
+        app.grant(&app.workspace_id, "m@example.com", "member").await;
+        let member = app.login("m@example.com").await;
+        assert_error(member.post(&url, &json!({"decision": "claim"})).await, 403, "insufficient_role").await;
+
+        app.grant(&app.workspace_id, "owner@example.com", "owner").await;
+        let owner = app.login("owner@example.com").await;
+        let page = app.client.get(app.url(&url)).header("Accept", "text/html").header("Cookie", &owner.cookie).send().await.unwrap();
+        let html = page.text().await.unwrap();
+        assert!(html.contains("id=\"claim\"") && html.contains(&app.workspace_id), "the admin sees the claim button");
+        let (s, claimed) = status_json(owner.post(&url, &json!({"decision": "claim"})).await).await;
+        assert_eq!(s, 200, "{claimed}");
+        assert_eq!(claimed["agent"]["workspace_id"], app.workspace_id.as_str());
+        let (s, got) = status_json(app.get(&format!("/v1/agents/{}", agent.id)).await).await;
+        assert_eq!((s.as_u16(), got["agent"]["status"].as_str()), (200, Some("active")));
+        assert_error(owner.post(&url, &json!({"decision": "claim"})).await, 409, "claim_code_used").await;
+        let events = audit_events(&app, "event_type=agent.claimed").await;
+        assert_eq!(events[0]["agent_id"], agent.id.as_str());
+
+        // Rejecting uses the code up and leaves the agent unclaimed.
+        let (other, other_code) = unclaimed_with_code(&app, "other").await;
+        let (s, _) = status_json(owner.post(&format!("/v1/agent-approval/{other_code}"), &json!({"decision": "reject"})).await).await;
+        assert_eq!(s, 200);
+        assert_error(app.get(&format!("/v1/agents/{}", other.id)).await, 404, "unknown_agent").await;
+        assert_error(owner.post("/v1/agent-approval/clm_nope", &json!({"decision": "claim"})).await, 404, "unknown_claim_code").await;
+    }
+}
+
+both_engines! {
+    async fn an_admin_approves_a_pending_agent(app) {
+        let agent = TestAgent::new();
+        let id = agent.register(&app, Some(&app.key), "pending").await;
+        let (s, body) = status_json(app.post(&format!("/v1/agents/{id}/approve"), &json!({"reason": "known host"})).await).await;
+        assert_eq!((s.as_u16(), body["agent"]["status"].as_str()), (200, Some("active")));
+        assert_eq!(body["agent"]["verification_tier"], "unverified", "approved, not attested");
+        let revoked = app.active_agent("r").await;
+        app.post(&format!("/v1/agents/{}/revoke", revoked.id), &json!({})).await;
+        assert_error(app.post(&format!("/v1/agents/{}/approve", revoked.id), &json!({})).await, 409, "invalid_status_transition").await;
+        assert_eq!(audit_events(&app, "event_type=agent.approved").await.len(), 1);
+    }
+}

@@ -402,6 +402,28 @@ async fn select_agent(
         .transpose()
 }
 
+/// Marks a claim code used; `Conflict` when it was used or expired.
+async fn redeem_claim_code(
+    tx: &mut Transaction<'_, Any>,
+    code_hash: &str,
+    at: i64,
+) -> Result<(), StoreError> {
+    let used = sqlx::query(
+        "UPDATE agent_claim_codes SET used_at = $1 WHERE code_hash = $2 AND used_at IS NULL AND expires_at > $1",
+    )
+    .bind(at)
+    .bind(code_hash)
+    .execute(&mut **tx)
+    .await?
+    .rows_affected();
+    if used == 0 {
+        return Err(StoreError::Conflict(
+            "the claim code was used or expired".into(),
+        ));
+    }
+    Ok(())
+}
+
 fn is_unique_violation(err: &sqlx::Error) -> bool {
     err.as_database_error()
         .is_some_and(|e| e.is_unique_violation())
@@ -577,6 +599,41 @@ async fn apply_op(tx: &mut Transaction<'_, Any>, op: &Op) -> Result<Outcome, Sto
                     "the agent was claimed meanwhile".into(),
                 ));
             }
+            Ok(Outcome::Done)
+        }
+        Op::ClaimAgent {
+            code_hash,
+            agent_id,
+            workspace_id,
+            at,
+        } => {
+            redeem_claim_code(tx, code_hash, *at).await?;
+            let moved = sqlx::query(
+                "UPDATE agents SET workspace_id = $1, updated_at = $2 WHERE id = $3 AND workspace_id IS NULL",
+            )
+            .bind(workspace_id)
+            .bind(*at)
+            .bind(agent_id)
+            .execute(&mut **tx)
+            .await;
+            match moved {
+                Err(e) if is_unique_violation(&e) => Err(StoreError::Conflict(
+                    "this workspace already has an agent with the same public key".into(),
+                )),
+                Err(e) => Err(e.into()),
+                Ok(done) if done.rows_affected() == 0 => Err(StoreError::Conflict(
+                    "the agent was claimed meanwhile".into(),
+                )),
+                Ok(_) => {
+                    let agent = select_agent(tx, agent_id)
+                        .await?
+                        .ok_or(StoreError::UnknownAgent)?;
+                    Ok(Outcome::Agent(Box::new(agent)))
+                }
+            }
+        }
+        Op::RejectClaim { code_hash, at } => {
+            redeem_claim_code(tx, code_hash, *at).await?;
             Ok(Outcome::Done)
         }
         Op::SetAgentStatus {
@@ -1008,6 +1065,25 @@ impl Store for SqlStore {
                 metadata: row
                     .try_get::<Option<String>, _>("metadata")?
                     .map(|m| json_value(&m)),
+            }),
+            None => None,
+        })
+    }
+
+    async fn claim_code(&self, code_hash: &str) -> Result<Option<ClaimCodeRecord>, StoreError> {
+        let row = sqlx::query(
+            "SELECT code_hash, agent_id, created_at, expires_at, used_at FROM agent_claim_codes WHERE code_hash = $1",
+        )
+        .bind(code_hash)
+        .fetch_optional(&self.read)
+        .await?;
+        Ok(match row {
+            Some(r) => Some(ClaimCodeRecord {
+                code_hash: r.try_get("code_hash")?,
+                agent_id: r.try_get("agent_id")?,
+                created_at: r.try_get("created_at")?,
+                expires_at: r.try_get("expires_at")?,
+                used_at: r.try_get("used_at")?,
             }),
             None => None,
         })
