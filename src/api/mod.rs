@@ -772,3 +772,17 @@ pub struct ClaimDecisionRequest {
     /// `claim` or `reject`.
     pub decision: String,
 }
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct WorkspaceSettings {
+    pub ok: bool,
+    pub workspace_id: String,
+    /// Approval links need a logged-in member of the workspace, not just the link.
+    pub require_member_approval: bool,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
+pub struct UpdateWorkspaceSettings {
+    #[serde(default)]
+    pub require_member_approval: Option<bool>,
+}

@@ -9,6 +9,7 @@ use crate::api;
 use crate::audit::{self, Actor};
 use crate::context::Context;
 use crate::error::{ApiError, ApiResult};
+use crate::identity::accounts::Principal;
 use crate::policy::check::CHALLENGE_TTL_MS;
 use crate::secret::sha256_hex;
 use crate::store::{Change, Op, PolicyChallenge, StoreError};
@@ -65,8 +66,10 @@ pub async fn decide(
     ctx: &Context,
     token: &str,
     decision: &str,
-    actor: &Actor,
+    approver: Option<&Principal>,
 ) -> ApiResult<api::PolicyChallengeInfo> {
+    let actor = approver.map_or(Actor::ApprovalLink, Principal::actor);
+    let actor = &actor;
     let by = actor.label();
     let status = match decision {
         "approve" => "approved",
@@ -75,6 +78,27 @@ pub async fn decide(
         _ => return Err(ApiError::invalid("decision", "must be `approve` or `deny`")),
     };
     let challenge = by_token(ctx, token).await?;
+    if ctx
+        .store
+        .require_member_approval(&challenge.workspace_id)
+        .await?
+    {
+        // The workspace wants more than possession of the link.
+        let Some(p) = approver else {
+            return Err(ApiError::unauthorized(
+                "login_required",
+                "this workspace requires approvers to be logged in as members",
+            ));
+        };
+        if ctx
+            .store
+            .role_in(&challenge.workspace_id, &p.user.id)
+            .await?
+            .is_none()
+        {
+            return Err(crate::identity::accounts::not_a_member());
+        }
+    }
     let now = now_ms();
     let decided = || {
         ApiError::conflict(
@@ -151,4 +175,46 @@ pub async fn status(
         return Err(unknown());
     }
     Ok(to_wire(&challenge, now_ms()))
+}
+
+pub async fn settings(ctx: &Context, principal: &Principal) -> ApiResult<api::WorkspaceSettings> {
+    let (workspace_id, _) = principal.membership(ctx).await?;
+    Ok(api::WorkspaceSettings {
+        ok: true,
+        workspace_id: workspace_id.clone(),
+        require_member_approval: ctx.store.require_member_approval(&workspace_id).await?,
+    })
+}
+
+pub async fn update_settings(
+    ctx: &Context,
+    principal: &Principal,
+    req: api::UpdateWorkspaceSettings,
+) -> ApiResult<api::WorkspaceSettings> {
+    let (workspace_id, _) = principal.admin_of(ctx).await?;
+    let current = ctx.store.require_member_approval(&workspace_id).await?;
+    let wanted = req.require_member_approval.unwrap_or(current);
+    let event = audit::state_change(
+        "workspace.settings_changed",
+        "update_settings",
+        Some(&workspace_id),
+        None,
+        &principal.actor(),
+        json!({ "require_member_approval": wanted }),
+    );
+    ctx.writer
+        .commit(
+            Change::new(Op::SetWorkspaceSettings {
+                workspace_id: workspace_id.clone(),
+                require_member_approval: wanted,
+                at: now_ms(),
+            })
+            .audited(event),
+        )
+        .await?;
+    Ok(api::WorkspaceSettings {
+        ok: true,
+        workspace_id,
+        require_member_approval: wanted,
+    })
 }

@@ -8,9 +8,8 @@ use axum::Json;
 
 use crate::api::{
     ApprovalDecisionRequest, ClaimDecisionRequest, ClaimInfo, ClaimInfoResponse, ErrorBody,
-    PolicyChallengeInfo, PolicyChallengeResponse,
+    PolicyChallengeInfo, PolicyChallengeResponse, UpdateWorkspaceSettings, WorkspaceSettings,
 };
-use crate::audit::Actor;
 use crate::context::SharedContext;
 use crate::enforce::approvals;
 use crate::error::ApiResult;
@@ -107,15 +106,16 @@ pub async fn decide(
     AppJson(req): AppJson<ApprovalDecisionRequest>,
 ) -> ApiResult<Json<PolicyChallengeResponse>> {
     // A logged-in user is recorded as the approver; the link alone is enough otherwise (its
-    // token is the secret, so it needs no CSRF token either).
-    let actor = match super::session::cookie(&headers, crate::identity::accounts::SESSION_COOKIE) {
-        Some(_) => match super::session::authenticate_user(&ctx, &Method::GET, &headers).await {
-            Ok(p) => p.actor(),
-            Err(_) => Actor::ApprovalLink,
-        },
-        None => Actor::ApprovalLink,
+    // token is the secret, so it needs no CSRF token either), unless the workspace requires a
+    // logged-in member.
+    let approver = match super::session::cookie(&headers, crate::identity::accounts::SESSION_COOKIE)
+    {
+        Some(_) => super::session::authenticate_user(&ctx, &Method::GET, &headers)
+            .await
+            .ok(),
+        None => None,
     };
-    let challenge = approvals::decide(&ctx, &token, req.decision.trim(), &actor).await?;
+    let challenge = approvals::decide(&ctx, &token, req.decision.trim(), approver.as_ref()).await?;
     Ok(Json(PolicyChallengeResponse {
         ok: true,
         challenge,
@@ -223,4 +223,28 @@ pub async fn redeem_claim(
     let agent =
         crate::identity::agents::redeem_claim(&ctx, &principal, &code, req.decision.trim()).await?;
     Ok(Json(crate::api::AgentResponse { ok: true, agent }))
+}
+
+/// The active workspace's settings.
+#[utoipa::path(get, path = "/v1/workspace/settings", tag = "workspaces", security(("session" = []), ("access_token" = [])),
+    responses((status = 200, body = WorkspaceSettings), (status = 401, body = ErrorBody)))]
+pub async fn get_settings(
+    State(ctx): State<SharedContext>,
+    principal: crate::identity::accounts::Principal,
+) -> ApiResult<Json<WorkspaceSettings>> {
+    Ok(Json(approvals::settings(&ctx, &principal).await?))
+}
+
+/// Changes the active workspace's settings (owners and admins).
+#[utoipa::path(post, path = "/v1/workspace/settings", tag = "workspaces", request_body = UpdateWorkspaceSettings,
+    security(("session" = []), ("access_token" = [])),
+    responses((status = 200, body = WorkspaceSettings), (status = 403, body = ErrorBody)))]
+pub async fn update_settings(
+    State(ctx): State<SharedContext>,
+    principal: crate::identity::accounts::Principal,
+    AppJson(req): AppJson<UpdateWorkspaceSettings>,
+) -> ApiResult<Json<WorkspaceSettings>> {
+    Ok(Json(
+        approvals::update_settings(&ctx, &principal, req).await?,
+    ))
 }

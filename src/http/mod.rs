@@ -175,6 +175,7 @@ fn routes() -> OpenApiRouter<SharedContext> {
         .routes(routes!(approvals::status))
         .routes(routes!(approvals::show_claim, approvals::redeem_claim))
         .routes(routes!(agents::approve))
+        .routes(routes!(approvals::get_settings, approvals::update_settings))
 }
 
 /// The OpenAPI document of every route the server has, pretty-printed (the committed copy in

@@ -199,6 +199,13 @@ pub async fn check(
         }
     }
     if decision.outcome == Outcome::Challenge {
+        let ttl_ms = decision
+            .approval
+            .as_ref()
+            .and_then(|a| a.ttl_secs)
+            .map_or(CHALLENGE_TTL_MS, |s| {
+                i64::try_from(s).unwrap_or(86_400) * 1000
+            });
         let token = format!("apr_{}", random_base62(43));
         let id = ids::new_id("pch");
         let record = PolicyChallenge {
@@ -224,7 +231,7 @@ pub async fn check(
             }),
             trace_id: trace_id.clone(),
             created_at: now,
-            expires_at: now + CHALLENGE_TTL_MS,
+            expires_at: now + ttl_ms,
             decided_at: None,
             decided_by: None,
             consumed_at: None,
@@ -233,7 +240,7 @@ pub async fn check(
             kind: "approval_link".into(),
             url: format!("{}/v1/approval-links/{token}", ctx.public_url),
             expires_at: iso(record.expires_at),
-            expires_in: CHALLENGE_TTL_MS / 1000,
+            expires_in: ttl_ms / 1000,
         });
         challenge_id = Some(id);
         change.op = Op::CreatePolicyChallenge(Box::new(record));
@@ -283,6 +290,18 @@ pub async fn check(
         }
         Err(e) => return Err(e.into()),
     }
+    if let (Some(info), Some(approval)) = (&challenge, &decision.approval) {
+        notify_approvers(
+            ctx,
+            workspace_id,
+            &agent.agent.id,
+            action,
+            &decision.reasons,
+            info,
+            approval,
+        )
+        .await;
+    }
     Ok(api::DecisionResponse {
         ok: true,
         decision: decision.outcome.as_str().into(),
@@ -296,4 +315,57 @@ pub async fn check(
         challenge_id,
         challenge,
     })
+}
+
+/// Mails the approval link to the approvers the deciding rules name. A delivery failure is
+/// logged, not fatal: the backend still has the link and the challenge to poll.
+async fn notify_approvers(
+    ctx: &Context,
+    workspace_id: &str,
+    agent_id: &str,
+    action: &str,
+    reasons: &[String],
+    info: &api::ChallengeInfo,
+    approval: &super::spec::ApprovalRules,
+) {
+    let mut to: Vec<String> = approval
+        .approvers
+        .iter()
+        .map(|a| a.trim().to_ascii_lowercase())
+        .collect();
+    if let Some(role) = approval
+        .approver_role
+        .as_deref()
+        .and_then(crate::store::Role::parse)
+    {
+        match ctx.store.members(workspace_id).await {
+            Ok(members) => to.extend(
+                members
+                    .into_iter()
+                    .filter(|(_, r)| *r >= role)
+                    .map(|(u, _)| u.email),
+            ),
+            Err(err) => tracing::error!(error = %err, "approvers by role could not be read"),
+        }
+    }
+    to.sort();
+    to.dedup();
+    if to.is_empty() {
+        return;
+    }
+    let text = format!(
+        "Agent {agent_id} asks to `{action}`, which needs a human's approval:\n\n{}\n\nApprove or deny (the link works once, until {}):\n\n{}\n",
+        reasons.iter().map(|r| format!("- {r}")).collect::<Vec<_>>().join("\n"),
+        info.expires_at,
+        info.url
+    );
+    let mail = crate::mail::Email {
+        to,
+        subject: format!("Approval needed: {action} by {agent_id}"),
+        text: Some(text),
+        ..Default::default()
+    };
+    if let Err(err) = ctx.mailer.send(&mail).await {
+        tracing::error!(error = %err, "approval notification failed");
+    }
 }

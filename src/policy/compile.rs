@@ -40,6 +40,8 @@ pub struct RuleMeta {
     /// The spec element that produced it: `global_guardrails`, `global_guardrails/<block>`,
     /// `<binding>/<block>`.
     pub source: String,
+    /// For challenge rules: who approves, and for how long.
+    pub approval: Option<ApprovalRules>,
 }
 
 /// A policy set with the meaning of each of its policies.
@@ -148,6 +150,7 @@ struct Emitter<'a> {
     source: String,
     narrow: Option<String>,
     allows: bool,
+    approval: Option<ApprovalRules>,
 }
 
 impl Emitter<'_> {
@@ -177,12 +180,43 @@ impl Emitter<'_> {
                 reason_code: code.into(),
                 reason,
                 source: self.source.clone(),
+                approval: if outcome == Outcome::Challenge {
+                    self.approval.clone()
+                } else {
+                    None
+                },
             },
             condition,
         });
     }
 
     fn block(&mut self, block: &Block, path: &str, in_guardrails: bool) {
+        self.approval = block.approval.clone();
+        if let Some(a) = &block.approval {
+            for (i, email) in a.approvers.iter().enumerate() {
+                if crate::identity::accounts::normalize_email("email", email).is_err() {
+                    self.errors.push(SpecError::new(
+                        format!("{path}.approval.approvers[{i}]"),
+                        format!("`{email}` is not an email address"),
+                    ));
+                }
+            }
+            if a.approver_role
+                .as_deref()
+                .is_some_and(|r| crate::store::Role::parse(r).is_none())
+            {
+                self.errors.push(SpecError::new(
+                    format!("{path}.approval.approver_role"),
+                    "must be `owner`, `admin` or `member`",
+                ));
+            }
+            if a.ttl_secs.is_some_and(|t| !(30..=86_400).contains(&t)) {
+                self.errors.push(SpecError::new(
+                    format!("{path}.approval.ttl_secs"),
+                    "must be between 30 and 86400",
+                ));
+            }
+        }
         if let Some(email) = &block.email {
             self.email(email, &format!("{path}.email"));
         }
@@ -594,6 +628,7 @@ fn base_rules(spec: &PolicySpec) -> Vec<Rule> {
                 reason_code: "agent_revoked".into(),
                 reason: "the agent is revoked".into(),
                 source: source.clone(),
+                approval: None,
             },
             condition: "principal.status == \"revoked\"".into(),
         },
@@ -605,6 +640,7 @@ fn base_rules(spec: &PolicySpec) -> Vec<Rule> {
                 reason_code: "agent_suspended".into(),
                 reason: "the agent is suspended".into(),
                 source: source.clone(),
+                approval: None,
             },
             condition: "principal.status == \"suspended\"".into(),
         },
@@ -631,6 +667,7 @@ fn base_rules(spec: &PolicySpec) -> Vec<Rule> {
                 reason_code: "agent_pending".into(),
                 reason: "the agent has not proven its key yet (pending)".into(),
                 source,
+                approval: spec.global_guardrails.approval.clone(),
             },
             condition: "principal.status == \"pending\"".into(),
         });
@@ -875,6 +912,7 @@ pub fn compile(spec: &PolicySpec) -> Result<CompiledPolicy, Vec<SpecError>> {
             source: "global_guardrails".into(),
             narrow: None,
             allows: false,
+            approval: None,
         };
         e.block(&inline, "global_guardrails", true);
         for name in &spec.global_guardrails.blocks {
@@ -896,6 +934,7 @@ pub fn compile(spec: &PolicySpec) -> Result<CompiledPolicy, Vec<SpecError>> {
                 .filter(|a| !a.is_empty())
                 .map(|a| actions_condition(a)),
             allows: true,
+            approval: None,
         };
         for name in &binding.blocks {
             if let Some(block) = spec.reusable_policy_blocks.get(name) {

@@ -116,6 +116,8 @@ pub struct Decision {
     pub reason_codes: Vec<String>,
     /// The spec elements (guardrails, `binding/block`) whose rules decided.
     pub determining_policies: Vec<String>,
+    /// For a challenge: the approvers named by the deciding rules (merged), if any.
+    pub approval: Option<super::spec::ApprovalRules>,
 }
 
 fn scalar_text(v: &Value) -> Option<String> {
@@ -385,6 +387,7 @@ pub fn decide(matched: &[&RuleMeta]) -> Decision {
             reasons: vec!["no rule of the policy allows this action".into()],
             reason_codes: vec!["no_matching_rule".into()],
             determining_policies: Vec::new(),
+            approval: None,
         };
     };
     let deciding: Vec<&&RuleMeta> = matched.iter().filter(|m| m.outcome == outcome).collect();
@@ -401,5 +404,34 @@ pub fn decide(matched: &[&RuleMeta]) -> Decision {
         },
         reason_codes: sorted(deciding.iter().map(|m| m.reason_code.clone()).collect()),
         determining_policies: sorted(deciding.iter().map(|m| m.source.clone()).collect()),
+        approval: merge_approvals(deciding.iter().filter_map(|m| m.approval.as_ref())),
     }
+}
+
+/// Every named approver; the most inclusive role; the shortest lifetime.
+fn merge_approvals<'a>(
+    all: impl Iterator<Item = &'a super::spec::ApprovalRules>,
+) -> Option<super::spec::ApprovalRules> {
+    let mut merged: Option<super::spec::ApprovalRules> = None;
+    for a in all {
+        let m = merged.get_or_insert_with(Default::default);
+        m.approvers.extend(a.approvers.iter().cloned());
+        m.approver_role = match (m.approver_role.take(), &a.approver_role) {
+            (None, r) => r.clone(),
+            (Some(x), None) => Some(x),
+            (Some(x), Some(y)) => {
+                let rank = |r: &str| crate::store::Role::parse(r).map_or(3, |r| r as u8);
+                Some(if rank(y) < rank(&x) { y.clone() } else { x })
+            }
+        };
+        m.ttl_secs = match (m.ttl_secs, a.ttl_secs) {
+            (Some(x), Some(y)) => Some(x.min(y)),
+            (x, y) => x.or(y),
+        };
+    }
+    if let Some(m) = merged.as_mut() {
+        m.approvers.sort();
+        m.approvers.dedup();
+    }
+    merged
 }

@@ -115,6 +115,25 @@ pub struct Block {
     pub reputation: Option<ReputationRules>,
     #[serde(default)]
     pub cedar: Vec<CedarRule>,
+    /// Who is asked when a rule of this block challenges, and for how long.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalRules>,
+}
+
+/// Approvers of the challenges a block produces.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalRules {
+    /// Addresses that receive the approval link.
+    #[serde(default)]
+    pub approvers: Vec<String>,
+    /// Also mail every member of the workspace with at least this role (`owner`, `admin`,
+    /// `member`).
+    #[serde(default)]
+    pub approver_role: Option<String>,
+    /// Lifetime of the approval link, 30 to 86400 seconds (default 300).
+    #[serde(default)]
+    pub ttl_secs: Option<u64>,
 }
 
 /// Global guardrails: rules (and referenced blocks) that hold for every agent.
@@ -136,6 +155,8 @@ pub struct Guardrails {
     pub reputation: Option<ReputationRules>,
     #[serde(default)]
     pub cedar: Vec<CedarRule>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalRules>,
 }
 
 impl Guardrails {
@@ -149,6 +170,7 @@ impl Guardrails {
             status: self.status.clone(),
             reputation: self.reputation.clone(),
             cedar: self.cedar.clone(),
+            approval: self.approval.clone(),
         }
     }
 }

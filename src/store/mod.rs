@@ -139,6 +139,12 @@ pub enum Op {
         workspace_id: String,
         at: i64,
     },
+    /// Sets the workspace's settings.
+    SetWorkspaceSettings {
+        workspace_id: String,
+        require_member_approval: bool,
+        at: i64,
+    },
     /// Redeems the claim code without claiming; `Conflict` when it was used or expired.
     RejectClaim {
         code_hash: String,
@@ -304,6 +310,8 @@ pub trait Store: Send + Sync + 'static {
     async fn list_agents(&self, query: &AgentQuery) -> Result<Vec<AgentRecord>, StoreError>;
     async fn challenge(&self, id: &str) -> Result<Option<ChallengeRecord>, StoreError>;
     async fn claim_code(&self, code_hash: &str) -> Result<Option<ClaimCodeRecord>, StoreError>;
+    /// Whether approval links of the workspace need a logged-in member.
+    async fn require_member_approval(&self, workspace_id: &str) -> Result<bool, StoreError>;
 
     async fn recent_heartbeats(
         &self,

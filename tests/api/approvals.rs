@@ -207,3 +207,46 @@ both_engines! {
         assert_eq!(audit_events(&app, "event_type=agent.approved").await.len(), 1);
     }
 }
+
+both_engines! {
+    async fn approvers_are_mailed_and_members_can_be_required(app) {
+        let agent = app.active_agent("fin").await;
+        app.grant(&app.workspace_id, "owner@example.com", "owner").await;
+        let owner = app.login("owner@example.com").await;
+        let spec = json!({
+            "reusable_policy_blocks": {"refunds": {
+                "amount": {"limits": {"USD": {"allow_up_to": 100, "challenge_up_to": 1000}}},
+                "approval": {"approvers": ["CFO@example.com"], "approver_role": "admin", "ttl_secs": 600}
+            }},
+            "agent_groups": [{"name": "finance", "members": [agent.id]}],
+            "bindings": [{"group": "finance", "blocks": ["refunds"]}]
+        });
+        let (s, body) = status_json(owner.post("/v1/policies/sync", &json!({"spec": spec})).await).await;
+        assert_eq!(s, 200, "{body}");
+        let before = app.smtp.messages().len();
+        let first = check(&app, &refund(&agent, 500.0)).await;
+        assert_eq!((first["decision"].as_str(), first["challenge"]["expires_in"].as_i64()), (Some("challenge"), Some(600)));
+        let messages = app.smtp.wait_for(before + 1).await;
+        let mail = messages.last().unwrap();
+        assert_eq!(mail.rcpt, vec!["cfo@example.com".to_string(), "owner@example.com".to_string()]);
+        assert!(mail.data.contains("Approval needed: refund"));
+        assert!(crate::smtp::login_link(mail).contains("/v1/approval-links/apr_"), "the link is in the message");
+
+        // The workspace now wants approvers logged in as members.
+        let (s, settings) = status_json(owner.post("/v1/workspace/settings", &json!({"require_member_approval": true})).await).await;
+        assert_eq!((s.as_u16(), settings["require_member_approval"].as_bool()), (200, Some(true)));
+        let token = token_of(&first);
+        let url = app.url(&format!("/v1/approval-links/{token}"));
+        let res = app.client.post(&url).json(&json!({"decision": "approve"})).send().await.unwrap();
+        assert_error(res, 401, "login_required").await;
+        let stranger = app.login("stranger@example.com").await;
+        let res = app.client.post(&url).header("Cookie", &stranger.cookie).json(&json!({"decision": "approve"})).send().await.unwrap();
+        assert_error(res, 403, "not_a_member").await;
+        let res = app.client.post(&url).header("Cookie", &owner.cookie).json(&json!({"decision": "approve"})).send().await.unwrap();
+        let (s, decided) = status_json(res).await;
+        assert_eq!(s, 200, "{decided}");
+        assert!(decided["challenge"]["decided_by"].as_str().unwrap().starts_with("user:usr_"));
+        let (_, read) = status_json(owner.get("/v1/workspace/settings").await).await;
+        assert_eq!(read["require_member_approval"], true);
+    }
+}

@@ -632,6 +632,23 @@ async fn apply_op(tx: &mut Transaction<'_, Any>, op: &Op) -> Result<Outcome, Sto
                 }
             }
         }
+        Op::SetWorkspaceSettings {
+            workspace_id,
+            require_member_approval,
+            at,
+        } => {
+            sqlx::query(
+                "INSERT INTO workspace_settings (workspace_id, require_member_approval, updated_at) VALUES ($1, $2, $3) \
+                 ON CONFLICT (workspace_id) DO UPDATE SET require_member_approval = excluded.require_member_approval, \
+                 updated_at = excluded.updated_at",
+            )
+            .bind(workspace_id)
+            .bind(i64::from(*require_member_approval))
+            .bind(*at)
+            .execute(&mut **tx)
+            .await?;
+            Ok(Outcome::Done)
+        }
         Op::RejectClaim { code_hash, at } => {
             redeem_claim_code(tx, code_hash, *at).await?;
             Ok(Outcome::Done)
@@ -1067,6 +1084,19 @@ impl Store for SqlStore {
                     .map(|m| json_value(&m)),
             }),
             None => None,
+        })
+    }
+
+    async fn require_member_approval(&self, workspace_id: &str) -> Result<bool, StoreError> {
+        let row = sqlx::query(
+            "SELECT require_member_approval FROM workspace_settings WHERE workspace_id = $1",
+        )
+        .bind(workspace_id)
+        .fetch_optional(&self.read)
+        .await?;
+        Ok(match row {
+            Some(r) => r.try_get::<i64, _>("require_member_approval")? != 0,
+            None => false,
         })
     }
 
