@@ -12,6 +12,8 @@ mod agents;
 mod approvals;
 mod audit;
 mod bad_input;
+#[cfg(acp_browser)]
+mod browser;
 mod dashboard;
 mod foundation;
 mod isolation;

@@ -1,0 +1,238 @@
+//! End-to-end in a real browser (headless Chromium driven by chromedriver over the WebDriver
+//! protocol): a person opens an approval link and clicks Approve, and the backend's re-check is
+//! allowed; an admin opens a claim link and claims an agent. Compiled when
+//! `ACP_TEST_BROWSER` is set at build time (`.ci/run` installs Chromium and sets it).
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::process::{Child, Command};
+
+use crate::helpers::*;
+
+const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
+
+/// A chromedriver process and one browser session.
+struct Browser {
+    driver: Child,
+    base: String,
+    session: String,
+    http: reqwest::Client,
+}
+
+impl Browser {
+    async fn start() -> Browser {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let driver = Command::new(
+            std::env::var("ACP_CHROMEDRIVER").unwrap_or_else(|_| "chromedriver".into()),
+        )
+        .arg(format!("--port={port}"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("chromedriver (apt-get install chromium-driver)");
+        let base = format!("http://127.0.0.1:{port}");
+        let http = reqwest::Client::new();
+        for _ in 0..100 {
+            if http.get(format!("{base}/status")).send().await.is_ok() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let caps = json!({"capabilities": {"alwaysMatch": {"browserName": "chrome", "goog:chromeOptions": {
+            "binary": std::env::var("ACP_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into()),
+            "args": ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                     "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                     format!("--user-data-dir={}", dir.keep().display())]
+        }}}});
+        let created: Value = http
+            .post(format!("{base}/session"))
+            .json(&caps)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let session = created["value"]["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no session: {created}"))
+            .to_owned();
+        Browser {
+            driver,
+            base,
+            session,
+            http,
+        }
+    }
+
+    async fn call(&self, method: reqwest::Method, path: &str, body: Value) -> Value {
+        let url = format!("{}/session/{}{path}", self.base, self.session);
+        let res = self
+            .http
+            .request(method, url)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        res.json::<Value>().await.unwrap()["value"].clone()
+    }
+
+    async fn open(&self, url: &str) {
+        self.call(reqwest::Method::POST, "/url", json!({"url": url}))
+            .await;
+    }
+
+    async fn element(&self, css: &str) -> String {
+        for _ in 0..50 {
+            let found = self
+                .call(
+                    reqwest::Method::POST,
+                    "/element",
+                    json!({"using": "css selector", "value": css}),
+                )
+                .await;
+            if let Some(id) = found[ELEMENT].as_str() {
+                return id.to_owned();
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("no element `{css}`");
+    }
+
+    async fn click(&self, css: &str) {
+        let id = self.element(css).await;
+        self.call(
+            reqwest::Method::POST,
+            &format!("/element/{id}/click"),
+            json!({}),
+        )
+        .await;
+    }
+
+    async fn text(&self, css: &str) -> String {
+        let id = self.element(css).await;
+        self.call(
+            reqwest::Method::GET,
+            &format!("/element/{id}/text"),
+            json!({}),
+        )
+        .await
+        .as_str()
+        .unwrap_or("")
+        .to_owned()
+    }
+
+    /// Waits until the element's text is `want`.
+    async fn wait_text(&self, css: &str, want: &str) {
+        let mut last = String::new();
+        for _ in 0..100 {
+            last = self.text(css).await;
+            if last == want {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("`{css}` shows `{last}`, expected `{want}`");
+    }
+
+    async fn set_cookie(&self, name: &str, value: &str) {
+        self.call(
+            reqwest::Method::POST,
+            "/cookie",
+            json!({"cookie": {"name": name, "value": value, "path": "/"}}),
+        )
+        .await;
+    }
+
+    async fn quit(mut self) {
+        self.call(reqwest::Method::DELETE, "", json!({})).await;
+        let _ = self.driver.kill().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_approves_in_a_browser_and_the_backend_recheck_is_allowed() {
+    let app = TestApp::spawn(Engine::Sqlite).await;
+    let agent = app.active_agent("fin").await;
+    app.grant(&app.workspace_id, "owner@example.com", "owner")
+        .await;
+    let owner = app.login("owner@example.com").await;
+    let spec = json!({
+        "reusable_policy_blocks": {"refunds": {"amount": {"limits": {"USD": {"allow_up_to": 100, "challenge_up_to": 1000}}}}},
+        "agent_groups": [{"name": "finance", "members": [agent.id]}],
+        "bindings": [{"group": "finance", "blocks": ["refunds"]}]
+    });
+    assert_eq!(
+        owner
+            .post("/v1/policies/sync", &json!({"spec": spec}))
+            .await
+            .status(),
+        200
+    );
+    let request = json!({"agent_id": agent.id, "action": "refund", "context": {"amount": 400, "currency": "USD"}});
+    let (_, first) = status_json(app.post("/v1/check", &request).await).await;
+    assert_eq!(first["decision"], "challenge");
+
+    let browser = Browser::start().await;
+    browser
+        .open(first["challenge"]["url"].as_str().unwrap())
+        .await;
+    assert_eq!(browser.text("#action").await, "refund");
+    browser.wait_text("#status", "pending").await;
+    browser.click("#approve").await;
+    browser.wait_text("#status", "approved").await;
+    browser.quit().await;
+
+    let (_, again) = status_json(app.post("/v1/check", &request).await).await;
+    assert_eq!(
+        (again["decision"].as_str(), again["reason_codes"].clone()),
+        (Some("allow"), json!(["approved"]))
+    );
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_claims_an_agent_in_a_browser() {
+    let app = TestApp::spawn(Engine::Sqlite).await;
+    let mut agent = TestAgent::new();
+    agent.id = agent.register(&app, None, "stray-bot").await;
+    assert_eq!(agent.attest_latest(&app).await.status(), 200);
+    let (_, code) = status_json(
+        agent
+            .signed_post(
+                &app,
+                &format!("/v1/agents/{}/claim-code", agent.id),
+                &json!({}),
+            )
+            .await,
+    )
+    .await;
+    app.grant(&app.workspace_id, "admin@example.com", "admin")
+        .await;
+    let admin = app.login("admin@example.com").await;
+
+    let browser = Browser::start().await;
+    // The session cookie of the admin, as after following a login link in this browser.
+    browser.open(&app.url("/login")).await;
+    let (name, value) = admin.cookie.split_once('=').unwrap();
+    browser.set_cookie(name, value).await;
+    browser.open(code["claim_url"].as_str().unwrap()).await;
+    assert_eq!(browser.text("#agent-name").await, "stray-bot");
+    browser.click("#claim").await;
+    browser.wait_text("#status", "claimed").await;
+    browser.quit().await;
+
+    let (s, got) = status_json(app.get(&format!("/v1/agents/{}", agent.id)).await).await;
+    assert_eq!(
+        (s.as_u16(), got["agent"]["workspace_id"].as_str()),
+        (200, Some(app.workspace_id.as_str()))
+    );
+    app.stop().await;
+}
