@@ -16,7 +16,12 @@ use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 
 async fn check(http: &reqwest::Client, base: &str, key: &str, body: &Value) -> Result<Value> {
-    let res = http.post(format!("{base}/v1/check")).header("X-Service-Api-Key", key).json(body).send().await?;
+    let res = http
+        .post(format!("{base}/v1/check"))
+        .header("X-Service-Api-Key", key)
+        .json(body)
+        .send()
+        .await?;
     let status = res.status();
     let answer: Value = res.json().await?;
     if !status.is_success() {
@@ -32,7 +37,8 @@ async fn main() -> Result<()> {
     let agent_id = std::env::var("AGENT_ID").context("set AGENT_ID")?;
     let mut args = std::env::args().skip(1);
     let action = args.next().unwrap_or_else(|| "refund".into());
-    let context: Value = serde_json::from_str(&args.next().unwrap_or_else(|| "{}".into())).context("the context must be JSON")?;
+    let context: Value = serde_json::from_str(&args.next().unwrap_or_else(|| "{}".into()))
+        .context("the context must be JSON")?;
     let http = reqwest::Client::new();
     let request = json!({"agent_id": agent_id, "action": action, "context": context});
 
@@ -45,12 +51,23 @@ async fn main() -> Result<()> {
         Some("deny") => bail!("denied: {}", first["reasons"]),
         _ => {}
     }
-    let url = first["challenge"]["url"].as_str().context("a challenge carries a link")?;
-    let id = first["challenge_id"].as_str().context("a challenge carries an id")?;
+    let url = first["challenge"]["url"]
+        .as_str()
+        .context("a challenge carries a link")?;
+    let id = first["challenge_id"]
+        .as_str()
+        .context("a challenge carries an id")?;
     println!("needs approval: {}", first["reasons"]);
-    println!("approval link (valid {} s): {url}", first["challenge"]["expires_in"]);
+    println!(
+        "approval link (valid {} s): {url}",
+        first["challenge"]["expires_in"]
+    );
     if let Ok(decision) = std::env::var("AUTO_DECIDE") {
-        http.post(url).json(&json!({"decision": decision})).send().await?.error_for_status()?;
+        http.post(url)
+            .json(&json!({"decision": decision}))
+            .send()
+            .await?
+            .error_for_status()?;
     }
 
     // Poll until a human decides (or the link expires).
@@ -71,9 +88,16 @@ async fn main() -> Result<()> {
     println!("the challenge is {status}; checking again");
     let again = check(&http, &base, &key, &request).await?;
     if again["decision"] == "allow" {
-        println!("allowed once after approval (trace {}): acting now", again["trace_id"]);
+        println!(
+            "allowed once after approval (trace {}): acting now",
+            again["trace_id"]
+        );
         Ok(())
     } else {
-        bail!("not allowed: {} {}", again["decision"], again["reason_codes"])
+        bail!(
+            "not allowed: {} {}",
+            again["decision"],
+            again["reason_codes"]
+        )
     }
 }

@@ -5,7 +5,8 @@ use crate::both_engines;
 use crate::helpers::*;
 use serde_json::{json, Value};
 
-async fn setup(app: &TestApp) -> TestAgent {
+/// An active agent in a `finance` group whose refunds over 100 USD are challenged.
+pub async fn setup(app: &TestApp) -> TestAgent {
     let agent = app.active_agent("fin").await;
     app.grant(&app.workspace_id, "owner@example.com", "owner")
         .await;

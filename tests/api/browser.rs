@@ -160,22 +160,7 @@ impl Browser {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_approves_in_a_browser_and_the_backend_recheck_is_allowed() {
     let app = TestApp::spawn(Engine::Sqlite).await;
-    let agent = app.active_agent("fin").await;
-    app.grant(&app.workspace_id, "owner@example.com", "owner")
-        .await;
-    let owner = app.login("owner@example.com").await;
-    let spec = json!({
-        "reusable_policy_blocks": {"refunds": {"amount": {"limits": {"USD": {"allow_up_to": 100, "challenge_up_to": 1000}}}}},
-        "agent_groups": [{"name": "finance", "members": [agent.id]}],
-        "bindings": [{"group": "finance", "blocks": ["refunds"]}]
-    });
-    assert_eq!(
-        owner
-            .post("/v1/policies/sync", &json!({"spec": spec}))
-            .await
-            .status(),
-        200
-    );
+    let agent = crate::approvals::setup(&app).await;
     let request = json!({"agent_id": agent.id, "action": "refund", "context": {"amount": 400, "currency": "USD"}});
     let (_, first) = status_json(app.post("/v1/check", &request).await).await;
     assert_eq!(first["decision"], "challenge");
