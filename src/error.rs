@@ -124,6 +124,11 @@ impl From<StoreError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        let retry_after = self
+            .extras
+            .iter()
+            .find(|(k, _)| k == "retry_after")
+            .and_then(|(_, v)| v.as_i64());
         let mut body = Map::with_capacity(self.extras.len() + 2);
         body.insert("error".into(), Value::String(self.code.into_owned()));
         body.insert("message".into(), Value::String(self.message));
@@ -134,6 +139,11 @@ impl IntoResponse for ApiError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
+        if let Some(secs) = retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
+        }
         response
     }
 }

@@ -786,3 +786,111 @@ pub struct UpdateWorkspaceSettings {
     #[serde(default)]
     pub require_member_approval: Option<bool>,
 }
+
+// ---- credentials and kill switch ----------------------------------------------------------
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct MintRequest {
+    pub agent_id: String,
+    #[serde(default)]
+    pub provider: Option<String>,
+    #[serde(default)]
+    pub audience: Option<String>,
+    /// Default 300, at most 3600.
+    #[serde(default)]
+    pub ttl_seconds: Option<i64>,
+    #[serde(default)]
+    pub one_time: Option<bool>,
+    /// Up to 32 of `[A-Za-z0-9:._/*-]{1,128}`.
+    #[serde(default)]
+    pub scopes: Option<Vec<String>>,
+    /// `opaque` (default).
+    #[serde(default)]
+    pub token_type: Option<String>,
+    /// Default `pol_default`; the mint is checked as action `mint_credential`.
+    #[serde(default)]
+    pub policy_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Credential {
+    pub cred_id: String,
+    /// Returned once, at minting.
+    pub token: String,
+    pub token_type: String,
+    pub expires_at: String,
+    pub one_time: bool,
+    pub audience: Option<String>,
+    pub scopes: Vec<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct MintResponse {
+    pub ok: bool,
+    pub credential: Credential,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
+pub struct RevokeRequest {
+    #[serde(default)]
+    pub token: Option<String>,
+    #[serde(default)]
+    pub cred_id: Option<String>,
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct RevokeByAgentRequest {
+    pub agent_id: String,
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct RevokeResponse {
+    pub ok: bool,
+    pub revoked: i64,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct IntrospectRequest {
+    pub token: String,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
+pub struct IntrospectResponse {
+    pub ok: bool,
+    pub active: bool,
+    /// Why `active` is false: `unknown`, `revoked`, `expired`, `revoked_by_kill_switch`, `already_used`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub cred_id: Option<String>,
+    pub agent_id: Option<String>,
+    pub audience: Option<String>,
+    pub scopes: Vec<String>,
+    pub expires_at: Option<String>,
+    pub token_type: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct MintingSwitchRequest {
+    pub paused: bool,
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
+pub struct RevokeAllRequest {
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct KillSwitchStatus {
+    pub ok: bool,
+    pub minting_paused: bool,
+    pub minting_paused_reason: Option<String>,
+    /// The workspace cutoff: credentials minted before it count as revoked (null until used).
+    pub all_credentials_revoked_at: Option<String>,
+}

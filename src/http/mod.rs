@@ -4,6 +4,7 @@
 pub mod agents;
 pub mod approvals;
 pub mod audit;
+pub mod credentials;
 pub mod extract;
 pub mod pages;
 pub mod policies;
@@ -47,6 +48,7 @@ use crate::store::Cursor;
         (name = "status", description = "Status summary and contact"),
         (name = "decisions", description = "Decisions (`/v1/check`) and policy as code"),
         (name = "approvals", description = "Approval links and policy challenges"),
+        (name = "credentials", description = "Short-lived credentials and the kill switch"),
         (name = "operations", description = "Health and discovery")
     )
 )]
@@ -176,6 +178,13 @@ fn routes() -> OpenApiRouter<SharedContext> {
         .routes(routes!(approvals::show_claim, approvals::redeem_claim))
         .routes(routes!(agents::approve))
         .routes(routes!(approvals::get_settings, approvals::update_settings))
+        .routes(routes!(credentials::mint))
+        .routes(routes!(credentials::revoke))
+        .routes(routes!(credentials::revoke_by_agent))
+        .routes(routes!(credentials::introspect))
+        .routes(routes!(credentials::minting))
+        .routes(routes!(credentials::revoke_all))
+        .routes(routes!(credentials::status))
 }
 
 /// The OpenAPI document of every route the server has, pretty-printed (the committed copy in

@@ -139,6 +139,34 @@ pub enum Op {
         workspace_id: String,
         at: i64,
     },
+    CreateCredential(Box<CredentialRecord>),
+    /// Revokes matching live credentials of the workspace: by token hash, by id, or every one
+    /// of an agent. Answers `Count(revoked)`.
+    RevokeCredentials {
+        workspace_id: String,
+        token_hash: Option<String>,
+        cred_id: Option<String>,
+        agent_id: Option<String>,
+        reason: Option<String>,
+        at: i64,
+    },
+    /// Marks a one-time credential used; `Conflict` when it was used already.
+    UseCredential {
+        id: String,
+        at: i64,
+    },
+    /// Pauses or resumes minting.
+    SetMinting {
+        workspace_id: String,
+        paused: bool,
+        reason: Option<String>,
+        at: i64,
+    },
+    /// Sets the workspace cutoff: credentials minted before `at` count as revoked.
+    RevokeAll {
+        workspace_id: String,
+        at: i64,
+    },
     /// Sets the workspace's settings.
     SetWorkspaceSettings {
         workspace_id: String,
@@ -310,6 +338,11 @@ pub trait Store: Send + Sync + 'static {
     async fn list_agents(&self, query: &AgentQuery) -> Result<Vec<AgentRecord>, StoreError>;
     async fn challenge(&self, id: &str) -> Result<Option<ChallengeRecord>, StoreError>;
     async fn claim_code(&self, code_hash: &str) -> Result<Option<ClaimCodeRecord>, StoreError>;
+    async fn credential_by_hash(
+        &self,
+        token_hash: &str,
+    ) -> Result<Option<CredentialRecord>, StoreError>;
+    async fn kill_switch(&self, workspace_id: &str) -> Result<KillSwitch, StoreError>;
     /// Whether approval links of the workspace need a logged-in member.
     async fn require_member_approval(&self, workspace_id: &str) -> Result<bool, StoreError>;
 

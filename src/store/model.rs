@@ -390,3 +390,32 @@ pub enum Invalidation {
     /// `(workspace_id, policy_id)`.
     Policy(String, String),
 }
+
+/// A minted credential; only the token's hash is kept.
+#[derive(Debug, Clone)]
+pub struct CredentialRecord {
+    pub id: String,
+    pub workspace_id: String,
+    pub agent_id: String,
+    pub token_hash: String,
+    /// `opaque` or `jwt`.
+    pub token_type: String,
+    pub provider: Option<String>,
+    pub audience: Option<String>,
+    pub scopes: Vec<String>,
+    pub one_time: bool,
+    pub created_at: i64,
+    pub expires_at: i64,
+    pub revoked_at: Option<i64>,
+    pub revoked_reason: Option<String>,
+    pub used_at: Option<i64>,
+}
+
+/// The workspace's kill switch.
+#[derive(Debug, Clone, Default)]
+pub struct KillSwitch {
+    pub minting_paused: bool,
+    pub minting_paused_reason: Option<String>,
+    /// Credentials minted before this instant count as revoked.
+    pub all_revoked_at: Option<i64>,
+}

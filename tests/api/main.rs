@@ -14,6 +14,7 @@ mod audit;
 mod bad_input;
 #[cfg(acp_browser)]
 mod browser;
+mod credentials;
 mod dashboard;
 mod foundation;
 mod isolation;

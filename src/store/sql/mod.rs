@@ -17,6 +17,7 @@ use sqlx::{Any, AnyPool, Connection, Executor, Row, Transaction};
 use super::*;
 
 mod accounts;
+mod credentials;
 mod policies;
 
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
@@ -745,12 +746,17 @@ async fn apply_op(tx: &mut Transaction<'_, Any>, op: &Op) -> Result<Outcome, Sto
             }
             Ok(last)
         }
-        other => match accounts::apply(tx, other).await {
-            Some(result) => result,
-            None => policies::apply(tx, other)
+        other => {
+            if let Some(result) = accounts::apply(tx, other).await {
+                return result;
+            }
+            if let Some(result) = credentials::apply(tx, other).await {
+                return result;
+            }
+            policies::apply(tx, other)
                 .await
-                .unwrap_or_else(|| Err(StoreError::Database("operation without SQL".into()))),
-        },
+                .unwrap_or_else(|| Err(StoreError::Database("operation without SQL".into())))
+        }
     }
 }
 
@@ -1085,6 +1091,17 @@ impl Store for SqlStore {
             }),
             None => None,
         })
+    }
+
+    async fn credential_by_hash(
+        &self,
+        token_hash: &str,
+    ) -> Result<Option<CredentialRecord>, StoreError> {
+        credentials::credential_by_hash(&self.read, token_hash).await
+    }
+
+    async fn kill_switch(&self, workspace_id: &str) -> Result<KillSwitch, StoreError> {
+        credentials::kill_switch(&self.read, workspace_id).await
     }
 
     async fn require_member_approval(&self, workspace_id: &str) -> Result<bool, StoreError> {

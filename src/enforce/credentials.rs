@@ -1,0 +1,416 @@
+//! Short-lived credentials for an agent's follow-on calls, and the workspace kill switch. A
+//! mint is a decision first (action `mint_credential`, audited like any check), then a token
+//! whose hash alone is stored. Opaque tokens only in this version.
+
+use axum::http::StatusCode;
+use serde_json::{json, Value};
+
+use crate::api;
+use crate::audit::{self, Actor};
+use crate::context::Context;
+use crate::error::{ApiError, ApiResult};
+use crate::identity::accounts::enforce_rate_limit;
+use crate::ids;
+use crate::policy::check::{agent_facts, check};
+use crate::secret::{random_base62, sha256_hex};
+use crate::store::{Change, CredentialRecord, Op, Outcome, StoreError};
+use crate::time::{iso, now_ms};
+
+pub const DEFAULT_TTL_SECS: i64 = 300;
+pub const MAX_TTL_SECS: i64 = 3600;
+const MINTS_PER_MINUTE: i64 = 60;
+
+fn check_scopes(scopes: &[String]) -> ApiResult<()> {
+    let valid = scopes.len() <= 32
+        && scopes.iter().all(|s| {
+            (1..=128).contains(&s.len())
+                && s.bytes().all(|b| {
+                    b.is_ascii_alphanumeric()
+                        || matches!(b, b':' | b'.' | b'_' | b'/' | b'*' | b'-')
+                })
+        });
+    if valid {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request(
+            "invalid_scopes",
+            "scopes are up to 32 strings of 1-128 characters from `A-Za-z0-9:._/*-`",
+        ))
+    }
+}
+
+fn short_text(field: &str, value: Option<String>) -> ApiResult<Option<String>> {
+    match value {
+        Some(v) if v.chars().count() > 200 || v.chars().any(char::is_control) => Err(
+            ApiError::invalid(field, "must be at most 200 printable characters"),
+        ),
+        Some(v) if v.is_empty() => Ok(None),
+        other => Ok(other),
+    }
+}
+
+pub async fn mint(
+    ctx: &Context,
+    workspace_id: &str,
+    actor: &Actor,
+    req: api::MintRequest,
+) -> ApiResult<api::MintResponse> {
+    if req.agent_id.is_empty() {
+        return Err(ApiError::missing("agent_id"));
+    }
+    let token_type = match req.token_type.as_deref() {
+        None | Some("") | Some("opaque") => "opaque",
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "invalid_token_type",
+                "`token_type` must be `opaque`",
+            ))
+        }
+    };
+    let ttl = req.ttl_seconds.unwrap_or(DEFAULT_TTL_SECS);
+    if ttl <= 0 || ttl > MAX_TTL_SECS {
+        return Err(ApiError::bad_request(
+            "invalid_ttl",
+            format!("`ttl_seconds` must be between 1 and {MAX_TTL_SECS}"),
+        ));
+    }
+    let scopes = req.scopes.unwrap_or_default();
+    check_scopes(&scopes)?;
+    let audience = short_text("audience", req.audience)?;
+    let provider = short_text("provider", req.provider)?;
+    let one_time = req.one_time.unwrap_or(false);
+    let agent = agent_facts(ctx, workspace_id, &req.agent_id).await?;
+
+    let switch = ctx.store.kill_switch(workspace_id).await?;
+    if switch.minting_paused {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "minting_paused",
+            "minting is paused for this workspace",
+        )
+        .with("reason", switch.minting_paused_reason.clone()));
+    }
+    enforce_rate_limit(
+        ctx,
+        format!("mint:agent:{}", agent.agent.id),
+        60_000,
+        MINTS_PER_MINUTE,
+    )
+    .await?;
+
+    let decision = check(
+        ctx,
+        workspace_id,
+        actor,
+        api::CheckRequest {
+            agent_id: agent.agent.id.clone(),
+            policy_id: req.policy_id,
+            action: "mint_credential".into(),
+            context: Some(json!({
+                "audience": audience, "provider": provider, "ttl_seconds": ttl,
+                "one_time": one_time, "token_type": token_type, "scope_count": scopes.len(),
+            })),
+            email: None,
+        },
+    )
+    .await?;
+    match decision.decision.as_str() {
+        "allow" => {}
+        "challenge" => {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "policy_challenge",
+                "minting needs a human's approval",
+            )
+            .with("decision", "challenge")
+            .with("reasons", json!(decision.reasons))
+            .with("trace_id", decision.trace_id)
+            .with("challenge_id", decision.challenge_id)
+            .with(
+                "challenge",
+                serde_json::to_value(&decision.challenge).unwrap_or(Value::Null),
+            ))
+        }
+        _ => {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "policy_denied",
+                "the policy does not allow this credential",
+            )
+            .with("decision", "deny")
+            .with("reasons", json!(decision.reasons))
+            .with("reason_codes", json!(decision.reason_codes))
+            .with("trace_id", decision.trace_id))
+        }
+    }
+
+    let token = format!("sct_{}", random_base62(43));
+    let now = now_ms();
+    let record = CredentialRecord {
+        id: ids::new_id("crd"),
+        workspace_id: workspace_id.to_owned(),
+        agent_id: agent.agent.id.clone(),
+        token_hash: sha256_hex(token.as_bytes()),
+        token_type: token_type.into(),
+        provider,
+        audience: audience.clone(),
+        scopes: scopes.clone(),
+        one_time,
+        created_at: now,
+        expires_at: now + ttl * 1000,
+        revoked_at: None,
+        revoked_reason: None,
+        used_at: None,
+    };
+    let mut event = audit::state_change(
+        "credential.minted",
+        "mint_credential",
+        Some(workspace_id),
+        Some(&agent.agent.id),
+        actor,
+        json!({ "cred_id": record.id, "token_type": token_type, "expires_at": iso(record.expires_at), "one_time": one_time, "scopes": scopes }),
+    );
+    event.decision = Some("allow".into());
+    event.trace_id = Some(decision.trace_id);
+    event.policy_id = Some(decision.policy_id);
+    event.policy_hash = Some(decision.policy_hash);
+    let expires_at = record.expires_at;
+    let cred_id = record.id.clone();
+    ctx.writer
+        .commit(Change::new(Op::CreateCredential(Box::new(record))).audited(event))
+        .await?;
+    Ok(api::MintResponse {
+        ok: true,
+        credential: api::Credential {
+            cred_id,
+            token,
+            token_type: token_type.into(),
+            expires_at: iso(expires_at),
+            one_time,
+            audience,
+            scopes,
+        },
+    })
+}
+
+async fn revoke_where(
+    ctx: &Context,
+    workspace_id: &str,
+    actor: &Actor,
+    op: Op,
+    agent_id: Option<&str>,
+    reason: Option<String>,
+) -> ApiResult<api::RevokeResponse> {
+    let event = audit::state_change(
+        "credential.revoked",
+        "revoke_credentials",
+        Some(workspace_id),
+        agent_id,
+        actor,
+        json!({ "reason": reason }),
+    );
+    match ctx.writer.commit(Change::new(op).audited(event)).await? {
+        Outcome::Count(n) => Ok(api::RevokeResponse {
+            ok: true,
+            revoked: n,
+        }),
+        _ => Err(ApiError::internal("revoke answered an unexpected outcome")),
+    }
+}
+
+pub async fn revoke(
+    ctx: &Context,
+    workspace_id: &str,
+    actor: &Actor,
+    req: api::RevokeRequest,
+) -> ApiResult<api::RevokeResponse> {
+    let reason = short_text("reason", req.reason)?;
+    let token_hash = req
+        .token
+        .filter(|t| !t.is_empty())
+        .map(|t| sha256_hex(t.trim().as_bytes()));
+    let cred_id = req.cred_id.filter(|c| !c.is_empty());
+    if token_hash.is_none() && cred_id.is_none() {
+        return Err(ApiError::missing("token"));
+    }
+    let op = Op::RevokeCredentials {
+        workspace_id: workspace_id.to_owned(),
+        token_hash,
+        cred_id,
+        agent_id: None,
+        reason: reason.clone(),
+        at: now_ms(),
+    };
+    revoke_where(ctx, workspace_id, actor, op, None, reason).await
+}
+
+pub async fn revoke_by_agent(
+    ctx: &Context,
+    workspace_id: &str,
+    actor: &Actor,
+    req: api::RevokeByAgentRequest,
+) -> ApiResult<api::RevokeResponse> {
+    if req.agent_id.is_empty() {
+        return Err(ApiError::missing("agent_id"));
+    }
+    let reason = short_text("reason", req.reason)?;
+    let agent = agent_facts(ctx, workspace_id, &req.agent_id).await?;
+    let op = Op::RevokeCredentials {
+        workspace_id: workspace_id.to_owned(),
+        token_hash: None,
+        cred_id: None,
+        agent_id: Some(agent.agent.id.clone()),
+        reason: reason.clone(),
+        at: now_ms(),
+    };
+    revoke_where(ctx, workspace_id, actor, op, Some(&agent.agent.id), reason).await
+}
+
+fn inactive(reason: &str) -> api::IntrospectResponse {
+    api::IntrospectResponse {
+        ok: true,
+        active: false,
+        reason: Some(reason.into()),
+        ..api::IntrospectResponse::default()
+    }
+}
+
+pub async fn introspect(
+    ctx: &Context,
+    workspace_id: &str,
+    req: api::IntrospectRequest,
+) -> ApiResult<api::IntrospectResponse> {
+    let token = req.token.trim();
+    if token.is_empty() {
+        return Err(ApiError::missing("token"));
+    }
+    let Some(c) = ctx
+        .store
+        .credential_by_hash(&sha256_hex(token.as_bytes()))
+        .await?
+    else {
+        return Ok(inactive("unknown"));
+    };
+    if c.workspace_id != workspace_id {
+        return Ok(inactive("unknown"));
+    }
+    let now = now_ms();
+    let switch = ctx.store.kill_switch(workspace_id).await?;
+    let mut answer = api::IntrospectResponse {
+        ok: true,
+        active: false,
+        reason: None,
+        cred_id: Some(c.id.clone()),
+        agent_id: Some(c.agent_id.clone()),
+        audience: c.audience.clone(),
+        scopes: c.scopes.clone(),
+        expires_at: Some(iso(c.expires_at)),
+        token_type: Some(c.token_type.clone()),
+    };
+    let reason = if c.revoked_at.is_some() {
+        Some("revoked")
+    } else if now >= c.expires_at {
+        Some("expired")
+    } else if switch
+        .all_revoked_at
+        .is_some_and(|cutoff| c.created_at < cutoff)
+    {
+        Some("revoked_by_kill_switch")
+    } else if c.one_time && c.used_at.is_some() {
+        Some("already_used")
+    } else {
+        None
+    };
+    if let Some(reason) = reason {
+        answer.reason = Some(reason.into());
+        return Ok(answer);
+    }
+    if c.one_time {
+        // The first introspection uses it up, on any replica.
+        match ctx
+            .writer
+            .commit(Change::new(Op::UseCredential {
+                id: c.id.clone(),
+                at: now,
+            }))
+            .await
+        {
+            Ok(_) => {}
+            Err(StoreError::Conflict(_)) => {
+                answer.reason = Some("already_used".into());
+                return Ok(answer);
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    answer.active = true;
+    Ok(answer)
+}
+
+fn status_of(s: &crate::store::KillSwitch) -> api::KillSwitchStatus {
+    api::KillSwitchStatus {
+        ok: true,
+        minting_paused: s.minting_paused,
+        minting_paused_reason: s.minting_paused_reason.clone(),
+        all_credentials_revoked_at: s.all_revoked_at.map(iso),
+    }
+}
+
+pub async fn kill_switch_status(
+    ctx: &Context,
+    workspace_id: &str,
+) -> ApiResult<api::KillSwitchStatus> {
+    Ok(status_of(&ctx.store.kill_switch(workspace_id).await?))
+}
+
+pub async fn set_minting(
+    ctx: &Context,
+    workspace_id: &str,
+    actor: &Actor,
+    req: api::MintingSwitchRequest,
+) -> ApiResult<api::KillSwitchStatus> {
+    let reason = short_text("reason", req.reason)?;
+    let event = audit::state_change(
+        if req.paused {
+            "kill_switch.minting_paused"
+        } else {
+            "kill_switch.minting_resumed"
+        },
+        "kill_switch_minting",
+        Some(workspace_id),
+        None,
+        actor,
+        json!({ "paused": req.paused, "reason": reason }),
+    );
+    let op = Op::SetMinting {
+        workspace_id: workspace_id.to_owned(),
+        paused: req.paused,
+        reason,
+        at: now_ms(),
+    };
+    ctx.writer.commit(Change::new(op).audited(event)).await?;
+    kill_switch_status(ctx, workspace_id).await
+}
+
+pub async fn revoke_all(
+    ctx: &Context,
+    workspace_id: &str,
+    actor: &Actor,
+    req: api::RevokeAllRequest,
+) -> ApiResult<api::KillSwitchStatus> {
+    let reason = short_text("reason", req.reason)?;
+    let event = audit::state_change(
+        "kill_switch.revoke_all",
+        "kill_switch_revoke_all",
+        Some(workspace_id),
+        None,
+        actor,
+        json!({ "reason": reason }),
+    );
+    let op = Op::RevokeAll {
+        workspace_id: workspace_id.to_owned(),
+        at: now_ms(),
+    };
+    ctx.writer.commit(Change::new(op).audited(event)).await?;
+    kill_switch_status(ctx, workspace_id).await
+}

@@ -1,0 +1,109 @@
+//! `/v1/identity/*`: credentials, introspection and the kill switch (workspace API key).
+
+use axum::extract::State;
+use axum::Json;
+
+use crate::api::{
+    ErrorBody, IntrospectRequest, IntrospectResponse, KillSwitchStatus, MintRequest, MintResponse,
+    MintingSwitchRequest, RevokeAllRequest, RevokeByAgentRequest, RevokeRequest, RevokeResponse,
+};
+use crate::context::SharedContext;
+use crate::enforce::credentials;
+use crate::error::ApiResult;
+
+use super::extract::{AppJson, Caller};
+
+/// Mints a short-lived credential for an agent, if the policy allows `mint_credential`.
+#[utoipa::path(post, path = "/v1/identity/credentials/mint", tag = "credentials", request_body = MintRequest,
+    security(("api_key" = [])),
+    responses((status = 200, body = MintResponse),
+        (status = 400, description = "`missing_agent_id`, `invalid_ttl`, `invalid_scopes`, `invalid_token_type`", body = ErrorBody),
+        (status = 403, description = "`minting_paused`, `policy_denied`, `policy_challenge` (with the challenge)", body = ErrorBody),
+        (status = 404, description = "`unknown_agent`, `unknown_policy`", body = ErrorBody),
+        (status = 429, description = "`rate_limited` with `retry_after` and `Retry-After`", body = ErrorBody)))]
+pub async fn mint(
+    State(ctx): State<SharedContext>,
+    caller: Caller,
+    AppJson(req): AppJson<MintRequest>,
+) -> ApiResult<Json<MintResponse>> {
+    Ok(Json(
+        credentials::mint(&ctx, &caller.workspace_id, &caller.actor(), req).await?,
+    ))
+}
+
+/// Revokes one credential, by its token or its `cred_id`.
+#[utoipa::path(post, path = "/v1/identity/credentials/revoke", tag = "credentials", request_body = RevokeRequest,
+    security(("api_key" = [])), responses((status = 200, body = RevokeResponse), (status = 400, body = ErrorBody)))]
+pub async fn revoke(
+    State(ctx): State<SharedContext>,
+    caller: Caller,
+    AppJson(req): AppJson<RevokeRequest>,
+) -> ApiResult<Json<RevokeResponse>> {
+    Ok(Json(
+        credentials::revoke(&ctx, &caller.workspace_id, &caller.actor(), req).await?,
+    ))
+}
+
+/// Revokes every live credential of one agent of the workspace.
+#[utoipa::path(post, path = "/v1/identity/credentials/revoke-by-agent", tag = "credentials", request_body = RevokeByAgentRequest,
+    security(("api_key" = [])), responses((status = 200, body = RevokeResponse), (status = 404, body = ErrorBody)))]
+pub async fn revoke_by_agent(
+    State(ctx): State<SharedContext>,
+    caller: Caller,
+    AppJson(req): AppJson<RevokeByAgentRequest>,
+) -> ApiResult<Json<RevokeResponse>> {
+    Ok(Json(
+        credentials::revoke_by_agent(&ctx, &caller.workspace_id, &caller.actor(), req).await?,
+    ))
+}
+
+/// Whether a token is active: revocation, expiry, the kill-switch cutoff and one-time use count.
+#[utoipa::path(post, path = "/v1/identity/introspect", tag = "credentials", request_body = IntrospectRequest,
+    security(("api_key" = [])), responses((status = 200, body = IntrospectResponse), (status = 400, body = ErrorBody)))]
+pub async fn introspect(
+    State(ctx): State<SharedContext>,
+    caller: Caller,
+    AppJson(req): AppJson<IntrospectRequest>,
+) -> ApiResult<Json<IntrospectResponse>> {
+    Ok(Json(
+        credentials::introspect(&ctx, &caller.workspace_id, req).await?,
+    ))
+}
+
+/// Pauses or resumes minting for the workspace.
+#[utoipa::path(post, path = "/v1/identity/kill-switch/minting", tag = "credentials", request_body = MintingSwitchRequest,
+    security(("api_key" = [])), responses((status = 200, body = KillSwitchStatus), (status = 400, body = ErrorBody)))]
+pub async fn minting(
+    State(ctx): State<SharedContext>,
+    caller: Caller,
+    AppJson(req): AppJson<MintingSwitchRequest>,
+) -> ApiResult<Json<KillSwitchStatus>> {
+    Ok(Json(
+        credentials::set_minting(&ctx, &caller.workspace_id, &caller.actor(), req).await?,
+    ))
+}
+
+/// Revokes every credential minted so far in the workspace (sets the cutoff to now).
+#[utoipa::path(post, path = "/v1/identity/kill-switch/revoke-all", tag = "credentials", request_body = RevokeAllRequest,
+    security(("api_key" = [])), responses((status = 200, body = KillSwitchStatus)))]
+pub async fn revoke_all(
+    State(ctx): State<SharedContext>,
+    caller: Caller,
+    AppJson(req): AppJson<RevokeAllRequest>,
+) -> ApiResult<Json<KillSwitchStatus>> {
+    Ok(Json(
+        credentials::revoke_all(&ctx, &caller.workspace_id, &caller.actor(), req).await?,
+    ))
+}
+
+/// The workspace's kill switch.
+#[utoipa::path(get, path = "/v1/identity/kill-switch/status", tag = "credentials", security(("api_key" = [])),
+    responses((status = 200, body = KillSwitchStatus)))]
+pub async fn status(
+    State(ctx): State<SharedContext>,
+    caller: Caller,
+) -> ApiResult<Json<KillSwitchStatus>> {
+    Ok(Json(
+        credentials::kill_switch_status(&ctx, &caller.workspace_id).await?,
+    ))
+}
