@@ -894,3 +894,22 @@ pub struct KillSwitchStatus {
     /// The workspace cutoff: credentials minted before it count as revoked (null until used).
     pub all_credentials_revoked_at: Option<String>,
 }
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct FeedbackRequest {
+    pub agent_id: String,
+    /// `good` or `bad`.
+    pub verdict: String,
+    /// Free-form, e.g. `{"reason": "spam"}`.
+    #[serde(default)]
+    pub evidence: Option<Value>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct FeedbackResponse {
+    pub ok: bool,
+    pub accepted: bool,
+    pub received_at: String,
+    /// The agent's risk tier after this feedback.
+    pub risk_tier: String,
+}

@@ -155,6 +155,22 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for AppJson<T> {
     }
 }
 
+/// The raw body bytes (for endpoints that sign over them), with the JSON content-type check
+/// and the size limit answered in the envelope.
+pub struct RawBody(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for RawBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        check_content_type(req.headers())?;
+        Bytes::from_request(req, state)
+            .await
+            .map(RawBody)
+            .map_err(body_error)
+    }
+}
+
 /// A query string; a bad parameter answers `invalid_query`.
 pub struct AppQuery<T>(pub T);
 

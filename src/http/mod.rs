@@ -185,6 +185,7 @@ fn routes() -> OpenApiRouter<SharedContext> {
         .routes(routes!(credentials::minting))
         .routes(routes!(credentials::revoke_all))
         .routes(routes!(credentials::status))
+        .routes(routes!(telemetry::feedback))
 }
 
 /// The OpenAPI document of every route the server has, pretty-printed (the committed copy in

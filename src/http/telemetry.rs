@@ -103,3 +103,55 @@ pub async fn list_inventory(
         inventory::list(&ctx, &caller.workspace_id, params).await?,
     ))
 }
+
+/// Signed provider feedback about an agent (`good` or `bad`); moves its reputation.
+#[utoipa::path(post, path = "/v1/reputation/feedback", tag = "telemetry", request_body = crate::api::FeedbackRequest,
+    params(("X-Service-Feedback-Timestamp" = String, Header, description = "Unix epoch milliseconds"),
+        ("X-Service-Feedback-Nonce" = String, Header, description = "single use per API key"),
+        ("X-Service-Feedback-Signature" = String, Header,
+         description = "base64 HMAC-SHA256, key = raw SHA-256 of the API key, over `{timestamp}\\n{nonce}\\n{hex_sha256(body)}`")),
+    security(("api_key" = [])),
+    responses((status = 200, body = crate::api::FeedbackResponse),
+        (status = 400, description = "`missing_agent_id`, `invalid_verdict`", body = ErrorBody),
+        (status = 401, description = "`missing_signature_headers`, `timestamp_out_of_range`, `bad_signature`, `replay_detected`", body = ErrorBody),
+        (status = 404, description = "`unknown_agent`", body = ErrorBody),
+        (status = 429, description = "`rate_limited`", body = ErrorBody)))]
+pub async fn feedback(
+    State(ctx): State<SharedContext>,
+    headers: axum::http::HeaderMap,
+    caller: Caller,
+    super::extract::RawBody(body): super::extract::RawBody,
+) -> ApiResult<Json<crate::api::FeedbackResponse>> {
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .filter(|v| !v.is_empty())
+    };
+    let sig = match (
+        header("x-service-feedback-timestamp"),
+        header("x-service-feedback-nonce"),
+        header("x-service-feedback-signature"),
+    ) {
+        (Some(timestamp), Some(nonce), Some(signature)) => {
+            Some(crate::telemetry::reputation::FeedbackSignature {
+                timestamp,
+                nonce,
+                signature,
+            })
+        }
+        _ => None,
+    };
+    let api_key = super::extract::presented_api_key(&headers).unwrap_or("");
+    Ok(Json(
+        crate::telemetry::reputation::feedback(
+            &ctx,
+            &caller.workspace_id,
+            &caller.key_id,
+            api_key,
+            sig,
+            &body,
+        )
+        .await?,
+    ))
+}

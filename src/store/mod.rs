@@ -139,6 +139,20 @@ pub enum Op {
         workspace_id: String,
         at: i64,
     },
+    /// Stores provider feedback and moves the agent's reputation: the score decays with a
+    /// half-life, then takes `delta`; `tier` is derived from the new score by the caller's rule.
+    /// Answers `Agent`.
+    RecordFeedback {
+        id: String,
+        workspace_id: String,
+        agent_id: String,
+        key_id: String,
+        verdict: String,
+        evidence: String,
+        delta: f64,
+        half_life_ms: f64,
+        at: i64,
+    },
     CreateCredential(Box<CredentialRecord>),
     /// Revokes matching live credentials of the workspace: by token hash, by id, or every one
     /// of an agent. Answers `Count(revoked)`.

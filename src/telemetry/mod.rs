@@ -3,3 +3,4 @@
 
 pub mod heartbeats;
 pub mod inventory;
+pub mod reputation;

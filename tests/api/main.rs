@@ -21,5 +21,6 @@ mod isolation;
 mod policies;
 mod policy_cli;
 mod replicas;
+mod reputation;
 mod telemetry;
 mod verify;

@@ -49,6 +49,59 @@ async fn apply_inner(
     op: &Op,
 ) -> Result<Option<Outcome>, StoreError> {
     let outcome = match op {
+        Op::RecordFeedback {
+            id,
+            workspace_id,
+            agent_id,
+            key_id,
+            verdict,
+            evidence,
+            delta,
+            half_life_ms,
+            at,
+        } => {
+            sqlx::query(
+                "INSERT INTO agent_feedback (id, workspace_id, agent_id, key_id, verdict, evidence, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            )
+            .bind(id)
+            .bind(workspace_id)
+            .bind(agent_id)
+            .bind(key_id)
+            .bind(verdict)
+            .bind(evidence)
+            .bind(*at)
+            .execute(&mut **tx)
+            .await?;
+            let row = sqlx::query(
+                "SELECT risk_score, risk_scored_at FROM agents WHERE id = $1 AND workspace_id = $2",
+            )
+            .bind(agent_id)
+            .bind(workspace_id)
+            .fetch_optional(&mut **tx)
+            .await?
+            .ok_or(StoreError::UnknownAgent)?;
+            let old: f64 = row.try_get("risk_score")?;
+            let scored_at: Option<i64> = row.try_get("risk_scored_at")?;
+            let elapsed = scored_at.map_or(0.0, |t| (*at - t).max(0) as f64);
+            let score = (old * 0.5f64.powf(elapsed / half_life_ms) + delta).max(0.0);
+            let tier = crate::telemetry::reputation::tier_of(score);
+            sqlx::query(
+                "UPDATE agents SET risk_score = $1, risk_scored_at = $2, risk_tier = $3, updated_at = $2 WHERE id = $4",
+            )
+            .bind(score)
+            .bind(*at)
+            .bind(tier)
+            .bind(agent_id)
+            .execute(&mut **tx)
+            .await?;
+            let sql = format!("SELECT {} FROM agents WHERE id = $1", super::AGENT_COLUMNS);
+            let agent = sqlx::query(&sql)
+                .bind(agent_id)
+                .fetch_one(&mut **tx)
+                .await?;
+            Outcome::Agent(Box::new(super::agent_from_row(&agent)?))
+        }
         Op::CreateCredential(c) => {
             sqlx::query(
                 "INSERT INTO credentials (id, workspace_id, agent_id, token_hash, token_type, provider, audience, scopes, \

@@ -144,7 +144,7 @@ fn string_list(text: &str) -> Vec<String> {
     serde_json::from_str(text).unwrap_or_default()
 }
 
-fn agent_from_row(row: &AnyRow) -> Result<AgentRecord, sqlx::Error> {
+pub(super) fn agent_from_row(row: &AnyRow) -> Result<AgentRecord, sqlx::Error> {
     let status: String = row.try_get("status")?;
     Ok(AgentRecord {
         id: row.try_get("id")?,
@@ -181,7 +181,7 @@ fn api_key_from_row(row: &AnyRow) -> Result<ApiKeyRecord, sqlx::Error> {
     })
 }
 
-const AGENT_COLUMNS: &str =
+pub(super) const AGENT_COLUMNS: &str =
     "id, workspace_id, name, public_key, key_type, metadata, status, risk_tier, \
      created_at, updated_at, attested_at, last_seen_at";
 
