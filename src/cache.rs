@@ -181,7 +181,11 @@ impl Caches {
                         Ok(Some(loaded)) => self.put_policy(&ws, &pol, loaded),
                         Ok(None) => {}
                         Err(err) => {
-                            tracing::warn!(error = %err, workspace = %ws, policy = %pol, "policy reload failed; will retry")
+                            // Forget the old version: the next check loads the current one.
+                            if let Ok(mut map) = self.policies.write() {
+                                map.remove(&policy_key(&ws, &pol));
+                            }
+                            tracing::warn!(error = %err, workspace = %ws, policy = %pol, "policy reload failed; the next check loads it")
                         }
                     }
                 }

@@ -862,7 +862,8 @@ pub struct IntrospectRequest {
 pub struct IntrospectResponse {
     pub ok: bool,
     pub active: bool,
-    /// Why `active` is false: `unknown`, `revoked`, `expired`, `revoked_by_kill_switch`, `already_used`.
+    /// Why `active` is false: `unknown`, `revoked`, `agent_not_active`, `expired`,
+    /// `revoked_by_kill_switch`, `already_used`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     pub cred_id: Option<String>,

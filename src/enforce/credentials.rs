@@ -98,6 +98,12 @@ pub async fn mint(
     )
     .await?;
 
+    // The scopes themselves are part of the request (and of an approval's fingerprint).
+    let sorted_scopes = {
+        let mut sorted = scopes.clone();
+        sorted.sort();
+        sorted.join(" ")
+    };
     let decision = check(
         ctx,
         workspace_id,
@@ -109,6 +115,7 @@ pub async fn mint(
             context: Some(json!({
                 "audience": audience, "provider": provider, "ttl_seconds": ttl,
                 "one_time": one_time, "token_type": token_type, "scope_count": scopes.len(),
+                "scopes": sorted_scopes,
             })),
             email: None,
         },
@@ -176,9 +183,19 @@ pub async fn mint(
     event.policy_hash = Some(decision.policy_hash);
     let expires_at = record.expires_at;
     let cred_id = record.id.clone();
-    ctx.writer
+    match ctx
+        .writer
         .commit(Change::new(Op::CreateCredential(Box::new(record))).audited(event))
-        .await?;
+        .await
+    {
+        Ok(_) => {}
+        Err(StoreError::Conflict(_)) => return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "minting_paused",
+            "minting was paused, or the agent suspended or revoked, while this mint was checked",
+        )),
+        Err(e) => return Err(e.into()),
+    }
     Ok(api::MintResponse {
         ok: true,
         credential: api::Credential {
@@ -307,8 +324,19 @@ pub async fn introspect(
         expires_at: Some(iso(c.expires_at)),
         token_type: Some(c.token_type.clone()),
     };
+    // A credential is no better than its agent: suspended or revoked agents' tokens are off.
+    let agent_active = crate::policy::check::cached_agent(ctx, &c.agent_id)
+        .await?
+        .is_some_and(|a| {
+            !matches!(
+                a.agent.status,
+                crate::store::AgentStatus::Revoked | crate::store::AgentStatus::Suspended
+            )
+        });
     let reason = if c.revoked_at.is_some() {
         Some("revoked")
+    } else if !agent_active {
+        Some("agent_not_active")
     } else if now >= c.expires_at {
         Some("expired")
     } else if switch

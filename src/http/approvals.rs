@@ -25,20 +25,21 @@ fn wants_html(headers: &HeaderMap) -> bool {
         .is_some_and(|v| v.contains("text/html"))
 }
 
-fn page(c: &PolicyChallengeInfo) -> String {
+fn page(c: &PolicyChallengeInfo, csrf: &str) -> String {
     let reasons: String = c
         .reasons
         .iter()
         .map(|r| format!("<li>{}</li>", esc(r)))
         .collect();
     let buttons = if c.status == "pending" {
-        "<p><button id=\"approve\" data-decision=\"approve\">Approve</button> <button id=\"deny\" data-decision=\"deny\">Deny</button></p>\
-         <script>for (const b of document.querySelectorAll('button[data-decision]')) b.addEventListener('click', async () => {\
-         const r = await fetch(location.pathname, {method: 'POST', headers: {'Content-Type': 'application/json'}, body: JSON.stringify({decision: b.dataset.decision})});\
+        format!("<p><button id=\"approve\" data-decision=\"approve\">Approve</button> <button id=\"deny\" data-decision=\"deny\">Deny</button></p>\
+         <script>const csrf = '{}'; for (const b of document.querySelectorAll('button[data-decision]')) b.addEventListener('click', async () => {{\
+         const headers = {{'Content-Type': 'application/json'}}; if (csrf) headers['X-CSRF-Token'] = csrf;\
+         const r = await fetch(location.pathname, {{method: 'POST', headers, body: JSON.stringify({{decision: b.dataset.decision}})}});\
          const j = await r.json(); document.getElementById('status').textContent = r.ok ? j.challenge.status : j.message;\
-         for (const x of document.querySelectorAll('button[data-decision]')) x.disabled = true; });</script>"
+         for (const x of document.querySelectorAll('button[data-decision]')) x.disabled = true; }});</script>", esc(csrf))
     } else {
-        ""
+        String::new()
     };
     format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\">\
@@ -72,7 +73,13 @@ pub async fn show(
         Ok(c) => {
             let info = approvals::to_wire(&c, now_ms());
             if html {
-                Html(page(&info)).into_response()
+                // A logged-in viewer's page carries the session's CSRF token for the decision.
+                let csrf = super::session::authenticate_user(&ctx, &Method::GET, &headers)
+                    .await
+                    .ok()
+                    .and_then(|p| p.csrf_token)
+                    .unwrap_or_default();
+                Html(page(&info, &csrf)).into_response()
             } else {
                 Json(PolicyChallengeResponse {
                     ok: true,
@@ -110,7 +117,7 @@ pub async fn decide(
     // logged-in member.
     let approver = match super::session::cookie(&headers, crate::identity::accounts::SESSION_COOKIE)
     {
-        Some(_) => super::session::authenticate_user(&ctx, &Method::GET, &headers)
+        Some(_) => super::session::authenticate_user(&ctx, &Method::POST, &headers)
             .await
             .ok(),
         None => None,
@@ -138,7 +145,12 @@ pub async fn status(
     }))
 }
 
-fn claim_page(info: &ClaimInfo, csrf: Option<&str>, workspace: Option<&str>) -> String {
+fn claim_page(
+    info: &ClaimInfo,
+    csrf: Option<&str>,
+    workspace: Option<&str>,
+    login: &str,
+) -> String {
     let actions = match (info.status.as_str(), csrf, workspace) {
         ("pending", Some(csrf), Some(ws)) => format!(
             "<p>Claim it into the selected workspace <code>{}</code>?</p>\
@@ -150,7 +162,10 @@ fn claim_page(info: &ClaimInfo, csrf: Option<&str>, workspace: Option<&str>) -> 
             esc(ws),
             esc(csrf)
         ),
-        ("pending", _, _) => "<p>Log in as an owner or admin of a workspace to claim this agent: <a href=\"/login\">log in</a>.</p>".to_owned(),
+        ("pending", _, _) => format!(
+            "<p>Log in as an owner or admin of a workspace to claim this agent: <a href=\"{}\">log in</a>.</p>",
+            esc(login)
+        ),
         _ => String::new(),
     };
     format!(
@@ -189,8 +204,13 @@ pub async fn show_claim(
                 None => None,
             };
             let csrf = principal.as_ref().and_then(|p| p.csrf_token.clone());
-            let mut response =
-                Html(claim_page(&info, csrf.as_deref(), admin_ws.as_deref())).into_response();
+            let mut response = Html(claim_page(
+                &info,
+                csrf.as_deref(),
+                admin_ws.as_deref(),
+                &format!("{}/login", ctx.config.path_prefix.as_deref().unwrap_or("")),
+            ))
+            .into_response();
             response.headers_mut().insert(
                 header::CACHE_CONTROL,
                 header::HeaderValue::from_static("no-store"),

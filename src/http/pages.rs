@@ -45,11 +45,13 @@ fn no_store(mut response: Response) -> Response {
 }
 
 /// An error answered as a page (for links followed in a browser).
-pub fn error_page(_ctx: &Context, err: ApiError) -> Response {
+pub fn error_page(ctx: &Context, err: ApiError) -> Response {
+    let login = format!("{}/login", ctx.config.path_prefix.as_deref().unwrap_or(""));
     let body = format!(
-        "<h1>That did not work</h1><p class=\"error\" id=\"error\" data-code=\"{}\">{}</p><p><a href=\"login\">Ask for a new login link</a></p>",
-        esc(&err.code),
-        esc(&err.message)
+        "<h1>That did not work</h1><p class=\"error\" id=\"error\" data-code=\"{}\">{}</p><p><a href=\"{}\">Ask for a new login link</a></p>",
+                esc(&err.code),
+        esc(&err.message),
+        esc(&login)
     );
     no_store((err.status, Html(page("Error", &body))).into_response())
 }

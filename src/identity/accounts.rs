@@ -258,6 +258,8 @@ pub struct Principal {
     pub workspace_id: Option<String>,
     /// For cookie sessions, the token state-changing requests must echo in `X-CSRF-Token`.
     pub csrf_token: Option<String>,
+    /// `workspace_id` if the user is a member of it: where events of their own acts go.
+    pub audit_workspace: Option<String>,
 }
 
 impl Principal {
@@ -325,11 +327,17 @@ pub async fn session_principal(ctx: &Context, session_id: &str) -> ApiResult<Pri
         .user(&session.user_id)
         .await?
         .ok_or_else(unauthenticated)?;
+    // Only a workspace the user (still) belongs to names the audit trail of their acts.
+    let audit_workspace = match &session.workspace_id {
+        Some(ws) => ctx.store.role_in(ws, &user.id).await?.map(|_| ws.clone()),
+        None => None,
+    };
     Ok(Principal {
         user,
         session_hash: Some(id_hash),
         pat_id: None,
         workspace_id: session.workspace_id,
+        audit_workspace,
         csrf_token: Some(csrf_token(session_id)),
     })
 }
@@ -371,11 +379,17 @@ pub async fn token_principal(
             }
         }
     };
+    // Only a workspace the user belongs to names the audit trail of their acts.
+    let audit_workspace = match &workspace_id {
+        Some(ws) => ctx.store.role_in(ws, &user.id).await?.map(|_| ws.clone()),
+        None => None,
+    };
     Ok(Principal {
         user,
         session_hash: None,
         pat_id: Some(pat.id),
         workspace_id,
+        audit_workspace,
         csrf_token: None,
     })
 }
@@ -397,7 +411,7 @@ pub async fn logout(ctx: &Context, principal: &Principal) -> ApiResult<()> {
     let event = audit::state_change(
         "auth.logout",
         "logout",
-        principal.workspace_id.as_deref(),
+        principal.audit_workspace.as_deref(),
         None,
         &principal.actor(),
         json!({}),
@@ -697,7 +711,7 @@ pub async fn create_pat(
     let event = audit::state_change(
         "access_token.created",
         "create",
-        principal.workspace_id.as_deref(),
+        principal.audit_workspace.as_deref(),
         None,
         &principal.actor(),
         json!({ "token_id": record.id, "name": record.name, "expires_at": iso(record.expires_at) }),
@@ -716,7 +730,7 @@ pub async fn revoke_pat(ctx: &Context, principal: &Principal, token_id: &str) ->
     let event = audit::state_change(
         "access_token.revoked",
         "revoke",
-        principal.workspace_id.as_deref(),
+        principal.audit_workspace.as_deref(),
         None,
         &principal.actor(),
         json!({ "token_id": token_id }),
@@ -777,6 +791,33 @@ pub async fn add_member(
         ));
     }
     let existing = ctx.store.user_by_email(&email).await?;
+    if let Some(user) = &existing {
+        if ctx.store.role_in(&workspace_id, &user.id).await? == Some(Role::Owner)
+            && role != Role::Owner
+        {
+            // Changing an owner's role is an owner's decision, and a workspace keeps one.
+            if my_role != Role::Owner {
+                return Err(ApiError::new(
+                    axum::http::StatusCode::FORBIDDEN,
+                    "insufficient_role",
+                    "only owners may change an owner's role",
+                ));
+            }
+            let owners = ctx
+                .store
+                .members(&workspace_id)
+                .await?
+                .iter()
+                .filter(|(_, r)| *r == Role::Owner)
+                .count();
+            if owners <= 1 {
+                return Err(ApiError::conflict(
+                    "last_owner",
+                    "a workspace keeps at least one owner",
+                ));
+            }
+        }
+    }
     let user_id = existing.map_or_else(|| ids::new_id("usr"), |u| u.id);
     let event = audit::state_change(
         "membership.granted",
@@ -838,14 +879,17 @@ pub async fn remove_member(ctx: &Context, principal: &Principal, user_id: &str) 
         &principal.actor(),
         json!({ "user_id": user_id }),
     );
-    ctx.writer
-        .commit(
-            Change::new(Op::RemoveMembership {
-                workspace_id,
-                user_id: user_id.to_owned(),
-            })
-            .audited(event),
-        )
-        .await?;
-    Ok(())
+    let change = Change::new(Op::RemoveMembership {
+        workspace_id,
+        user_id: user_id.to_owned(),
+    })
+    .audited(event);
+    match ctx.writer.commit(change).await {
+        Ok(_) => Ok(()),
+        Err(StoreError::Conflict(_)) => Err(ApiError::conflict(
+            "last_owner",
+            "a workspace keeps at least one owner",
+        )),
+        Err(e) => Err(e.into()),
+    }
 }

@@ -288,6 +288,9 @@ async fn run(
         }
     }
     let body = serde_json::to_value(&answer).unwrap_or(Value::Null);
+    let held = idempotency
+        .as_ref()
+        .map(|r| (r.key.clone(), r.request_hash.clone()));
     if let Some(mut record) = idempotency {
         record.response = body.to_string();
         ops.push(Op::StoreIdempotency(Box::new(record)));
@@ -297,6 +300,26 @@ async fn run(
         change.audit = audit_events;
         match ctx.writer.commit(change).await {
             Ok(_) => {}
+            // Another request with the same key committed first: answer as its retry would.
+            Err(StoreError::Conflict(why)) if why == crate::store::IDEMPOTENCY_KEY_TAKEN => {
+                let (key, request_hash) = held.unwrap_or_default();
+                let stored = ctx
+                    .store
+                    .idempotency(workspace_id, &key, now_ms() - IDEMPOTENCY_WINDOW_MS)
+                    .await?
+                    .ok_or_else(|| ApiError::internal("idempotency record vanished"))?;
+                if stored.request_hash != request_hash {
+                    return Err(ApiError::new(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        "idempotency_key_reused",
+                        "this Idempotency-Key was used with a different request",
+                    ));
+                }
+                return Ok((
+                    StatusCode::from_u16(stored.status as u16).unwrap_or(StatusCode::OK),
+                    serde_json::from_str(&stored.response).unwrap_or(Value::Null),
+                ));
+            }
             Err(StoreError::Conflict(_)) => {
                 let now = ctx
                     .store

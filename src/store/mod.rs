@@ -13,7 +13,7 @@ mod sql;
 
 pub use group_commit::{GroupCommit, Writer};
 pub use model::*;
-pub use sql::{OpenOptions, SqlStore};
+pub use sql::{OpenOptions, SqlStore, IDEMPOTENCY_KEY_TAKEN};
 
 use async_trait::async_trait;
 

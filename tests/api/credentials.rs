@@ -74,6 +74,13 @@ both_engines! {
         assert_eq!(all["revoked"], 1, "only b was still live");
         assert_eq!(introspect(&app, b["credential"]["token"].as_str().unwrap()).await["reason"], "revoked");
         assert_error(app.post("/v1/identity/credentials/revoke", &json!({})).await, 400, "missing_token").await;
+        // A suspended agent's credentials are off while it is suspended.
+        let (_, live) = mint(&app, json!({"agent_id": agent.id})).await;
+        let live = live["credential"]["token"].as_str().unwrap().to_owned();
+        app.post(&format!("/v1/agents/{}/suspend", agent.id), &json!({})).await;
+        assert_eq!(introspect(&app, &live).await["reason"], "agent_not_active");
+        app.post(&format!("/v1/agents/{}/resume", agent.id), &json!({})).await;
+        assert_eq!(introspect(&app, &live).await["active"], true);
 
         let events = app.post("/v1/workspace/audit/export", &json!({"limit": 1000})).await.text().await.unwrap();
         assert!(events.contains("credential.minted") && events.contains("credential.revoked"));

@@ -183,6 +183,9 @@ both_engines! {
         assert_eq!(s, 200, "{made}");
         assert!(made["key"].as_str().unwrap().starts_with("svc_live_"));
         assert_error(member.post("/v1/workspace/members", &json!({"email": "z@example.com", "role": "owner"})).await, 403, "insufficient_role").await;
+        // An admin can neither demote nor remove an owner.
+        assert_error(member.post("/v1/workspace/members", &json!({"email": "owner@example.com", "role": "member"})).await, 403, "insufficient_role").await;
+        assert_error(owner.post("/v1/workspace/members", &json!({"email": "owner@example.com", "role": "admin"})).await, 409, "last_owner").await;
         let owner_id = me["workspaces"].as_array().map(|_| ()).and(None::<String>);
         let _ = owner_id;
         let (_, all) = status_json(owner.get("/v1/workspace/members").await).await;

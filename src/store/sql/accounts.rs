@@ -195,14 +195,22 @@ async fn apply_inner(
             workspace_id,
             user_id,
         } => {
-            let rows =
-                sqlx::query("DELETE FROM memberships WHERE workspace_id = $1 AND user_id = $2")
-                    .bind(workspace_id)
-                    .bind(user_id)
-                    .execute(&mut **tx)
-                    .await?
-                    .rows_affected();
-            affected_or_not_found(rows)?
+            // Never the last owner, even when two owners remove each other at once.
+            let rows = sqlx::query(
+                "DELETE FROM memberships WHERE workspace_id = $1 AND user_id = $2 AND (role <> 'owner' OR \
+                 (SELECT COUNT(*) FROM memberships o WHERE o.workspace_id = $1 AND o.role = 'owner') > 1)",
+            )
+            .bind(workspace_id)
+            .bind(user_id)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected();
+            if rows == 0 {
+                return Err(StoreError::Conflict(
+                    "not a member, or the last owner".into(),
+                ));
+            }
+            Outcome::Done
         }
         Op::RevokeApiKey {
             workspace_id,

@@ -103,9 +103,12 @@ async fn apply_inner(
             Outcome::Agent(Box::new(super::agent_from_row(&agent)?))
         }
         Op::CreateCredential(c) => {
-            sqlx::query(
+            let done = sqlx::query(
                 "INSERT INTO credentials (id, workspace_id, agent_id, token_hash, token_type, provider, audience, scopes, \
-                 one_time, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                 one_time, created_at, expires_at) SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11 \
+                 WHERE NOT EXISTS (SELECT 1 FROM kill_switches k WHERE k.workspace_id = $2 AND k.minting_paused <> 0) \
+                 AND EXISTS (SELECT 1 FROM agents a WHERE a.id = $3 AND a.workspace_id = $2 \
+                             AND a.status NOT IN ('revoked', 'suspended'))",
             )
             .bind(&c.id)
             .bind(&c.workspace_id)
@@ -120,6 +123,10 @@ async fn apply_inner(
             .bind(c.expires_at)
             .execute(&mut **tx)
             .await?;
+            if done.rows_affected() == 0 {
+                // Paused, or the agent revoked or suspended, since the mint was checked.
+                return Err(StoreError::Conflict("minting_paused".into()));
+            }
             Outcome::Done
         }
         Op::RevokeCredentials {
@@ -151,7 +158,7 @@ async fn apply_inner(
         }
         Op::UseCredential { id, at } => {
             let done = sqlx::query(
-                "UPDATE credentials SET used_at = $1 WHERE id = $2 AND used_at IS NULL",
+                "UPDATE credentials SET used_at = $1 WHERE id = $2 AND used_at IS NULL AND revoked_at IS NULL AND expires_at > $1",
             )
             .bind(*at)
             .bind(id)
@@ -184,7 +191,8 @@ async fn apply_inner(
         }
         Op::RevokeAll { workspace_id, at } => {
             ensure_switch(tx, workspace_id, *at).await?;
-            sqlx::query("UPDATE kill_switches SET all_revoked_at = $1, updated_at = $1 WHERE workspace_id = $2")
+            sqlx::query("UPDATE kill_switches SET all_revoked_at = CASE WHEN all_revoked_at IS NULL OR all_revoked_at < $1 \
+                 THEN $1 ELSE all_revoked_at END, updated_at = $1 WHERE workspace_id = $2")
                 .bind(*at)
                 .bind(workspace_id)
                 .execute(&mut **tx)

@@ -19,6 +19,7 @@ use super::*;
 mod accounts;
 mod credentials;
 mod policies;
+pub use policies::IDEMPOTENCY_KEY_TAKEN;
 
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");

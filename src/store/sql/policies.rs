@@ -64,6 +64,9 @@ fn challenge_from_row(row: &AnyRow) -> Result<PolicyChallenge, sqlx::Error> {
     })
 }
 
+/// The conflict of an `Idempotency-Key` stored meanwhile by another request.
+pub const IDEMPOTENCY_KEY_TAKEN: &str = "the idempotency key was stored by another request";
+
 /// Applies the policy operations; `None` for operations that are not theirs.
 pub(super) async fn apply(
     tx: &mut Transaction<'_, Any>,
@@ -89,8 +92,15 @@ pub(super) async fn apply(
             .bind(r.created_at - 86_400_000)
             .execute(&mut **tx)
             .await
-            .map(|_| Outcome::Done)
-            .map_err(StoreError::from),
+            .map_err(StoreError::from)
+            .and_then(|done| {
+                // Another request holds the key: this one must not apply anything.
+                if done.rows_affected() == 0 {
+                    Err(StoreError::Conflict(IDEMPOTENCY_KEY_TAKEN.into()))
+                } else {
+                    Ok(Outcome::Done)
+                }
+            }),
         ),
         Op::DecideChallenge { id, status, by, at } => Some(
             sqlx::query(
