@@ -16,7 +16,7 @@ use crate::error::ApiResult;
 use crate::time::now_ms;
 
 use super::extract::{AppJson, AppPath, Caller};
-use super::pages::{error_page, esc};
+use super::pages::{error_page, esc, login_url, no_store};
 
 fn wants_html(headers: &HeaderMap) -> bool {
     headers
@@ -91,12 +91,7 @@ pub async fn show(
         Err(err) if html => error_page(&ctx, err),
         Err(err) => err.into_response(),
     };
-    let mut response = response;
-    response.headers_mut().insert(
-        header::CACHE_CONTROL,
-        header::HeaderValue::from_static("no-store"),
-    );
-    response
+    no_store(response)
 }
 
 /// Approves or denies the challenge behind the link; one decision per challenge.
@@ -204,18 +199,14 @@ pub async fn show_claim(
                 None => None,
             };
             let csrf = principal.as_ref().and_then(|p| p.csrf_token.clone());
-            let mut response = Html(claim_page(
+            let response = Html(claim_page(
                 &info,
                 csrf.as_deref(),
                 admin_ws.as_deref(),
-                &format!("{}/login", ctx.config.path_prefix.as_deref().unwrap_or("")),
+                &login_url(&ctx),
             ))
             .into_response();
-            response.headers_mut().insert(
-                header::CACHE_CONTROL,
-                header::HeaderValue::from_static("no-store"),
-            );
-            response
+            no_store(response)
         }
         Ok(info) => Json(ClaimInfoResponse {
             ok: true,

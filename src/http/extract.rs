@@ -107,6 +107,19 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     Ok(value)
 }
 
+/// Reads an already parsed JSON value into `T`, with the field-named errors of [`parse_json`]
+/// (for handlers that need the raw value too, e.g. to hash it).
+pub fn parse_value<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, ApiError> {
+    serde_path_to_error::deserialize(value).map_err(|err| {
+        shape_error(
+            &err.inner().to_string(),
+            err.path(),
+            "invalid_json",
+            "the body must be a JSON object",
+        )
+    })
+}
+
 /// Maps a deserialization error at `path` to `missing_<field>` (absent or null) or
 /// `invalid_<field>` (wrong type); `fallback` when no field is named.
 fn shape_error(

@@ -36,7 +36,8 @@ fn page(title: &str, body: &str) -> String {
     )
 }
 
-fn no_store(mut response: Response) -> Response {
+/// Marks a response as never to be cached (pages behind secrets and sessions).
+pub fn no_store(mut response: Response) -> Response {
     response.headers_mut().insert(
         header::CACHE_CONTROL,
         header::HeaderValue::from_static("no-store"),
@@ -45,8 +46,13 @@ fn no_store(mut response: Response) -> Response {
 }
 
 /// An error answered as a page (for links followed in a browser).
+/// The login page's path, behind the path prefix if any.
+pub fn login_url(ctx: &Context) -> String {
+    format!("{}/login", ctx.config.path_prefix.as_deref().unwrap_or(""))
+}
+
 pub fn error_page(ctx: &Context, err: ApiError) -> Response {
-    let login = format!("{}/login", ctx.config.path_prefix.as_deref().unwrap_or(""));
+    let login = login_url(ctx);
     let body = format!(
         "<h1>That did not work</h1><p class=\"error\" id=\"error\" data-code=\"{}\">{}</p><p><a href=\"{}\">Ask for a new login link</a></p>",
                 esc(&err.code),
@@ -80,7 +86,7 @@ document.getElementById('login').addEventListener('submit', async (e) => {
 #[utoipa::path(get, path = "/dashboard", tag = "dashboard",
     responses((status = 200, description = "HTML dashboard"), (status = 303, description = "not logged in: to /login")))]
 pub async fn dashboard(State(ctx): State<SharedContext>, headers: HeaderMap) -> Response {
-    let login = format!("{}/login", ctx.config.path_prefix.as_deref().unwrap_or(""));
+    let login = login_url(&ctx);
     let principal = match super::session::authenticate_user(&ctx, &Method::GET, &headers).await {
         Ok(p) if p.session_hash.is_some() => p,
         _ => return (StatusCode::SEE_OTHER, [(header::LOCATION, login)]).into_response(),

@@ -57,14 +57,14 @@ pub async fn verify(
     req: api::VerifyRequest,
 ) -> ApiResult<api::VerifyResponse> {
     check_request(&req)?;
-    let agent = if ids::has_shape(&req.agent_id, ids::AGENT) {
+    let facts = if ids::has_shape(&req.agent_id, ids::AGENT) {
         crate::policy::check::cached_agent(ctx, &req.agent_id)
             .await?
-            .map(|f| f.agent.clone())
-            .filter(|a| a.in_workspace(workspace_id))
+            .filter(|f| f.agent.in_workspace(workspace_id))
     } else {
         None
     };
+    let agent = facts.as_ref().map(|f| &f.agent);
     let now = now_ms();
     let timestamp = req.timestamp_ms.to_string();
     let parts = SignedParts {
@@ -75,7 +75,7 @@ pub async fn verify(
         body_sha256: &req.body_sha256,
         signature_b64: &req.signature_b64,
     };
-    let outcome = match verify_parts(&parts, agent.as_ref(), now, ctx.config.signature_window_ms) {
+    let outcome = match verify_parts(&parts, agent, now, ctx.config.signature_window_ms) {
         Ok(nonce) => match ctx.writer.commit(Change::default().with_nonce(nonce)).await {
             Ok(_) => Ok(()),
             Err(StoreError::Replay) => Err(SignFailure::Replay),
@@ -84,7 +84,7 @@ pub async fn verify(
         },
         Err(failure) => Err(failure),
     };
-    Ok(answer(req.agent_id, agent.as_ref(), now, outcome.err()))
+    Ok(answer(req.agent_id, agent, now, outcome.err()))
 }
 
 fn answer(

@@ -18,6 +18,7 @@ use crate::store::{AuditEvent, Change, Op, PolicyChallenge};
 use crate::time::{iso, now_ms};
 
 use super::evaluate::{evaluate, EmailFacts, Facts};
+use super::spec::sort_keys;
 use super::spec::Outcome;
 
 /// Lifetime of a policy challenge's approval link.
@@ -75,30 +76,11 @@ pub async fn agent_facts(
     Ok(facts)
 }
 
-/// The canonical request fingerprint: action, context and email facts.
+/// The canonical request fingerprint: action, context and email facts, object keys sorted so
+/// that the client's key order does not matter.
 fn fingerprint(action: &str, context: &Value, email: &Value) -> String {
-    // serde_json orders object keys consistently for equal inputs parsed the same way; sort to
-    // be independent of the client's key order.
-    fn sorted(v: &Value) -> Value {
-        match v {
-            Value::Object(o) => {
-                let mut keys: Vec<&String> = o.keys().collect();
-                keys.sort();
-                Value::Object(
-                    keys.into_iter()
-                        .map(|k| (k.clone(), sorted(&o[k])))
-                        .collect(),
-                )
-            }
-            Value::Array(a) => Value::Array(a.iter().map(sorted).collect()),
-            other => other.clone(),
-        }
-    }
-    sha256_hex(
-        json!([action, sorted(context), sorted(email)])
-            .to_string()
-            .as_bytes(),
-    )
+    let canonical = json!([action, sort_keys(context.clone()), sort_keys(email.clone())]);
+    sha256_hex(canonical.to_string().as_bytes())
 }
 
 pub async fn check(
@@ -172,14 +154,16 @@ pub async fn check(
     let mut change = Change::default();
     let mut challenge = None;
     let mut challenge_id = None;
-    let request_fingerprint = fingerprint(action, &context, &email_json);
+    // Only challenges need the fingerprint: allow and deny answers skip the hashing.
+    let request_fingerprint = (decision.outcome == Outcome::Challenge)
+        .then(|| fingerprint(action, &context, &email_json));
     // A human already decided this very request: an approval allows it once, a deny denies it.
     let mut human = None;
-    if decision.outcome == Outcome::Challenge {
+    if let Some(request_fingerprint) = &request_fingerprint {
         let since = now - crate::enforce::approvals::DECISION_TTL_MS;
         if let Some(decided) = ctx
             .store
-            .decided_challenge(workspace_id, &agent.agent.id, &request_fingerprint, since)
+            .decided_challenge(workspace_id, &agent.agent.id, request_fingerprint, since)
             .await?
         {
             if decided.status == "approved" {
@@ -214,7 +198,7 @@ pub async fn check(
             agent_id: agent.agent.id.clone(),
             policy_id: policy_id.clone(),
             action: action.to_owned(),
-            fingerprint: request_fingerprint.clone(),
+            fingerprint: request_fingerprint.clone().unwrap_or_default(),
             token_hash: sha256_hex(token.as_bytes()),
             status: "pending".into(),
             reasons: decision.reasons.clone(),

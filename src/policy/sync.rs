@@ -144,7 +144,7 @@ async fn run(
     body: &Value,
     idempotency: Option<IdempotencyRecord>,
 ) -> ApiResult<(StatusCode, Value)> {
-    let req: api::SyncRequest = crate::http::extract::parse_json(body.to_string().as_bytes())?;
+    let req: api::SyncRequest = crate::http::extract::parse_value(body.clone())?;
     let policy_id = req
         .policy_id
         .filter(|p| !p.is_empty())
