@@ -6,7 +6,10 @@
 //! Evaluation collects the matching rules and applies deny > challenge > allow, with default
 //! deny. Guardrail rules are unscoped; binding rules are scoped to `principal in Group::"..."`.
 //! The compiled form keeps one Cedar policy set for the guardrails and one per bound group, so a
-//! check evaluates only the rules that can apply to its agent.
+//! check evaluates only the rules that can apply to its agent; each set is indexed by the actions
+//! its rules test, and status and reputation rules sit apart, evaluated only for agents that are
+//! not active or above low risk. The indexes only skip rules that cannot match: every condition
+//! still tests its action and status itself (the policy tests check both ways agree).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::str::FromStr;
@@ -44,11 +47,125 @@ pub struct RuleMeta {
     pub approval: Option<ApprovalRules>,
 }
 
-/// A policy set with the meaning of each of its policies.
-#[derive(Debug, Clone)]
+/// A policy set with the meaning of each of its policies, indexed by action: a check
+/// evaluates only the rules that can match its action.
+#[derive(Debug, Clone, Default)]
 pub struct RuleSet {
+    /// Every rule.
     pub policies: PolicySet,
     pub rules: HashMap<PolicyId, RuleMeta>,
+    /// Per action that some rule names: the rules naming it and the rules of any action.
+    by_action: HashMap<String, PolicySet>,
+    /// The rules of any action (all that a check of an action no rule names can match).
+    any_action: PolicySet,
+    /// The rules that only match unusual agents (see `RuleSet::for_unusual`); in neither
+    /// index above.
+    unusual: PolicySet,
+}
+
+impl RuleSet {
+    /// The rules that can match a check of `action`.
+    pub fn for_action(&self, action: &str) -> &PolicySet {
+        self.by_action.get(action).unwrap_or(&self.any_action)
+    }
+
+    /// The rules that can match only an agent that is not active or whose risk tier is above
+    /// low (status and reputation rules), whatever the action: skipped for everyone else.
+    pub fn for_unusual(&self) -> &PolicySet {
+        &self.unusual
+    }
+}
+
+/// One compiled rule, before it is placed in a set.
+#[derive(Clone)]
+enum Compiled {
+    Static(Box<Policy>),
+    /// A binding rule: a template linked to a group.
+    Linked {
+        template: Box<cedar_policy::Template>,
+        id: PolicyId,
+        group: cedar_policy::EntityUid,
+    },
+}
+
+impl Compiled {
+    fn id(&self) -> PolicyId {
+        match self {
+            Compiled::Static(p) => p.id().clone(),
+            Compiled::Linked { id, .. } => id.clone(),
+        }
+    }
+
+    fn add_to(&self, set: &mut PolicySet) -> Result<(), String> {
+        match self {
+            Compiled::Static(p) => set.add(Policy::clone(p)).map_err(|e| e.to_string()),
+            Compiled::Linked {
+                template,
+                id,
+                group,
+            } => {
+                if set.template(template.id()).is_none() {
+                    set.add_template(cedar_policy::Template::clone(template))
+                        .map_err(|e| e.to_string())?;
+                }
+                let slots = HashMap::from([(cedar_policy::SlotId::principal(), group.clone())]);
+                set.link(template.id().clone(), id.clone(), slots)
+                    .map_err(|e| e.to_string())
+            }
+        }
+    }
+}
+
+/// A rule ready to be placed: what Cedar evaluates, what it means, which actions it can match.
+#[derive(Clone)]
+struct Placed {
+    compiled: Compiled,
+    meta: RuleMeta,
+    actions: Option<BTreeSet<String>>,
+    unusual: bool,
+}
+
+/// Builds a rule set and its action index; errors name the rule.
+fn index(placed: &[Placed], errors: &mut Vec<SpecError>) -> RuleSet {
+    let mut set = RuleSet::default();
+    let named: BTreeSet<&String> = placed
+        .iter()
+        .filter_map(|p| p.actions.as_ref())
+        .flatten()
+        .collect();
+    for action in named {
+        set.by_action.insert(action.clone(), PolicySet::new());
+    }
+    for p in placed {
+        if let Err(e) = p.compiled.add_to(&mut set.policies) {
+            errors.push(SpecError::new(
+                p.meta.source.clone(),
+                format!("rule `{}`: {e}", p.compiled.id()),
+            ));
+            continue;
+        }
+        set.rules.insert(p.compiled.id(), p.meta.clone());
+        // The same rule was just accepted by `policies`; the index sets cannot refuse it.
+        match &p.actions {
+            _ if p.unusual => {
+                let _ = p.compiled.add_to(&mut set.unusual);
+            }
+            None => {
+                let _ = p.compiled.add_to(&mut set.any_action);
+                for bucket in set.by_action.values_mut() {
+                    let _ = p.compiled.add_to(bucket);
+                }
+            }
+            Some(actions) => {
+                for action in actions {
+                    if let Some(bucket) = set.by_action.get_mut(action) {
+                        let _ = p.compiled.add_to(bucket);
+                    }
+                }
+            }
+        }
+    }
+    set
 }
 
 /// A compiled spec: what checks evaluate. Built once per policy version; never rebuilt on the
@@ -74,6 +191,12 @@ struct Rule {
     group: Option<String>,
     meta: RuleMeta,
     condition: String,
+    /// The actions the rule can match (its condition tests `context.action`); `None` for any.
+    /// Only an index: the condition itself still tests the action.
+    actions: Option<BTreeSet<String>>,
+    /// The rule can only match an agent that is not active or whose risk tier is above low
+    /// (its condition tests just that, besides the action).
+    unusual: bool,
 }
 
 /// A Cedar string literal.
@@ -149,8 +272,23 @@ struct Emitter<'a> {
     group: Option<String>,
     source: String,
     narrow: Option<String>,
+    /// The actions of `narrow`.
+    narrow_actions: Option<BTreeSet<String>>,
+    /// The actions the rules being emitted test (`None`: any).
+    scope: Option<BTreeSet<String>>,
+    /// The rules being emitted match only unusual agents (see `Rule::unusual`).
+    unusual: bool,
     allows: bool,
     approval: Option<ApprovalRules>,
+}
+
+/// The actions of an action list (`None` when it names every action with `*`).
+fn action_scope(actions: &[String]) -> Option<BTreeSet<String>> {
+    if actions.iter().any(|a| a == "*") {
+        None
+    } else {
+        Some(actions.iter().cloned().collect())
+    }
 }
 
 impl Emitter<'_> {
@@ -172,7 +310,13 @@ impl Emitter<'_> {
             Some(narrow) => format!("({narrow}) && ({condition})"),
             None => condition,
         };
+        let actions = match (&self.scope, &self.narrow_actions) {
+            (Some(a), Some(b)) => Some(a.intersection(b).cloned().collect()),
+            (a, b) => a.clone().or_else(|| b.clone()),
+        };
         self.rules.push(Rule {
+            actions,
+            unusual: self.unusual,
             id: format!("{}#{kind}", self.source),
             group: self.group.clone(),
             meta: RuleMeta {
@@ -192,6 +336,7 @@ impl Emitter<'_> {
 
     fn block(&mut self, block: &Block, path: &str, in_guardrails: bool) {
         self.approval = block.approval.clone();
+        self.scope = None;
         if let Some(a) = &block.approval {
             for (i, email) in a.approvers.iter().enumerate() {
                 if crate::identity::accounts::normalize_email("email", email).is_err() {
@@ -226,6 +371,7 @@ impl Emitter<'_> {
         if let Some(actions) = &block.actions {
             self.actions(actions, &format!("{path}.actions"));
         }
+        self.scope = None;
         if let Some(status) = &block.status {
             if status.allow_pending && !in_guardrails {
                 self.errors.push(SpecError::new(
@@ -234,6 +380,7 @@ impl Emitter<'_> {
                 ));
             }
             if status.require_active {
+                self.unusual = true;
                 self.rule(
                     "status/require_active",
                     Outcome::Deny,
@@ -241,9 +388,16 @@ impl Emitter<'_> {
                     "only active agents may do this".into(),
                     "principal.status != \"active\"".into(),
                 );
+                self.unusual = false;
             }
         }
         if let Some(rep) = &block.reputation {
+            // A threshold of `low` matches every agent.
+            self.unusual = rep
+                .challenge_at
+                .into_iter()
+                .chain(rep.deny_at)
+                .all(|tier| tier.level() > 0);
             if let Some(tier) = rep.challenge_at {
                 self.rule(
                     "reputation/challenge",
@@ -262,6 +416,7 @@ impl Emitter<'_> {
                     format!("principal.risk_level >= {}", tier.level()),
                 );
             }
+            self.unusual = false;
         }
         for (i, raw) in block.cedar.iter().enumerate() {
             let rpath = format!("{path}.cedar[{i}]");
@@ -297,6 +452,7 @@ impl Emitter<'_> {
 
     fn email(&mut self, e: &EmailRules, path: &str) {
         let is_email = "context.action == \"send_email\"".to_string();
+        self.scope = Some(BTreeSet::from(["send_email".to_owned()]));
         let bad = e.on_violation;
         if bad == Outcome::Allow {
             self.errors.push(SpecError::new(
@@ -442,6 +598,11 @@ impl Emitter<'_> {
             ));
             return;
         }
+        self.scope = a
+            .actions
+            .as_deref()
+            .filter(|x| !x.is_empty())
+            .and_then(action_scope);
         let has = format!("resource.hasTag({})", lit(&a.field));
         let value = format!("resource.getTag({})", lit(&a.field));
         let base = match &a.actions {
@@ -558,6 +719,7 @@ impl Emitter<'_> {
             }
         }
         if !a.allow.is_empty() {
+            self.scope = action_scope(&a.allow);
             let condition = if a.allow.iter().any(|x| x == "*") {
                 "true".to_owned()
             } else {
@@ -572,6 +734,7 @@ impl Emitter<'_> {
             );
         }
         if !a.challenge.is_empty() {
+            self.scope = action_scope(&a.challenge);
             self.rule(
                 "actions/challenge",
                 Outcome::Challenge,
@@ -581,6 +744,7 @@ impl Emitter<'_> {
             );
         }
         if !a.deny.is_empty() {
+            self.scope = action_scope(&a.deny);
             self.rule(
                 "actions/deny",
                 Outcome::Deny,
@@ -630,6 +794,8 @@ fn base_rules(spec: &PolicySpec) -> Vec<Rule> {
                 source: source.clone(),
                 approval: None,
             },
+            actions: None,
+            unusual: true,
             condition: "principal.status == \"revoked\"".into(),
         },
         Rule {
@@ -642,6 +808,8 @@ fn base_rules(spec: &PolicySpec) -> Vec<Rule> {
                 source: source.clone(),
                 approval: None,
             },
+            actions: None,
+            unusual: true,
             condition: "principal.status == \"suspended\"".into(),
         },
     ];
@@ -669,6 +837,8 @@ fn base_rules(spec: &PolicySpec) -> Vec<Rule> {
                 source,
                 approval: spec.global_guardrails.approval.clone(),
             },
+            actions: None,
+            unusual: true,
             condition: "principal.status == \"pending\"".into(),
         });
     }
@@ -777,21 +947,17 @@ fn check_structure(spec: &PolicySpec, errors: &mut Vec<SpecError>) {
     }
 }
 
-fn build_set(rules: &[&Rule], errors: &mut Vec<SpecError>) -> RuleSet {
-    let mut policies = PolicySet::new();
-    let mut metas = HashMap::new();
+/// The guardrail rules, parsed.
+fn static_rules(rules: &[&Rule], errors: &mut Vec<SpecError>) -> Vec<Placed> {
+    let mut placed = Vec::new();
     for rule in rules {
-        let id = PolicyId::new(&rule.id);
-        match Policy::parse(Some(id.clone()), cedar_text(rule)) {
-            Ok(policy) => {
-                if let Err(e) = policies.add(policy) {
-                    errors.push(SpecError::new(
-                        rule.meta.source.clone(),
-                        format!("duplicate rule `{}`: {e}", rule.id),
-                    ));
-                }
-                metas.insert(id, rule.meta.clone());
-            }
+        match Policy::parse(Some(PolicyId::new(&rule.id)), cedar_text(rule)) {
+            Ok(policy) => placed.push(Placed {
+                compiled: Compiled::Static(Box::new(policy)),
+                meta: rule.meta.clone(),
+                actions: rule.actions.clone(),
+                unusual: rule.unusual,
+            }),
             Err(e) => errors.push(SpecError::new(
                 rule.meta.source.clone(),
                 format!(
@@ -802,10 +968,7 @@ fn build_set(rules: &[&Rule], errors: &mut Vec<SpecError>) -> RuleSet {
             )),
         }
     }
-    RuleSet {
-        policies,
-        rules: metas,
-    }
+    placed
 }
 
 /// Binding rules as Cedar templates: each distinct condition is parsed once as
@@ -850,48 +1013,36 @@ impl Templates {
     }
 }
 
-fn build_group_set(
+/// A group's rules, linked from the shared templates.
+fn group_rules(
     group: &str,
     rules: &[&Rule],
     templates: &mut Templates,
     errors: &mut Vec<SpecError>,
-) -> RuleSet {
-    let mut policies = PolicySet::new();
-    let mut metas = HashMap::new();
+) -> Vec<Placed> {
     let Ok(group_uid) = cedar_policy::EntityUid::from_str(&format!("Group::{}", lit(group))) else {
         errors.push(SpecError::new(
             "agent_groups",
             format!("`{group}` cannot name a Cedar entity"),
         ));
-        return RuleSet {
-            policies,
-            rules: metas,
-        };
+        return Vec::new();
     };
-    for rule in rules {
-        let Some(template) = templates.get(rule, errors) else {
-            continue;
-        };
-        let template_id = template.id().clone();
-        if policies.template(&template_id).is_none() {
-            let _ = policies.add_template(template);
-        }
-        let id = PolicyId::new(&rule.id);
-        let slots = HashMap::from([(cedar_policy::SlotId::principal(), group_uid.clone())]);
-        match policies.link(template_id, id.clone(), slots) {
-            Ok(()) => {
-                metas.insert(id, rule.meta.clone());
-            }
-            Err(e) => errors.push(SpecError::new(
-                rule.meta.source.clone(),
-                format!("rule `{}`: {e}", rule.id),
-            )),
-        }
-    }
-    RuleSet {
-        policies,
-        rules: metas,
-    }
+    rules
+        .iter()
+        .filter_map(|rule| {
+            let template = templates.get(rule, errors)?;
+            Some(Placed {
+                compiled: Compiled::Linked {
+                    template: Box::new(template),
+                    id: PolicyId::new(&rule.id),
+                    group: group_uid.clone(),
+                },
+                meta: rule.meta.clone(),
+                actions: rule.actions.clone(),
+                unusual: rule.unusual,
+            })
+        })
+        .collect()
 }
 
 fn first_line(text: &str) -> String {
@@ -911,6 +1062,9 @@ pub fn compile(spec: &PolicySpec) -> Result<CompiledPolicy, Vec<SpecError>> {
             group: None,
             source: "global_guardrails".into(),
             narrow: None,
+            narrow_actions: None,
+            scope: None,
+            unusual: false,
             allows: false,
             approval: None,
         };
@@ -933,6 +1087,13 @@ pub fn compile(spec: &PolicySpec) -> Result<CompiledPolicy, Vec<SpecError>> {
                 .as_ref()
                 .filter(|a| !a.is_empty())
                 .map(|a| actions_condition(a)),
+            narrow_actions: binding
+                .actions
+                .as_deref()
+                .filter(|a| !a.is_empty())
+                .and_then(action_scope),
+            scope: None,
+            unusual: false,
             allows: true,
             approval: None,
         };
@@ -958,7 +1119,8 @@ pub fn compile(spec: &PolicySpec) -> Result<CompiledPolicy, Vec<SpecError>> {
 
     let cedar: String = rules.iter().map(cedar_text).collect::<Vec<_>>().join("\n");
     let guardrail_rules: Vec<&Rule> = rules.iter().filter(|r| r.group.is_none()).collect();
-    let guardrails = build_set(&guardrail_rules, &mut errors);
+    let guardrail_placed = static_rules(&guardrail_rules, &mut errors);
+    let guardrails = index(&guardrail_placed, &mut errors);
     let mut groups = BTreeMap::new();
     let bound: BTreeSet<&String> = rules.iter().filter_map(|r| r.group.as_ref()).collect();
     let mut templates = Templates {
@@ -966,14 +1128,14 @@ pub fn compile(spec: &PolicySpec) -> Result<CompiledPolicy, Vec<SpecError>> {
         origin: HashMap::new(),
     };
     for group in bound {
-        let group_rules: Vec<&Rule> = rules
+        let of_group: Vec<&Rule> = rules
             .iter()
             .filter(|r| r.group.as_ref() == Some(group))
             .collect();
-        groups.insert(
-            group.clone(),
-            build_group_set(group, &group_rules, &mut templates, &mut errors),
-        );
+        // Every group's set also holds the guardrails (see `evaluate`).
+        let mut placed = group_rules(group, &of_group, &mut templates, &mut errors);
+        placed.extend(guardrail_placed.iter().cloned());
+        groups.insert(group.clone(), index(&placed, &mut errors));
     }
     if errors.is_empty() {
         // Strict validation: the guardrail rules, and each binding template once (a rule's
@@ -1002,17 +1164,6 @@ pub fn compile(spec: &PolicySpec) -> Result<CompiledPolicy, Vec<SpecError>> {
     }
     if !errors.is_empty() {
         return Err(errors);
-    }
-
-    // Every group's set also holds the guardrails (see `evaluate`).
-    for set in groups.values_mut() {
-        for p in guardrails.policies.policies() {
-            if set.policies.add(p.clone()).is_ok() {
-                if let Some(meta) = guardrails.rules.get(p.id()) {
-                    set.rules.insert(p.id().clone(), meta.clone());
-                }
-            }
-        }
     }
 
     let mut members: HashMap<String, Vec<String>> = HashMap::new();

@@ -6,7 +6,7 @@ use std::str::FromStr;
 use std::sync::OnceLock;
 
 use cedar_policy::{
-    Authorizer, Context, Entities, Entity, EntityId, EntityTypeName, EntityUid, Request,
+    Authorizer, Context, Entities, Entity, EntityId, EntityTypeName, EntityUid, PolicySet, Request,
     RestrictedExpression,
 };
 use serde_json::Value;
@@ -214,26 +214,50 @@ fn authorizer() -> &'static Authorizer {
     AUTHORIZER.get_or_init(Authorizer::new)
 }
 
-/// The rules of `set` that match.
+/// The rules of `set` that match. `index`: the check's action and whether its agent is
+/// unusual (not active, or above low risk), to evaluate only the rules that can match; `None`
+/// evaluates every rule.
 fn matching<'a>(
     set: &'a RuleSet,
+    index: Option<(&str, bool)>,
     request: &Request,
     entities: &Entities,
     out: &mut Vec<&'a RuleMeta>,
 ) {
-    let response = authorizer().is_authorized(request, &set.policies, entities);
-    for id in response.diagnostics().reason() {
-        if let Some(meta) = set.rules.get(id) {
-            out.push(meta);
+    let (policies, unusual) = match index {
+        Some((action, unusual)) => (set.for_action(action), unusual),
+        None => (&set.policies, false),
+    };
+    let mut run = |policies: &PolicySet| {
+        let response = authorizer().is_authorized(request, policies, entities);
+        for id in response.diagnostics().reason() {
+            if let Some(meta) = set.rules.get(id) {
+                out.push(meta);
+            }
         }
+    };
+    run(policies);
+    if unusual {
+        run(set.for_unusual());
     }
 }
 
 /// Evaluates a check. Errors are facts that cannot be expressed (they should not happen for
 /// facts built from validated input) and are answered as a deny by the caller.
 pub fn evaluate(policy: &CompiledPolicy, facts: &Facts<'_>) -> Result<Decision, String> {
+    evaluate_with(policy, facts, true)
+}
+
+/// `indexed`: evaluate only the rules indexed under the action (what `evaluate` does), or
+/// every rule (what the index must agree with).
+pub(crate) fn evaluate_with(
+    policy: &CompiledPolicy,
+    facts: &Facts<'_>,
+    indexed: bool,
+) -> Result<Decision, String> {
     let groups = groups_of(policy, facts);
     let risk_level = RiskTier::parse(facts.risk_tier).map_or(2, RiskTier::level);
+    let index_by = indexed.then_some((facts.action, facts.status != "active" || risk_level > 0));
     let agent_uid = uid(AGENT, facts.agent_id)?;
     let parents = groups
         .iter()
@@ -368,10 +392,16 @@ pub fn evaluate(policy: &CompiledPolicy, facts: &Facts<'_>) -> Result<Decision, 
     let mut matched = Vec::new();
     let bound: Vec<&RuleSet> = groups.iter().filter_map(|g| policy.groups.get(g)).collect();
     if bound.is_empty() {
-        matching(&policy.guardrails, &request, &entities, &mut matched);
+        matching(
+            &policy.guardrails,
+            index_by,
+            &request,
+            &entities,
+            &mut matched,
+        );
     }
     for set in bound {
-        matching(set, &request, &entities, &mut matched);
+        matching(set, index_by, &request, &entities, &mut matched);
     }
     Ok(decide(&matched))
 }

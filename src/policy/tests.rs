@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value};
 
-use super::evaluate::{evaluate, Attachment, EmailFacts, Facts};
+use super::evaluate::{evaluate, evaluate_with, Attachment, EmailFacts, Facts};
 use super::spec::{parse, Format, Outcome};
 use super::{compile, CompiledPolicy, Decision};
 
@@ -38,23 +38,28 @@ impl Default for Check {
     }
 }
 
+/// Evaluates through the action index, and checks that every rule of the set agrees.
 fn run(p: &CompiledPolicy, c: &Check) -> Decision {
-    evaluate(
-        p,
-        &Facts {
-            agent_id: AGENT,
-            status: c.status,
-            risk_tier: c.risk,
-            metadata: &c.metadata,
-            labels: &c.labels,
-            action: c.action,
-            context: &c.context,
-            email: c.email.as_ref(),
-            emails_sent_last_minute: c.sent.0,
-            emails_sent_last_day: c.sent.1,
-        },
-    )
-    .unwrap()
+    let facts = Facts {
+        agent_id: AGENT,
+        status: c.status,
+        risk_tier: c.risk,
+        metadata: &c.metadata,
+        labels: &c.labels,
+        action: c.action,
+        context: &c.context,
+        email: c.email.as_ref(),
+        emails_sent_last_minute: c.sent.0,
+        emails_sent_last_day: c.sent.1,
+    };
+    let decision = evaluate(p, &facts).unwrap();
+    assert_eq!(
+        decision,
+        evaluate_with(p, &facts, false).unwrap(),
+        "the action index changed the decision of {}",
+        c.action
+    );
+    decision
 }
 
 fn outcome(p: &CompiledPolicy, c: Check) -> (Outcome, Vec<String>) {
