@@ -8,47 +8,11 @@
 #![forbid(unsafe_code)]
 
 use anyhow::{bail, Context, Result};
-use base64::engine::general_purpose::STANDARD as B64;
-use base64::Engine;
-use ed25519_dalek::{Signer, SigningKey};
-use rand::RngCore;
-use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
+use serde_json::json;
 
-/// Answers the JSON body, or fails with the service's error envelope.
-async fn json_of(res: reqwest::Response, what: &str) -> Result<Value> {
-    let status = res.status();
-    let body: Value = res
-        .json()
-        .await
-        .with_context(|| format!("{what}: not JSON"))?;
-    if !status.is_success() {
-        bail!("{what}: HTTP {status}: {body}");
-    }
-    Ok(body)
-}
-
-fn now_ms() -> Result<i64> {
-    Ok(std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)?
-        .as_millis() as i64)
-}
-
-/// `METHOD\nPATH\nTIMESTAMP\nNONCE\nhex(sha256(body))`, signed, base64.
-fn sign_request(
-    key: &SigningKey,
-    method: &str,
-    path: &str,
-    timestamp: &str,
-    nonce: &str,
-    body: &[u8],
-) -> String {
-    let canonical = format!(
-        "{method}\n{path}\n{timestamp}\n{nonce}\n{}",
-        hex::encode(Sha256::digest(body))
-    );
-    B64.encode(key.sign(canonical.as_bytes()).to_bytes())
-}
+#[path = "common/mod.rs"]
+mod common;
+use common::{json_of, now_ms, register_and_attest, sha256_hex, sign_request};
 
 #[tokio::main]
 async fn main() -> Result<()> {
@@ -57,42 +21,16 @@ async fn main() -> Result<()> {
         std::env::var("ACP_API_KEY").context("set ACP_API_KEY to the key `acp serve` printed")?;
     let http = reqwest::Client::new();
 
-    // 1. The agent's own key pair; only the public half leaves the agent.
-    let mut seed = [0u8; 32];
-    rand::thread_rng().fill_bytes(&mut seed);
-    let key = SigningKey::from_bytes(&seed);
-    let public_key = B64.encode(key.verifying_key().as_bytes());
-
-    // 2. Register into the workspace of the API key; the answer carries a challenge.
-    let reg = json_of(
-        http.post(format!("{base}/v1/agents/register"))
-            .header("X-Service-Api-Key", &api_key)
-            .json(
-                &json!({"name": "quickstart-agent", "public_key": public_key, "key_type": "ed25519",
-                          "metadata": {"runtime": "example"}}),
-            )
-            .send()
-            .await?,
-        "register",
+    // 1-3. The agent's own key pair, registration into the API key's workspace, and the
+    // attestation that proves it holds the private key.
+    let (agent_id, key) = register_and_attest(
+        &http,
+        &base,
+        &api_key,
+        "quickstart-agent",
+        json!({"runtime": "example"}),
     )
     .await?;
-    let agent_id = reg["agent_id"].as_str().context("agent_id")?.to_owned();
-    println!("registered {agent_id} (status {})", reg["status"]);
-
-    // 3. Attest: sign the decoded challenge bytes (not the base64 text).
-    let challenge = B64.decode(reg["challenge"].as_str().context("challenge")?)?;
-    let att = json_of(
-        http.post(format!("{base}/v1/agents/attest"))
-            .json(
-                &json!({"agent_id": agent_id, "challenge_id": reg["challenge_id"],
-                          "signature": B64.encode(key.sign(&challenge).to_bytes())}),
-            )
-            .send()
-            .await?,
-        "attest",
-    )
-    .await?;
-    println!("attested: status {}", att["status"]);
 
     // 4. A signed heartbeat: the headers carry the agent id, timestamp, nonce and signature.
     let path = "/v1/telemetry/heartbeat";
@@ -133,7 +71,7 @@ async fn main() -> Result<()> {
         http.post(format!("{base}/v1/verify"))
             .header("X-Service-Api-Key", &api_key)
             .json(&json!({"agent_id": agent_id, "method": "POST", "path": "/orders/refund", "timestamp_ms": ts,
-                          "nonce": nonce, "body_sha256": hex::encode(Sha256::digest(order)), "signature_b64": signature}))
+                          "nonce": nonce, "body_sha256": sha256_hex(order), "signature_b64": signature}))
             .send()
             .await?,
         "verify",

@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=$(mktemp -d)
 trap 'kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -rf "$dir"' EXIT
-cargo build -q --bin acp --example quickstart --example approval_backend
+cargo build -q --bin acp --example quickstart --example approval_backend --example enforcement_flow
 key="svc_test_$(head -c 64 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 43)"
 ACP_BOOTSTRAP_API_KEY="$key" target/debug/acp serve --addr 127.0.0.1:0 --database-url "sqlite:$dir/acp.db" \
     > "$dir/out.txt" 2> "$dir/err.txt" &
@@ -23,4 +23,19 @@ agent=$(curl -sf -X POST "$url/v1/agents/register" -H 'Content-Type: application
     sed -n 's/.*"agent_id":"\([^"]*\)".*/\1/p')
 [ -n "$agent" ] || { echo "registration failed"; exit 1; }
 ACP_URL="$url" ACP_API_KEY="$key" AGENT_ID="$agent" AUTO_DECIDE=approve target/debug/examples/approval_backend deploy '{"environment":"staging"}'
-echo "quickstart: 2 passed, 0 failed"
+# The enforcement example needs its policy: an owner logs in through the outbox, makes a
+# personal access token, and `acp sync --apply`s policies/payments-enforcement.yaml with it.
+acp() { target/debug/acp --database-url "sqlite:$dir/acp.db" "$@"; }
+ws=$(sed -n 's/^Created the default workspace \([^.]*\)\..*/\1/p' "$dir/out.txt")
+acp workspace add-member --workspace "$ws" --email ops@example.com --role owner > /dev/null
+curl -sf -X POST "$url/auth/start-login" -H 'Content-Type: application/json' -d '{"email":"ops@example.com"}' > /dev/null
+token=$(acp outbox list --limit 1 --json | grep -o 'token=[A-Za-z0-9_-]*' | head -1 | cut -d= -f2)
+[ -n "$token" ] || { echo "no login link in the outbox"; exit 1; }
+csrf=$(curl -sf -c "$dir/cookies" -X POST "$url/auth/verify-login" -H 'Content-Type: application/json' \
+    -d "{\"token\":\"$token\"}" | sed -n 's/.*"csrf_token":"\([^"]*\)".*/\1/p')
+pat=$(curl -sf -b "$dir/cookies" -X POST "$url/v1/auth/tokens" -H 'Content-Type: application/json' -H "X-CSRF-Token: $csrf" \
+    -d '{"name":"quickstart-check","expires_in_days":1}' | sed -n 's/.*"token":"\(svc_pat_[^"]*\)".*/\1/p')
+[ -n "$pat" ] || { echo "no personal access token"; exit 1; }
+target/debug/acp sync policies/payments-enforcement.yaml --server "$url" --token "$pat" --apply > /dev/null
+ACP_URL="$url" ACP_API_KEY="$key" target/debug/examples/enforcement_flow
+echo "quickstart: 3 passed, 0 failed"

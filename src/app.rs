@@ -134,6 +134,9 @@ impl App {
     pub async fn build(config: Config) -> anyhow::Result<App> {
         let store = open_store(&config).await?;
         let bootstrap = bootstrap(store.as_ref(), &config).await?;
+        crate::enforce::jwt::ensure_key(store.as_ref())
+            .await
+            .context("cannot make the JWT signing key")?;
         let listener = TcpListener::bind(config.addr)
             .await
             .with_context(|| format!("cannot listen on {}", config.addr))?;

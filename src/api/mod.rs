@@ -789,6 +789,74 @@ pub struct UpdateWorkspaceSettings {
 
 // ---- credentials and kill switch ----------------------------------------------------------
 
+/// The agent's own signature over the exchange, made like a signed request's (canonical string
+/// `METHOD\nPATH\nTIMESTAMP\nNONCE\nBODY_SHA256`).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct AgentRequestProof {
+    pub method: String,
+    pub path: String,
+    /// Unix epoch milliseconds (a number, or its decimal text exactly as signed).
+    #[schema(value_type = Object)]
+    pub timestamp_ms: Value,
+    pub nonce: String,
+    /// Lowercase hex SHA-256 of the body the agent signed.
+    pub body_sha256: String,
+    pub signature_b64: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct TokenExchangeRequest {
+    #[serde(default)]
+    pub agent_id: String,
+    #[serde(default)]
+    pub audience: Option<String>,
+    /// Default `pol_default`; evaluated as action `token_exchange`.
+    #[serde(default)]
+    pub policy_id: Option<String>,
+    #[serde(default)]
+    pub scopes: Option<Vec<String>>,
+    /// Default 900, at most 3600.
+    #[serde(default)]
+    pub ttl_seconds: Option<i64>,
+    /// More facts for the policy (an object).
+    #[serde(default)]
+    pub context: Option<Value>,
+    pub agent_request: AgentRequestProof,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct TokenExchangeResponse {
+    pub ok: bool,
+    /// An EdDSA JWT (claims `iss, sub, aud, exp, iat, jti, scope, ws`).
+    pub token: String,
+    /// `Bearer`.
+    pub token_type: String,
+    /// Seconds.
+    pub expires_in: i64,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct EmailSendRequest {
+    #[serde(default)]
+    pub agent_id: String,
+    /// Default `pol_default`; evaluated as action `send_email`.
+    #[serde(default)]
+    pub policy_id: Option<String>,
+    /// `{to, cc, bcc, subject, text, html}`: `to` a string or a list, at least one of `text`
+    /// and `html`.
+    #[schema(value_type = Object)]
+    pub email: Value,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct EmailSendResponse {
+    pub ok: bool,
+    /// `smtp` or `outbox`.
+    pub provider: String,
+    pub provider_message_id: String,
+    pub trace_id: String,
+}
+
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct MintRequest {
     pub agent_id: String,
@@ -804,7 +872,7 @@ pub struct MintRequest {
     /// Up to 32 of `[A-Za-z0-9:._/*-]{1,128}`.
     #[serde(default)]
     pub scopes: Option<Vec<String>>,
-    /// `opaque` (default).
+    /// `opaque` (default) or `jwt` (EdDSA, verifiable with `/.well-known/jwks.json`).
     #[serde(default)]
     pub token_type: Option<String>,
     /// Default `pol_default`; the mint is checked as action `mint_credential`.

@@ -2,6 +2,7 @@
 
 mod api_key;
 mod healthcheck;
+mod keys;
 mod outbox;
 mod policy;
 mod serve;
@@ -52,6 +53,9 @@ pub enum Command {
     Policy(policy::PolicyCommand),
     /// Sync a policy spec to a server: dry run (default) or apply, for CI pipelines
     Sync(sync::SyncArgs),
+    /// Manage the JWT issuer's signing keys
+    #[command(subcommand)]
+    Keys(keys::KeysCommand),
 }
 
 impl Cli {
@@ -83,5 +87,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         }
         Command::Policy(cmd) => policy::run(cmd),
         Command::Sync(args) => sync::run(args).await,
+        Command::Keys(cmd) => keys::run(&cli, cmd).await,
     }
 }

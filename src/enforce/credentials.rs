@@ -1,6 +1,7 @@
 //! Short-lived credentials for an agent's follow-on calls, and the workspace kill switch. A
 //! mint is a decision first (action `mint_credential`, audited like any check), then a token
-//! whose hash alone is stored. Opaque tokens only in this version.
+//! whose hash alone is stored: opaque (`sct_...`) or an EdDSA JWT (see `jwt`). Token exchange
+//! is the same flow for an agent that proves it holds its key (action `token_exchange`).
 
 use axum::http::StatusCode;
 use serde_json::{json, Value};
@@ -9,7 +10,9 @@ use crate::api;
 use crate::audit::{self, Actor};
 use crate::context::Context;
 use crate::error::{ApiError, ApiResult};
+use crate::http::extract::sign_failure;
 use crate::identity::accounts::enforce_rate_limit;
+use crate::identity::signing::{verify_parts, SignFailure, SignedParts};
 use crate::ids;
 use crate::policy::check::{agent_facts, check};
 use crate::secret::{random_base62, sha256_hex};
@@ -60,27 +63,107 @@ pub async fn mint(
     }
     let token_type = match req.token_type.as_deref() {
         None | Some("") | Some("opaque") => "opaque",
+        Some("jwt") => "jwt",
         Some(_) => {
             return Err(ApiError::bad_request(
                 "invalid_token_type",
-                "`token_type` must be `opaque`",
+                "`token_type` must be `opaque` or `jwt`",
             ))
         }
     };
-    let ttl = req.ttl_seconds.unwrap_or(DEFAULT_TTL_SECS);
-    if ttl <= 0 || ttl > MAX_TTL_SECS {
-        return Err(ApiError::bad_request(
-            "invalid_ttl",
-            format!("`ttl_seconds` must be between 1 and {MAX_TTL_SECS}"),
-        ));
-    }
+    let ttl = check_ttl(req.ttl_seconds.unwrap_or(DEFAULT_TTL_SECS))?;
     let scopes = req.scopes.unwrap_or_default();
     check_scopes(&scopes)?;
     let audience = short_text("audience", req.audience)?;
     let provider = short_text("provider", req.provider)?;
     let one_time = req.one_time.unwrap_or(false);
     let agent = agent_facts(ctx, workspace_id, &req.agent_id).await?;
+    let context = json!({
+        "audience": audience, "provider": provider, "ttl_seconds": ttl,
+        "one_time": one_time, "token_type": token_type, "scope_count": scopes.len(),
+        "scopes": sorted(&scopes),
+    });
+    let issued = issue(
+        ctx,
+        workspace_id,
+        actor,
+        Issue {
+            agent_id: &agent.agent.id,
+            policy_id: req.policy_id,
+            action: "mint_credential",
+            context,
+            token_type,
+            ttl,
+            scopes: &scopes,
+            audience: audience.clone(),
+            provider,
+            one_time,
+            nonce: None,
+        },
+    )
+    .await?;
+    Ok(api::MintResponse {
+        ok: true,
+        credential: api::Credential {
+            cred_id: issued.cred_id,
+            token: issued.token,
+            token_type: token_type.into(),
+            expires_at: iso(issued.expires_at),
+            one_time,
+            audience,
+            scopes,
+        },
+    })
+}
 
+fn check_ttl(ttl: i64) -> ApiResult<i64> {
+    if ttl <= 0 || ttl > MAX_TTL_SECS {
+        return Err(ApiError::bad_request(
+            "invalid_ttl",
+            format!("`ttl_seconds` must be between 1 and {MAX_TTL_SECS}"),
+        ));
+    }
+    Ok(ttl)
+}
+
+/// The scopes as one sorted string (part of the request a policy and an approval see).
+fn sorted(scopes: &[String]) -> String {
+    let mut sorted = scopes.to_vec();
+    sorted.sort();
+    sorted.join(" ")
+}
+
+/// What to decide and, on allow, issue.
+struct Issue<'a> {
+    agent_id: &'a str,
+    policy_id: Option<String>,
+    action: &'static str,
+    context: Value,
+    token_type: &'static str,
+    ttl: i64,
+    scopes: &'a [String],
+    audience: Option<String>,
+    provider: Option<String>,
+    one_time: bool,
+    /// The agent's own signature's nonce, claimed with the credential (token exchange).
+    nonce: Option<crate::store::NonceClaim>,
+}
+
+struct Issued {
+    cred_id: String,
+    token: String,
+    expires_at: i64,
+}
+
+/// The kill switch, the per-agent rate limit and the policy, then the credential: its hash,
+/// the audit event and the nonce claim (if any) in one transaction that re-checks the switch
+/// and the agent.
+async fn issue(
+    ctx: &Context,
+    workspace_id: &str,
+    actor: &Actor,
+    it: Issue<'_>,
+) -> ApiResult<Issued> {
     let switch = ctx.store.kill_switch(workspace_id).await?;
     if switch.minting_paused {
         return Err(ApiError::new(
@@ -92,31 +175,20 @@ pub async fn mint(
     }
     enforce_rate_limit(
         ctx,
-        format!("mint:agent:{}", agent.agent.id),
+        format!("mint:agent:{}", it.agent_id),
         60_000,
         MINTS_PER_MINUTE,
     )
     .await?;
-
-    // The scopes themselves are part of the request (and of an approval's fingerprint).
-    let sorted_scopes = {
-        let mut sorted = scopes.clone();
-        sorted.sort();
-        sorted.join(" ")
-    };
     let decision = check(
         ctx,
         workspace_id,
         actor,
         api::CheckRequest {
-            agent_id: agent.agent.id.clone(),
-            policy_id: req.policy_id,
-            action: "mint_credential".into(),
-            context: Some(json!({
-                "audience": audience, "provider": provider, "ttl_seconds": ttl,
-                "one_time": one_time, "token_type": token_type, "scope_count": scopes.len(),
-                "scopes": sorted_scopes,
-            })),
+            agent_id: it.agent_id.to_owned(),
+            policy_id: it.policy_id,
+            action: it.action.into(),
+            context: Some(it.context),
             email: None,
         },
     )
@@ -151,62 +223,158 @@ pub async fn mint(
         }
     }
 
-    let token = format!("sct_{}", random_base62(43));
     let now = now_ms();
+    let cred_id = ids::new_id("crd");
+    let expires_at = now + it.ttl * 1000;
+    let token = if it.token_type == "jwt" {
+        let key = crate::enforce::jwt::current_key(ctx.store.as_ref()).await?;
+        let claims = crate::enforce::jwt::Claims {
+            issuer: &ctx.public_url,
+            agent_id: it.agent_id,
+            audience: it.audience.as_deref().unwrap_or(&ctx.public_url),
+            workspace_id,
+            cred_id: &cred_id,
+            scopes: it.scopes,
+            issued_at_ms: now,
+            expires_at_ms: expires_at,
+        };
+        crate::enforce::jwt::sign(&key, &claims.to_json()).map_err(ApiError::internal)?
+    } else {
+        format!("sct_{}", random_base62(43))
+    };
     let record = CredentialRecord {
-        id: ids::new_id("crd"),
+        id: cred_id.clone(),
         workspace_id: workspace_id.to_owned(),
-        agent_id: agent.agent.id.clone(),
+        agent_id: it.agent_id.to_owned(),
         token_hash: sha256_hex(token.as_bytes()),
-        token_type: token_type.into(),
-        provider,
-        audience: audience.clone(),
-        scopes: scopes.clone(),
-        one_time,
+        token_type: it.token_type.into(),
+        provider: it.provider,
+        audience: it.audience,
+        scopes: it.scopes.to_vec(),
+        one_time: it.one_time,
         created_at: now,
-        expires_at: now + ttl * 1000,
+        expires_at,
         revoked_at: None,
         revoked_reason: None,
         used_at: None,
     };
     let mut event = audit::state_change(
         "credential.minted",
-        "mint_credential",
+        it.action,
         Some(workspace_id),
-        Some(&agent.agent.id),
+        Some(it.agent_id),
         actor,
-        json!({ "cred_id": record.id, "token_type": token_type, "expires_at": iso(record.expires_at), "one_time": one_time, "scopes": scopes }),
+        json!({ "cred_id": record.id, "token_type": it.token_type, "expires_at": iso(expires_at), "one_time": it.one_time, "scopes": it.scopes }),
     );
     event.decision = Some("allow".into());
     event.trace_id = Some(decision.trace_id);
     event.policy_id = Some(decision.policy_id);
     event.policy_hash = Some(decision.policy_hash);
-    let expires_at = record.expires_at;
-    let cred_id = record.id.clone();
-    match ctx
-        .writer
-        .commit(Change::new(Op::CreateCredential(Box::new(record))).audited(event))
-        .await
-    {
+    let mut change = Change::new(Op::CreateCredential(Box::new(record))).audited(event);
+    if let Some(nonce) = it.nonce {
+        change = change.with_nonce(nonce);
+    }
+    match ctx.writer.commit(change).await {
         Ok(_) => {}
         Err(StoreError::Conflict(_)) => return Err(ApiError::new(
             StatusCode::FORBIDDEN,
             "minting_paused",
             "minting was paused, or the agent suspended or revoked, while this mint was checked",
         )),
+        Err(StoreError::Replay) => return Err(sign_failure(SignFailure::Replay)),
+        Err(StoreError::AgentNotActive) => return Err(sign_failure(SignFailure::AgentNotActive)),
         Err(e) => return Err(e.into()),
     }
-    Ok(api::MintResponse {
-        ok: true,
-        credential: api::Credential {
-            cred_id,
-            token,
-            token_type: token_type.into(),
-            expires_at: iso(expires_at),
-            one_time,
-            audience,
-            scopes,
+    Ok(Issued {
+        cred_id,
+        token,
+        expires_at,
+    })
+}
+
+/// The default lifetime of an exchanged token.
+pub const EXCHANGE_DEFAULT_TTL_SECS: i64 = 900;
+
+/// `POST /v1/token/exchange`: a backend trades the agent's signed proof for a short-lived JWT.
+pub async fn exchange(
+    ctx: &Context,
+    workspace_id: &str,
+    actor: &Actor,
+    req: api::TokenExchangeRequest,
+) -> ApiResult<api::TokenExchangeResponse> {
+    if req.agent_id.is_empty() {
+        return Err(ApiError::missing("agent_id"));
+    }
+    let ttl = check_ttl(req.ttl_seconds.unwrap_or(EXCHANGE_DEFAULT_TTL_SECS))?;
+    let scopes = req.scopes.unwrap_or_default();
+    check_scopes(&scopes)?;
+    let audience = short_text("audience", req.audience)?;
+    let mut context = match req.context {
+        None | Some(Value::Null) => serde_json::Map::new(),
+        Some(Value::Object(map)) => map,
+        Some(_) => return Err(ApiError::invalid("context", "must be an object")),
+    };
+    let proof = &req.agent_request;
+    let timestamp = match &proof.timestamp_ms {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        _ => {
+            return Err(ApiError::invalid(
+                "agent_request.timestamp_ms",
+                "must be Unix epoch milliseconds",
+            ))
+        }
+    };
+    let agent = agent_facts(ctx, workspace_id, &req.agent_id).await?;
+    let nonce = verify_parts(
+        &SignedParts {
+            method: &proof.method,
+            path: &proof.path,
+            timestamp: &timestamp,
+            nonce: &proof.nonce,
+            body_sha256: &proof.body_sha256,
+            signature_b64: &proof.signature_b64,
         },
+        Some(&agent.agent),
+        now_ms(),
+        ctx.config.signature_window_ms,
+    )
+    .map_err(sign_failure)?;
+    // The service's own facts win over the caller's.
+    for (k, v) in [
+        ("audience", json!(audience)),
+        ("ttl_seconds", json!(ttl)),
+        ("scope_count", json!(scopes.len())),
+        ("scopes", json!(sorted(&scopes))),
+        ("request_method", json!(proof.method)),
+        ("request_path", json!(proof.path)),
+    ] {
+        context.insert(k.into(), v);
+    }
+    let issued = issue(
+        ctx,
+        workspace_id,
+        actor,
+        Issue {
+            agent_id: &agent.agent.id,
+            policy_id: req.policy_id,
+            action: "token_exchange",
+            context: Value::Object(context),
+            token_type: "jwt",
+            ttl,
+            scopes: &scopes,
+            audience,
+            provider: None,
+            one_time: false,
+            nonce: Some(nonce),
+        },
+    )
+    .await?;
+    Ok(api::TokenExchangeResponse {
+        ok: true,
+        token: issued.token,
+        token_type: "Bearer".into(),
+        expires_in: ttl,
     })
 }
 

@@ -185,6 +185,10 @@ fn routes() -> OpenApiRouter<SharedContext> {
         .routes(routes!(credentials::minting))
         .routes(routes!(credentials::revoke_all))
         .routes(routes!(credentials::status))
+        .routes(routes!(credentials::exchange))
+        .routes(routes!(credentials::jwks))
+        .routes(routes!(credentials::openid_configuration))
+        .routes(routes!(credentials::send_email))
         .routes(routes!(telemetry::feedback))
 }
 

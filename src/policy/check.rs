@@ -1,7 +1,8 @@
 //! `POST /v1/check`: the decision hot path. The API key, the agent and the compiled policy come
 //! from caches; evaluation is pure and in memory; the one database round trip is the group
 //! commit that makes the decision's audit event (and, for a challenge, its policy challenge)
-//! durable before the answer goes out.
+//! durable before the answer goes out. (A `send_email` check also reads the agent's email counts
+//! for the email block's rate limits.)
 
 use std::sync::Arc;
 
@@ -83,11 +84,34 @@ fn fingerprint(action: &str, context: &Value, email: &Value) -> String {
     sha256_hex(canonical.to_string().as_bytes())
 }
 
+/// An email send to commit with its allow decision (see `Op::ReserveEmail`).
+#[derive(Debug, Clone)]
+pub struct EmailReservation {
+    pub id: String,
+    pub recipients: i64,
+}
+
+/// How often a send decides again when other sends of its agent got in between.
+const RESERVE_ATTEMPTS: u32 = 8;
+
 pub async fn check(
     ctx: &Context,
     workspace_id: &str,
     actor: &Actor,
     req: api::CheckRequest,
+) -> ApiResult<api::DecisionResponse> {
+    check_with(ctx, workspace_id, actor, req, None, RESERVE_ATTEMPTS).await
+}
+
+/// A check; with `reserve`, an allow also reserves the email send in the same transaction as
+/// the decision's audit event, against the very counts the decision saw.
+pub async fn check_with(
+    ctx: &Context,
+    workspace_id: &str,
+    actor: &Actor,
+    req: api::CheckRequest,
+    reserve: Option<&EmailReservation>,
+    attempts: u32,
 ) -> ApiResult<api::DecisionResponse> {
     if req.agent_id.is_empty() {
         return Err(ApiError::missing("agent_id"));
@@ -134,8 +158,21 @@ pub async fn check(
         .await?
         .ok_or_else(unknown_policy)?;
 
-    // Emails actually sent count towards the email block's rate limits once the service sends
-    // email itself; until then none have been sent through it.
+    let now = now_ms();
+    // Emails sent through `/v1/email/send` count towards the email block's rate limits: one
+    // more read, for `send_email` checks only.
+    let (sent_minute, sent_day) = if action == "send_email" {
+        ctx.store
+            .email_counts(
+                workspace_id,
+                &agent.agent.id,
+                now - 60_000,
+                now - 86_400_000,
+            )
+            .await?
+    } else {
+        (0, 0)
+    };
     let facts = Facts {
         agent_id: &agent.agent.id,
         status: agent.agent.status.as_str(),
@@ -145,11 +182,10 @@ pub async fn check(
         action,
         context: &context,
         email: email.as_ref(),
-        emails_sent_last_minute: 0,
-        emails_sent_last_day: 0,
+        emails_sent_last_minute: u64::try_from(sent_minute).unwrap_or(0),
+        emails_sent_last_day: u64::try_from(sent_day).unwrap_or(0),
     };
     let mut decision = evaluate(&policy.compiled, &facts).map_err(ApiError::internal)?;
-    let now = now_ms();
     let trace_id = ids::new_id(ids::TRACE);
     let mut change = Change::default();
     let mut challenge = None;
@@ -229,6 +265,21 @@ pub async fn check(
         challenge_id = Some(id);
         change.op = Op::CreatePolicyChallenge(Box::new(record));
     }
+    if let (Some(r), Outcome::Allow) = (reserve, decision.outcome) {
+        let op = Op::ReserveEmail {
+            id: r.id.clone(),
+            workspace_id: workspace_id.to_owned(),
+            agent_id: agent.agent.id.clone(),
+            recipients: r.recipients,
+            seen_last_minute: sent_minute,
+            seen_last_day: sent_day,
+            at: now,
+        };
+        change.op = match std::mem::take(&mut change.op) {
+            Op::Nothing => op,
+            other => Op::Batch(vec![other, op]),
+        };
+    }
     change.audit.push(AuditEvent {
         id: ids::new_id(ids::EVENT),
         workspace_id: Some(workspace_id.to_owned()),
@@ -253,8 +304,11 @@ pub async fn check(
     match ctx.writer.commit(change).await {
         Ok(_) => {}
         // The approval was used by a concurrent re-check: this request asks again.
-        Err(crate::store::StoreError::Conflict(_)) if human.is_some() => {
-            return Box::pin(check(
+        // Or another send of the agent got in first: decide again with the new counts.
+        Err(crate::store::StoreError::Conflict(_))
+            if human.is_some() || reserve.is_some() && attempts > 1 =>
+        {
+            return Box::pin(check_with(
                 ctx,
                 workspace_id,
                 actor,
@@ -269,8 +323,18 @@ pub async fn check(
                         Some(email_json)
                     },
                 },
+                reserve,
+                attempts.saturating_sub(1),
             ))
             .await;
+        }
+        Err(crate::store::StoreError::Conflict(_)) if reserve.is_some() => {
+            return Err(ApiError::new(
+                axum::http::StatusCode::TOO_MANY_REQUESTS,
+                "rate_limited",
+                "too many concurrent sends for this agent; retry shortly",
+            )
+            .with("retry_after", 1));
         }
         Err(e) => return Err(e.into()),
     }

@@ -289,6 +289,33 @@ pub enum Op {
         id: String,
         at: i64,
     },
+    /// Reserves one email send of an agent, serialised per agent across replicas: `Conflict`
+    /// when more emails were sent in the last minute or day than the decision saw (`seen_*`),
+    /// which the caller answers by deciding again with the new counts.
+    ReserveEmail {
+        id: String,
+        workspace_id: String,
+        agent_id: String,
+        recipients: i64,
+        seen_last_minute: i64,
+        seen_last_day: i64,
+        at: i64,
+    },
+    /// Ends a reservation: sent with the provider's message id, or (`None`) not sent, when the
+    /// reservation is removed and the email does not count.
+    FinishEmail {
+        id: String,
+        provider: String,
+        provider_message_id: Option<String>,
+    },
+    /// Adds a JWT signing key. `rotate`: retires the current keys, published until
+    /// `publish_until`; otherwise the key is added only if there is no current key. Answers
+    /// `Count(keys added)`.
+    AddSigningKey {
+        key: SigningKeyRecord,
+        rotate: bool,
+        publish_until: i64,
+    },
     /// Counts one hit in a fixed window; answers `Count(hits in the window so far)`.
     HitRateLimit {
         bucket: String,
@@ -357,6 +384,16 @@ pub trait Store: Send + Sync + 'static {
         token_hash: &str,
     ) -> Result<Option<CredentialRecord>, StoreError>;
     async fn kill_switch(&self, workspace_id: &str) -> Result<KillSwitch, StoreError>;
+    /// Emails of the agent sent (or reserved) since `minute_ago` and since `day_ago`.
+    async fn email_counts(
+        &self,
+        workspace_id: &str,
+        agent_id: &str,
+        minute_ago: i64,
+        day_ago: i64,
+    ) -> Result<(i64, i64), StoreError>;
+    /// The signing keys published at `now`, newest first; the first unretired one signs.
+    async fn signing_keys(&self, now: i64) -> Result<Vec<SigningKeyRecord>, StoreError>;
     /// Whether approval links of the workspace need a logged-in member.
     async fn require_member_approval(&self, workspace_id: &str) -> Result<bool, StoreError>;
 

@@ -419,3 +419,29 @@ pub struct KillSwitch {
     /// Credentials minted before this instant count as revoked.
     pub all_revoked_at: Option<i64>,
 }
+
+/// One of the JWT issuer's Ed25519 keys.
+#[derive(Clone)]
+pub struct SigningKeyRecord {
+    pub kid: String,
+    /// The 32-byte seed, base64.
+    pub private_key: crate::secret::Secret,
+    /// The 32-byte public key, base64url without padding (the JWK `x`).
+    pub public_key: String,
+    pub created_at: i64,
+    pub retired_at: Option<i64>,
+    /// A retired key is published until then (its last tokens' expiry).
+    pub publish_until: Option<i64>,
+}
+
+impl std::fmt::Debug for SigningKeyRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SigningKeyRecord")
+            .field("kid", &self.kid)
+            .field("public_key", &self.public_key)
+            .field("created_at", &self.created_at)
+            .field("retired_at", &self.retired_at)
+            .field("publish_until", &self.publish_until)
+            .finish_non_exhaustive()
+    }
+}

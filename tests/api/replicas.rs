@@ -7,9 +7,15 @@ use tokio::process::{Child, Command};
 
 /// Starts the real `acp` binary on `db_url` and answers it with its base URL.
 pub async fn start_replica(db_url: &str, key: &str) -> (Child, String) {
+    start_replica_with(db_url, key, &[]).await
+}
+
+/// [`start_replica`] with more environment variables.
+pub async fn start_replica_with(db_url: &str, key: &str, env: &[(&str, &str)]) -> (Child, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_acp"))
         .args(["serve", "--addr", "127.0.0.1:0", "--database-url", db_url])
         .env("ACP_BOOTSTRAP_API_KEY", key)
+        .envs(env.iter().copied())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .kill_on_drop(true)

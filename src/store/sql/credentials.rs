@@ -199,9 +199,167 @@ async fn apply_inner(
                 .await?;
             Outcome::Done
         }
+        Op::ReserveEmail {
+            id,
+            workspace_id,
+            agent_id,
+            recipients,
+            seen_last_minute,
+            seen_last_day,
+            at,
+        } => {
+            // The counter row is the per-agent lock: the upsert holds it (Postgres row lock,
+            // SQLite write lock) until this transaction ends, so two replicas reserve in turn.
+            sqlx::query(
+                "INSERT INTO email_counters (workspace_id, agent_id, updated_at) VALUES ($1, $2, $3) \
+                 ON CONFLICT (workspace_id, agent_id) DO UPDATE SET updated_at = excluded.updated_at",
+            )
+            .bind(workspace_id)
+            .bind(agent_id)
+            .bind(*at)
+            .execute(&mut **tx)
+            .await?;
+            let (minute, day) = count_emails(
+                &mut **tx,
+                workspace_id,
+                agent_id,
+                *at - 60_000,
+                *at - 86_400_000,
+            )
+            .await?;
+            // Fewer sends than the decision saw (some aged out) cannot turn an allow around.
+            if minute > *seen_last_minute || day > *seen_last_day {
+                return Err(StoreError::Conflict(
+                    "another email of the agent was sent meanwhile".into(),
+                ));
+            }
+            sqlx::query(
+                "INSERT INTO email_sends (id, workspace_id, agent_id, sent_at, status, recipients) \
+                 VALUES ($1, $2, $3, $4, 'reserved', $5)",
+            )
+            .bind(id)
+            .bind(workspace_id)
+            .bind(agent_id)
+            .bind(*at)
+            .bind(*recipients)
+            .execute(&mut **tx)
+            .await?;
+            Outcome::Done
+        }
+        Op::FinishEmail {
+            id,
+            provider,
+            provider_message_id,
+        } => {
+            match provider_message_id {
+                Some(message_id) => {
+                    sqlx::query(
+                        "UPDATE email_sends SET status = 'sent', provider = $1, provider_message_id = $2 WHERE id = $3",
+                    )
+                    .bind(provider)
+                    .bind(message_id)
+                    .bind(id)
+                    .execute(&mut **tx)
+                    .await?;
+                }
+                None => {
+                    sqlx::query("DELETE FROM email_sends WHERE id = $1")
+                        .bind(id)
+                        .execute(&mut **tx)
+                        .await?;
+                }
+            }
+            Outcome::Done
+        }
+        Op::AddSigningKey {
+            key,
+            rotate,
+            publish_until,
+        } => {
+            if *rotate {
+                sqlx::query(
+                    "UPDATE signing_keys SET retired_at = $1, publish_until = $2 WHERE retired_at IS NULL",
+                )
+                .bind(key.created_at)
+                .bind(*publish_until)
+                .execute(&mut **tx)
+                .await?;
+            }
+            let added = sqlx::query(
+                "INSERT INTO signing_keys (kid, private_key, public_key, created_at) SELECT $1, $2, $3, $4 \
+                 WHERE $5 = 1 OR NOT EXISTS (SELECT 1 FROM signing_keys WHERE retired_at IS NULL)",
+            )
+            .bind(&key.kid)
+            .bind(key.private_key.expose())
+            .bind(&key.public_key)
+            .bind(key.created_at)
+            .bind(i64::from(*rotate))
+            .execute(&mut **tx)
+            .await?
+            .rows_affected();
+            Outcome::Count(i64::try_from(added).unwrap_or(0))
+        }
         _ => return Ok(None),
     };
     Ok(Some(outcome))
+}
+
+async fn count_emails<'e, E>(
+    executor: E,
+    workspace_id: &str,
+    agent_id: &str,
+    minute_ago: i64,
+    day_ago: i64,
+) -> Result<(i64, i64), sqlx::Error>
+where
+    E: sqlx::Executor<'e, Database = Any>,
+{
+    let row = sqlx::query(
+        "SELECT COALESCE(SUM(CASE WHEN sent_at > $1 THEN 1 ELSE 0 END), 0) AS minute, COUNT(*) AS day \
+         FROM email_sends WHERE workspace_id = $2 AND agent_id = $3 AND sent_at > $4",
+    )
+    .bind(minute_ago)
+    .bind(workspace_id)
+    .bind(agent_id)
+    .bind(day_ago)
+    .fetch_one(executor)
+    .await?;
+    Ok((row.try_get("minute")?, row.try_get("day")?))
+}
+
+pub(super) async fn email_counts(
+    pool: &AnyPool,
+    workspace_id: &str,
+    agent_id: &str,
+    minute_ago: i64,
+    day_ago: i64,
+) -> Result<(i64, i64), StoreError> {
+    Ok(count_emails(pool, workspace_id, agent_id, minute_ago, day_ago).await?)
+}
+
+pub(super) async fn signing_keys(
+    pool: &AnyPool,
+    now: i64,
+) -> Result<Vec<SigningKeyRecord>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT kid, private_key, public_key, created_at, retired_at, publish_until FROM signing_keys \
+         WHERE retired_at IS NULL OR publish_until > $1 ORDER BY created_at DESC, kid DESC",
+    )
+    .bind(now)
+    .fetch_all(pool)
+    .await?;
+    let mut keys = Vec::with_capacity(rows.len());
+    for r in rows {
+        keys.push(SigningKeyRecord {
+            kid: r.try_get("kid")?,
+            private_key: crate::secret::Secret::new(r.try_get("private_key")?),
+            public_key: r.try_get("public_key")?,
+            created_at: r.try_get("created_at")?,
+            retired_at: r.try_get("retired_at")?,
+            publish_until: r.try_get("publish_until")?,
+        });
+    }
+    Ok(keys)
 }
 
 pub(super) async fn credential_by_hash(

@@ -1105,6 +1105,20 @@ impl Store for SqlStore {
         credentials::kill_switch(&self.read, workspace_id).await
     }
 
+    async fn email_counts(
+        &self,
+        workspace_id: &str,
+        agent_id: &str,
+        minute_ago: i64,
+        day_ago: i64,
+    ) -> Result<(i64, i64), StoreError> {
+        credentials::email_counts(&self.read, workspace_id, agent_id, minute_ago, day_ago).await
+    }
+
+    async fn signing_keys(&self, now: i64) -> Result<Vec<SigningKeyRecord>, StoreError> {
+        credentials::signing_keys(&self.read, now).await
+    }
+
     async fn require_member_approval(&self, workspace_id: &str) -> Result<bool, StoreError> {
         let row = sqlx::query(
             "SELECT require_member_approval FROM workspace_settings WHERE workspace_id = $1",
@@ -1229,6 +1243,10 @@ impl Store for SqlStore {
             "DELETE FROM login_tokens WHERE expires_at < $1",
             // Windows are at most a day long.
             "DELETE FROM rate_limit_hits WHERE window_start < $1 - 86400000",
+            // Email rate limits look back a day; a reservation whose send never finished
+            // (the process died) counts for that day too.
+            "DELETE FROM email_sends WHERE sent_at < $1 - 172800000",
+            "DELETE FROM signing_keys WHERE retired_at IS NOT NULL AND publish_until < $1 - 86400000",
         ] {
             deleted += sqlx::query(sql)
                 .bind(now)

@@ -1,0 +1,217 @@
+//! The JWT issuer: Ed25519 (`EdDSA`) keys kept in the database, so every replica signs with the
+//! same key and publishes the same JWKS. The newest unretired key signs; `acp keys rotate`
+//! adds a key and retires the current one, which stays published until every token it can
+//! have signed has expired.
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use ed25519_dalek::{Signer, SigningKey};
+use serde_json::{json, Value};
+
+use crate::secret::{random_base62, random_bytes, Secret};
+use crate::store::{Change, Op, Outcome, SigningKeyRecord, Store, StoreError};
+use crate::time::now_ms;
+
+/// The longest lifetime of any token a key signs (credentials and token exchange).
+pub const MAX_TOKEN_TTL_SECS: i64 = super::credentials::MAX_TTL_SECS;
+
+/// A retired key stays published this long past the rotation: its last tokens' lifetime plus a
+/// minute for clock skew.
+const PUBLISH_AFTER_RETIRING_MS: i64 = (MAX_TOKEN_TTL_SECS + 60) * 1000;
+
+fn new_key(now: i64) -> SigningKeyRecord {
+    let seed: [u8; 32] = random_bytes();
+    let key = SigningKey::from_bytes(&seed);
+    SigningKeyRecord {
+        kid: format!("acp-{}", random_base62(16)),
+        private_key: Secret::new(crate::identity::keys::b64(&seed)),
+        public_key: URL_SAFE_NO_PAD.encode(key.verifying_key().as_bytes()),
+        created_at: now,
+        retired_at: None,
+        publish_until: None,
+    }
+}
+
+/// Makes a signing key if there is none (at start-up; safe when replicas start together).
+pub async fn ensure_key(store: &dyn Store) -> Result<(), StoreError> {
+    let now = now_ms();
+    if store
+        .signing_keys(now)
+        .await?
+        .iter()
+        .any(|k| k.retired_at.is_none())
+    {
+        return Ok(());
+    }
+    crate::store::apply_one(
+        store,
+        Change::new(Op::AddSigningKey {
+            key: new_key(now),
+            rotate: false,
+            publish_until: now,
+        }),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Adds a new signing key and retires the current ones; answers the new key id.
+pub async fn rotate(store: &dyn Store) -> Result<String, StoreError> {
+    let now = now_ms();
+    let key = new_key(now);
+    let kid = key.kid.clone();
+    let event = crate::audit::state_change(
+        "signing_key.rotated",
+        "rotate_signing_key",
+        None,
+        None,
+        &crate::audit::Actor::Cli,
+        json!({ "kid": kid }),
+    );
+    match crate::store::apply_one(
+        store,
+        Change::new(Op::AddSigningKey {
+            key,
+            rotate: true,
+            publish_until: now + PUBLISH_AFTER_RETIRING_MS,
+        })
+        .audited(event),
+    )
+    .await?
+    {
+        Outcome::Count(1) => Ok(kid),
+        _ => Err(StoreError::Conflict("the new key was not added".into())),
+    }
+}
+
+/// The key that signs now (made on first use if the database has none yet).
+pub async fn current_key(store: &dyn Store) -> Result<SigningKeyRecord, StoreError> {
+    for _ in 0..2 {
+        if let Some(key) = store
+            .signing_keys(now_ms())
+            .await?
+            .into_iter()
+            .find(|k| k.retired_at.is_none())
+        {
+            return Ok(key);
+        }
+        ensure_key(store).await?;
+    }
+    Err(StoreError::Conflict("no signing key could be made".into()))
+}
+
+/// `header.claims.signature`, EdDSA over Ed25519, with `kid` in the header.
+pub fn sign(key: &SigningKeyRecord, claims: &Value) -> Result<String, String> {
+    let seed: [u8; 32] = crate::identity::keys::b64_decode(key.private_key.expose())
+        .and_then(|b| b.try_into().ok())
+        .ok_or("the signing key is damaged")?;
+    let signer = SigningKey::from_bytes(&seed);
+    let header = json!({ "alg": "EdDSA", "typ": "JWT", "kid": key.kid });
+    let signing_input = format!(
+        "{}.{}",
+        URL_SAFE_NO_PAD.encode(header.to_string()),
+        URL_SAFE_NO_PAD.encode(claims.to_string())
+    );
+    let signature = signer.sign(signing_input.as_bytes());
+    Ok(format!(
+        "{signing_input}.{}",
+        URL_SAFE_NO_PAD.encode(signature.to_bytes())
+    ))
+}
+
+/// The claims of a token minted for an agent (CONTRACT section 6).
+pub struct Claims<'a> {
+    pub issuer: &'a str,
+    pub agent_id: &'a str,
+    pub audience: &'a str,
+    pub workspace_id: &'a str,
+    pub cred_id: &'a str,
+    pub scopes: &'a [String],
+    pub issued_at_ms: i64,
+    pub expires_at_ms: i64,
+}
+
+impl Claims<'_> {
+    pub fn to_json(&self) -> Value {
+        json!({
+            "iss": self.issuer,
+            "sub": self.agent_id,
+            "aud": self.audience,
+            "exp": self.expires_at_ms / 1000,
+            "iat": self.issued_at_ms / 1000,
+            "nbf": self.issued_at_ms / 1000,
+            "jti": self.cred_id,
+            "scope": self.scopes.join(" "),
+            "ws": self.workspace_id,
+        })
+    }
+}
+
+/// `/.well-known/jwks.json`: every published key.
+pub fn jwks(keys: &[SigningKeyRecord]) -> Value {
+    json!({
+        "keys": keys.iter().map(|k| json!({
+            "kty": "OKP",
+            "crv": "Ed25519",
+            "x": k.public_key,
+            "kid": k.kid,
+            "use": "sig",
+            "alg": "EdDSA",
+        })).collect::<Vec<_>>()
+    })
+}
+
+/// `/.well-known/openid-configuration`: where the keys are and what the tokens look like.
+pub fn openid_configuration(issuer: &str) -> Value {
+    json!({
+        "issuer": issuer,
+        "jwks_uri": format!("{issuer}/.well-known/jwks.json"),
+        "token_endpoint": format!("{issuer}/v1/token/exchange"),
+        "introspection_endpoint": format!("{issuer}/v1/identity/introspect"),
+        "response_types_supported": ["token"],
+        "grant_types_supported": ["urn:ietf:params:oauth:grant-type:token-exchange"],
+        "subject_types_supported": ["public"],
+        "id_token_signing_alg_values_supported": ["EdDSA"],
+        "token_endpoint_auth_methods_supported": ["none"],
+        "claims_supported": ["iss", "sub", "aud", "exp", "iat", "nbf", "jti", "scope", "ws"],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ed25519_dalek::{Signature, Verifier, VerifyingKey};
+
+    #[test]
+    fn a_token_verifies_with_the_published_key() {
+        let key = new_key(1_700_000_000_000);
+        let token = sign(&key, &json!({"sub": "agt_x"})).unwrap();
+        let parts: Vec<&str> = token.split('.').collect();
+        assert_eq!(parts.len(), 3);
+        let header: Value =
+            serde_json::from_slice(&URL_SAFE_NO_PAD.decode(parts[0]).unwrap()).unwrap();
+        assert_eq!(header["alg"], "EdDSA");
+        assert_eq!(header["kid"], key.kid.as_str());
+        let x: [u8; 32] = URL_SAFE_NO_PAD
+            .decode(
+                jwks(std::slice::from_ref(&key))["keys"][0]["x"]
+                    .as_str()
+                    .unwrap(),
+            )
+            .unwrap()
+            .try_into()
+            .unwrap();
+        let signature: [u8; 64] = URL_SAFE_NO_PAD
+            .decode(parts[2])
+            .unwrap()
+            .try_into()
+            .unwrap();
+        VerifyingKey::from_bytes(&x)
+            .unwrap()
+            .verify(
+                format!("{}.{}", parts[0], parts[1]).as_bytes(),
+                &Signature::from_bytes(&signature),
+            )
+            .unwrap();
+    }
+}

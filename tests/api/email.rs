@@ -1,0 +1,225 @@
+//! `POST /v1/email/send`: delivered through a real SMTP server on loopback only on allow;
+//! blocked sends deliver nothing; a provider failure is 502 and does not count; the per-agent
+//! rate limit holds under concurrency and across two server processes.
+
+use crate::both_engines;
+use crate::helpers::*;
+use serde_json::{json, Value};
+
+/// An agent allowed to email example.com, at most `per_minute` a minute; answers it.
+async fn setup(app: &TestApp, per_minute: u32) -> TestAgent {
+    let agent = app.active_agent("mailer").await;
+    app.grant(&app.workspace_id, "owner@example.com", "owner")
+        .await;
+    let owner = app.login("owner@example.com").await;
+    let spec = json!({
+        "reusable_policy_blocks": {"mail": {
+            "email": {"allowed_domains": ["example.com"], "max_recipients": 5, "rate_limit_per_minute": per_minute}
+        }},
+        "agent_groups": [{"name": "mailers", "members": [agent.id]}],
+        "bindings": [{"group": "mailers", "blocks": ["mail"]}]
+    });
+    let (s, body) = status_json(
+        owner
+            .post("/v1/policies/sync", &json!({"spec": spec}))
+            .await,
+    )
+    .await;
+    assert_eq!(s, 200, "{body}");
+    agent
+}
+
+/// The emails agents sent (the sink also gets the owner's login link).
+async fn agent_mail(app: &TestApp, count: usize) -> Vec<crate::smtp::Received> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let sent: Vec<_> = app
+            .smtp
+            .messages()
+            .into_iter()
+            .filter(|m| m.data.contains("the secret body text"))
+            .collect();
+        if sent.len() >= count || std::time::Instant::now() > deadline {
+            return sent;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+fn send_body(agent: &TestAgent, to: Value, subject: &str) -> Value {
+    json!({"agent_id": agent.id, "email": {
+        "to": to, "cc": ["cc@example.com"], "subject": subject,
+        "text": "the secret body text", "html": "<p>the secret body text</p>"
+    }})
+}
+
+both_engines! {
+    async fn an_allowed_email_arrives_and_a_blocked_one_does_not(app) {
+        let agent = setup(&app, 10).await;
+        // Blocked first: nothing reaches the SMTP server.
+        let res = app.post("/v1/email/send", &send_body(&agent, json!(["x@evil.test"]), "Blocked")).await;
+        let blocked = assert_error(res, 403, "policy_blocked").await;
+        assert_eq!(blocked["decision"], "deny");
+        assert!(!blocked["reasons"].as_array().unwrap().is_empty(), "{blocked}");
+        assert!(blocked.get("challenge").is_some(), "{blocked}");
+
+        let (s, sent) = status_json(app.post("/v1/email/send", &send_body(&agent, json!(["Ann@Example.com", "bob@example.com"]), "Your refund")).await).await;
+        assert_eq!(s, 200, "{sent}");
+        assert_eq!((sent["ok"].as_bool(), sent["provider"].as_str()), (Some(true), Some("smtp")));
+        let message_id = sent["provider_message_id"].as_str().unwrap().to_owned();
+        assert!(!message_id.is_empty());
+
+        let messages = agent_mail(&app, 1).await;
+        assert_eq!(messages.len(), 1, "only the allowed email was delivered");
+        let m = &messages[0];
+        let mut rcpt = m.rcpt.clone();
+        rcpt.sort();
+        assert_eq!(rcpt, vec!["Ann@Example.com", "bob@example.com", "cc@example.com"]);
+        assert!(m.data.contains("Subject: Your refund"), "{}", m.data);
+        assert!(m.data.contains("the secret body text"));
+
+        // Audited with domains, counts and the message id, never the body.
+        let events = audit_events(&app, "event_type=email.sent").await;
+        assert_eq!(events.len(), 1);
+        let e = &events[0];
+        assert_eq!(e["agent_id"], agent.id.as_str());
+        assert_eq!(e["decision"], "allow");
+        let text = e.to_string();
+        assert!(text.contains(&message_id) && text.contains("example.com"), "{text}");
+        assert!(!text.contains("secret body") && !text.contains("Your refund"), "{text}");
+        let blocked_events = audit_events(&app, "action=send_email&decision=deny").await;
+        assert_eq!(blocked_events.len(), 1, "the blocked send's decision is audited");
+    }
+}
+
+both_engines! {
+    async fn send_input_errors(app) {
+        let agent = setup(&app, 10).await;
+        for (body, status, code) in [
+            (json!({"email": {"to": ["a@example.com"], "subject": "s", "text": "t"}}), 400, "missing_agent_id"),
+            (json!({"agent_id": agent.id}), 400, "missing_email"),
+            (json!({"agent_id": agent.id, "email": {"subject": "s", "text": "t"}}), 400, "missing_email.to"),
+            (json!({"agent_id": agent.id, "email": {"to": ["a@example.com"], "text": "t"}}), 400, "missing_email.subject"),
+            (json!({"agent_id": agent.id, "email": {"to": ["a@example.com"], "subject": "s"}}), 400, "missing_email.text"),
+            (json!({"agent_id": agent.id, "email": {"to": ["a@example.com"], "subject": "s\r\nBcc: x@evil.test", "text": "t"}}), 400, "invalid_email.subject"),
+            (json!({"agent_id": agent.id, "email": {"to": ["a@example.com, b@evil.test"], "subject": "s", "text": "t"}}), 400, "invalid_email.to"),
+            (json!({"agent_id": "agt_00000000000000000000000000000000", "email": {"to": ["a@example.com"], "subject": "s", "text": "t"}}), 404, "unknown_agent"),
+            (json!({"agent_id": agent.id, "policy_id": "pol_nope", "email": {"to": ["a@example.com"], "subject": "s", "text": "t"}}), 404, "unknown_policy"),
+        ] {
+            assert_error(app.post("/v1/email/send", &body).await, status, code).await;
+        }
+        let res = app.client.post(app.url("/v1/email/send")).json(&json!({})).send().await.unwrap();
+        assert_error(res, 401, "missing_api_key").await;
+        assert!(agent_mail(&app, 0).await.is_empty(), "nothing was sent");
+    }
+}
+
+both_engines! {
+    async fn the_rate_limit_counts_sends_and_holds_under_concurrency(app) {
+        let agent = setup(&app, 3).await;
+        let sends = (0..8).map(|i| {
+            let app = app.clone();
+            let body = send_body(&agent, json!(["a@example.com"]), &format!("n{i}"));
+            async move { app.post("/v1/email/send", &body).await.status().as_u16() }
+        });
+        let statuses = futures::future::join_all(sends).await;
+        assert_eq!(statuses.iter().filter(|s| **s == 200).count(), 3, "{statuses:?}");
+        assert!(statuses.iter().all(|s| *s == 200 || *s == 403), "{statuses:?}");
+        assert_eq!(agent_mail(&app, 3).await.len(), 3);
+        // `/v1/check` sees the same counts.
+        let (_, d) = status_json(app.post("/v1/check", &json!({"agent_id": agent.id, "action": "send_email", "email": {"to": ["a@example.com"]}})).await).await;
+        assert_eq!(d["decision"], "deny", "{d}");
+        assert!(d["reason_codes"].to_string().contains("rate_limit"), "{d}");
+    }
+}
+
+/// An SMTP port where nothing listens.
+async fn dead_smtp_url() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    format!("smtp://127.0.0.1:{port}?tls=none")
+}
+
+async fn provider_down_is_502_and_not_counted(engine: Engine) {
+    let app = TestApp::spawn(engine).await;
+    let agent = setup(&app, 1).await;
+    // A replica whose provider is down.
+    let url = dead_smtp_url().await;
+    let (mut down, base) =
+        crate::replicas::start_replica_with(&app.db_url, &app.key, &[("ACP_EMAIL_URL", &url)])
+            .await;
+    let client = reqwest::Client::new();
+    for _ in 0..2 {
+        let res = client
+            .post(format!("{base}/v1/email/send"))
+            .header("X-Service-Api-Key", &app.key)
+            .json(&send_body(&agent, json!(["a@example.com"]), "s"))
+            .send()
+            .await
+            .unwrap();
+        let body = assert_error(res, 502, "provider_unavailable").await;
+        assert!(body["trace_id"].is_string(), "{body}");
+    }
+    // Two failed sends at a limit of one a minute: neither counted.
+    let (_, d) = status_json(app.post("/v1/check", &json!({"agent_id": agent.id, "action": "send_email", "email": {"to": ["a@example.com"]}})).await).await;
+    assert_eq!(d["decision"], "allow", "{d}");
+    assert_eq!(audit_events(&app, "event_type=email.failed").await.len(), 2);
+    down.kill().await.ok();
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn provider_down_is_502_and_not_counted_sqlite() {
+    provider_down_is_502_and_not_counted(Engine::Sqlite).await;
+}
+
+#[cfg(acp_postgres)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn provider_down_is_502_and_not_counted_postgres() {
+    provider_down_is_502_and_not_counted(Engine::Postgres).await;
+}
+
+/// Two server processes on one database race sends of one agent at its limit.
+async fn two_replicas_never_exceed_the_limit(engine: Engine) {
+    let app = TestApp::spawn(engine).await;
+    let agent = setup(&app, 4).await;
+    let (mut other, other_base) = crate::replicas::start_replica(&app.db_url, &app.key).await;
+    let client = reqwest::Client::new();
+    let sends = (0..12).map(|i| {
+        let url = if i % 2 == 0 {
+            app.url("/v1/email/send")
+        } else {
+            format!("{other_base}/v1/email/send")
+        };
+        let body = send_body(&agent, json!(["a@example.com"]), &format!("n{i}"));
+        let req = client
+            .post(url)
+            .header("X-Service-Api-Key", &app.key)
+            .json(&body);
+        async move { req.send().await.unwrap().status().as_u16() }
+    });
+    let statuses = futures::future::join_all(sends).await;
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 200).count(),
+        4,
+        "{statuses:?}"
+    );
+    assert!(
+        statuses.iter().all(|s| *s == 200 || *s == 403),
+        "{statuses:?}"
+    );
+    other.kill().await.ok();
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_on_sqlite_never_exceed_the_email_limit() {
+    two_replicas_never_exceed_the_limit(Engine::Sqlite).await;
+}
+
+#[cfg(acp_postgres)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_on_postgres_never_exceed_the_email_limit() {
+    two_replicas_never_exceed_the_limit(Engine::Postgres).await;
+}
