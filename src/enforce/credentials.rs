@@ -501,17 +501,18 @@ pub async fn introspect(
                 crate::store::AgentStatus::Revoked | crate::store::AgentStatus::Suspended
             )
         });
-    let reason = if c.revoked_at.is_some() {
+    // Revoke-all marks the credentials it finds revoked too: those count as the kill switch's.
+    let by_kill_switch = switch
+        .all_revoked_at
+        .is_some_and(|cutoff| c.created_at < cutoff || c.revoked_at.is_some_and(|at| at == cutoff));
+    let reason = if by_kill_switch {
+        Some("revoked_by_kill_switch")
+    } else if c.revoked_at.is_some() {
         Some("revoked")
     } else if !agent_active {
         Some("agent_not_active")
     } else if now >= c.expires_at {
         Some("expired")
-    } else if switch
-        .all_revoked_at
-        .is_some_and(|cutoff| c.created_at < cutoff)
-    {
-        Some("revoked_by_kill_switch")
     } else if c.one_time && c.used_at.is_some() {
         Some("already_used")
     } else {

@@ -200,6 +200,14 @@ impl TestApp {
         self.running.db.drop_database().await;
     }
 
+    /// The same workspace and key, talking to another server (a replica) at `base`.
+    pub fn at(&self, base: String) -> TestApp {
+        TestApp {
+            base,
+            ..self.clone()
+        }
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }

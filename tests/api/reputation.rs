@@ -98,3 +98,37 @@ both_engines! {
         assert_eq!(send(&app, &body, &now_ms().to_string(), &nonce, &app.key).await.status(), 200);
     }
 }
+
+/// Feedback for one agent arriving at two server processes at once: every report counts (the
+/// agent's row is locked while its score moves).
+async fn concurrent_feedback_on_two_replicas_is_never_lost(engine: Engine) {
+    let app = TestApp::spawn(engine).await;
+    let (mut other, other_base) = crate::replicas::start_replica(&app.db_url, &app.key).await;
+    let other_app = app.at(other_base);
+    for round in 0..4 {
+        let agent = app.active_agent(&format!("raced-{round}")).await;
+        let reports = [&app, &other_app, &app]
+            .into_iter()
+            .map(|a| feedback(a, &agent.id, "bad"));
+        let answers = futures::future::join_all(reports).await;
+        assert!(answers.iter().all(|(s, _)| *s == 200), "{answers:?}");
+        let (_, a) = status_json(app.get(&format!("/v1/agents/{}", agent.id)).await).await;
+        assert_eq!(
+            a["agent"]["risk_tier"], "high",
+            "three bad reports, all counted"
+        );
+    }
+    other.kill().await.ok();
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_feedback_on_two_sqlite_processes_is_never_lost() {
+    concurrent_feedback_on_two_replicas_is_never_lost(Engine::Sqlite).await;
+}
+
+#[cfg(acp_postgres)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_feedback_on_two_postgres_replicas_is_never_lost() {
+    concurrent_feedback_on_two_replicas_is_never_lost(Engine::Postgres).await;
+}

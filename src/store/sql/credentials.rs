@@ -73,6 +73,12 @@ async fn apply_inner(
             .bind(*at)
             .execute(&mut **tx)
             .await?;
+            // Lock the agent's row before reading its score (a row lock on Postgres, the write
+            // lock on SQLite), so concurrent feedback on two replicas cannot lose an update.
+            sqlx::query("UPDATE agents SET risk_scored_at = risk_scored_at WHERE id = $1")
+                .bind(agent_id)
+                .execute(&mut **tx)
+                .await?;
             let row = sqlx::query(
                 "SELECT risk_score, risk_scored_at FROM agents WHERE id = $1 AND workspace_id = $2",
             )
@@ -191,6 +197,16 @@ async fn apply_inner(
         }
         Op::RevokeAll { workspace_id, at } => {
             ensure_switch(tx, workspace_id, *at).await?;
+            // Every credential committed so far is revoked outright, whatever the clock of the
+            // replica that minted it said; the cutoff below also covers the rest.
+            sqlx::query(
+                "UPDATE credentials SET revoked_at = $1, revoked_reason = 'kill switch: revoke-all' \
+                 WHERE workspace_id = $2 AND revoked_at IS NULL AND expires_at > $1",
+            )
+            .bind(*at)
+            .bind(workspace_id)
+            .execute(&mut **tx)
+            .await?;
             sqlx::query("UPDATE kill_switches SET all_revoked_at = CASE WHEN all_revoked_at IS NULL OR all_revoked_at < $1 \
                  THEN $1 ELSE all_revoked_at END, updated_at = $1 WHERE workspace_id = $2")
                 .bind(*at)
