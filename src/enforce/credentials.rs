@@ -340,6 +340,12 @@ pub async fn exchange(
         ctx.config.signature_window_ms,
     )
     .map_err(sign_failure)?;
+    // Single use per purpose: a signed request can be verified once (`/v1/verify`) and
+    // exchanged once.
+    let nonce = crate::store::NonceClaim {
+        scope: format!("exchange:{}", nonce.scope),
+        ..nonce
+    };
     // The service's own facts win over the caller's.
     for (k, v) in [
         ("audience", json!(audience)),

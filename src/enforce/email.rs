@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 
 use crate::api;
 use crate::audit::{self, Actor};
-use crate::context::Context;
+use crate::context::SharedContext;
 use crate::error::{ApiError, ApiResult};
 use crate::ids;
 use crate::mail::{Email, MailError};
@@ -117,7 +117,7 @@ fn domains(addresses: &[String]) -> Vec<String> {
 }
 
 pub async fn send(
-    ctx: &Context,
+    ctx: &SharedContext,
     workspace_id: &str,
     actor: &Actor,
     req: api::EmailSendRequest,
@@ -178,61 +178,25 @@ pub async fn send(
                 .unwrap_or(Value::Null),
         ));
     }
-    let provider = ctx.mailer.provider().to_owned();
-    let delivered = match tokio::time::timeout(PROVIDER_TIMEOUT, ctx.mailer.send(&mail)).await {
-        Ok(result) => result,
-        Err(_) => Err(MailError::Provider("timed out".into())),
-    };
-    let details = json!({
-        "email_id": reservation.id,
-        "provider": provider,
-        "recipient_domains": domains(&all),
-        "to_count": mail.to.len(),
-        "cc_count": mail.cc.len(),
-        "bcc_count": mail.bcc.len(),
-        "has_text": mail.text.is_some(),
-        "has_html": mail.html.is_some(),
-    });
-    let (event_type, message_id) = match &delivered {
-        Ok(id) => ("email.sent", Some(id.clone())),
-        Err(_) => ("email.failed", None),
-    };
-    let mut details = details;
-    if let Some(obj) = details.as_object_mut() {
-        obj.insert("provider_message_id".into(), json!(message_id));
-        if let Err(err) = &delivered {
-            // The provider's own words can echo addresses but never the body.
-            obj.insert(
-                "error".into(),
-                json!(match err {
-                    MailError::Invalid(_) => "invalid_message",
-                    MailError::Provider(_) => "provider_unavailable",
-                }),
-            );
-        }
-    }
-    let mut event = audit::state_change(
-        event_type,
-        "send_email",
-        Some(workspace_id),
-        Some(&agent_id),
-        actor,
-        details,
-    );
-    event.decision = Some("allow".into());
-    event.trace_id = Some(decision.trace_id.clone());
-    event.policy_id = Some(decision.policy_id.clone());
-    event.policy_hash = Some(decision.policy_hash.clone());
-    ctx.writer
-        .commit(
-            Change::new(Op::FinishEmail {
-                id: reservation.id.clone(),
-                provider: provider.clone(),
-                provider_message_id: message_id.clone(),
-            })
-            .audited(event),
-        )
-        .await?;
+    // Delivery and its record run in their own task: a client that disconnects (or the
+    // request timeout) cannot leave a sent email unaudited or a reservation open.
+    let task = tokio::spawn(deliver(
+        ctx.clone(),
+        mail,
+        all,
+        reservation.id.clone(),
+        Recorded {
+            workspace_id: workspace_id.to_owned(),
+            agent_id: agent_id.clone(),
+            actor: actor.clone(),
+            trace_id: decision.trace_id.clone(),
+            policy_id: decision.policy_id.clone(),
+            policy_hash: decision.policy_hash.clone(),
+        },
+    ));
+    let (provider, delivered) = task
+        .await
+        .map_err(|e| ApiError::internal(format!("email delivery task: {e}")))??;
     match delivered {
         Ok(provider_message_id) => Ok(api::EmailSendResponse {
             ok: true,
@@ -252,4 +216,81 @@ pub async fn send(
             .with("trace_id", decision.trace_id))
         }
     }
+}
+
+/// What the delivery's audit event carries besides the email's own facts.
+struct Recorded {
+    workspace_id: String,
+    agent_id: String,
+    actor: Actor,
+    trace_id: String,
+    policy_id: String,
+    policy_hash: String,
+}
+
+/// Hands the message to the provider and records the outcome: the reservation becomes a sent
+/// email, or is removed; either way with its audit event. Answers the provider's name and
+/// message id (or its failure).
+async fn deliver(
+    ctx: SharedContext,
+    mail: Email,
+    all: Vec<String>,
+    email_id: String,
+    rec: Recorded,
+) -> ApiResult<(String, Result<String, MailError>)> {
+    let provider = ctx.mailer.provider().to_owned();
+    let delivered = match tokio::time::timeout(PROVIDER_TIMEOUT, ctx.mailer.send(&mail)).await {
+        Ok(result) => result,
+        Err(_) => Err(MailError::Provider("timed out".into())),
+    };
+    let mut details = json!({
+        "email_id": email_id,
+        "provider": provider,
+        "recipient_domains": domains(&all),
+        "to_count": mail.to.len(),
+        "cc_count": mail.cc.len(),
+        "bcc_count": mail.bcc.len(),
+        "has_text": mail.text.is_some(),
+        "has_html": mail.html.is_some(),
+    });
+    let (event_type, message_id) = match &delivered {
+        Ok(id) => ("email.sent", Some(id.clone())),
+        Err(_) => ("email.failed", None),
+    };
+    if let Some(obj) = details.as_object_mut() {
+        obj.insert("provider_message_id".into(), json!(message_id));
+        if let Err(err) = &delivered {
+            // The provider's own words can echo addresses but never the body.
+            obj.insert(
+                "error".into(),
+                json!(match err {
+                    MailError::Invalid(_) => "invalid_message",
+                    MailError::Provider(_) => "provider_unavailable",
+                }),
+            );
+        }
+    }
+    let mut event = audit::state_change(
+        event_type,
+        "send_email",
+        Some(&rec.workspace_id),
+        Some(&rec.agent_id),
+        &rec.actor,
+        details,
+    );
+    event.decision = Some("allow".into());
+    event.trace_id = Some(rec.trace_id);
+    event.policy_id = Some(rec.policy_id);
+    event.policy_hash = Some(rec.policy_hash);
+    ctx.writer
+        .commit(
+            Change::new(Op::FinishEmail {
+                id: email_id,
+                provider: provider.clone(),
+                provider_message_id: message_id,
+            })
+            .audited(event),
+        )
+        .await?;
+    Ok((provider, delivered))
 }

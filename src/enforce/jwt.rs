@@ -15,9 +15,9 @@ use crate::time::now_ms;
 /// The longest lifetime of any token a key signs (credentials and token exchange).
 pub const MAX_TOKEN_TTL_SECS: i64 = super::credentials::MAX_TTL_SECS;
 
-/// A retired key stays published this long past the rotation: its last tokens' lifetime plus a
-/// minute for clock skew.
-const PUBLISH_AFTER_RETIRING_MS: i64 = (MAX_TOKEN_TTL_SECS + 60) * 1000;
+/// A retired key stays published this long past the rotation: it signs for one more JWKS cache
+/// lifetime, then its last tokens live `MAX_TOKEN_TTL_SECS`; plus a minute for clock skew.
+const PUBLISH_AFTER_RETIRING_MS: i64 = (JWKS_MAX_AGE_SECS + MAX_TOKEN_TTL_SECS + 60) * 1000;
 
 fn new_key(now: i64) -> SigningKeyRecord {
     let seed: [u8; 32] = random_bytes();
@@ -84,20 +84,35 @@ pub async fn rotate(store: &dyn Store) -> Result<String, StoreError> {
     }
 }
 
-/// The key that signs now (made on first use if the database has none yet).
+/// How long verifiers may cache the JWKS.
+pub const JWKS_MAX_AGE_SECS: i64 = 60;
+pub const JWKS_CACHE_CONTROL: &str = "public, max-age=60";
+
+/// The key that signs now: the newest published key that has been published for longer than
+/// verifiers cache the JWKS, so a verifier never meets a token signed by a key its cached set
+/// lacks (after a rotation the previous key signs one more minute); when no key is that old,
+/// the one published longest (a fresh install's only key). Made on first use if the database
+/// has none yet.
 pub async fn current_key(store: &dyn Store) -> Result<SigningKeyRecord, StoreError> {
     for _ in 0..2 {
-        if let Some(key) = store
-            .signing_keys(now_ms())
-            .await?
-            .into_iter()
-            .find(|k| k.retired_at.is_none())
-        {
+        let now = now_ms();
+        if let Some(key) = choose(store.signing_keys(now).await?, now) {
             return Ok(key);
         }
         ensure_key(store).await?;
     }
     Err(StoreError::Conflict("no signing key could be made".into()))
+}
+
+/// Of the published keys (newest first), the one that signs at `now`.
+fn choose(keys: Vec<SigningKeyRecord>, now: i64) -> Option<SigningKeyRecord> {
+    let settled = now - JWKS_MAX_AGE_SECS * 1000;
+    // Else the key published longest (a fresh install's only key).
+    let pos = keys
+        .iter()
+        .position(|k| k.created_at <= settled)
+        .unwrap_or(keys.len().saturating_sub(1));
+    keys.into_iter().nth(pos)
 }
 
 /// `header.claims.signature`, EdDSA over Ed25519, with `kid` in the header.
@@ -181,6 +196,28 @@ pub fn openid_configuration(issuer: &str) -> Value {
 mod tests {
     use super::*;
     use ed25519_dalek::{Signature, Verifier, VerifyingKey};
+
+    #[test]
+    fn a_new_key_signs_once_every_cached_jwks_has_it() {
+        let t = 1_700_000_000_000;
+        let old = new_key(t - 86_400_000);
+        let mut rotated = new_key(t);
+        assert_eq!(choose(vec![old.clone()], t).unwrap().kid, old.kid);
+        rotated.created_at = t;
+        let both = vec![rotated.clone(), old.clone()];
+        assert_eq!(choose(both.clone(), t + 59_999).unwrap().kid, old.kid);
+        assert_eq!(choose(both, t + 60_000).unwrap().kid, rotated.kid);
+        // A fresh install signs with its only key at once; rotated within its first minute,
+        // it keeps signing with that key until the new one has been published a minute.
+        assert_eq!(choose(vec![rotated.clone()], t).unwrap().kid, rotated.kid);
+        let mut first = new_key(t - 10_000);
+        first.created_at = t - 10_000;
+        assert_eq!(
+            choose(vec![rotated.clone(), first.clone()], t).unwrap().kid,
+            first.kid
+        );
+        assert!(choose(Vec::new(), t).is_none());
+    }
 
     #[test]
     fn a_token_verifies_with_the_published_key() {

@@ -139,7 +139,7 @@ pub async fn exchange(
 pub async fn jwks(State(ctx): State<SharedContext>) -> ApiResult<impl IntoResponse> {
     let keys = ctx.store.signing_keys(crate::time::now_ms()).await?;
     Ok((
-        [(header::CACHE_CONTROL, "public, max-age=60")],
+        [(header::CACHE_CONTROL, jwt::JWKS_CACHE_CONTROL)],
         Json(jwt::jwks(&keys)),
     ))
 }

@@ -271,8 +271,18 @@ pub async fn check_with(
             workspace_id: workspace_id.to_owned(),
             agent_id: agent.agent.id.clone(),
             recipients: r.recipients,
-            seen_last_minute: sent_minute,
-            seen_last_day: sent_day,
+            // A policy without email rate limits does not depend on the counts: no need to
+            // decide again when other sends got in first.
+            seen_last_minute: if policy.compiled.counts_emails {
+                sent_minute
+            } else {
+                i64::MAX
+            },
+            seen_last_day: if policy.compiled.counts_emails {
+                sent_day
+            } else {
+                i64::MAX
+            },
             at: now,
         };
         change.op = match std::mem::take(&mut change.op) {

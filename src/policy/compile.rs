@@ -184,6 +184,9 @@ pub struct CompiledPolicy {
     pub members: HashMap<String, Vec<String>>,
     /// Groups with selectors.
     pub selectors: Vec<(String, Vec<Selector>)>,
+    /// Some rule reads the agent's email counts (an email rate limit, or raw Cedar that names
+    /// `sent_last_minute` / `sent_last_day`).
+    pub counts_emails: bool,
 }
 
 struct Rule {
@@ -1179,7 +1182,9 @@ pub fn compile(spec: &PolicySpec) -> Result<CompiledPolicy, Vec<SpecError>> {
             selectors.push((g.name.clone(), g.selectors.clone()));
         }
     }
+    let counts_emails = rules.iter().any(|r| r.condition.contains("sent_last_"));
     Ok(CompiledPolicy {
+        counts_emails,
         spec: spec.clone(),
         hash: spec.hash(),
         cedar,

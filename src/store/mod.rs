@@ -290,8 +290,10 @@ pub enum Op {
         at: i64,
     },
     /// Reserves one email send of an agent, serialised per agent across replicas: `Conflict`
-    /// when more emails were sent in the last minute or day than the decision saw (`seen_*`),
-    /// which the caller answers by deciding again with the new counts.
+    /// when more emails were sent in the last minute or day than the decision saw (`seen_*`,
+    /// `i64::MAX` when the decision does not depend on them), which the caller answers by
+    /// deciding again with the new counts; `AgentNotActive` when the agent was suspended or
+    /// revoked meanwhile.
     ReserveEmail {
         id: String,
         workspace_id: String,

@@ -235,6 +235,17 @@ async fn apply_inner(
             .bind(*at)
             .execute(&mut **tx)
             .await?;
+            // An agent suspended or revoked on another replica since this one decided.
+            let live = sqlx::query(
+                "SELECT 1 AS live FROM agents WHERE id = $1 AND workspace_id = $2 AND status NOT IN ('revoked', 'suspended')",
+            )
+            .bind(agent_id)
+            .bind(workspace_id)
+            .fetch_optional(&mut **tx)
+            .await?;
+            if live.is_none() {
+                return Err(StoreError::AgentNotActive);
+            }
             let (minute, day) = count_emails(
                 &mut **tx,
                 workspace_id,
