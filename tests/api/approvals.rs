@@ -8,21 +8,12 @@ use serde_json::{json, Value};
 /// An active agent in a `finance` group whose refunds over 100 USD are challenged.
 pub async fn setup(app: &TestApp) -> TestAgent {
     let agent = app.active_agent("fin").await;
-    app.grant(&app.workspace_id, "owner@example.com", "owner")
-        .await;
-    let owner = app.login("owner@example.com").await;
-    let spec = json!({
+    app.apply_policy(json!({
         "reusable_policy_blocks": {"refunds": {"amount": {"limits": {"USD": {"allow_up_to": 100, "challenge_up_to": 1000}}}}},
         "agent_groups": [{"name": "finance", "members": [agent.id]}],
         "bindings": [{"group": "finance", "blocks": ["refunds"]}]
-    });
-    let (s, body) = status_json(
-        owner
-            .post("/v1/policies/sync", &json!({"spec": spec}))
-            .await,
-    )
+    }))
     .await;
-    assert_eq!(s, 200, "{body}");
     agent
 }
 

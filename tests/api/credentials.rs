@@ -8,10 +8,7 @@ use serde_json::{json, Value};
 /// An agent allowed to mint (ttl over 600 s needs approval); answers it.
 async fn setup(app: &TestApp) -> TestAgent {
     let agent = app.active_agent("minter").await;
-    app.grant(&app.workspace_id, "owner@example.com", "owner")
-        .await;
-    let owner = app.login("owner@example.com").await;
-    let spec = json!({
+    app.apply_policy(json!({
         "reusable_policy_blocks": {"mint": {
             "actions": {"allow": ["mint_credential"]},
             "cedar": [{"name": "long-lived", "outcome": "challenge", "reason_code": "long_ttl", "reason": "long-lived credentials need approval",
@@ -19,14 +16,8 @@ async fn setup(app: &TestApp) -> TestAgent {
         }},
         "agent_groups": [{"name": "minters", "members": [agent.id]}],
         "bindings": [{"group": "minters", "blocks": ["mint"]}]
-    });
-    let (s, body) = status_json(
-        owner
-            .post("/v1/policies/sync", &json!({"spec": spec}))
-            .await,
-    )
+    }))
     .await;
-    assert_eq!(s, 200, "{body}");
     agent
 }
 
@@ -184,10 +175,19 @@ async fn minting_is_rate_limited_per_agent() {
     app.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revoke_all_on_one_sqlite_process_is_seen_by_introspection_on_another() {
+    revoke_all_on_one_replica_is_seen_by_introspection_on_another(Engine::Sqlite).await;
+}
+
 #[cfg(acp_postgres)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn revoke_all_on_one_replica_is_seen_by_introspection_on_another() {
-    let app = TestApp::spawn(Engine::Postgres).await;
+async fn revoke_all_on_one_postgres_replica_is_seen_by_introspection_on_another() {
+    revoke_all_on_one_replica_is_seen_by_introspection_on_another(Engine::Postgres).await;
+}
+
+async fn revoke_all_on_one_replica_is_seen_by_introspection_on_another(engine: Engine) {
+    let app = TestApp::spawn(engine).await;
     let agent = setup(&app).await;
     let (_, minted) = mint(&app, json!({"agent_id": agent.id})).await;
     let token = minted["credential"]["token"].as_str().unwrap().to_owned();

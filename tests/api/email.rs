@@ -9,23 +9,14 @@ use serde_json::{json, Value};
 /// An agent allowed to email example.com, at most `per_minute` a minute; answers it.
 async fn setup(app: &TestApp, per_minute: u32) -> TestAgent {
     let agent = app.active_agent("mailer").await;
-    app.grant(&app.workspace_id, "owner@example.com", "owner")
-        .await;
-    let owner = app.login("owner@example.com").await;
-    let spec = json!({
+    app.apply_policy(json!({
         "reusable_policy_blocks": {"mail": {
             "email": {"allowed_domains": ["example.com"], "max_recipients": 5, "rate_limit_per_minute": per_minute}
         }},
         "agent_groups": [{"name": "mailers", "members": [agent.id]}],
         "bindings": [{"group": "mailers", "blocks": ["mail"]}]
-    });
-    let (s, body) = status_json(
-        owner
-            .post("/v1/policies/sync", &json!({"spec": spec}))
-            .await,
-    )
+    }))
     .await;
-    assert_eq!(s, 200, "{body}");
     agent
 }
 

@@ -526,6 +526,21 @@ impl TestApp {
         crate::smtp::login_link(message)
     }
 
+    /// Applies `spec` as the workspace's default policy, as its owner (owner@example.com) does
+    /// it from a browser session.
+    pub async fn apply_policy(&self, spec: Value) {
+        self.grant(&self.workspace_id, "owner@example.com", "owner")
+            .await;
+        let owner = self.login("owner@example.com").await;
+        let (s, body) = status_json(
+            owner
+                .post("/v1/policies/sync", &json!({"spec": spec}))
+                .await,
+        )
+        .await;
+        assert_eq!(s, 200, "{body}");
+    }
+
     /// The whole magic-link login, as a browser does it.
     pub async fn login(&self, email: &str) -> Browser {
         let link = self.request_login_link(email).await;

@@ -13,10 +13,7 @@ use serde_json::{json, Value};
 /// above 1000 s needs approval); answers it.
 async fn setup(app: &TestApp) -> TestAgent {
     let agent = app.active_agent("jwt").await;
-    app.grant(&app.workspace_id, "owner@example.com", "owner")
-        .await;
-    let owner = app.login("owner@example.com").await;
-    let spec = json!({
+    app.apply_policy(json!({
         "reusable_policy_blocks": {"tokens": {
             "actions": {"allow": ["mint_credential", "token_exchange"]},
             "cedar": [
@@ -28,14 +25,8 @@ async fn setup(app: &TestApp) -> TestAgent {
         }},
         "agent_groups": [{"name": "jwt", "members": [agent.id]}],
         "bindings": [{"group": "jwt", "blocks": ["tokens"]}]
-    });
-    let (s, body) = status_json(
-        owner
-            .post("/v1/policies/sync", &json!({"spec": spec}))
-            .await,
-    )
+    }))
     .await;
-    assert_eq!(s, 200, "{body}");
     agent
 }
 
