@@ -255,7 +255,25 @@ async fn clean_nonces(ctx: SharedContext) {
 /// woken (a local write, a Postgres NOTIFY).
 async fn follow_changes(ctx: SharedContext) {
     let mut since = now_ms();
+    let mut polls: u64 = 0;
     loop {
+        polls += 1;
+        // Once a minute, compare every cached policy with the store's current version.
+        if polls.is_multiple_of(60) {
+            match ctx.store.policy_heads().await {
+                Ok(heads) => {
+                    let stale = ctx.caches.stale_policies(&heads);
+                    if !stale.is_empty() {
+                        tracing::warn!(
+                            count = stale.len(),
+                            "cached policies were stale; reloading"
+                        );
+                        ctx.caches.apply(ctx.store.as_ref(), stale).await;
+                    }
+                }
+                Err(err) => tracing::warn!(error = %err, "policy version check failed; will retry"),
+            }
+        }
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
             _ = ctx.changes.notified() => {}

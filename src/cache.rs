@@ -163,6 +163,30 @@ impl Caches {
         Ok(loaded)
     }
 
+    /// The cached policies whose version is not the store's current one: a safety net for a
+    /// change the poll missed (a replica's clock far off, a commit long after its change row).
+    pub fn stale_policies(&self, heads: &[(String, String, i64)]) -> Vec<Invalidation> {
+        let current: HashMap<String, i64> = heads
+            .iter()
+            .map(|(ws, pol, v)| (policy_key(ws, pol), *v))
+            .collect();
+        let Ok(map) = self.policies.read() else {
+            return Vec::new();
+        };
+        map.iter()
+            .filter(|(key, loaded)| {
+                // The built-in default (version 0) has no row until a sync creates one.
+                current
+                    .get(*key)
+                    .map_or(loaded.version != 0, |v| *v != loaded.version)
+            })
+            .filter_map(|(key, _)| {
+                key.split_once('/')
+                    .map(|(ws, pol)| Invalidation::Policy(ws.to_owned(), pol.to_owned()))
+            })
+            .collect()
+    }
+
     /// Applies what changed elsewhere: evicts agents and keys, reloads policies.
     pub async fn apply(&self, store: &dyn Store, changes: Vec<Invalidation>) {
         for change in changes {
@@ -233,4 +257,38 @@ pub async fn load_policy(
         version: record.current_version,
         compiled,
     })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at_version(version: i64) -> Arc<LoadedPolicy> {
+        let default = default_policy().unwrap();
+        Arc::new(LoadedPolicy {
+            name: "p".into(),
+            version,
+            compiled: default.compiled.clone(),
+        })
+    }
+
+    #[test]
+    fn policies_behind_the_store_are_found_stale() {
+        let caches = Caches::default();
+        caches.put_policy("ws_a", "pol_default", at_version(0));
+        caches.put_policy("ws_a", "pol_x", at_version(3));
+        caches.put_policy("ws_b", "pol_y", at_version(2));
+        let heads = vec![
+            ("ws_a".to_owned(), "pol_x".to_owned(), 4),
+            ("ws_b".to_owned(), "pol_y".to_owned(), 2),
+        ];
+        let stale = caches.stale_policies(&heads);
+        assert_eq!(stale.len(), 1);
+        assert!(
+            matches!(&stale[0], Invalidation::Policy(ws, pol) if ws == "ws_a" && pol == "pol_x")
+        );
+        // The built-in default stays until a sync gives it a row.
+        let synced = vec![("ws_a".to_owned(), "pol_default".to_owned(), 1)];
+        assert_eq!(caches.stale_policies(&synced).len(), 3);
+    }
 }

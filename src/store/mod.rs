@@ -491,6 +491,8 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<serde_json::Value, StoreError>;
     /// Agents, keys and policies changed at or after `since` (cache invalidation).
     async fn changes_since(&self, since: i64) -> Result<Vec<Invalidation>, StoreError>;
+    /// Every policy's current version: `(workspace_id, policy_id, version)`.
+    async fn policy_heads(&self) -> Result<Vec<(String, String, i64)>, StoreError>;
 }
 
 /// Applies one change outside the group-commit writer (CLI commands, bootstrap).

@@ -1011,6 +1011,21 @@ impl Store for SqlStore {
         policies::changes_since(&self.read, since).await
     }
 
+    async fn policy_heads(&self) -> Result<Vec<(String, String, i64)>, StoreError> {
+        let rows = sqlx::query("SELECT workspace_id, id, current_version FROM policies")
+            .fetch_all(&self.read)
+            .await?;
+        let mut heads = Vec::with_capacity(rows.len());
+        for r in rows {
+            heads.push((
+                r.try_get("workspace_id")?,
+                r.try_get("id")?,
+                r.try_get("current_version")?,
+            ));
+        }
+        Ok(heads)
+    }
+
     async fn agent(&self, id: &str) -> Result<Option<AgentRecord>, StoreError> {
         let sql = format!("SELECT {AGENT_COLUMNS} FROM agents WHERE id = $1");
         let row = sqlx::query(&sql)
