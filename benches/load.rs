@@ -138,6 +138,11 @@ impl Server {
                 database_url,
             ])
             .env("ACP_BOOTSTRAP_API_KEY", api_key)
+            // Postgres has no key file next to the database.
+            .env(
+                "ACP_MASTER_KEY",
+                "YmVuY2gtbWFzdGVyLWtleS1vZi10aGUtYWNwLWxvYWQ=",
+            )
             .env("ACP_SIGNATURE_WINDOW_SECS", "3600")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -134,7 +134,8 @@ impl App {
     pub async fn build(config: Config) -> anyhow::Result<App> {
         let store = open_store(&config).await?;
         let bootstrap = bootstrap(store.as_ref(), &config).await?;
-        crate::enforce::jwt::ensure_key(store.as_ref())
+        let master_key = master_key(&config)?;
+        crate::enforce::jwt::ensure_key(store.as_ref(), &master_key)
             .await
             .context("cannot make the JWT signing key")?;
         let listener = TcpListener::bind(config.addr)
@@ -160,6 +161,7 @@ impl App {
             caches: crate::cache::Caches::default(),
             changes: tokio::sync::Notify::new(),
             public_url,
+            master_key,
         });
         Ok(App {
             ctx,
@@ -307,6 +309,55 @@ async fn listen_for_changes(ctx: SharedContext, url: String) {
             Err(err) => tracing::warn!(error = %err, "LISTEN connection failed; polling only"),
         }
         tokio::time::sleep(Duration::from_secs(5)).await;
+    }
+}
+
+/// The master key: the configured one, else (SQLite) the key file next to the database, made
+/// on first start with mode 0600. Postgres deployments must configure it: every replica needs
+/// the same key.
+pub fn master_key(config: &Config) -> anyhow::Result<crate::secret::MasterKey> {
+    use crate::secret::MasterKey;
+    if let Some(text) = &config.master_key {
+        return MasterKey::from_base64(text.expose()).map_err(anyhow::Error::msg);
+    }
+    let url = config.database_url.as_str();
+    let sqlite_path = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
+        .or_else(|| (!url.contains("://")).then_some(url))
+        .map(|rest| rest.split_once('?').map_or(rest, |(path, _)| path))
+        .filter(|path| !path.is_empty() && *path != ":memory:");
+    let Some(db_path) = sqlite_path else {
+        anyhow::bail!(
+            "set ACP_MASTER_KEY (32 random bytes in standard base64, the same on every replica; \
+             for example `openssl rand -base64 32`): it encrypts the JWT signing keys in the database"
+        );
+    };
+    let file = std::path::Path::new(db_path)
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."))
+        .join("acp-master.key");
+    match std::fs::read_to_string(&file) {
+        Ok(text) => {
+            MasterKey::from_base64(&text).map_err(|e| anyhow::anyhow!("`{}`: {e}", file.display()))
+        }
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            use std::io::Write;
+            use std::os::unix::fs::OpenOptionsExt;
+            let key = MasterKey::generate();
+            let mut out = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&file)
+                .with_context(|| format!("cannot create `{}`", file.display()))?;
+            out.write_all(key.to_base64().expose().as_bytes())?;
+            out.sync_all()?;
+            tracing::info!(path = %file.display(), "made the master key file (keep it with the database's backups)");
+            Ok(key)
+        }
+        Err(err) => Err(anyhow::anyhow!("cannot read `{}`: {err}", file.display())),
     }
 }
 

@@ -80,6 +80,12 @@ pub struct Settings {
     )]
     #[serde(default, deserialize_with = "deserialize_secret")]
     pub bootstrap_api_key: Option<SecretSetting>,
+    /// Key that encrypts the JWT signing keys at rest: 32 bytes, standard base64, the same on
+    /// every replica [default with SQLite: a key file `acp-master.key` next to the database,
+    /// made on first start; required with Postgres]
+    #[arg(long, env = "ACP_MASTER_KEY", hide_env_values = true, global = true)]
+    #[serde(default, deserialize_with = "deserialize_secret")]
+    pub master_key: Option<SecretSetting>,
 }
 
 /// A secret setting; prints redacted.
@@ -120,6 +126,7 @@ pub const KNOWN_ENV: &[&str] = &[
     "ACP_SHUTDOWN_GRACE_SECS",
     "ACP_LOG_FORMAT",
     "ACP_BOOTSTRAP_API_KEY",
+    "ACP_MASTER_KEY",
     "ACP_TEST_POSTGRES_URL",
     "ACP_EMAIL_URL",
     "ACP_EMAIL_FROM",
@@ -161,6 +168,7 @@ pub struct Config {
     pub shutdown_grace_secs: u64,
     pub log_format: LogFormat,
     pub bootstrap_api_key: Option<Secret>,
+    pub master_key: Option<Secret>,
     pub email_url: String,
     pub email_from: String,
     pub contact_email: Option<String>,
@@ -196,6 +204,7 @@ impl Settings {
             shutdown_grace_secs: self.shutdown_grace_secs.or(lower.shutdown_grace_secs),
             log_format: self.log_format.or(lower.log_format),
             bootstrap_api_key: self.bootstrap_api_key.or(lower.bootstrap_api_key),
+            master_key: self.master_key.or(lower.master_key),
             email_url: self.email_url.or(lower.email_url),
             email_from: self.email_from.or(lower.email_from),
             contact_email: self.contact_email.or(lower.contact_email),
@@ -261,6 +270,7 @@ impl Settings {
             shutdown_grace_secs: self.shutdown_grace_secs.unwrap_or(30),
             log_format,
             bootstrap_api_key: self.bootstrap_api_key.map(|s| s.0),
+            master_key: self.master_key.map(|s| s.0),
             email_url: self.email_url.unwrap_or_else(|| "outbox".to_owned()),
             email_from: self
                 .email_from

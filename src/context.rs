@@ -20,6 +20,8 @@ pub struct Context {
     pub changes: tokio::sync::Notify,
     /// Base URL for links (`ACP_PUBLIC_URL`, else the address the server listens on).
     pub public_url: String,
+    /// Encrypts the JWT signing keys at rest.
+    pub master_key: crate::secret::MasterKey,
 }
 
 pub type SharedContext = Arc<Context>;

@@ -88,3 +88,103 @@ mod tests {
         assert!(!ct_eq(b"abc", b"abcd"));
     }
 }
+
+/// The key that encrypts secrets the service must read back (the JWT issuer's private keys):
+/// ChaCha20-Poly1305 with a random nonce per value. Never printed.
+#[derive(Clone)]
+pub struct MasterKey([u8; 32]);
+
+impl fmt::Debug for MasterKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("MasterKey([redacted])")
+    }
+}
+
+const SEALED_PREFIX: &str = "v1:";
+
+impl MasterKey {
+    /// From its standard base64 text (32 bytes).
+    pub fn from_base64(text: &str) -> Result<MasterKey, String> {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD
+            .decode(text.trim())
+            .ok()
+            .and_then(|b| <[u8; 32]>::try_from(b).ok())
+            .map(MasterKey)
+            .ok_or_else(|| "the master key must be 32 bytes in standard base64".to_owned())
+    }
+
+    pub fn generate() -> MasterKey {
+        MasterKey(random_bytes())
+    }
+
+    pub fn to_base64(&self) -> Secret {
+        use base64::Engine;
+        Secret::new(base64::engine::general_purpose::STANDARD.encode(self.0))
+    }
+
+    /// `v1:` + base64(nonce ‖ ciphertext), bound to `context` (e.g. the record's id).
+    pub fn seal(&self, plaintext: &[u8], context: &str) -> Result<String, String> {
+        use base64::Engine;
+        use chacha20poly1305::aead::{Aead, KeyInit, Payload};
+        let cipher = chacha20poly1305::ChaCha20Poly1305::new((&self.0).into());
+        let nonce: [u8; 12] = random_bytes();
+        let sealed = cipher
+            .encrypt(
+                (&nonce).into(),
+                Payload {
+                    msg: plaintext,
+                    aad: context.as_bytes(),
+                },
+            )
+            .map_err(|_| "encryption failed".to_owned())?;
+        let mut out = nonce.to_vec();
+        out.extend(sealed);
+        Ok(format!(
+            "{SEALED_PREFIX}{}",
+            base64::engine::general_purpose::STANDARD.encode(out)
+        ))
+    }
+
+    /// Opens what [`seal`](Self::seal) made with this key and `context`.
+    pub fn open(&self, sealed: &str, context: &str) -> Result<Vec<u8>, String> {
+        use base64::Engine;
+        use chacha20poly1305::aead::{Aead, KeyInit, Payload};
+        let bytes = sealed
+            .strip_prefix(SEALED_PREFIX)
+            .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+            .filter(|b| b.len() > 12)
+            .ok_or("not a sealed value")?;
+        let (nonce, ciphertext) = bytes.split_at(12);
+        let cipher = chacha20poly1305::ChaCha20Poly1305::new((&self.0).into());
+        cipher
+            .decrypt(
+                nonce.into(),
+                Payload {
+                    msg: ciphertext,
+                    aad: context.as_bytes(),
+                },
+            )
+            .map_err(|_| {
+                "cannot decrypt: a different master key (ACP_MASTER_KEY) sealed it".to_owned()
+            })
+    }
+}
+
+#[cfg(test)]
+mod master_key_tests {
+    use super::*;
+
+    #[test]
+    fn sealed_values_open_only_with_their_key_and_context() {
+        let key = MasterKey::generate();
+        let sealed = key.seal(b"seed bytes", "kid-1").unwrap();
+        assert!(sealed.starts_with("v1:") && !sealed.contains("seed"));
+        assert_eq!(key.open(&sealed, "kid-1").unwrap(), b"seed bytes");
+        assert!(key.open(&sealed, "kid-2").is_err(), "bound to its context");
+        assert!(MasterKey::generate().open(&sealed, "kid-1").is_err());
+        let again = MasterKey::from_base64(key.to_base64().expose()).unwrap();
+        assert_eq!(again.open(&sealed, "kid-1").unwrap(), b"seed bytes");
+        assert!(MasterKey::from_base64("c2hvcnQ=").is_err());
+    }
+}

@@ -227,7 +227,7 @@ async fn issue(
     let cred_id = ids::new_id("crd");
     let expires_at = now + it.ttl * 1000;
     let token = if it.token_type == "jwt" {
-        let key = crate::enforce::jwt::current_key(ctx.store.as_ref()).await?;
+        let key = crate::enforce::jwt::current_key(ctx.store.as_ref(), &ctx.master_key).await?;
         let claims = crate::enforce::jwt::Claims {
             issuer: &ctx.public_url,
             agent_id: it.agent_id,
@@ -238,7 +238,8 @@ async fn issue(
             issued_at_ms: now,
             expires_at_ms: expires_at,
         };
-        crate::enforce::jwt::sign(&key, &claims.to_json()).map_err(ApiError::internal)?
+        crate::enforce::jwt::sign(&key, &ctx.master_key, &claims.to_json())
+            .map_err(ApiError::internal)?
     } else {
         format!("sct_{}", random_base62(43))
     };

@@ -8,7 +8,7 @@ use base64::Engine;
 use ed25519_dalek::{Signer, SigningKey};
 use serde_json::{json, Value};
 
-use crate::secret::{random_base62, random_bytes, Secret};
+use crate::secret::{random_base62, random_bytes, MasterKey, Secret};
 use crate::store::{Change, Op, Outcome, SigningKeyRecord, Store, StoreError};
 use crate::time::now_ms;
 
@@ -19,21 +19,24 @@ pub const MAX_TOKEN_TTL_SECS: i64 = super::credentials::MAX_TTL_SECS;
 /// lifetime, then its last tokens live `MAX_TOKEN_TTL_SECS`; plus a minute for clock skew.
 const PUBLISH_AFTER_RETIRING_MS: i64 = (JWKS_MAX_AGE_SECS + MAX_TOKEN_TTL_SECS + 60) * 1000;
 
-fn new_key(now: i64) -> SigningKeyRecord {
+/// A new key; its seed is sealed with the master key, bound to its `kid`.
+fn new_key(now: i64, master: &MasterKey) -> Result<SigningKeyRecord, StoreError> {
     let seed: [u8; 32] = random_bytes();
     let key = SigningKey::from_bytes(&seed);
-    SigningKeyRecord {
-        kid: format!("acp-{}", random_base62(16)),
-        private_key: Secret::new(crate::identity::keys::b64(&seed)),
+    let kid = format!("acp-{}", random_base62(16));
+    let sealed = master.seal(&seed, &kid).map_err(StoreError::Database)?;
+    Ok(SigningKeyRecord {
+        kid,
+        private_key: Secret::new(sealed),
         public_key: URL_SAFE_NO_PAD.encode(key.verifying_key().as_bytes()),
         created_at: now,
         retired_at: None,
         publish_until: None,
-    }
+    })
 }
 
 /// Makes a signing key if there is none (at start-up; safe when replicas start together).
-pub async fn ensure_key(store: &dyn Store) -> Result<(), StoreError> {
+pub async fn ensure_key(store: &dyn Store, master: &MasterKey) -> Result<(), StoreError> {
     let now = now_ms();
     if store
         .signing_keys(now)
@@ -46,7 +49,7 @@ pub async fn ensure_key(store: &dyn Store) -> Result<(), StoreError> {
     crate::store::apply_one(
         store,
         Change::new(Op::AddSigningKey {
-            key: new_key(now),
+            key: new_key(now, master)?,
             rotate: false,
             publish_until: now,
         }),
@@ -56,9 +59,20 @@ pub async fn ensure_key(store: &dyn Store) -> Result<(), StoreError> {
 }
 
 /// Adds a new signing key and retires the current ones; answers the new key id.
-pub async fn rotate(store: &dyn Store) -> Result<String, StoreError> {
+pub async fn rotate(store: &dyn Store, master: &MasterKey) -> Result<String, StoreError> {
     let now = now_ms();
-    let key = new_key(now);
+    // A key sealed with another master key than the servers' would be one they cannot open.
+    for current in store.signing_keys(now).await? {
+        master
+            .open(current.private_key.expose(), &current.kid)
+            .map_err(|_| {
+                StoreError::Database(format!(
+                    "the master key (ACP_MASTER_KEY) is not the one that sealed key {}; use the servers' master key",
+                    current.kid
+                ))
+            })?;
+    }
+    let key = new_key(now, master)?;
     let kid = key.kid.clone();
     let event = crate::audit::state_change(
         "signing_key.rotated",
@@ -93,13 +107,16 @@ pub const JWKS_CACHE_CONTROL: &str = "public, max-age=60";
 /// lacks (after a rotation the previous key signs one more minute); when no key is that old,
 /// the one published longest (a fresh install's only key). Made on first use if the database
 /// has none yet.
-pub async fn current_key(store: &dyn Store) -> Result<SigningKeyRecord, StoreError> {
+pub async fn current_key(
+    store: &dyn Store,
+    master: &MasterKey,
+) -> Result<SigningKeyRecord, StoreError> {
     for _ in 0..2 {
         let now = now_ms();
         if let Some(key) = choose(store.signing_keys(now).await?, now) {
             return Ok(key);
         }
-        ensure_key(store).await?;
+        ensure_key(store, master).await?;
     }
     Err(StoreError::Conflict("no signing key could be made".into()))
 }
@@ -116,10 +133,11 @@ fn choose(keys: Vec<SigningKeyRecord>, now: i64) -> Option<SigningKeyRecord> {
 }
 
 /// `header.claims.signature`, EdDSA over Ed25519, with `kid` in the header.
-pub fn sign(key: &SigningKeyRecord, claims: &Value) -> Result<String, String> {
-    let seed: [u8; 32] = crate::identity::keys::b64_decode(key.private_key.expose())
-        .and_then(|b| b.try_into().ok())
-        .ok_or("the signing key is damaged")?;
+pub fn sign(key: &SigningKeyRecord, master: &MasterKey, claims: &Value) -> Result<String, String> {
+    let seed: [u8; 32] = master
+        .open(key.private_key.expose(), &key.kid)?
+        .try_into()
+        .map_err(|_| "the signing key is damaged")?;
     let signer = SigningKey::from_bytes(&seed);
     let header = json!({ "alg": "EdDSA", "typ": "JWT", "kid": key.kid });
     let signing_input = format!(
@@ -200,8 +218,9 @@ mod tests {
     #[test]
     fn a_new_key_signs_once_every_cached_jwks_has_it() {
         let t = 1_700_000_000_000;
-        let old = new_key(t - 86_400_000);
-        let mut rotated = new_key(t);
+        let master = MasterKey::generate();
+        let old = new_key(t - 86_400_000, &master).unwrap();
+        let mut rotated = new_key(t, &master).unwrap();
         assert_eq!(choose(vec![old.clone()], t).unwrap().kid, old.kid);
         rotated.created_at = t;
         let both = vec![rotated.clone(), old.clone()];
@@ -210,7 +229,7 @@ mod tests {
         // A fresh install signs with its only key at once; rotated within its first minute,
         // it keeps signing with that key until the new one has been published a minute.
         assert_eq!(choose(vec![rotated.clone()], t).unwrap().kid, rotated.kid);
-        let mut first = new_key(t - 10_000);
+        let mut first = new_key(t - 10_000, &master).unwrap();
         first.created_at = t - 10_000;
         assert_eq!(
             choose(vec![rotated.clone(), first.clone()], t).unwrap().kid,
@@ -221,8 +240,14 @@ mod tests {
 
     #[test]
     fn a_token_verifies_with_the_published_key() {
-        let key = new_key(1_700_000_000_000);
-        let token = sign(&key, &json!({"sub": "agt_x"})).unwrap();
+        let master = MasterKey::generate();
+        let key = new_key(1_700_000_000_000, &master).unwrap();
+        assert!(
+            key.private_key.expose().starts_with("v1:"),
+            "sealed at rest"
+        );
+        assert!(sign(&key, &MasterKey::generate(), &json!({})).is_err());
+        let token = sign(&key, &master, &json!({"sub": "agt_x"})).unwrap();
         let parts: Vec<&str> = token.split('.').collect();
         assert_eq!(parts.len(), 3);
         let header: Value =

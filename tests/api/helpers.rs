@@ -110,6 +110,10 @@ impl TestDb {
 }
 
 /// A well-formed random API key.
+/// The master key of every test server (a replica process on the same database needs it too:
+/// with Postgres there is no key file to share).
+pub const TEST_MASTER_KEY: &str = "dGVzdC1tYXN0ZXIta2V5LW9mLXRoZS1hY3AtdGVzdHM=";
+
 pub fn random_api_key() -> String {
     format!("svc_test_{}", acp::secret::random_base62(43))
 }
@@ -151,6 +155,7 @@ impl TestApp {
         config.email_from = "acp@example.test".into();
         config.addr = "127.0.0.1:0".parse().expect("addr");
         config.bootstrap_api_key = Some(acp::secret::Secret::new(key.clone()));
+        config.master_key = Some(acp::secret::Secret::new(TEST_MASTER_KEY.to_owned()));
         config.shutdown_grace_secs = 5;
         tune(&mut config);
         let app = acp::app::App::build(config).await.expect("build app");

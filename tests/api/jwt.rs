@@ -93,9 +93,18 @@ both_engines! {
         let old_kid = decode_header(&token).unwrap().kid.unwrap();
         let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_acp"))
             .args(["--database-url", &app.db_url, "keys", "rotate"])
+            .env("ACP_MASTER_KEY", TEST_MASTER_KEY)
             .output().await.unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let listed = run_cli(&app.db_url, &["keys", "list", "--json"]).await;
+        // With another master key than the one that sealed the keys, rotating is refused:
+        // the servers could not open the new key.
+        let wrong = tokio::process::Command::new(env!("CARGO_BIN_EXE_acp"))
+            .args(["--database-url", &app.db_url, "keys", "rotate"])
+            .env("ACP_MASTER_KEY", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=")
+            .output().await.unwrap();
+        assert!(!wrong.status.success());
+        assert!(String::from_utf8_lossy(&wrong.stderr).contains("master key"), "{}", String::from_utf8_lossy(&wrong.stderr));
         assert_eq!(listed["keys"].as_array().unwrap().len(), 2, "{listed}");
         let set = jwks(&app).await;
         assert_eq!(set.keys.len(), 2);

@@ -15,6 +15,7 @@ pub async fn start_replica_with(db_url: &str, key: &str, env: &[(&str, &str)]) -
     let mut child = Command::new(env!("CARGO_BIN_EXE_acp"))
         .args(["serve", "--addr", "127.0.0.1:0", "--database-url", db_url])
         .env("ACP_BOOTSTRAP_API_KEY", key)
+        .env("ACP_MASTER_KEY", TEST_MASTER_KEY)
         .envs(env.iter().copied())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
