@@ -214,3 +214,55 @@ async fn two_replicas_on_sqlite_never_exceed_the_email_limit() {
 async fn two_replicas_on_postgres_never_exceed_the_email_limit() {
     two_replicas_never_exceed_the_limit(Engine::Postgres).await;
 }
+
+/// An agent suspended through one process cannot send through another, even while the other
+/// still holds it as active in its cache: the reservation re-checks it.
+async fn a_suspended_agent_cannot_send_through_another_replica(engine: Engine) {
+    let app = TestApp::spawn(engine).await;
+    let agent = setup(&app, 10).await;
+    let (mut other, other_base) = crate::replicas::start_replica(&app.db_url, &app.key).await;
+    let other_app = app.at(other_base);
+    // The other process sends once: its cache now holds the agent as active.
+    let res = other_app
+        .post(
+            "/v1/email/send",
+            &send_body(&agent, json!(["a@example.com"]), "first"),
+        )
+        .await;
+    assert_eq!(res.status(), 200);
+    let res = app
+        .post(
+            &format!("/v1/agents/{}/suspend", agent.id),
+            &json!({"reason": "incident"}),
+        )
+        .await;
+    assert_eq!(res.status(), 200);
+    let res = other_app
+        .post(
+            "/v1/email/send",
+            &send_body(&agent, json!(["a@example.com"]), "second"),
+        )
+        .await;
+    // Refused by the policy (the other process already saw the change) or by the
+    // reservation (it had not): either way, nothing is sent.
+    let (s, body) = status_json(res).await;
+    assert_eq!(s, 403, "{body}");
+    assert!(
+        ["policy_blocked", "agent_not_active"].contains(&body["error"].as_str().unwrap()),
+        "{body}"
+    );
+    assert_eq!(audit_events(&app, "event_type=email.sent").await.len(), 1);
+    other.kill().await.ok();
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_suspended_agent_cannot_send_through_another_sqlite_process() {
+    a_suspended_agent_cannot_send_through_another_replica(Engine::Sqlite).await;
+}
+
+#[cfg(acp_postgres)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_suspended_agent_cannot_send_through_another_postgres_replica() {
+    a_suspended_agent_cannot_send_through_another_replica(Engine::Postgres).await;
+}
