@@ -320,14 +320,7 @@ pub fn master_key(config: &Config) -> anyhow::Result<crate::secret::MasterKey> {
     if let Some(text) = &config.master_key {
         return MasterKey::from_base64(text.expose()).map_err(anyhow::Error::msg);
     }
-    let url = config.database_url.as_str();
-    let sqlite_path = url
-        .strip_prefix("sqlite://")
-        .or_else(|| url.strip_prefix("sqlite:"))
-        .or_else(|| (!url.contains("://")).then_some(url))
-        .map(|rest| rest.split_once('?').map_or(rest, |(path, _)| path))
-        .filter(|path| !path.is_empty() && *path != ":memory:");
-    let Some(db_path) = sqlite_path else {
+    let Some((db_path, _)) = crate::store::sqlite_file(&config.database_url) else {
         anyhow::bail!(
             "set ACP_MASTER_KEY (32 random bytes in standard base64, the same on every replica; \
              for example `openssl rand -base64 32`): it encrypts the JWT signing keys in the database"

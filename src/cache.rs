@@ -67,7 +67,6 @@ impl<V: Clone> TtlMap<V> {
 pub struct CachedKey {
     pub workspace_id: String,
     pub key_id: String,
-    pub key_hash: String,
 }
 
 /// An agent with its inventory labels.

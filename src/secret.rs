@@ -1,5 +1,9 @@
 //! Secrets: generation, hashing and constant-time comparison. A [`Secret`] never prints.
 
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+use chacha20poly1305::aead::{Aead, KeyInit, Payload};
+use chacha20poly1305::ChaCha20Poly1305;
 use rand::Rng;
 use sha2::{Digest, Sha256};
 use std::fmt;
@@ -62,6 +66,77 @@ pub fn ct_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && bool::from(a.ct_eq(b))
 }
 
+/// The key that encrypts secrets the service must read back (the JWT issuer's private keys):
+/// ChaCha20-Poly1305 with a random nonce per value. Never printed.
+#[derive(Clone)]
+pub struct MasterKey([u8; 32]);
+
+impl fmt::Debug for MasterKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("MasterKey([redacted])")
+    }
+}
+
+const SEALED_PREFIX: &str = "v1:";
+
+impl MasterKey {
+    /// From its standard base64 text (32 bytes).
+    pub fn from_base64(text: &str) -> Result<MasterKey, String> {
+        STANDARD
+            .decode(text.trim())
+            .ok()
+            .and_then(|b| <[u8; 32]>::try_from(b).ok())
+            .map(MasterKey)
+            .ok_or_else(|| "the master key must be 32 bytes in standard base64".to_owned())
+    }
+
+    pub fn generate() -> MasterKey {
+        MasterKey(random_bytes())
+    }
+
+    pub fn to_base64(&self) -> Secret {
+        Secret::new(STANDARD.encode(self.0))
+    }
+
+    fn cipher(&self) -> ChaCha20Poly1305 {
+        ChaCha20Poly1305::new((&self.0).into())
+    }
+
+    /// `v1:` + base64(nonce ‖ ciphertext), bound to `context` (e.g. the record's id).
+    pub fn seal(&self, plaintext: &[u8], context: &str) -> Result<String, String> {
+        let nonce: [u8; 12] = random_bytes();
+        let payload = Payload {
+            msg: plaintext,
+            aad: context.as_bytes(),
+        };
+        let sealed = self
+            .cipher()
+            .encrypt((&nonce).into(), payload)
+            .map_err(|_| "encryption failed".to_owned())?;
+        Ok(format!(
+            "{SEALED_PREFIX}{}",
+            STANDARD.encode([&nonce[..], &sealed].concat())
+        ))
+    }
+
+    /// Opens what [`seal`](Self::seal) made with this key and `context`.
+    pub fn open(&self, sealed: &str, context: &str) -> Result<Vec<u8>, String> {
+        let bytes = sealed
+            .strip_prefix(SEALED_PREFIX)
+            .and_then(|b| STANDARD.decode(b).ok())
+            .filter(|b| b.len() > 12)
+            .ok_or("not a sealed value")?;
+        let (nonce, ciphertext) = bytes.split_at(12);
+        let payload = Payload {
+            msg: ciphertext,
+            aad: context.as_bytes(),
+        };
+        self.cipher().decrypt(nonce.into(), payload).map_err(|_| {
+            "cannot decrypt: a different master key (ACP_MASTER_KEY) sealed it".to_owned()
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,93 +162,6 @@ mod tests {
         assert!(!ct_eq(b"abc", b"abd"));
         assert!(!ct_eq(b"abc", b"abcd"));
     }
-}
-
-/// The key that encrypts secrets the service must read back (the JWT issuer's private keys):
-/// ChaCha20-Poly1305 with a random nonce per value. Never printed.
-#[derive(Clone)]
-pub struct MasterKey([u8; 32]);
-
-impl fmt::Debug for MasterKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("MasterKey([redacted])")
-    }
-}
-
-const SEALED_PREFIX: &str = "v1:";
-
-impl MasterKey {
-    /// From its standard base64 text (32 bytes).
-    pub fn from_base64(text: &str) -> Result<MasterKey, String> {
-        use base64::Engine;
-        base64::engine::general_purpose::STANDARD
-            .decode(text.trim())
-            .ok()
-            .and_then(|b| <[u8; 32]>::try_from(b).ok())
-            .map(MasterKey)
-            .ok_or_else(|| "the master key must be 32 bytes in standard base64".to_owned())
-    }
-
-    pub fn generate() -> MasterKey {
-        MasterKey(random_bytes())
-    }
-
-    pub fn to_base64(&self) -> Secret {
-        use base64::Engine;
-        Secret::new(base64::engine::general_purpose::STANDARD.encode(self.0))
-    }
-
-    /// `v1:` + base64(nonce ‖ ciphertext), bound to `context` (e.g. the record's id).
-    pub fn seal(&self, plaintext: &[u8], context: &str) -> Result<String, String> {
-        use base64::Engine;
-        use chacha20poly1305::aead::{Aead, KeyInit, Payload};
-        let cipher = chacha20poly1305::ChaCha20Poly1305::new((&self.0).into());
-        let nonce: [u8; 12] = random_bytes();
-        let sealed = cipher
-            .encrypt(
-                (&nonce).into(),
-                Payload {
-                    msg: plaintext,
-                    aad: context.as_bytes(),
-                },
-            )
-            .map_err(|_| "encryption failed".to_owned())?;
-        let mut out = nonce.to_vec();
-        out.extend(sealed);
-        Ok(format!(
-            "{SEALED_PREFIX}{}",
-            base64::engine::general_purpose::STANDARD.encode(out)
-        ))
-    }
-
-    /// Opens what [`seal`](Self::seal) made with this key and `context`.
-    pub fn open(&self, sealed: &str, context: &str) -> Result<Vec<u8>, String> {
-        use base64::Engine;
-        use chacha20poly1305::aead::{Aead, KeyInit, Payload};
-        let bytes = sealed
-            .strip_prefix(SEALED_PREFIX)
-            .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
-            .filter(|b| b.len() > 12)
-            .ok_or("not a sealed value")?;
-        let (nonce, ciphertext) = bytes.split_at(12);
-        let cipher = chacha20poly1305::ChaCha20Poly1305::new((&self.0).into());
-        cipher
-            .decrypt(
-                nonce.into(),
-                Payload {
-                    msg: ciphertext,
-                    aad: context.as_bytes(),
-                },
-            )
-            .map_err(|_| {
-                "cannot decrypt: a different master key (ACP_MASTER_KEY) sealed it".to_owned()
-            })
-    }
-}
-
-#[cfg(test)]
-mod master_key_tests {
-    use super::*;
 
     #[test]
     fn sealed_values_open_only_with_their_key_and_context() {

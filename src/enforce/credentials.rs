@@ -71,18 +71,15 @@ pub async fn mint(
             ))
         }
     };
-    let ttl = check_ttl(req.ttl_seconds.unwrap_or(DEFAULT_TTL_SECS))?;
-    let scopes = req.scopes.unwrap_or_default();
-    check_scopes(&scopes)?;
-    let audience = short_text("audience", req.audience)?;
+    let (ttl, scopes, audience) =
+        terms(req.ttl_seconds, DEFAULT_TTL_SECS, req.scopes, req.audience)?;
     let provider = short_text("provider", req.provider)?;
     let one_time = req.one_time.unwrap_or(false);
     let agent = agent_facts(ctx, workspace_id, &req.agent_id).await?;
-    let context = json!({
-        "audience": audience, "provider": provider, "ttl_seconds": ttl,
-        "one_time": one_time, "token_type": token_type, "scope_count": scopes.len(),
-        "scopes": sorted(&scopes),
-    });
+    let mut context = serde_json::Map::new();
+    context.insert("provider".into(), json!(provider));
+    context.insert("one_time".into(), json!(one_time));
+    context.insert("token_type".into(), json!(token_type));
     let issued = issue(
         ctx,
         workspace_id,
@@ -116,21 +113,24 @@ pub async fn mint(
     })
 }
 
-fn check_ttl(ttl: i64) -> ApiResult<i64> {
+/// The terms every credential request states: its lifetime (`default` when absent), its
+/// scopes and its audience, checked in that order.
+fn terms(
+    ttl: Option<i64>,
+    default: i64,
+    scopes: Option<Vec<String>>,
+    audience: Option<String>,
+) -> ApiResult<(i64, Vec<String>, Option<String>)> {
+    let ttl = ttl.unwrap_or(default);
     if ttl <= 0 || ttl > MAX_TTL_SECS {
         return Err(ApiError::bad_request(
             "invalid_ttl",
             format!("`ttl_seconds` must be between 1 and {MAX_TTL_SECS}"),
         ));
     }
-    Ok(ttl)
-}
-
-/// The scopes as one sorted string (part of the request a policy and an approval see).
-fn sorted(scopes: &[String]) -> String {
-    let mut sorted = scopes.to_vec();
-    sorted.sort();
-    sorted.join(" ")
+    let scopes = scopes.unwrap_or_default();
+    check_scopes(&scopes)?;
+    Ok((ttl, scopes, short_text("audience", audience)?))
 }
 
 /// What to decide and, on allow, issue.
@@ -138,7 +138,8 @@ struct Issue<'a> {
     agent_id: &'a str,
     policy_id: Option<String>,
     action: &'static str,
-    context: Value,
+    /// The request's own facts; `issue` adds the terms (audience, lifetime, scopes).
+    context: serde_json::Map<String, Value>,
     token_type: &'static str,
     ttl: i64,
     scopes: &'a [String],
@@ -162,8 +163,20 @@ async fn issue(
     ctx: &Context,
     workspace_id: &str,
     actor: &Actor,
-    it: Issue<'_>,
+    mut it: Issue<'_>,
 ) -> ApiResult<Issued> {
+    // The terms are part of the request a policy and an approval see (the scopes as one sorted
+    // string); the service's facts win over the caller's.
+    let mut sorted = it.scopes.to_vec();
+    sorted.sort();
+    for (k, v) in [
+        ("audience", json!(it.audience)),
+        ("ttl_seconds", json!(it.ttl)),
+        ("scope_count", json!(it.scopes.len())),
+        ("scopes", json!(sorted.join(" "))),
+    ] {
+        it.context.insert(k.into(), v);
+    }
     let switch = ctx.store.kill_switch(workspace_id).await?;
     if switch.minting_paused {
         return Err(ApiError::new(
@@ -188,7 +201,7 @@ async fn issue(
             agent_id: it.agent_id.to_owned(),
             policy_id: it.policy_id,
             action: it.action.into(),
-            context: Some(it.context),
+            context: Some(Value::Object(it.context)),
             email: None,
         },
     )
@@ -282,7 +295,6 @@ async fn issue(
             "minting_paused",
             "minting was paused, or the agent suspended or revoked, while this mint was checked",
         )),
-        Err(StoreError::Replay) => return Err(sign_failure(SignFailure::Replay)),
         Err(StoreError::AgentNotActive) => return Err(sign_failure(SignFailure::AgentNotActive)),
         Err(e) => return Err(e.into()),
     }
@@ -306,10 +318,12 @@ pub async fn exchange(
     if req.agent_id.is_empty() {
         return Err(ApiError::missing("agent_id"));
     }
-    let ttl = check_ttl(req.ttl_seconds.unwrap_or(EXCHANGE_DEFAULT_TTL_SECS))?;
-    let scopes = req.scopes.unwrap_or_default();
-    check_scopes(&scopes)?;
-    let audience = short_text("audience", req.audience)?;
+    let (ttl, scopes, audience) = terms(
+        req.ttl_seconds,
+        EXCHANGE_DEFAULT_TTL_SECS,
+        req.scopes,
+        req.audience,
+    )?;
     let mut context = match req.context {
         None | Some(Value::Null) => serde_json::Map::new(),
         Some(Value::Object(map)) => map,
@@ -348,16 +362,8 @@ pub async fn exchange(
         ..nonce
     };
     // The service's own facts win over the caller's.
-    for (k, v) in [
-        ("audience", json!(audience)),
-        ("ttl_seconds", json!(ttl)),
-        ("scope_count", json!(scopes.len())),
-        ("scopes", json!(sorted(&scopes))),
-        ("request_method", json!(proof.method)),
-        ("request_path", json!(proof.path)),
-    ] {
-        context.insert(k.into(), v);
-    }
+    context.insert("request_method".into(), json!(proof.method));
+    context.insert("request_path".into(), json!(proof.path));
     let issued = issue(
         ctx,
         workspace_id,
@@ -366,7 +372,7 @@ pub async fn exchange(
             agent_id: &agent.agent.id,
             policy_id: req.policy_id,
             action: "token_exchange",
-            context: Value::Object(context),
+            context,
             token_type: "jwt",
             ttl,
             scopes: &scopes,
@@ -385,11 +391,14 @@ pub async fn exchange(
     })
 }
 
+/// Revokes the live credentials of the workspace that match: by token hash, by id, or every
+/// one of an agent.
 async fn revoke_where(
     ctx: &Context,
     workspace_id: &str,
     actor: &Actor,
-    op: Op,
+    token_hash: Option<String>,
+    cred_id: Option<String>,
     agent_id: Option<&str>,
     reason: Option<String>,
 ) -> ApiResult<api::RevokeResponse> {
@@ -401,6 +410,14 @@ async fn revoke_where(
         actor,
         json!({ "reason": reason }),
     );
+    let op = Op::RevokeCredentials {
+        workspace_id: workspace_id.to_owned(),
+        token_hash,
+        cred_id,
+        agent_id: agent_id.map(str::to_owned),
+        reason,
+        at: now_ms(),
+    };
     match ctx.writer.commit(Change::new(op).audited(event)).await? {
         Outcome::Count(n) => Ok(api::RevokeResponse {
             ok: true,
@@ -425,15 +442,7 @@ pub async fn revoke(
     if token_hash.is_none() && cred_id.is_none() {
         return Err(ApiError::missing("token"));
     }
-    let op = Op::RevokeCredentials {
-        workspace_id: workspace_id.to_owned(),
-        token_hash,
-        cred_id,
-        agent_id: None,
-        reason: reason.clone(),
-        at: now_ms(),
-    };
-    revoke_where(ctx, workspace_id, actor, op, None, reason).await
+    revoke_where(ctx, workspace_id, actor, token_hash, cred_id, None, reason).await
 }
 
 pub async fn revoke_by_agent(
@@ -447,15 +456,16 @@ pub async fn revoke_by_agent(
     }
     let reason = short_text("reason", req.reason)?;
     let agent = agent_facts(ctx, workspace_id, &req.agent_id).await?;
-    let op = Op::RevokeCredentials {
-        workspace_id: workspace_id.to_owned(),
-        token_hash: None,
-        cred_id: None,
-        agent_id: Some(agent.agent.id.clone()),
-        reason: reason.clone(),
-        at: now_ms(),
-    };
-    revoke_where(ctx, workspace_id, actor, op, Some(&agent.agent.id), reason).await
+    revoke_where(
+        ctx,
+        workspace_id,
+        actor,
+        None,
+        None,
+        Some(&agent.agent.id),
+        reason,
+    )
+    .await
 }
 
 fn inactive(reason: &str) -> api::IntrospectResponse {

@@ -108,9 +108,8 @@ fn message(email: &Value) -> ApiResult<Email> {
     })
 }
 
-fn domains(addresses: &[String]) -> Vec<String> {
+fn domains<'a>(addresses: impl Iterator<Item = &'a String>) -> Vec<String> {
     let set: BTreeSet<String> = addresses
-        .iter()
         .filter_map(|a| a.rsplit_once('@').map(|(_, d)| d.to_ascii_lowercase()))
         .collect();
     set.into_iter().collect()
@@ -132,16 +131,9 @@ pub async fn send(
         json!({ "to": mail.to, "cc": mail.cc, "bcc": mail.bcc, "subject": mail.subject });
     EmailFacts::from_json(&facts_json)
         .map_err(|field| ApiError::invalid(field, "each entry must be one email address"))?;
-    let all: Vec<String> = mail
-        .to
-        .iter()
-        .chain(&mail.cc)
-        .chain(&mail.bcc)
-        .cloned()
-        .collect();
     let reservation = EmailReservation {
         id: ids::new_id("eml"),
-        recipients: i64::try_from(all.len()).unwrap_or(i64::MAX),
+        recipients: i64::try_from(mail.recipients().count()).unwrap_or(i64::MAX),
     };
     let decision = check_with(
         ctx,
@@ -183,7 +175,6 @@ pub async fn send(
     let task = tokio::spawn(deliver(
         ctx.clone(),
         mail,
-        all,
         reservation.id.clone(),
         Recorded {
             workspace_id: workspace_id.to_owned(),
@@ -234,7 +225,6 @@ struct Recorded {
 async fn deliver(
     ctx: SharedContext,
     mail: Email,
-    all: Vec<String>,
     email_id: String,
     rec: Recorded,
 ) -> ApiResult<(String, Result<String, MailError>)> {
@@ -243,32 +233,25 @@ async fn deliver(
         Ok(result) => result,
         Err(_) => Err(MailError::Provider("timed out".into())),
     };
+    // The provider's own words can echo addresses, so only the kind of failure is recorded.
+    let (event_type, message_id, error) = match &delivered {
+        Ok(id) => ("email.sent", Some(id.clone()), None),
+        Err(MailError::Invalid(_)) => ("email.failed", None, Some("invalid_message")),
+        Err(MailError::Provider(_)) => ("email.failed", None, Some("provider_unavailable")),
+    };
     let mut details = json!({
         "email_id": email_id,
         "provider": provider,
-        "recipient_domains": domains(&all),
+        "recipient_domains": domains(mail.recipients()),
         "to_count": mail.to.len(),
         "cc_count": mail.cc.len(),
         "bcc_count": mail.bcc.len(),
         "has_text": mail.text.is_some(),
         "has_html": mail.html.is_some(),
+        "provider_message_id": message_id,
     });
-    let (event_type, message_id) = match &delivered {
-        Ok(id) => ("email.sent", Some(id.clone())),
-        Err(_) => ("email.failed", None),
-    };
-    if let Some(obj) = details.as_object_mut() {
-        obj.insert("provider_message_id".into(), json!(message_id));
-        if let Err(err) = &delivered {
-            // The provider's own words can echo addresses but never the body.
-            obj.insert(
-                "error".into(),
-                json!(match err {
-                    MailError::Invalid(_) => "invalid_message",
-                    MailError::Provider(_) => "provider_unavailable",
-                }),
-            );
-        }
+    if let Some(error) = error {
+        details["error"] = json!(error);
     }
     let mut event = audit::state_change(
         event_type,

@@ -285,13 +285,12 @@ pub async fn authenticate(ctx: &SharedContext, headers: &HeaderMap) -> Result<Ca
         return Err(invalid());
     }
     let hash = sha256_hex(key.as_bytes());
+    // The cache is keyed by the hash itself: a hit is a match.
     if let Some(hit) = ctx.caches.keys.get(&hash) {
-        if ct_eq(hit.key_hash.as_bytes(), hash.as_bytes()) {
-            return Ok(Caller {
-                workspace_id: hit.workspace_id,
-                key_id: hit.key_id,
-            });
-        }
+        return Ok(Caller {
+            workspace_id: hit.workspace_id,
+            key_id: hit.key_id,
+        });
     }
     let record = ctx
         .store
@@ -316,7 +315,6 @@ pub async fn authenticate(ctx: &SharedContext, headers: &HeaderMap) -> Result<Ca
         crate::cache::CachedKey {
             workspace_id: record.workspace_id.clone(),
             key_id: record.id.clone(),
-            key_hash: record.key_hash.clone(),
         },
     );
     Ok(Caller {

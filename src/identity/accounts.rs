@@ -286,9 +286,7 @@ impl Principal {
     pub async fn admin_of(&self, ctx: &Context) -> ApiResult<(String, Role)> {
         let (workspace_id, role) = self.membership(ctx).await?;
         if !role.can_manage() {
-            return Err(ApiError::new(
-                axum::http::StatusCode::FORBIDDEN,
-                "insufficient_role",
+            return Err(insufficient_role(
                 "only workspace owners and admins may do this",
             ));
         }
@@ -784,11 +782,7 @@ pub async fn add_member(
     let email = normalize_email("email", &req.email)?;
     let role = parse_role(req.role.as_deref().unwrap_or("member"))?;
     if role == Role::Owner && my_role != Role::Owner {
-        return Err(ApiError::new(
-            axum::http::StatusCode::FORBIDDEN,
-            "insufficient_role",
-            "only owners may make owners",
-        ));
+        return Err(insufficient_role("only owners may make owners"));
     }
     let existing = ctx.store.user_by_email(&email).await?;
     if let Some(user) = &existing {
@@ -797,11 +791,7 @@ pub async fn add_member(
         {
             // Changing an owner's role is an owner's decision, and a workspace keeps one.
             if my_role != Role::Owner {
-                return Err(ApiError::new(
-                    axum::http::StatusCode::FORBIDDEN,
-                    "insufficient_role",
-                    "only owners may change an owner's role",
-                ));
+                return Err(insufficient_role("only owners may change an owner's role"));
             }
             let owners = ctx
                 .store
@@ -811,10 +801,7 @@ pub async fn add_member(
                 .filter(|(_, r)| *r == Role::Owner)
                 .count();
             if owners <= 1 {
-                return Err(ApiError::conflict(
-                    "last_owner",
-                    "a workspace keeps at least one owner",
-                ));
+                return Err(last_owner());
             }
         }
     }
@@ -858,17 +845,10 @@ pub async fn remove_member(ctx: &Context, principal: &Principal, user_id: &str) 
     };
     if *their_role == Role::Owner {
         if my_role != Role::Owner {
-            return Err(ApiError::new(
-                axum::http::StatusCode::FORBIDDEN,
-                "insufficient_role",
-                "only owners may remove owners",
-            ));
+            return Err(insufficient_role("only owners may remove owners"));
         }
         if members.iter().filter(|(_, r)| *r == Role::Owner).count() == 1 {
-            return Err(ApiError::conflict(
-                "last_owner",
-                "a workspace keeps at least one owner",
-            ));
+            return Err(last_owner());
         }
     }
     let event = audit::state_change(
@@ -886,10 +866,19 @@ pub async fn remove_member(ctx: &Context, principal: &Principal, user_id: &str) 
     .audited(event);
     match ctx.writer.commit(change).await {
         Ok(_) => Ok(()),
-        Err(StoreError::Conflict(_)) => Err(ApiError::conflict(
-            "last_owner",
-            "a workspace keeps at least one owner",
-        )),
+        Err(StoreError::Conflict(_)) => Err(last_owner()),
         Err(e) => Err(e.into()),
     }
+}
+
+fn insufficient_role(why: &str) -> ApiError {
+    ApiError::new(
+        axum::http::StatusCode::FORBIDDEN,
+        "insufficient_role",
+        why.to_owned(),
+    )
+}
+
+fn last_owner() -> ApiError {
+    ApiError::conflict("last_owner", "a workspace keeps at least one owner")
 }

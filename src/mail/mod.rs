@@ -31,6 +31,13 @@ pub struct Email {
     pub html: Option<String>,
 }
 
+impl Email {
+    /// Every recipient: to, cc, then bcc.
+    pub fn recipients(&self) -> impl Iterator<Item = &String> {
+        self.to.iter().chain(&self.cc).chain(&self.bcc)
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum MailError {
     /// The message itself is unusable (bad address, no body).
@@ -65,9 +72,7 @@ impl Mailer for Outbox {
     async fn send(&self, email: &Email) -> Result<String, MailError> {
         check_email(email)?;
         let id = ids::new_id("msg");
-        let mut recipients = email.to.clone();
-        recipients.extend(email.cc.iter().cloned());
-        recipients.extend(email.bcc.iter().cloned());
+        let recipients: Vec<String> = email.recipients().cloned().collect();
         let message = OutboxMessage {
             id: id.clone(),
             recipients,
@@ -83,7 +88,7 @@ impl Mailer for Outbox {
         .await
         .map_err(|e| MailError::Provider(e.to_string()))?;
         // The body may hold a login link: say where it is, not what it says.
-        tracing::info!(message_id = %id, recipients = email.to.len() + email.cc.len() + email.bcc.len(),
+        tracing::info!(message_id = %id, recipients = email.recipients().count(),
             "email stored in the outbox; read it with `acp outbox list`");
         Ok(id)
     }
@@ -162,7 +167,7 @@ impl Mailer for Smtp {
 }
 
 fn check_email(email: &Email) -> Result<(), MailError> {
-    if email.to.is_empty() && email.cc.is_empty() && email.bcc.is_empty() {
+    if email.recipients().next().is_none() {
         return Err(MailError::Invalid(
             "an email needs at least one recipient".into(),
         ));

@@ -160,19 +160,22 @@ pub async fn check_with(
 
     let now = now_ms();
     // Emails sent through `/v1/email/send` count towards the email block's rate limits: one
-    // more read, for `send_email` checks only.
-    let (sent_minute, sent_day) = if action == "send_email" {
-        ctx.store
-            .email_counts(
-                workspace_id,
-                &agent.agent.id,
-                now - 60_000,
-                now - 86_400_000,
-            )
-            .await?
+    // more read, for `send_email` checks under a policy whose rules read the counts.
+    let counts = if action == "send_email" && policy.compiled.counts_emails {
+        Some(
+            ctx.store
+                .email_counts(
+                    workspace_id,
+                    &agent.agent.id,
+                    now - 60_000,
+                    now - 86_400_000,
+                )
+                .await?,
+        )
     } else {
-        (0, 0)
+        None
     };
+    let (sent_minute, sent_day) = counts.unwrap_or((0, 0));
     let facts = Facts {
         agent_id: &agent.agent.id,
         status: agent.agent.status.as_str(),
@@ -271,18 +274,10 @@ pub async fn check_with(
             workspace_id: workspace_id.to_owned(),
             agent_id: agent.agent.id.clone(),
             recipients: r.recipients,
-            // A policy without email rate limits does not depend on the counts: no need to
+            // A decision that did not read the counts does not depend on them: no need to
             // decide again when other sends got in first.
-            seen_last_minute: if policy.compiled.counts_emails {
-                sent_minute
-            } else {
-                i64::MAX
-            },
-            seen_last_day: if policy.compiled.counts_emails {
-                sent_day
-            } else {
-                i64::MAX
-            },
+            seen_last_minute: counts.map_or(i64::MAX, |c| c.0),
+            seen_last_day: counts.map_or(i64::MAX, |c| c.1),
             at: now,
         };
         change.op = match std::mem::take(&mut change.op) {

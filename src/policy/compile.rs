@@ -303,12 +303,6 @@ impl Emitter<'_> {
         reason: String,
         condition: String,
     ) {
-        if outcome == Outcome::Allow
-            && !self.allows
-            && (kind.starts_with("email/") || kind.starts_with("amount/"))
-        {
-            return;
-        }
         let condition = match &self.narrow {
             Some(narrow) => format!("({narrow}) && ({condition})"),
             None => condition,
@@ -463,13 +457,15 @@ impl Emitter<'_> {
                 "must be `deny` or `challenge`",
             ));
         }
-        self.rule(
-            "email/allow",
-            Outcome::Allow,
-            "email_allowed",
-            "the email is within policy".into(),
-            is_email.clone(),
-        );
+        if self.allows {
+            self.rule(
+                "email/allow",
+                Outcome::Allow,
+                "email_allowed",
+                "the email is within policy".into(),
+                is_email.clone(),
+            );
+        }
         if let Some(domains) = &e.allowed_domains {
             let mut lower: Vec<String> = domains
                 .iter()
@@ -660,13 +656,15 @@ impl Emitter<'_> {
                 )
             };
             let kind = format!("amount/{}", if currency == "*" { "any" } else { currency });
-            self.rule(
-                &format!("{kind}/allow"),
-                Outcome::Allow,
-                "amount_within_limit",
-                format!("{} {currency} or less is allowed", t.allow_up_to),
-                format!("{base} && {which} && {value} <= {allow}"),
-            );
+            if self.allows {
+                self.rule(
+                    &format!("{kind}/allow"),
+                    Outcome::Allow,
+                    "amount_within_limit",
+                    format!("{} {currency} or less is allowed", t.allow_up_to),
+                    format!("{base} && {which} && {value} <= {allow}"),
+                );
+            }
             if challenge_up_to > t.allow_up_to {
                 self.rule(
                     &format!("{kind}/challenge"),
@@ -783,38 +781,48 @@ fn cedar_text(rule: &Rule) -> String {
     )
 }
 
-fn base_rules(spec: &PolicySpec) -> Vec<Rule> {
+/// A guardrail on the agent's own status: matches agents whose status is `status`.
+fn status_rule(
+    status: &str,
+    outcome: Outcome,
+    reason_code: &str,
+    reason: &str,
+    approval: Option<ApprovalRules>,
+) -> Rule {
     // `#` cannot appear in block names, so this source never clashes with a spec element.
-    let source = "global_guardrails#agent_status".to_owned();
+    let source = "global_guardrails#agent_status";
+    Rule {
+        id: format!("{source}#{status}"),
+        group: None,
+        meta: RuleMeta {
+            outcome,
+            reason_code: reason_code.into(),
+            reason: reason.into(),
+            source: source.into(),
+            approval,
+        },
+        actions: None,
+        unusual: true,
+        condition: format!("principal.status == {}", lit(status)),
+    }
+}
+
+fn base_rules(spec: &PolicySpec) -> Vec<Rule> {
     let mut rules = vec![
-        Rule {
-            id: format!("{source}#revoked"),
-            group: None,
-            meta: RuleMeta {
-                outcome: Outcome::Deny,
-                reason_code: "agent_revoked".into(),
-                reason: "the agent is revoked".into(),
-                source: source.clone(),
-                approval: None,
-            },
-            actions: None,
-            unusual: true,
-            condition: "principal.status == \"revoked\"".into(),
-        },
-        Rule {
-            id: format!("{source}#suspended"),
-            group: None,
-            meta: RuleMeta {
-                outcome: Outcome::Deny,
-                reason_code: "agent_suspended".into(),
-                reason: "the agent is suspended".into(),
-                source: source.clone(),
-                approval: None,
-            },
-            actions: None,
-            unusual: true,
-            condition: "principal.status == \"suspended\"".into(),
-        },
+        status_rule(
+            "revoked",
+            Outcome::Deny,
+            "agent_revoked",
+            "the agent is revoked",
+            None,
+        ),
+        status_rule(
+            "suspended",
+            Outcome::Deny,
+            "agent_suspended",
+            "the agent is suspended",
+            None,
+        ),
     ];
     let guardrail_blocks = spec
         .global_guardrails
@@ -830,20 +838,13 @@ fn base_rules(spec: &PolicySpec) -> Vec<Rule> {
             .filter_map(|b| b.status.as_ref())
             .any(|s| s.allow_pending);
     if !allow_pending {
-        rules.push(Rule {
-            id: format!("{source}#pending"),
-            group: None,
-            meta: RuleMeta {
-                outcome: Outcome::Challenge,
-                reason_code: "agent_pending".into(),
-                reason: "the agent has not proven its key yet (pending)".into(),
-                source,
-                approval: spec.global_guardrails.approval.clone(),
-            },
-            actions: None,
-            unusual: true,
-            condition: "principal.status == \"pending\"".into(),
-        });
+        rules.push(status_rule(
+            "pending",
+            Outcome::Challenge,
+            "agent_pending",
+            "the agent has not proven its key yet (pending)",
+            spec.global_guardrails.approval.clone(),
+        ));
     }
     rules
 }

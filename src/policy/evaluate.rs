@@ -190,6 +190,14 @@ fn uid(which: usize, id: &str) -> Result<EntityUid, String> {
     ))
 }
 
+/// `Request::"current"` and `Action::"check"`, the same for every check: built once.
+fn fixed_uids() -> Result<&'static (EntityUid, EntityUid), String> {
+    static UIDS: OnceLock<Result<(EntityUid, EntityUid), String>> = OnceLock::new();
+    UIDS.get_or_init(|| Ok((uid(REQUEST, "current")?, uid(ACTION, "check")?)))
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
 fn strings(items: impl IntoIterator<Item = String>) -> RestrictedExpression {
     RestrictedExpression::new_set(items.into_iter().map(RestrictedExpression::new_string))
 }
@@ -310,7 +318,7 @@ pub(crate) fn evaluate_with(
             }
         }
     }
-    let request_uid = uid(REQUEST, "current")?;
+    let (request_uid, action) = fixed_uids()?;
     let resource =
         Entity::new_with_tags(request_uid.clone(), [], [], numbers).map_err(|e| e.to_string())?;
 
@@ -382,9 +390,14 @@ pub(crate) fn evaluate_with(
         ("email".to_owned(), email_record),
     ])
     .map_err(|e| e.to_string())?;
-    let action = uid(ACTION, "check")?;
-    let request =
-        Request::new(agent_uid, action, request_uid, context, None).map_err(|e| e.to_string())?;
+    let request = Request::new(
+        agent_uid,
+        action.clone(),
+        request_uid.clone(),
+        context,
+        None,
+    )
+    .map_err(|e| e.to_string())?;
     let entities = Entities::from_entities([agent, resource], None).map_err(|e| e.to_string())?;
 
     // Each group's set carries the guardrails too, so an agent of one group costs one

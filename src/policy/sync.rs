@@ -70,17 +70,8 @@ pub async fn sync(
         .idempotency(&workspace_id, key, now_ms() - IDEMPOTENCY_WINDOW_MS)
         .await?
     {
-        if stored.request_hash != request_hash {
-            return Err(ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "idempotency_key_reused",
-                "this Idempotency-Key was used with a different request",
-            ));
-        }
-        return Ok(SyncAnswer {
-            status: StatusCode::from_u16(stored.status as u16).unwrap_or(StatusCode::OK),
-            body: serde_json::from_str(&stored.response).unwrap_or(Value::Null),
-        });
+        let (status, body) = replay(&stored, &request_hash)?;
+        return Ok(SyncAnswer { status, body });
     }
     let record = IdempotencyRecord {
         workspace_id: workspace_id.clone(),
@@ -92,6 +83,22 @@ pub async fn sync(
     };
     let (status, body) = run(ctx, principal, &workspace_id, body, Some(record)).await?;
     Ok(SyncAnswer { status, body })
+}
+
+/// The stored first answer to an `Idempotency-Key`, for a retry of the same request; 422
+/// `idempotency_key_reused` for another request.
+fn replay(stored: &IdempotencyRecord, request_hash: &str) -> ApiResult<(StatusCode, Value)> {
+    if stored.request_hash != request_hash {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "idempotency_key_reused",
+            "this Idempotency-Key was used with a different request",
+        ));
+    }
+    Ok((
+        StatusCode::from_u16(stored.status as u16).unwrap_or(StatusCode::OK),
+        serde_json::from_str(&stored.response).unwrap_or(Value::Null),
+    ))
 }
 
 struct Current {
@@ -308,17 +315,7 @@ async fn run(
                     .idempotency(workspace_id, &key, now_ms() - IDEMPOTENCY_WINDOW_MS)
                     .await?
                     .ok_or_else(|| ApiError::internal("idempotency record vanished"))?;
-                if stored.request_hash != request_hash {
-                    return Err(ApiError::new(
-                        StatusCode::UNPROCESSABLE_ENTITY,
-                        "idempotency_key_reused",
-                        "this Idempotency-Key was used with a different request",
-                    ));
-                }
-                return Ok((
-                    StatusCode::from_u16(stored.status as u16).unwrap_or(StatusCode::OK),
-                    serde_json::from_str(&stored.response).unwrap_or(Value::Null),
-                ));
+                return replay(&stored, &request_hash);
             }
             Err(StoreError::Conflict(_)) => {
                 let now = ctx

@@ -91,12 +91,7 @@ async fn commit_batch(store: &dyn Store, batch: &mut Vec<(Change, Reply)>) {
             tracing::warn!(error = %err, size = changes.len(), "batch failed; applying its changes one by one");
             let mut one_by_one = Vec::with_capacity(changes.len());
             for change in &changes {
-                one_by_one.push(match store.apply(std::slice::from_ref(change)).await {
-                    Ok(mut r) => r
-                        .pop()
-                        .unwrap_or(Err(StoreError::Database("empty batch result".into()))),
-                    Err(err) => Err(err),
-                });
+                one_by_one.push(super::apply_alone(store, change).await);
             }
             one_by_one
         }

@@ -13,7 +13,7 @@ mod sql;
 
 pub use group_commit::{GroupCommit, Writer};
 pub use model::*;
-pub use sql::{OpenOptions, SqlStore, IDEMPOTENCY_KEY_TAKEN};
+pub use sql::{sqlite_file, OpenOptions, SqlStore, IDEMPOTENCY_KEY_TAKEN};
 
 use async_trait::async_trait;
 
@@ -497,8 +497,13 @@ pub trait Store: Send + Sync + 'static {
 
 /// Applies one change outside the group-commit writer (CLI commands, bootstrap).
 pub async fn apply_one(store: &dyn Store, change: Change) -> Result<Outcome, StoreError> {
+    apply_alone(store, &change).await
+}
+
+/// Applies `change` in a transaction of its own.
+pub async fn apply_alone(store: &dyn Store, change: &Change) -> Result<Outcome, StoreError> {
     store
-        .apply(std::slice::from_ref(&change))
+        .apply(std::slice::from_ref(change))
         .await?
         .pop()
         .unwrap_or(Err(StoreError::Database("empty batch result".into())))

@@ -74,15 +74,8 @@ fn affected_or_not_found(rows: u64) -> Result<Outcome, StoreError> {
     }
 }
 
-/// Applies the account operations; `None` for operations that are not theirs.
+/// Applies this module's operations; `None` for operations that are not its.
 pub(super) async fn apply(
-    tx: &mut Transaction<'_, Any>,
-    op: &Op,
-) -> Option<Result<Outcome, StoreError>> {
-    apply_inner(tx, op).await.transpose()
-}
-
-async fn apply_inner(
     tx: &mut Transaction<'_, Any>,
     op: &Op,
 ) -> Result<Option<Outcome>, StoreError> {

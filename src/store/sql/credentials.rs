@@ -5,6 +5,8 @@ use sqlx::{Any, AnyPool, Row, Transaction};
 
 use crate::store::*;
 
+use super::affected_or_conflict;
+
 fn credential_from_row(row: &AnyRow) -> Result<CredentialRecord, sqlx::Error> {
     Ok(CredentialRecord {
         id: row.try_get("id")?,
@@ -37,14 +39,8 @@ async fn ensure_switch(
     Ok(())
 }
 
+/// Applies this module's operations; `None` for operations that are not its.
 pub(super) async fn apply(
-    tx: &mut Transaction<'_, Any>,
-    op: &Op,
-) -> Option<Result<Outcome, StoreError>> {
-    apply_inner(tx, op).await.transpose()
-}
-
-async fn apply_inner(
     tx: &mut Transaction<'_, Any>,
     op: &Op,
 ) -> Result<Option<Outcome>, StoreError> {
@@ -129,11 +125,8 @@ async fn apply_inner(
             .bind(c.expires_at)
             .execute(&mut **tx)
             .await?;
-            if done.rows_affected() == 0 {
-                // Paused, or the agent revoked or suspended, since the mint was checked.
-                return Err(StoreError::Conflict("minting_paused".into()));
-            }
-            Outcome::Done
+            // Paused, or the agent revoked or suspended, since the mint was checked.
+            affected_or_conflict(done.rows_affected(), "minting_paused")?
         }
         Op::RevokeCredentials {
             workspace_id,
@@ -170,12 +163,7 @@ async fn apply_inner(
             .bind(id)
             .execute(&mut **tx)
             .await?;
-            if done.rows_affected() == 0 {
-                return Err(StoreError::Conflict(
-                    "the one-time credential was used".into(),
-                ));
-            }
-            Outcome::Done
+            affected_or_conflict(done.rows_affected(), "the one-time credential was used")?
         }
         Op::SetMinting {
             workspace_id,

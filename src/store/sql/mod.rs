@@ -46,19 +46,25 @@ pub struct SqlStore {
     write: AnyPool,
 }
 
-/// Turns `sqlite:PATH`, `sqlite://PATH` or a bare path into a URL sqlx accepts, creating the
-/// parent directory and asking for the file to be created when missing.
-fn sqlite_url(url: &str) -> Result<String, StoreError> {
+/// The file path and query of an SQLite URL (`sqlite:PATH`, `sqlite://PATH` or a bare path);
+/// `None` for other engines and for in-memory databases.
+pub fn sqlite_file(url: &str) -> Option<(&str, &str)> {
     let rest = url
         .strip_prefix("sqlite://")
         .or_else(|| url.strip_prefix("sqlite:"))
-        .unwrap_or(url);
+        .or_else(|| (!url.contains("://")).then_some(url))?;
     let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
-    if path.is_empty() || path == ":memory:" {
-        return Err(StoreError::Database(
+    (!path.is_empty() && path != ":memory:").then_some((path, query))
+}
+
+/// Turns `sqlite:PATH`, `sqlite://PATH` or a bare path into a URL sqlx accepts, creating the
+/// parent directory and asking for the file to be created when missing.
+fn sqlite_url(url: &str) -> Result<String, StoreError> {
+    let (path, query) = sqlite_file(url).ok_or_else(|| {
+        StoreError::Database(
             "an SQLite database needs a file path, for example `sqlite:./data/acp.db`".into(),
-        ));
-    }
+        )
+    })?;
     if let Some(parent) = Path::new(path)
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -437,6 +443,16 @@ fn checks_before_writing(change: &Change) -> bool {
     matches!(change.op, Op::Nothing | Op::RecordHeartbeats(_))
 }
 
+/// `Done` when the statement changed a row; else `Conflict` with `why` (a precondition in its
+/// WHERE clause no longer held).
+fn affected_or_conflict(rows: u64, why: &str) -> Result<Outcome, StoreError> {
+    if rows == 0 {
+        Err(StoreError::Conflict(why.into()))
+    } else {
+        Ok(Outcome::Done)
+    }
+}
+
 /// Applies one change inside `tx` (a savepoint of the batch transaction).
 async fn apply_change(
     tx: &mut Transaction<'_, Any>,
@@ -748,15 +764,15 @@ async fn apply_op(tx: &mut Transaction<'_, Any>, op: &Op) -> Result<Outcome, Sto
             Ok(last)
         }
         other => {
-            if let Some(result) = accounts::apply(tx, other).await {
-                return result;
+            if let Some(outcome) = accounts::apply(tx, other).await? {
+                return Ok(outcome);
             }
-            if let Some(result) = credentials::apply(tx, other).await {
-                return result;
+            if let Some(outcome) = credentials::apply(tx, other).await? {
+                return Ok(outcome);
             }
             policies::apply(tx, other)
-                .await
-                .unwrap_or_else(|| Err(StoreError::Database("operation without SQL".into())))
+                .await?
+                .ok_or_else(|| StoreError::Database("operation without SQL".into()))
         }
     }
 }

@@ -7,6 +7,8 @@ use sqlx::{Any, AnyPool, Row, Transaction};
 
 use crate::store::*;
 
+use super::affected_or_conflict;
+
 fn policy_from_row(row: &AnyRow) -> Result<PolicyRecord, sqlx::Error> {
     Ok(PolicyRecord {
         workspace_id: row.try_get("workspace_id")?,
@@ -67,15 +69,15 @@ fn challenge_from_row(row: &AnyRow) -> Result<PolicyChallenge, sqlx::Error> {
 /// The conflict of an `Idempotency-Key` stored meanwhile by another request.
 pub const IDEMPOTENCY_KEY_TAKEN: &str = "the idempotency key was stored by another request";
 
-/// Applies the policy operations; `None` for operations that are not theirs.
+/// Applies this module's operations; `None` for operations that are not its.
 pub(super) async fn apply(
     tx: &mut Transaction<'_, Any>,
     op: &Op,
-) -> Option<Result<Outcome, StoreError>> {
-    match op {
-        Op::ApplyPolicy(apply) => Some(apply_policy(tx, apply).await),
-        Op::StoreIdempotency(r) => Some(
-            sqlx::query(
+) -> Result<Option<Outcome>, StoreError> {
+    let outcome = match op {
+        Op::ApplyPolicy(apply) => apply_policy(tx, apply).await?,
+        Op::StoreIdempotency(r) => {
+            let done = sqlx::query(
                 "INSERT INTO idempotency_keys (workspace_id, key, request_hash, status, response, created_at) \
                  VALUES ($1, $2, $3, $4, $5, $6) \
                  ON CONFLICT (workspace_id, key) DO UPDATE SET request_hash = excluded.request_hash, \
@@ -91,19 +93,12 @@ pub(super) async fn apply(
             // A record older than 24 h may be replaced.
             .bind(r.created_at - 86_400_000)
             .execute(&mut **tx)
-            .await
-            .map_err(StoreError::from)
-            .and_then(|done| {
-                // Another request holds the key: this one must not apply anything.
-                if done.rows_affected() == 0 {
-                    Err(StoreError::Conflict(IDEMPOTENCY_KEY_TAKEN.into()))
-                } else {
-                    Ok(Outcome::Done)
-                }
-            }),
-        ),
-        Op::DecideChallenge { id, status, by, at } => Some(
-            sqlx::query(
+            .await?;
+            // Another request holds the key: this one must not apply anything.
+            affected_or_conflict(done.rows_affected(), IDEMPOTENCY_KEY_TAKEN)?
+        }
+        Op::DecideChallenge { id, status, by, at } => {
+            let done = sqlx::query(
                 "UPDATE policy_challenges SET status = $1, decided_at = $2, decided_by = $3 \
                  WHERE id = $4 AND status = 'pending' AND expires_at > $2",
             )
@@ -112,34 +107,23 @@ pub(super) async fn apply(
             .bind(by)
             .bind(id)
             .execute(&mut **tx)
-            .await
-            .map_err(StoreError::from)
-            .and_then(|done| {
-                if done.rows_affected() == 0 {
-                    Err(StoreError::Conflict("the challenge was decided or expired meanwhile".into()))
-                } else {
-                    Ok(Outcome::Done)
-                }
-            }),
-        ),
-        Op::ConsumeApproval { id, at } => Some(
-            sqlx::query(
+            .await?;
+            affected_or_conflict(
+                done.rows_affected(),
+                "the challenge was decided or expired meanwhile",
+            )?
+        }
+        Op::ConsumeApproval { id, at } => {
+            let done = sqlx::query(
                 "UPDATE policy_challenges SET consumed_at = $1 WHERE id = $2 AND status = 'approved' AND consumed_at IS NULL",
             )
             .bind(*at)
             .bind(id)
             .execute(&mut **tx)
-            .await
-            .map_err(StoreError::from)
-            .and_then(|done| {
-                if done.rows_affected() == 0 {
-                    Err(StoreError::Conflict("the approval was used meanwhile".into()))
-                } else {
-                    Ok(Outcome::Done)
-                }
-            }),
-        ),
-        Op::CreatePolicyChallenge(c) => Some(
+            .await?;
+            affected_or_conflict(done.rows_affected(), "the approval was used meanwhile")?
+        }
+        Op::CreatePolicyChallenge(c) => {
             sqlx::query(
                 "INSERT INTO policy_challenges (id, workspace_id, agent_id, policy_id, action, fingerprint, token_hash, \
                  status, reasons, reason_codes, summary, trace_id, created_at, expires_at) \
@@ -160,12 +144,12 @@ pub(super) async fn apply(
             .bind(c.created_at)
             .bind(c.expires_at)
             .execute(&mut **tx)
-            .await
-            .map(|_| Outcome::Done)
-            .map_err(StoreError::from),
-        ),
-        _ => None,
-    }
+            .await?;
+            Outcome::Done
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(outcome))
 }
 
 async fn apply_policy(
