@@ -62,6 +62,17 @@ async fn membership_op(
     })
 }
 
+fn granted(workspace_id: &str, email: &str, role: Role) -> crate::store::AuditEvent {
+    audit::state_change(
+        "membership.granted",
+        "grant",
+        Some(workspace_id),
+        None,
+        &Actor::Cli,
+        json!({ "email_domain": email.split('@').nth(1), "role": role.as_str() }),
+    )
+}
+
 pub async fn run(cli: &Cli, cmd: &WorkspaceCommand) -> anyhow::Result<i32> {
     let (name, owner, json) = match cmd {
         WorkspaceCommand::Create { name, owner, json } => (name, owner, json),
@@ -91,12 +102,16 @@ pub async fn run(cli: &Cli, cmd: &WorkspaceCommand) -> anyhow::Result<i32> {
         &Actor::Cli,
         json!({ "name": workspace.name }),
     );
-    apply_one(
-        store.as_ref(),
-        Change::new(Op::CreateWorkspace(workspace.clone())).audited(event),
-    )
-    .await?;
+    let mut change = Change::new(Op::CreateWorkspace(workspace.clone())).audited(event);
+    // The owner's membership is made with the workspace, in the same transaction.
+    if let Some(email) = &owner {
+        let grant = membership_op(store.as_ref(), &workspace.id, email, Role::Owner).await?;
+        change.op = Op::Batch(vec![change.op, grant]);
+        change = change.audited(granted(&workspace.id, email, Role::Owner));
+    }
+    let result = apply_one(store.as_ref(), change).await;
     store.close().await;
+    result?;
     if *json {
         println!(
             "{}",
@@ -126,14 +141,7 @@ async fn add_member(cli: &Cli, workspace_id: &str, email: &str, role: &str) -> a
         anyhow::bail!("no workspace `{workspace_id}` in this database");
     }
     let op = membership_op(store.as_ref(), workspace_id, &email, role).await?;
-    let event = audit::state_change(
-        "membership.granted",
-        "grant",
-        Some(workspace_id),
-        None,
-        &Actor::Cli,
-        json!({ "email_domain": email.split('@').nth(1), "role": role.as_str() }),
-    );
+    let event = granted(workspace_id, &email, role);
     let result = apply_one(store.as_ref(), Change::new(op).audited(event)).await;
     store.close().await;
     result?;
