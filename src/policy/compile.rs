@@ -8,8 +8,10 @@
 //! The compiled form keeps one Cedar policy set for the guardrails and one per bound group, so a
 //! check evaluates only the rules that can apply to its agent; each set is indexed by the actions
 //! its rules test, and status and reputation rules sit apart, evaluated only for agents that are
-//! not active or above low risk. The indexes only skip rules that cannot match: every condition
-//! still tests its action and status itself (the policy tests check both ways agree).
+//! not active or above low risk. Within an action, rules that test one value of a context field
+//! (an amount block's currency) are indexed by that value too. The indexes only skip rules that
+//! cannot match: every condition still tests its action, status and fields itself (the policy
+//! tests check both ways agree).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::str::FromStr;
@@ -55,9 +57,9 @@ pub struct RuleSet {
     pub policies: PolicySet,
     pub rules: HashMap<PolicyId, RuleMeta>,
     /// Per action that some rule names: the rules naming it and the rules of any action.
-    by_action: HashMap<String, PolicySet>,
+    by_action: HashMap<String, Indexed>,
     /// The rules of any action (all that a check of an action no rule names can match).
-    any_action: PolicySet,
+    any_action: Indexed,
     /// The rules that only match unusual agents (see `RuleSet::for_unusual`); in neither
     /// index above.
     unusual: PolicySet,
@@ -65,7 +67,7 @@ pub struct RuleSet {
 
 impl RuleSet {
     /// The rules that can match a check of `action`.
-    pub fn for_action(&self, action: &str) -> &PolicySet {
+    pub fn for_action(&self, action: &str) -> &Indexed {
         self.by_action.get(action).unwrap_or(&self.any_action)
     }
 
@@ -73,6 +75,71 @@ impl RuleSet {
     /// low (status and reputation rules), whatever the action: skipped for everyone else.
     pub fn for_unusual(&self) -> &PolicySet {
         &self.unusual
+    }
+}
+
+/// The rules of one action, indexed by the context fields they test (see `FieldGuard`).
+#[derive(Debug, Clone, Default)]
+pub struct Indexed {
+    /// Every rule of the action.
+    all: PolicySet,
+    /// Per `name=value` field that some rule tests: the rules that can match a check where it
+    /// is the only tested field present.
+    by_field: HashMap<String, PolicySet>,
+    /// The rules that can match a check where no tested field is present (`None` when no rule
+    /// tests a field: then that is `all`).
+    no_field: Option<PolicySet>,
+}
+
+impl Indexed {
+    /// The rules that can match a check with these `name=value` context fields.
+    pub fn pick(&self, fields: &[String]) -> &PolicySet {
+        if self.by_field.is_empty() {
+            return &self.all;
+        }
+        let mut hit = None;
+        for field in fields {
+            if let Some(set) = self.by_field.get(field) {
+                if hit.is_some() {
+                    // Two tested fields at once (two blocks with different currency fields):
+                    // rare, and every rule is right.
+                    return &self.all;
+                }
+                hit = Some(set);
+            }
+        }
+        hit.or(self.no_field.as_ref()).unwrap_or(&self.all)
+    }
+}
+
+/// What a rule's condition requires of the check's `context.fields` (the `name=value` pairs of
+/// its string and boolean values), besides everything else it tests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum FieldGuard {
+    /// `context.fields.contains(f)`.
+    Has(String),
+    /// `!context.fields.containsAny(fs)`.
+    HasNone(BTreeSet<String>),
+}
+
+impl FieldGuard {
+    fn fields(&self) -> impl Iterator<Item = &String> {
+        let (one, many) = match self {
+            FieldGuard::Has(f) => (Some(f), None),
+            FieldGuard::HasNone(fs) => (None, Some(fs)),
+        };
+        one.into_iter().chain(many.into_iter().flatten())
+    }
+
+    /// Whether a rule with this guard can match a check whose only tested field present is
+    /// `present` (`None`: no tested field present).
+    fn admits(&self, present: Option<&str>) -> bool {
+        match (self, present) {
+            (FieldGuard::Has(f), Some(p)) => f == p,
+            (FieldGuard::Has(_), None) => false,
+            (FieldGuard::HasNone(fs), Some(p)) => !fs.contains(p),
+            (FieldGuard::HasNone(_), None) => true,
+        }
     }
 }
 
@@ -122,20 +189,47 @@ struct Placed {
     compiled: Compiled,
     meta: RuleMeta,
     actions: Option<BTreeSet<String>>,
+    guard: Option<FieldGuard>,
     unusual: bool,
 }
 
-/// Builds a rule set and its action index; errors name the rule.
+/// The rules of one action, and their field index.
+fn indexed(rules: &[&Placed]) -> Indexed {
+    let mut out = Indexed::default();
+    let place = |set: &mut PolicySet, present: Option<&str>| {
+        for p in rules {
+            if p.guard.as_ref().is_none_or(|g| g.admits(present)) {
+                // Every rule here was accepted into the whole set already.
+                let _ = p.compiled.add_to(set);
+            }
+        }
+    };
+    for p in rules {
+        let _ = p.compiled.add_to(&mut out.all);
+    }
+    let tested: BTreeSet<&String> = rules
+        .iter()
+        .filter_map(|p| p.guard.as_ref())
+        .flat_map(FieldGuard::fields)
+        .collect();
+    if tested.is_empty() {
+        return out;
+    }
+    for field in tested {
+        let mut set = PolicySet::new();
+        place(&mut set, Some(field));
+        out.by_field.insert(field.clone(), set);
+    }
+    let mut none = PolicySet::new();
+    place(&mut none, None);
+    out.no_field = Some(none);
+    out
+}
+
+/// Builds a rule set and its action and field indexes; errors name the rule.
 fn index(placed: &[Placed], errors: &mut Vec<SpecError>) -> RuleSet {
     let mut set = RuleSet::default();
-    let named: BTreeSet<&String> = placed
-        .iter()
-        .filter_map(|p| p.actions.as_ref())
-        .flatten()
-        .collect();
-    for action in named {
-        set.by_action.insert(action.clone(), PolicySet::new());
-    }
+    let mut accepted = Vec::new();
     for p in placed {
         if let Err(e) = p.compiled.add_to(&mut set.policies) {
             errors.push(SpecError::new(
@@ -145,26 +239,33 @@ fn index(placed: &[Placed], errors: &mut Vec<SpecError>) -> RuleSet {
             continue;
         }
         set.rules.insert(p.compiled.id(), p.meta.clone());
-        // The same rule was just accepted by `policies`; the index sets cannot refuse it.
-        match &p.actions {
-            _ if p.unusual => {
-                let _ = p.compiled.add_to(&mut set.unusual);
-            }
-            None => {
-                let _ = p.compiled.add_to(&mut set.any_action);
-                for bucket in set.by_action.values_mut() {
-                    let _ = p.compiled.add_to(bucket);
-                }
-            }
-            Some(actions) => {
-                for action in actions {
-                    if let Some(bucket) = set.by_action.get_mut(action) {
-                        let _ = p.compiled.add_to(bucket);
-                    }
-                }
-            }
-        }
+        accepted.push(p);
     }
+    let (unusual, usual): (Vec<&Placed>, Vec<&Placed>) =
+        accepted.into_iter().partition(|p| p.unusual);
+    for p in unusual {
+        // The same rule was just accepted by `policies`; the index sets cannot refuse it.
+        let _ = p.compiled.add_to(&mut set.unusual);
+    }
+    let any: Vec<&Placed> = usual
+        .iter()
+        .copied()
+        .filter(|p| p.actions.is_none())
+        .collect();
+    let named: BTreeSet<&String> = usual
+        .iter()
+        .filter_map(|p| p.actions.as_ref())
+        .flatten()
+        .collect();
+    for action in named {
+        let rules: Vec<&Placed> = usual
+            .iter()
+            .copied()
+            .filter(|p| p.actions.as_ref().is_none_or(|a| a.contains(action)))
+            .collect();
+        set.by_action.insert(action.clone(), indexed(&rules));
+    }
+    set.any_action = indexed(&any);
     set
 }
 
@@ -200,6 +301,8 @@ struct Rule {
     /// The rule can only match an agent that is not active or whose risk tier is above low
     /// (its condition tests just that, besides the action).
     unusual: bool,
+    /// What its condition requires of the context fields (an index, like `actions`).
+    guard: Option<FieldGuard>,
 }
 
 /// A Cedar string literal.
@@ -281,6 +384,8 @@ struct Emitter<'a> {
     scope: Option<BTreeSet<String>>,
     /// The rules being emitted match only unusual agents (see `Rule::unusual`).
     unusual: bool,
+    /// What the rules being emitted require of the context fields (see `Rule::guard`).
+    guard: Option<FieldGuard>,
     allows: bool,
     approval: Option<ApprovalRules>,
 }
@@ -314,6 +419,7 @@ impl Emitter<'_> {
         self.rules.push(Rule {
             actions,
             unusual: self.unusual,
+            guard: self.guard.clone(),
             id: format!("{}#{kind}", self.source),
             group: self.group.clone(),
             meta: RuleMeta {
@@ -334,6 +440,7 @@ impl Emitter<'_> {
     fn block(&mut self, block: &Block, path: &str, in_guardrails: bool) {
         self.approval = block.approval.clone();
         self.scope = None;
+        self.guard = None;
         if let Some(a) = &block.approval {
             for (i, email) in a.approvers.iter().enumerate() {
                 if crate::identity::accounts::normalize_email("email", email).is_err() {
@@ -643,18 +750,23 @@ impl Emitter<'_> {
                 ));
                 continue;
             }
-            let which = if currency == "*" {
+            let (which, guard) = if currency == "*" {
                 if explicit.is_empty() {
-                    "true".to_owned()
+                    ("true".to_owned(), None)
                 } else {
-                    format!("!context.fields.containsAny({})", set_lit(&explicit))
+                    (
+                        format!("!context.fields.containsAny({})", set_lit(&explicit)),
+                        Some(FieldGuard::HasNone(explicit.iter().cloned().collect())),
+                    )
                 }
             } else {
-                format!(
-                    "context.fields.contains({})",
-                    lit(&format!("{}={}", a.currency_field, currency))
+                let field = format!("{}={}", a.currency_field, currency);
+                (
+                    format!("context.fields.contains({})", lit(&field)),
+                    Some(FieldGuard::Has(field)),
                 )
             };
+            self.guard = guard;
             let kind = format!("amount/{}", if currency == "*" { "any" } else { currency });
             if self.allows {
                 self.rule(
@@ -682,6 +794,7 @@ impl Emitter<'_> {
                 format!("{base} && {which} && {value} > {challenge}"),
             );
         }
+        self.guard = None;
         self.rule(
             "amount/negative",
             Outcome::Deny,
@@ -690,6 +803,7 @@ impl Emitter<'_> {
             format!("{base} && {value} < 0"),
         );
         if !a.limits.contains_key("*") {
+            self.guard = Some(FieldGuard::HasNone(explicit.iter().cloned().collect()));
             self.rule(
                 "amount/unknown_currency",
                 Outcome::Deny,
@@ -704,6 +818,7 @@ impl Emitter<'_> {
                 ),
             );
         }
+        self.guard = None;
     }
 
     fn actions(&mut self, a: &ActionRules, path: &str) {
@@ -803,6 +918,7 @@ fn status_rule(
         },
         actions: None,
         unusual: true,
+        guard: None,
         condition: format!("principal.status == {}", lit(status)),
     }
 }
@@ -961,6 +1077,7 @@ fn static_rules(rules: &[&Rule], errors: &mut Vec<SpecError>) -> Vec<Placed> {
                 meta: rule.meta.clone(),
                 actions: rule.actions.clone(),
                 unusual: rule.unusual,
+                guard: rule.guard.clone(),
             }),
             Err(e) => errors.push(SpecError::new(
                 rule.meta.source.clone(),
@@ -1044,6 +1161,7 @@ fn group_rules(
                 meta: rule.meta.clone(),
                 actions: rule.actions.clone(),
                 unusual: rule.unusual,
+                guard: rule.guard.clone(),
             })
         })
         .collect()
@@ -1069,6 +1187,7 @@ pub fn compile(spec: &PolicySpec) -> Result<CompiledPolicy, Vec<SpecError>> {
             narrow_actions: None,
             scope: None,
             unusual: false,
+            guard: None,
             allows: false,
             approval: None,
         };
@@ -1098,6 +1217,7 @@ pub fn compile(spec: &PolicySpec) -> Result<CompiledPolicy, Vec<SpecError>> {
                 .and_then(action_scope),
             scope: None,
             unusual: false,
+            guard: None,
             allows: true,
             approval: None,
         };

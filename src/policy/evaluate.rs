@@ -222,18 +222,21 @@ fn authorizer() -> &'static Authorizer {
     AUTHORIZER.get_or_init(Authorizer::new)
 }
 
-/// The rules of `set` that match. `index`: the check's action and whether its agent is
-/// unusual (not active, or above low risk), to evaluate only the rules that can match; `None`
-/// evaluates every rule.
+/// How to pick the rules of a set: by the check's action, whether its agent is unusual (not
+/// active, or above low risk) and its `name=value` context fields, to evaluate only the rules
+/// that can match; `None` evaluates every rule.
+type IndexBy<'a> = Option<(&'a str, bool, &'a [String])>;
+
+/// The rules of `set` that match.
 fn matching<'a>(
     set: &'a RuleSet,
-    index: Option<(&str, bool)>,
+    index: IndexBy<'_>,
     request: &Request,
     entities: &Entities,
     out: &mut Vec<&'a RuleMeta>,
 ) {
     let (policies, unusual) = match index {
-        Some((action, unusual)) => (set.for_action(action), unusual),
+        Some((action, unusual, fields)) => (set.for_action(action).pick(fields), unusual),
         None => (&set.policies, false),
     };
     let mut run = |policies: &PolicySet| {
@@ -265,7 +268,6 @@ pub(crate) fn evaluate_with(
 ) -> Result<Decision, String> {
     let groups = groups_of(policy, facts);
     let risk_level = RiskTier::parse(facts.risk_tier).map_or(2, RiskTier::level);
-    let index_by = indexed.then_some((facts.action, facts.status != "active" || risk_level > 0));
     let agent_uid = uid(AGENT, facts.agent_id)?;
     let parents = groups
         .iter()
@@ -318,6 +320,8 @@ pub(crate) fn evaluate_with(
             }
         }
     }
+    let unusual = facts.status != "active" || risk_level > 0;
+    let index_by = indexed.then_some((facts.action, unusual, fields.as_slice()));
     let (request_uid, action) = fixed_uids()?;
     let resource =
         Entity::new_with_tags(request_uid.clone(), [], [], numbers).map_err(|e| e.to_string())?;
@@ -386,7 +390,7 @@ pub(crate) fn evaluate_with(
             "action".to_owned(),
             RestrictedExpression::new_string(facts.action.to_owned()),
         ),
-        ("fields".to_owned(), strings(fields)),
+        ("fields".to_owned(), strings(fields.iter().cloned())),
         ("email".to_owned(), email_record),
     ])
     .map_err(|e| e.to_string())?;

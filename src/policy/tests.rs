@@ -403,6 +403,111 @@ bindings: [{ group: finance, blocks: [refunds], actions: [refund] }]
 }
 
 #[test]
+fn the_currency_index_agrees_with_every_rule() {
+    // Two amount blocks on different currency fields, one with a `*` limit, plus a guardrail
+    // amount block: every combination of fields must decide as evaluating every rule does
+    // (`run` checks that), and a USD check must skip the other currencies' rules.
+    let p = policy(
+        r#"
+reusable_policy_blocks:
+  refunds: { amount: { limits: { USD: { allow_up_to: 100, challenge_up_to: 1000 }, EUR: { allow_up_to: 50 } }, actions: [refund] } }
+  payouts: { amount: { field: total, currency_field: ccy, limits: { GBP: { allow_up_to: 10 }, "*": { allow_up_to: 5, challenge_up_to: 7 } } } }
+  reads: { actions: { allow: [read] } }
+agent_groups: [{ name: finance, members: [agt_0123456789abcdef0123456789abcdef] }]
+bindings: [{ group: finance, blocks: [refunds, payouts, reads] }]
+global_guardrails:
+  amount: { limits: { USD: { allow_up_to: 5000 }, EUR: { allow_up_to: 4000 }, JPY: { allow_up_to: 1 } }, actions: [refund] }
+"#,
+    );
+    let currencies = [
+        json!(null),
+        json!("USD"),
+        json!("EUR"),
+        json!("GBP"),
+        json!("JPY"),
+        json!("usd"),
+        json!(true),
+        json!(7),
+    ];
+    let mut seen = std::collections::BTreeSet::new();
+    for action in ["refund", "payout", "read"] {
+        for currency in &currencies {
+            for ccy in &currencies {
+                for amount in [
+                    json!(null),
+                    json!(-1),
+                    json!(3),
+                    json!(6),
+                    json!(60),
+                    json!(600),
+                    json!(4500),
+                    json!(9000),
+                ] {
+                    let mut context = serde_json::Map::new();
+                    for (name, value) in [
+                        ("currency", currency),
+                        ("ccy", ccy),
+                        ("amount", &amount),
+                        ("total", &amount),
+                    ] {
+                        if !value.is_null() {
+                            context.insert(name.into(), value.clone());
+                        }
+                    }
+                    let d = run(
+                        &p,
+                        &Check {
+                            action,
+                            context: Value::Object(context),
+                            ..Check::default()
+                        },
+                    );
+                    seen.insert((d.outcome, d.reason_codes));
+                }
+            }
+        }
+    }
+    // The combinations reach every kind of answer the blocks give.
+    for code in [
+        "amount_within_limit",
+        "amount_requires_approval",
+        "amount_over_limit",
+        "amount_invalid",
+        "currency_not_allowed",
+        "no_matching_rule",
+    ] {
+        assert!(
+            seen.iter()
+                .any(|(_, codes)| codes.iter().any(|c| c == code)),
+            "no check answered {code}: {seen:?}"
+        );
+    }
+    let set = &p.groups["finance"];
+    let usd = set.for_action("refund").pick(&["currency=USD".to_owned()]);
+    let ids: Vec<String> = usd.policies().map(|p| p.id().to_string()).collect();
+    assert!(
+        ids.iter().any(|id| id.contains("amount/USD/allow")),
+        "{ids:?}"
+    );
+    assert!(
+        !ids.iter()
+            .any(|id| id.contains("/EUR/") || id.contains("unknown_currency")),
+        "{ids:?}"
+    );
+    let unknown = set.for_action("refund").pick(&["currency=CHF".to_owned()]);
+    let ids: Vec<String> = unknown.policies().map(|p| p.id().to_string()).collect();
+    assert!(
+        ids.iter().any(|id| id.contains("unknown_currency")),
+        "{ids:?}"
+    );
+    assert!(
+        !ids.iter()
+            .any(|id| id.contains("/USD/") || id.contains("/EUR/")),
+        "{ids:?}"
+    );
+}
+
+#[test]
 fn raw_cedar_rules_decide_with_their_own_codes() {
     let p = policy(
         r#"

@@ -133,7 +133,7 @@ pub struct InventoryRecord {
     pub updated_at: i64,
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct AuditEvent {
     pub id: String,
     pub workspace_id: Option<String>,

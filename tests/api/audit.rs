@@ -83,3 +83,83 @@ both_engines! {
         assert!(!text.contains("svc_test_"), "no key material at all");
     }
 }
+
+both_engines! {
+    async fn a_batch_writes_exactly_the_events_of_the_changes_that_took_effect(app) {
+        use acp::store::{AuditEvent, AuditQuery, Change, NonceClaim, Op, SqlStore, Store, StoreError, Workspace};
+        let store = SqlStore::open(&app.db_url, &Default::default()).await.expect("open");
+        let event = |n: usize, tag: &str| AuditEvent {
+            id: acp::ids::new_id(acp::ids::EVENT),
+            workspace_id: Some(app.workspace_id.clone()),
+            created_at: now_ms(),
+            event_type: format!("test.{tag}"),
+            agent_id: None,
+            action: Some(format!("act_{n}")),
+            decision: Some("allow".into()),
+            policy_id: Some("pol_default".into()),
+            policy_hash: Some("sha256:00".into()),
+            trace_id: Some(format!("trc_{tag}_{n}")),
+            reasons: vec![format!("reason {n}"), "it's \"quoted\"".into()],
+            reason_codes: vec![format!("code_{n}")],
+            actor: "test".into(),
+            details: json!({"n": n, "nested": {"list": [1, 2, 3]}}),
+        };
+        let record = |n: usize, tag: &str| Change::new(Op::Nothing).audited(event(n, tag));
+        let stored = |tag: &'static str| {
+            let store = &store;
+            let workspace_id = app.workspace_id.clone();
+            async move {
+                let mut events = store
+                    .audit_events(&AuditQuery {
+                        workspace_id,
+                        event_type: Some(format!("test.{tag}")),
+                        limit: 1000,
+                        ..Default::default()
+                    })
+                    .await
+                    .expect("events");
+                events.sort_by(|a, b| a.id.cmp(&b.id));
+                events
+            }
+        };
+
+        // Decisions only: one statement up to 64 events, several in one transaction beyond.
+        for (tag, n) in [("one", 1), ("forty", 40), ("sixty_four", 64), ("many", 150)] {
+            let changes: Vec<Change> = (0..n).map(|i| record(i, tag)).collect();
+            let written: Vec<AuditEvent> = changes.iter().flat_map(|c| c.audit.clone()).collect();
+            let results = store.apply(&changes).await.expect("apply");
+            assert_eq!(results.len(), n);
+            assert!(results.iter().all(|r| r.is_ok()), "{tag}: {results:?}");
+            let events = stored(tag).await;
+            assert_eq!(events, written, "{tag}: every event, as written");
+        }
+
+        // A mixed batch: a replayed nonce and a failing operation write none of their events;
+        // everything else is written once.
+        let claim = |nonce: &str| NonceClaim {
+            scope: "test:batch".into(),
+            nonce: nonce.into(),
+            expires_at: now_ms() + 60_000,
+            agent_id: None,
+        };
+        let duplicate = Workspace { id: app.workspace_id.clone(), name: "again".into(), created_at: now_ms() };
+        let changes = vec![
+            record(0, "mixed"),
+            record(1, "mixed").with_nonce(claim("n-1")),
+            record(2, "mixed"),
+            record(3, "mixed").with_nonce(claim("n-1")),
+            Change::new(Op::CreateWorkspace(duplicate)).audited(event(4, "mixed")),
+            record(5, "mixed"),
+            record(6, "mixed").with_nonce(claim("n-2")),
+        ];
+        let results = store.apply(&changes).await.expect("apply");
+        assert!(matches!(results[3], Err(StoreError::Replay)), "{:?}", results[3]);
+        assert!(results[4].is_err(), "{:?}", results[4]);
+        for i in [0, 1, 2, 5, 6] {
+            assert!(results[i].is_ok(), "change {i}: {:?}", results[i]);
+        }
+        let actions: Vec<String> = stored("mixed").await.into_iter().filter_map(|e| e.action).collect();
+        assert_eq!(actions, ["act_0", "act_1", "act_2", "act_5", "act_6"]);
+        store.close().await;
+    }
+}

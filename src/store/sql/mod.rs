@@ -107,6 +107,9 @@ impl SqlStore {
                 AnyPoolOptions::new()
                     .max_connections(size)
                     .acquire_timeout(Duration::from_secs(10))
+                    // A file in this process cannot drop the connection: no ping round trip
+                    // before each use.
+                    .test_before_acquire(false)
                     .after_connect(|conn, _meta| {
                         Box::pin(async move {
                             conn.execute("PRAGMA journal_mode = WAL").await?;
@@ -320,29 +323,90 @@ impl Filters {
     }
 }
 
-async fn insert_audit(tx: &mut Transaction<'_, Any>, e: &AuditEvent) -> Result<(), sqlx::Error> {
-    sqlx::query(
+/// Columns of one audit row.
+const AUDIT_COLUMNS: usize = 14;
+/// Audit rows per INSERT statement when a batch's events are written together (14 × 64 = 896
+/// bound values, far below both engines' limits).
+const AUDIT_ROWS_PER_INSERT: usize = 64;
+
+/// `INSERT INTO audit_events ... VALUES (...), (...)` for 1 to `AUDIT_ROWS_PER_INSERT` rows,
+/// built once per engine. SQLite gets anonymous `?` parameters: binding hundreds of numbered
+/// ones makes it look each name up in a list.
+fn audit_insert_sql(rows: usize, sqlite: bool) -> &'static str {
+    static SQL: std::sync::OnceLock<[Vec<String>; 2]> = std::sync::OnceLock::new();
+    let all = SQL.get_or_init(|| {
+        [false, true].map(|sqlite| {
+            (0..=AUDIT_ROWS_PER_INSERT)
+                .map(|rows| audit_values_sql(rows, sqlite))
+                .collect()
+        })
+    });
+    all[usize::from(sqlite)]
+        .get(rows.min(AUDIT_ROWS_PER_INSERT))
+        .map_or("", String::as_str)
+}
+
+fn audit_values_sql(rows: usize, sqlite: bool) -> String {
+    let mut sql = String::from(
         "INSERT INTO audit_events (id, workspace_id, created_at, event_type, agent_id, action, decision, \
-         policy_id, policy_hash, trace_id, reasons, reason_codes, actor, details) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
-    )
-    .bind(&e.id)
-    .bind(e.workspace_id.clone())
-    .bind(e.created_at)
-    .bind(&e.event_type)
-    .bind(e.agent_id.clone())
-    .bind(e.action.clone())
-    .bind(e.decision.clone())
-    .bind(e.policy_id.clone())
-    .bind(e.policy_hash.clone())
-    .bind(e.trace_id.clone())
-    .bind(serde_json::to_string(&e.reasons).unwrap_or_else(|_| "[]".into()))
-    .bind(serde_json::to_string(&e.reason_codes).unwrap_or_else(|_| "[]".into()))
-    .bind(&e.actor)
-    .bind(json_text(&e.details))
-    .execute(&mut **tx)
-    .await?;
+         policy_id, policy_hash, trace_id, reasons, reason_codes, actor, details) VALUES ",
+    );
+    for row in 0..rows {
+        if row > 0 {
+            sql.push_str(", ");
+        }
+        sql.push('(');
+        for column in 0..AUDIT_COLUMNS {
+            if column > 0 {
+                sql.push_str(", ");
+            }
+            if sqlite {
+                sql.push('?');
+            } else {
+                sql.push_str(&format!("${}", row * AUDIT_COLUMNS + column + 1));
+            }
+        }
+        sql.push(')');
+    }
+    sql
+}
+
+/// Writes audit events in as few statements as possible (one per 64 events), in order.
+async fn insert_audits(
+    tx: &mut Transaction<'_, Any>,
+    events: &[&AuditEvent],
+) -> Result<(), sqlx::Error> {
+    for chunk in events.chunks(AUDIT_ROWS_PER_INSERT) {
+        let sqlite = tx.backend_name() == "SQLite";
+        audit_insert(chunk, sqlite).execute(&mut **tx).await?;
+    }
     Ok(())
+}
+
+/// One INSERT of `events` (at most `AUDIT_ROWS_PER_INSERT`).
+fn audit_insert<'q>(
+    events: &[&'q AuditEvent],
+    sqlite: bool,
+) -> sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>> {
+    let mut query = sqlx::query(audit_insert_sql(events.len(), sqlite));
+    for e in events {
+        query = query
+            .bind(&e.id)
+            .bind(e.workspace_id.clone())
+            .bind(e.created_at)
+            .bind(&e.event_type)
+            .bind(e.agent_id.clone())
+            .bind(e.action.clone())
+            .bind(e.decision.clone())
+            .bind(e.policy_id.clone())
+            .bind(e.policy_hash.clone())
+            .bind(e.trace_id.clone())
+            .bind(serde_json::to_string(&e.reasons).unwrap_or_else(|_| "[]".into()))
+            .bind(serde_json::to_string(&e.reason_codes).unwrap_or_else(|_| "[]".into()))
+            .bind(&e.actor)
+            .bind(json_text(&e.details));
+    }
+    query
 }
 
 async fn insert_workspace(tx: &mut Transaction<'_, Any>, w: &Workspace) -> Result<(), sqlx::Error> {
@@ -458,6 +522,17 @@ async fn apply_change(
     tx: &mut Transaction<'_, Any>,
     change: &Change,
 ) -> Result<Outcome, StoreError> {
+    let outcome = apply_unaudited(tx, change).await?;
+    let events: Vec<&AuditEvent> = change.audit.iter().collect();
+    insert_audits(tx, &events).await?;
+    Ok(outcome)
+}
+
+/// Applies one change's nonce claim and operation, not its audit events.
+async fn apply_unaudited(
+    tx: &mut Transaction<'_, Any>,
+    change: &Change,
+) -> Result<Outcome, StoreError> {
     if let Some(claim) = &change.nonce {
         // Inserts the claim, or takes over an expired one not yet cleaned up; a live claim
         // leaves the row as it is and affects nothing. The claim also requires the agent to
@@ -491,11 +566,7 @@ async fn apply_change(
             return Err(StoreError::Replay);
         }
     }
-    let outcome = apply_op(tx, &change.op).await?;
-    for event in &change.audit {
-        insert_audit(tx, event).await?;
-    }
-    Ok(outcome)
+    apply_op(tx, &change.op).await
 }
 
 async fn apply_op(tx: &mut Transaction<'_, Any>, op: &Op) -> Result<Outcome, StoreError> {
@@ -806,6 +877,26 @@ impl Store for SqlStore {
         &self,
         changes: &[Change],
     ) -> Result<Vec<Result<Outcome, StoreError>>, StoreError> {
+        // A batch of pure records (decisions: no nonce, no operation) is one INSERT, which is
+        // atomic on its own: no BEGIN and COMMIT round trips on the `/v1/check` hot path.
+        let records = changes
+            .iter()
+            .all(|c| c.nonce.is_none() && matches!(c.op, Op::Nothing));
+        let events: usize = changes.iter().map(|c| c.audit.len()).sum();
+        if records && events <= AUDIT_ROWS_PER_INSERT {
+            let events: Vec<&AuditEvent> = changes.iter().flat_map(|c| c.audit.iter()).collect();
+            if !events.is_empty() {
+                let mut conn = self.write.acquire().await?;
+                audit_insert(&events, self.backend == Backend::Sqlite)
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(|e| {
+                        // Nothing was written: each change may be tried alone.
+                        StoreError::Retryable(e.to_string())
+                    })?;
+            }
+            return Ok(changes.iter().map(|_| Ok(Outcome::Done)).collect());
+        }
         let mut tx = self.write.begin().await?;
         let mut results = Vec::with_capacity(changes.len());
         // A single change needs no savepoint: its failure rolls back the whole transaction.
@@ -826,12 +917,18 @@ impl Store for SqlStore {
                 }
             };
         }
+        // The audit events of such changes, written together before the next change that
+        // needs a savepoint and at the end: one statement for many decisions.
+        let mut pending: Vec<&AuditEvent> = Vec::new();
         for change in changes {
             if checks_before_writing(change) {
                 // Its precondition (the nonce claim) fails before it writes anything, so it
                 // needs no savepoint: two round trips fewer per change on the hot paths.
-                match apply_change(&mut tx, change).await {
-                    Ok(outcome) => results.push(Ok(outcome)),
+                match apply_unaudited(&mut tx, change).await {
+                    Ok(outcome) => {
+                        pending.extend(change.audit.iter());
+                        results.push(Ok(outcome));
+                    }
                     Err(err @ (StoreError::Replay | StoreError::AgentNotActive)) => {
                         results.push(Err(err))
                     }
@@ -844,6 +941,11 @@ impl Store for SqlStore {
                 }
                 continue;
             }
+            if let Err(err) = insert_audits(&mut tx, &pending).await {
+                tx.rollback().await?;
+                return Err(StoreError::Retryable(err.to_string()));
+            }
+            pending.clear();
             let mut savepoint = tx.begin().await?;
             match apply_change(&mut savepoint, change).await {
                 Ok(outcome) => {
@@ -862,6 +964,10 @@ impl Store for SqlStore {
                     results.push(Err(err));
                 }
             }
+        }
+        if let Err(err) = insert_audits(&mut tx, &pending).await {
+            tx.rollback().await?;
+            return Err(StoreError::Retryable(err.to_string()));
         }
         // A failure here leaves the outcome unknown (the commit may have happened): it is
         // reported as a database error and never retried.
