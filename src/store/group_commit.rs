@@ -67,6 +67,7 @@ async fn run(
                 if received == 0 {
                     return;
                 }
+                gather(&mut receiver, &mut batch, max_batch).await;
                 commit_batch(store.as_ref(), &mut batch).await;
             }
             _ = &mut stopped => break,
@@ -76,6 +77,33 @@ async fn run(
     receiver.close();
     while receiver.recv_many(&mut batch, max_batch).await > 0 {
         commit_batch(store.as_ref(), &mut batch).await;
+    }
+}
+
+/// Lets the tasks that are ready run first (a few times, while they keep queueing changes):
+/// what they queue joins this batch, so under load fewer, larger batches share the writer's
+/// fixed costs (its statements and its hand-offs to the database driver), which leaves more of
+/// the machine to the requests. Unloaded, it costs one yield.
+async fn gather(
+    receiver: &mut mpsc::Receiver<(Change, Reply)>,
+    batch: &mut Vec<(Change, Reply)>,
+    max_batch: usize,
+) {
+    for _ in 0..4 {
+        if batch.len() >= max_batch {
+            return;
+        }
+        tokio::task::yield_now().await;
+        let before = batch.len();
+        while batch.len() < max_batch {
+            match receiver.try_recv() {
+                Ok(item) => batch.push(item),
+                Err(_) => break,
+            }
+        }
+        if batch.len() == before {
+            return;
+        }
     }
 }
 
