@@ -178,7 +178,7 @@ pub async fn status(
 }
 
 pub async fn settings(ctx: &Context, principal: &Principal) -> ApiResult<api::WorkspaceSettings> {
-    let (workspace_id, _) = principal.membership(ctx).await?;
+    let (workspace_id, _) = principal.membership()?;
     Ok(api::WorkspaceSettings {
         ok: true,
         workspace_id: workspace_id.clone(),
@@ -191,7 +191,7 @@ pub async fn update_settings(
     principal: &Principal,
     req: api::UpdateWorkspaceSettings,
 ) -> ApiResult<api::WorkspaceSettings> {
-    let (workspace_id, _) = principal.admin_of(ctx).await?;
+    let (workspace_id, _) = principal.admin_of()?;
     let current = ctx.store.require_member_approval(&workspace_id).await?;
     let wanted = req.require_member_approval.unwrap_or(current);
     let event = audit::state_change(

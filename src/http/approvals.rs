@@ -195,7 +195,7 @@ pub async fn show_claim(
                 .await
                 .ok();
             let admin_ws = match &principal {
-                Some(p) => p.admin_of(&ctx).await.ok().map(|(ws, _)| ws),
+                Some(p) => p.admin_of().ok().map(|(ws, _)| ws),
                 None => None,
             };
             let csrf = principal.as_ref().and_then(|p| p.csrf_token.clone());

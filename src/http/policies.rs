@@ -82,7 +82,7 @@ pub async fn list(
     State(ctx): State<SharedContext>,
     principal: Principal,
 ) -> ApiResult<Json<PolicyListResponse>> {
-    let (workspace_id, _) = principal.membership(&ctx).await?;
+    let (workspace_id, _) = principal.membership()?;
     let mut items: Vec<PolicySummary> = ctx
         .store
         .policies(&workspace_id)
@@ -121,7 +121,7 @@ pub async fn get(
     principal: Principal,
     AppPath(policy_id): AppPath<String>,
 ) -> ApiResult<Json<PolicyDetail>> {
-    let (workspace_id, _) = principal.membership(&ctx).await?;
+    let (workspace_id, _) = principal.membership()?;
     Ok(Json(
         sync::policy_detail(&ctx, &workspace_id, &policy_id, None).await?,
     ))
@@ -136,7 +136,7 @@ pub async fn versions(
     principal: Principal,
     AppPath(policy_id): AppPath<String>,
 ) -> ApiResult<Json<PolicyVersionList>> {
-    let (workspace_id, _) = principal.membership(&ctx).await?;
+    let (workspace_id, _) = principal.membership()?;
     // Answers 404 for a policy the workspace does not have.
     sync::policy_detail(&ctx, &workspace_id, &policy_id, None).await?;
     let items = ctx
@@ -164,7 +164,7 @@ pub async fn version(
     principal: Principal,
     AppPath((policy_id, version)): AppPath<(String, i64)>,
 ) -> ApiResult<Json<PolicyDetail>> {
-    let (workspace_id, _) = principal.membership(&ctx).await?;
+    let (workspace_id, _) = principal.membership()?;
     Ok(Json(
         sync::policy_detail(&ctx, &workspace_id, &policy_id, Some(version)).await?,
     ))

@@ -284,7 +284,7 @@ pub async fn list_api_keys(
     State(ctx): State<SharedContext>,
     principal: Principal,
 ) -> ApiResult<Json<ApiKeyListResponse>> {
-    let (workspace_id, _) = principal.membership(&ctx).await?;
+    let (workspace_id, _) = principal.membership()?;
     let items = ctx
         .store
         .api_keys(&workspace_id)

@@ -36,7 +36,7 @@ pub async fn run_checks(
         (caller.actor(), caller.workspace_id)
     } else {
         let principal = super::session::authenticate_user(&ctx, &method, &headers).await?;
-        let (workspace, _) = principal.admin_of(&ctx).await?;
+        let (workspace, _) = principal.admin_of()?;
         (principal.actor(), workspace)
     };
     Ok(Json(

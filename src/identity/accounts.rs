@@ -260,6 +260,8 @@ pub struct Principal {
     pub csrf_token: Option<String>,
     /// `workspace_id` if the user is a member of it: where events of their own acts go.
     pub audit_workspace: Option<String>,
+    /// The user's role in `workspace_id`, read once when the request was authenticated.
+    pub role: Option<Role>,
 }
 
 impl Principal {
@@ -269,22 +271,22 @@ impl Principal {
 
     /// The active workspace and the user's role in it; 400 when none is selected, 403 when the
     /// user is not (or no longer) a member.
-    pub async fn membership(&self, ctx: &Context) -> ApiResult<(String, Role)> {
+    pub fn membership(&self) -> ApiResult<(String, Role)> {
         let workspace_id = self.workspace_id.clone().ok_or_else(|| {
             ApiError::bad_request(
                 "workspace_required",
                 "select a workspace first (POST /v1/workspaces/select, or X-Service-Workspace-Id with a token)",
             )
         })?;
-        match ctx.store.role_in(&workspace_id, &self.user.id).await? {
+        match self.role {
             Some(role) => Ok((workspace_id, role)),
             None => Err(not_a_member()),
         }
     }
 
     /// Like [`Self::membership`], but the role must be owner or admin.
-    pub async fn admin_of(&self, ctx: &Context) -> ApiResult<(String, Role)> {
-        let (workspace_id, role) = self.membership(ctx).await?;
+    pub fn admin_of(&self) -> ApiResult<(String, Role)> {
+        let (workspace_id, role) = self.membership()?;
         if !role.can_manage() {
             return Err(insufficient_role(
                 "only workspace owners and admins may do this",
@@ -292,6 +294,20 @@ impl Principal {
         }
         Ok((workspace_id, role))
     }
+}
+
+/// The user's role in the active workspace, and that workspace if they (still) belong to it:
+/// only such a workspace names the audit trail of their acts.
+async fn role_in(
+    ctx: &Context,
+    workspace_id: Option<&str>,
+    user_id: &str,
+) -> ApiResult<(Option<Role>, Option<String>)> {
+    let Some(ws) = workspace_id else {
+        return Ok((None, None));
+    };
+    let role = ctx.store.role_in(ws, user_id).await?;
+    Ok((role, role.map(|_| ws.to_owned())))
 }
 
 pub fn not_a_member() -> ApiError {
@@ -325,17 +341,14 @@ pub async fn session_principal(ctx: &Context, session_id: &str) -> ApiResult<Pri
         .user(&session.user_id)
         .await?
         .ok_or_else(unauthenticated)?;
-    // Only a workspace the user (still) belongs to names the audit trail of their acts.
-    let audit_workspace = match &session.workspace_id {
-        Some(ws) => ctx.store.role_in(ws, &user.id).await?.map(|_| ws.clone()),
-        None => None,
-    };
+    let (role, audit_workspace) = role_in(ctx, session.workspace_id.as_deref(), &user.id).await?;
     Ok(Principal {
         user,
         session_hash: Some(id_hash),
         pat_id: None,
         workspace_id: session.workspace_id,
         audit_workspace,
+        role,
         csrf_token: Some(csrf_token(session_id)),
     })
 }
@@ -377,17 +390,14 @@ pub async fn token_principal(
             }
         }
     };
-    // Only a workspace the user belongs to names the audit trail of their acts.
-    let audit_workspace = match &workspace_id {
-        Some(ws) => ctx.store.role_in(ws, &user.id).await?.map(|_| ws.clone()),
-        None => None,
-    };
+    let (role, audit_workspace) = role_in(ctx, workspace_id.as_deref(), &user.id).await?;
     Ok(Principal {
         user,
         session_hash: None,
         pat_id: Some(pat.id),
         workspace_id,
         audit_workspace,
+        role,
         csrf_token: None,
     })
 }
@@ -590,7 +600,7 @@ pub async fn create_api_key(
     principal: &Principal,
     req: api::CreateApiKeyRequest,
 ) -> ApiResult<api::CreateApiKeyResponse> {
-    let (workspace_id, _) = principal.admin_of(ctx).await?;
+    let (workspace_id, _) = principal.admin_of()?;
     let name = req
         .name
         .map(|n| n.trim().to_owned())
@@ -630,7 +640,7 @@ pub async fn create_api_key(
 }
 
 pub async fn revoke_api_key(ctx: &Context, principal: &Principal, key_id: &str) -> ApiResult<()> {
-    let (workspace_id, _) = principal.admin_of(ctx).await?;
+    let (workspace_id, _) = principal.admin_of()?;
     let event = audit::state_change(
         "api_key.revoked",
         "revoke",
@@ -753,7 +763,7 @@ pub async fn list_members(
     ctx: &Context,
     principal: &Principal,
 ) -> ApiResult<api::MemberListResponse> {
-    let (workspace_id, _) = principal.membership(ctx).await?;
+    let (workspace_id, _) = principal.membership()?;
     let items = ctx
         .store
         .members(&workspace_id)
@@ -778,7 +788,7 @@ pub async fn add_member(
     principal: &Principal,
     req: api::AddMemberRequest,
 ) -> ApiResult<api::Member> {
-    let (workspace_id, my_role) = principal.admin_of(ctx).await?;
+    let (workspace_id, my_role) = principal.admin_of()?;
     let email = normalize_email("email", &req.email)?;
     let role = parse_role(req.role.as_deref().unwrap_or("member"))?;
     if role == Role::Owner && my_role != Role::Owner {
@@ -835,7 +845,7 @@ pub async fn add_member(
 }
 
 pub async fn remove_member(ctx: &Context, principal: &Principal, user_id: &str) -> ApiResult<()> {
-    let (workspace_id, my_role) = principal.admin_of(ctx).await?;
+    let (workspace_id, my_role) = principal.admin_of()?;
     let members = ctx.store.members(&workspace_id).await?;
     let Some((_, their_role)) = members.iter().find(|(u, _)| u.id == user_id) else {
         return Err(ApiError::not_found(

@@ -496,7 +496,7 @@ pub async fn redeem_claim(
     code: &str,
     decision: &str,
 ) -> ApiResult<api::Agent> {
-    let (workspace_id, _) = principal.admin_of(ctx).await?;
+    let (workspace_id, _) = principal.admin_of()?;
     let (record, agent) = claim_lookup(ctx, code).await?;
     let claim = match decision {
         "claim" => true,

@@ -53,7 +53,7 @@ pub async fn sync(
     idempotency_key: Option<&str>,
     body: &Value,
 ) -> ApiResult<SyncAnswer> {
-    let (workspace_id, _) = principal.admin_of(ctx).await?;
+    let (workspace_id, _) = principal.admin_of()?;
     let Some(key) = idempotency_key.map(str::trim).filter(|k| !k.is_empty()) else {
         let (status, body) = run(ctx, principal, &workspace_id, body, None).await?;
         return Ok(SyncAnswer { status, body });
