@@ -93,9 +93,7 @@ async fn verify_jwt(http: &reqwest::Client, base: &str, token: &str) -> Result<V
 
 #[tokio::main]
 async fn main() -> Result<()> {
-    let base = std::env::var("ACP_URL").unwrap_or_else(|_| "http://127.0.0.1:8080".into());
-    let api_key =
-        std::env::var("ACP_API_KEY").context("set ACP_API_KEY to the key `acp serve` printed")?;
+    let (base, api_key) = common::server_from_env()?;
     let http = reqwest::Client::new();
     let backend = Backend {
         http: http.clone(),

@@ -7,7 +7,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use serde_json::json;
 
 #[path = "common/mod.rs"]
@@ -16,9 +16,7 @@ use common::{json_of, now_ms, register_and_attest, sha256_hex, sign_request};
 
 #[tokio::main]
 async fn main() -> Result<()> {
-    let base = std::env::var("ACP_URL").unwrap_or_else(|_| "http://127.0.0.1:8080".into());
-    let api_key =
-        std::env::var("ACP_API_KEY").context("set ACP_API_KEY to the key `acp serve` printed")?;
+    let (base, api_key) = common::server_from_env()?;
     let http = reqwest::Client::new();
 
     // 1-3. The agent's own key pair, registration into the API key's workspace, and the

@@ -10,6 +10,14 @@ use rand::RngCore;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
+/// The server (`ACP_URL`, default `http://127.0.0.1:8080`) and the API key (`ACP_API_KEY`).
+pub fn server_from_env() -> Result<(String, String)> {
+    let base = std::env::var("ACP_URL").unwrap_or_else(|_| "http://127.0.0.1:8080".into());
+    let api_key =
+        std::env::var("ACP_API_KEY").context("set ACP_API_KEY to the key `acp serve` printed")?;
+    Ok((base, api_key))
+}
+
 /// Answers the JSON body, or fails with the service's error envelope.
 pub async fn json_of(res: reqwest::Response, what: &str) -> Result<Value> {
     let status = res.status();

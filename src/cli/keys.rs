@@ -52,20 +52,20 @@ async fn list(config: &crate::config::Config, json: bool) -> anyhow::Result<i32>
             .map(|k| json!({"kid": k.kid, "created_at": iso(k.created_at), "retired_at": k.retired_at.map(iso), "published_until": k.publish_until.map(iso)}))
             .collect();
         println!("{}", json!({"ok": true, "keys": items}));
-    } else if keys.is_empty() {
+        return Ok(0);
+    }
+    if keys.is_empty() {
         println!("No signing key yet: the server makes one when it starts.");
     }
-    if !json {
-        for k in &keys {
-            match k.publish_until {
-                None => println!("{}  current   created {}", k.kid, iso(k.created_at)),
-                Some(until) => println!(
-                    "{}  retired   created {}, published until {}",
-                    k.kid,
-                    iso(k.created_at),
-                    iso(until)
-                ),
-            }
+    for k in &keys {
+        match k.publish_until {
+            None => println!("{}  current   created {}", k.kid, iso(k.created_at)),
+            Some(until) => println!(
+                "{}  retired   created {}, published until {}",
+                k.kid,
+                iso(k.created_at),
+                iso(until)
+            ),
         }
     }
     Ok(0)

@@ -21,7 +21,7 @@ use crate::context::SharedContext;
 use crate::error::{ApiError, ApiResult};
 use crate::ids;
 use crate::mail::{Email, MailError};
-use crate::policy::check::{check_with, EmailReservation};
+use crate::policy::check::{check_reserving, EmailReservation};
 use crate::policy::evaluate::EmailFacts;
 use crate::store::{Change, Op};
 
@@ -135,7 +135,7 @@ pub async fn send(
         id: ids::new_id("eml"),
         recipients: i64::try_from(mail.recipients().count()).unwrap_or(i64::MAX),
     };
-    let decision = check_with(
+    let decision = check_reserving(
         ctx,
         workspace_id,
         actor,
@@ -146,8 +146,7 @@ pub async fn send(
             context: None,
             email: Some(facts_json),
         },
-        Some(&reservation),
-        8,
+        &reservation,
     )
     .await?;
     if decision.decision != "allow" {

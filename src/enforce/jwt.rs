@@ -100,7 +100,11 @@ pub async fn rotate(store: &dyn Store, master: &MasterKey) -> Result<String, Sto
 
 /// How long verifiers may cache the JWKS.
 pub const JWKS_MAX_AGE_SECS: i64 = 60;
-pub const JWKS_CACHE_CONTROL: &str = "public, max-age=60";
+
+/// The `Cache-Control` of the JWKS: the lifetime the signing-key choice counts on.
+pub fn jwks_cache_control() -> String {
+    format!("public, max-age={JWKS_MAX_AGE_SECS}")
+}
 
 /// The key that signs now: the newest published key that has been published for longer than
 /// verifiers cache the JWKS, so a verifier never meets a token signed by a key its cached set
@@ -220,17 +224,15 @@ mod tests {
         let t = 1_700_000_000_000;
         let master = MasterKey::generate();
         let old = new_key(t - 86_400_000, &master).unwrap();
-        let mut rotated = new_key(t, &master).unwrap();
+        let rotated = new_key(t, &master).unwrap();
         assert_eq!(choose(vec![old.clone()], t).unwrap().kid, old.kid);
-        rotated.created_at = t;
         let both = vec![rotated.clone(), old.clone()];
         assert_eq!(choose(both.clone(), t + 59_999).unwrap().kid, old.kid);
         assert_eq!(choose(both, t + 60_000).unwrap().kid, rotated.kid);
         // A fresh install signs with its only key at once; rotated within its first minute,
         // it keeps signing with that key until the new one has been published a minute.
         assert_eq!(choose(vec![rotated.clone()], t).unwrap().kid, rotated.kid);
-        let mut first = new_key(t - 10_000, &master).unwrap();
-        first.created_at = t - 10_000;
+        let first = new_key(t - 10_000, &master).unwrap();
         assert_eq!(
             choose(vec![rotated.clone(), first.clone()], t).unwrap().kid,
             first.kid

@@ -139,7 +139,7 @@ pub async fn exchange(
 pub async fn jwks(State(ctx): State<SharedContext>) -> ApiResult<impl IntoResponse> {
     let keys = ctx.store.signing_keys(crate::time::now_ms()).await?;
     Ok((
-        [(header::CACHE_CONTROL, jwt::JWKS_CACHE_CONTROL)],
+        [(header::CACHE_CONTROL, jwt::jwks_cache_control())],
         Json(jwt::jwks(&keys)),
     ))
 }

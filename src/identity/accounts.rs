@@ -258,8 +258,6 @@ pub struct Principal {
     pub workspace_id: Option<String>,
     /// For cookie sessions, the token state-changing requests must echo in `X-CSRF-Token`.
     pub csrf_token: Option<String>,
-    /// `workspace_id` if the user is a member of it: where events of their own acts go.
-    pub audit_workspace: Option<String>,
     /// The user's role in `workspace_id`, read once when the request was authenticated.
     pub role: Option<Role>,
 }
@@ -267,6 +265,11 @@ pub struct Principal {
 impl Principal {
     pub fn actor(&self) -> Actor {
         Actor::User(self.user.id.clone())
+    }
+
+    /// `workspace_id` if the user is a member of it: where events of their own acts go.
+    pub fn audit_workspace(&self) -> Option<&str> {
+        self.role.and(self.workspace_id.as_deref())
     }
 
     /// The active workspace and the user's role in it; 400 when none is selected, 403 when the
@@ -296,18 +299,16 @@ impl Principal {
     }
 }
 
-/// The user's role in the active workspace, and that workspace if they (still) belong to it:
-/// only such a workspace names the audit trail of their acts.
+/// The user's role in the active workspace, if any is selected and they (still) belong to it.
 async fn role_in(
     ctx: &Context,
     workspace_id: Option<&str>,
     user_id: &str,
-) -> ApiResult<(Option<Role>, Option<String>)> {
-    let Some(ws) = workspace_id else {
-        return Ok((None, None));
-    };
-    let role = ctx.store.role_in(ws, user_id).await?;
-    Ok((role, role.map(|_| ws.to_owned())))
+) -> ApiResult<Option<Role>> {
+    match workspace_id {
+        Some(ws) => Ok(ctx.store.role_in(ws, user_id).await?),
+        None => Ok(None),
+    }
 }
 
 pub fn not_a_member() -> ApiError {
@@ -341,13 +342,12 @@ pub async fn session_principal(ctx: &Context, session_id: &str) -> ApiResult<Pri
         .user(&session.user_id)
         .await?
         .ok_or_else(unauthenticated)?;
-    let (role, audit_workspace) = role_in(ctx, session.workspace_id.as_deref(), &user.id).await?;
+    let role = role_in(ctx, session.workspace_id.as_deref(), &user.id).await?;
     Ok(Principal {
         user,
         session_hash: Some(id_hash),
         pat_id: None,
         workspace_id: session.workspace_id,
-        audit_workspace,
         role,
         csrf_token: Some(csrf_token(session_id)),
     })
@@ -390,13 +390,12 @@ pub async fn token_principal(
             }
         }
     };
-    let (role, audit_workspace) = role_in(ctx, workspace_id.as_deref(), &user.id).await?;
+    let role = role_in(ctx, workspace_id.as_deref(), &user.id).await?;
     Ok(Principal {
         user,
         session_hash: None,
         pat_id: Some(pat.id),
         workspace_id,
-        audit_workspace,
         role,
         csrf_token: None,
     })
@@ -419,7 +418,7 @@ pub async fn logout(ctx: &Context, principal: &Principal) -> ApiResult<()> {
     let event = audit::state_change(
         "auth.logout",
         "logout",
-        principal.audit_workspace.as_deref(),
+        principal.audit_workspace(),
         None,
         &principal.actor(),
         json!({}),
@@ -719,7 +718,7 @@ pub async fn create_pat(
     let event = audit::state_change(
         "access_token.created",
         "create",
-        principal.audit_workspace.as_deref(),
+        principal.audit_workspace(),
         None,
         &principal.actor(),
         json!({ "token_id": record.id, "name": record.name, "expires_at": iso(record.expires_at) }),
@@ -738,7 +737,7 @@ pub async fn revoke_pat(ctx: &Context, principal: &Principal, token_id: &str) ->
     let event = audit::state_change(
         "access_token.revoked",
         "revoke",
-        principal.audit_workspace.as_deref(),
+        principal.audit_workspace(),
         None,
         &principal.actor(),
         json!({ "token_id": token_id }),

@@ -103,9 +103,29 @@ pub async fn check(
     check_with(ctx, workspace_id, actor, req, None, RESERVE_ATTEMPTS).await
 }
 
+/// A `send_email` check whose allow also reserves the send (see `check_with`).
+pub async fn check_reserving(
+    ctx: &Context,
+    workspace_id: &str,
+    actor: &Actor,
+    req: api::CheckRequest,
+    reserve: &EmailReservation,
+) -> ApiResult<api::DecisionResponse> {
+    check_with(
+        ctx,
+        workspace_id,
+        actor,
+        req,
+        Some(reserve),
+        RESERVE_ATTEMPTS,
+    )
+    .await
+}
+
 /// A check; with `reserve`, an allow also reserves the email send in the same transaction as
-/// the decision's audit event, against the very counts the decision saw.
-pub async fn check_with(
+/// the decision's audit event, against the very counts the decision saw (deciding again, at
+/// most `attempts` times in all, when other sends of the agent got in first).
+async fn check_with(
     ctx: &Context,
     workspace_id: &str,
     actor: &Actor,
@@ -276,8 +296,7 @@ pub async fn check_with(
             recipients: r.recipients,
             // A decision that did not read the counts does not depend on them: no need to
             // decide again when other sends got in first.
-            seen_last_minute: counts.map_or(i64::MAX, |c| c.0),
-            seen_last_day: counts.map_or(i64::MAX, |c| c.1),
+            seen: counts,
             at: now,
         };
         change.op = match std::mem::take(&mut change.op) {

@@ -86,9 +86,9 @@ pub struct Indexed {
     /// Per `name=value` field that some rule tests: the rules that can match a check where it
     /// is the only tested field present.
     by_field: HashMap<String, PolicySet>,
-    /// The rules that can match a check where no tested field is present (`None` when no rule
-    /// tests a field: then that is `all`).
-    no_field: Option<PolicySet>,
+    /// The rules that can match a check where no tested field is present (empty, and unused,
+    /// when no rule tests a field).
+    no_field: PolicySet,
 }
 
 impl Indexed {
@@ -108,7 +108,7 @@ impl Indexed {
                 hit = Some(set);
             }
         }
-        hit.or(self.no_field.as_ref()).unwrap_or(&self.all)
+        hit.unwrap_or(&self.no_field)
     }
 }
 
@@ -123,12 +123,11 @@ enum FieldGuard {
 }
 
 impl FieldGuard {
-    fn fields(&self) -> impl Iterator<Item = &String> {
-        let (one, many) = match self {
-            FieldGuard::Has(f) => (Some(f), None),
-            FieldGuard::HasNone(fs) => (None, Some(fs)),
-        };
-        one.into_iter().chain(many.into_iter().flatten())
+    fn fields(&self) -> Vec<&String> {
+        match self {
+            FieldGuard::Has(f) => vec![f],
+            FieldGuard::HasNone(fs) => fs.iter().collect(),
+        }
     }
 
     /// Whether a rule with this guard can match a check whose only tested field present is
@@ -220,9 +219,7 @@ fn indexed(rules: &[&Placed]) -> Indexed {
         place(&mut set, Some(field));
         out.by_field.insert(field.clone(), set);
     }
-    let mut none = PolicySet::new();
-    place(&mut none, None);
-    out.no_field = Some(none);
+    place(&mut out.no_field, None);
     out
 }
 

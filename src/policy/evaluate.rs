@@ -222,37 +222,6 @@ fn authorizer() -> &'static Authorizer {
     AUTHORIZER.get_or_init(Authorizer::new)
 }
 
-/// How to pick the rules of a set: by the check's action, whether its agent is unusual (not
-/// active, or above low risk) and its `name=value` context fields, to evaluate only the rules
-/// that can match; `None` evaluates every rule.
-type IndexBy<'a> = Option<(&'a str, bool, &'a [String])>;
-
-/// The rules of `set` that match.
-fn matching<'a>(
-    set: &'a RuleSet,
-    index: IndexBy<'_>,
-    request: &Request,
-    entities: &Entities,
-    out: &mut Vec<&'a RuleMeta>,
-) {
-    let (policies, unusual) = match index {
-        Some((action, unusual, fields)) => (set.for_action(action).pick(fields), unusual),
-        None => (&set.policies, false),
-    };
-    let mut run = |policies: &PolicySet| {
-        let response = authorizer().is_authorized(request, policies, entities);
-        for id in response.diagnostics().reason() {
-            if let Some(meta) = set.rules.get(id) {
-                out.push(meta);
-            }
-        }
-    };
-    run(policies);
-    if unusual {
-        run(set.for_unusual());
-    }
-}
-
 /// Evaluates a check. Errors are facts that cannot be expressed (they should not happen for
 /// facts built from validated input) and are answered as a deny by the caller.
 pub fn evaluate(policy: &CompiledPolicy, facts: &Facts<'_>) -> Result<Decision, String> {
@@ -320,8 +289,28 @@ pub(crate) fn evaluate_with(
             }
         }
     }
+    // The rule sets that apply: each group's set carries the guardrails too, so an agent of one
+    // group costs one authorisation; an agent of none is judged by the guardrails alone. Of
+    // each, the policies to evaluate: through the indexes (by action, whether the agent is
+    // unusual, i.e. not active or above low risk, and context fields), or every rule. Chosen
+    // here, before `fields` moves into the context.
+    let mut sets: Vec<&RuleSet> = groups.iter().filter_map(|g| policy.groups.get(g)).collect();
+    if sets.is_empty() {
+        sets.push(&policy.guardrails);
+    }
     let unusual = facts.status != "active" || risk_level > 0;
-    let index_by = indexed.then_some((facts.action, unusual, fields.as_slice()));
+    let chosen: Vec<(&RuleSet, &PolicySet)> = sets
+        .into_iter()
+        .flat_map(|set| {
+            let usual = if indexed {
+                set.for_action(facts.action).pick(&fields)
+            } else {
+                &set.policies
+            };
+            let extra = (indexed && unusual).then(|| set.for_unusual());
+            std::iter::once(usual).chain(extra).map(move |p| (set, p))
+        })
+        .collect();
     let (request_uid, action) = fixed_uids()?;
     let resource =
         Entity::new_with_tags(request_uid.clone(), [], [], numbers).map_err(|e| e.to_string())?;
@@ -390,7 +379,7 @@ pub(crate) fn evaluate_with(
             "action".to_owned(),
             RestrictedExpression::new_string(facts.action.to_owned()),
         ),
-        ("fields".to_owned(), strings(fields.iter().cloned())),
+        ("fields".to_owned(), strings(fields)),
         ("email".to_owned(), email_record),
     ])
     .map_err(|e| e.to_string())?;
@@ -404,21 +393,15 @@ pub(crate) fn evaluate_with(
     .map_err(|e| e.to_string())?;
     let entities = Entities::from_entities([agent, resource], None).map_err(|e| e.to_string())?;
 
-    // Each group's set carries the guardrails too, so an agent of one group costs one
-    // authorisation; an agent of none is judged by the guardrails alone.
     let mut matched = Vec::new();
-    let bound: Vec<&RuleSet> = groups.iter().filter_map(|g| policy.groups.get(g)).collect();
-    if bound.is_empty() {
-        matching(
-            &policy.guardrails,
-            index_by,
-            &request,
-            &entities,
-            &mut matched,
+    for (set, policies) in chosen {
+        let response = authorizer().is_authorized(&request, policies, &entities);
+        matched.extend(
+            response
+                .diagnostics()
+                .reason()
+                .filter_map(|id| set.rules.get(id)),
         );
-    }
-    for set in bound {
-        matching(set, index_by, &request, &entities, &mut matched);
     }
     Ok(decide(&matched))
 }

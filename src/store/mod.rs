@@ -290,17 +290,16 @@ pub enum Op {
         at: i64,
     },
     /// Reserves one email send of an agent, serialised per agent across replicas: `Conflict`
-    /// when more emails were sent in the last minute or day than the decision saw (`seen_*`,
-    /// `i64::MAX` when the decision does not depend on them), which the caller answers by
-    /// deciding again with the new counts; `AgentNotActive` when the agent was suspended or
-    /// revoked meanwhile.
+    /// when more emails were sent in the last minute and day than the decision saw (`seen`,
+    /// `None` when the decision does not depend on them: then nothing is counted), which the
+    /// caller answers by deciding again with the new counts; `AgentNotActive` when the agent
+    /// was suspended or revoked meanwhile.
     ReserveEmail {
         id: String,
         workspace_id: String,
         agent_id: String,
         recipients: i64,
-        seen_last_minute: i64,
-        seen_last_day: i64,
+        seen: Option<(i64, i64)>,
         at: i64,
     },
     /// Ends a reservation: sent with the provider's message id, or (`None`) not sent, when the

@@ -208,8 +208,7 @@ pub(super) async fn apply(
             workspace_id,
             agent_id,
             recipients,
-            seen_last_minute,
-            seen_last_day,
+            seen,
             at,
         } => {
             // The counter row is the per-agent lock: the upsert holds it (Postgres row lock,
@@ -234,19 +233,21 @@ pub(super) async fn apply(
             if live.is_none() {
                 return Err(StoreError::AgentNotActive);
             }
-            let (minute, day) = count_emails(
-                &mut **tx,
-                workspace_id,
-                agent_id,
-                *at - 60_000,
-                *at - 86_400_000,
-            )
-            .await?;
-            // Fewer sends than the decision saw (some aged out) cannot turn an allow around.
-            if minute > *seen_last_minute || day > *seen_last_day {
-                return Err(StoreError::Conflict(
-                    "another email of the agent was sent meanwhile".into(),
-                ));
+            if let Some((seen_minute, seen_day)) = *seen {
+                let (minute, day) = count_emails(
+                    &mut **tx,
+                    workspace_id,
+                    agent_id,
+                    *at - 60_000,
+                    *at - 86_400_000,
+                )
+                .await?;
+                // Fewer sends than the decision saw (some aged out) cannot turn an allow around.
+                if minute > seen_minute || day > seen_day {
+                    return Err(StoreError::Conflict(
+                        "another email of the agent was sent meanwhile".into(),
+                    ));
+                }
             }
             sqlx::query(
                 "INSERT INTO email_sends (id, workspace_id, agent_id, sent_at, status, recipients) \

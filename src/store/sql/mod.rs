@@ -12,7 +12,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::Value;
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions, AnyRow};
-use sqlx::{Any, AnyPool, Connection, Executor, Row, Transaction};
+use sqlx::{Any, AnyConnection, AnyPool, Connection, Executor, Row, Transaction};
 
 use super::*;
 
@@ -336,13 +336,13 @@ fn audit_insert_sql(rows: usize, sqlite: bool) -> &'static str {
     static SQL: std::sync::OnceLock<[Vec<String>; 2]> = std::sync::OnceLock::new();
     let all = SQL.get_or_init(|| {
         [false, true].map(|sqlite| {
-            (0..=AUDIT_ROWS_PER_INSERT)
+            (1..=AUDIT_ROWS_PER_INSERT)
                 .map(|rows| audit_values_sql(rows, sqlite))
                 .collect()
         })
     });
     all[usize::from(sqlite)]
-        .get(rows.min(AUDIT_ROWS_PER_INSERT))
+        .get(rows.saturating_sub(1))
         .map_or("", String::as_str)
 }
 
@@ -371,42 +371,35 @@ fn audit_values_sql(rows: usize, sqlite: bool) -> String {
     sql
 }
 
-/// Writes audit events in as few statements as possible (one per 64 events), in order.
+/// Writes audit events in as few statements as possible (one per 64 events), in order, on a
+/// transaction or a plain connection.
 async fn insert_audits(
-    tx: &mut Transaction<'_, Any>,
+    conn: &mut AnyConnection,
     events: &[&AuditEvent],
 ) -> Result<(), sqlx::Error> {
+    let sqlite = conn.backend_name() == <sqlx::Sqlite as sqlx::Database>::NAME;
     for chunk in events.chunks(AUDIT_ROWS_PER_INSERT) {
-        let sqlite = tx.backend_name() == "SQLite";
-        audit_insert(chunk, sqlite).execute(&mut **tx).await?;
+        let mut query = sqlx::query(audit_insert_sql(chunk.len(), sqlite));
+        for e in chunk {
+            query = query
+                .bind(&e.id)
+                .bind(e.workspace_id.clone())
+                .bind(e.created_at)
+                .bind(&e.event_type)
+                .bind(e.agent_id.clone())
+                .bind(e.action.clone())
+                .bind(e.decision.clone())
+                .bind(e.policy_id.clone())
+                .bind(e.policy_hash.clone())
+                .bind(e.trace_id.clone())
+                .bind(serde_json::to_string(&e.reasons).unwrap_or_else(|_| "[]".into()))
+                .bind(serde_json::to_string(&e.reason_codes).unwrap_or_else(|_| "[]".into()))
+                .bind(&e.actor)
+                .bind(json_text(&e.details));
+        }
+        query.execute(&mut *conn).await?;
     }
     Ok(())
-}
-
-/// One INSERT of `events` (at most `AUDIT_ROWS_PER_INSERT`).
-fn audit_insert<'q>(
-    events: &[&'q AuditEvent],
-    sqlite: bool,
-) -> sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>> {
-    let mut query = sqlx::query(audit_insert_sql(events.len(), sqlite));
-    for e in events {
-        query = query
-            .bind(&e.id)
-            .bind(e.workspace_id.clone())
-            .bind(e.created_at)
-            .bind(&e.event_type)
-            .bind(e.agent_id.clone())
-            .bind(e.action.clone())
-            .bind(e.decision.clone())
-            .bind(e.policy_id.clone())
-            .bind(e.policy_hash.clone())
-            .bind(e.trace_id.clone())
-            .bind(serde_json::to_string(&e.reasons).unwrap_or_else(|_| "[]".into()))
-            .bind(serde_json::to_string(&e.reason_codes).unwrap_or_else(|_| "[]".into()))
-            .bind(&e.actor)
-            .bind(json_text(&e.details));
-    }
-    query
 }
 
 async fn insert_workspace(tx: &mut Transaction<'_, Any>, w: &Workspace) -> Result<(), sqlx::Error> {
@@ -877,25 +870,24 @@ impl Store for SqlStore {
         &self,
         changes: &[Change],
     ) -> Result<Vec<Result<Outcome, StoreError>>, StoreError> {
-        // A batch of pure records (decisions: no nonce, no operation) is one INSERT, which is
-        // atomic on its own: no BEGIN and COMMIT round trips on the `/v1/check` hot path.
-        let records = changes
+        // A batch of pure records (decisions: no nonce, no operation) that fits one INSERT
+        // needs no transaction: the statement is atomic on its own, so the `/v1/check` hot path
+        // has no BEGIN and COMMIT round trips.
+        if changes
             .iter()
-            .all(|c| c.nonce.is_none() && matches!(c.op, Op::Nothing));
-        let events: usize = changes.iter().map(|c| c.audit.len()).sum();
-        if records && events <= AUDIT_ROWS_PER_INSERT {
-            let events: Vec<&AuditEvent> = changes.iter().flat_map(|c| c.audit.iter()).collect();
-            if !events.is_empty() {
-                let mut conn = self.write.acquire().await?;
-                audit_insert(&events, self.backend == Backend::Sqlite)
-                    .execute(&mut *conn)
-                    .await
-                    .map_err(|e| {
-                        // Nothing was written: each change may be tried alone.
-                        StoreError::Retryable(e.to_string())
-                    })?;
+            .all(|c| c.nonce.is_none() && matches!(c.op, Op::Nothing))
+        {
+            let events: Vec<&AuditEvent> = changes.iter().flat_map(|c| &c.audit).collect();
+            if events.len() <= AUDIT_ROWS_PER_INSERT {
+                if !events.is_empty() {
+                    let mut conn = self.write.acquire().await?;
+                    // Nothing was written on failure: each change may be tried alone.
+                    insert_audits(&mut conn, &events)
+                        .await
+                        .map_err(|e| StoreError::Retryable(e.to_string()))?;
+                }
+                return Ok(changes.iter().map(|_| Ok(Outcome::Done)).collect());
             }
-            return Ok(changes.iter().map(|_| Ok(Outcome::Done)).collect());
         }
         let mut tx = self.write.begin().await?;
         let mut results = Vec::with_capacity(changes.len());
