@@ -9,7 +9,7 @@
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use serde_json::{json, Value};
 
-use acp::policy::evaluate::{evaluate, EmailFacts, Facts};
+use acp::policy::evaluate::{evaluate, evaluate_prepared, prepare_agent, EmailFacts, Facts};
 use acp::policy::{compile, CompiledPolicy};
 
 #[path = "common/mod.rs"]
@@ -86,6 +86,25 @@ fn benches(c: &mut Criterion) {
     let mut group = c.benchmark_group("evaluate (1000 bindings)");
     group.bench_function("refund of a group member", |b| {
         b.iter(|| check(&policy, black_box(&member), "refund", &refund, None))
+    });
+    // What `/v1/check` does: the agent is prepared once per policy version and kept with the
+    // cached agent; each check builds only its request.
+    let (metadata, labels) = (json!({"team": "support"}), json!({}));
+    let facts = Facts {
+        agent_id: &member,
+        status: "active",
+        risk_tier: "low",
+        metadata: &metadata,
+        labels: &labels,
+        action: "refund",
+        context: &refund,
+        email: None,
+        emails_sent_last_minute: 0,
+        emails_sent_last_day: 0,
+    };
+    let prepared = prepare_agent(&policy, &facts).expect("prepare");
+    group.bench_function("refund of a group member, agent prepared", |b| {
+        b.iter(|| evaluate_prepared(&policy, &prepared, black_box(&facts), true).expect("evaluate"))
     });
     group.bench_function("send_email of a group member", |b| {
         b.iter(|| {

@@ -5,11 +5,12 @@
 //! expire on their own as a last line of defence.
 
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::policy::evaluate::{prepare_agent, Facts, PreparedAgent};
 use crate::policy::{compile, CompiledPolicy, PolicySpec};
 use crate::store::{AgentRecord, Invalidation, Store, StoreError};
 
@@ -70,10 +71,39 @@ pub struct CachedKey {
 }
 
 /// An agent with its inventory labels.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct AgentFacts {
     pub agent: AgentRecord,
     pub labels: Value,
+    /// The agent's part of a check, prepared under the last compiled policy it was checked
+    /// against (a new `AgentFacts` replaces this one when the agent changes).
+    prepared: Mutex<Option<Arc<PreparedAgent>>>,
+}
+
+impl AgentFacts {
+    pub fn new(agent: AgentRecord, labels: Value) -> Self {
+        Self {
+            agent,
+            labels,
+            prepared: Mutex::new(None),
+        }
+    }
+
+    /// The agent prepared for evaluation under `policy` (`facts` are this agent's), made once
+    /// per policy version.
+    pub fn prepared(
+        &self,
+        policy: &CompiledPolicy,
+        facts: &Facts<'_>,
+    ) -> Result<Arc<PreparedAgent>, String> {
+        let slot = || self.prepared.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(hit) = slot().as_ref().filter(|p| p.fits(policy, facts.agent_id)) {
+            return Ok(hit.clone());
+        }
+        let prepared = Arc::new(prepare_agent(policy, facts)?);
+        *slot() = Some(prepared.clone());
+        Ok(prepared)
+    }
 }
 
 /// A compiled policy version.

@@ -18,7 +18,7 @@ use crate::secret::{random_base62, sha256_hex};
 use crate::store::{AuditEvent, Change, Op, PolicyChallenge};
 use crate::time::{iso, now_ms};
 
-use super::evaluate::{evaluate, EmailFacts, Facts};
+use super::evaluate::{evaluate_prepared, EmailFacts, Facts};
 use super::spec::sort_keys;
 use super::spec::Outcome;
 
@@ -54,7 +54,7 @@ pub async fn cached_agent(ctx: &Context, agent_id: &str) -> ApiResult<Option<Arc
         Some(ws) => ctx.store.agent_labels(ws, agent_id).await?,
         None => json!({}),
     };
-    let facts = Arc::new(AgentFacts { agent, labels });
+    let facts = Arc::new(AgentFacts::new(agent, labels));
     ctx.caches.agents.insert(agent_id.to_owned(), facts.clone());
     Ok(Some(facts))
 }
@@ -208,7 +208,11 @@ async fn check_with(
         emails_sent_last_minute: u64::try_from(sent_minute).unwrap_or(0),
         emails_sent_last_day: u64::try_from(sent_day).unwrap_or(0),
     };
-    let mut decision = evaluate(&policy.compiled, &facts).map_err(ApiError::internal)?;
+    let prepared = agent
+        .prepared(&policy.compiled, &facts)
+        .map_err(ApiError::internal)?;
+    let mut decision =
+        evaluate_prepared(&policy.compiled, &prepared, &facts, true).map_err(ApiError::internal)?;
     let trace_id = ids::new_id(ids::TRACE);
     let mut change = Change::default();
     let mut challenge = None;

@@ -78,22 +78,28 @@ impl RuleSet {
     }
 }
 
-/// The rules of one action, indexed by the context fields they test (see `FieldGuard`).
+/// The rules of one action, indexed by the context fields they test (see `FieldGuard`), then
+/// by the interval of the numeric tag they bound (see `TagRange`).
 #[derive(Debug, Clone, Default)]
 pub struct Indexed {
     /// Every rule of the action.
-    all: PolicySet,
+    all: Ranged,
     /// Per `name=value` field that some rule tests: the rules that can match a check where it
     /// is the only tested field present.
-    by_field: HashMap<String, PolicySet>,
+    by_field: HashMap<String, Ranged>,
     /// The rules that can match a check where no tested field is present (empty, and unused,
     /// when no rule tests a field).
-    no_field: PolicySet,
+    no_field: Ranged,
 }
 
 impl Indexed {
-    /// The rules that can match a check with these `name=value` context fields.
-    pub fn pick(&self, fields: &[String]) -> &PolicySet {
+    /// The rules that can match a check with these `name=value` context fields and these
+    /// numeric tags (`Request` tags, in ten-thousandths, as the check's entity holds them).
+    pub fn pick(&self, fields: &[String], numbers: &[(String, i64)]) -> &PolicySet {
+        self.pick_fields(fields).pick(numbers)
+    }
+
+    fn pick_fields(&self, fields: &[String]) -> &Ranged {
         if self.by_field.is_empty() {
             return &self.all;
         }
@@ -109,6 +115,87 @@ impl Indexed {
             }
         }
         hit.unwrap_or(&self.no_field)
+    }
+}
+
+/// Rules indexed by the interval in which they bound one numeric tag (the amount of an amount
+/// block): a check evaluates only the rules whose bounds admit its value.
+#[derive(Debug, Clone)]
+enum Ranged {
+    /// No rule bounds a tag: every rule.
+    Plain(PolicySet),
+    ByTag {
+        tag: String,
+        /// Ascending: interval `i` is `(cuts[i - 1], cuts[i]]`, the first is `(-inf, cuts[0]]`
+        /// and the last `(cuts[n - 1], +inf)`. Every bound of a rule is a cut, so each interval
+        /// lies wholly inside or outside each rule's bounds.
+        cuts: Vec<i64>,
+        /// Per interval (`cuts.len() + 1`), the rules that can match a value in it.
+        by_interval: Vec<PolicySet>,
+        /// The rules that can match a check without the tag (no rule bounding it).
+        no_tag: PolicySet,
+    },
+}
+
+impl Default for Ranged {
+    fn default() -> Self {
+        Ranged::Plain(PolicySet::new())
+    }
+}
+
+impl Ranged {
+    fn pick(&self, numbers: &[(String, i64)]) -> &PolicySet {
+        match self {
+            Ranged::Plain(all) => all,
+            Ranged::ByTag {
+                tag,
+                cuts,
+                by_interval,
+                no_tag,
+            } => match numbers.iter().find(|(name, _)| name == tag) {
+                None => no_tag,
+                Some((_, value)) => {
+                    let interval = cuts.partition_point(|cut| cut < value);
+                    by_interval.get(interval).unwrap_or(no_tag)
+                }
+            },
+        }
+    }
+}
+
+/// What a rule's condition requires of one numeric tag of the check's `Request` entity:
+/// `resource.hasTag(tag)` and `above < value <= up_to` (`None`: unbounded). Only an index, like
+/// `FieldGuard`: the condition itself still tests everything.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct TagRange {
+    tag: String,
+    above: Option<i64>,
+    up_to: Option<i64>,
+}
+
+impl TagRange {
+    fn new(tag: &str, above: Option<i64>, up_to: Option<i64>) -> Self {
+        Self {
+            tag: tag.to_owned(),
+            above,
+            up_to,
+        }
+    }
+
+    /// Whether some value in `(low, high]` (`None`: unbounded) lies within the range.
+    fn meets(&self, low: Option<i64>, high: Option<i64>) -> bool {
+        let from = match (self.above, low) {
+            (Some(a), Some(l)) => Some(a.max(l)),
+            (a, l) => a.or(l),
+        };
+        let to = match (self.up_to, high) {
+            (Some(a), Some(h)) => Some(a.min(h)),
+            (a, h) => a.or(h),
+        };
+        match (from, to) {
+            (Some(f), Some(t)) => f < t,
+            _ => true,
+        }
     }
 }
 
@@ -189,23 +276,26 @@ struct Placed {
     meta: RuleMeta,
     actions: Option<BTreeSet<String>>,
     guard: Option<FieldGuard>,
+    range: Option<TagRange>,
     unusual: bool,
+}
+
+/// A policy set of these rules (every one was accepted into the rule set's whole policy set
+/// already, so none is refused here).
+fn set_of<'a>(rules: impl IntoIterator<Item = &'a &'a Placed>) -> PolicySet {
+    let mut set = PolicySet::new();
+    for p in rules {
+        let _ = p.compiled.add_to(&mut set);
+    }
+    set
 }
 
 /// The rules of one action, and their field index.
 fn indexed(rules: &[&Placed]) -> Indexed {
-    let mut out = Indexed::default();
-    let place = |set: &mut PolicySet, present: Option<&str>| {
-        for p in rules {
-            if p.guard.as_ref().is_none_or(|g| g.admits(present)) {
-                // Every rule here was accepted into the whole set already.
-                let _ = p.compiled.add_to(set);
-            }
-        }
+    let mut out = Indexed {
+        all: ranged(rules),
+        ..Indexed::default()
     };
-    for p in rules {
-        let _ = p.compiled.add_to(&mut out.all);
-    }
     let tested: BTreeSet<&String> = rules
         .iter()
         .filter_map(|p| p.guard.as_ref())
@@ -214,13 +304,62 @@ fn indexed(rules: &[&Placed]) -> Indexed {
     if tested.is_empty() {
         return out;
     }
+    let admitted = |present: Option<&str>| -> Vec<&Placed> {
+        rules
+            .iter()
+            .copied()
+            .filter(|p| p.guard.as_ref().is_none_or(|g| g.admits(present)))
+            .collect()
+    };
     for field in tested {
-        let mut set = PolicySet::new();
-        place(&mut set, Some(field));
-        out.by_field.insert(field.clone(), set);
+        out.by_field
+            .insert(field.clone(), ranged(&admitted(Some(field))));
     }
-    place(&mut out.no_field, None);
+    out.no_field = ranged(&admitted(None));
     out
+}
+
+/// These rules, indexed by the interval of the tag most of them bound (rules bounding another
+/// tag are kept in every interval).
+fn ranged(rules: &[&Placed]) -> Ranged {
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for r in rules.iter().filter_map(|p| p.range.as_ref()) {
+        *counts.entry(r.tag.as_str()).or_default() += 1;
+    }
+    let Some(tag) = counts
+        .iter()
+        .max_by_key(|(_, n)| **n)
+        .map(|(tag, _)| (*tag).to_owned())
+    else {
+        return Ranged::Plain(set_of(rules));
+    };
+    let bound = |p: &Placed| p.range.as_ref().filter(|r| r.tag == tag).cloned();
+    let cuts: Vec<i64> = rules
+        .iter()
+        .filter_map(|p| bound(p))
+        .flat_map(|r| [r.above, r.up_to])
+        .flatten()
+        .collect::<BTreeSet<i64>>()
+        .into_iter()
+        .collect();
+    let by_interval = (0..=cuts.len())
+        .map(|i| {
+            let low = i.checked_sub(1).and_then(|j| cuts.get(j)).copied();
+            let high = cuts.get(i).copied();
+            set_of(
+                rules
+                    .iter()
+                    .filter(|p| bound(p).is_none_or(|r| r.meets(low, high))),
+            )
+        })
+        .collect();
+    let no_tag = set_of(rules.iter().filter(|p| bound(p).is_none()));
+    Ranged::ByTag {
+        tag,
+        cuts,
+        by_interval,
+        no_tag,
+    }
 }
 
 /// Builds a rule set and its action and field indexes; errors name the rule.
@@ -300,6 +439,8 @@ struct Rule {
     unusual: bool,
     /// What its condition requires of the context fields (an index, like `actions`).
     guard: Option<FieldGuard>,
+    /// What its condition requires of a numeric tag (an index, like `actions`).
+    range: Option<TagRange>,
 }
 
 /// A Cedar string literal.
@@ -383,6 +524,8 @@ struct Emitter<'a> {
     unusual: bool,
     /// What the rules being emitted require of the context fields (see `Rule::guard`).
     guard: Option<FieldGuard>,
+    /// What the rule being emitted requires of a numeric tag (see `Rule::range`).
+    range: Option<TagRange>,
     allows: bool,
     approval: Option<ApprovalRules>,
 }
@@ -417,6 +560,7 @@ impl Emitter<'_> {
             actions,
             unusual: self.unusual,
             guard: self.guard.clone(),
+            range: self.range.take(),
             id: format!("{}#{kind}", self.source),
             group: self.group.clone(),
             meta: RuleMeta {
@@ -765,7 +909,9 @@ impl Emitter<'_> {
             };
             self.guard = guard;
             let kind = format!("amount/{}", if currency == "*" { "any" } else { currency });
+            let range = |above, up_to| Some(TagRange::new(&a.field, above, up_to));
             if self.allows {
+                self.range = range(None, Some(allow));
                 self.rule(
                     &format!("{kind}/allow"),
                     Outcome::Allow,
@@ -775,6 +921,7 @@ impl Emitter<'_> {
                 );
             }
             if challenge_up_to > t.allow_up_to {
+                self.range = range(Some(allow), Some(challenge));
                 self.rule(
                     &format!("{kind}/challenge"),
                     Outcome::Challenge,
@@ -783,6 +930,7 @@ impl Emitter<'_> {
                     format!("{base} && {which} && {value} > {allow} && {value} <= {challenge}"),
                 );
             }
+            self.range = range(Some(challenge), None);
             self.rule(
                 &format!("{kind}/deny"),
                 Outcome::Deny,
@@ -792,6 +940,7 @@ impl Emitter<'_> {
             );
         }
         self.guard = None;
+        self.range = Some(TagRange::new(&a.field, None, Some(-1)));
         self.rule(
             "amount/negative",
             Outcome::Deny,
@@ -916,6 +1065,7 @@ fn status_rule(
         actions: None,
         unusual: true,
         guard: None,
+        range: None,
         condition: format!("principal.status == {}", lit(status)),
     }
 }
@@ -1075,6 +1225,7 @@ fn static_rules(rules: &[&Rule], errors: &mut Vec<SpecError>) -> Vec<Placed> {
                 actions: rule.actions.clone(),
                 unusual: rule.unusual,
                 guard: rule.guard.clone(),
+                range: rule.range.clone(),
             }),
             Err(e) => errors.push(SpecError::new(
                 rule.meta.source.clone(),
@@ -1159,6 +1310,7 @@ fn group_rules(
                 actions: rule.actions.clone(),
                 unusual: rule.unusual,
                 guard: rule.guard.clone(),
+                range: rule.range.clone(),
             })
         })
         .collect()
@@ -1185,6 +1337,7 @@ pub fn compile(spec: &PolicySpec) -> Result<CompiledPolicy, Vec<SpecError>> {
             scope: None,
             unusual: false,
             guard: None,
+            range: None,
             allows: false,
             approval: None,
         };
@@ -1215,6 +1368,7 @@ pub fn compile(spec: &PolicySpec) -> Result<CompiledPolicy, Vec<SpecError>> {
             scope: None,
             unusual: false,
             guard: None,
+            range: None,
             allows: true,
             approval: None,
         };

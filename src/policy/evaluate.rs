@@ -225,16 +225,58 @@ fn authorizer() -> &'static Authorizer {
 /// Evaluates a check. Errors are facts that cannot be expressed (they should not happen for
 /// facts built from validated input) and are answered as a deny by the caller.
 pub fn evaluate(policy: &CompiledPolicy, facts: &Facts<'_>) -> Result<Decision, String> {
-    evaluate_with(policy, facts, true)
+    evaluate_prepared(policy, &prepare_agent(policy, facts)?, facts, true)
 }
 
 /// `indexed`: evaluate only the rules indexed under the action (what `evaluate` does), or
 /// every rule (what the index must agree with).
+#[cfg(test)]
 pub(crate) fn evaluate_with(
     policy: &CompiledPolicy,
     facts: &Facts<'_>,
     indexed: bool,
 ) -> Result<Decision, String> {
+    evaluate_prepared(policy, &prepare_agent(policy, facts)?, facts, indexed)
+}
+
+/// The agent's part of a check under one compiled policy: its groups, and Cedar entity stores
+/// holding its entity (with those groups as parents). It depends only on the agent's facts and
+/// on the compiled policy, so the check path keeps it with the cached agent; each check then
+/// adds only its own request entity.
+pub struct PreparedAgent {
+    agent_id: String,
+    /// The hash of the compiled policy it was made for.
+    policy_hash: String,
+    groups: Vec<String>,
+    /// Not active, or above low risk: the status and reputation rules apply.
+    unusual: bool,
+    agent_uid: EntityUid,
+    /// The agent's entity alone.
+    agent_only: Entities,
+    /// The agent's entity and a request entity without tags (for a check without numbers).
+    with_plain_request: Entities,
+}
+
+impl std::fmt::Debug for PreparedAgent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreparedAgent")
+            .field("agent_id", &self.agent_id)
+            .field("policy_hash", &self.policy_hash)
+            .field("groups", &self.groups)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PreparedAgent {
+    /// Made for this agent under this compiled policy.
+    pub fn fits(&self, policy: &CompiledPolicy, agent_id: &str) -> bool {
+        self.policy_hash == policy.hash && self.agent_id == agent_id
+    }
+}
+
+/// Prepares the agent part of `facts` (its id, status, risk tier, metadata and labels) for
+/// evaluation under `policy`.
+pub fn prepare_agent(policy: &CompiledPolicy, facts: &Facts<'_>) -> Result<PreparedAgent, String> {
     let groups = groups_of(policy, facts);
     let risk_level = RiskTier::parse(facts.risk_tier).map_or(2, RiskTier::level);
     let agent_uid = uid(AGENT, facts.agent_id)?;
@@ -266,7 +308,34 @@ pub(crate) fn evaluate_with(
         parents.into_iter().collect(),
     )
     .map_err(|e| e.to_string())?;
+    let (request_uid, _) = fixed_uids()?;
+    let plain_request = Entity::new_no_attrs(request_uid.clone(), Default::default());
+    let agent_only = Entities::from_entities([agent], None).map_err(|e| e.to_string())?;
+    let with_plain_request = agent_only
+        .clone()
+        .add_entities([plain_request], None)
+        .map_err(|e| e.to_string())?;
+    Ok(PreparedAgent {
+        agent_id: facts.agent_id.to_owned(),
+        policy_hash: policy.hash.clone(),
+        groups,
+        unusual: facts.status != "active" || risk_level > 0,
+        agent_uid,
+        agent_only,
+        with_plain_request,
+    })
+}
 
+/// Evaluates a check whose agent part was prepared under this policy (see [`PreparedAgent`]).
+pub fn evaluate_prepared(
+    policy: &CompiledPolicy,
+    prepared: &PreparedAgent,
+    facts: &Facts<'_>,
+    indexed: bool,
+) -> Result<Decision, String> {
+    if !prepared.fits(policy, facts.agent_id) {
+        return Err("the agent was prepared for another agent or policy".into());
+    }
     let mut numbers = Vec::new();
     let mut fields = Vec::new();
     if let Some(obj) = facts.context.as_object() {
@@ -280,7 +349,7 @@ pub(crate) fn evaluate_with(
                         // In ten-thousandths, rounded up, so a value just over a limit never
                         // rounds down onto it.
                         let up = (d * 10_000.0).ceil() as i64;
-                        numbers.push((k.clone(), RestrictedExpression::new_long(up)));
+                        numbers.push((k.clone(), up));
                     }
                 }
                 Value::String(s) => fields.push(format!("{k}={s}")),
@@ -292,29 +361,109 @@ pub(crate) fn evaluate_with(
     // The rule sets that apply: each group's set carries the guardrails too, so an agent of one
     // group costs one authorisation; an agent of none is judged by the guardrails alone. Of
     // each, the policies to evaluate: through the indexes (by action, whether the agent is
-    // unusual, i.e. not active or above low risk, and context fields), or every rule. Chosen
-    // here, before `fields` moves into the context.
-    let mut sets: Vec<&RuleSet> = groups.iter().filter_map(|g| policy.groups.get(g)).collect();
+    // unusual, i.e. not active or above low risk, context fields and numbers), or every rule.
+    // Chosen here, before `fields` moves into the context and `numbers` into the entity.
+    let mut sets: Vec<&RuleSet> = prepared
+        .groups
+        .iter()
+        .filter_map(|g| policy.groups.get(g))
+        .collect();
     if sets.is_empty() {
         sets.push(&policy.guardrails);
     }
-    let unusual = facts.status != "active" || risk_level > 0;
     let chosen: Vec<(&RuleSet, &PolicySet)> = sets
         .into_iter()
         .flat_map(|set| {
             let usual = if indexed {
-                set.for_action(facts.action).pick(&fields)
+                set.for_action(facts.action).pick(&fields, &numbers)
             } else {
                 &set.policies
             };
-            let extra = (indexed && unusual).then(|| set.for_unusual());
+            let extra = (indexed && prepared.unusual).then(|| set.for_unusual());
             std::iter::once(usual).chain(extra).map(move |p| (set, p))
         })
         .collect();
     let (request_uid, action) = fixed_uids()?;
-    let resource =
-        Entity::new_with_tags(request_uid.clone(), [], [], numbers).map_err(|e| e.to_string())?;
+    let entities = if numbers.is_empty() {
+        prepared.with_plain_request.clone()
+    } else {
+        let tags = numbers
+            .into_iter()
+            .map(|(name, value)| (name, RestrictedExpression::new_long(value)));
+        let resource =
+            Entity::new_with_tags(request_uid.clone(), [], [], tags).map_err(|e| e.to_string())?;
+        prepared
+            .agent_only
+            .clone()
+            .add_entities([resource], None)
+            .map_err(|e| e.to_string())?
+    };
+    let context = context_of(facts, fields)?;
+    let request = Request::new(
+        prepared.agent_uid.clone(),
+        action.clone(),
+        request_uid.clone(),
+        context,
+        None,
+    )
+    .map_err(|e| e.to_string())?;
 
+    let mut matched = Vec::new();
+    for (set, policies) in chosen {
+        let response = authorizer().is_authorized(&request, policies, &entities);
+        matched.extend(
+            response
+                .diagnostics()
+                .reason()
+                .filter_map(|id| set.rules.get(id)),
+        );
+    }
+    Ok(decide(&matched))
+}
+
+/// Contexts of checks without email facts, by action and context fields: few distinct ones
+/// recur (the numbers of a check are tags of its request entity, not context), and building
+/// one costs more than the rest of a check's request. Per thread, so no lock; cleared when full.
+const CONTEXT_CACHE_SIZE: usize = 256;
+
+thread_local! {
+    static CONTEXTS: std::cell::RefCell<std::collections::HashMap<String, Context>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+/// The Cedar context of a check: its action, its context fields (`name=value`) and its email
+/// facts.
+fn context_of(facts: &Facts<'_>, fields: Vec<String>) -> Result<Context, String> {
+    let plain = facts.email.is_none()
+        && facts.emails_sent_last_minute == 0
+        && facts.emails_sent_last_day == 0;
+    if !plain {
+        return build_context(facts, fields);
+    }
+    // Every part with its length first, so that no two checks share a key.
+    let mut key = String::with_capacity(
+        facts.action.len() + fields.iter().map(|f| f.len() + 8).sum::<usize>() + 8,
+    );
+    for part in std::iter::once(facts.action).chain(fields.iter().map(String::as_str)) {
+        key.push_str(&part.len().to_string());
+        key.push(':');
+        key.push_str(part);
+    }
+    if let Some(hit) = CONTEXTS.with(|cache| cache.borrow().get(&key).cloned()) {
+        return Ok(hit);
+    }
+    let context = build_context(facts, fields)?;
+    CONTEXTS.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        if cache.len() >= CONTEXT_CACHE_SIZE {
+            cache.clear();
+        }
+        cache.insert(key, context.clone());
+    });
+    Ok(context)
+}
+
+fn build_context(facts: &Facts<'_>, fields: Vec<String>) -> Result<Context, String> {
     let empty = EmailFacts::default();
     let email = facts.email.unwrap_or(&empty);
     let domains: BTreeSet<String> = email
@@ -374,7 +523,7 @@ pub(crate) fn evaluate_with(
         ("sent_last_day".to_owned(), long(facts.emails_sent_last_day)),
     ])
     .map_err(|e| e.to_string())?;
-    let context = Context::from_pairs([
+    Context::from_pairs([
         (
             "action".to_owned(),
             RestrictedExpression::new_string(facts.action.to_owned()),
@@ -382,28 +531,7 @@ pub(crate) fn evaluate_with(
         ("fields".to_owned(), strings(fields)),
         ("email".to_owned(), email_record),
     ])
-    .map_err(|e| e.to_string())?;
-    let request = Request::new(
-        agent_uid,
-        action.clone(),
-        request_uid.clone(),
-        context,
-        None,
-    )
-    .map_err(|e| e.to_string())?;
-    let entities = Entities::from_entities([agent, resource], None).map_err(|e| e.to_string())?;
-
-    let mut matched = Vec::new();
-    for (set, policies) in chosen {
-        let response = authorizer().is_authorized(&request, policies, &entities);
-        matched.extend(
-            response
-                .diagnostics()
-                .reason()
-                .filter_map(|id| set.rules.get(id)),
-        );
-    }
-    Ok(decide(&matched))
+    .map_err(|e| e.to_string())
 }
 
 /// deny > challenge > allow; nothing matched is a deny with `no_matching_rule`.

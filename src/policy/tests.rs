@@ -2,7 +2,9 @@
 
 use serde_json::{json, Value};
 
-use super::evaluate::{evaluate, evaluate_with, Attachment, EmailFacts, Facts};
+use super::evaluate::{
+    evaluate, evaluate_prepared, evaluate_with, prepare_agent, Attachment, EmailFacts, Facts,
+};
 use super::spec::{parse, Format, Outcome};
 use super::{compile, CompiledPolicy, Decision};
 
@@ -59,6 +61,14 @@ fn run(p: &CompiledPolicy, c: &Check) -> Decision {
         "the action index changed the decision of {}",
         c.action
     );
+    // The check path prepares the agent once and reuses it for every check.
+    let prepared = prepare_agent(p, &facts).unwrap();
+    for _ in 0..2 {
+        assert_eq!(
+            decision,
+            evaluate_prepared(p, &prepared, &facts, true).unwrap()
+        );
+    }
     decision
 }
 
@@ -121,6 +131,40 @@ fn actions_allow_challenge_deny_and_default_deny() {
     assert_eq!(
         (none.outcome, none.reason_codes),
         (Outcome::Deny, codes(&["no_matching_rule"]))
+    );
+}
+
+#[test]
+fn a_prepared_agent_serves_only_its_agent_and_policy() {
+    let team = policy(ACTIONS);
+    let other = policy(&ACTIONS.replace("drop_db", "drop_table"));
+    let (metadata, labels, context) = (json!({}), json!({}), json!({}));
+    let facts = |agent_id| Facts {
+        agent_id,
+        status: "active",
+        risk_tier: "low",
+        metadata: &metadata,
+        labels: &labels,
+        action: "read",
+        context: &context,
+        email: None,
+        emails_sent_last_minute: 0,
+        emails_sent_last_day: 0,
+    };
+    let prepared = prepare_agent(&team, &facts(AGENT)).unwrap();
+    assert_eq!(
+        evaluate_prepared(&team, &prepared, &facts(AGENT), true)
+            .unwrap()
+            .outcome,
+        Outcome::Allow
+    );
+    // The member's groups must not decide for another agent, nor under another policy.
+    let stranger = "agt_ffffffffffffffffffffffffffffffff";
+    assert!(evaluate_prepared(&team, &prepared, &facts(stranger), true).is_err());
+    assert!(evaluate_prepared(&other, &prepared, &facts(AGENT), true).is_err());
+    assert_eq!(
+        evaluate(&team, &facts(stranger)).unwrap().outcome,
+        Outcome::Deny
     );
 }
 
@@ -442,6 +486,23 @@ global_guardrails:
                     json!(600),
                     json!(4500),
                     json!(9000),
+                    // On and just beside every bound (the amount index cuts there), values
+                    // that round to a bound, and values that are not a tag at all.
+                    json!(0),
+                    json!(-0.00001),
+                    json!(-0.0001),
+                    json!(5),
+                    json!(5.00001),
+                    json!(7),
+                    json!(10),
+                    json!(50),
+                    json!(100),
+                    json!(100.0001),
+                    json!(1000),
+                    json!(4000.00001),
+                    json!(5000),
+                    json!(1e15),
+                    json!("60"),
                 ] {
                     let mut context = serde_json::Map::new();
                     for (name, value) in [
@@ -483,27 +544,51 @@ global_guardrails:
         );
     }
     let set = &p.groups["finance"];
-    let usd = set.for_action("refund").pick(&["currency=USD".to_owned()]);
-    let ids: Vec<String> = usd.policies().map(|p| p.id().to_string()).collect();
+    let ids = |fields: &[&str], amount: Option<i64>| -> Vec<String> {
+        let fields: Vec<String> = fields.iter().map(|f| f.to_string()).collect();
+        let numbers: Vec<(String, i64)> = amount
+            .map(|a| ("amount".to_owned(), a))
+            .into_iter()
+            .collect();
+        set.for_action("refund")
+            .pick(&fields, &numbers)
+            .policies()
+            .map(|p| p.id().to_string())
+            .collect()
+    };
+    let named = |ids: &[String], part: &str| ids.iter().any(|id| id.contains(part));
+    // 50 USD (in ten-thousandths): the USD allowance, not its challenge or deny, nor the rules
+    // of other currencies or of negative amounts. (The payouts block bounds another tag, so
+    // its rules are in every interval.)
+    let usd = ids(&["currency=USD"], Some(500_000));
+    assert!(named(&usd, "refunds#amount/USD/allow"), "{usd:?}");
+    for other in [
+        "refunds#amount/USD/challenge",
+        "refunds#amount/USD/deny",
+        "/EUR/",
+        "unknown_currency",
+        "refunds#amount/negative",
+    ] {
+        assert!(!named(&usd, other), "{other} in {usd:?}");
+    }
+    // 600 USD: the challenge only; exactly 100 USD is still the allowance.
+    let usd = ids(&["currency=USD"], Some(6_000_000));
+    assert!(named(&usd, "refunds#amount/USD/challenge"), "{usd:?}");
+    assert!(!named(&usd, "refunds#amount/USD/allow"), "{usd:?}");
+    let usd = ids(&["currency=USD"], Some(1_000_000));
+    assert!(named(&usd, "refunds#amount/USD/allow"), "{usd:?}");
+    assert!(!named(&usd, "refunds#amount/USD/challenge"), "{usd:?}");
+    // A negative amount reaches the negative rule; no amount reaches no amount rule.
+    assert!(named(
+        &ids(&["currency=USD"], Some(-1)),
+        "refunds#amount/negative"
+    ));
+    assert!(!named(&ids(&["currency=USD"], None), "refunds#amount/"));
+    let unknown = ids(&["currency=CHF"], Some(500_000));
+    assert!(named(&unknown, "unknown_currency"), "{unknown:?}");
     assert!(
-        ids.iter().any(|id| id.contains("amount/USD/allow")),
-        "{ids:?}"
-    );
-    assert!(
-        !ids.iter()
-            .any(|id| id.contains("/EUR/") || id.contains("unknown_currency")),
-        "{ids:?}"
-    );
-    let unknown = set.for_action("refund").pick(&["currency=CHF".to_owned()]);
-    let ids: Vec<String> = unknown.policies().map(|p| p.id().to_string()).collect();
-    assert!(
-        ids.iter().any(|id| id.contains("unknown_currency")),
-        "{ids:?}"
-    );
-    assert!(
-        !ids.iter()
-            .any(|id| id.contains("/USD/") || id.contains("/EUR/")),
-        "{ids:?}"
+        !named(&unknown, "/USD/") && !named(&unknown, "/EUR/"),
+        "{unknown:?}"
     );
 }
 
