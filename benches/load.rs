@@ -1118,20 +1118,31 @@ async fn drive(
     let policy_version =
         install_large_policy(&client, server, api_key, &agent_id, database_url).await?;
     eprintln!("load: policy of 1,000 groups / 10,000 members / 1,000 bindings live as version {policy_version}");
-    let check_body = serde_json::to_vec(&json!({
-        "agent_id": agent_id, "action": "refund", "context": {"amount": 50, "currency": "USD"}
-    }))?;
-    let checks: Vec<Prepared> = (0..n)
-        .map(|_| Prepared {
+    // Refunds of varying amounts (0.01 to 90.00) in two currencies, all within the agent's
+    // allowance: no two consecutive checks are the same request.
+    let check_bodies = (0..n)
+        .map(|i| {
+            let amount = (i % 9000) as f64 / 100.0 + 0.01;
+            let currency = if i % 2 == 0 { "USD" } else { "EUR" };
+            serde_json::to_vec(&json!({
+                "agent_id": agent_id, "action": "refund",
+                "context": {"amount": amount, "currency": currency}
+            }))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let checks: Vec<Prepared> = check_bodies
+        .iter()
+        .map(|body| Prepared {
             headers: vec![("x-service-api-key", api_key.to_owned())],
-            body: check_body.clone(),
+            body: body.clone(),
         })
         .collect();
-    let bare_body = check_body.clone();
-    let bare_requests: Vec<Prepared> = (0..n)
-        .map(|_| Prepared {
+    // The bare endpoint parses the very same bodies.
+    let bare_requests: Vec<Prepared> = check_bodies
+        .into_iter()
+        .map(|body| Prepared {
             headers: Vec::new(),
-            body: bare_body.clone(),
+            body,
         })
         .collect();
     let bare_url = start_bare_server()?;
