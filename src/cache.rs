@@ -89,18 +89,26 @@ impl AgentFacts {
         }
     }
 
-    /// The agent prepared for evaluation under `policy` (`facts` are this agent's), made once
-    /// per policy version.
-    pub fn prepared(
-        &self,
-        policy: &CompiledPolicy,
-        facts: &Facts<'_>,
-    ) -> Result<Arc<PreparedAgent>, String> {
+    /// The agent prepared for evaluation under `policy`, made once per policy version.
+    pub fn prepared(&self, policy: &CompiledPolicy) -> Result<Arc<PreparedAgent>, String> {
         let slot = || self.prepared.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(hit) = slot().as_ref().filter(|p| p.fits(policy, facts.agent_id)) {
+        if let Some(hit) = slot().as_ref().filter(|p| p.fits(policy, &self.agent.id)) {
             return Ok(hit.clone());
         }
-        let prepared = Arc::new(prepare_agent(policy, facts)?);
+        // Only the agent's part of the facts is read.
+        let facts = Facts {
+            agent_id: &self.agent.id,
+            status: self.agent.status.as_str(),
+            risk_tier: &self.agent.risk_tier,
+            metadata: &self.agent.metadata,
+            labels: &self.labels,
+            action: "",
+            context: &Value::Null,
+            email: None,
+            emails_sent_last_minute: 0,
+            emails_sent_last_day: 0,
+        };
+        let prepared = Arc::new(prepare_agent(policy, &facts)?);
         *slot() = Some(prepared.clone());
         Ok(prepared)
     }

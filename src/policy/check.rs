@@ -209,10 +209,10 @@ async fn check_with(
         emails_sent_last_day: u64::try_from(sent_day).unwrap_or(0),
     };
     let prepared = agent
-        .prepared(&policy.compiled, &facts)
+        .prepared(&policy.compiled)
         .map_err(ApiError::internal)?;
     let mut decision =
-        evaluate_prepared(&policy.compiled, &prepared, &facts, true).map_err(ApiError::internal)?;
+        evaluate_prepared(&policy.compiled, &prepared, &facts).map_err(ApiError::internal)?;
     let trace_id = ids::new_id(ids::TRACE);
     let mut change = Change::default();
     let mut challenge = None;

@@ -9,9 +9,10 @@
 //! check evaluates only the rules that can apply to its agent; each set is indexed by the actions
 //! its rules test, and status and reputation rules sit apart, evaluated only for agents that are
 //! not active or above low risk. Within an action, rules that test one value of a context field
-//! (an amount block's currency) are indexed by that value too. The indexes only skip rules that
-//! cannot match: every condition still tests its action, status and fields itself (the policy
-//! tests check both ways agree).
+//! (an amount block's currency) are indexed by that value too, and rules that bound a numeric tag
+//! (an amount block's thresholds) by the interval of the tag's value. The indexes only skip rules
+//! that cannot match: every condition still tests its action, status, fields and amounts itself
+//! (the policy tests check both ways agree).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::str::FromStr;
@@ -120,45 +121,37 @@ impl Indexed {
 
 /// Rules indexed by the interval in which they bound one numeric tag (the amount of an amount
 /// block): a check evaluates only the rules whose bounds admit its value.
-#[derive(Debug, Clone)]
-enum Ranged {
-    /// No rule bounds a tag: every rule.
-    Plain(PolicySet),
-    ByTag {
-        tag: String,
-        /// Ascending: interval `i` is `(cuts[i - 1], cuts[i]]`, the first is `(-inf, cuts[0]]`
-        /// and the last `(cuts[n - 1], +inf)`. Every bound of a rule is a cut, so each interval
-        /// lies wholly inside or outside each rule's bounds.
-        cuts: Vec<i64>,
-        /// Per interval (`cuts.len() + 1`), the rules that can match a value in it.
-        by_interval: Vec<PolicySet>,
-        /// The rules that can match a check without the tag (no rule bounding it).
-        no_tag: PolicySet,
-    },
+#[derive(Debug, Clone, Default)]
+struct Ranged {
+    /// Every rule (all a check gets when no rule bounds a tag).
+    all: PolicySet,
+    by_tag: Option<Box<TagIndex>>,
 }
 
-impl Default for Ranged {
-    fn default() -> Self {
-        Ranged::Plain(PolicySet::new())
-    }
+#[derive(Debug, Clone)]
+struct TagIndex {
+    tag: String,
+    /// Ascending: interval `i` is `(cuts[i - 1], cuts[i]]`, the first is `(-inf, cuts[0]]` and
+    /// the last `(cuts[n - 1], +inf)`. Every bound of a rule is a cut, so each interval lies
+    /// wholly inside or outside each rule's bounds.
+    cuts: Vec<i64>,
+    /// Per interval (`cuts.len() + 1`), the rules that can match a value in it.
+    by_interval: Vec<PolicySet>,
+    /// The rules that can match a check without the tag (no rule bounding it).
+    no_tag: PolicySet,
 }
 
 impl Ranged {
     fn pick(&self, numbers: &[(String, i64)]) -> &PolicySet {
-        match self {
-            Ranged::Plain(all) => all,
-            Ranged::ByTag {
-                tag,
-                cuts,
-                by_interval,
-                no_tag,
-            } => match numbers.iter().find(|(name, _)| name == tag) {
-                None => no_tag,
-                Some((_, value)) => {
-                    let interval = cuts.partition_point(|cut| cut < value);
-                    by_interval.get(interval).unwrap_or(no_tag)
-                }
-            },
+        let Some(index) = &self.by_tag else {
+            return &self.all;
+        };
+        match numbers.iter().find(|(name, _)| *name == index.tag) {
+            None => &index.no_tag,
+            Some((_, value)) => {
+                let interval = index.cuts.partition_point(|cut| cut < value);
+                index.by_interval.get(interval).unwrap_or(&self.all)
+            }
         }
     }
 }
@@ -331,7 +324,10 @@ fn ranged(rules: &[&Placed]) -> Ranged {
         .max_by_key(|(_, n)| **n)
         .map(|(tag, _)| (*tag).to_owned())
     else {
-        return Ranged::Plain(set_of(rules));
+        return Ranged {
+            all: set_of(rules),
+            by_tag: None,
+        };
     };
     let bound = |p: &Placed| p.range.as_ref().filter(|r| r.tag == tag).cloned();
     let cuts: Vec<i64> = rules
@@ -354,11 +350,14 @@ fn ranged(rules: &[&Placed]) -> Ranged {
         })
         .collect();
     let no_tag = set_of(rules.iter().filter(|p| bound(p).is_none()));
-    Ranged::ByTag {
-        tag,
-        cuts,
-        by_interval,
-        no_tag,
+    Ranged {
+        all: set_of(rules),
+        by_tag: Some(Box::new(TagIndex {
+            tag,
+            cuts,
+            by_interval,
+            no_tag,
+        })),
     }
 }
 

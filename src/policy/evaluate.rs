@@ -225,7 +225,7 @@ fn authorizer() -> &'static Authorizer {
 /// Evaluates a check. Errors are facts that cannot be expressed (they should not happen for
 /// facts built from validated input) and are answered as a deny by the caller.
 pub fn evaluate(policy: &CompiledPolicy, facts: &Facts<'_>) -> Result<Decision, String> {
-    evaluate_prepared(policy, &prepare_agent(policy, facts)?, facts, true)
+    evaluate_in(policy, &prepare_agent(policy, facts)?, facts, true)
 }
 
 /// `indexed`: evaluate only the rules indexed under the action (what `evaluate` does), or
@@ -236,7 +236,7 @@ pub(crate) fn evaluate_with(
     facts: &Facts<'_>,
     indexed: bool,
 ) -> Result<Decision, String> {
-    evaluate_prepared(policy, &prepare_agent(policy, facts)?, facts, indexed)
+    evaluate_in(policy, &prepare_agent(policy, facts)?, facts, indexed)
 }
 
 /// The agent's part of a check under one compiled policy: its groups, and Cedar entity stores
@@ -331,6 +331,31 @@ pub fn evaluate_prepared(
     policy: &CompiledPolicy,
     prepared: &PreparedAgent,
     facts: &Facts<'_>,
+) -> Result<Decision, String> {
+    evaluate_in(policy, prepared, facts, true)
+}
+
+/// A number of the check's context as its `Request` tag: in ten-thousandths, rounded up, so a
+/// value just over a limit never rounds down onto it; a product that is an integer but for
+/// floating-point noise (`1.11 * 10000` is `11100.000000000002`) is that integer. `None` beyond
+/// the range of the tags.
+pub fn tag_value(value: f64) -> Option<i64> {
+    if !value.is_finite() || value.abs() >= 900_000_000_000_000.0 {
+        return None;
+    }
+    let scaled = value * 10_000.0;
+    let nearest = scaled.round();
+    Some(if (scaled - nearest).abs() < 1e-6 {
+        nearest as i64
+    } else {
+        scaled.ceil() as i64
+    })
+}
+
+fn evaluate_in(
+    policy: &CompiledPolicy,
+    prepared: &PreparedAgent,
+    facts: &Facts<'_>,
     indexed: bool,
 ) -> Result<Decision, String> {
     if !prepared.fits(policy, facts.agent_id) {
@@ -342,14 +367,8 @@ pub fn evaluate_prepared(
         for (k, v) in obj {
             match v {
                 Value::Number(n) => {
-                    if let Some(d) = n
-                        .as_f64()
-                        .filter(|f| f.is_finite() && f.abs() < 900_000_000_000_000.0)
-                    {
-                        // In ten-thousandths, rounded up, so a value just over a limit never
-                        // rounds down onto it.
-                        let up = (d * 10_000.0).ceil() as i64;
-                        numbers.push((k.clone(), up));
+                    if let Some(value) = n.as_f64().and_then(tag_value) {
+                        numbers.push((k.clone(), value));
                     }
                 }
                 Value::String(s) => fields.push(format!("{k}={s}")),
@@ -425,6 +444,8 @@ pub fn evaluate_prepared(
 /// recur (the numbers of a check are tags of its request entity, not context), and building
 /// one costs more than the rest of a check's request. Per thread, so no lock; cleared when full.
 const CONTEXT_CACHE_SIZE: usize = 256;
+/// Longer keys (large or many string fields) are not kept: 256 of them could hold megabytes.
+const CONTEXT_KEY_MAX: usize = 512;
 
 thread_local! {
     static CONTEXTS: std::cell::RefCell<std::collections::HashMap<String, Context>> =
@@ -449,6 +470,9 @@ fn context_of(facts: &Facts<'_>, fields: Vec<String>) -> Result<Context, String>
         key.push(':');
         key.push_str(part);
     }
+    if key.len() > CONTEXT_KEY_MAX {
+        return build_context(facts, fields);
+    }
     if let Some(hit) = CONTEXTS.with(|cache| cache.borrow().get(&key).cloned()) {
         return Ok(hit);
     }
@@ -461,6 +485,12 @@ fn context_of(facts: &Facts<'_>, fields: Vec<String>) -> Result<Context, String>
         cache.insert(key, context.clone());
     });
     Ok(context)
+}
+
+/// Empties this thread's context cache (tests compare cached contexts with fresh ones).
+#[cfg(test)]
+pub(crate) fn clear_context_cache() {
+    CONTEXTS.with(|cache| cache.borrow_mut().clear());
 }
 
 fn build_context(facts: &Facts<'_>, fields: Vec<String>) -> Result<Context, String> {

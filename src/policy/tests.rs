@@ -3,7 +3,8 @@
 use serde_json::{json, Value};
 
 use super::evaluate::{
-    evaluate, evaluate_prepared, evaluate_with, prepare_agent, Attachment, EmailFacts, Facts,
+    clear_context_cache, evaluate, evaluate_prepared, evaluate_with, prepare_agent, tag_value,
+    Attachment, EmailFacts, Facts,
 };
 use super::spec::{parse, Format, Outcome};
 use super::{compile, CompiledPolicy, Decision};
@@ -64,11 +65,12 @@ fn run(p: &CompiledPolicy, c: &Check) -> Decision {
     // The check path prepares the agent once and reuses it for every check.
     let prepared = prepare_agent(p, &facts).unwrap();
     for _ in 0..2 {
-        assert_eq!(
-            decision,
-            evaluate_prepared(p, &prepared, &facts, true).unwrap()
-        );
+        assert_eq!(decision, evaluate_prepared(p, &prepared, &facts).unwrap());
     }
+    // The context may have come from this thread's cache (an earlier check with the same action
+    // and fields): a fresh one decides the same.
+    clear_context_cache();
+    assert_eq!(decision, evaluate(p, &facts).unwrap(), "a cached context");
     decision
 }
 
@@ -153,15 +155,15 @@ fn a_prepared_agent_serves_only_its_agent_and_policy() {
     };
     let prepared = prepare_agent(&team, &facts(AGENT)).unwrap();
     assert_eq!(
-        evaluate_prepared(&team, &prepared, &facts(AGENT), true)
+        evaluate_prepared(&team, &prepared, &facts(AGENT))
             .unwrap()
             .outcome,
         Outcome::Allow
     );
     // The member's groups must not decide for another agent, nor under another policy.
     let stranger = "agt_ffffffffffffffffffffffffffffffff";
-    assert!(evaluate_prepared(&team, &prepared, &facts(stranger), true).is_err());
-    assert!(evaluate_prepared(&other, &prepared, &facts(AGENT), true).is_err());
+    assert!(evaluate_prepared(&team, &prepared, &facts(stranger)).is_err());
+    assert!(evaluate_prepared(&other, &prepared, &facts(AGENT)).is_err());
     assert_eq!(
         evaluate(&team, &facts(stranger)).unwrap().outcome,
         Outcome::Deny
@@ -444,6 +446,36 @@ bindings: [{ group: finance, blocks: [refunds], actions: [refund] }]
         outcome(&p, refund(5.0, "GBP")),
         (Outcome::Deny, codes(&["currency_not_allowed"]))
     );
+}
+
+#[test]
+fn an_amount_exactly_at_a_limit_is_within_it() {
+    // `1.11 * 10000` is `11100.000000000002` in floating point: still exactly the limit.
+    let p = policy(
+        r#"
+reusable_policy_blocks:
+  refunds: { amount: { limits: { USD: { allow_up_to: 1.11, challenge_up_to: 2.22 } } } }
+agent_groups: [{ name: finance, members: [agt_0123456789abcdef0123456789abcdef] }]
+bindings: [{ group: finance, blocks: [refunds], actions: [refund] }]
+"#,
+    );
+    let refund = |amount: f64| Check {
+        action: "refund",
+        context: json!({"amount": amount, "currency": "USD"}),
+        ..Check::default()
+    };
+    assert_eq!(outcome(&p, refund(1.11)).0, Outcome::Allow);
+    assert_eq!(outcome(&p, refund(1.1101)).0, Outcome::Challenge);
+    assert_eq!(outcome(&p, refund(1.11001)).0, Outcome::Challenge);
+    assert_eq!(outcome(&p, refund(2.22)).0, Outcome::Challenge);
+    assert_eq!(outcome(&p, refund(2.22001)).0, Outcome::Deny);
+    assert_eq!(tag_value(1.11), Some(11_100));
+    assert_eq!(tag_value(0.29), Some(2_900));
+    assert_eq!(tag_value(1.11001), Some(11_101));
+    assert_eq!(tag_value(-0.00001), Some(0));
+    assert_eq!(tag_value(-0.0001), Some(-1));
+    assert_eq!(tag_value(f64::NAN), None);
+    assert_eq!(tag_value(1e15), None);
 }
 
 #[test]
