@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::policy::evaluate::{prepare_agent, Facts, PreparedAgent};
+use crate::policy::evaluate::{prepare_agent, EmailFacts, Facts, PreparedAgent};
 use crate::policy::{compile, CompiledPolicy, PolicySpec};
 use crate::store::{AgentRecord, Invalidation, Store, StoreError};
 
@@ -89,6 +89,28 @@ impl AgentFacts {
         }
     }
 
+    /// The facts of a check of this agent: `sent` is its emails in the last minute and day.
+    pub fn facts<'a>(
+        &'a self,
+        action: &'a str,
+        context: &'a Value,
+        email: Option<&'a EmailFacts>,
+        sent: (u64, u64),
+    ) -> Facts<'a> {
+        Facts {
+            agent_id: &self.agent.id,
+            status: self.agent.status.as_str(),
+            risk_tier: &self.agent.risk_tier,
+            metadata: &self.agent.metadata,
+            labels: &self.labels,
+            action,
+            context,
+            email,
+            emails_sent_last_minute: sent.0,
+            emails_sent_last_day: sent.1,
+        }
+    }
+
     /// The agent prepared for evaluation under `policy`, made once per policy version.
     pub fn prepared(&self, policy: &CompiledPolicy) -> Result<Arc<PreparedAgent>, String> {
         let slot = || self.prepared.lock().unwrap_or_else(PoisonError::into_inner);
@@ -96,18 +118,7 @@ impl AgentFacts {
             return Ok(hit.clone());
         }
         // Only the agent's part of the facts is read.
-        let facts = Facts {
-            agent_id: &self.agent.id,
-            status: self.agent.status.as_str(),
-            risk_tier: &self.agent.risk_tier,
-            metadata: &self.agent.metadata,
-            labels: &self.labels,
-            action: "",
-            context: &Value::Null,
-            email: None,
-            emails_sent_last_minute: 0,
-            emails_sent_last_day: 0,
-        };
+        let facts = self.facts("", &Value::Null, None, (0, 0));
         let prepared = Arc::new(prepare_agent(policy, &facts)?);
         *slot() = Some(prepared.clone());
         Ok(prepared)

@@ -18,7 +18,7 @@ use crate::secret::{random_base62, sha256_hex};
 use crate::store::{AuditEvent, Change, Op, PolicyChallenge};
 use crate::time::{iso, now_ms};
 
-use super::evaluate::{evaluate_prepared, EmailFacts, Facts};
+use super::evaluate::{evaluate_prepared, EmailFacts};
 use super::spec::sort_keys;
 use super::spec::Outcome;
 
@@ -196,18 +196,11 @@ async fn check_with(
         None
     };
     let (sent_minute, sent_day) = counts.unwrap_or((0, 0));
-    let facts = Facts {
-        agent_id: &agent.agent.id,
-        status: agent.agent.status.as_str(),
-        risk_tier: &agent.agent.risk_tier,
-        metadata: &agent.agent.metadata,
-        labels: &agent.labels,
-        action,
-        context: &context,
-        email: email.as_ref(),
-        emails_sent_last_minute: u64::try_from(sent_minute).unwrap_or(0),
-        emails_sent_last_day: u64::try_from(sent_day).unwrap_or(0),
-    };
+    let sent = (
+        u64::try_from(sent_minute).unwrap_or(0),
+        u64::try_from(sent_day).unwrap_or(0),
+    );
+    let facts = agent.facts(action, &context, email.as_ref(), sent);
     let prepared = agent
         .prepared(&policy.compiled)
         .map_err(ApiError::internal)?;

@@ -177,10 +177,8 @@ impl TagRange {
 
     /// Whether some value in `(low, high]` (`None`: unbounded) lies within the range.
     fn meets(&self, low: Option<i64>, high: Option<i64>) -> bool {
-        let from = match (self.above, low) {
-            (Some(a), Some(l)) => Some(a.max(l)),
-            (a, l) => a.or(l),
-        };
+        // `None` sorts first, as an unbounded lower end should.
+        let from = self.above.max(low);
         let to = match (self.up_to, high) {
             (Some(a), Some(h)) => Some(a.min(h)),
             (a, h) => a.or(h),
@@ -319,15 +317,13 @@ fn ranged(rules: &[&Placed]) -> Ranged {
     for r in rules.iter().filter_map(|p| p.range.as_ref()) {
         *counts.entry(r.tag.as_str()).or_default() += 1;
     }
+    let all = set_of(rules);
     let Some(tag) = counts
         .iter()
         .max_by_key(|(_, n)| **n)
         .map(|(tag, _)| (*tag).to_owned())
     else {
-        return Ranged {
-            all: set_of(rules),
-            by_tag: None,
-        };
+        return Ranged { all, by_tag: None };
     };
     let bound = |p: &Placed| p.range.as_ref().filter(|r| r.tag == tag).cloned();
     let cuts: Vec<i64> = rules
@@ -351,7 +347,7 @@ fn ranged(rules: &[&Placed]) -> Ranged {
         .collect();
     let no_tag = set_of(rules.iter().filter(|p| bound(p).is_none()));
     Ranged {
-        all: set_of(rules),
+        all,
         by_tag: Some(Box::new(TagIndex {
             tag,
             cuts,
@@ -468,10 +464,28 @@ fn set_lit<'a>(items: impl IntoIterator<Item = &'a String>) -> String {
 
 /// Numeric context fields are Cedar `Long` tags in ten-thousandths (4 decimal places), so that
 /// rules compare integers instead of calling the `decimal` extension on every check. Answers the
-/// scaled literal, or `None` beyond the range.
+/// value in ten-thousandths (not yet rounded), or `None` beyond the range of the tags.
+fn ten_thousandths(value: f64) -> Option<f64> {
+    (value.is_finite() && value.abs() < 900_000_000_000_000.0).then_some(value * 10_000.0)
+}
+
+/// A threshold of the spec as the literal its rules compare with (rounded).
 pub fn scaled(value: f64) -> Option<i64> {
-    (value.is_finite() && value.abs() < 900_000_000_000_000.0)
-        .then(|| (value * 10_000.0).round() as i64)
+    ten_thousandths(value).map(|v| v.round() as i64)
+}
+
+/// A number of a check's context as its `Request` tag: rounded up, so a value just over a limit
+/// never rounds down onto it; a product that is an integer but for floating-point noise
+/// (`1.11 * 10000` is `11100.000000000002`) is that integer.
+pub fn tag_value(value: f64) -> Option<i64> {
+    ten_thousandths(value).map(|scaled| {
+        let nearest = scaled.round();
+        if (scaled - nearest).abs() < 1e-6 {
+            nearest as i64
+        } else {
+            scaled.ceil() as i64
+        }
+    })
 }
 
 fn is_name(text: &str) -> bool {
@@ -523,8 +537,6 @@ struct Emitter<'a> {
     unusual: bool,
     /// What the rules being emitted require of the context fields (see `Rule::guard`).
     guard: Option<FieldGuard>,
-    /// What the rule being emitted requires of a numeric tag (see `Rule::range`).
-    range: Option<TagRange>,
     allows: bool,
     approval: Option<ApprovalRules>,
 }
@@ -546,7 +558,7 @@ impl Emitter<'_> {
         code: &str,
         reason: String,
         condition: String,
-    ) {
+    ) -> &mut Rule {
         let condition = match &self.narrow {
             Some(narrow) => format!("({narrow}) && ({condition})"),
             None => condition,
@@ -559,7 +571,7 @@ impl Emitter<'_> {
             actions,
             unusual: self.unusual,
             guard: self.guard.clone(),
-            range: self.range.take(),
+            range: None,
             id: format!("{}#{kind}", self.source),
             group: self.group.clone(),
             meta: RuleMeta {
@@ -575,6 +587,8 @@ impl Emitter<'_> {
             },
             condition,
         });
+        let last = self.rules.len() - 1;
+        &mut self.rules[last]
     }
 
     fn block(&mut self, block: &Block, path: &str, in_guardrails: bool) {
@@ -910,43 +924,43 @@ impl Emitter<'_> {
             let kind = format!("amount/{}", if currency == "*" { "any" } else { currency });
             let range = |above, up_to| Some(TagRange::new(&a.field, above, up_to));
             if self.allows {
-                self.range = range(None, Some(allow));
                 self.rule(
                     &format!("{kind}/allow"),
                     Outcome::Allow,
                     "amount_within_limit",
                     format!("{} {currency} or less is allowed", t.allow_up_to),
                     format!("{base} && {which} && {value} <= {allow}"),
-                );
+                )
+                .range = range(None, Some(allow));
             }
             if challenge_up_to > t.allow_up_to {
-                self.range = range(Some(allow), Some(challenge));
                 self.rule(
                     &format!("{kind}/challenge"),
                     Outcome::Challenge,
                     "amount_requires_approval",
                     format!("amounts over {} {currency} need approval", t.allow_up_to),
                     format!("{base} && {which} && {value} > {allow} && {value} <= {challenge}"),
-                );
+                )
+                .range = range(Some(allow), Some(challenge));
             }
-            self.range = range(Some(challenge), None);
             self.rule(
                 &format!("{kind}/deny"),
                 Outcome::Deny,
                 "amount_over_limit",
                 format!("amounts over {challenge_up_to} {currency} are not allowed"),
                 format!("{base} && {which} && {value} > {challenge}"),
-            );
+            )
+            .range = range(Some(challenge), None);
         }
         self.guard = None;
-        self.range = Some(TagRange::new(&a.field, None, Some(-1)));
         self.rule(
             "amount/negative",
             Outcome::Deny,
             "amount_invalid",
             "amounts may not be negative".into(),
             format!("{base} && {value} < 0"),
-        );
+        )
+        .range = Some(TagRange::new(&a.field, None, Some(-1)));
         if !a.limits.contains_key("*") {
             self.guard = Some(FieldGuard::HasNone(explicit.iter().cloned().collect()));
             self.rule(
@@ -1336,7 +1350,6 @@ pub fn compile(spec: &PolicySpec) -> Result<CompiledPolicy, Vec<SpecError>> {
             scope: None,
             unusual: false,
             guard: None,
-            range: None,
             allows: false,
             approval: None,
         };
@@ -1367,7 +1380,6 @@ pub fn compile(spec: &PolicySpec) -> Result<CompiledPolicy, Vec<SpecError>> {
             scope: None,
             unusual: false,
             guard: None,
-            range: None,
             allows: true,
             approval: None,
         };

@@ -2,6 +2,7 @@
 //! policies; the compiled sets are only read.
 
 use std::collections::BTreeSet;
+use std::fmt::Write as _;
 use std::str::FromStr;
 use std::sync::OnceLock;
 
@@ -11,7 +12,7 @@ use cedar_policy::{
 };
 use serde_json::Value;
 
-use super::compile::{CompiledPolicy, RuleMeta, RuleSet};
+use super::compile::{tag_value, CompiledPolicy, RuleMeta, RuleSet};
 use super::spec::{Outcome, RiskTier, Selector};
 
 /// Metadata of an attachment (never its content).
@@ -335,23 +336,6 @@ pub fn evaluate_prepared(
     evaluate_in(policy, prepared, facts, true)
 }
 
-/// A number of the check's context as its `Request` tag: in ten-thousandths, rounded up, so a
-/// value just over a limit never rounds down onto it; a product that is an integer but for
-/// floating-point noise (`1.11 * 10000` is `11100.000000000002`) is that integer. `None` beyond
-/// the range of the tags.
-pub fn tag_value(value: f64) -> Option<i64> {
-    if !value.is_finite() || value.abs() >= 900_000_000_000_000.0 {
-        return None;
-    }
-    let scaled = value * 10_000.0;
-    let nearest = scaled.round();
-    Some(if (scaled - nearest).abs() < 1e-6 {
-        nearest as i64
-    } else {
-        scaled.ceil() as i64
-    })
-}
-
 fn evaluate_in(
     policy: &CompiledPolicy,
     prepared: &PreparedAgent,
@@ -466,9 +450,7 @@ fn context_of(facts: &Facts<'_>, fields: Vec<String>) -> Result<Context, String>
         facts.action.len() + fields.iter().map(|f| f.len() + 8).sum::<usize>() + 8,
     );
     for part in std::iter::once(facts.action).chain(fields.iter().map(String::as_str)) {
-        key.push_str(&part.len().to_string());
-        key.push(':');
-        key.push_str(part);
+        let _ = write!(key, "{}:{part}", part.len());
     }
     if key.len() > CONTEXT_KEY_MAX {
         return build_context(facts, fields);

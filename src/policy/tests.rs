@@ -2,9 +2,10 @@
 
 use serde_json::{json, Value};
 
+use super::compile::tag_value;
 use super::evaluate::{
-    clear_context_cache, evaluate, evaluate_prepared, evaluate_with, prepare_agent, tag_value,
-    Attachment, EmailFacts, Facts,
+    clear_context_cache, evaluate, evaluate_prepared, evaluate_with, prepare_agent, Attachment,
+    EmailFacts, Facts,
 };
 use super::spec::{parse, Format, Outcome};
 use super::{compile, CompiledPolicy, Decision};

@@ -5,12 +5,14 @@
 //! SQLite runs in WAL mode with one writer connection (the group-commit writer is the only hot
 //! writer) and a small pool of readers. Postgres uses one pool for both.
 
+use std::fmt::Write as _;
 use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::Value;
+
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions, AnyRow};
 use sqlx::{Any, AnyConnection, AnyPool, Connection, Executor, Row, Transaction};
 
@@ -363,7 +365,7 @@ fn audit_values_sql(rows: usize, sqlite: bool) -> String {
             if sqlite {
                 sql.push('?');
             } else {
-                sql.push_str(&format!("${}", row * AUDIT_COLUMNS + column + 1));
+                let _ = write!(sql, "${}", row * AUDIT_COLUMNS + column + 1);
             }
         }
         sql.push(')');
@@ -383,15 +385,15 @@ async fn insert_audits(
         for e in chunk {
             query = query
                 .bind(&e.id)
-                .bind(e.workspace_id.clone())
+                .bind(e.workspace_id.as_deref())
                 .bind(e.created_at)
                 .bind(&e.event_type)
-                .bind(e.agent_id.clone())
-                .bind(e.action.clone())
-                .bind(e.decision.clone())
-                .bind(e.policy_id.clone())
-                .bind(e.policy_hash.clone())
-                .bind(e.trace_id.clone())
+                .bind(e.agent_id.as_deref())
+                .bind(e.action.as_deref())
+                .bind(e.decision.as_deref())
+                .bind(e.policy_id.as_deref())
+                .bind(e.policy_hash.as_deref())
+                .bind(e.trace_id.as_deref())
                 .bind(serde_json::to_string(&e.reasons).unwrap_or_else(|_| "[]".into()))
                 .bind(serde_json::to_string(&e.reason_codes).unwrap_or_else(|_| "[]".into()))
                 .bind(&e.actor)
