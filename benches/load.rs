@@ -16,6 +16,9 @@
 //! - `ACP_BENCH_SECS`: seconds per endpoint at most (default 10)
 //! - `ACP_BENCH_CRYPTO_SECS`: seconds per raw Ed25519 measurement (default 3)
 //! - `ACP_BENCH_CLIENT_THREADS`: worker threads of the load client's runtime (default 1)
+//! - `ACP_BENCH_PAIRS`: interleaved bare/check pairs run after the phases (default 3): the
+//!   machine's speed drifts between phases, so the ratio of `/v1/check` to the bare endpoint is
+//!   read off pairs run back to back, in alternating order, as their median
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -54,6 +57,7 @@ struct Settings {
     duration: Duration,
     crypto_duration: Duration,
     client_threads: usize,
+    pairs: usize,
 }
 
 fn env_number(name: &str, default: u64) -> anyhow::Result<u64> {
@@ -99,6 +103,7 @@ impl Settings {
             duration: Duration::from_secs(env_number("ACP_BENCH_SECS", 10)?),
             crypto_duration: Duration::from_secs(env_number("ACP_BENCH_CRYPTO_SECS", 3)?),
             client_threads: to_usize(env_number("ACP_BENCH_CLIENT_THREADS", 1)?),
+            pairs: to_usize(env_number("ACP_BENCH_PAIRS", 3)?),
         })
     }
 }
@@ -425,6 +430,7 @@ async fn register_agent(
 // ---- pre-signed requests ------------------------------------------------------------------
 
 /// A request ready to send: extra headers and the exact body bytes.
+#[derive(Clone)]
 struct Prepared {
     headers: Vec<(&'static str, String)>,
     body: Vec<u8>,
@@ -1183,7 +1189,7 @@ async fn drive(
             "POST bare axum JSON endpoint (baseline, same process layout: 2 workers)",
             &client,
             bare_url.clone(),
-            Some(bare_requests),
+            Some(bare_requests.clone()),
             n,
             Check::Status,
             c,
@@ -1198,7 +1204,7 @@ async fn drive(
             "POST /v1/check (1,000 bindings, audit durable)",
             &client,
             server.url("/v1/check"),
-            Some(checks),
+            Some(checks.clone()),
             n,
             Check::Allow,
             c,
@@ -1238,7 +1244,59 @@ async fn drive(
         .await?,
     );
 
+    // The throughput target, read off interleaved pairs (see `ACP_BENCH_PAIRS`).
+    let mut ratios = Vec::with_capacity(settings.pairs);
+    for pair in 1..=settings.pairs {
+        eprintln!("load: pair {pair} of {} ...", settings.pairs);
+        let mut rates = [0.0; 2];
+        let order = if pair % 2 == 1 { [0, 1] } else { [1, 0] };
+        for which in order {
+            let phase = if which == 0 {
+                run_phase(
+                    &format!("pair {pair}: POST bare axum JSON endpoint"),
+                    &client,
+                    bare_url.clone(),
+                    Some(bare_requests.clone()),
+                    n,
+                    Check::Status,
+                    c,
+                    settings.duration,
+                    &cpu,
+                )
+                .await?
+            } else {
+                run_phase(
+                    &format!("pair {pair}: POST /v1/check"),
+                    &client,
+                    server.url("/v1/check"),
+                    Some(checks.clone()),
+                    n,
+                    Check::Allow,
+                    c,
+                    settings.duration,
+                    &cpu,
+                )
+                .await?
+            };
+            rates[which] = phase.rate();
+            phases.push(phase);
+        }
+        ratios.push(100.0 * rates[1] / rates[0].max(1e-9));
+    }
+
     let mut notes = Vec::new();
+    if !ratios.is_empty() {
+        let listed: Vec<String> = ratios.iter().map(|r| format!("{r:.1} %")).collect();
+        let mut sorted = ratios.clone();
+        sorted.sort_by(f64::total_cmp);
+        notes.push(format!(
+            "`/v1/check` throughput as a share of the bare endpoint's, in {} interleaved pairs \
+             (alternating order): {}; median {:.1} %.",
+            ratios.len(),
+            listed.join(", "),
+            sorted[sorted.len() / 2]
+        ));
+    }
     for p in &phases {
         if let Some(failure) = &p.first_failure {
             notes.push(format!("{}: first failure: {failure}", p.name));
