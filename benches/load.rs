@@ -1183,36 +1183,38 @@ async fn drive(
         )
         .await?,
     );
-    eprintln!("load: bare axum JSON endpoint ...");
-    phases.push(
-        run_phase(
+    // The bare endpoint and `/v1/check`, run once here and again in the pairs below.
+    let compared = [
+        (
             "POST bare axum JSON endpoint (baseline, same process layout: 2 workers)",
-            &client,
-            bare_url.clone(),
-            Some(bare_requests.clone()),
-            n,
+            bare_url,
+            &bare_requests,
             Check::Status,
-            c,
-            settings.duration,
-            &cpu,
-        )
-        .await?,
-    );
-    eprintln!("load: POST /v1/check ...");
-    phases.push(
-        run_phase(
+        ),
+        (
             "POST /v1/check (1,000 bindings, audit durable)",
-            &client,
             server.url("/v1/check"),
-            Some(checks.clone()),
-            n,
+            &checks,
             Check::Allow,
-            c,
-            settings.duration,
-            &cpu,
-        )
-        .await?,
-    );
+        ),
+    ];
+    for (name, url, requests, check) in &compared {
+        eprintln!("load: {name} ...");
+        phases.push(
+            run_phase(
+                name,
+                &client,
+                url.clone(),
+                Some((*requests).clone()),
+                n,
+                *check,
+                c,
+                settings.duration,
+                &cpu,
+            )
+            .await?,
+        );
+    }
     eprintln!("load: POST /v1/verify ...");
     phases.push(
         run_phase(
@@ -1251,33 +1253,19 @@ async fn drive(
         let mut rates = [0.0; 2];
         let order = if pair % 2 == 1 { [0, 1] } else { [1, 0] };
         for which in order {
-            let phase = if which == 0 {
-                run_phase(
-                    &format!("pair {pair}: POST bare axum JSON endpoint"),
-                    &client,
-                    bare_url.clone(),
-                    Some(bare_requests.clone()),
-                    n,
-                    Check::Status,
-                    c,
-                    settings.duration,
-                    &cpu,
-                )
-                .await?
-            } else {
-                run_phase(
-                    &format!("pair {pair}: POST /v1/check"),
-                    &client,
-                    server.url("/v1/check"),
-                    Some(checks.clone()),
-                    n,
-                    Check::Allow,
-                    c,
-                    settings.duration,
-                    &cpu,
-                )
-                .await?
-            };
+            let (name, url, requests, check) = &compared[which];
+            let phase = run_phase(
+                &format!("pair {pair}: {name}"),
+                &client,
+                url.clone(),
+                Some((*requests).clone()),
+                n,
+                *check,
+                c,
+                settings.duration,
+                &cpu,
+            )
+            .await?;
             rates[which] = phase.rate();
             phases.push(phase);
         }
@@ -1289,12 +1277,18 @@ async fn drive(
         let listed: Vec<String> = ratios.iter().map(|r| format!("{r:.1} %")).collect();
         let mut sorted = ratios.clone();
         sorted.sort_by(f64::total_cmp);
+        let middle = sorted.len() / 2;
+        let median = if sorted.len() % 2 == 1 {
+            sorted[middle]
+        } else {
+            (sorted[middle - 1] + sorted[middle]) / 2.0
+        };
         notes.push(format!(
             "`/v1/check` throughput as a share of the bare endpoint's, in {} interleaved pairs \
              (alternating order): {}; median {:.1} %.",
             ratios.len(),
             listed.join(", "),
-            sorted[sorted.len() / 2]
+            median
         ));
     }
     for p in &phases {

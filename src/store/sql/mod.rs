@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::Value;
-
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions, AnyRow};
 use sqlx::{Any, AnyConnection, AnyPool, Connection, Executor, Row, Transaction};
 
