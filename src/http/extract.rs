@@ -72,6 +72,14 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     } else {
         bytes
     };
+    // The common case, a well-formed body, is parsed without tracking paths; only a body that
+    // fails is parsed again to name the offending field.
+    if let Ok(value) = serde_json::from_slice::<T>(bytes) {
+        if has_nul(bytes) {
+            return Err(nul_in_body());
+        }
+        return Ok(value);
+    }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let parsed: Result<T, _> = serde_path_to_error::deserialize(&mut de);
     let value = match parsed {
@@ -99,12 +107,16 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         ApiError::bad_request("invalid_json", "unexpected data after the JSON body")
     })?;
     if has_nul(bytes) {
-        return Err(ApiError::bad_request(
-            "invalid_json",
-            "text in the body must not contain NUL characters",
-        ));
+        return Err(nul_in_body());
     }
     Ok(value)
+}
+
+fn nul_in_body() -> ApiError {
+    ApiError::bad_request(
+        "invalid_json",
+        "text in the body must not contain NUL characters",
+    )
 }
 
 /// Reads an already parsed JSON value into `T`, with the field-named errors of [`parse_json`]
@@ -141,7 +153,16 @@ fn shape_error(
 /// True when a JSON string in the body holds U+0000 (only possible as the `\\u0000` escape),
 /// which text columns cannot store. Checked only when the escape appears at all.
 fn has_nul(bytes: &[u8]) -> bool {
-    if !bytes.windows(6).any(|w| w.eq_ignore_ascii_case(b"\\u0000")) {
+    let escape = |at: usize| {
+        bytes
+            .get(at..at + 6)
+            .is_some_and(|w| w.eq_ignore_ascii_case(b"\\u0000"))
+    };
+    if !bytes
+        .iter()
+        .enumerate()
+        .any(|(at, b)| *b == b'\\' && escape(at))
+    {
         return false;
     }
     fn walk(v: &serde_json::Value) -> bool {

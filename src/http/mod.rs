@@ -229,20 +229,13 @@ async fn method_not_allowed() -> ApiError {
 pub fn router(ctx: SharedContext) -> Router {
     let (api, _) = routes().split_for_parts();
     let request_id = HeaderName::from_static("x-request-id");
-    let app = api
-        .fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
-        .layer(DefaultBodyLimit::max(extract::MAX_BODY_BYTES))
-        .layer(
-            tower::ServiceBuilder::new()
-                .layer(HandleErrorLayer::new(request_timed_out))
-                .timeout(Duration::from_secs(30)),
-        )
-        .layer(CatchPanicLayer::custom(
-            |_: Box<dyn std::any::Any + Send>| {
-                ApiError::internal("a handler panicked").into_response()
-            },
-        ))
+    // One `layer` call for the whole stack: each `Router::layer` call boxes every route's
+    // service once more, and a request then pays one clone and one boxed future per call.
+    // Outermost first: request id, its copy on the response, the request's span, the panic
+    // guard, the 30 s timeout, the body limit.
+    let layers = tower::ServiceBuilder::new()
+        .layer(SetRequestIdLayer::new(request_id.clone(), MakeRequestUuid))
+        .layer(PropagateRequestIdLayer::new(request_id))
         .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
             let path = req
                 .extensions()
@@ -256,8 +249,18 @@ pub fn router(ctx: SharedContext) -> Router {
                 .unwrap_or("");
             tracing::info_span!("request", method = %req.method(), path, request_id = id)
         }))
-        .layer(PropagateRequestIdLayer::new(request_id.clone()))
-        .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
+        .layer(CatchPanicLayer::custom(
+            |_: Box<dyn std::any::Any + Send>| {
+                ApiError::internal("a handler panicked").into_response()
+            },
+        ))
+        .layer(HandleErrorLayer::new(request_timed_out))
+        .timeout(Duration::from_secs(30))
+        .layer(DefaultBodyLimit::max(extract::MAX_BODY_BYTES));
+    let app = api
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(layers)
         .with_state(ctx.clone());
     match ctx.config.path_prefix.as_deref() {
         Some(prefix) => Router::new().nest(prefix, app).fallback(not_found),
