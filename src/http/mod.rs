@@ -206,7 +206,10 @@ async fn request_timed_out(err: tower::BoxError) -> ApiError {
         ApiError::new(
             StatusCode::REQUEST_TIMEOUT,
             "request_timeout",
-            "the request took longer than 30 seconds",
+            format!(
+                "the request took longer than {} seconds",
+                REQUEST_TIMEOUT.as_secs()
+            ),
         )
     } else {
         ApiError::internal(err)
@@ -225,43 +228,56 @@ async fn method_not_allowed() -> ApiError {
     )
 }
 
+/// How long a request may take before it is answered 408 `request_timeout`.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Wraps every route of `router` in the server's middleware, in one `layer` call for the whole
+/// stack: each `Router::layer` call boxes every route's service once more, and a request then
+/// pays one clone and one boxed future per call. Outermost first: a request id (kept when the
+/// client sent one) and its copy on the response, the request's span, the panic guard (500
+/// `internal_error`), the timeout (408 `request_timeout`), the body limit.
+fn with_middleware<S: Clone + Send + Sync + 'static>(
+    router: Router<S>,
+    timeout: Duration,
+) -> Router<S> {
+    let request_id = HeaderName::from_static("x-request-id");
+    router.layer(
+        tower::ServiceBuilder::new()
+            .layer(SetRequestIdLayer::new(request_id.clone(), MakeRequestUuid))
+            .layer(PropagateRequestIdLayer::new(request_id))
+            .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
+                let path = req
+                    .extensions()
+                    .get::<MatchedPath>()
+                    .map(MatchedPath::as_str)
+                    .unwrap_or("unmatched");
+                let id = req
+                    .headers()
+                    .get("x-request-id")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("");
+                tracing::info_span!("request", method = %req.method(), path, request_id = id)
+            }))
+            .layer(CatchPanicLayer::custom(
+                |_: Box<dyn std::any::Any + Send>| {
+                    ApiError::internal("a handler panicked").into_response()
+                },
+            ))
+            .layer(HandleErrorLayer::new(request_timed_out))
+            .timeout(timeout)
+            .layer(DefaultBodyLimit::max(extract::MAX_BODY_BYTES)),
+    )
+}
+
 /// The application: every route, its error fallbacks, body limit, request ids and tracing.
 pub fn router(ctx: SharedContext) -> Router {
     let (api, _) = routes().split_for_parts();
-    let request_id = HeaderName::from_static("x-request-id");
-    // One `layer` call for the whole stack: each `Router::layer` call boxes every route's
-    // service once more, and a request then pays one clone and one boxed future per call.
-    // Outermost first: request id, its copy on the response, the request's span, the panic
-    // guard, the 30 s timeout, the body limit.
-    let layers = tower::ServiceBuilder::new()
-        .layer(SetRequestIdLayer::new(request_id.clone(), MakeRequestUuid))
-        .layer(PropagateRequestIdLayer::new(request_id))
-        .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
-            let path = req
-                .extensions()
-                .get::<MatchedPath>()
-                .map(MatchedPath::as_str)
-                .unwrap_or("unmatched");
-            let id = req
-                .headers()
-                .get("x-request-id")
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("");
-            tracing::info_span!("request", method = %req.method(), path, request_id = id)
-        }))
-        .layer(CatchPanicLayer::custom(
-            |_: Box<dyn std::any::Any + Send>| {
-                ApiError::internal("a handler panicked").into_response()
-            },
-        ))
-        .layer(HandleErrorLayer::new(request_timed_out))
-        .timeout(Duration::from_secs(30))
-        .layer(DefaultBodyLimit::max(extract::MAX_BODY_BYTES));
-    let app = api
-        .fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
-        .layer(layers)
-        .with_state(ctx.clone());
+    let app = with_middleware(
+        api.fallback(not_found)
+            .method_not_allowed_fallback(method_not_allowed),
+        REQUEST_TIMEOUT,
+    )
+    .with_state(ctx.clone());
     match ctx.config.path_prefix.as_deref() {
         Some(prefix) => Router::new().nest(prefix, app).fallback(not_found),
         None => app,
@@ -304,4 +320,99 @@ pub fn next_cursor<T>(
         let (at, id) = key(row);
         crate::audit::encode_cursor(at, &id)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::body::Body;
+    use axum::routing::{get, post};
+    use tower::ServiceExt;
+
+    fn app() -> Router {
+        with_middleware(
+            Router::new()
+                .route("/ok", get(|| async { "ok" }))
+                .route(
+                    "/panic",
+                    get(|| async {
+                        if REQUEST_TIMEOUT.as_secs() > 0 {
+                            panic!("a test handler panics");
+                        }
+                        "unreachable"
+                    }),
+                )
+                .route(
+                    "/slow",
+                    get(|| async {
+                        tokio::time::sleep(Duration::from_secs(5)).await;
+                        "late"
+                    }),
+                )
+                .route(
+                    "/body",
+                    post(|body: axum::body::Bytes| async move { body.len().to_string() }),
+                ),
+            Duration::from_millis(50),
+        )
+    }
+
+    async fn send(
+        req: axum::http::Request<Body>,
+    ) -> (StatusCode, axum::http::HeaderMap, serde_json::Value) {
+        let res = app().oneshot(req).await.unwrap();
+        let (parts, body) = res.into_parts();
+        let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+        let json = serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null);
+        (parts.status, parts.headers, json)
+    }
+
+    fn get_req(path: &str) -> axum::http::Request<Body> {
+        axum::http::Request::get(path).body(Body::empty()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn every_answer_has_a_request_id_and_a_sent_one_is_kept() {
+        let (status, headers, _) = send(get_req("/ok")).await;
+        assert_eq!(status, StatusCode::OK);
+        let id = headers["x-request-id"].to_str().unwrap();
+        assert!(uuid::Uuid::parse_str(id).is_ok(), "{id}");
+
+        let req = axum::http::Request::get("/ok")
+            .header("x-request-id", "from-the-client-1")
+            .body(Body::empty())
+            .unwrap();
+        let (_, headers, _) = send(req).await;
+        assert_eq!(headers["x-request-id"], "from-the-client-1");
+    }
+
+    #[tokio::test]
+    async fn a_panicking_handler_answers_500_with_the_error_envelope() {
+        let (status, headers, body) = send(get_req("/panic")).await;
+        assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(body["error"], "internal_error", "{body}");
+        assert!(headers.contains_key("x-request-id"));
+    }
+
+    #[tokio::test]
+    async fn a_request_past_the_timeout_answers_408() {
+        let (status, headers, body) = send(get_req("/slow")).await;
+        assert_eq!(status, StatusCode::REQUEST_TIMEOUT);
+        assert_eq!(body["error"], "request_timeout", "{body}");
+        assert!(headers.contains_key("x-request-id"));
+    }
+
+    #[tokio::test]
+    async fn a_body_over_the_limit_is_refused() {
+        let req = axum::http::Request::post("/body")
+            .body(Body::from(vec![b'x'; extract::MAX_BODY_BYTES + 1]))
+            .unwrap();
+        let (status, _, _) = send(req).await;
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+        let req = axum::http::Request::post("/body")
+            .body(Body::from(vec![b'x'; 10]))
+            .unwrap();
+        let (status, _, _) = send(req).await;
+        assert_eq!(status, StatusCode::OK);
+    }
 }
