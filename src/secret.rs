@@ -160,6 +160,16 @@ mod tests {
     }
 
     #[test]
+    fn sha256_hex_is_the_lowercase_hex_digest() {
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        let digest = sha256(b"svc_test_key");
+        assert_eq!(sha256_hex(b"svc_test_key"), hex::encode(digest));
+    }
+
+    #[test]
     fn random_base62_has_requested_length_and_alphabet() {
         let s = random_base62(43);
         assert_eq!(s.len(), 43);

@@ -451,3 +451,53 @@ impl FromRequest<SharedContext> for SignedRequest {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    struct Body {
+        name: String,
+        #[serde(default)]
+        count: Option<u32>,
+    }
+
+    fn code(body: &str) -> String {
+        match parse_json::<Body>(body.as_bytes()) {
+            Ok(b) => format!("ok:{}:{:?}", b.name, b.count),
+            Err(e) => format!("{}:{}", e.code, e.message),
+        }
+    }
+
+    #[test]
+    fn well_formed_bodies_parse_and_bad_ones_name_their_field() {
+        assert_eq!(code(r#"{"name":"a","count":2}"#), "ok:a:Some(2)");
+        assert_eq!(code(" {\"name\":\"a\"} \n"), "ok:a:None");
+        assert!(code(r#"{"count":2}"#).starts_with("missing_name:"));
+        assert!(code(r#"{"name":"a","count":"two"}"#).starts_with("invalid_count:"));
+        assert!(code(r#"{"name":"a"} trailing"#).starts_with("invalid_json:"));
+        assert!(code(r#"{"name":"a""#).starts_with("invalid_json:"));
+        assert!(code("[1, 2]").starts_with("invalid_json:"));
+        // An empty body reads as `{}`.
+        assert!(code("   ").starts_with("missing_name:"));
+    }
+
+    #[test]
+    fn a_nul_in_any_string_is_refused_but_an_escaped_backslash_is_not_a_nul() {
+        assert_eq!(
+            code(r#"{"name":"a\u0000b"}"#),
+            "invalid_json:text in the body must not contain NUL characters"
+        );
+        assert_eq!(
+            code(r#"{"name":"a","extra":{"k\u0000":1}}"#),
+            "invalid_json:text in the body must not contain NUL characters"
+        );
+        // `\\u0000` is a backslash followed by the text `u0000`.
+        assert_eq!(code(r#"{"name":"a\\u0000"}"#), "ok:a\\u0000:None");
+        assert_eq!(
+            code(r#"{"name":"ends with a backslash \\"}"#),
+            "ok:ends with a backslash \\:None"
+        );
+    }
+}
