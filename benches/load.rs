@@ -1198,22 +1198,29 @@ async fn drive(
             Check::Allow,
         ),
     ];
-    for (name, url, requests, check) in &compared {
-        eprintln!("load: {name} ...");
-        phases.push(
+    // One of the compared endpoints, run as a phase named `label`.
+    let run_compared = |label: String, which: usize| {
+        let (_, url, requests, check) = &compared[which];
+        let (url, requests, check) = (url.clone(), (*requests).clone(), *check);
+        let (client, cpu) = (&client, &cpu);
+        async move {
             run_phase(
-                name,
-                &client,
-                url.clone(),
-                Some((*requests).clone()),
+                &label,
+                client,
+                url,
+                Some(requests),
                 n,
-                *check,
+                check,
                 c,
                 settings.duration,
-                &cpu,
+                cpu,
             )
-            .await?,
-        );
+            .await
+        }
+    };
+    for (which, (name, ..)) in compared.iter().enumerate() {
+        eprintln!("load: {name} ...");
+        phases.push(run_compared((*name).to_owned(), which).await?);
     }
     eprintln!("load: POST /v1/verify ...");
     phases.push(
@@ -1253,19 +1260,7 @@ async fn drive(
         let mut rates = [0.0; 2];
         let order = if pair % 2 == 1 { [0, 1] } else { [1, 0] };
         for which in order {
-            let (name, url, requests, check) = &compared[which];
-            let phase = run_phase(
-                &format!("pair {pair}: {name}"),
-                &client,
-                url.clone(),
-                Some((*requests).clone()),
-                n,
-                *check,
-                c,
-                settings.duration,
-                &cpu,
-            )
-            .await?;
+            let phase = run_compared(format!("pair {pair}: {}", compared[which].0), which).await?;
             rates[which] = phase.rate();
             phases.push(phase);
         }

@@ -382,20 +382,27 @@ mod tests {
         assert_eq!(headers["x-request-id"], "from-the-client-1");
     }
 
-    #[tokio::test]
-    async fn a_panicking_handler_answers_500_with_the_error_envelope() {
-        let (status, headers, body) = send(get_req("/panic")).await;
-        assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
-        assert_eq!(body["error"], "internal_error", "{body}");
+    /// `path` answers `status` with the error envelope's `code` and a request id.
+    async fn assert_error_answer(path: &str, status: StatusCode, code: &str) {
+        let (got, headers, body) = send(get_req(path)).await;
+        assert_eq!(got, status);
+        assert_eq!(body["error"], code, "{body}");
         assert!(headers.contains_key("x-request-id"));
     }
 
     #[tokio::test]
+    async fn a_panicking_handler_answers_500_with_the_error_envelope() {
+        assert_error_answer(
+            "/panic",
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal_error",
+        )
+        .await;
+    }
+
+    #[tokio::test]
     async fn a_request_past_the_timeout_answers_408() {
-        let (status, headers, body) = send(get_req("/slow")).await;
-        assert_eq!(status, StatusCode::REQUEST_TIMEOUT);
-        assert_eq!(body["error"], "request_timeout", "{body}");
-        assert!(headers.contains_key("x-request-id"));
+        assert_error_answer("/slow", StatusCode::REQUEST_TIMEOUT, "request_timeout").await;
     }
 
     #[tokio::test]
