@@ -163,3 +163,129 @@ both_engines! {
         store.close().await;
     }
 }
+
+/// Migration 0009 takes the audit table's separate index on `id` away (on SQLite by rebuilding
+/// the table): events written before it are all there afterwards, field for field and in
+/// order, and new events are written next to them.
+async fn audit_events_survive_the_id_index_migration(engine: Engine) {
+    use acp::store::{apply_one, AuditEvent, AuditQuery, Change, Op, SqlStore, Store};
+    let db = TestDb::new(engine).await;
+    let dir_name = match engine {
+        Engine::Sqlite => "sqlite",
+        Engine::Postgres => "postgres",
+    };
+    // The migrations before 0009, applied as an older release would have.
+    let older = tempfile::tempdir().unwrap();
+    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("migrations")
+        .join(dir_name);
+    for entry in std::fs::read_dir(&source).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.as_str() < "0009" {
+            std::fs::copy(entry.path(), older.path().join(&name)).unwrap();
+        }
+    }
+    sqlx::any::install_default_drivers();
+    let url = match engine {
+        Engine::Sqlite => format!("sqlite://{}?mode=rwc", db.url.trim_start_matches("sqlite:")),
+        Engine::Postgres => db.url.clone(),
+    };
+    let pool = sqlx::AnyPool::connect(&url).await.unwrap();
+    sqlx::migrate::Migrator::new(older.path())
+        .await
+        .unwrap()
+        .run(&pool)
+        .await
+        .unwrap();
+    let ws = "ws_0000000000000000000000000000000a";
+    let old: Vec<AuditEvent> = (0..3)
+        .map(|i| AuditEvent {
+            id: format!("evt_0000000000000000000000000000000{i}"),
+            workspace_id: Some(ws.into()),
+            created_at: 1_700_000_000_000 + i,
+            event_type: "decision.check".into(),
+            agent_id: Some("agt_00000000000000000000000000000001".into()),
+            action: Some("refund".into()),
+            decision: Some(if i == 1 { "deny" } else { "allow" }.into()),
+            policy_id: Some("pol_default".into()),
+            policy_hash: Some(format!("sha256:{}", "ab".repeat(32))),
+            trace_id: Some(format!("trc_0000000000000000000000000000000{i}")),
+            reasons: vec![format!("reason {i}")],
+            reason_codes: vec![format!("code_{i}")],
+            actor: "api_key:key_00000000000000000000000000000001".into(),
+            details: json!({"policy_version": i, "determining_policies": ["binding:refunds"]}),
+        })
+        .collect();
+    for e in &old {
+        sqlx::query(
+            "INSERT INTO audit_events (id, workspace_id, created_at, event_type, agent_id, action, decision, \
+             policy_id, policy_hash, trace_id, reasons, reason_codes, actor, details) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+        )
+        .bind(&e.id)
+        .bind(e.workspace_id.as_deref())
+        .bind(e.created_at)
+        .bind(&e.event_type)
+        .bind(e.agent_id.as_deref())
+        .bind(e.action.as_deref())
+        .bind(e.decision.as_deref())
+        .bind(e.policy_id.as_deref())
+        .bind(e.policy_hash.as_deref())
+        .bind(e.trace_id.as_deref())
+        .bind(serde_json::to_string(&e.reasons).unwrap())
+        .bind(serde_json::to_string(&e.reason_codes).unwrap())
+        .bind(&e.actor)
+        .bind(e.details.to_string())
+        .execute(&pool)
+        .await
+        .unwrap();
+    }
+    pool.close().await;
+
+    // This release's store applies 0009 on open.
+    let store = SqlStore::open(&db.url, &Default::default()).await.unwrap();
+    let newer = AuditEvent {
+        id: acp::ids::new_id(acp::ids::EVENT),
+        created_at: 1_700_000_000_010,
+        ..old[0].clone()
+    };
+    let mut change = Change::new(Op::Nothing);
+    change.audit.push(newer.clone());
+    apply_one(&store, change).await.unwrap();
+    let query = AuditQuery {
+        workspace_id: ws.into(),
+        limit: 10,
+        ..AuditQuery::default()
+    };
+    let mut expected = old.clone();
+    expected.push(newer);
+    expected.reverse();
+    assert_eq!(store.audit_events(&query).await.unwrap(), expected);
+    store.close().await;
+    // One index is left: the one the audit queries use.
+    let pool = sqlx::AnyPool::connect(&url).await.unwrap();
+    let indexes = match engine {
+        Engine::Sqlite => {
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'audit_events'"
+        }
+        Engine::Postgres => {
+            "SELECT indexname::text AS name FROM pg_indexes WHERE tablename = 'audit_events'"
+        }
+    };
+    let names: Vec<String> = sqlx::query_scalar(indexes).fetch_all(&pool).await.unwrap();
+    assert_eq!(names, vec!["audit_events_workspace".to_owned()]);
+    pool.close().await;
+    db.drop_database().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_events_survive_the_id_index_migration_sqlite() {
+    audit_events_survive_the_id_index_migration(Engine::Sqlite).await;
+}
+
+#[cfg(acp_postgres)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_events_survive_the_id_index_migration_postgres() {
+    audit_events_survive_the_id_index_migration(Engine::Postgres).await;
+}

@@ -13,7 +13,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::Value;
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions, AnyRow};
+use sqlx::pool::PoolConnection;
 use sqlx::{Any, AnyConnection, AnyPool, Connection, Executor, Row, Transaction};
+use tokio::sync::{MappedMutexGuard, Mutex, MutexGuard};
 
 use super::*;
 
@@ -45,6 +47,38 @@ pub struct SqlStore {
     url: String,
     read: AnyPool,
     write: AnyPool,
+    /// SQLite: the write pool's one connection, kept here between writes instead of going back
+    /// to the pool after each. sqlx pings a connection as it returns to the pool, in a task of
+    /// its own (a round trip to the connection's worker thread), and the next write waits for
+    /// that: once per group-commit batch on the `/v1/check` path. `None` for Postgres, whose
+    /// connections come from the pool (which tests them) for each write.
+    held: Option<Mutex<Option<PoolConnection<Any>>>>,
+}
+
+/// A connection to write on: SQLite's held one, or one from the Postgres pool.
+enum WriteConn<'a> {
+    Held(MappedMutexGuard<'a, PoolConnection<Any>>),
+    Pooled(PoolConnection<Any>),
+}
+
+impl std::ops::Deref for WriteConn<'_> {
+    type Target = AnyConnection;
+
+    fn deref(&self) -> &AnyConnection {
+        match self {
+            WriteConn::Held(conn) => conn,
+            WriteConn::Pooled(conn) => conn,
+        }
+    }
+}
+
+impl std::ops::DerefMut for WriteConn<'_> {
+    fn deref_mut(&mut self) -> &mut AnyConnection {
+        match self {
+            WriteConn::Held(conn) => conn,
+            WriteConn::Pooled(conn) => conn,
+        }
+    }
 }
 
 /// The file path and query of an SQLite URL (`sqlite:PATH`, `sqlite://PATH` or a bare path);
@@ -101,6 +135,7 @@ impl SqlStore {
                 url: url.to_owned(),
                 read: pool.clone(),
                 write: pool,
+                held: None,
             }
         } else {
             let connect = AnyConnectOptions::from_str(&sqlite_url(url)?)?;
@@ -130,6 +165,7 @@ impl SqlStore {
                 url: url.to_owned(),
                 read,
                 write,
+                held: Some(Mutex::new(None)),
             });
         };
         POSTGRES_MIGRATIONS.run(&store.write).await?;
@@ -138,8 +174,28 @@ impl SqlStore {
 
     /// Closes every connection, waiting for them to be returned.
     pub async fn close(&self) {
+        if let Some(held) = &self.held {
+            held.lock().await.take();
+        }
         self.write.close().await;
         self.read.close().await;
+    }
+}
+
+impl SqlStore {
+    /// The connection to write on: SQLite's held connection (taken from the write pool the
+    /// first time), waiting while another write uses it; on Postgres, one from the pool.
+    async fn write_conn(&self) -> Result<WriteConn<'_>, StoreError> {
+        let Some(held) = &self.held else {
+            return Ok(WriteConn::Pooled(self.write.acquire().await?));
+        };
+        let mut slot = held.lock().await;
+        if slot.is_none() {
+            *slot = Some(self.write.acquire().await?);
+        }
+        MutexGuard::try_map(slot, Option::as_mut)
+            .map(WriteConn::Held)
+            .map_err(|_| StoreError::Database("the write connection is missing".into()))
     }
 }
 
@@ -881,7 +937,7 @@ impl Store for SqlStore {
             let events: Vec<&AuditEvent> = changes.iter().flat_map(|c| &c.audit).collect();
             if events.len() <= AUDIT_ROWS_PER_INSERT {
                 if !events.is_empty() {
-                    let mut conn = self.write.acquire().await?;
+                    let mut conn = self.write_conn().await?;
                     // Nothing was written on failure: each change may be tried alone.
                     insert_audits(&mut conn, &events)
                         .await
@@ -890,7 +946,8 @@ impl Store for SqlStore {
                 return Ok(changes.iter().map(|_| Ok(Outcome::Done)).collect());
             }
         }
-        let mut tx = self.write.begin().await?;
+        let mut conn = self.write_conn().await?;
+        let mut tx = conn.begin().await?;
         let mut results = Vec::with_capacity(changes.len());
         // A single change needs no savepoint: its failure rolls back the whole transaction.
         if let [change] = changes {
@@ -1367,6 +1424,7 @@ impl Store for SqlStore {
     }
 
     async fn delete_expired_nonces(&self, now: i64) -> Result<u64, StoreError> {
+        let mut conn = self.write_conn().await?;
         let mut deleted = 0;
         for sql in [
             "DELETE FROM nonces WHERE expires_at < $1",
@@ -1380,7 +1438,7 @@ impl Store for SqlStore {
         ] {
             deleted += sqlx::query(sql)
                 .bind(now)
-                .execute(&self.write)
+                .execute(&mut *conn)
                 .await?
                 .rows_affected();
         }
