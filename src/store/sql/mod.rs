@@ -180,9 +180,7 @@ impl SqlStore {
         self.write.close().await;
         self.read.close().await;
     }
-}
 
-impl SqlStore {
     /// The connection to write on: SQLite's held connection (taken from the write pool the
     /// first time), waiting while another write uses it; on Postgres, one from the pool.
     async fn write_conn(&self) -> Result<WriteConn<'_>, StoreError> {
