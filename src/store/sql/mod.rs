@@ -188,12 +188,13 @@ impl SqlStore {
             return Ok(WriteConn::Pooled(self.write.acquire().await?));
         };
         let mut slot = held.lock().await;
-        if slot.is_none() {
-            *slot = Some(self.write.acquire().await?);
-        }
-        MutexGuard::try_map(slot, Option::as_mut)
-            .map(WriteConn::Held)
-            .map_err(|_| StoreError::Database("the write connection is missing".into()))
+        let conn = match slot.take() {
+            Some(conn) => conn,
+            None => self.write.acquire().await?,
+        };
+        Ok(WriteConn::Held(MutexGuard::map(slot, |slot| {
+            slot.insert(conn)
+        })))
     }
 }
 
