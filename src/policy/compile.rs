@@ -97,6 +97,13 @@ impl Indexed {
     /// The rules that can match a check with these `name=value` context fields and these
     /// numeric tags (`Request` tags, in ten-thousandths, as the check's entity holds them).
     pub fn pick(&self, fields: &[String], numbers: &[(String, i64)]) -> &PolicySet {
+        self.pick_in(fields, numbers).0
+    }
+
+    /// `pick`, and the interval that chose the rules: the indexed tag and the interval's
+    /// number. Every check whose value of that tag falls in the same interval gets the same
+    /// rules, and each of their bounds on the tag holds for all of the interval or for none.
+    pub fn pick_in(&self, fields: &[String], numbers: &[(String, i64)]) -> Picked<'_> {
         self.pick_fields(fields).pick(numbers)
     }
 
@@ -141,16 +148,23 @@ struct TagIndex {
     no_tag: PolicySet,
 }
 
+/// The rules a check can match, and the interval of the numeric tag that chose them (`None`
+/// when no interval did).
+pub type Picked<'a> = (&'a PolicySet, Option<(&'a str, usize)>);
+
 impl Ranged {
-    fn pick(&self, numbers: &[(String, i64)]) -> &PolicySet {
+    fn pick(&self, numbers: &[(String, i64)]) -> Picked<'_> {
         let Some(index) = &self.by_tag else {
-            return &self.all;
+            return (&self.all, None);
         };
         match numbers.iter().find(|(name, _)| *name == index.tag) {
-            None => &index.no_tag,
+            None => (&index.no_tag, None),
             Some((_, value)) => {
                 let interval = index.cuts.partition_point(|cut| cut < value);
-                index.by_interval.get(interval).unwrap_or(&self.all)
+                match index.by_interval.get(interval) {
+                    Some(set) => (set, Some((index.tag.as_str(), interval))),
+                    None => (&self.all, None),
+                }
             }
         }
     }
@@ -419,6 +433,11 @@ pub struct CompiledPolicy {
     /// Some rule reads the agent's email counts (an email rate limit, or raw Cedar that names
     /// `sent_last_minute` / `sent_last_day`).
     pub counts_emails: bool,
+    /// Every rule that reads a numeric tag's value has a `range` on that tag (no raw Cedar
+    /// condition mentions `getTag`): a check's decision then depends on the tag an interval
+    /// index is built on only through the interval its value falls in (see `evaluate`'s
+    /// decision cache; other tags count by value there).
+    pub tags_read_by_ranges_only: bool,
 }
 
 struct Rule {
@@ -434,7 +453,9 @@ struct Rule {
     unusual: bool,
     /// What its condition requires of the context fields (an index, like `actions`).
     guard: Option<FieldGuard>,
-    /// What its condition requires of a numeric tag (an index, like `actions`).
+    /// What its condition requires of a numeric tag (an index, like `actions`). The decision
+    /// cache relies on it being exact: a rule with a range reads that one tag only, and only
+    /// against these bounds (a rule reading a second tag, or other bounds, must not have one).
     range: Option<TagRange>,
 }
 
@@ -1466,8 +1487,12 @@ pub fn compile(spec: &PolicySpec) -> Result<CompiledPolicy, Vec<SpecError>> {
         }
     }
     let counts_emails = rules.iter().any(|r| r.condition.contains("sent_last_"));
+    let tags_read_by_ranges_only = rules
+        .iter()
+        .all(|r| r.range.is_some() || !r.condition.contains("getTag"));
     Ok(CompiledPolicy {
         counts_emails,
+        tags_read_by_ranges_only,
         spec: spec.clone(),
         hash: spec.hash(),
         cedar,

@@ -7,12 +7,12 @@ use std::str::FromStr;
 use std::sync::OnceLock;
 
 use cedar_policy::{
-    Authorizer, Context, Entities, Entity, EntityId, EntityTypeName, EntityUid, PolicySet, Request,
+    Authorizer, Context, Entities, Entity, EntityId, EntityTypeName, EntityUid, Request,
     RestrictedExpression,
 };
 use serde_json::Value;
 
-use super::compile::{tag_value, CompiledPolicy, RuleMeta, RuleSet};
+use super::compile::{tag_value, CompiledPolicy, Picked, RuleMeta, RuleSet};
 use super::spec::{Outcome, RiskTier, Selector};
 
 /// Metadata of an attachment (never its content).
@@ -226,7 +226,7 @@ fn authorizer() -> &'static Authorizer {
 /// Evaluates a check. Errors are facts that cannot be expressed (they should not happen for
 /// facts built from validated input) and are answered as a deny by the caller.
 pub fn evaluate(policy: &CompiledPolicy, facts: &Facts<'_>) -> Result<Decision, String> {
-    evaluate_in(policy, &prepare_agent(policy, facts)?, facts, true)
+    evaluate_in(policy, &prepare_agent(policy, facts)?, facts, true, false)
 }
 
 /// `indexed`: evaluate only the rules indexed under the action (what `evaluate` does), or
@@ -237,7 +237,13 @@ pub(crate) fn evaluate_with(
     facts: &Facts<'_>,
     indexed: bool,
 ) -> Result<Decision, String> {
-    evaluate_in(policy, &prepare_agent(policy, facts)?, facts, indexed)
+    evaluate_in(
+        policy,
+        &prepare_agent(policy, facts)?,
+        facts,
+        indexed,
+        false,
+    )
 }
 
 /// The agent's part of a check under one compiled policy: its groups, and Cedar entity stores
@@ -245,6 +251,9 @@ pub(crate) fn evaluate_with(
 /// on the compiled policy, so the check path keeps it with the cached agent; each check then
 /// adds only its own request entity.
 pub struct PreparedAgent {
+    /// Unique to this preparation: the decision cache's entries of an agent whose facts or
+    /// policy changed are never found again.
+    serial: u64,
     agent_id: String,
     /// The hash of the compiled policy it was made for.
     policy_hash: String,
@@ -316,7 +325,9 @@ pub fn prepare_agent(policy: &CompiledPolicy, facts: &Facts<'_>) -> Result<Prepa
         .clone()
         .add_entities([plain_request], None)
         .map_err(|e| e.to_string())?;
+    static SERIALS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     Ok(PreparedAgent {
+        serial: SERIALS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         agent_id: facts.agent_id.to_owned(),
         policy_hash: policy.hash.clone(),
         groups,
@@ -328,19 +339,26 @@ pub fn prepare_agent(policy: &CompiledPolicy, facts: &Facts<'_>) -> Result<Prepa
 }
 
 /// Evaluates a check whose agent part was prepared under this policy (see [`PreparedAgent`]).
+/// A check like an earlier one of this prepared agent on this thread (same action and context
+/// fields, amounts in the same interval of the amount rules) gets that check's decision from
+/// the decision cache, without running Cedar.
 pub fn evaluate_prepared(
     policy: &CompiledPolicy,
     prepared: &PreparedAgent,
     facts: &Facts<'_>,
 ) -> Result<Decision, String> {
-    evaluate_in(policy, prepared, facts, true)
+    evaluate_in(policy, prepared, facts, true, true)
 }
 
+/// `indexed`: evaluate only the rules the indexes pick, or every rule. `keep`: the decision
+/// may come from, and goes to, this thread's decision cache; only for an agent prepared once
+/// and kept, as the check path does (a fresh preparation never finds an entry).
 fn evaluate_in(
     policy: &CompiledPolicy,
     prepared: &PreparedAgent,
     facts: &Facts<'_>,
     indexed: bool,
+    keep: bool,
 ) -> Result<Decision, String> {
     if !prepared.fits(policy, facts.agent_id) {
         return Err("the agent was prepared for another agent or policy".into());
@@ -374,18 +392,30 @@ fn evaluate_in(
     if sets.is_empty() {
         sets.push(&policy.guardrails);
     }
-    let chosen: Vec<(&RuleSet, &PolicySet)> = sets
+    // With each, the interval of a numeric tag that chose its rules, if one did.
+    let chosen: Vec<(&RuleSet, Picked<'_>)> = sets
         .into_iter()
         .flat_map(|set| {
             let usual = if indexed {
-                set.for_action(facts.action).pick(&fields, &numbers)
+                set.for_action(facts.action).pick_in(&fields, &numbers)
             } else {
-                &set.policies
+                (&set.policies, None)
             };
-            let extra = (indexed && prepared.unusual).then(|| set.for_unusual());
+            let extra = (indexed && prepared.unusual).then(|| (set.for_unusual(), None));
             std::iter::once(usual).chain(extra).map(move |p| (set, p))
         })
         .collect();
+    let key = if indexed && keep {
+        decision_key(policy, prepared, facts, &fields, &numbers, &chosen)
+    } else {
+        None
+    };
+    if let Some(hit) = key
+        .as_ref()
+        .and_then(|k| DECISIONS.with(|cache| cache.borrow().get(k).cloned()))
+    {
+        return Ok(hit);
+    }
     let (request_uid, action) = fixed_uids()?;
     let entities = if numbers.is_empty() {
         prepared.with_plain_request.clone()
@@ -412,7 +442,7 @@ fn evaluate_in(
     .map_err(|e| e.to_string())?;
 
     let mut matched = Vec::new();
-    for (set, policies) in chosen {
+    for (set, (policies, _)) in chosen {
         let response = authorizer().is_authorized(&request, policies, &entities);
         matched.extend(
             response
@@ -421,7 +451,105 @@ fn evaluate_in(
                 .filter_map(|id| set.rules.get(id)),
         );
     }
-    Ok(decide(&matched))
+    let decision = decide(&matched);
+    if let Some(key) = key {
+        remember(&DECISIONS, DECISION_CACHE_SIZE, key, &decision);
+    }
+    Ok(decision)
+}
+
+/// A per-thread cache by string key (no lock).
+type ThreadCache<T> =
+    std::thread::LocalKey<std::cell::RefCell<std::collections::HashMap<String, T>>>;
+
+/// Keeps `value` under `key` in this thread's `cache`, emptied first when it holds `max`.
+fn remember<T: Clone>(cache: &'static ThreadCache<T>, max: usize, key: String, value: &T) {
+    cache.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        if cache.len() >= max {
+            cache.clear();
+        }
+        cache.insert(key, value.clone());
+    });
+}
+
+/// Decisions of checks without email facts, per thread (no lock), cleared when full. A check's
+/// decision is a pure function of its prepared agent (facts and groups under one compiled
+/// policy), its action, its context fields and its numbers. Of a number, only the interval its
+/// value falls in counts when that number is the indexed tag of the amount index that chose the
+/// rules of every set the check is judged by (see `Indexed::pick_in`) and no raw Cedar of the
+/// policy reads tags; otherwise (another tag, an agent that is not active or above low risk, whose
+/// status rules are not indexed by amount) it counts by value. So an active agent's refunds of
+/// 12.50 and 48.10 under a 100 allowance share one entry, and Cedar runs once for both.
+const DECISION_CACHE_SIZE: usize = 1024;
+
+thread_local! {
+    static DECISIONS: std::cell::RefCell<std::collections::HashMap<String, Decision>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+/// Empties this thread's decision cache (tests compare kept decisions with fresh ones).
+#[cfg(test)]
+pub(crate) fn clear_decision_cache() {
+    DECISIONS.with(|cache| cache.borrow_mut().clear());
+}
+
+/// How many decisions this thread keeps.
+#[cfg(test)]
+pub(crate) fn decision_cache_len() -> usize {
+    DECISIONS.with(|cache| cache.borrow().len())
+}
+
+/// The decision cache's key for a check, or `None` when its decision is not kept: a check with
+/// email facts or counts, a policy where raw Cedar reads numeric tags, or a long key.
+fn decision_key(
+    policy: &CompiledPolicy,
+    prepared: &PreparedAgent,
+    facts: &Facts<'_>,
+    fields: &[String],
+    numbers: &[(String, i64)],
+    chosen: &[(&RuleSet, Picked<'_>)],
+) -> Option<String> {
+    if facts.email.is_some()
+        || facts.emails_sent_last_minute != 0
+        || facts.emails_sent_last_day != 0
+        || !policy.tags_read_by_ranges_only
+    {
+        return None;
+    }
+    // Every part with its length first, so that no two checks share a key. The fields and
+    // numbers come from one JSON object: each name appears once.
+    let mut key = String::with_capacity(64 + fields.iter().map(|f| f.len() + 4).sum::<usize>());
+    let _ = write!(
+        key,
+        "{}/{}:{}",
+        prepared.serial,
+        facts.action.len(),
+        facts.action
+    );
+    for field in fields {
+        let _ = write!(key, "|{}:{field}", field.len());
+    }
+    for (name, value) in numbers {
+        let _ = write!(key, "#{}:{name}", name.len());
+        // Only the interval counts when it chose the rules of every set the check is judged
+        // by: then each rule that reads this tag bounds it at the interval's ends (a rule
+        // bounding it elsewhere would have made a cut there).
+        let by_interval = !chosen.is_empty()
+            && chosen
+                .iter()
+                .all(|(_, (_, interval))| interval.is_some_and(|(tag, _)| tag == name));
+        if by_interval {
+            for (_, (_, interval)) in chosen {
+                if let Some((_, i)) = interval {
+                    let _ = write!(key, "~{i}");
+                }
+            }
+        } else {
+            let _ = write!(key, "={value}");
+        }
+    }
+    (key.len() <= CONTEXT_KEY_MAX).then_some(key)
 }
 
 /// Contexts of checks without email facts, by action and context fields: few distinct ones
@@ -459,13 +587,7 @@ fn context_of(facts: &Facts<'_>, fields: Vec<String>) -> Result<Context, String>
         return Ok(hit);
     }
     let context = build_context(facts, fields)?;
-    CONTEXTS.with(|cache| {
-        let mut cache = cache.borrow_mut();
-        if cache.len() >= CONTEXT_CACHE_SIZE {
-            cache.clear();
-        }
-        cache.insert(key, context.clone());
-    });
+    remember(&CONTEXTS, CONTEXT_CACHE_SIZE, key, &context);
     Ok(context)
 }
 

@@ -4,8 +4,8 @@ use serde_json::{json, Value};
 
 use super::compile::tag_value;
 use super::evaluate::{
-    clear_context_cache, evaluate, evaluate_prepared, evaluate_with, prepare_agent, Attachment,
-    EmailFacts, Facts,
+    clear_context_cache, clear_decision_cache, decision_cache_len, evaluate, evaluate_prepared,
+    evaluate_with, prepare_agent, Attachment, EmailFacts, Facts,
 };
 use super::spec::{parse, Format, Outcome};
 use super::{compile, CompiledPolicy, Decision};
@@ -72,6 +72,14 @@ fn run(p: &CompiledPolicy, c: &Check) -> Decision {
     // and fields): a fresh one decides the same.
     clear_context_cache();
     assert_eq!(decision, evaluate(p, &facts).unwrap(), "a cached context");
+    // The second `evaluate_prepared` above was answered from this thread's decision cache; with
+    // the cache empty, Cedar decides the same.
+    clear_decision_cache();
+    assert_eq!(
+        decision,
+        evaluate_prepared(p, &prepared, &facts).unwrap(),
+        "a cached decision"
+    );
     decision
 }
 
@@ -479,13 +487,7 @@ bindings: [{ group: finance, blocks: [refunds], actions: [refund] }]
     assert_eq!(tag_value(1e15), None);
 }
 
-#[test]
-fn the_currency_index_agrees_with_every_rule() {
-    // Two amount blocks on different currency fields, one with a `*` limit, plus a guardrail
-    // amount block: every combination of fields must decide as evaluating every rule does
-    // (`run` checks that), and a USD check must skip the other currencies' rules.
-    let p = policy(
-        r#"
+const AMOUNTS: &str = r#"
 reusable_policy_blocks:
   refunds: { amount: { limits: { USD: { allow_up_to: 100, challenge_up_to: 1000 }, EUR: { allow_up_to: 50 } }, actions: [refund] } }
   payouts: { amount: { field: total, currency_field: ccy, limits: { GBP: { allow_up_to: 10 }, "*": { allow_up_to: 5, challenge_up_to: 7 } } } }
@@ -494,8 +496,14 @@ agent_groups: [{ name: finance, members: [agt_0123456789abcdef0123456789abcdef] 
 bindings: [{ group: finance, blocks: [refunds, payouts, reads] }]
 global_guardrails:
   amount: { limits: { USD: { allow_up_to: 5000 }, EUR: { allow_up_to: 4000 }, JPY: { allow_up_to: 1 } }, actions: [refund] }
-"#,
-    );
+"#;
+
+#[test]
+fn the_currency_index_agrees_with_every_rule() {
+    // Two amount blocks on different currency fields, one with a `*` limit, plus a guardrail
+    // amount block: every combination of fields must decide as evaluating every rule does
+    // (`run` checks that), and a USD check must skip the other currencies' rules.
+    let p = policy(AMOUNTS);
     let currencies = [
         json!(null),
         json!("USD"),
@@ -743,4 +751,171 @@ fn review_edge_cases_are_closed() {
     );
     let empty_selector = "agent_groups: [{name: g, selectors: [{}]}]\n";
     assert!(compile(&parse(empty_selector, Format::Yaml).unwrap()).is_err());
+}
+
+/// Checks of one prepared agent, as the check path makes them (the agent prepared once).
+fn prepared_checks(
+    p: &CompiledPolicy,
+    status: &str,
+    metadata: Value,
+    checks: &[(&str, Value)],
+) -> Vec<(Decision, Decision)> {
+    let (labels, empty) = (json!({}), json!({}));
+    let facts = |action, context| Facts {
+        agent_id: AGENT,
+        status,
+        risk_tier: "low",
+        metadata: &metadata,
+        labels: &labels,
+        action,
+        context,
+        email: None,
+        emails_sent_last_minute: 0,
+        emails_sent_last_day: 0,
+    };
+    let prepared = prepare_agent(p, &facts("read", &empty)).unwrap();
+    checks
+        .iter()
+        .map(|(action, context)| {
+            let f = facts(action, context);
+            (
+                evaluate_prepared(p, &prepared, &f).unwrap(),
+                evaluate_with(p, &f, false).unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn decisions_kept_per_amount_interval_agree_with_every_rule() {
+    // One prepared agent, many amounts on and beside every bound, in every currency: checks
+    // whose amounts share an interval are answered from the first one's decision, and each
+    // answer must be what evaluating every rule of the policy gives.
+    let p = policy(AMOUNTS);
+    assert!(p.tags_read_by_ranges_only);
+    let mut amounts: Vec<Value> = (-8..=48).map(|i| json!(f64::from(i) * 0.25)).collect();
+    for bound in [5.0, 7.0, 10.0, 50.0, 100.0, 1000.0, 4000.0, 5000.0] {
+        for delta in [-0.0001, 0.0, 0.00001, 0.0001, 0.5] {
+            amounts.push(json!(bound + delta));
+        }
+    }
+    amounts.extend([
+        json!(-0.0001),
+        json!(60),
+        json!(600),
+        json!(9000),
+        json!(1e15),
+    ]);
+    let mut checks = Vec::new();
+    for action in ["refund", "payout", "read"] {
+        for currency in ["USD", "EUR", "GBP", "JPY", "CHF"] {
+            for amount in &amounts {
+                checks.push((
+                    action,
+                    json!({"currency": currency, "ccy": currency, "amount": amount}),
+                ));
+                checks.push((action, json!({"currency": currency, "total": amount})));
+            }
+        }
+    }
+    clear_decision_cache();
+    let mut outcomes = std::collections::BTreeSet::new();
+    let answers = prepared_checks(&p, "active", json!({}), &checks);
+    for (i, (kept, every_rule)) in answers.into_iter().enumerate() {
+        assert_eq!(kept, every_rule, "check {i}: {:?}", checks[i]);
+        outcomes.insert(kept.reason_codes);
+    }
+    assert!(outcomes.len() >= 5, "{outcomes:?}");
+    // Amounts are kept by interval: 200 refunds within the USD allowance, (0, 100], share one
+    // entry; with amounts in the challenge and deny ranges too, three.
+    let within: Vec<(&str, Value)> = (1..=200)
+        .map(|i| {
+            (
+                "refund",
+                json!({"currency": "USD", "amount": f64::from(i) / 2.0}),
+            )
+        })
+        .collect();
+    clear_decision_cache();
+    prepared_checks(&p, "active", json!({}), &within);
+    assert_eq!(decision_cache_len(), 1);
+    let beyond = [
+        ("refund", json!({"currency": "USD", "amount": 600})),
+        ("refund", json!({"currency": "USD", "amount": 700})),
+        ("refund", json!({"currency": "USD", "amount": 1200})),
+        ("refund", json!({"currency": "USD", "amount": 1300})),
+    ];
+    prepared_checks(&p, "active", json!({}), &beyond);
+    assert_eq!(decision_cache_len(), 3);
+}
+
+#[test]
+fn raw_cedar_that_reads_an_amount_keeps_every_amount_apart() {
+    // A raw rule that reads the amount at 50 USD, inside the allowance's interval (0, 100]:
+    // 40 and 60 must not share a decision.
+    let p = policy(
+        r#"
+reusable_policy_blocks:
+  refunds: { amount: { limits: { USD: { allow_up_to: 100 } }, actions: [refund] } }
+agent_groups: [{ name: finance, members: [agt_0123456789abcdef0123456789abcdef] }]
+bindings: [{ group: finance, blocks: [refunds] }]
+global_guardrails:
+  cedar:
+    - { name: half, when: 'resource.hasTag("amount") && resource.getTag("amount") > 500000', outcome: challenge, reason_code: second_look, reason: "over 50 needs a second look" }
+"#,
+    );
+    assert!(!p.tags_read_by_ranges_only);
+    clear_decision_cache();
+    let answers = prepared_checks(
+        &p,
+        "active",
+        json!({}),
+        &[
+            ("refund", json!({"currency": "USD", "amount": 40})),
+            ("refund", json!({"currency": "USD", "amount": 60})),
+            ("refund", json!({"currency": "USD", "amount": 45})),
+        ],
+    );
+    let outcomes: Vec<Outcome> = answers.iter().map(|(kept, _)| kept.outcome).collect();
+    assert_eq!(
+        outcomes,
+        [Outcome::Allow, Outcome::Challenge, Outcome::Allow]
+    );
+    for (kept, every_rule) in &answers {
+        assert_eq!(kept, every_rule);
+    }
+    // Nothing was kept for this policy.
+    assert_eq!(decision_cache_len(), 0);
+}
+
+#[test]
+fn a_changed_agent_is_judged_again() {
+    // An active agent that leaves its group (a selector on its metadata no longer holds) is
+    // prepared again. Under the guardrails alone its refund falls in an interval of the same
+    // number as under its group's set, so only the preparation's serial keeps the group's
+    // allowance from answering for it.
+    let p = policy(
+        r#"
+reusable_policy_blocks:
+  refunds: { amount: { limits: { USD: { allow_up_to: 100 } }, actions: [refund] } }
+agent_groups: [{ name: finance, selectors: [{ metadata: { team: finance } }] }]
+bindings: [{ group: finance, blocks: [refunds] }]
+global_guardrails:
+  amount: { limits: { USD: { allow_up_to: 1000 } }, actions: [refund] }
+"#,
+    );
+    clear_decision_cache();
+    let check = [("refund", json!({"currency": "USD", "amount": 40}))];
+    let member = prepared_checks(&p, "active", json!({"team": "finance"}), &check);
+    let former = prepared_checks(&p, "active", json!({"team": "sales"}), &check);
+    assert_eq!(member[0].0.outcome, Outcome::Allow);
+    assert_eq!(
+        (former[0].0.outcome, former[0].0.reason_codes.clone()),
+        (Outcome::Deny, codes(&["no_matching_rule"]))
+    );
+    assert_eq!(former[0].0, former[0].1);
+    // And one that is suspended is judged again too.
+    let suspended = prepared_checks(&p, "suspended", json!({"team": "finance"}), &check);
+    assert_eq!(suspended[0].0.outcome, Outcome::Deny);
+    assert_eq!(suspended[0].0, suspended[0].1);
 }
