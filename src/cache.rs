@@ -168,7 +168,7 @@ pub struct Caches {
 }
 
 fn policy_key(workspace_id: &str, policy_id: &str) -> String {
-    format!("{workspace_id}/{policy_id}")
+    [workspace_id, "/", policy_id].concat()
 }
 
 impl Caches {

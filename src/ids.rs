@@ -13,7 +13,13 @@ pub const TRACE: &str = "trc";
 
 /// A new id with the given prefix, for example `agt_0193a4...`.
 pub fn new_id(prefix: &str) -> String {
-    format!("{prefix}_{}", Uuid::now_v7().simple())
+    let mut buf = [0u8; uuid::fmt::Simple::LENGTH];
+    let hex = Uuid::now_v7().simple().encode_lower(&mut buf);
+    let mut id = String::with_capacity(prefix.len() + 1 + hex.len());
+    id.push_str(prefix);
+    id.push('_');
+    id.push_str(hex);
+    id
 }
 
 /// True when `id` has the shape of an id with this prefix. Used to answer malformed ids as

@@ -25,9 +25,9 @@ pub enum Actor {
 impl Actor {
     pub fn label(&self) -> String {
         match self {
-            Actor::ApiKey(id) => format!("api_key:{id}"),
-            Actor::Agent(id) => format!("agent:{id}"),
-            Actor::User(id) => format!("user:{id}"),
+            Actor::ApiKey(id) => ["api_key:", id].concat(),
+            Actor::Agent(id) => ["agent:", id].concat(),
+            Actor::User(id) => ["user:", id].concat(),
             Actor::ApprovalLink => "approval_link".into(),
             Actor::Cli => "cli".into(),
             Actor::System => "system".into(),
