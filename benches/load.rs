@@ -502,6 +502,16 @@ enum Check {
     Allow,
 }
 
+/// The fields of an answer that the load client checks (an escaped string fails to parse and
+/// counts as invalid).
+#[derive(serde::Deserialize)]
+struct Answer<'a> {
+    #[serde(borrow, default)]
+    decision: Option<&'a str>,
+    #[serde(default)]
+    valid: Option<bool>,
+}
+
 #[derive(Default)]
 struct WorkerResult {
     latencies_us: Vec<u64>,
@@ -581,20 +591,12 @@ async fn send_one(
         }
         Ok((_, body)) => {
             if check != Check::Status {
-                let parsed = serde_json::from_slice::<Value>(&body).ok();
+                // Only the field that tells, read in place: the client's work per answer is
+                // the same for every endpoint, and small beside the server's.
+                let parsed = serde_json::from_slice::<Answer<'_>>(&body).ok();
                 let valid = match check {
-                    Check::Valid => {
-                        parsed
-                            .as_ref()
-                            .and_then(|v| v.get("valid").and_then(Value::as_bool))
-                            == Some(true)
-                    }
-                    _ => {
-                        parsed
-                            .as_ref()
-                            .and_then(|v| v.get("decision").and_then(Value::as_str))
-                            == Some("allow")
-                    }
+                    Check::Valid => parsed.and_then(|a| a.valid) == Some(true),
+                    _ => parsed.and_then(|a| a.decision) == Some("allow"),
                 };
                 if !valid {
                     out.invalid += 1;
@@ -1126,31 +1128,33 @@ async fn drive(
     eprintln!("load: policy of 1,000 groups / 10,000 members / 1,000 bindings live as version {policy_version}");
     // Refunds of varying amounts (0.01 to 90.00) in two currencies, all within the agent's
     // allowance: no two consecutive checks are the same request.
-    let check_bodies = (0..n)
-        .map(|i| {
-            let amount = (i % 9000) as f64 / 100.0 + 0.01;
-            let currency = if i % 2 == 0 { "USD" } else { "EUR" };
-            serde_json::to_vec(&json!({
-                "agent_id": agent_id, "action": "refund",
-                "context": {"amount": amount, "currency": currency}
-            }))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let checks: Vec<Prepared> = check_bodies
-        .iter()
-        .map(|body| Prepared {
-            headers: vec![("x-service-api-key", api_key.to_owned())],
-            body: body.clone(),
-        })
-        .collect();
-    // The bare endpoint parses the very same bodies.
-    let bare_requests: Vec<Prepared> = check_bodies
-        .into_iter()
-        .map(|body| Prepared {
-            headers: Vec::new(),
-            body,
-        })
-        .collect();
+    // With `unique`, each also carries an order reference of its own, a context field that no
+    // two checks share: no check then finds its context or its decision in the server's caches.
+    let refunds = |unique: bool| {
+        (0..n)
+            .map(|i| {
+                let amount = (i % 9000) as f64 / 100.0 + 0.01;
+                let currency = if i % 2 == 0 { "USD" } else { "EUR" };
+                let mut context = json!({"amount": amount, "currency": currency});
+                if unique {
+                    context["order"] = json!(format!("ord-{i:08}"));
+                }
+                let body = serde_json::to_vec(&json!({
+                    "agent_id": agent_id, "action": "refund", "context": context
+                }))?;
+                Ok(Prepared {
+                    headers: vec![("x-service-api-key", api_key.to_owned())],
+                    body,
+                })
+            })
+            .collect::<anyhow::Result<Vec<Prepared>>>()
+    };
+    let checks = refunds(false)?;
+    let unique_checks = refunds(true)?;
+    // The bare endpoint gets the very same requests (it ignores the key), and its answers are
+    // checked the same way (it answers `"decision": "allow"`): the client does the same work
+    // for both.
+    let bare_requests = checks.clone();
     let bare_url = start_bare_server()?;
     eprintln!(
         "load: pre-signed {} requests in {:.1} s",
@@ -1189,7 +1193,7 @@ async fn drive(
             "POST bare axum JSON endpoint (baseline, same process layout: 2 workers)",
             bare_url,
             &bare_requests,
-            Check::Status,
+            Check::Allow,
         ),
         (
             "POST /v1/check (1,000 bindings, audit durable)",
@@ -1222,6 +1226,21 @@ async fn drive(
         eprintln!("load: {name} ...");
         phases.push(run_compared((*name).to_owned(), which).await?);
     }
+    eprintln!("load: POST /v1/check, no two contexts alike ...");
+    phases.push(
+        run_phase(
+            "POST /v1/check, each with an order reference of its own (nothing cached but the agent and policy)",
+            &client,
+            server.url("/v1/check"),
+            Some(unique_checks),
+            n,
+            Check::Allow,
+            c,
+            settings.duration,
+            &cpu,
+        )
+        .await?,
+    );
     eprintln!("load: POST /v1/verify ...");
     phases.push(
         run_phase(

@@ -103,9 +103,30 @@ fn benches(c: &mut Criterion) {
         emails_sent_last_day: 0,
     };
     let prepared = prepare_agent(&policy, &facts).expect("prepare");
-    group.bench_function("refund of a group member, agent prepared", |b| {
-        b.iter(|| evaluate_prepared(&policy, &prepared, black_box(&facts)).expect("evaluate"))
-    });
+    // The same refund again: after the first, the decision comes from the decision cache.
+    group.bench_function(
+        "refund of a group member, agent prepared, decision kept",
+        |b| b.iter(|| evaluate_prepared(&policy, &prepared, black_box(&facts)).expect("evaluate")),
+    );
+    // Each refund with an order reference of its own (4,096 of them, more than the decision
+    // cache keeps): Cedar decides every one.
+    let orders: Vec<serde_json::Value> = (0..4096)
+        .map(|i| json!({"amount": 250, "currency": "USD", "order": format!("ord-{i}")}))
+        .collect();
+    let mut next = 0;
+    group.bench_function(
+        "refund of a group member, agent prepared, a context of its own",
+        |b| {
+            b.iter(|| {
+                next = (next + 1) % orders.len();
+                let facts = Facts {
+                    context: &orders[next],
+                    ..facts.clone()
+                };
+                evaluate_prepared(&policy, &prepared, black_box(&facts)).expect("evaluate")
+            })
+        },
+    );
     group.bench_function("send_email of a group member", |b| {
         b.iter(|| {
             check(
