@@ -194,6 +194,17 @@ both_engines! {
         assert!(!events[0].to_string().contains("apr_"), "no approval token in the audit trail");
         assert_eq!(audit_events(&app, "event_type=decision.check&decision=deny").await.len(), 2);
 
+        // Checks like earlier ones (the server keeps their decisions per amount interval) are
+        // still each recorded, and each challenge gets a challenge of its own.
+        let again = check(&app, refund(45.5)).await;
+        assert_eq!(again["decision"], "allow");
+        assert_ne!(again["trace_id"], allow["trace_id"]);
+        assert_eq!(audit_events(&app, "event_type=decision.check&decision=allow").await.len(), 2);
+        let second = check(&app, refund(600.0)).await;
+        assert_eq!(second["decision"], "challenge");
+        assert_ne!(second["challenge_id"], challenge["challenge_id"]);
+        assert_eq!(audit_events(&app, "event_type=decision.check&decision=challenge").await.len(), 2);
+
         // Status rules: pending is challenged, suspended and revoked are denied.
         let pending = TestAgent::new().register(&app, Some(&app.key), "new").await;
         let p = check(&app, json!({"agent_id": pending, "action": "read"})).await;
