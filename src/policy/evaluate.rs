@@ -405,10 +405,14 @@ fn evaluate_in(
             std::iter::once(usual).chain(extra).map(move |p| (set, p))
         })
         .collect();
-    let key = if indexed && keep {
-        decision_key(policy, prepared, facts, &fields, &numbers, &chosen)
-    } else {
-        None
+    // Checks without email facts are found in the per-thread caches by their action and
+    // fields: the contexts by that alone, the decisions by that, the agent and the numbers.
+    let plain = plain_key(facts, &fields);
+    let key = match &plain {
+        Some(plain) if indexed && keep && policy.tags_read_by_ranges_only => {
+            decision_key(plain, prepared, &numbers, &chosen)
+        }
+        _ => None,
     };
     if let Some(hit) = key
         .as_ref()
@@ -431,7 +435,7 @@ fn evaluate_in(
             .add_entities([resource], None)
             .map_err(|e| e.to_string())?
     };
-    let context = context_of(facts, fields)?;
+    let context = context_of(facts, fields, plain)?;
     let request = Request::new(
         prepared.agent_uid.clone(),
         action.clone(),
@@ -500,36 +504,19 @@ pub(crate) fn decision_cache_len() -> usize {
     DECISIONS.with(|cache| cache.borrow().len())
 }
 
-/// The decision cache's key for a check, or `None` when its decision is not kept: a check with
-/// email facts or counts, a policy where raw Cedar reads numeric tags, or a long key.
+/// The decision cache's key for a check: its plain key (action and fields), its prepared agent
+/// and its numbers; `None` when too long to keep.
 fn decision_key(
-    policy: &CompiledPolicy,
+    plain: &str,
     prepared: &PreparedAgent,
-    facts: &Facts<'_>,
-    fields: &[String],
     numbers: &[(String, i64)],
     chosen: &[(&RuleSet, Picked<'_>)],
 ) -> Option<String> {
-    if facts.email.is_some()
-        || facts.emails_sent_last_minute != 0
-        || facts.emails_sent_last_day != 0
-        || !policy.tags_read_by_ranges_only
-    {
-        return None;
-    }
-    // Every part with its length first, so that no two checks share a key. The fields and
-    // numbers come from one JSON object: each name appears once.
-    let mut key = String::with_capacity(64 + fields.iter().map(|f| f.len() + 4).sum::<usize>());
-    let _ = write!(
-        key,
-        "{}/{}:{}",
-        prepared.serial,
-        facts.action.len(),
-        facts.action
-    );
-    for field in fields {
-        let _ = write!(key, "|{}:{field}", field.len());
-    }
+    // Every part with its length (or an end marker) first, so that no two checks share a key.
+    // The numbers come from one JSON object: each name appears once.
+    let mut key = String::with_capacity(plain.len() + 24 + 16 * numbers.len());
+    key.push_str(plain);
+    let _ = write!(key, "@{}", prepared.serial);
     for (name, value) in numbers {
         let _ = write!(key, "#{}:{name}", name.len());
         // Only the interval counts when it chose the rules of every set the check is judged
@@ -564,25 +551,35 @@ thread_local! {
         std::cell::RefCell::new(std::collections::HashMap::new());
 }
 
-/// The Cedar context of a check: its action, its context fields (`name=value`) and its email
-/// facts.
-fn context_of(facts: &Facts<'_>, fields: Vec<String>) -> Result<Context, String> {
+/// The key of a check without email facts (nor email counts) in this thread's caches: its
+/// action and its context fields, each with its length first so that no two checks share a
+/// key. `None` for other checks, and for keys too long to keep.
+fn plain_key(facts: &Facts<'_>, fields: &[String]) -> Option<String> {
     let plain = facts.email.is_none()
         && facts.emails_sent_last_minute == 0
         && facts.emails_sent_last_day == 0;
     if !plain {
-        return build_context(facts, fields);
+        return None;
     }
-    // Every part with its length first, so that no two checks share a key.
     let mut key = String::with_capacity(
         facts.action.len() + fields.iter().map(|f| f.len() + 8).sum::<usize>() + 8,
     );
     for part in std::iter::once(facts.action).chain(fields.iter().map(String::as_str)) {
         let _ = write!(key, "{}:{part}", part.len());
     }
-    if key.len() > CONTEXT_KEY_MAX {
+    (key.len() <= CONTEXT_KEY_MAX).then_some(key)
+}
+
+/// The Cedar context of a check: its action, its context fields (`name=value`) and its email
+/// facts; kept by the check's plain key, if it has one.
+fn context_of(
+    facts: &Facts<'_>,
+    fields: Vec<String>,
+    plain: Option<String>,
+) -> Result<Context, String> {
+    let Some(key) = plain else {
         return build_context(facts, fields);
-    }
+    };
     if let Some(hit) = CONTEXTS.with(|cache| cache.borrow().get(&key).cloned()) {
         return Ok(hit);
     }
