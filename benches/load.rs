@@ -16,9 +16,14 @@
 //! - `ACP_BENCH_SECS`: seconds per endpoint at most (default 10)
 //! - `ACP_BENCH_CRYPTO_SECS`: seconds per raw Ed25519 measurement (default 3)
 //! - `ACP_BENCH_CLIENT_THREADS`: worker threads of the load client's runtime (default 1)
-//! - `ACP_BENCH_PAIRS`: interleaved bare/check pairs run after the phases (default 3): the
+//! - `ACP_BENCH_SERVER_WORKERS`: worker threads of both servers compared, the bare endpoint's
+//!   runtime and the `acp` server's (`TOKIO_WORKER_THREADS`) (default 2)
+//! - `ACP_BENCH_PAIRS_ONLY`: `1` runs only the interleaved pairs below (for quick comparisons)
+//! - `ACP_BENCH_PAIRS`: interleaved bare/check pairs run after the phases (default 9): the
 //!   machine's speed drifts between phases, so the ratio of `/v1/check` to the bare endpoint is
 //!   read off pairs run back to back, in alternating order, as their median
+//! - `ACP_BENCH_PAIR_SECS`: seconds per side of a pair (default 2): short sides keep the two
+//!   halves of a pair close in time, many pairs keep the median steady
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -58,6 +63,9 @@ struct Settings {
     crypto_duration: Duration,
     client_threads: usize,
     pairs: usize,
+    pair_duration: Duration,
+    server_workers: usize,
+    pairs_only: bool,
 }
 
 fn env_number(name: &str, default: u64) -> anyhow::Result<u64> {
@@ -103,7 +111,10 @@ impl Settings {
             duration: Duration::from_secs(env_number("ACP_BENCH_SECS", 10)?),
             crypto_duration: Duration::from_secs(env_number("ACP_BENCH_CRYPTO_SECS", 3)?),
             client_threads: to_usize(env_number("ACP_BENCH_CLIENT_THREADS", 1)?),
-            pairs: to_usize(env_number("ACP_BENCH_PAIRS", 3)?),
+            pairs: to_usize(env_number("ACP_BENCH_PAIRS", 9)?),
+            pair_duration: Duration::from_secs(env_number("ACP_BENCH_PAIR_SECS", 2)?),
+            server_workers: to_usize(env_number("ACP_BENCH_SERVER_WORKERS", 2)?),
+            pairs_only: env_number("ACP_BENCH_PAIRS_ONLY", 0)? != 0,
         })
     }
 }
@@ -149,6 +160,7 @@ impl Server {
                 "YmVuY2gtbWFzdGVyLWtleS1vZi10aGUtYWNwLWxvYWQ=",
             )
             .env("ACP_SIGNATURE_WINDOW_SECS", "3600")
+            .env("TOKIO_WORKER_THREADS", settings.server_workers.to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log));
@@ -885,12 +897,15 @@ fn print_report(
     out.push_str(&format!("\n## acp load benchmark: {engine}, {date}\n\n"));
     out.push_str(&format!(
         "Machine: {} ({cores} logical cores, shared by the server and the load client). \
-         Concurrency {}, at most {} requests or {} s per endpoint, load client on {} runtime thread(s).\n\n",
+         Concurrency {}, at most {} requests or {} s per endpoint ({} s per side of a pair), load client on {} runtime thread(s), \
+         {} worker thread(s) in each server.\n\n",
         cpu_model(),
         settings.concurrency,
         settings.requests,
         settings.duration.as_secs(),
+        settings.pair_duration.as_secs(),
         settings.client_threads,
+        settings.server_workers,
     ));
     out.push_str("| endpoint | requests | seconds | req/s | p50 ms | p90 ms | p99 ms | max ms | non-200 | invalid | transport errors | server CPU (cores) | client CPU (cores) | other CPU (cores) |\n");
     out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
@@ -1008,15 +1023,15 @@ async fn install_large_policy(
     }
 }
 
-/// A bare axum JSON endpoint on its own 2-worker runtime (like the server's): it parses the
-/// same body and answers a small JSON object, nothing else.
-fn start_bare_server() -> anyhow::Result<String> {
+/// A bare axum JSON endpoint on its own runtime with as many workers as the server's: it parses
+/// the same body and answers a small JSON object, nothing else.
+fn start_bare_server(workers: usize) -> anyhow::Result<String> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
     listener.set_nonblocking(true)?;
     let addr = listener.local_addr()?;
     std::thread::spawn(move || {
         let Ok(runtime) = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
+            .worker_threads(workers)
             .enable_all()
             .build()
         else {
@@ -1155,15 +1170,19 @@ async fn drive(
     // checked the same way (it answers `"decision": "allow"`): the client does the same work
     // for both.
     let bare_requests = checks.clone();
-    let bare_url = start_bare_server()?;
+    let bare_url = start_bare_server(settings.server_workers)?;
     eprintln!(
         "load: pre-signed {} requests in {:.1} s",
         2 * n,
         started.elapsed().as_secs_f64()
     );
 
-    eprintln!("load: raw Ed25519 ...");
-    let crypto = crypto_bench(&key, cores, settings.crypto_duration);
+    let crypto = if settings.pairs_only {
+        Vec::new()
+    } else {
+        eprintln!("load: raw Ed25519 ...");
+        crypto_bench(&key, cores, settings.crypto_duration)
+    };
 
     let cpu = CpuMeter {
         server_pid: server.pid().to_string(),
@@ -1172,25 +1191,10 @@ async fn drive(
     let c = settings.concurrency;
     let mut phases = Vec::new();
     warm_up(&client, server, c).await;
-    eprintln!("load: GET /healthz ...");
-    phases.push(
-        run_phase(
-            "GET /healthz (baseline)",
-            &client,
-            server.url("/healthz"),
-            None,
-            n,
-            Check::Status,
-            c,
-            settings.duration,
-            &cpu,
-        )
-        .await?,
-    );
     // The bare endpoint and `/v1/check`, run once here and again in the pairs below.
     let compared = [
         (
-            "POST bare axum JSON endpoint (baseline, same process layout: 2 workers)",
+            "POST bare axum JSON endpoint (baseline, same worker threads as the server)",
             bare_url,
             &bare_requests,
             Check::Allow,
@@ -1203,7 +1207,7 @@ async fn drive(
         ),
     ];
     // One of the compared endpoints, run as a phase named `label`.
-    let run_compared = |label: String, which: usize| {
+    let run_compared = |label: String, which: usize, duration: Duration| {
         let (_, url, requests, check) = &compared[which];
         let (url, requests, check) = (url.clone(), (*requests).clone(), *check);
         let (client, cpu) = (&client, &cpu);
@@ -1216,62 +1220,84 @@ async fn drive(
                 n,
                 check,
                 c,
-                settings.duration,
+                duration,
                 cpu,
             )
             .await
         }
     };
-    for (which, (name, ..)) in compared.iter().enumerate() {
-        eprintln!("load: {name} ...");
-        phases.push(run_compared((*name).to_owned(), which).await?);
-    }
-    eprintln!("load: POST /v1/check, no two contexts alike ...");
-    phases.push(
-        run_phase(
-            "POST /v1/check, each with an order reference of its own (nothing cached but the agent and policy)",
-            &client,
-            server.url("/v1/check"),
-            Some(unique_checks),
-            n,
-            Check::Allow,
-            c,
-            settings.duration,
-            &cpu,
-        )
-        .await?,
-    );
-    eprintln!("load: POST /v1/verify ...");
-    phases.push(
-        run_phase(
-            "POST /v1/verify",
-            &client,
-            server.url("/v1/verify"),
-            Some(verify),
-            n,
-            Check::Valid,
-            c,
-            settings.duration,
-            &cpu,
-        )
-        .await?,
-    );
-    eprintln!("load: POST /v1/telemetry/heartbeat ...");
-    phases.push(
-        run_phase(
-            "POST /v1/telemetry/heartbeat",
-            &client,
-            server.url(HEARTBEAT_PATH),
-            Some(heartbeats),
-            n,
-            Check::Status,
-            c,
-            settings.duration,
-            &cpu,
-        )
-        .await?,
-    );
+    // Every phase once, unless only the pairs are asked for; the replay check needs the
+    // verify phase.
+    let replay = if settings.pairs_only {
+        None
+    } else {
+        eprintln!("load: GET /healthz ...");
+        phases.push(
+            run_phase(
+                "GET /healthz (baseline)",
+                &client,
+                server.url("/healthz"),
+                None,
+                n,
+                Check::Status,
+                c,
+                settings.duration,
+                &cpu,
+            )
+            .await?,
+        );
+        for (which, (name, ..)) in compared.iter().enumerate() {
+            eprintln!("load: {name} ...");
+            phases.push(run_compared((*name).to_owned(), which, settings.duration).await?);
+        }
+        eprintln!("load: POST /v1/check, no two contexts alike ...");
+        phases.push(
+            run_phase(
+                "POST /v1/check, each with an order reference of its own (nothing cached but the agent and policy)",
+                &client,
+                server.url("/v1/check"),
+                Some(unique_checks),
+                n,
+                Check::Allow,
+                c,
+                settings.duration,
+                &cpu,
+            )
+            .await?,
+        );
+        eprintln!("load: POST /v1/verify ...");
+        phases.push(
+            run_phase(
+                "POST /v1/verify",
+                &client,
+                server.url("/v1/verify"),
+                Some(verify),
+                n,
+                Check::Valid,
+                c,
+                settings.duration,
+                &cpu,
+            )
+            .await?,
+        );
+        eprintln!("load: POST /v1/telemetry/heartbeat ...");
+        phases.push(
+            run_phase(
+                "POST /v1/telemetry/heartbeat",
+                &client,
+                server.url(HEARTBEAT_PATH),
+                Some(heartbeats),
+                n,
+                Check::Status,
+                c,
+                settings.duration,
+                &cpu,
+            )
+            .await?,
+        );
 
+        replay
+    };
     // The throughput target, read off interleaved pairs (see `ACP_BENCH_PAIRS`).
     let mut ratios = Vec::with_capacity(settings.pairs);
     for pair in 1..=settings.pairs {
@@ -1279,7 +1305,12 @@ async fn drive(
         let mut rates = [0.0; 2];
         let order = if pair % 2 == 1 { [0, 1] } else { [1, 0] };
         for which in order {
-            let phase = run_compared(format!("pair {pair}: {}", compared[which].0), which).await?;
+            let phase = run_compared(
+                format!("pair {pair}: {}", compared[which].0),
+                which,
+                settings.pair_duration,
+            )
+            .await?;
             rates[which] = phase.rate();
             phases.push(phase);
         }

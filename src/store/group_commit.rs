@@ -4,6 +4,8 @@
 //! response therefore always means its audit event is durable, at the cost of one commit per
 //! batch rather than one per request.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
@@ -54,55 +56,72 @@ impl GroupCommit {
     }
 }
 
+type Batch = Vec<(Change, Reply)>;
+type Applying = Pin<Box<dyn Future<Output = Batch> + Send>>;
+
+/// Applies one batch and answers its callers. The batch's vector comes back, empty, for reuse.
+fn applying(store: Arc<dyn Store>, mut batch: Batch) -> Applying {
+    Box::pin(async move {
+        commit_batch(store.as_ref(), &mut batch).await;
+        batch
+    })
+}
+
+/// The writer loop. One batch is applied at a time, so batches commit in the order their
+/// changes were queued. While a batch is applied, the changes queued meanwhile gather into the
+/// next one, which starts as soon as the previous one has committed: under load the batches grow
+/// by themselves, without the writer holding a batch back to wait for more.
 async fn run(
     store: Arc<dyn Store>,
     mut receiver: mpsc::Receiver<(Change, Reply)>,
     mut stopped: oneshot::Receiver<()>,
     max_batch: usize,
 ) {
-    let mut batch: Vec<(Change, Reply)> = Vec::with_capacity(max_batch);
+    let mut next: Batch = Vec::with_capacity(max_batch);
+    let mut spare: Batch = Vec::with_capacity(max_batch);
+    let mut current: Option<Applying> = None;
+    // Whether new changes are taken (until the stop signal or the last sender goes away).
+    let mut open = true;
+    let mut stopping = false;
     loop {
+        if current.is_none() {
+            if !next.is_empty() {
+                let batch = std::mem::replace(&mut next, std::mem::take(&mut spare));
+                current = Some(applying(store.clone(), batch));
+            } else if !open {
+                return;
+            }
+        }
+        let room = max_batch.saturating_sub(next.len());
         tokio::select! {
-            received = receiver.recv_many(&mut batch, max_batch) => {
-                if received == 0 {
-                    return;
+            // Finishing the batch in flight comes first: the next one starts right after.
+            biased;
+            done = async {
+                match current.as_mut() {
+                    Some(applying) => applying.await,
+                    None => std::future::pending().await,
                 }
-                gather(&mut receiver, &mut batch, max_batch).await;
-                commit_batch(store.as_ref(), &mut batch).await;
+            } => {
+                current = None;
+                spare = done;
+                // What was queued meanwhile joins the next batch before it starts.
+                while next.len() < max_batch {
+                    match receiver.try_recv() {
+                        Ok(item) => next.push(item),
+                        Err(_) => break,
+                    }
+                }
             }
-            _ = &mut stopped => break,
-        }
-    }
-    // Shutting down: take nothing new, but commit what was already accepted.
-    receiver.close();
-    while receiver.recv_many(&mut batch, max_batch).await > 0 {
-        commit_batch(store.as_ref(), &mut batch).await;
-    }
-}
-
-/// Lets the tasks that are ready run first (a few times, while they keep queueing changes):
-/// what they queue joins this batch, so under load fewer, larger batches share the writer's
-/// fixed costs (its statements and its hand-offs to the database driver), which leaves more of
-/// the machine to the requests. Unloaded, it costs one yield.
-async fn gather(
-    receiver: &mut mpsc::Receiver<(Change, Reply)>,
-    batch: &mut Vec<(Change, Reply)>,
-    max_batch: usize,
-) {
-    for _ in 0..4 {
-        if batch.len() >= max_batch {
-            return;
-        }
-        tokio::task::yield_now().await;
-        let before = batch.len();
-        while batch.len() < max_batch {
-            match receiver.try_recv() {
-                Ok(item) => batch.push(item),
-                Err(_) => break,
+            received = receiver.recv_many(&mut next, room), if open && room > 0 => {
+                if received == 0 {
+                    open = false;
+                }
             }
-        }
-        if batch.len() == before {
-            return;
+            _ = &mut stopped, if !stopping => {
+                // Shutting down: take nothing new, but commit what was already accepted.
+                stopping = true;
+                receiver.close();
+            }
         }
     }
 }

@@ -164,6 +164,87 @@ both_engines! {
     }
 }
 
+both_engines! {
+    async fn the_writer_commits_every_change_it_accepts(app) {
+        use acp::store::{AuditEvent, AuditQuery, Change, GroupCommit, Op, SqlStore, Store, StoreError};
+        use std::sync::Arc;
+        let store: Arc<dyn Store> =
+            Arc::new(SqlStore::open(&app.db_url, &Default::default()).await.expect("open"));
+        let event = |n: usize, tag: &str| AuditEvent {
+            id: acp::ids::new_id(acp::ids::EVENT),
+            workspace_id: Some(app.workspace_id.clone()),
+            created_at: now_ms(),
+            event_type: format!("test.{tag}"),
+            agent_id: None,
+            action: Some(format!("act_{n:04}")),
+            decision: Some("allow".into()),
+            policy_id: None,
+            policy_hash: None,
+            trace_id: None,
+            reasons: Vec::new(),
+            reason_codes: Vec::new(),
+            actor: "test".into(),
+            details: json!({"n": n}),
+        };
+        let stored = |tag: &'static str| {
+            let store = store.clone();
+            let workspace_id = app.workspace_id.clone();
+            async move {
+                store
+                    .audit_events(&AuditQuery {
+                        workspace_id,
+                        event_type: Some(format!("test.{tag}")),
+                        limit: 1000,
+                        ..Default::default()
+                    })
+                    .await
+                    .expect("events")
+            }
+        };
+
+        // Batches of at most 4: 300 concurrent changes make many batches, each started while
+        // the changes behind it queue up. Every change is answered, and written once.
+        let (writer, handle) = GroupCommit::start(store.clone(), 4);
+        let tasks: Vec<_> = (0..300)
+            .map(|n| {
+                let (writer, change) = (writer.clone(), Change::new(Op::Nothing).audited(event(n, "burst")));
+                tokio::spawn(async move { writer.commit(change).await })
+            })
+            .collect();
+        for task in tasks {
+            task.await.expect("task").expect("committed");
+        }
+        let mut actions: Vec<String> = stored("burst").await.into_iter().filter_map(|e| e.action).collect();
+        actions.sort();
+        let expected: Vec<String> = (0..300).map(|n| format!("act_{n:04}")).collect();
+        assert_eq!(actions, expected);
+
+        // Shutdown while changes are queued: each is either committed and answered, or refused
+        // (`Closed`), never lost after being accepted.
+        let tasks: Vec<_> = (0..200)
+            .map(|n| {
+                let (writer, change) = (writer.clone(), Change::new(Op::Nothing).audited(event(n, "cut")));
+                tokio::spawn(async move { writer.commit(change).await })
+            })
+            .collect();
+        tokio::task::yield_now().await;
+        handle.shutdown().await;
+        let mut answered = 0;
+        for task in tasks {
+            match task.await.expect("task") {
+                Ok(_) => answered += 1,
+                Err(StoreError::Closed) => {}
+                Err(other) => panic!("unexpected answer: {other:?}"),
+            }
+        }
+        assert_eq!(stored("cut").await.len(), answered);
+        assert!(matches!(
+            writer.commit(Change::new(Op::Nothing).audited(event(0, "late"))).await,
+            Err(StoreError::Closed)
+        ));
+    }
+}
+
 /// Migration 0009 takes the audit table's separate index on `id` away (on SQLite by rebuilding
 /// the table): events written before it are all there afterwards, field for field and in
 /// order, and new events are written next to them.
