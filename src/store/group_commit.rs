@@ -57,20 +57,38 @@ impl GroupCommit {
 }
 
 type Batch = Vec<(Change, Reply)>;
-type Applying = Pin<Box<dyn Future<Output = Batch> + Send>>;
+type Answers = (Vec<Reply>, Vec<Result<Outcome, StoreError>>);
+type Applying = Pin<Box<dyn Future<Output = Answers> + Send>>;
 
-/// Applies one batch and answers its callers. The batch's vector comes back, empty, for reuse.
-fn applying(store: Arc<dyn Store>, mut batch: Batch) -> Applying {
+/// Applies one batch; its callers are answered by [`answer`] once the next batch has started.
+fn applying(store: Arc<dyn Store>, batch: Batch) -> Applying {
     Box::pin(async move {
-        commit_batch(store.as_ref(), &mut batch).await;
-        batch
+        let (changes, replies): (Vec<Change>, Vec<Reply>) = batch.into_iter().unzip();
+        let results = apply_batch(store.as_ref(), &changes).await;
+        (replies, results)
     })
+}
+
+/// Starts the next batch, if anything is queued for it.
+fn start_next(store: &Arc<dyn Store>, next: &mut Batch, max_batch: usize) -> Option<Applying> {
+    (!next.is_empty()).then(|| {
+        let batch = std::mem::replace(next, Vec::with_capacity(max_batch));
+        applying(store.clone(), batch)
+    })
+}
+
+fn answer((replies, results): Answers) {
+    for (reply, result) in replies.into_iter().zip(results) {
+        // A caller that went away (client disconnected) no longer needs its answer.
+        let _ = reply.send(result);
+    }
 }
 
 /// The writer loop. One batch is applied at a time, so batches commit in the order their
 /// changes were queued. While a batch is applied, the changes queued meanwhile gather into the
-/// next one, which starts as soon as the previous one has committed: under load the batches grow
-/// by themselves, without the writer holding a batch back to wait for more.
+/// next one, which starts as soon as the previous one has committed (before its callers are
+/// answered): under load the batches grow by themselves, without the writer holding a batch
+/// back to wait for more.
 async fn run(
     store: Arc<dyn Store>,
     mut receiver: mpsc::Receiver<(Change, Reply)>,
@@ -78,17 +96,14 @@ async fn run(
     max_batch: usize,
 ) {
     let mut next: Batch = Vec::with_capacity(max_batch);
-    let mut spare: Batch = Vec::with_capacity(max_batch);
     let mut current: Option<Applying> = None;
     // Whether new changes are taken (until the stop signal or the last sender goes away).
     let mut open = true;
     let mut stopping = false;
     loop {
         if current.is_none() {
-            if !next.is_empty() {
-                let batch = std::mem::replace(&mut next, std::mem::take(&mut spare));
-                current = Some(applying(store.clone(), batch));
-            } else if !open {
+            current = start_next(&store, &mut next, max_batch);
+            if current.is_none() && !open {
                 return;
             }
         }
@@ -102,15 +117,16 @@ async fn run(
                     None => std::future::pending().await,
                 }
             } => {
-                current = None;
-                spare = done;
-                // What was queued meanwhile joins the next batch before it starts.
+                // What was queued meanwhile joins the next batch, which starts before this
+                // batch's callers are woken.
                 while next.len() < max_batch {
                     match receiver.try_recv() {
                         Ok(item) => next.push(item),
                         Err(_) => break,
                     }
                 }
+                current = start_next(&store, &mut next, max_batch);
+                answer(done);
             }
             received = receiver.recv_many(&mut next, room), if open && room > 0 => {
                 if received == 0 {
@@ -126,9 +142,9 @@ async fn run(
     }
 }
 
-async fn commit_batch(store: &dyn Store, batch: &mut Vec<(Change, Reply)>) {
-    let (changes, replies): (Vec<Change>, Vec<Reply>) = batch.drain(..).unzip();
-    let results = match store.apply(&changes).await {
+/// Applies `changes` as one batch: one result per change.
+async fn apply_batch(store: &dyn Store, changes: &[Change]) -> Vec<Result<Outcome, StoreError>> {
+    match store.apply(changes).await {
         Ok(results) => results,
         // The batch was rolled back for a transient conflict with another replica (deadlock,
         // serialization): apply each change alone, so one change's conflict is not every
@@ -137,7 +153,7 @@ async fn commit_batch(store: &dyn Store, batch: &mut Vec<(Change, Reply)>) {
         Err(err @ StoreError::Retryable(_)) => {
             tracing::warn!(error = %err, size = changes.len(), "batch failed; applying its changes one by one");
             let mut one_by_one = Vec::with_capacity(changes.len());
-            for change in &changes {
+            for change in changes {
                 one_by_one.push(super::apply_alone(store, change).await);
             }
             one_by_one
@@ -148,9 +164,5 @@ async fn commit_batch(store: &dyn Store, batch: &mut Vec<(Change, Reply)>) {
                 .map(|_| Err(StoreError::Database(message.clone())))
                 .collect()
         }
-    };
-    for (reply, result) in replies.into_iter().zip(results) {
-        // A caller that went away (client disconnected) no longer needs its answer.
-        let _ = reply.send(result);
     }
 }
