@@ -1206,6 +1206,26 @@ async fn drive(
             Check::Allow,
         ),
     ];
+    // One phase of `settings.duration` against the server.
+    let phase =
+        |label: &'static str, path: &'static str, requests: Option<Vec<Prepared>>, check| {
+            let (client, cpu) = (&client, &cpu);
+            async move {
+                eprintln!("load: {label} ...");
+                run_phase(
+                    label,
+                    client,
+                    server.url(path),
+                    requests,
+                    n,
+                    check,
+                    c,
+                    settings.duration,
+                    cpu,
+                )
+                .await
+            }
+        };
     // One of the compared endpoints, run as a phase named `label`.
     let run_compared = |label: String, which: usize, duration: Duration| {
         let (_, url, requests, check) = &compared[which];
@@ -1231,71 +1251,30 @@ async fn drive(
     let replay = if settings.pairs_only {
         None
     } else {
-        eprintln!("load: GET /healthz ...");
-        phases.push(
-            run_phase(
-                "GET /healthz (baseline)",
-                &client,
-                server.url("/healthz"),
-                None,
-                n,
-                Check::Status,
-                c,
-                settings.duration,
-                &cpu,
-            )
-            .await?,
-        );
+        phases.push(phase("GET /healthz (baseline)", "/healthz", None, Check::Status).await?);
         for (which, (name, ..)) in compared.iter().enumerate() {
             eprintln!("load: {name} ...");
             phases.push(run_compared((*name).to_owned(), which, settings.duration).await?);
         }
-        eprintln!("load: POST /v1/check, no two contexts alike ...");
         phases.push(
-            run_phase(
+            phase(
                 "POST /v1/check, each with an order reference of its own (nothing cached but the agent and policy)",
-                &client,
-                server.url("/v1/check"),
+                "/v1/check",
                 Some(unique_checks),
-                n,
                 Check::Allow,
-                c,
-                settings.duration,
-                &cpu,
             )
             .await?,
         );
-        eprintln!("load: POST /v1/verify ...");
+        phases.push(phase("POST /v1/verify", "/v1/verify", Some(verify), Check::Valid).await?);
         phases.push(
-            run_phase(
-                "POST /v1/verify",
-                &client,
-                server.url("/v1/verify"),
-                Some(verify),
-                n,
-                Check::Valid,
-                c,
-                settings.duration,
-                &cpu,
-            )
-            .await?,
-        );
-        eprintln!("load: POST /v1/telemetry/heartbeat ...");
-        phases.push(
-            run_phase(
+            phase(
                 "POST /v1/telemetry/heartbeat",
-                &client,
-                server.url(HEARTBEAT_PATH),
+                HEARTBEAT_PATH,
                 Some(heartbeats),
-                n,
                 Check::Status,
-                c,
-                settings.duration,
-                &cpu,
             )
             .await?,
         );
-
         replay
     };
     // The throughput target, read off interleaved pairs (see `ACP_BENCH_PAIRS`).

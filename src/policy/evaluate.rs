@@ -414,10 +414,7 @@ fn evaluate_in(
         }
         _ => None,
     };
-    if let Some(hit) = key
-        .as_ref()
-        .and_then(|k| DECISIONS.with(|cache| cache.borrow().get(k).cloned()))
-    {
+    if let Some(hit) = key.as_deref().and_then(|k| recall(&DECISIONS, k)) {
         return Ok(hit);
     }
     let (request_uid, action) = fixed_uids()?;
@@ -465,6 +462,11 @@ fn evaluate_in(
 /// A per-thread cache by string key (no lock).
 type ThreadCache<T> =
     std::thread::LocalKey<std::cell::RefCell<std::collections::HashMap<String, T>>>;
+
+/// What this thread's `cache` keeps under `key`.
+fn recall<T: Clone>(cache: &'static ThreadCache<T>, key: &str) -> Option<T> {
+    cache.with(|cache| cache.borrow().get(key).cloned())
+}
 
 /// Keeps `value` under `key` in this thread's `cache`, emptied first when it holds `max`.
 fn remember<T: Clone>(cache: &'static ThreadCache<T>, max: usize, key: String, value: &T) {
@@ -580,7 +582,7 @@ fn context_of(
     let Some(key) = plain else {
         return build_context(facts, fields);
     };
-    if let Some(hit) = CONTEXTS.with(|cache| cache.borrow().get(&key).cloned()) {
+    if let Some(hit) = recall(&CONTEXTS, &key) {
         return Ok(hit);
     }
     let context = build_context(facts, fields)?;

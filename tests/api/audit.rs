@@ -84,44 +84,52 @@ both_engines! {
     }
 }
 
+/// An audit event of type `test.{tag}` with this action, numbered `n` in its fields.
+fn test_event(workspace_id: &str, action: &str, n: usize, tag: &str) -> acp::store::AuditEvent {
+    acp::store::AuditEvent {
+        id: acp::ids::new_id(acp::ids::EVENT),
+        workspace_id: Some(workspace_id.to_owned()),
+        created_at: now_ms(),
+        event_type: format!("test.{tag}"),
+        agent_id: None,
+        action: Some(action.to_owned()),
+        decision: Some("allow".into()),
+        policy_id: Some("pol_default".into()),
+        policy_hash: Some("sha256:00".into()),
+        trace_id: Some(format!("trc_{tag}_{n}")),
+        reasons: vec![format!("reason {n}"), "it's \"quoted\"".into()],
+        reason_codes: vec![format!("code_{n}")],
+        actor: "test".into(),
+        details: json!({"n": n, "nested": {"list": [1, 2, 3]}}),
+    }
+}
+
+/// The stored events of type `test.{tag}`, by id.
+async fn stored_events(
+    store: &dyn acp::store::Store,
+    workspace_id: &str,
+    tag: &str,
+) -> Vec<acp::store::AuditEvent> {
+    let mut events = store
+        .audit_events(&acp::store::AuditQuery {
+            workspace_id: workspace_id.to_owned(),
+            event_type: Some(format!("test.{tag}")),
+            limit: 1000,
+            ..Default::default()
+        })
+        .await
+        .expect("events");
+    events.sort_by(|a, b| a.id.cmp(&b.id));
+    events
+}
+
 both_engines! {
     async fn a_batch_writes_exactly_the_events_of_the_changes_that_took_effect(app) {
-        use acp::store::{AuditEvent, AuditQuery, Change, NonceClaim, Op, SqlStore, Store, StoreError, Workspace};
+        use acp::store::{AuditEvent, Change, NonceClaim, Op, SqlStore, Store, StoreError, Workspace};
         let store = SqlStore::open(&app.db_url, &Default::default()).await.expect("open");
-        let event = |n: usize, tag: &str| AuditEvent {
-            id: acp::ids::new_id(acp::ids::EVENT),
-            workspace_id: Some(app.workspace_id.clone()),
-            created_at: now_ms(),
-            event_type: format!("test.{tag}"),
-            agent_id: None,
-            action: Some(format!("act_{n}")),
-            decision: Some("allow".into()),
-            policy_id: Some("pol_default".into()),
-            policy_hash: Some("sha256:00".into()),
-            trace_id: Some(format!("trc_{tag}_{n}")),
-            reasons: vec![format!("reason {n}"), "it's \"quoted\"".into()],
-            reason_codes: vec![format!("code_{n}")],
-            actor: "test".into(),
-            details: json!({"n": n, "nested": {"list": [1, 2, 3]}}),
-        };
+        let event = |n: usize, tag: &str| test_event(&app.workspace_id, &format!("act_{n}"), n, tag);
         let record = |n: usize, tag: &str| Change::new(Op::Nothing).audited(event(n, tag));
-        let stored = |tag: &'static str| {
-            let store = &store;
-            let workspace_id = app.workspace_id.clone();
-            async move {
-                let mut events = store
-                    .audit_events(&AuditQuery {
-                        workspace_id,
-                        event_type: Some(format!("test.{tag}")),
-                        limit: 1000,
-                        ..Default::default()
-                    })
-                    .await
-                    .expect("events");
-                events.sort_by(|a, b| a.id.cmp(&b.id));
-                events
-            }
-        };
+        let stored = |tag: &'static str| stored_events(&store, &app.workspace_id, tag);
 
         // Decisions only: one statement up to 64 events, several in one transaction beyond.
         for (tag, n) in [("one", 1), ("forty", 40), ("sixty_four", 64), ("many", 150)] {
@@ -166,41 +174,12 @@ both_engines! {
 
 both_engines! {
     async fn the_writer_commits_every_change_it_accepts(app) {
-        use acp::store::{AuditEvent, AuditQuery, Change, GroupCommit, Op, SqlStore, Store, StoreError};
+        use acp::store::{Change, GroupCommit, Op, SqlStore, Store, StoreError};
         use std::sync::Arc;
         let store: Arc<dyn Store> =
             Arc::new(SqlStore::open(&app.db_url, &Default::default()).await.expect("open"));
-        let event = |n: usize, tag: &str| AuditEvent {
-            id: acp::ids::new_id(acp::ids::EVENT),
-            workspace_id: Some(app.workspace_id.clone()),
-            created_at: now_ms(),
-            event_type: format!("test.{tag}"),
-            agent_id: None,
-            action: Some(format!("act_{n:04}")),
-            decision: Some("allow".into()),
-            policy_id: None,
-            policy_hash: None,
-            trace_id: None,
-            reasons: Vec::new(),
-            reason_codes: Vec::new(),
-            actor: "test".into(),
-            details: json!({"n": n}),
-        };
-        let stored = |tag: &'static str| {
-            let store = store.clone();
-            let workspace_id = app.workspace_id.clone();
-            async move {
-                store
-                    .audit_events(&AuditQuery {
-                        workspace_id,
-                        event_type: Some(format!("test.{tag}")),
-                        limit: 1000,
-                        ..Default::default()
-                    })
-                    .await
-                    .expect("events")
-            }
-        };
+        let event = |n: usize, tag: &str| test_event(&app.workspace_id, &format!("act_{n:04}"), n, tag);
+        let stored = |tag: &'static str| stored_events(store.as_ref(), &app.workspace_id, tag);
 
         // Batches of at most 4: 300 concurrent changes make many batches, each started while
         // the changes behind it queue up. Every change is answered, and written once.
