@@ -4,6 +4,7 @@
 use sqlx::any::AnyRow;
 use sqlx::{Any, AnyPool, Row, Transaction};
 
+use super::changed_rows;
 use crate::store::*;
 
 pub(super) fn user_from_row(row: &AnyRow) -> Result<User, sqlx::Error> {
@@ -67,11 +68,8 @@ async fn ensure_user(
 }
 
 fn affected_or_not_found(rows: u64) -> Result<Outcome, StoreError> {
-    if rows == 0 {
-        Err(StoreError::NotFound)
-    } else {
-        Ok(Outcome::Done)
-    }
+    changed_rows(rows, || StoreError::NotFound)?;
+    Ok(Outcome::Done)
 }
 
 /// Applies this module's operations; `None` for operations that are not its.
@@ -111,9 +109,7 @@ pub(super) async fn apply(
             .execute(&mut **tx)
             .await?
             .rows_affected();
-            if used == 0 {
-                return Err(StoreError::TokenInvalid);
-            }
+            changed_rows(used, || StoreError::TokenInvalid)?;
             let user = ensure_user(tx, email, user_id, *at).await?;
             if user.id != *user_id || session.user_id != *user_id {
                 return Err(StoreError::Conflict(
@@ -198,11 +194,9 @@ pub(super) async fn apply(
             .execute(&mut **tx)
             .await?
             .rows_affected();
-            if rows == 0 {
-                return Err(StoreError::Conflict(
-                    "not a member, or the last owner".into(),
-                ));
-            }
+            changed_rows(rows, || {
+                StoreError::Conflict("not a member, or the last owner".into())
+            })?;
             Outcome::Done
         }
         Op::RevokeApiKey {

@@ -537,11 +537,9 @@ async fn redeem_claim_code(
     .execute(&mut **tx)
     .await?
     .rows_affected();
-    if used == 0 {
-        return Err(StoreError::Conflict(
-            "the claim code was used or expired".into(),
-        ));
-    }
+    changed_rows(used, || {
+        StoreError::Conflict("the claim code was used or expired".into())
+    })?;
     Ok(())
 }
 
@@ -556,14 +554,20 @@ fn checks_before_writing(change: &Change) -> bool {
     matches!(change.op, Op::Nothing | Op::RecordHeartbeats(_))
 }
 
-/// `Done` when the statement changed a row; else `Conflict` with `why` (a precondition in its
+/// `Ok` when the statement changed a row; else the error `refused` makes (a precondition in its
 /// WHERE clause no longer held).
-fn affected_or_conflict(rows: u64, why: &str) -> Result<Outcome, StoreError> {
+fn changed_rows(rows: u64, refused: impl FnOnce() -> StoreError) -> Result<(), StoreError> {
     if rows == 0 {
-        Err(StoreError::Conflict(why.into()))
+        Err(refused())
     } else {
-        Ok(Outcome::Done)
+        Ok(())
     }
+}
+
+/// `Done` when the statement changed a row; else `Conflict` with `why`.
+fn affected_or_conflict(rows: u64, why: &str) -> Result<Outcome, StoreError> {
+    changed_rows(rows, || StoreError::Conflict(why.into()))?;
+    Ok(Outcome::Done)
 }
 
 /// Applies one change inside `tx` (a savepoint of the batch transaction).
@@ -695,9 +699,7 @@ async fn apply_op(tx: &mut Transaction<'_, Any>, op: &Op) -> Result<Outcome, Sto
             .execute(&mut **tx)
             .await?
             .rows_affected();
-            if used == 0 {
-                return Err(StoreError::ChallengeUsed);
-            }
+            changed_rows(used, || StoreError::ChallengeUsed)?;
             // Proof of possession: the name and metadata proposed with this challenge apply now.
             let updated = sqlx::query(
                 "UPDATE agents SET status = CASE WHEN status = 'pending' THEN 'active' ELSE status END, \
@@ -712,9 +714,9 @@ async fn apply_op(tx: &mut Transaction<'_, Any>, op: &Op) -> Result<Outcome, Sto
             .execute(&mut **tx)
             .await?
             .rows_affected();
-            if updated == 0 {
-                return Err(StoreError::Conflict("the agent was revoked".into()));
-            }
+            changed_rows(updated, || {
+                StoreError::Conflict("the agent was revoked".into())
+            })?;
             let agent = select_agent(tx, agent_id)
                 .await?
                 .ok_or(StoreError::UnknownAgent)?;
@@ -732,11 +734,9 @@ async fn apply_op(tx: &mut Transaction<'_, Any>, op: &Op) -> Result<Outcome, Sto
             .execute(&mut **tx)
             .await?
             .rows_affected();
-            if created == 0 {
-                return Err(StoreError::Conflict(
-                    "the agent was claimed meanwhile".into(),
-                ));
-            }
+            changed_rows(created, || {
+                StoreError::Conflict("the agent was claimed meanwhile".into())
+            })?;
             Ok(Outcome::Done)
         }
         Op::ClaimAgent {
@@ -809,11 +809,9 @@ async fn apply_op(tx: &mut Transaction<'_, Any>, op: &Op) -> Result<Outcome, Sto
             .execute(&mut **tx)
             .await?
             .rows_affected();
-            if changed == 0 {
-                return Err(StoreError::Conflict(
-                    "the agent's status changed meanwhile; read it again".into(),
-                ));
-            }
+            changed_rows(changed, || {
+                StoreError::Conflict("the agent's status changed meanwhile; read it again".into())
+            })?;
             let agent = select_agent(tx, agent_id)
                 .await?
                 .ok_or(StoreError::UnknownAgent)?;
@@ -868,12 +866,12 @@ async fn apply_op(tx: &mut Transaction<'_, Any>, op: &Op) -> Result<Outcome, Sto
             .execute(&mut **tx)
             .await?
             .rows_affected();
-            if written == 0 {
-                return Err(StoreError::Conflict(format!(
+            changed_rows(written, || {
+                StoreError::Conflict(format!(
                     "`{}` already maps to another agent",
                     item.external_agent_key
-                )));
-            }
+                ))
+            })?;
             Ok(Outcome::Done)
         }
         Op::Batch(ops) => {

@@ -7,7 +7,7 @@ use sqlx::{Any, AnyPool, Row, Transaction};
 
 use crate::store::*;
 
-use super::affected_or_conflict;
+use super::{affected_or_conflict, changed_rows};
 
 fn policy_from_row(row: &AnyRow) -> Result<PolicyRecord, sqlx::Error> {
     Ok(PolicyRecord {
@@ -172,9 +172,7 @@ async fn apply_policy(
         .execute(&mut **tx)
         .await?
         .rows_affected();
-        if created == 0 {
-            return Err(moved());
-        }
+        changed_rows(created, moved)?;
     } else {
         let updated = sqlx::query(
             "UPDATE policies SET name = $1, current_version = $2, current_hash = $3, updated_at = $4 \
@@ -190,9 +188,7 @@ async fn apply_policy(
         .execute(&mut **tx)
         .await?
         .rows_affected();
-        if updated == 0 {
-            return Err(moved());
-        }
+        changed_rows(updated, moved)?;
     }
     sqlx::query(
         "INSERT INTO policy_versions (workspace_id, policy_id, version, hash, spec, cedar, author, created_at) \
