@@ -1206,45 +1206,37 @@ async fn drive(
             Check::Allow,
         ),
     ];
+    // One phase named `label` against `url`.
+    let run = |label: String,
+               url: String,
+               requests: Option<Vec<Prepared>>,
+               check: Check,
+               duration: Duration| {
+        let (client, cpu) = (&client, &cpu);
+        async move { run_phase(&label, client, url, requests, n, check, c, duration, cpu).await }
+    };
     // One phase of `settings.duration` against the server.
     let phase =
         |label: &'static str, path: &'static str, requests: Option<Vec<Prepared>>, check| {
-            let (client, cpu) = (&client, &cpu);
-            async move {
-                eprintln!("load: {label} ...");
-                run_phase(
-                    label,
-                    client,
-                    server.url(path),
-                    requests,
-                    n,
-                    check,
-                    c,
-                    settings.duration,
-                    cpu,
-                )
-                .await
-            }
+            eprintln!("load: {label} ...");
+            run(
+                label.to_owned(),
+                server.url(path),
+                requests,
+                check,
+                settings.duration,
+            )
         };
     // One of the compared endpoints, run as a phase named `label`.
     let run_compared = |label: String, which: usize, duration: Duration| {
         let (_, url, requests, check) = &compared[which];
-        let (url, requests, check) = (url.clone(), (*requests).clone(), *check);
-        let (client, cpu) = (&client, &cpu);
-        async move {
-            run_phase(
-                &label,
-                client,
-                url,
-                Some(requests),
-                n,
-                check,
-                c,
-                duration,
-                cpu,
-            )
-            .await
-        }
+        run(
+            label,
+            url.clone(),
+            Some((*requests).clone()),
+            *check,
+            duration,
+        )
     };
     // Every phase once, unless only the pairs are asked for; the replay check needs the
     // verify phase.

@@ -4,10 +4,9 @@
 //! response therefore always means its audit event is durable, at the cost of one commit per
 //! batch rather than one per request.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 
+use futures::future::{BoxFuture, FutureExt, OptionFuture};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
@@ -58,15 +57,16 @@ impl GroupCommit {
 
 type Batch = Vec<(Change, Reply)>;
 type Answers = (Vec<Reply>, Vec<Result<Outcome, StoreError>>);
-type Applying = Pin<Box<dyn Future<Output = Answers> + Send>>;
+type Applying = BoxFuture<'static, Answers>;
 
 /// Applies one batch; its callers are answered by [`answer`] once the next batch has started.
 fn applying(store: Arc<dyn Store>, batch: Batch) -> Applying {
-    Box::pin(async move {
+    async move {
         let (changes, replies): (Vec<Change>, Vec<Reply>) = batch.into_iter().unzip();
         let results = apply_batch(store.as_ref(), &changes).await;
         (replies, results)
-    })
+    }
+    .boxed()
 }
 
 /// Starts the next batch, if anything is queued for it.
@@ -111,12 +111,8 @@ async fn run(
         tokio::select! {
             // Finishing the batch in flight comes first: the next one starts right after.
             biased;
-            done = async {
-                match current.as_mut() {
-                    Some(applying) => applying.await,
-                    None => std::future::pending().await,
-                }
-            } => {
+            // With no batch in flight this branch is disabled (the pattern does not match).
+            Some(done) = OptionFuture::from(current.as_mut()) => {
                 // What was queued meanwhile joins the next batch, which starts before this
                 // batch's callers are woken.
                 while next.len() < max_batch {
