@@ -34,6 +34,7 @@ pub struct Bootstrap {
 pub async fn open_store(config: &Config) -> anyhow::Result<Arc<SqlStore>> {
     let options = OpenOptions {
         max_connections: config.db_max_connections,
+        sqlite_synchronous: config.sqlite_synchronous,
     };
     let store = SqlStore::open(&config.database_url, &options)
         .await
@@ -283,12 +284,17 @@ async fn follow_changes(ctx: SharedContext) {
         let started = now_ms();
         // Overlap the windows: clocks of replicas differ a little, and a change seen twice is
         // harmless.
-        match ctx.store.changes_since(since - 2_000).await {
-            Ok(changes) => {
+        // Views move first: entries loaded from here on count under the new versions.
+        let versions = ctx.store.workspace_versions_since(since - 2_000).await;
+        match (versions, ctx.store.changes_since(since - 2_000).await) {
+            (Ok(versions), Ok(changes)) => {
+                ctx.caches.advance_known(&versions);
                 ctx.caches.apply(ctx.store.as_ref(), changes).await;
                 since = started;
             }
-            Err(err) => tracing::warn!(error = %err, "change poll failed; will retry"),
+            (Err(err), _) | (_, Err(err)) => {
+                tracing::warn!(error = %err, "change poll failed; will retry")
+            }
         }
     }
 }
@@ -360,11 +366,12 @@ async fn warm_policies(ctx: SharedContext) {
         return;
     };
     for p in all {
-        if let Err(err) = ctx
-            .caches
-            .policy(ctx.store.as_ref(), &p.workspace_id, &p.id)
-            .await
-        {
+        let store = ctx.store.as_ref();
+        let loaded = match ctx.caches.view(store, &p.workspace_id).await {
+            Ok(view) => ctx.caches.policy(store, &view, &p.id).await,
+            Err(err) => Err(err),
+        };
+        if let Err(err) = loaded {
             tracing::warn!(error = %err, policy = %p.id, "policy not loaded at start");
         }
     }

@@ -1,18 +1,31 @@
 //! In-process caches for the decision hot path: API keys, agents (with their inventory labels)
-//! and compiled policies. Every replica keeps its own; they stay correct across replicas
-//! because writes evict locally at once and a poller (woken early by Postgres LISTEN/NOTIFY)
-//! evicts or reloads what other replicas changed, typically within a second. Entries also
-//! expire on their own as a last line of defence.
+//! and compiled policies. Every replica keeps its own.
+//!
+//! **No answer rests on superseded state** (CONTRACT section 7). Each workspace has a state
+//! version in the database, bumped in the transaction of every change that decisions or
+//! authentications read (a key revoked, an agent's status, labels or reputation, a policy
+//! applied, the kill switch). A replica keeps, per workspace, a [`View`]: the version it last
+//! read and the cache *epoch* at which it read it. Every cached entry carries the epoch read
+//! before it was loaded from the database, and counts only under views it is not older than:
+//! an entry loaded after the view's version was read reflects at least that version. A
+//! decision made on a view commits only if the view's version is still the database's (checked
+//! in the group-commit batch that makes the decision durable, so the hot path gains no round
+//! trip); otherwise it is answered `Stale`, the view moves to the new version, and the request
+//! is decided again on entries loaded afresh. Answers that commit nothing confirm the version
+//! with one read. A poller (woken early by Postgres LISTEN/NOTIFY) moves views and evicts or
+//! reloads what other replicas changed, so that stale decisions are rare; entries also expire on
+//! their own.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::policy::evaluate::{prepare_agent, EmailFacts, Facts, PreparedAgent};
 use crate::policy::{compile, CompiledPolicy, PolicySpec};
-use crate::store::{AgentRecord, Invalidation, Store, StoreError};
+use crate::store::{AgentRecord, Basis, Invalidation, Store, StoreError};
 
 const ENTRY_TTL: Duration = Duration::from_secs(60);
 const MAX_ENTRIES: usize = 100_000;
@@ -63,11 +76,48 @@ impl<V: Clone> TtlMap<V> {
     }
 }
 
-/// A workspace API key as the hot path needs it.
+/// A workspace API key as the hot path needs it (a live key: revoked keys are not kept).
 #[derive(Debug, Clone)]
 pub struct CachedKey {
     pub workspace_id: String,
     pub key_id: String,
+    /// The cache epoch read before the key was loaded.
+    loaded: u64,
+}
+
+/// A live API key, authenticated under a view of its workspace.
+#[derive(Debug, Clone)]
+pub struct KeyAccess {
+    pub key: CachedKey,
+    /// SHA-256 of the key (to read it again when the view moves).
+    key_hash: String,
+    pub view: View,
+    /// The stored key, when it was just read from the store (not from the cache).
+    pub record: Option<crate::store::ApiKeyRecord>,
+}
+
+/// What a replica knows of a workspace's state: the version it read, and the epoch at which it
+/// read it. Entries loaded at or after `moved` reflect at least `version`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct View {
+    pub workspace_id: String,
+    pub version: i64,
+    moved: u64,
+}
+
+impl View {
+    /// Whether an entry loaded at epoch `loaded` may be used under this view.
+    fn admits(&self, loaded: u64) -> bool {
+        loaded >= self.moved
+    }
+
+    /// The state a change decided under this view rests on.
+    pub fn basis(&self) -> Basis {
+        Basis {
+            workspace_id: self.workspace_id.clone(),
+            version: self.version,
+        }
+    }
 }
 
 /// An agent with its inventory labels.
@@ -75,16 +125,19 @@ pub struct CachedKey {
 pub struct AgentFacts {
     pub agent: AgentRecord,
     pub labels: Value,
+    /// The cache epoch read before the agent was loaded.
+    loaded: u64,
     /// The agent's part of a check, prepared under the last compiled policy it was checked
     /// against (a new `AgentFacts` replaces this one when the agent changes).
     prepared: Mutex<Option<Arc<PreparedAgent>>>,
 }
 
 impl AgentFacts {
-    pub fn new(agent: AgentRecord, labels: Value) -> Self {
+    pub fn new(agent: AgentRecord, labels: Value, loaded: u64) -> Self {
         Self {
             agent,
             labels,
+            loaded,
             prepared: Mutex::new(None),
         }
     }
@@ -157,22 +210,275 @@ pub fn default_policy() -> Result<Arc<LoadedPolicy>, StoreError> {
         .map_err(StoreError::Database)
 }
 
-#[derive(Default)]
 pub struct Caches {
     /// By key hash.
-    pub keys: TtlMap<CachedKey>,
-    /// By agent id.
-    pub agents: TtlMap<Arc<AgentFacts>>,
-    /// By `workspace_id/policy_id`; no expiry (reloaded on change).
-    policies: RwLock<HashMap<String, Arc<LoadedPolicy>>>,
+    keys: TtlMap<CachedKey>,
+    /// By agent id (agents of a workspace only: unclaimed agents are read from the store).
+    agents: TtlMap<Arc<AgentFacts>>,
+    /// By `workspace_id/policy_id`, with the epoch at which its version was last confirmed
+    /// current; no expiry (reloaded on change).
+    policies: RwLock<HashMap<String, (Arc<LoadedPolicy>, u64)>>,
+    /// By workspace id.
+    views: RwLock<HashMap<String, View>>,
+    /// Moves forward each time a view moves.
+    epoch: AtomicU64,
+}
+
+impl Default for Caches {
+    fn default() -> Self {
+        Self {
+            keys: TtlMap::default(),
+            agents: TtlMap::default(),
+            policies: RwLock::default(),
+            views: RwLock::default(),
+            epoch: AtomicU64::new(1),
+        }
+    }
 }
 
 fn policy_key(workspace_id: &str, policy_id: &str) -> String {
     [workspace_id, "/", policy_id].concat()
 }
 
+/// How often a load is repeated when the workspace's view moved while it ran.
+const LOAD_ATTEMPTS: usize = 4;
+
+fn moving() -> StoreError {
+    StoreError::Stale(-1)
+}
+
 impl Caches {
-    pub fn cached_policy(&self, workspace_id: &str, policy_id: &str) -> Option<Arc<LoadedPolicy>> {
+    /// The epoch to tag an entry with: read before the entry is loaded from the store.
+    fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::SeqCst)
+    }
+
+    fn known_view(&self, workspace_id: &str) -> Option<View> {
+        self.views.read().ok()?.get(workspace_id).cloned()
+    }
+
+    /// This replica's view of the workspace; read from the store the first time.
+    pub async fn view(&self, store: &dyn Store, workspace_id: &str) -> Result<View, StoreError> {
+        if let Some(view) = self.known_view(workspace_id) {
+            return Ok(view);
+        }
+        let version = store.workspace_version(workspace_id).await?;
+        Ok(self.advance(workspace_id, version))
+    }
+
+    /// Moves the workspace's view to `version` (read from the store just before) unless it is
+    /// there already: every entry of the workspace loaded before now stops counting.
+    pub fn advance(&self, workspace_id: &str, version: i64) -> View {
+        let Ok(mut views) = self.views.write() else {
+            // A poisoned lock: answer a view no entry satisfies, so everything is reloaded.
+            return View {
+                workspace_id: workspace_id.to_owned(),
+                version,
+                moved: u64::MAX,
+            };
+        };
+        if let Some(view) = views.get(workspace_id).filter(|v| v.version >= version) {
+            return view.clone();
+        }
+        // Under the lock, so that views and epochs move in one order.
+        let moved = self.epoch.fetch_add(1, Ordering::SeqCst) + 1;
+        let view = View {
+            workspace_id: workspace_id.to_owned(),
+            version,
+            moved,
+        };
+        views.insert(workspace_id.to_owned(), view.clone());
+        view
+    }
+
+    /// Moves the views of workspaces this replica knows to the versions another replica (or
+    /// this one) committed.
+    pub fn advance_known(&self, versions: &[(String, i64)]) {
+        for (workspace_id, version) in versions {
+            if self
+                .known_view(workspace_id)
+                .is_some_and(|v| v.version < *version)
+            {
+                self.advance(workspace_id, *version);
+            }
+        }
+    }
+
+    /// The view, confirmed current with one read of the store (for answers that commit
+    /// nothing, so no batch checks them).
+    pub async fn confirmed_view(
+        &self,
+        store: &dyn Store,
+        workspace_id: &str,
+    ) -> Result<View, StoreError> {
+        let version = store.workspace_version(workspace_id).await?;
+        Ok(self.advance(workspace_id, version))
+    }
+
+    /// The live API key with this hash and the view of its workspace it was read under; `None`
+    /// for an unknown or revoked key. `Err(Stale)` only when the workspace kept changing
+    /// through every attempt.
+    pub async fn api_key(
+        &self,
+        store: &dyn Store,
+        key_hash: &str,
+    ) -> Result<Option<KeyAccess>, StoreError> {
+        if let Some(key) = self.keys.get(key_hash) {
+            let view = self.view(store, &key.workspace_id).await?;
+            if view.admits(key.loaded) {
+                return Ok(Some(KeyAccess {
+                    key,
+                    key_hash: key_hash.to_owned(),
+                    view,
+                    record: None,
+                }));
+            }
+        }
+        for _ in 0..LOAD_ATTEMPTS {
+            let loaded = self.epoch();
+            let Some(record) = store.api_key_by_hash(key_hash).await? else {
+                return Ok(None);
+            };
+            if record.revoked_at.is_some() {
+                self.keys.remove(key_hash);
+                return Ok(None);
+            }
+            let view = self.view(store, &record.workspace_id).await?;
+            if !view.admits(loaded) {
+                // The view was new or moved meanwhile: read the key again under it.
+                continue;
+            }
+            let key = CachedKey {
+                workspace_id: record.workspace_id.clone(),
+                key_id: record.id.clone(),
+                loaded,
+            };
+            self.keys.insert(key_hash.to_owned(), key.clone());
+            return Ok(Some(KeyAccess {
+                key,
+                key_hash: key_hash.to_owned(),
+                view,
+                record: Some(record),
+            }));
+        }
+        Err(moving())
+    }
+
+    /// The key again, after its workspace moved to `version` (a decision made under the
+    /// access's view was found stale): `None` when the key was revoked meanwhile.
+    pub async fn renew(
+        &self,
+        store: &dyn Store,
+        access: &KeyAccess,
+        version: i64,
+    ) -> Result<Option<KeyAccess>, StoreError> {
+        self.advance(&access.view.workspace_id, version);
+        self.api_key(store, &access.key_hash).await
+    }
+
+    /// Forgets keys by id (after a local revoke).
+    pub fn forget_key(&self, key_id: &str) {
+        self.keys.retain(|k| k.key_id != key_id);
+    }
+
+    /// Forgets an agent (after a local change).
+    pub fn forget_agent(&self, agent_id: &str) {
+        self.agents.remove(agent_id);
+    }
+
+    /// The agent with its labels, as of `view` (of the agent's workspace). `None` when the
+    /// agent does not exist or belongs to no workspace or another one.
+    pub async fn agent_in(
+        &self,
+        store: &dyn Store,
+        view: &View,
+        agent_id: &str,
+    ) -> Result<Option<Arc<AgentFacts>>, StoreError> {
+        if let Some(hit) = self.agents.get(agent_id) {
+            if view.admits(hit.loaded) && hit.agent.in_workspace(&view.workspace_id) {
+                return Ok(Some(hit));
+            }
+        }
+        // The view was read before this epoch, so what is loaded now is at least as new.
+        let loaded = self.epoch();
+        let facts = self.load_agent(store, agent_id, loaded).await?;
+        Ok(facts.filter(|f| f.agent.in_workspace(&view.workspace_id)))
+    }
+
+    /// The agent with its labels, in whichever workspace it is (for signed requests, whose
+    /// workspace is the agent's): its status may be older than the store's, so whatever rests
+    /// on it is checked again in the transaction that commits it (the nonce claim).
+    pub async fn agent(
+        &self,
+        store: &dyn Store,
+        agent_id: &str,
+    ) -> Result<Option<Arc<AgentFacts>>, StoreError> {
+        if let Some(hit) = self.agents.get(agent_id) {
+            if let Some(ws) = &hit.agent.workspace_id {
+                if self.view(store, ws).await?.admits(hit.loaded) {
+                    return Ok(Some(hit));
+                }
+            }
+        }
+        let loaded = self.epoch();
+        self.load_agent(store, agent_id, loaded).await
+    }
+
+    async fn load_agent(
+        &self,
+        store: &dyn Store,
+        agent_id: &str,
+        loaded: u64,
+    ) -> Result<Option<Arc<AgentFacts>>, StoreError> {
+        let Some(agent) = store.agent(agent_id).await? else {
+            return Ok(None);
+        };
+        let Some(ws) = agent.workspace_id.clone() else {
+            // Unclaimed: not kept (a claim would move it into a workspace).
+            return Ok(Some(Arc::new(AgentFacts::new(agent, json!({}), loaded))));
+        };
+        let labels = store.agent_labels(&ws, agent_id).await?;
+        let facts = Arc::new(AgentFacts::new(agent, labels, loaded));
+        self.agents.insert(agent_id.to_owned(), facts.clone());
+        Ok(Some(facts))
+    }
+
+    /// The policy's current compiled version as of `view`: from the cache (its version
+    /// confirmed once per view), else loaded and compiled once (off the async workers). `None`
+    /// when the workspace has no such policy.
+    pub async fn policy(
+        &self,
+        store: &dyn Store,
+        view: &View,
+        policy_id: &str,
+    ) -> Result<Option<Arc<LoadedPolicy>>, StoreError> {
+        let workspace_id = view.workspace_id.as_str();
+        let cached = self.cached_policy(workspace_id, policy_id);
+        if let Some((hit, confirmed)) = &cached {
+            if view.admits(*confirmed) {
+                return Ok(Some(hit.clone()));
+            }
+        }
+        let loaded = self.epoch();
+        let head = store.policy(workspace_id, policy_id).await?;
+        let current = head.as_ref().map_or(0, |h| h.current_version);
+        if let Some((hit, _)) = cached.filter(|(hit, _)| hit.version == current) {
+            // Still the current version: confirmed under this view without compiling again.
+            self.put_policy(workspace_id, policy_id, hit.clone(), loaded);
+            return Ok(Some(hit));
+        }
+        let fresh = load_policy(store, workspace_id, policy_id, head).await?;
+        if let Some(fresh) = &fresh {
+            self.put_policy(workspace_id, policy_id, fresh.clone(), loaded);
+        }
+        Ok(fresh)
+    }
+
+    fn cached_policy(
+        &self,
+        workspace_id: &str,
+        policy_id: &str,
+    ) -> Option<(Arc<LoadedPolicy>, u64)> {
         self.policies
             .read()
             .ok()?
@@ -180,35 +486,30 @@ impl Caches {
             .cloned()
     }
 
-    /// Installs a version unless a newer one is already there.
-    pub fn put_policy(&self, workspace_id: &str, policy_id: &str, loaded: Arc<LoadedPolicy>) {
+    /// Installs a version (confirmed current at epoch `loaded`) unless a newer one is there.
+    pub fn put_policy(
+        &self,
+        workspace_id: &str,
+        policy_id: &str,
+        loaded_policy: Arc<LoadedPolicy>,
+        loaded: u64,
+    ) {
         if let Ok(mut map) = self.policies.write() {
             let key = policy_key(workspace_id, policy_id);
-            if map
-                .get(&key)
-                .is_none_or(|old| old.version <= loaded.version)
-            {
-                map.insert(key, loaded);
+            match map.get_mut(&key) {
+                Some((old, _)) if old.version > loaded_policy.version => {}
+                Some((old, at)) if old.version == loaded_policy.version => *at = (*at).max(loaded),
+                _ => {
+                    map.insert(key, (loaded_policy, loaded));
+                }
             }
         }
     }
 
-    /// The current compiled policy: from the cache, else loaded and compiled once (off the
-    /// async workers). `None` when the workspace has no such policy.
-    pub async fn policy(
-        &self,
-        store: &dyn Store,
-        workspace_id: &str,
-        policy_id: &str,
-    ) -> Result<Option<Arc<LoadedPolicy>>, StoreError> {
-        if let Some(hit) = self.cached_policy(workspace_id, policy_id) {
-            return Ok(Some(hit));
-        }
-        let loaded = load_policy(store, workspace_id, policy_id).await?;
-        if let Some(loaded) = &loaded {
-            self.put_policy(workspace_id, policy_id, loaded.clone());
-        }
-        Ok(loaded)
+    /// Installs a version this replica just applied.
+    pub fn applied_policy(&self, workspace_id: &str, policy_id: &str, loaded: Arc<LoadedPolicy>) {
+        // Confirmed at epoch 0: the view moves past the apply's version bump before use.
+        self.put_policy(workspace_id, policy_id, loaded, 0);
     }
 
     /// The cached policies whose version is not the store's current one: a safety net for a
@@ -222,7 +523,7 @@ impl Caches {
             return Vec::new();
         };
         map.iter()
-            .filter(|(key, loaded)| {
+            .filter(|(key, (loaded, _))| {
                 // The built-in default (version 0) has no row until a sync creates one.
                 current
                     .get(*key)
@@ -235,22 +536,24 @@ impl Caches {
             .collect()
     }
 
-    /// Applies what changed elsewhere: evicts agents and keys, reloads policies.
+    /// Applies what changed elsewhere: evicts agents and keys, reloads policies (compiled off
+    /// the request path, so that checks after an apply find them ready).
     pub async fn apply(&self, store: &dyn Store, changes: Vec<Invalidation>) {
         for change in changes {
             match change {
                 Invalidation::Agent(id) => self.agents.remove(&id),
-                Invalidation::ApiKey(id) => self.keys.retain(|k| k.key_id != id),
+                Invalidation::ApiKey(id) => self.forget_key(&id),
                 Invalidation::Policy(ws, pol) => {
-                    let cached = self.cached_policy(&ws, &pol).map(|p| p.version);
+                    let cached = self.cached_policy(&ws, &pol).map(|(p, _)| p.version);
+                    let loaded = self.epoch();
                     let Ok(Some(record)) = store.policy(&ws, &pol).await else {
                         continue;
                     };
                     if cached.is_some_and(|v| v >= record.current_version) {
                         continue;
                     }
-                    match load_policy(store, &ws, &pol).await {
-                        Ok(Some(loaded)) => self.put_policy(&ws, &pol, loaded),
+                    match load_policy(store, &ws, &pol, Some(record)).await {
+                        Ok(Some(fresh)) => self.put_policy(&ws, &pol, fresh, loaded),
                         Ok(None) => {}
                         Err(err) => {
                             // Forget the old version: the next check loads the current one.
@@ -267,12 +570,14 @@ impl Caches {
 }
 
 /// Loads the current version of a policy and compiles it on the blocking pool.
+/// `head` is the policy's row, read by the caller.
 pub async fn load_policy(
     store: &dyn Store,
     workspace_id: &str,
     policy_id: &str,
+    head: Option<crate::store::PolicyRecord>,
 ) -> Result<Option<Arc<LoadedPolicy>>, StoreError> {
-    let Some(record) = store.policy(workspace_id, policy_id).await? else {
+    let Some(record) = head else {
         return if policy_id == DEFAULT_POLICY_ID {
             default_policy().map(Some)
         } else {
@@ -323,9 +628,9 @@ mod tests {
     #[test]
     fn policies_behind_the_store_are_found_stale() {
         let caches = Caches::default();
-        caches.put_policy("ws_a", "pol_default", at_version(0));
-        caches.put_policy("ws_a", "pol_x", at_version(3));
-        caches.put_policy("ws_b", "pol_y", at_version(2));
+        caches.put_policy("ws_a", "pol_default", at_version(0), 1);
+        caches.put_policy("ws_a", "pol_x", at_version(3), 1);
+        caches.put_policy("ws_b", "pol_y", at_version(2), 1);
         let heads = vec![
             ("ws_a".to_owned(), "pol_x".to_owned(), 4),
             ("ws_b".to_owned(), "pol_y".to_owned(), 2),

@@ -8,6 +8,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::secret::Secret;
+use crate::store::SqliteSynchronous;
 
 /// Every setting as it may appear in the file, the environment or on the command line.
 /// `None` means "not set at this layer".
@@ -47,6 +48,10 @@ pub struct Settings {
     /// `pretty` (default) or `json`
     #[arg(long, env = "ACP_LOG_FORMAT", global = true)]
     pub log_format: Option<String>,
+    /// SQLite: `full` syncs every commit, so an answered request survives a power loss; `normal`
+    /// survives only a crash of the process (faster, opt-in) [default: full]
+    #[arg(long, env = "ACP_SQLITE_SYNCHRONOUS", global = true)]
+    pub sqlite_synchronous: Option<String>,
     /// `outbox` (store mail in the database) or `smtp://[user:pass@]host:port[?tls=none|starttls|tls]` [default: outbox]
     #[arg(long, env = "ACP_EMAIL_URL", global = true)]
     pub email_url: Option<String>,
@@ -125,6 +130,7 @@ pub const KNOWN_ENV: &[&str] = &[
     "ACP_DB_MAX_CONNECTIONS",
     "ACP_SHUTDOWN_GRACE_SECS",
     "ACP_LOG_FORMAT",
+    "ACP_SQLITE_SYNCHRONOUS",
     "ACP_BOOTSTRAP_API_KEY",
     "ACP_MASTER_KEY",
     "ACP_TEST_POSTGRES_URL",
@@ -167,6 +173,7 @@ pub struct Config {
     pub db_max_connections: u32,
     pub shutdown_grace_secs: u64,
     pub log_format: LogFormat,
+    pub sqlite_synchronous: SqliteSynchronous,
     pub bootstrap_api_key: Option<Secret>,
     pub master_key: Option<Secret>,
     pub email_url: String,
@@ -203,6 +210,7 @@ impl Settings {
             db_max_connections: self.db_max_connections.or(lower.db_max_connections),
             shutdown_grace_secs: self.shutdown_grace_secs.or(lower.shutdown_grace_secs),
             log_format: self.log_format.or(lower.log_format),
+            sqlite_synchronous: self.sqlite_synchronous.or(lower.sqlite_synchronous),
             bootstrap_api_key: self.bootstrap_api_key.or(lower.bootstrap_api_key),
             master_key: self.master_key.or(lower.master_key),
             email_url: self.email_url.or(lower.email_url),
@@ -251,7 +259,14 @@ impl Settings {
                 ))
             }
         };
+        let sqlite_synchronous = match self.sqlite_synchronous.as_deref() {
+            None => SqliteSynchronous::Full,
+            Some(text) => SqliteSynchronous::parse(text).ok_or_else(|| {
+                format!("`sqlite_synchronous` must be `full` or `normal`, got `{text}`")
+            })?,
+        };
         Ok(Config {
+            sqlite_synchronous,
             database_url: self
                 .database_url
                 .unwrap_or_else(|| DEFAULT_DATABASE_URL.to_owned()),

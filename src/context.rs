@@ -36,7 +36,7 @@ impl Context {
 
     /// Forgets a cached agent here and tells other replicas.
     pub async fn agent_changed(&self, agent_id: &str) {
-        self.caches.agents.remove(agent_id);
+        self.caches.forget_agent(agent_id);
         self.announce_change().await;
     }
 }

@@ -110,6 +110,12 @@ impl From<StoreError> for ApiError {
                 "a value holds characters that cannot be stored (such as NUL)",
             ),
             StoreError::Retryable(cause) => ApiError::unavailable(cause),
+            // Answered only when the workspace kept changing through every attempt to decide.
+            StoreError::Stale(_) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "state_changed",
+                "the workspace changed while the request was decided; retry",
+            ),
             StoreError::NotFound => ApiError::not_found("not_found", "no such item"),
             StoreError::TokenInvalid => ApiError::bad_request(
                 "invalid_token",

@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 
 use crate::api;
 use crate::audit::{self, Actor};
+use crate::cache::KeyAccess;
 use crate::context::Context;
 use crate::error::{ApiError, ApiResult};
 use crate::http::extract::sign_failure;
@@ -54,7 +55,7 @@ fn short_text(field: &str, value: Option<String>) -> ApiResult<Option<String>> {
 
 pub async fn mint(
     ctx: &Context,
-    workspace_id: &str,
+    access: &KeyAccess,
     actor: &Actor,
     req: api::MintRequest,
 ) -> ApiResult<api::MintResponse> {
@@ -75,14 +76,14 @@ pub async fn mint(
         terms(req.ttl_seconds, DEFAULT_TTL_SECS, req.scopes, req.audience)?;
     let provider = short_text("provider", req.provider)?;
     let one_time = req.one_time.unwrap_or(false);
-    let agent = agent_facts(ctx, workspace_id, &req.agent_id).await?;
+    let agent = agent_facts(ctx, &access.view, &req.agent_id).await?;
     let mut context = serde_json::Map::new();
     context.insert("provider".into(), json!(provider));
     context.insert("one_time".into(), json!(one_time));
     context.insert("token_type".into(), json!(token_type));
     let issued = issue(
         ctx,
-        workspace_id,
+        access,
         actor,
         Issue {
             agent_id: &agent.agent.id,
@@ -161,10 +162,11 @@ struct Issued {
 /// and the agent.
 async fn issue(
     ctx: &Context,
-    workspace_id: &str,
+    access: &KeyAccess,
     actor: &Actor,
     mut it: Issue<'_>,
 ) -> ApiResult<Issued> {
+    let workspace_id = access.view.workspace_id.as_str();
     // The terms are part of the request a policy and an approval see (the scopes as one sorted
     // string); the service's facts win over the caller's.
     let mut sorted = it.scopes.to_vec();
@@ -195,7 +197,7 @@ async fn issue(
     .await?;
     let decision = check(
         ctx,
-        workspace_id,
+        access,
         actor,
         api::CheckRequest {
             agent_id: it.agent_id.to_owned(),
@@ -311,7 +313,7 @@ pub const EXCHANGE_DEFAULT_TTL_SECS: i64 = 900;
 /// `POST /v1/token/exchange`: a backend trades the agent's signed proof for a short-lived JWT.
 pub async fn exchange(
     ctx: &Context,
-    workspace_id: &str,
+    access: &KeyAccess,
     actor: &Actor,
     req: api::TokenExchangeRequest,
 ) -> ApiResult<api::TokenExchangeResponse> {
@@ -340,7 +342,7 @@ pub async fn exchange(
             ))
         }
     };
-    let agent = agent_facts(ctx, workspace_id, &req.agent_id).await?;
+    let agent = agent_facts(ctx, &access.view, &req.agent_id).await?;
     let nonce = verify_parts(
         &SignedParts {
             method: &proof.method,
@@ -366,7 +368,7 @@ pub async fn exchange(
     context.insert("request_path".into(), json!(proof.path));
     let issued = issue(
         ctx,
-        workspace_id,
+        access,
         actor,
         Issue {
             agent_id: &agent.agent.id,
@@ -447,15 +449,16 @@ pub async fn revoke(
 
 pub async fn revoke_by_agent(
     ctx: &Context,
-    workspace_id: &str,
+    access: &KeyAccess,
     actor: &Actor,
     req: api::RevokeByAgentRequest,
 ) -> ApiResult<api::RevokeResponse> {
+    let workspace_id = access.view.workspace_id.as_str();
     if req.agent_id.is_empty() {
         return Err(ApiError::missing("agent_id"));
     }
     let reason = short_text("reason", req.reason)?;
-    let agent = agent_facts(ctx, workspace_id, &req.agent_id).await?;
+    let agent = agent_facts(ctx, &access.view, &req.agent_id).await?;
     revoke_where(
         ctx,
         workspace_id,
@@ -479,9 +482,10 @@ fn inactive(reason: &str) -> api::IntrospectResponse {
 
 pub async fn introspect(
     ctx: &Context,
-    workspace_id: &str,
+    access: &KeyAccess,
     req: api::IntrospectRequest,
 ) -> ApiResult<api::IntrospectResponse> {
+    let workspace_id = access.view.workspace_id.as_str();
     let token = req.token.trim();
     if token.is_empty() {
         return Err(ApiError::missing("token"));
@@ -510,7 +514,9 @@ pub async fn introspect(
         token_type: Some(c.token_type.clone()),
     };
     // A credential is no better than its agent: suspended or revoked agents' tokens are off.
-    let agent_active = crate::policy::check::cached_agent(ctx, &c.agent_id)
+    let agent_active = ctx
+        .caches
+        .agent_in(ctx.store.as_ref(), &access.view, &c.agent_id)
         .await?
         .is_some_and(|a| {
             !matches!(

@@ -17,6 +17,7 @@ use serde_json::{json, Value};
 
 use crate::api;
 use crate::audit::{self, Actor};
+use crate::cache::KeyAccess;
 use crate::context::SharedContext;
 use crate::error::{ApiError, ApiResult};
 use crate::ids;
@@ -117,10 +118,11 @@ fn domains<'a>(addresses: impl Iterator<Item = &'a String>) -> Vec<String> {
 
 pub async fn send(
     ctx: &SharedContext,
-    workspace_id: &str,
+    access: &KeyAccess,
     actor: &Actor,
     req: api::EmailSendRequest,
 ) -> ApiResult<api::EmailSendResponse> {
+    let workspace_id = access.view.workspace_id.as_str();
     if req.agent_id.is_empty() {
         return Err(ApiError::missing("agent_id"));
     }
@@ -137,7 +139,7 @@ pub async fn send(
     };
     let decision = check_reserving(
         ctx,
-        workspace_id,
+        access,
         actor,
         api::CheckRequest {
             agent_id: agent_id.clone(),

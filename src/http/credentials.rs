@@ -32,7 +32,7 @@ pub async fn mint(
     AppJson(req): AppJson<MintRequest>,
 ) -> ApiResult<Json<MintResponse>> {
     Ok(Json(
-        credentials::mint(&ctx, &caller.workspace_id, &caller.actor(), req).await?,
+        credentials::mint(&ctx, &caller.access, &caller.actor(), req).await?,
     ))
 }
 
@@ -58,7 +58,7 @@ pub async fn revoke_by_agent(
     AppJson(req): AppJson<RevokeByAgentRequest>,
 ) -> ApiResult<Json<RevokeResponse>> {
     Ok(Json(
-        credentials::revoke_by_agent(&ctx, &caller.workspace_id, &caller.actor(), req).await?,
+        credentials::revoke_by_agent(&ctx, &caller.access, &caller.actor(), req).await?,
     ))
 }
 
@@ -71,7 +71,7 @@ pub async fn introspect(
     AppJson(req): AppJson<IntrospectRequest>,
 ) -> ApiResult<Json<IntrospectResponse>> {
     Ok(Json(
-        credentials::introspect(&ctx, &caller.workspace_id, req).await?,
+        credentials::introspect(&ctx, &caller.access, req).await?,
     ))
 }
 
@@ -129,7 +129,7 @@ pub async fn exchange(
     AppJson(req): AppJson<TokenExchangeRequest>,
 ) -> ApiResult<Json<TokenExchangeResponse>> {
     Ok(Json(
-        credentials::exchange(&ctx, &caller.workspace_id, &caller.actor(), req).await?,
+        credentials::exchange(&ctx, &caller.access, &caller.actor(), req).await?,
     ))
 }
 
@@ -169,6 +169,6 @@ pub async fn send_email(
     AppJson(req): AppJson<EmailSendRequest>,
 ) -> ApiResult<Json<EmailSendResponse>> {
     Ok(Json(
-        crate::enforce::email::send(&ctx, &caller.workspace_id, &caller.actor(), req).await?,
+        crate::enforce::email::send(&ctx, &caller.access, &caller.actor(), req).await?,
     ))
 }

@@ -262,9 +262,19 @@ impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for AppPath
 pub struct Caller {
     pub workspace_id: String,
     pub key_id: String,
+    /// The key and the view of its workspace it was authenticated under.
+    pub access: crate::cache::KeyAccess,
 }
 
 impl Caller {
+    fn new(access: crate::cache::KeyAccess) -> Self {
+        Self {
+            workspace_id: access.key.workspace_id.clone(),
+            key_id: access.key.key_id.clone(),
+            access,
+        }
+    }
+
     pub fn actor(&self) -> crate::audit::Actor {
         crate::audit::Actor::ApiKey(self.key_id.clone())
     }
@@ -290,8 +300,35 @@ pub fn bearer_token(headers: &HeaderMap) -> Option<&str> {
         .map(str::trim)
 }
 
-/// Authenticates the workspace API key among `headers`.
+/// Authenticates the workspace API key among `headers`, confirming with one read that the
+/// workspace's state is the one the cached key was read under (for answers that commit
+/// nothing a batch would check).
 pub async fn authenticate(ctx: &SharedContext, headers: &HeaderMap) -> Result<Caller, ApiError> {
+    let caller = authenticate_deferred(ctx, headers).await?;
+    let store = ctx.store.as_ref();
+    let current = ctx
+        .caches
+        .confirmed_view(store, &caller.workspace_id)
+        .await?;
+    if current == caller.access.view {
+        return Ok(caller);
+    }
+    // The workspace changed since the key was cached: read it again under the new view.
+    let access = ctx
+        .caches
+        .renew(store, &caller.access, current.version)
+        .await?
+        .ok_or_else(api_keys::invalid_api_key)?;
+    Ok(Caller::new(access))
+}
+
+/// Authenticates the workspace API key among `headers` from the cache: whatever the caller
+/// commits must carry `caller.access.view.basis()`, so that the batch that commits it checks
+/// the key's workspace has not changed meanwhile.
+pub async fn authenticate_deferred(
+    ctx: &SharedContext,
+    headers: &HeaderMap,
+) -> Result<Caller, ApiError> {
     let key = match presented_api_key(headers) {
         None | Some("") => {
             return Err(ApiError::unauthorized(
@@ -301,47 +338,32 @@ pub async fn authenticate(ctx: &SharedContext, headers: &HeaderMap) -> Result<Ca
         }
         Some(key) => key,
     };
-    let invalid = || ApiError::unauthorized("invalid_api_key", "the API key is not valid");
     if !api_keys::is_well_formed(key) {
-        return Err(invalid());
+        return Err(api_keys::invalid_api_key());
     }
     let hash = sha256_hex(key.as_bytes());
     // The cache is keyed by the hash itself: a hit is a match.
-    if let Some(hit) = ctx.caches.keys.get(&hash) {
-        return Ok(Caller {
-            workspace_id: hit.workspace_id,
-            key_id: hit.key_id,
-        });
-    }
-    let record = ctx
-        .store
-        .api_key_by_hash(&hash)
+    let access = ctx
+        .caches
+        .api_key(ctx.store.as_ref(), &hash)
         .await?
-        .ok_or_else(invalid)?;
-    if !ct_eq(record.key_hash.as_bytes(), hash.as_bytes()) || record.revoked_at.is_some() {
-        return Err(invalid());
+        .ok_or_else(api_keys::invalid_api_key)?;
+    if let Some(record) = &access.record {
+        if !ct_eq(record.key_hash.as_bytes(), hash.as_bytes()) {
+            return Err(api_keys::invalid_api_key());
+        }
+        let now = now_ms();
+        if record.last_used_at.is_none_or(|t| now - t > 60_000) {
+            crate::identity::accounts::touch(
+                ctx,
+                crate::store::Op::TouchApiKey {
+                    key_id: record.id.clone(),
+                    at: now,
+                },
+            );
+        }
     }
-    let now = now_ms();
-    if record.last_used_at.is_none_or(|t| now - t > 60_000) {
-        crate::identity::accounts::touch(
-            ctx,
-            crate::store::Op::TouchApiKey {
-                key_id: record.id.clone(),
-                at: now,
-            },
-        );
-    }
-    ctx.caches.keys.insert(
-        hash,
-        crate::cache::CachedKey {
-            workspace_id: record.workspace_id.clone(),
-            key_id: record.id.clone(),
-        },
-    );
-    Ok(Caller {
-        workspace_id: record.workspace_id,
-        key_id: record.id,
-    })
+    Ok(Caller::new(access))
 }
 
 impl FromRequestParts<SharedContext> for Caller {
@@ -352,6 +374,23 @@ impl FromRequestParts<SharedContext> for Caller {
         ctx: &SharedContext,
     ) -> Result<Self, Self::Rejection> {
         authenticate(ctx, &parts.headers).await
+    }
+}
+
+/// An API-key caller whose handler decides and commits on cached state: the commit checks the
+/// workspace version, so authentication costs no database round trip (the hot paths).
+pub struct Deciding(pub Caller);
+
+impl FromRequestParts<SharedContext> for Deciding {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        ctx: &SharedContext,
+    ) -> Result<Self, Self::Rejection> {
+        authenticate_deferred(ctx, &parts.headers)
+            .await
+            .map(Deciding)
     }
 }
 
@@ -423,7 +462,8 @@ impl FromRequest<SharedContext> for SignedRequest {
             .await
             .map_err(body_error)?;
         let agent = if crate::ids::has_shape(agent_id, crate::ids::AGENT) {
-            crate::policy::check::cached_agent(ctx, agent_id)
+            ctx.caches
+                .agent(ctx.store.as_ref(), agent_id)
                 .await?
                 .map(|f| f.agent.clone())
         } else {

@@ -17,7 +17,7 @@ use crate::identity::accounts::Principal;
 use crate::policy::{check, sync};
 use crate::time::iso;
 
-use super::extract::{AppJson, AppPath, Caller};
+use super::extract::{AppJson, AppPath, Deciding};
 
 /// Decides `allow`, `challenge` or `deny` for an action of an agent under a policy. All three
 /// are 200; the audit event is durable before the answer.
@@ -26,11 +26,11 @@ use super::extract::{AppJson, AppPath, Caller};
         (status = 404, description = "`unknown_agent`, `unknown_policy`", body = ErrorBody)))]
 pub async fn check(
     State(ctx): State<SharedContext>,
-    caller: Caller,
+    Deciding(caller): Deciding,
     AppJson(req): AppJson<CheckRequest>,
 ) -> ApiResult<Json<DecisionResponse>> {
     Ok(Json(
-        check::check(&ctx, &caller.workspace_id, &caller.actor(), req).await?,
+        check::check(&ctx, &caller.access, &caller.actor(), req).await?,
     ))
 }
 

@@ -13,7 +13,7 @@ use crate::error::ApiResult;
 use crate::identity::verify;
 use crate::telemetry::{heartbeats, inventory};
 
-use super::extract::{AppJson, AppQuery, Caller, SignedRequest};
+use super::extract::{AppJson, AppQuery, Caller, Deciding, SignedRequest};
 
 /// Verifies a request an agent signed. Signature, skew, replay, unknown and inactive-agent
 /// failures answer 200 with `valid: false` and a `reason`; a valid request consumes its nonce.
@@ -21,10 +21,10 @@ use super::extract::{AppJson, AppQuery, Caller, SignedRequest};
     responses((status = 200, body = VerifyResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
 pub async fn verify(
     State(ctx): State<SharedContext>,
-    caller: Caller,
+    Deciding(caller): Deciding,
     AppJson(req): AppJson<VerifyRequest>,
 ) -> ApiResult<Json<VerifyResponse>> {
-    Ok(Json(verify::verify(&ctx, &caller.workspace_id, req).await?))
+    Ok(Json(verify::verify(&ctx, &caller.access, req).await?))
 }
 
 /// A heartbeat signed by the agent.

@@ -656,7 +656,7 @@ pub async fn revoke_api_key(ctx: &Context, principal: &Principal, key_id: &str) 
     .audited(event);
     match ctx.writer.commit(change).await {
         Ok(_) => {
-            ctx.caches.keys.retain(|k| k.key_id != key_id);
+            ctx.caches.forget_key(key_id);
             ctx.announce_change().await;
             Ok(())
         }

@@ -4,6 +4,7 @@
 //! nonce like any signed request.
 
 use crate::api;
+use crate::cache::KeyAccess;
 use crate::context::Context;
 use crate::error::{ApiError, ApiResult};
 use crate::ids;
@@ -51,16 +52,30 @@ fn check_request(req: &api::VerifyRequest) -> ApiResult<()> {
     Ok(())
 }
 
+/// Answers on the cached agent under the access's view; the nonce claim that makes a valid
+/// answer final commits only while that view is current and the agent active.
 pub async fn verify(
     ctx: &Context,
-    workspace_id: &str,
+    access: &KeyAccess,
     req: api::VerifyRequest,
+) -> ApiResult<api::VerifyResponse> {
+    verify_with(ctx, access, req, STALE_ATTEMPTS).await
+}
+
+/// How often a request is answered again on fresh state when its workspace keeps changing.
+const STALE_ATTEMPTS: u32 = 8;
+
+async fn verify_with(
+    ctx: &Context,
+    access: &KeyAccess,
+    req: api::VerifyRequest,
+    attempts: u32,
 ) -> ApiResult<api::VerifyResponse> {
     check_request(&req)?;
     let facts = if ids::has_shape(&req.agent_id, ids::AGENT) {
-        crate::policy::check::cached_agent(ctx, &req.agent_id)
+        ctx.caches
+            .agent_in(ctx.store.as_ref(), &access.view, &req.agent_id)
             .await?
-            .filter(|f| f.agent.in_workspace(workspace_id))
     } else {
         None
     };
@@ -76,8 +91,20 @@ pub async fn verify(
         signature_b64: &req.signature_b64,
     };
     let outcome = match verify_parts(&parts, agent, now, ctx.config.signature_window_ms) {
-        Ok(nonce) => match ctx.writer.commit(Change::default().with_nonce(nonce)).await {
+        Ok(nonce) => match ctx
+            .writer
+            .commit(Change::default().with_nonce(nonce).on(access.view.basis()))
+            .await
+        {
             Ok(_) => Ok(()),
+            Err(StoreError::Stale(version)) if attempts > 1 => {
+                let renewed = ctx
+                    .caches
+                    .renew(ctx.store.as_ref(), access, version)
+                    .await?
+                    .ok_or_else(super::api_keys::invalid_api_key)?;
+                return Box::pin(verify_with(ctx, &renewed, req, attempts - 1)).await;
+            }
             Err(StoreError::Replay) => Err(SignFailure::Replay),
             Err(StoreError::AgentNotActive) => Err(SignFailure::AgentNotActive),
             Err(e) => return Err(e.into()),

@@ -10,12 +10,12 @@ use serde_json::{json, Value};
 
 use crate::api;
 use crate::audit::Actor;
-use crate::cache::{AgentFacts, DEFAULT_POLICY_ID};
+use crate::cache::{AgentFacts, KeyAccess, View, DEFAULT_POLICY_ID};
 use crate::context::Context;
 use crate::error::{ApiError, ApiResult};
 use crate::ids;
 use crate::secret::{random_base62, sha256_hex};
-use crate::store::{AuditEvent, Change, Op, PolicyChallenge};
+use crate::store::{AuditEvent, Change, Op, PolicyChallenge, StoreError};
 use crate::time::{iso, now_ms};
 
 use super::evaluate::{evaluate_prepared, EmailFacts};
@@ -40,41 +40,16 @@ pub fn unknown_policy() -> ApiError {
     ApiError::not_found("unknown_policy", "no such policy in this workspace")
 }
 
-/// The agent with its inventory labels, from the cache or (once) from the store. Its status may
-/// lag a change on another replica by the poll interval; writes that depend on it (nonce
-/// claims) check it again in their transaction.
-pub async fn cached_agent(ctx: &Context, agent_id: &str) -> ApiResult<Option<Arc<AgentFacts>>> {
-    if let Some(hit) = ctx.caches.agents.get(agent_id) {
-        return Ok(Some(hit));
-    }
-    let Some(agent) = ctx.store.agent(agent_id).await? else {
-        return Ok(None);
-    };
-    let labels = match &agent.workspace_id {
-        Some(ws) => ctx.store.agent_labels(ws, agent_id).await?,
-        None => json!({}),
-    };
-    let facts = Arc::new(AgentFacts::new(agent, labels));
-    ctx.caches.agents.insert(agent_id.to_owned(), facts.clone());
-    Ok(Some(facts))
-}
-
-/// The agent with its labels, from the cache or the store.
-pub async fn agent_facts(
-    ctx: &Context,
-    workspace_id: &str,
-    agent_id: &str,
-) -> ApiResult<Arc<AgentFacts>> {
+/// The agent with its labels as of `view`; `unknown_agent` unless it is in the view's
+/// workspace.
+pub async fn agent_facts(ctx: &Context, view: &View, agent_id: &str) -> ApiResult<Arc<AgentFacts>> {
     if !ids::has_shape(agent_id, ids::AGENT) {
         return Err(ApiError::unknown_agent());
     }
-    let facts = cached_agent(ctx, agent_id)
+    ctx.caches
+        .agent_in(ctx.store.as_ref(), view, agent_id)
         .await?
-        .ok_or_else(ApiError::unknown_agent)?;
-    if !facts.agent.in_workspace(workspace_id) {
-        return Err(ApiError::unknown_agent());
-    }
-    Ok(facts)
+        .ok_or_else(ApiError::unknown_agent)
 }
 
 /// The canonical request fingerprint: action, context and email facts, object keys sorted so
@@ -96,38 +71,32 @@ const RESERVE_ATTEMPTS: u32 = 8;
 
 pub async fn check(
     ctx: &Context,
-    workspace_id: &str,
+    access: &KeyAccess,
     actor: &Actor,
     req: api::CheckRequest,
 ) -> ApiResult<api::DecisionResponse> {
-    check_with(ctx, workspace_id, actor, req, None, RESERVE_ATTEMPTS).await
+    check_with(ctx, access, actor, req, None, RESERVE_ATTEMPTS).await
 }
 
 /// A `send_email` check whose allow also reserves the send (see `check_with`).
 pub async fn check_reserving(
     ctx: &Context,
-    workspace_id: &str,
+    access: &KeyAccess,
     actor: &Actor,
     req: api::CheckRequest,
     reserve: &EmailReservation,
 ) -> ApiResult<api::DecisionResponse> {
-    check_with(
-        ctx,
-        workspace_id,
-        actor,
-        req,
-        Some(reserve),
-        RESERVE_ATTEMPTS,
-    )
-    .await
+    check_with(ctx, access, actor, req, Some(reserve), RESERVE_ATTEMPTS).await
 }
 
 /// A check; with `reserve`, an allow also reserves the email send in the same transaction as
 /// the decision's audit event, against the very counts the decision saw (deciding again, at
-/// most `attempts` times in all, when other sends of the agent got in first).
+/// most `attempts` times in all, when other sends of the agent got in first). The decision is
+/// made on cached state under the access's view and commits only if that view is still
+/// current; otherwise it is made again on fresh state (a key revoked meanwhile answers 401).
 async fn check_with(
     ctx: &Context,
-    workspace_id: &str,
+    access: &KeyAccess,
     actor: &Actor,
     req: api::CheckRequest,
     reserve: Option<&EmailReservation>,
@@ -171,10 +140,12 @@ async fn check_with(
         return Err(unknown_policy());
     }
 
-    let agent = agent_facts(ctx, workspace_id, &req.agent_id).await?;
+    let view = &access.view;
+    let workspace_id = view.workspace_id.as_str();
+    let agent = agent_facts(ctx, view, &req.agent_id).await?;
     let policy = ctx
         .caches
-        .policy(ctx.store.as_ref(), workspace_id, &policy_id)
+        .policy(ctx.store.as_ref(), view, &policy_id)
         .await?
         .ok_or_else(unknown_policy)?;
 
@@ -207,7 +178,7 @@ async fn check_with(
     let mut decision =
         evaluate_prepared(&policy.compiled, &prepared, &facts).map_err(ApiError::internal)?;
     let trace_id = ids::new_id(ids::TRACE);
-    let mut change = Change::default();
+    let mut change = Change::default().on(view.basis());
     let mut challenge = None;
     let mut challenge_id = None;
     // Only challenges need the fingerprint: allow and deny answers skip the hashing.
@@ -322,34 +293,33 @@ async fn check_with(
             "approval": human.as_ref().map(|h| json!({"challenge_id": h.id, "status": h.status, "decided_by": h.decided_by})),
         }),
     });
+    let again = |access: KeyAccess, attempts: u32| {
+        let req = api::CheckRequest {
+            agent_id: agent.agent.id.clone(),
+            policy_id: Some(policy_id.clone()),
+            action: action.to_owned(),
+            context: Some(context.clone()),
+            email: (!email_json.is_null()).then(|| email_json.clone()),
+        };
+        Box::pin(async move { check_with(ctx, &access, actor, req, reserve, attempts).await })
+    };
     match ctx.writer.commit(change).await {
         Ok(_) => {}
+        // Decided on state another request replaced meanwhile: decide again on fresh state.
+        Err(StoreError::Stale(version)) if attempts > 1 => {
+            let renewed = ctx
+                .caches
+                .renew(ctx.store.as_ref(), access, version)
+                .await?
+                .ok_or_else(crate::identity::api_keys::invalid_api_key)?;
+            return again(renewed, attempts - 1).await;
+        }
         // The approval was used by a concurrent re-check: this request asks again.
         // Or another send of the agent got in first: decide again with the new counts.
-        Err(crate::store::StoreError::Conflict(_))
-            if human.is_some() || reserve.is_some() && attempts > 1 =>
-        {
-            return Box::pin(check_with(
-                ctx,
-                workspace_id,
-                actor,
-                api::CheckRequest {
-                    agent_id: agent.agent.id.clone(),
-                    policy_id: Some(policy_id),
-                    action: action.to_owned(),
-                    context: Some(context),
-                    email: if email_json.is_null() {
-                        None
-                    } else {
-                        Some(email_json)
-                    },
-                },
-                reserve,
-                attempts.saturating_sub(1),
-            ))
-            .await;
+        Err(StoreError::Conflict(_)) if human.is_some() || reserve.is_some() && attempts > 1 => {
+            return again(access.clone(), attempts.saturating_sub(1)).await;
         }
-        Err(crate::store::StoreError::Conflict(_)) if reserve.is_some() => {
+        Err(StoreError::Conflict(_)) if reserve.is_some() => {
             return Err(ApiError::new(
                 axum::http::StatusCode::TOO_MANY_REQUESTS,
                 "rate_limited",

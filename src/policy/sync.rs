@@ -333,7 +333,7 @@ async fn run(
     }
     if let Some(loaded) = installed {
         // Live here at once; other replicas hear of it and reload.
-        ctx.caches.put_policy(workspace_id, &policy_id, loaded);
+        ctx.caches.applied_policy(workspace_id, &policy_id, loaded);
         ctx.announce_change().await;
     }
     Ok((StatusCode::OK, body))

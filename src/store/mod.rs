@@ -13,7 +13,7 @@ mod sql;
 
 pub use group_commit::{GroupCommit, Writer};
 pub use model::*;
-pub use sql::{sqlite_file, OpenOptions, SqlStore, IDEMPOTENCY_KEY_TAKEN};
+pub use sql::{sqlite_file, OpenOptions, SqlStore, SqliteSynchronous, IDEMPOTENCY_KEY_TAKEN};
 
 use async_trait::async_trait;
 
@@ -47,6 +47,11 @@ pub enum StoreError {
     /// A uniqueness or state precondition does not hold; the text says which.
     #[error("{0}")]
     Conflict(String),
+    /// The change was decided on cached state of a workspace whose version has moved since
+    /// (another request, on this replica or another, changed a key, agent, policy or the kill
+    /// switch): nothing was written; decide again on fresh state. Carries the current version.
+    #[error("the workspace changed since the decision was made")]
+    Stale(i64),
     /// The group-commit writer has stopped (the server is shutting down).
     #[error("the commit writer has stopped")]
     Closed,
@@ -79,9 +84,28 @@ impl From<sqlx::migrate::MigrateError> for StoreError {
 /// One atomic write: an optional nonce claim, a state change and its audit events.
 #[derive(Debug, Clone, Default)]
 pub struct Change {
+    /// The workspace state the change was decided on: the change commits only if that is still
+    /// the workspace's current version, else it is answered [`StoreError::Stale`] unwritten.
+    pub basis: Option<Basis>,
     pub nonce: Option<NonceClaim>,
     pub op: Op,
     pub audit: Vec<AuditEvent>,
+}
+
+/// A workspace's state version, as a decision saw it (see `workspace_versions`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Basis {
+    pub workspace_id: String,
+    pub version: i64,
+}
+
+/// Whose decision-relevant state an operation changes (its workspace version is bumped in the
+/// same transaction).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Supersedes<'a> {
+    Workspace(&'a str),
+    /// The workspace of this agent, if it has one.
+    AgentsWorkspace(&'a str),
 }
 
 impl Change {
@@ -100,6 +124,34 @@ impl Change {
     pub fn with_nonce(mut self, nonce: NonceClaim) -> Self {
         self.nonce = Some(nonce);
         self
+    }
+
+    /// Commits only if `basis` is still the current state of its workspace.
+    pub fn on(mut self, basis: Basis) -> Self {
+        self.basis = Some(basis);
+        self
+    }
+}
+
+impl Op {
+    /// The workspace whose decisions or authentications this operation can change: API keys
+    /// revoked, agents attested, claimed, suspended, resumed or revoked, reputation and
+    /// inventory labels (both read by policies), policies applied, the kill switch. `Batch`
+    /// answers `None`: its parts speak for themselves.
+    pub fn supersedes(&self) -> Option<Supersedes<'_>> {
+        use Supersedes::*;
+        match self {
+            Op::RevokeApiKey { workspace_id, .. }
+            | Op::SetAgentStatus { workspace_id, .. }
+            | Op::ClaimAgent { workspace_id, .. }
+            | Op::RecordFeedback { workspace_id, .. }
+            | Op::SetMinting { workspace_id, .. }
+            | Op::RevokeAll { workspace_id, .. } => Some(Workspace(workspace_id)),
+            Op::UpsertInventory(item) => Some(Workspace(&item.workspace_id)),
+            Op::ApplyPolicy(apply) => Some(Workspace(&apply.version.workspace_id)),
+            Op::Attest { agent_id, .. } => Some(AgentsWorkspace(agent_id)),
+            _ => None,
+        }
     }
 }
 
@@ -492,6 +544,10 @@ pub trait Store: Send + Sync + 'static {
     async fn changes_since(&self, since: i64) -> Result<Vec<Invalidation>, StoreError>;
     /// Every policy's current version: `(workspace_id, policy_id, version)`.
     async fn policy_heads(&self) -> Result<Vec<(String, String, i64)>, StoreError>;
+    /// The current version of the workspace's decision-relevant state (0 before any change).
+    async fn workspace_version(&self, workspace_id: &str) -> Result<i64, StoreError>;
+    /// `(workspace_id, version)` of the workspaces whose state changed at or after `since`.
+    async fn workspace_versions_since(&self, since: i64) -> Result<Vec<(String, i64)>, StoreError>;
 }
 
 /// Applies one change outside the group-commit writer (CLI commands, bootstrap).

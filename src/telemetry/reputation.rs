@@ -108,7 +108,8 @@ pub async fn feedback(
             "must be an object of at most 16 KiB",
         ));
     }
-    let agent = crate::policy::check::agent_facts(ctx, workspace_id, &req.agent_id).await?;
+    let view = ctx.caches.view(ctx.store.as_ref(), workspace_id).await?;
+    let agent = crate::policy::check::agent_facts(ctx, &view, &req.agent_id).await?;
     enforce_rate_limit(
         ctx,
         format!("feedback:key:{key_id}"),

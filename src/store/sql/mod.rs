@@ -5,6 +5,7 @@
 //! SQLite runs in WAL mode with one writer connection (the group-commit writer is the only hot
 //! writer) and a small pool of readers. Postgres uses one pool for both.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::Path;
 use std::str::FromStr;
@@ -32,12 +33,42 @@ static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migratio
 pub struct OpenOptions {
     /// Connections to Postgres (SQLite readers are capped at 4).
     pub max_connections: u32,
+    /// SQLite's `synchronous` setting: `FULL` (the default) syncs the WAL at every commit, so
+    /// a committed change survives a power loss (CONTRACT section 7); `NORMAL`, an opt-in,
+    /// survives a crash of the process but may lose the last commits on a power loss.
+    pub sqlite_synchronous: SqliteSynchronous,
+}
+
+/// See [`OpenOptions::sqlite_synchronous`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SqliteSynchronous {
+    #[default]
+    Full,
+    Normal,
+}
+
+impl SqliteSynchronous {
+    pub fn parse(text: &str) -> Option<Self> {
+        match text.to_ascii_lowercase().as_str() {
+            "full" => Some(Self::Full),
+            "normal" => Some(Self::Normal),
+            _ => None,
+        }
+    }
+
+    fn pragma(self) -> &'static str {
+        match self {
+            Self::Full => "PRAGMA synchronous = FULL",
+            Self::Normal => "PRAGMA synchronous = NORMAL",
+        }
+    }
 }
 
 impl Default for OpenOptions {
     fn default() -> Self {
         Self {
             max_connections: 16,
+            sqlite_synchronous: SqliteSynchronous::Full,
         }
     }
 }
@@ -139,6 +170,7 @@ impl SqlStore {
             }
         } else {
             let connect = AnyConnectOptions::from_str(&sqlite_url(url)?)?;
+            let synchronous = options.sqlite_synchronous.pragma();
             let pool = |size: u32| {
                 AnyPoolOptions::new()
                     .max_connections(size)
@@ -146,10 +178,10 @@ impl SqlStore {
                     // A file in this process cannot drop the connection: no ping round trip
                     // before each use.
                     .test_before_acquire(false)
-                    .after_connect(|conn, _meta| {
+                    .after_connect(move |conn, _meta| {
                         Box::pin(async move {
                             conn.execute("PRAGMA journal_mode = WAL").await?;
-                            conn.execute("PRAGMA synchronous = NORMAL").await?;
+                            conn.execute(synchronous).await?;
                             conn.execute("PRAGMA busy_timeout = 5000").await?;
                             conn.execute("PRAGMA foreign_keys = ON").await?;
                             Ok(())
@@ -622,7 +654,71 @@ async fn apply_unaudited(
     apply_op(tx, &change.op).await
 }
 
+/// Applies `op` and, when it changes what decisions or authentications rest on, bumps its
+/// workspace's version in the same transaction (see [`Op::supersedes`]).
 async fn apply_op(tx: &mut Transaction<'_, Any>, op: &Op) -> Result<Outcome, StoreError> {
+    let outcome = apply_op_inner(tx, op).await?;
+    if let Some(superseded) = op.supersedes() {
+        bump_version(tx, superseded).await?;
+    }
+    Ok(outcome)
+}
+
+async fn bump_version(
+    tx: &mut Transaction<'_, Any>,
+    superseded: Supersedes<'_>,
+) -> Result<(), StoreError> {
+    const UPSERT: &str = " ON CONFLICT (workspace_id) DO UPDATE \
+        SET version = workspace_versions.version + 1, changed_at = excluded.changed_at";
+    let (sql, id) = match superseded {
+        Supersedes::Workspace(ws) => (
+            ["INSERT INTO workspace_versions (workspace_id, version, changed_at) VALUES ($1, 1, $2)", UPSERT].concat(),
+            ws,
+        ),
+        Supersedes::AgentsWorkspace(agent) => (
+            ["INSERT INTO workspace_versions (workspace_id, version, changed_at) \
+              SELECT workspace_id, 1, $2 FROM agents WHERE id = $1 AND workspace_id IS NOT NULL", UPSERT].concat(),
+            agent,
+        ),
+    };
+    sqlx::query(&sql)
+        .bind(id)
+        .bind(crate::time::now_ms())
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+/// The current versions of the workspaces the changes were decided on.
+async fn current_versions(
+    conn: &mut AnyConnection,
+    changes: &[Change],
+) -> Result<HashMap<String, i64>, StoreError> {
+    let mut ids: Vec<&str> = changes
+        .iter()
+        .filter_map(|c| c.basis.as_ref().map(|b| b.workspace_id.as_str()))
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let mut sql = String::from(
+        "SELECT workspace_id, version FROM workspace_versions WHERE workspace_id IN (",
+    );
+    for i in 1..=ids.len() {
+        let _ = write!(sql, "{}${i}", if i == 1 { "" } else { ", " });
+    }
+    sql.push(')');
+    let mut query = sqlx::query(&sql);
+    for id in &ids {
+        query = query.bind(*id);
+    }
+    let mut versions: HashMap<String, i64> = ids.iter().map(|id| ((*id).to_owned(), 0)).collect();
+    for row in query.fetch_all(conn).await? {
+        versions.insert(row.try_get("workspace_id")?, row.try_get("version")?);
+    }
+    Ok(versions)
+}
+
+async fn apply_op_inner(tx: &mut Transaction<'_, Any>, op: &Op) -> Result<Outcome, StoreError> {
     match op {
         Op::Nothing => Ok(Outcome::Done),
         Op::Bootstrap { workspace, key } => {
@@ -895,6 +991,108 @@ async fn apply_op(tx: &mut Transaction<'_, Any>, op: &Op) -> Result<Outcome, Sto
     }
 }
 
+/// Applies changes (whose basis, if any, is current) in one transaction, each inside its own
+/// savepoint (see [`Store::apply`]).
+async fn apply_fresh(
+    conn: &mut AnyConnection,
+    changes: &[&Change],
+) -> Result<Vec<Result<Outcome, StoreError>>, StoreError> {
+    // A batch of pure records (decisions: no nonce, no operation) that fits one INSERT
+    // needs no transaction: the statement is atomic on its own, so the `/v1/check` hot path
+    // has no BEGIN and COMMIT round trips.
+    if changes
+        .iter()
+        .all(|c| c.nonce.is_none() && matches!(c.op, Op::Nothing))
+    {
+        let events: Vec<&AuditEvent> = changes.iter().flat_map(|c| &c.audit).collect();
+        if events.len() <= AUDIT_ROWS_PER_INSERT {
+            if !events.is_empty() {
+                // Nothing was written on failure: each change may be tried alone.
+                insert_audits(conn, &events)
+                    .await
+                    .map_err(|e| StoreError::Retryable(e.to_string()))?;
+            }
+            return Ok(changes.iter().map(|_| Ok(Outcome::Done)).collect());
+        }
+    }
+    let mut tx = conn.begin().await?;
+    let mut results = Vec::with_capacity(changes.len());
+    // A single change needs no savepoint: its failure rolls back the whole transaction.
+    if let [change] = changes {
+        let result = apply_change(&mut tx, change).await;
+        return match result {
+            Ok(outcome) => {
+                tx.commit().await?;
+                Ok(vec![Ok(outcome)])
+            }
+            Err(err @ StoreError::Retryable(_)) => {
+                tx.rollback().await?;
+                Err(err)
+            }
+            Err(err) => {
+                tx.rollback().await?;
+                Ok(vec![Err(err)])
+            }
+        };
+    }
+    // The audit events of such changes, written together before the next change that
+    // needs a savepoint and at the end: one statement for many decisions.
+    let mut pending: Vec<&AuditEvent> = Vec::new();
+    for change in changes {
+        if checks_before_writing(change) {
+            // Its precondition (the nonce claim) fails before it writes anything, so it
+            // needs no savepoint: two round trips fewer per change on the hot paths.
+            match apply_unaudited(&mut tx, change).await {
+                Ok(outcome) => {
+                    pending.extend(change.audit.iter());
+                    results.push(Ok(outcome));
+                }
+                Err(err @ (StoreError::Replay | StoreError::AgentNotActive)) => {
+                    results.push(Err(err))
+                }
+                // Anything else may have left the transaction unusable (Postgres aborts it):
+                // give the batch back to be applied change by change.
+                Err(err) => {
+                    tx.rollback().await?;
+                    return Err(StoreError::Retryable(err.to_string()));
+                }
+            }
+            continue;
+        }
+        if let Err(err) = insert_audits(&mut tx, &pending).await {
+            tx.rollback().await?;
+            return Err(StoreError::Retryable(err.to_string()));
+        }
+        pending.clear();
+        let mut savepoint = tx.begin().await?;
+        match apply_change(&mut savepoint, change).await {
+            Ok(outcome) => {
+                savepoint.commit().await?;
+                results.push(Ok(outcome));
+            }
+            // A deadlock or serialization failure is the batch's, not the change's: roll
+            // everything back and let the caller retry (nothing was committed).
+            Err(err @ StoreError::Retryable(_)) => {
+                drop(savepoint);
+                tx.rollback().await?;
+                return Err(err);
+            }
+            Err(err) => {
+                savepoint.rollback().await?;
+                results.push(Err(err));
+            }
+        }
+    }
+    if let Err(err) = insert_audits(&mut tx, &pending).await {
+        tx.rollback().await?;
+        return Err(StoreError::Retryable(err.to_string()));
+    }
+    // A failure here leaves the outcome unknown (the commit may have happened): it is
+    // reported as a database error and never retried.
+    tx.commit().await?;
+    Ok(results)
+}
+
 #[async_trait]
 impl Store for SqlStore {
     fn backend(&self) -> Backend {
@@ -924,101 +1122,31 @@ impl Store for SqlStore {
         &self,
         changes: &[Change],
     ) -> Result<Vec<Result<Outcome, StoreError>>, StoreError> {
-        // A batch of pure records (decisions: no nonce, no operation) that fits one INSERT
-        // needs no transaction: the statement is atomic on its own, so the `/v1/check` hot path
-        // has no BEGIN and COMMIT round trips.
-        if changes
-            .iter()
-            .all(|c| c.nonce.is_none() && matches!(c.op, Op::Nothing))
-        {
-            let events: Vec<&AuditEvent> = changes.iter().flat_map(|c| &c.audit).collect();
-            if events.len() <= AUDIT_ROWS_PER_INSERT {
-                if !events.is_empty() {
-                    let mut conn = self.write_conn().await?;
-                    // Nothing was written on failure: each change may be tried alone.
-                    insert_audits(&mut conn, &events)
-                        .await
-                        .map_err(|e| StoreError::Retryable(e.to_string()))?;
-                }
-                return Ok(changes.iter().map(|_| Ok(Outcome::Done)).collect());
-            }
-        }
         let mut conn = self.write_conn().await?;
-        let mut tx = conn.begin().await?;
+        if changes.iter().all(|c| c.basis.is_none()) {
+            return apply_fresh(&mut conn, &changes.iter().collect::<Vec<_>>()).await;
+        }
+        // Changes decided on a workspace version that has moved are answered `Stale` unwritten;
+        // the rest are applied. The versions are read after every change in the batch was
+        // decided, so a change answered (on any replica) before one of them was made is seen.
+        let versions = current_versions(&mut conn, changes).await?;
+        let is_stale = |c: &Change| {
+            c.basis
+                .as_ref()
+                .and_then(|b| versions.get(&b.workspace_id).filter(|v| **v != b.version))
+                .copied()
+        };
+        let fresh: Vec<&Change> = changes.iter().filter(|c| is_stale(c).is_none()).collect();
+        let mut applied = apply_fresh(&mut conn, &fresh).await?.into_iter();
         let mut results = Vec::with_capacity(changes.len());
-        // A single change needs no savepoint: its failure rolls back the whole transaction.
-        if let [change] = changes {
-            let result = apply_change(&mut tx, change).await;
-            return match result {
-                Ok(outcome) => {
-                    tx.commit().await?;
-                    Ok(vec![Ok(outcome)])
-                }
-                Err(err @ StoreError::Retryable(_)) => {
-                    tx.rollback().await?;
-                    Err(err)
-                }
-                Err(err) => {
-                    tx.rollback().await?;
-                    Ok(vec![Err(err)])
-                }
-            };
-        }
-        // The audit events of such changes, written together before the next change that
-        // needs a savepoint and at the end: one statement for many decisions.
-        let mut pending: Vec<&AuditEvent> = Vec::new();
         for change in changes {
-            if checks_before_writing(change) {
-                // Its precondition (the nonce claim) fails before it writes anything, so it
-                // needs no savepoint: two round trips fewer per change on the hot paths.
-                match apply_unaudited(&mut tx, change).await {
-                    Ok(outcome) => {
-                        pending.extend(change.audit.iter());
-                        results.push(Ok(outcome));
-                    }
-                    Err(err @ (StoreError::Replay | StoreError::AgentNotActive)) => {
-                        results.push(Err(err))
-                    }
-                    // Anything else may have left the transaction unusable (Postgres aborts it):
-                    // give the batch back to be applied change by change.
-                    Err(err) => {
-                        tx.rollback().await?;
-                        return Err(StoreError::Retryable(err.to_string()));
-                    }
-                }
-                continue;
-            }
-            if let Err(err) = insert_audits(&mut tx, &pending).await {
-                tx.rollback().await?;
-                return Err(StoreError::Retryable(err.to_string()));
-            }
-            pending.clear();
-            let mut savepoint = tx.begin().await?;
-            match apply_change(&mut savepoint, change).await {
-                Ok(outcome) => {
-                    savepoint.commit().await?;
-                    results.push(Ok(outcome));
-                }
-                // A deadlock or serialization failure is the batch's, not the change's: roll
-                // everything back and let the caller retry (nothing was committed).
-                Err(err @ StoreError::Retryable(_)) => {
-                    drop(savepoint);
-                    tx.rollback().await?;
-                    return Err(err);
-                }
-                Err(err) => {
-                    savepoint.rollback().await?;
-                    results.push(Err(err));
-                }
-            }
+            results.push(match is_stale(change) {
+                Some(version) => Err(StoreError::Stale(version)),
+                None => applied
+                    .next()
+                    .unwrap_or(Err(StoreError::Database("missing batch result".into()))),
+            });
         }
-        if let Err(err) = insert_audits(&mut tx, &pending).await {
-            tx.rollback().await?;
-            return Err(StoreError::Retryable(err.to_string()));
-        }
-        // A failure here leaves the outcome unknown (the commit may have happened): it is
-        // reported as a database error and never retried.
-        tx.commit().await?;
         Ok(results)
     }
 
@@ -1178,6 +1306,26 @@ impl Store for SqlStore {
 
     async fn changes_since(&self, since: i64) -> Result<Vec<Invalidation>, StoreError> {
         policies::changes_since(&self.read, since).await
+    }
+
+    async fn workspace_version(&self, workspace_id: &str) -> Result<i64, StoreError> {
+        let row = sqlx::query("SELECT version FROM workspace_versions WHERE workspace_id = $1")
+            .bind(workspace_id)
+            .fetch_optional(&self.read)
+            .await?;
+        Ok(row.map(|r| r.try_get("version")).transpose()?.unwrap_or(0))
+    }
+
+    async fn workspace_versions_since(&self, since: i64) -> Result<Vec<(String, i64)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT workspace_id, version FROM workspace_versions WHERE changed_at >= $1",
+        )
+        .bind(since)
+        .fetch_all(&self.read)
+        .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("workspace_id")?, r.try_get("version")?)))
+            .collect()
     }
 
     async fn policy_heads(&self) -> Result<Vec<(String, String, i64)>, StoreError> {
