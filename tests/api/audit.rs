@@ -349,3 +349,40 @@ async fn audit_events_survive_the_id_index_migration_sqlite() {
 async fn audit_events_survive_the_id_index_migration_postgres() {
     audit_events_survive_the_id_index_migration(Engine::Postgres).await;
 }
+
+both_engines! {
+    async fn a_change_decided_on_a_replaced_state_writes_nothing_and_the_rest_of_its_batch_commits(app) {
+        use acp::store::{Basis, Change, NonceClaim, Op, SqlStore, Store, StoreError};
+        let store = SqlStore::open(&app.db_url, &Default::default()).await.expect("open");
+        let ws = app.workspace_id.clone();
+        let at = |version: i64| Basis { workspace_id: ws.clone(), version };
+        let record = |n: usize, tag: &str| Change::new(Op::Nothing).audited(test_event(&ws, &format!("act_{n}"), n, tag));
+        let v0 = store.workspace_version(&ws).await.expect("version");
+        // A change decisions read moves the version, in its own transaction.
+        let pause = Change::new(Op::SetMinting { workspace_id: ws.clone(), paused: true, reason: None, at: now_ms() });
+        store.apply(&[pause]).await.expect("batch").pop().expect("one").expect("paused");
+        let v1 = store.workspace_version(&ws).await.expect("version");
+        assert_eq!(v1, v0 + 1);
+
+        // Decision-only batches (one INSERT) and batches with nonce claims alike.
+        let nonce = |n: &str| NonceClaim { scope: "test".into(), nonce: n.into(), expires_at: now_ms() + 60_000, agent_id: None };
+        let batch = vec![
+            record(1, "stale").on(at(v0)),
+            record(2, "stale").on(at(v1)),
+            record(3, "stale"),
+            record(4, "stale").on(at(v0)).with_nonce(nonce("n4")),
+            record(5, "stale").on(at(v1)).with_nonce(nonce("n5")),
+        ];
+        let results = store.apply(&batch).await.expect("batch");
+        let stale: Vec<bool> = results.iter().map(|r| matches!(r, Err(StoreError::Stale(v)) if *v == v1)).collect();
+        assert_eq!(stale, [true, false, false, true, false], "{results:?}");
+        let written: Vec<String> = stored_events(&store, &ws, "stale").await.into_iter().filter_map(|e| e.action).collect();
+        assert_eq!(written, ["act_2", "act_3", "act_5"]);
+        // The stale change's nonce was not spent: the same claim succeeds on the current state.
+        let retry = record(4, "stale").on(at(v1)).with_nonce(nonce("n4"));
+        store.apply(&[retry]).await.expect("batch").pop().expect("one").expect("committed");
+        let only_stale = store.apply(&[record(6, "stale").on(at(v0))]).await.expect("batch");
+        assert!(matches!(only_stale[..], [Err(StoreError::Stale(_))]), "{only_stale:?}");
+        store.close().await;
+    }
+}
