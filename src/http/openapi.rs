@@ -184,9 +184,6 @@ fn finish_operation(method: &str, path: &str, op: &mut Map<String, Value>, schem
         .or_insert_with(|| json!({}))
         .as_object_mut();
     if let Some(responses) = responses {
-        let mut sorted: Vec<(String, Value)> = std::mem::take(responses).into_iter().collect();
-        sorted.sort_by(|a, b| a.0.cmp(&b.0));
-        responses.extend(sorted);
         for status in add {
             if responses.contains_key(status) {
                 continue;
@@ -198,6 +195,9 @@ fn finish_operation(method: &str, path: &str, op: &mut Map<String, Value>, schem
                 );
             }
         }
+        let mut sorted: Vec<(String, Value)> = std::mem::take(responses).into_iter().collect();
+        sorted.sort_by(|a, b| a.0.cmp(&b.0));
+        responses.extend(sorted);
     }
 }
 
