@@ -21,18 +21,117 @@ pub struct HealthResponse {
     pub status: String,
 }
 
+/// Integers in JSON bodies: JSON Schema's `integer` is any number without a fractional part, so
+/// `5.0` reads as `5`, as the OpenAPI document promises; `5.5` and text are refused.
+pub mod int {
+    use serde::de::{Deserializer, Error, Visitor};
+    use std::fmt;
+
+    struct Int;
+
+    impl Visitor<'_> for Int {
+        type Value = i64;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("an integer")
+        }
+
+        fn visit_i64<E: Error>(self, v: i64) -> Result<i64, E> {
+            Ok(v)
+        }
+
+        fn visit_u64<E: Error>(self, v: u64) -> Result<i64, E> {
+            i64::try_from(v).map_err(|_| E::custom("integer out of range"))
+        }
+
+        fn visit_f64<E: Error>(self, v: f64) -> Result<i64, E> {
+            // Every integral f64 in this range converts exactly.
+            if v.fract() == 0.0 && (-9.0e15..=9.0e15).contains(&v) {
+                #[allow(clippy::cast_possible_truncation)]
+                Ok(v as i64)
+            } else {
+                Err(E::invalid_type(serde::de::Unexpected::Float(v), &self))
+            }
+        }
+    }
+
+    pub fn required<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+        d.deserialize_any(Int)
+    }
+
+    pub fn optional<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+        struct Opt;
+        impl<'de> Visitor<'de> for Opt {
+            type Value = Option<i64>;
+
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an integer or null")
+            }
+
+            fn visit_none<E: Error>(self) -> Result<Self::Value, E> {
+                Ok(None)
+            }
+
+            fn visit_unit<E: Error>(self) -> Result<Self::Value, E> {
+                Ok(None)
+            }
+
+            fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+                required(d).map(Some)
+            }
+        }
+        d.deserialize_option(Opt)
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[derive(serde::Deserialize)]
+        struct T {
+            #[serde(deserialize_with = "super::required")]
+            a: i64,
+            #[serde(default, deserialize_with = "super::optional")]
+            b: Option<i64>,
+        }
+
+        fn read(text: &str) -> Option<(i64, Option<i64>)> {
+            serde_json::from_str::<T>(text).ok().map(|t| (t.a, t.b))
+        }
+
+        #[test]
+        fn integral_numbers_read_as_integers_and_nothing_else_does() {
+            assert_eq!(read(r#"{"a": 5}"#), Some((5, None)));
+            assert_eq!(read(r#"{"a": -5.0, "b": 2.0}"#), Some((-5, Some(2))));
+            assert_eq!(read(r#"{"a": 1, "b": null}"#), Some((1, None)));
+            assert_eq!(read(r#"{"a": 5.5}"#), None);
+            assert_eq!(read(r#"{"a": "5"}"#), None);
+            assert_eq!(read(r#"{"a": 1e300}"#), None);
+            assert_eq!(read(r#"{"a": 18446744073709551615}"#), None);
+            assert_eq!(read(r#"{"a": 1, "b": "2"}"#), None);
+        }
+    }
+}
+
 // ---- agents -------------------------------------------------------------------------------
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct RegisterRequest {
+    #[schema(
+        max_length = 200,
+        pattern = r"^[^\x00]*[^\x00\t-\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000][^\x00]*$"
+    )]
     pub name: String,
     /// Base64 Ed25519 public key: the raw 32 bytes, or SPKI DER.
+    #[schema(
+        pattern = r"^[^\x00]*[^\x00\t-\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000][^\x00]*$"
+    )]
     pub public_key: String,
     /// `ed25519` (the default and only accepted value).
     #[serde(default)]
+    #[schema(pattern = "^ed25519$")]
     pub key_type: Option<String>,
     /// Free-form JSON object.
     #[serde(default)]
+    #[schema(value_type = Option<Object>)]
     pub metadata: Option<Value>,
 }
 
@@ -49,9 +148,18 @@ pub struct RegisterResponse {
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct AttestRequest {
+    #[schema(
+        pattern = r"^[^\x00]*[^\x00\t-\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000][^\x00]*$"
+    )]
     pub agent_id: String,
+    #[schema(
+        pattern = r"^[^\x00]*[^\x00\t-\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000][^\x00]*$"
+    )]
     pub challenge_id: String,
     /// Base64 of the 64-byte Ed25519 signature over the decoded challenge bytes.
+    #[schema(
+        pattern = r"^[^\x00]*[^\x00\t-\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000][^\x00]*$"
+    )]
     pub signature: String,
 }
 
@@ -110,6 +218,7 @@ pub struct AgentListResponse {
 pub struct AgentStatusRequest {
     /// Why; recorded in the audit event.
     #[serde(default)]
+    #[schema(max_length = 500)]
     pub reason: Option<String>,
 }
 
@@ -117,10 +226,12 @@ pub struct AgentStatusRequest {
 #[into_params(parameter_in = Query)]
 pub struct AgentListParams {
     /// `pending`, `active`, `suspended` or `revoked`.
+    #[param(pattern = "^(|pending|active|suspended|revoked)$")]
     pub status: Option<String>,
     /// Exact agent name.
     pub name: Option<String>,
     /// 1 to 200, default 50.
+    #[param(minimum = 1, maximum = 200)]
     pub limit: Option<i64>,
     pub cursor: Option<String>,
 }
@@ -129,16 +240,23 @@ pub struct AgentListParams {
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct VerifyRequest {
+    #[schema(min_length = 1)]
     pub agent_id: String,
     /// Uppercase HTTP method.
+    #[schema(pattern = "^[A-Z]{1,16}$")]
     pub method: String,
     /// Path only, exactly as received.
+    #[schema(max_length = 4096, pattern = r"^/[^\x00]*$")]
     pub path: String,
     /// Unix epoch milliseconds.
+    #[serde(deserialize_with = "int::required")]
     pub timestamp_ms: i64,
+    #[schema(min_length = 1)]
     pub nonce: String,
     /// Lowercase hex SHA-256 of the raw body bytes.
+    #[schema(pattern = "^[0-9a-f]{64}$")]
     pub body_sha256: String,
+    #[schema(min_length = 1)]
     pub signature_b64: String,
 }
 
@@ -163,9 +281,12 @@ pub struct VerifyResponse {
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct HeartbeatRequest {
+    #[schema(min_length = 1)]
     pub agent_id: String,
     /// Short status string: `ok`, `degraded`, `error`, ...
+    #[schema(min_length = 1, max_length = 64, pattern = r"^[^\x00-\x1f\x7f-\x9f]*$")]
     pub status: String,
+    #[schema(minimum = 0)]
     pub latency_ms: f64,
 }
 
@@ -181,6 +302,7 @@ pub struct HeartbeatResponse {
 pub struct IngestRequest {
     /// Up to 1,000 items `{agent_id, status, latency_ms, observed_at?}`; `observed_at` is
     /// ISO 8601 or epoch milliseconds. Each item is checked on its own.
+    #[schema(max_items = 1000)]
     pub items: Vec<Value>,
 }
 
@@ -221,6 +343,7 @@ pub struct RecentHeartbeatsResponse {
 pub struct RecentHeartbeatsParams {
     pub agent_id: Option<String>,
     /// 1 to 200, default 20.
+    #[param(minimum = 1, maximum = 200)]
     pub limit: Option<i64>,
 }
 
@@ -229,19 +352,29 @@ pub struct RecentHeartbeatsParams {
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct InventoryUpsertRequest {
     /// Your system's key for the agent (1 to 200 characters).
+    #[schema(
+        max_length = 200,
+        pattern = r"^[^\x00]*[^\x00\t-\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000][^\x00]*$"
+    )]
     pub external_agent_key: String,
+    #[schema(min_length = 1)]
     pub agent_id: String,
     #[serde(default)]
+    #[schema(max_length = 200)]
     pub display_name: Option<String>,
-    /// Object of string values.
+    /// Object of at most 64 string values (keys 1 to 100 characters, values up to 200).
     #[serde(default)]
+    #[schema(value_type = Option<std::collections::HashMap<String, String>>)]
     pub labels: Option<Value>,
     #[serde(default)]
+    #[schema(max_length = 200)]
     pub environment: Option<String>,
     #[serde(default)]
+    #[schema(max_length = 200)]
     pub source: Option<String>,
     /// Default `active`.
     #[serde(default)]
+    #[schema(max_length = 200)]
     pub status: Option<String>,
 }
 
@@ -327,6 +460,7 @@ pub struct AuditFilters {
 #[into_params(parameter_in = Query)]
 pub struct AuditPageParams {
     /// 1 to 200, default 50.
+    #[param(minimum = 1, maximum = 200)]
     pub limit: Option<i64>,
     pub cursor: Option<String>,
 }
@@ -335,11 +469,13 @@ pub struct AuditPageParams {
 pub struct AuditExportRequest {
     /// `json` (default) or `csv`.
     #[serde(default)]
+    #[schema(pattern = "^(json|csv)$")]
     pub format: Option<String>,
     #[serde(default)]
     pub filters: Option<AuditFilters>,
     /// 1 to 10,000, default 1,000.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "int::optional")]
+    #[schema(minimum = 1, maximum = 10000)]
     pub limit: Option<i64>,
 }
 
@@ -359,6 +495,7 @@ pub struct OkResponse {
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct StartLoginRequest {
+    #[schema(format = Email, max_length = 254)]
     pub email: String,
 }
 
@@ -370,6 +507,9 @@ pub struct StartLoginResponse {
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct VerifyLoginRequest {
+    #[schema(
+        pattern = r"^[^\x00]*[^\x00\t-\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000][^\x00]*$"
+    )]
     pub token: String,
 }
 
@@ -426,6 +566,10 @@ pub struct WorkspaceListResponse {
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct CreateWorkspaceRequest {
+    #[schema(
+        max_length = 200,
+        pattern = r"^[^\x00]*[^\x00\t-\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000][^\x00]*$"
+    )]
     pub name: String,
 }
 
@@ -437,6 +581,9 @@ pub struct WorkspaceResponse {
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct SelectWorkspaceRequest {
+    #[schema(
+        pattern = r"^[^\x00]*[^\x00\t-\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000][^\x00]*$"
+    )]
     pub workspace_id: String,
 }
 
@@ -469,6 +616,7 @@ pub struct ApiKeyListResponse {
 #[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
 pub struct CreateApiKeyRequest {
     #[serde(default)]
+    #[schema(max_length = 100)]
     pub name: Option<String>,
     /// A `svc_live_` key instead of `svc_test_`.
     #[serde(default)]
@@ -502,9 +650,14 @@ pub struct TokenListResponse {
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct CreateTokenRequest {
+    #[schema(
+        max_length = 100,
+        pattern = r"^[^\x00]*[^\x00\t-\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000][^\x00]*$"
+    )]
     pub name: String,
     /// 1 to 365, default 90.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "int::optional")]
+    #[schema(minimum = 1, maximum = 365)]
     pub expires_in_days: Option<i64>,
 }
 
@@ -531,9 +684,11 @@ pub struct MemberListResponse {
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct AddMemberRequest {
+    #[schema(format = Email, max_length = 254)]
     pub email: String,
     /// `owner`, `admin` or `member` (default).
     #[serde(default)]
+    #[schema(pattern = "^(owner|admin|member)$")]
     pub role: Option<String>,
 }
 
@@ -566,8 +721,17 @@ pub struct StatusSummary {
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ContactRequest {
+    #[schema(
+        max_length = 200,
+        pattern = r"^[^\x00]*[^\x00\t-\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000][^\x00]*$"
+    )]
     pub name: String,
+    #[schema(format = Email, max_length = 254)]
     pub email: String,
+    #[schema(
+        max_length = 5000,
+        pattern = r"^[^\x00]*[^\x00\t-\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000][^\x00]*$"
+    )]
     pub message: String,
 }
 
@@ -584,17 +748,24 @@ pub struct ContactResponse {
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct CheckRequest {
+    #[schema(min_length = 1)]
     pub agent_id: String,
     /// Default `pol_default`.
     #[serde(default)]
     pub policy_id: Option<String>,
     /// E.g. `refund`, `send_email`.
+    #[schema(
+        max_length = 128,
+        pattern = r#"^[^\x00-\x1f\x7f-\x9f"\\]*[^\x00-\x1f\x7f-\x9f"\\\t-\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000][^\x00-\x1f\x7f-\x9f"\\]*$"#
+    )]
     pub action: String,
     /// Action data (amount, currency, ...): an object.
     #[serde(default)]
+    #[schema(value_type = Option<Object>)]
     pub context: Option<Value>,
     /// For `send_email`: `{to, cc, bcc, subject, attachments: [{filename, content_type, size_bytes}]}`.
     #[serde(default)]
+    #[schema(value_type = Option<Object>)]
     pub email: Option<Value>,
 }
 
@@ -642,6 +813,7 @@ pub struct SyncRequest {
     #[serde(default)]
     pub expected_policy_hash: Option<String>,
     /// The policy spec (see docs/policy-spec.md).
+    #[schema(value_type = Object)]
     pub spec: Value,
 }
 
@@ -750,6 +922,7 @@ pub struct PolicyChallengeResponse {
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ApprovalDecisionRequest {
     /// `approve` or `deny`.
+    #[schema(pattern = "^(approve|deny)$")]
     pub decision: String,
 }
 
@@ -770,6 +943,7 @@ pub struct ClaimInfoResponse {
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ClaimDecisionRequest {
     /// `claim` or `reject`.
+    #[schema(pattern = "^(claim|reject)$")]
     pub decision: String,
 }
 
@@ -789,6 +963,24 @@ pub struct UpdateWorkspaceSettings {
 
 // ---- credentials and kill switch ----------------------------------------------------------
 
+/// A credential scope: 1 to 128 of `A-Za-z0-9:._/*-`.
+#[derive(ToSchema)]
+#[schema(pattern = "^[A-Za-z0-9:._/*-]{1,128}$")]
+pub struct Scope(pub String);
+
+fn integer_or_text() -> utoipa::openapi::schema::Schema {
+    use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Schema, Type};
+    Schema::OneOf(
+        OneOfBuilder::new()
+            .item(ObjectBuilder::new().schema_type(Type::Integer))
+            .item(ObjectBuilder::new().schema_type(Type::String))
+            .description(Some(
+                "Unix epoch milliseconds (a number, or its decimal text exactly as signed).",
+            ))
+            .build(),
+    )
+}
+
 /// The agent's own signature over the exchange, made like a signed request's (canonical string
 /// `METHOD\nPATH\nTIMESTAMP\nNONCE\nBODY_SHA256`).
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -796,7 +988,7 @@ pub struct AgentRequestProof {
     pub method: String,
     pub path: String,
     /// Unix epoch milliseconds (a number, or its decimal text exactly as signed).
-    #[schema(value_type = Object)]
+    #[schema(schema_with = integer_or_text)]
     pub timestamp_ms: Value,
     pub nonce: String,
     /// Lowercase hex SHA-256 of the body the agent signed.
@@ -807,19 +999,24 @@ pub struct AgentRequestProof {
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct TokenExchangeRequest {
     #[serde(default)]
+    #[schema(required = true, min_length = 1)]
     pub agent_id: String,
     #[serde(default)]
+    #[schema(max_length = 200, pattern = r"^[^\x00-\x1f\x7f-\x9f]*$")]
     pub audience: Option<String>,
     /// Default `pol_default`; evaluated as action `token_exchange`.
     #[serde(default)]
     pub policy_id: Option<String>,
     #[serde(default)]
+    #[schema(max_items = 32, value_type = Option<Vec<Scope>>)]
     pub scopes: Option<Vec<String>>,
     /// Default 900, at most 3600.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "int::optional")]
+    #[schema(minimum = 1, maximum = 3600)]
     pub ttl_seconds: Option<i64>,
     /// More facts for the policy (an object).
     #[serde(default)]
+    #[schema(value_type = Option<Object>)]
     pub context: Option<Value>,
     pub agent_request: AgentRequestProof,
 }
@@ -838,6 +1035,7 @@ pub struct TokenExchangeResponse {
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct EmailSendRequest {
     #[serde(default)]
+    #[schema(required = true, min_length = 1)]
     pub agent_id: String,
     /// Default `pol_default`; evaluated as action `send_email`.
     #[serde(default)]
@@ -859,21 +1057,27 @@ pub struct EmailSendResponse {
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct MintRequest {
+    #[schema(min_length = 1)]
     pub agent_id: String,
     #[serde(default)]
+    #[schema(max_length = 200, pattern = r"^[^\x00-\x1f\x7f-\x9f]*$")]
     pub provider: Option<String>,
     #[serde(default)]
+    #[schema(max_length = 200, pattern = r"^[^\x00-\x1f\x7f-\x9f]*$")]
     pub audience: Option<String>,
     /// Default 300, at most 3600.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "int::optional")]
+    #[schema(minimum = 1, maximum = 3600)]
     pub ttl_seconds: Option<i64>,
     #[serde(default)]
     pub one_time: Option<bool>,
     /// Up to 32 of `[A-Za-z0-9:._/*-]{1,128}`.
     #[serde(default)]
+    #[schema(max_items = 32, value_type = Option<Vec<Scope>>)]
     pub scopes: Option<Vec<String>>,
     /// `opaque` (default) or `jwt` (EdDSA, verifiable with `/.well-known/jwks.json`).
     #[serde(default)]
+    #[schema(pattern = "^(|opaque|jwt)$")]
     pub token_type: Option<String>,
     /// Default `pol_default`; the mint is checked as action `mint_credential`.
     #[serde(default)]
@@ -905,13 +1109,16 @@ pub struct RevokeRequest {
     #[serde(default)]
     pub cred_id: Option<String>,
     #[serde(default)]
+    #[schema(max_length = 200, pattern = r"^[^\x00-\x1f\x7f-\x9f]*$")]
     pub reason: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct RevokeByAgentRequest {
+    #[schema(min_length = 1)]
     pub agent_id: String,
     #[serde(default)]
+    #[schema(max_length = 200, pattern = r"^[^\x00-\x1f\x7f-\x9f]*$")]
     pub reason: Option<String>,
 }
 
@@ -923,6 +1130,7 @@ pub struct RevokeResponse {
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct IntrospectRequest {
+    #[schema(min_length = 1)]
     pub token: String,
 }
 
@@ -946,12 +1154,14 @@ pub struct IntrospectResponse {
 pub struct MintingSwitchRequest {
     pub paused: bool,
     #[serde(default)]
+    #[schema(max_length = 200, pattern = r"^[^\x00-\x1f\x7f-\x9f]*$")]
     pub reason: Option<String>,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
 pub struct RevokeAllRequest {
     #[serde(default)]
+    #[schema(max_length = 200, pattern = r"^[^\x00-\x1f\x7f-\x9f]*$")]
     pub reason: Option<String>,
 }
 
@@ -966,11 +1176,14 @@ pub struct KillSwitchStatus {
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct FeedbackRequest {
+    #[schema(min_length = 1)]
     pub agent_id: String,
     /// `good` or `bad`.
+    #[schema(pattern = "^(good|bad)$")]
     pub verdict: String,
     /// Free-form, e.g. `{"reason": "spam"}`.
     #[serde(default)]
+    #[schema(value_type = Option<Object>)]
     pub evidence: Option<Value>,
 }
 

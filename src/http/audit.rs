@@ -71,7 +71,8 @@ pub async fn events(
 /// Exports audit events as JSON or CSV (newest first).
 #[utoipa::path(post, path = "/v1/workspace/audit/export", tag = "audit", request_body = AuditExportRequest,
     security(("api_key" = [])),
-    responses((status = 200, description = "JSON (`format: json`) or `text/csv` (`format: csv`)", body = AuditExportResponse),
+    responses((status = 200, description = "JSON (`format: json`) or `text/csv` (`format: csv`)",
+            content((AuditExportResponse = "application/json"), (String = "text/csv"))),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
 pub async fn export(
     State(ctx): State<SharedContext>,

@@ -65,12 +65,24 @@ fn field_of(path: &serde_path_to_error::Path) -> Option<String> {
 
 /// Parses a JSON body into `T`, naming the offending field in the error code:
 /// `missing_<field>` for an absent required field, `invalid_<field>` for a wrong type, and
-/// `invalid_json` for a body that is not a JSON object at all. An empty body reads as `{}`.
+/// `invalid_json` for a body that is not a JSON object at all (an array, even one serde could
+/// read as a struct, is refused). An empty body reads as `{}`.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
-        b"{}"
-    } else {
-        bytes
+    let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+    let bytes: &[u8] = match first {
+        None => b"{}",
+        Some(b'{') => bytes,
+        Some(_) => {
+            let well_formed = serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok();
+            return Err(ApiError::bad_request(
+                "invalid_json",
+                if well_formed {
+                    "the body must be a JSON object"
+                } else {
+                    "the body is not valid JSON"
+                },
+            ));
+        }
     };
     // The common case, a well-formed body, is parsed without tracking paths; only a body that
     // fails is parsed again to name the offending field.
@@ -503,6 +515,13 @@ mod tests {
         count: Option<u32>,
     }
 
+    #[derive(Debug, serde::Deserialize)]
+    struct AllOptional {
+        #[serde(default)]
+        #[allow(dead_code)]
+        reason: Option<String>,
+    }
+
     fn code(body: &str) -> String {
         match parse_json::<Body>(body.as_bytes()) {
             Ok(b) => format!("ok:{}:{:?}", b.name, b.count),
@@ -519,6 +538,16 @@ mod tests {
         assert!(code(r#"{"name":"a"} trailing"#).starts_with("invalid_json:"));
         assert!(code(r#"{"name":"a""#).starts_with("invalid_json:"));
         assert!(code("[1, 2]").starts_with("invalid_json:"));
+        // A struct whose fields are all optional must not be read from an array.
+        assert_eq!(
+            parse_json::<AllOptional>(b" []")
+                .map_err(|e| e.message)
+                .err(),
+            Some("the body must be a JSON object".to_owned())
+        );
+        assert!(parse_json::<AllOptional>(b"").is_ok());
+        assert!(code("\"x\"").starts_with("invalid_json:"));
+        assert!(code("null").starts_with("invalid_json:"));
         // An empty body reads as `{}`.
         assert!(code("   ").starts_with("missing_name:"));
     }

@@ -6,6 +6,7 @@ pub mod approvals;
 pub mod audit;
 pub mod credentials;
 pub mod extract;
+pub mod openapi;
 pub mod pages;
 pub mod policies;
 pub mod session;
@@ -86,15 +87,11 @@ impl Modify for SecuritySchemes {
         );
         components.add_security_scheme(
             "agent_signature",
-            SecurityScheme::Http(
-                HttpBuilder::new()
-                    .scheme(HttpAuthScheme::Bearer)
-                    .description(Some(
-                        "Ed25519 request signature: headers X-Service-Agent-Id, X-Service-Timestamp (ms), \
-                         X-Service-Nonce, X-Service-Signature over METHOD\\nPATH\\nTIMESTAMP\\nNONCE\\nSHA256(body)",
-                    ))
-                    .build(),
-            ),
+            SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
+                "X-Service-Signature",
+                "Ed25519 request signature (standard base64) over METHOD\\nPATH\\nTIMESTAMP\\nNONCE\\nSHA256(body), \
+                 sent with the headers X-Service-Agent-Id, X-Service-Timestamp (ms) and X-Service-Nonce",
+            ))),
         );
     }
 }
@@ -195,10 +192,17 @@ fn routes() -> OpenApiRouter<SharedContext> {
 /// The OpenAPI document of every route the server has, pretty-printed (the committed copy in
 /// `schemas/openapi.json` must equal it).
 pub fn openapi_document() -> String {
-    let (_, doc) = routes().split_for_parts();
-    let mut text = doc.to_pretty_json().unwrap_or_default();
-    text.push('\n');
-    text
+    static DOCUMENT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    DOCUMENT
+        .get_or_init(|| {
+            let (_, doc) = routes().split_for_parts();
+            let mut value = serde_json::to_value(&doc).unwrap_or_default();
+            openapi::finish(&mut value);
+            let mut text = serde_json::to_string_pretty(&value).unwrap_or_default();
+            text.push('\n');
+            text
+        })
+        .clone()
 }
 
 async fn request_timed_out(err: tower::BoxError) -> ApiError {
@@ -228,6 +232,55 @@ async fn method_not_allowed() -> ApiError {
     )
 }
 
+/// Longest accepted path and query, in bytes; longer ones are answered 414 `uri_too_long`.
+pub const MAX_URI_BYTES: usize = 8 * 1024;
+
+/// The request headers the server reads: a value that is not visible ASCII is answered 400
+/// `invalid_header` rather than read as absent.
+const READ_HEADERS: &[&str] = &[
+    "authorization",
+    "content-type",
+    "idempotency-key",
+    "x-csrf-token",
+    "x-service-api-key",
+    "x-service-workspace-id",
+    "x-service-agent-id",
+    "x-service-timestamp",
+    "x-service-nonce",
+    "x-service-signature",
+    "x-service-feedback-timestamp",
+    "x-service-feedback-nonce",
+    "x-service-feedback-signature",
+];
+
+/// Answers, in the error envelope, what is wrong with a request's head before any handler
+/// runs: an over-long URI (414) or a header the server reads that it cannot read as text (400).
+async fn check_request_head(
+    req: Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let uri_len = req.uri().path_and_query().map_or(0, |pq| pq.as_str().len());
+    if uri_len > MAX_URI_BYTES {
+        return ApiError::new(
+            StatusCode::URI_TOO_LONG,
+            "uri_too_long",
+            format!("the path and query are limited to {MAX_URI_BYTES} bytes"),
+        )
+        .into_response();
+    }
+    let headers = req.headers();
+    for name in READ_HEADERS {
+        if headers.get_all(*name).iter().any(|v| v.to_str().is_err()) {
+            return ApiError::bad_request(
+                "invalid_header",
+                format!("the `{name}` header must be visible ASCII text"),
+            )
+            .into_response();
+        }
+    }
+    next.run(req).await
+}
+
 /// How long a request may take before it is answered 408 `request_timeout`.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -235,7 +288,8 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// stack: each `Router::layer` call boxes every route's service once more, and a request then
 /// pays one clone and one boxed future per call. Outermost first: a request id (kept when the
 /// client sent one) and its copy on the response, the request's span, the panic guard (500
-/// `internal_error`), the timeout (408 `request_timeout`), the body limit.
+/// `internal_error`), the request head check (414 `uri_too_long`, 400 `invalid_header`), the
+/// timeout (408 `request_timeout`), the body limit.
 fn with_middleware<S: Clone + Send + Sync + 'static>(
     router: Router<S>,
     timeout: Duration,
@@ -263,6 +317,7 @@ fn with_middleware<S: Clone + Send + Sync + 'static>(
                     ApiError::internal("a handler panicked").into_response()
                 },
             ))
+            .layer(axum::middleware::from_fn(check_request_head))
             .layer(HandleErrorLayer::new(request_timed_out))
             .timeout(timeout)
             .layer(DefaultBodyLimit::max(extract::MAX_BODY_BYTES)),

@@ -29,8 +29,10 @@ pub async fn run_checks(
     method: axum::http::Method,
     headers: HeaderMap,
 ) -> ApiResult<Json<StatusSummary>> {
-    let uses_api_key =
-        presented_api_key(&headers).is_some_and(crate::identity::api_keys::is_well_formed);
+    // An `X-Service-Api-Key` header, even a malformed one, asks for the key's authentication
+    // (so a bad key is refused rather than ignored); so does a well-formed key as bearer token.
+    let uses_api_key = headers.contains_key("x-service-api-key")
+        || presented_api_key(&headers).is_some_and(crate::identity::api_keys::is_well_formed);
     let (actor, workspace) = if uses_api_key {
         let caller = authenticate(&ctx, &headers).await?;
         (caller.actor(), caller.workspace_id)

@@ -436,7 +436,8 @@ pub async fn logout(ctx: &Context, principal: &Principal) -> ApiResult<()> {
 }
 
 pub fn session_required() -> ApiError {
-    ApiError::bad_request(
+    ApiError::new(
+        axum::http::StatusCode::FORBIDDEN,
         "session_required",
         "this needs a browser session, not an access token",
     )

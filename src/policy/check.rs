@@ -109,7 +109,7 @@ async fn check_with(
     if action.is_empty() {
         return Err(ApiError::missing("action"));
     }
-    if action.len() > 128
+    if action.chars().count() > 128
         || action
             .chars()
             .any(|c| c.is_control() || c == '"' || c == '\\')

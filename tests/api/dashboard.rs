@@ -255,7 +255,7 @@ both_engines! {
         assert_eq!((s.as_u16(), body["auth"].as_str()), (200, Some("token")));
         // A token needs no CSRF token, but cannot mint more tokens.
         let res = app.client.post(app.url("/v1/auth/tokens")).bearer_auth(&token).json(&json!({"name": "more"})).send().await.unwrap();
-        assert_error(res, 400, "session_required").await;
+        assert_error(res, 403, "session_required").await;
         let token_id = pat["access_token"]["token_id"].as_str().unwrap();
         assert_eq!(ops.post(&format!("/v1/auth/tokens/{token_id}/revoke"), &json!({})).await.status(), 200);
         assert_error(me().await.unwrap(), 401, "invalid_token").await;

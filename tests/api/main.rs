@@ -21,6 +21,7 @@ mod email;
 mod foundation;
 mod isolation;
 mod jwt;
+mod openapi;
 mod policies;
 mod policy_cli;
 mod replicas;

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Property-based API fuzzing: schemathesis, with all its checks, against the real server's own
+# `/openapi.json`. A fresh `acp serve` on a temporary SQLite file is fuzzed twice: once with the
+# workspace API key, once with a personal access token of an owner (so that the operations for
+# people, which refuse API keys, are reached too). Fails on any 5xx and on any answer the document
+# does not allow (status, content type, headers, body schema), on bad input that is accepted and
+# valid input that is refused.
+#
+# Environment: ACP_FUZZ_SECONDS (time budget of each of the two runs, default 90),
+# ACP_FUZZ_SEED (default: random, printed), ACP_FUZZ_VENV (where schemathesis is installed,
+# default target/fuzz-venv). Needs python3 (3.9+) with venv and pip, curl, and target/debug/acp
+# (built here when absent).
+#
+# Nothing is excluded: every operation and every check runs in both passes. The server's rate
+# limits are raised for the run so that rate-limited operations are exercised rather than
+# answered 429 (which the document allows) after their first few calls.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SCHEMATHESIS_VERSION=4.32.5
+seconds="${ACP_FUZZ_SECONDS:-90}"
+seed="${ACP_FUZZ_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}"
+venv="${ACP_FUZZ_VENV:-target/fuzz-venv}"
+
+if [ ! -x "$venv/bin/st" ] || ! "$venv/bin/st" --version 2>/dev/null | grep -q "$SCHEMATHESIS_VERSION"; then
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION"
+fi
+[ -x target/debug/acp ] || cargo build -q --bin acp
+
+dir=$(mktemp -d)
+pid=
+cleanup() {
+    if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+    rm -rf "$dir"
+}
+trap cleanup EXIT
+
+key="svc_test_$(head -c 64 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 43)"
+ACP_BOOTSTRAP_API_KEY="$key" \
+    ACP_LOGIN_LIMIT_PER_EMAIL=100000 ACP_LOGIN_LIMIT_PER_IP=100000 \
+    ACP_REGISTER_LIMIT_PER_IP=100000 ACP_CONTACT_LIMIT_PER_IP=100000 \
+    target/debug/acp serve --addr 127.0.0.1:0 --database-url "sqlite:$dir/acp.db" \
+    > "$dir/out.txt" 2> "$dir/err.txt" &
+pid=$!
+for _ in $(seq 1 100); do grep -q '^acp listening on' "$dir/out.txt" 2>/dev/null && break; sleep 0.1; done
+url=$(sed -n 's/^acp listening on \([^ ]*\).*/\1/p' "$dir/out.txt")
+[ -n "$url" ] || { cat "$dir/err.txt"; exit 1; }
+target/debug/acp healthcheck --url "$url"
+
+# An owner of the default workspace logs in through the outbox and makes a token.
+acp() { target/debug/acp --database-url "sqlite:$dir/acp.db" "$@"; }
+ws=$(sed -n 's/^Created the default workspace \([^.]*\)\..*/\1/p' "$dir/out.txt")
+acp workspace add-member --workspace "$ws" --email fuzz@example.com --role owner > /dev/null
+curl -sf -X POST "$url/auth/start-login" -H 'Content-Type: application/json' -d '{"email":"fuzz@example.com"}' > /dev/null
+login=$(acp outbox list --limit 1 --json | grep -o 'token=[A-Za-z0-9_-]*' | head -1 | cut -d= -f2)
+[ -n "$login" ] || { echo "no login link in the outbox"; exit 1; }
+csrf=$(curl -sf -c "$dir/cookies" -X POST "$url/auth/verify-login" -H 'Content-Type: application/json' \
+    -d "{\"token\":\"$login\"}" | sed -n 's/.*"csrf_token":"\([^"]*\)".*/\1/p')
+pat=$(curl -sf -b "$dir/cookies" -X POST "$url/v1/auth/tokens" -H 'Content-Type: application/json' \
+    -H "X-CSRF-Token: $csrf" -d '{"name":"api-fuzz","expires_in_days":1}' |
+    sed -n 's/.*"token":"\(svc_pat_[^"]*\)".*/\1/p')
+[ -n "$pat" ] || { echo "no personal access token"; exit 1; }
+
+fuzz() {
+    local name=$1 budget=$2
+    shift 2
+    echo "== schemathesis, $name (seed $seed, ${budget}s)"
+    # One worker: Python 3.11's parser is not thread-safe, and hypothesis parses while drawing.
+    "$venv/bin/st" --config-file scripts/api-fuzz.toml run "$url/openapi.json" --url "$url" \
+        --checks all --max-time "$budget" --seed "$seed" --workers 1 --request-timeout 30 \
+        --no-color --generation-database none --report junit --report-dir "$dir/report-$name" "$@"
+}
+status=0
+fuzz api-key "$seconds" -H "X-Service-Api-Key: $key" || status=1
+# The token names its workspace: the run may create more workspaces for the user, and a token
+# that spans several must name one (else 400 `workspace_required`).
+person=(-H "Authorization: Bearer $pat" -H "X-Service-Workspace-Id: $ws")
+# Two operations can take the run's own access away: revoking a token (the fuzzer lists the
+# tokens and follows their ids, so it revokes the run's own) and removing a member (after adding
+# another owner, it removes the user itself). Either would leave the rest of the run answering
+# 401 or 403, so they get a pass of their own, last.
+last=(--include-name 'POST /v1/auth/tokens/{token_id}/revoke'
+    --include-name 'POST /v1/workspace/members/{user_id}/remove')
+first=(--exclude-name 'POST /v1/auth/tokens/{token_id}/revoke'
+    --exclude-name 'POST /v1/workspace/members/{user_id}/remove')
+fuzz access-token "$seconds" "${person[@]}" "${first[@]}" || status=1
+fuzz access-token-last 30 "${person[@]}" "${last[@]}" || status=1
+if grep -q 'panicked' "$dir/err.txt"; then
+    echo "the server panicked:"
+    grep -A5 'panicked' "$dir/err.txt"
+    status=1
+fi
+exit $status
