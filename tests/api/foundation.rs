@@ -160,3 +160,39 @@ fn migrations_come_in_pairs() {
         );
     }
 }
+
+#[test]
+fn the_docs_link_only_to_files_in_the_repository() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut pages = vec![root.join("README.md")];
+    for entry in std::fs::read_dir(root.join("docs")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "md") {
+            pages.push(path);
+        }
+    }
+    for page in pages {
+        let text = std::fs::read_to_string(&page).unwrap();
+        for outside in ["shared/spec", "/work/", "CONTRACT.md", "interface-spec.md"] {
+            assert!(
+                !text.contains(outside),
+                "{} names `{outside}`, which is not in the repository",
+                page.display()
+            );
+        }
+        // Every relative link `](path)` names a file or folder that exists.
+        for (_, rest) in text.match_indices("](").map(|(i, _)| ((), &text[i + 2..])) {
+            let target = rest.split(')').next().unwrap_or("");
+            let target = target.split('#').next().unwrap_or("");
+            if target.is_empty() || target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            let dir = page.parent().unwrap();
+            assert!(
+                dir.join(target).exists(),
+                "{} links to `{target}`, which does not exist",
+                page.display()
+            );
+        }
+    }
+}
