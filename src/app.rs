@@ -47,9 +47,28 @@ pub async fn open_store(config: &Config) -> anyhow::Result<Arc<SqlStore>> {
 }
 
 /// Opens a database that `acp serve` made before (the admin commands): never creates one. An
-/// SQLite file that is not there is an error naming the URL, not a new empty database.
+/// SQLite file that is not there, or a Postgres database `acp serve` never set up, is an error
+/// naming the URL, not a new empty database.
 pub async fn open_existing_store(config: &Config) -> anyhow::Result<Arc<SqlStore>> {
     let url = &config.database_url;
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        use sqlx::Connection;
+        let cannot = || format!("cannot open the database `{}`", redact_url(url));
+        let mut conn = sqlx::PgConnection::connect(url)
+            .await
+            .with_context(cannot)?;
+        let found: Option<String> = sqlx::query_scalar("SELECT to_regclass('workspaces')::text")
+            .fetch_one(&mut conn)
+            .await
+            .with_context(cannot)?;
+        let _ = conn.close().await;
+        if found.is_none() {
+            anyhow::bail!(
+                "no acp database at {} (start `acp serve` first or pass --database-url)",
+                redact_url(url)
+            );
+        }
+    }
     if let Some((path, query)) = crate::store::sqlite_file(url) {
         if !std::path::Path::new(path).is_file() {
             anyhow::bail!(

@@ -60,10 +60,14 @@ pub async fn run(args: &ServeArgs) -> anyhow::Result<i32> {
     let base = format!("http://{}{prefix}", app.local_addr());
     // How the admin commands find this database (never with a password in it).
     let url = &app.context().config.database_url;
-    let database = if redact_url(url) == *url {
-        format!("--database-url {url}")
-    } else {
+    let has_password = url
+        .split_once("://")
+        .and_then(|(_, rest)| rest.rsplit_once('@'))
+        .is_some_and(|(credentials, _)| credentials.contains(':'));
+    let database = if has_password {
         "--database-url (the server's)".to_owned()
+    } else {
+        format!("--database-url {url}")
     };
     if let Some(boot) = &app.bootstrap {
         line(format!(

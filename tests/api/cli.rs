@@ -328,6 +328,39 @@ async fn admin_commands_never_create_a_database() {
     assert!(!err.contains("hunter2"), "{err}");
 }
 
+/// On Postgres, a database `acp serve` never set up is not one either: nothing is created in it.
+#[cfg(acp_postgres)]
+#[tokio::test]
+async fn admin_commands_never_set_up_a_postgres_database() {
+    use sqlx::Connection;
+    let dir = tempfile::tempdir().unwrap();
+    let db = TestDb::new(Engine::Postgres).await;
+    let out = run_in(
+        dir.path(),
+        &["workspace", "create", "team", "--database-url", &db.url],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains(&format!(
+            "no acp database at {}",
+            acp::app::redact_url(&db.url)
+        )),
+        "{}",
+        text(&out)
+    );
+    let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    let tables: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(tables, 0, "no schema was made");
+    conn.close().await.unwrap();
+    db.drop_database().await;
+}
+
 /// `acp serve` on `db_url` with `env`; answers the process and its stdout and stderr lines as
 /// they come.
 fn serve(
@@ -403,6 +436,17 @@ async fn a_failed_first_start_creates_nothing(engine: Engine) {
     if engine == Engine::Sqlite {
         let file = db.url.trim_start_matches("sqlite:");
         assert!(!Path::new(file).exists(), "no database file was made");
+    } else {
+        use sqlx::Connection;
+        let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
+        let tables: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'",
+        )
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+        assert_eq!(tables, 0, "the database was not touched");
+        conn.close().await.unwrap();
     }
 
     // The port is taken: the database may be prepared, but no workspace is bootstrapped.
@@ -450,6 +494,29 @@ async fn a_failed_first_start_creates_nothing(engine: Engine) {
         .await
         .unwrap();
     assert_eq!(res.status(), 200, "the shown key works");
+    // The banner's admin commands name this database, so they work from any folder.
+    let more = stdout
+        .iter()
+        .find_map(|l| l.strip_prefix("More keys: "))
+        .unwrap_or_else(|| panic!("{all}"))
+        .replace(" [--live]", "");
+    assert!(
+        more.ends_with(&format!("--database-url {}", db.url)),
+        "{more}"
+    );
+    let args: Vec<&str> = more.split_whitespace().skip(1).collect();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let out = run_in(
+        elsewhere.path(),
+        &[&args[..], &["--output", "json"]].concat(),
+    )
+    .await;
+    assert!(out.status.success(), "{more}: {}", text(&out));
+    let made: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(made["api_key"]["key"]
+        .as_str()
+        .unwrap()
+        .starts_with("svc_test_"));
     child.kill().await.ok();
     db.drop_database().await;
 }
