@@ -49,11 +49,11 @@ url=$(sed -n 's/^acp listening on \([^ ]*\).*/\1/p' "$dir/out.txt")
 target/debug/acp healthcheck --url "$url"
 
 # An owner of the default workspace logs in through the outbox and makes a token.
-acp() { target/debug/acp --database-url "sqlite:$dir/acp.db" "$@"; }
+acp() { ACP_DATABASE_URL="sqlite:$dir/acp.db" target/debug/acp "$@"; }
 ws=$(sed -n 's/^Created the default workspace \([^.]*\)\..*/\1/p' "$dir/out.txt")
 acp workspace add-member --workspace "$ws" --email fuzz@example.com --role owner > /dev/null
 curl -sf -X POST "$url/auth/start-login" -H 'Content-Type: application/json' -d '{"email":"fuzz@example.com"}' > /dev/null
-login=$(acp outbox list --limit 1 --json | grep -o 'token=[A-Za-z0-9_-]*' | head -1 | cut -d= -f2)
+login=$(acp outbox list --limit 1 --output json | grep -o 'token=[A-Za-z0-9_-]*' | head -1 | cut -d= -f2)
 [ -n "$login" ] || { echo "no login link in the outbox"; exit 1; }
 csrf=$(curl -sf -c "$dir/cookies" -X POST "$url/auth/verify-login" -H 'Content-Type: application/json' \
     -d "{\"token\":\"$login\"}" | sed -n 's/.*"csrf_token":"\([^"]*\)".*/\1/p')

@@ -25,11 +25,11 @@ agent=$(curl -sf -X POST "$url/v1/agents/register" -H 'Content-Type: application
 ACP_URL="$url" ACP_API_KEY="$key" AGENT_ID="$agent" AUTO_DECIDE=approve target/debug/examples/approval_backend deploy '{"environment":"staging"}'
 # The enforcement example needs its policy: an owner logs in through the outbox, makes a
 # personal access token, and `acp sync --apply`s policies/payments-enforcement.yaml with it.
-acp() { target/debug/acp --database-url "sqlite:$dir/acp.db" "$@"; }
+acp() { ACP_DATABASE_URL="sqlite:$dir/acp.db" target/debug/acp "$@"; }
 ws=$(sed -n 's/^Created the default workspace \([^.]*\)\..*/\1/p' "$dir/out.txt")
 acp workspace add-member --workspace "$ws" --email ops@example.com --role owner > /dev/null
 curl -sf -X POST "$url/auth/start-login" -H 'Content-Type: application/json' -d '{"email":"ops@example.com"}' > /dev/null
-token=$(acp outbox list --limit 1 --json | grep -o 'token=[A-Za-z0-9_-]*' | head -1 | cut -d= -f2)
+token=$(acp outbox list --limit 1 --output json | grep -o 'token=[A-Za-z0-9_-]*' | head -1 | cut -d= -f2)
 [ -n "$token" ] || { echo "no login link in the outbox"; exit 1; }
 csrf=$(curl -sf -c "$dir/cookies" -X POST "$url/auth/verify-login" -H 'Content-Type: application/json' \
     -d "{\"token\":\"$token\"}" | sed -n 's/.*"csrf_token":"\([^"]*\)".*/\1/p')

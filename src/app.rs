@@ -47,6 +47,53 @@ pub async fn open_store(config: &Config) -> anyhow::Result<Arc<SqlStore>> {
     Ok(Arc::new(store))
 }
 
+/// Opens a database that `acp serve` made before (the admin commands): never creates one. An
+/// SQLite file that is not there, or a Postgres database `acp serve` never set up, is an error
+/// naming the URL, not a new empty database.
+pub async fn open_existing_store(config: &Config) -> anyhow::Result<Arc<SqlStore>> {
+    let url = &config.database_url;
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        use sqlx::Connection;
+        let cannot = || format!("cannot open the database `{}`", redact_url(url));
+        let mut conn = sqlx::PgConnection::connect(url)
+            .await
+            .with_context(cannot)?;
+        let found: Option<String> = sqlx::query_scalar("SELECT to_regclass('workspaces')::text")
+            .fetch_one(&mut conn)
+            .await
+            .with_context(cannot)?;
+        let _ = conn.close().await;
+        if found.is_none() {
+            anyhow::bail!(
+                "no acp database at {} (start `acp serve` first or pass --database-url)",
+                redact_url(url)
+            );
+        }
+    }
+    if let Some((path, query)) = crate::store::sqlite_file(url) {
+        if !std::path::Path::new(path).is_file() {
+            anyhow::bail!(
+                "no database at {} (start `acp serve` first or pass --database-url)",
+                redact_url(url)
+            );
+        }
+        // Read-write, never create: the file could go away before the connection opens it.
+        if !query.contains("mode=") {
+            let query = if query.is_empty() {
+                "mode=rw".to_owned()
+            } else {
+                format!("{query}&mode=rw")
+            };
+            let config = Config {
+                database_url: format!("sqlite:{path}?{query}"),
+                ..config.clone()
+            };
+            return open_store(&config).await;
+        }
+    }
+    open_store(config).await
+}
+
 /// The URL without its password, for messages.
 pub fn redact_url(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
@@ -59,16 +106,18 @@ pub fn redact_url(url: &str) -> String {
     }
 }
 
+/// `ACP_BOOTSTRAP_API_KEY`, checked.
+fn supplied_bootstrap_key(supplied: &Secret) -> anyhow::Result<NewApiKey> {
+    NewApiKey::from_supplied(supplied.expose()).context(
+        "ACP_BOOTSTRAP_API_KEY must be `svc_test_` or `svc_live_` followed by at least 43 base62 or base64url characters",
+    )
+}
+
 /// Creates the default workspace and its first API key when the database has never been set up.
 /// Replicas starting together on one database create it exactly once.
 pub async fn bootstrap(store: &dyn Store, config: &Config) -> anyhow::Result<Option<Bootstrap>> {
     let (key, generated) = match &config.bootstrap_api_key {
-        Some(supplied) => (
-            NewApiKey::from_supplied(supplied.expose()).context(
-                "ACP_BOOTSTRAP_API_KEY must be `svc_test_` or `svc_live_` followed by at least 43 base62 or base64url characters",
-            )?,
-            false,
-        ),
+        Some(supplied) => (supplied_bootstrap_key(supplied)?, false),
         None => (NewApiKey::generate(false), true),
     };
     let now = now_ms();
@@ -133,9 +182,24 @@ pub struct App {
 
 impl App {
     pub async fn build(config: Config) -> anyhow::Result<App> {
+        // Every prerequisite is checked before the bootstrap, the last step that can fail: a
+        // first start that stops creates nothing, and one that bootstraps shows its key.
+        if let Some(supplied) = &config.bootstrap_api_key {
+            supplied_bootstrap_key(supplied)?;
+        }
+        // A configured master key (required unless SQLite keeps a key file) needs no database.
+        let configured = match (
+            &config.master_key,
+            crate::store::sqlite_file(&config.database_url),
+        ) {
+            (None, Some(_)) => None,
+            _ => Some(master_key(&config)?),
+        };
         let store = open_store(&config).await?;
-        let bootstrap = bootstrap(store.as_ref(), &config).await?;
-        let master_key = master_key(&config)?;
+        let master_key = match configured {
+            Some(key) => key,
+            None => master_key(&config)?,
+        };
         crate::enforce::jwt::ensure_key(store.as_ref(), &master_key)
             .await
             .context("cannot make the JWT signing key")?;
@@ -153,6 +217,7 @@ impl App {
         let mailer =
             crate::mail::from_url(&config.email_url, &config.email_from, dyn_store.clone())
                 .map_err(anyhow::Error::msg)?;
+        let bootstrap = bootstrap(store.as_ref(), &config).await?;
         let (commits, writer) = GroupCommit::start(dyn_store.clone(), config.commit_batch_max);
         let ctx = Arc::new(Context {
             store: dyn_store,
@@ -322,9 +387,20 @@ async fn listen_for_changes(ctx: SharedContext, url: String) {
 /// on first start with mode 0600. Postgres deployments must configure it: every replica needs
 /// the same key.
 pub fn master_key(config: &Config) -> anyhow::Result<crate::secret::MasterKey> {
+    load_master_key(config, true)
+}
+
+/// The master key as [`master_key`] finds it, for the admin commands: a missing key file is an
+/// error (only `acp serve` makes one).
+pub fn existing_master_key(config: &Config) -> anyhow::Result<crate::secret::MasterKey> {
+    load_master_key(config, false)
+}
+
+fn load_master_key(config: &Config, create: bool) -> anyhow::Result<crate::secret::MasterKey> {
     use crate::secret::MasterKey;
     if let Some(text) = &config.master_key {
-        return MasterKey::from_base64(text.expose()).map_err(anyhow::Error::msg);
+        return MasterKey::from_base64(text.expose())
+            .map_err(|e| anyhow::anyhow!("ACP_MASTER_KEY: {e}"));
     }
     let Some((db_path, _)) = crate::store::sqlite_file(&config.database_url) else {
         anyhow::bail!(
@@ -341,6 +417,10 @@ pub fn master_key(config: &Config) -> anyhow::Result<crate::secret::MasterKey> {
         Ok(text) => {
             MasterKey::from_base64(&text).map_err(|e| anyhow::anyhow!("`{}`: {e}", file.display()))
         }
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound && !create => Err(anyhow::anyhow!(
+            "no master key file at `{}` and ACP_MASTER_KEY is not set (the server makes the file on its first start)",
+            file.display()
+        )),
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
             use std::io::Write;
             use std::os::unix::fs::OpenOptionsExt;

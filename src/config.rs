@@ -16,79 +16,74 @@ use crate::store::SqliteSynchronous;
 #[serde(deny_unknown_fields)]
 pub struct Settings {
     /// Database URL: `sqlite:PATH` or `postgres://...` [default: sqlite:./data/acp.db]
-    #[arg(long, env = "ACP_DATABASE_URL", global = true)]
+    #[arg(long, env = "ACP_DATABASE_URL")]
     pub database_url: Option<String>,
     /// Address to listen on [default: 127.0.0.1:8080]
-    #[arg(long, env = "ACP_ADDR", global = true)]
+    #[arg(long, env = "ACP_ADDR")]
     pub addr: Option<String>,
     /// Externally visible base URL used in links [default: http://ADDR]
-    #[arg(long, env = "ACP_PUBLIC_URL", global = true)]
+    #[arg(long, env = "ACP_PUBLIC_URL")]
     pub public_url: Option<String>,
     /// Serve everything under this prefix, e.g. `/api` (stripped before signature checks)
-    #[arg(long, env = "ACP_PATH_PREFIX", global = true)]
+    #[arg(long, env = "ACP_PATH_PREFIX")]
     pub path_prefix: Option<String>,
     /// Accepted clock skew of signed requests, seconds [default: 300]
-    #[arg(long, env = "ACP_SIGNATURE_WINDOW_SECS", global = true)]
+    #[arg(long, env = "ACP_SIGNATURE_WINDOW_SECS")]
     pub signature_window_secs: Option<u64>,
     /// Lifetime of attestation challenges, seconds [default: 300]
-    #[arg(long, env = "ACP_CHALLENGE_TTL_SECS", global = true)]
+    #[arg(long, env = "ACP_CHALLENGE_TTL_SECS")]
     pub challenge_ttl_secs: Option<u64>,
     /// Lifetime of agent claim codes, seconds [default: 3600]
-    #[arg(long, env = "ACP_CLAIM_CODE_TTL_SECS", global = true)]
+    #[arg(long, env = "ACP_CLAIM_CODE_TTL_SECS")]
     pub claim_code_ttl_secs: Option<u64>,
     /// Largest number of changes committed in one group-commit batch [default: 256]
-    #[arg(long, env = "ACP_COMMIT_BATCH_MAX", global = true)]
+    #[arg(long, env = "ACP_COMMIT_BATCH_MAX")]
     pub commit_batch_max: Option<usize>,
     /// Maximum database connections (Postgres) [default: 16]
-    #[arg(long, env = "ACP_DB_MAX_CONNECTIONS", global = true)]
+    #[arg(long, env = "ACP_DB_MAX_CONNECTIONS")]
     pub db_max_connections: Option<u32>,
     /// Seconds to wait for in-flight requests on shutdown [default: 30]
-    #[arg(long, env = "ACP_SHUTDOWN_GRACE_SECS", global = true)]
+    #[arg(long, env = "ACP_SHUTDOWN_GRACE_SECS")]
     pub shutdown_grace_secs: Option<u64>,
     /// `pretty` (default) or `json`
-    #[arg(long, env = "ACP_LOG_FORMAT", global = true)]
+    #[arg(long, env = "ACP_LOG_FORMAT")]
     pub log_format: Option<String>,
     /// SQLite: `full` syncs every commit, so an answered request survives a power loss; `normal`
     /// survives only a crash of the process (faster, opt-in) [default: full]
-    #[arg(long, env = "ACP_SQLITE_SYNCHRONOUS", global = true)]
+    #[arg(long, env = "ACP_SQLITE_SYNCHRONOUS")]
     pub sqlite_synchronous: Option<String>,
     /// `outbox` (store mail in the database) or `smtp://[user:pass@]host:port[?tls=none|starttls|tls]` [default: outbox]
-    #[arg(long, env = "ACP_EMAIL_URL", global = true)]
+    #[arg(long, env = "ACP_EMAIL_URL")]
     pub email_url: Option<String>,
     /// Sender address of the service's mail [default: acp@localhost]
-    #[arg(long, env = "ACP_EMAIL_FROM", global = true)]
+    #[arg(long, env = "ACP_EMAIL_FROM")]
     pub email_from: Option<String>,
     /// Where contact-form notifications go (none: stored only)
-    #[arg(long, env = "ACP_CONTACT_EMAIL", global = true)]
+    #[arg(long, env = "ACP_CONTACT_EMAIL")]
     pub contact_email: Option<String>,
     /// Lifetime of dashboard sessions, seconds [default: 604800]
-    #[arg(long, env = "ACP_SESSION_TTL_SECS", global = true)]
+    #[arg(long, env = "ACP_SESSION_TTL_SECS")]
     pub session_ttl_secs: Option<u64>,
     /// Login links one address may request per 15 minutes [default: 5]
-    #[arg(long, env = "ACP_LOGIN_LIMIT_PER_EMAIL", global = true)]
+    #[arg(long, env = "ACP_LOGIN_LIMIT_PER_EMAIL")]
     pub login_limit_per_email: Option<i64>,
     /// Login links one client IP may request per 15 minutes [default: 30]
-    #[arg(long, env = "ACP_LOGIN_LIMIT_PER_IP", global = true)]
+    #[arg(long, env = "ACP_LOGIN_LIMIT_PER_IP")]
     pub login_limit_per_ip: Option<i64>,
     /// Registrations without an API key one client IP may make per 10 minutes [default: 60]
-    #[arg(long, env = "ACP_REGISTER_LIMIT_PER_IP", global = true)]
+    #[arg(long, env = "ACP_REGISTER_LIMIT_PER_IP")]
     pub register_limit_per_ip: Option<i64>,
     /// Contact submissions one client IP may send per hour [default: 5]
-    #[arg(long, env = "ACP_CONTACT_LIMIT_PER_IP", global = true)]
+    #[arg(long, env = "ACP_CONTACT_LIMIT_PER_IP")]
     pub contact_limit_per_ip: Option<i64>,
     /// Key of the default workspace on first start (must be a well-formed `svc_` key)
-    #[arg(
-        long,
-        env = "ACP_BOOTSTRAP_API_KEY",
-        hide_env_values = true,
-        global = true
-    )]
+    #[arg(long, env = "ACP_BOOTSTRAP_API_KEY", hide_env_values = true)]
     #[serde(default, deserialize_with = "deserialize_secret")]
     pub bootstrap_api_key: Option<SecretSetting>,
     /// Key that encrypts the JWT signing keys at rest: 32 bytes, standard base64, the same on
     /// every replica [default with SQLite: a key file `acp-master.key` next to the database,
     /// made on first start; required with Postgres]
-    #[arg(long, env = "ACP_MASTER_KEY", hide_env_values = true, global = true)]
+    #[arg(long, env = "ACP_MASTER_KEY", hide_env_values = true)]
     #[serde(default, deserialize_with = "deserialize_secret")]
     pub master_key: Option<SecretSetting>,
 }
@@ -114,43 +109,6 @@ fn deserialize_secret<'de, D: serde::Deserializer<'de>>(
     d: D,
 ) -> Result<Option<SecretSetting>, D::Error> {
     Ok(Option::<String>::deserialize(d)?.map(|s| SecretSetting(Secret::new(s))))
-}
-
-/// The names of all `ACP_*` variables the service reads.
-pub const KNOWN_ENV: &[&str] = &[
-    "ACP_CONFIG",
-    "ACP_DATABASE_URL",
-    "ACP_ADDR",
-    "ACP_PUBLIC_URL",
-    "ACP_PATH_PREFIX",
-    "ACP_SIGNATURE_WINDOW_SECS",
-    "ACP_CHALLENGE_TTL_SECS",
-    "ACP_CLAIM_CODE_TTL_SECS",
-    "ACP_COMMIT_BATCH_MAX",
-    "ACP_DB_MAX_CONNECTIONS",
-    "ACP_SHUTDOWN_GRACE_SECS",
-    "ACP_LOG_FORMAT",
-    "ACP_SQLITE_SYNCHRONOUS",
-    "ACP_BOOTSTRAP_API_KEY",
-    "ACP_MASTER_KEY",
-    "ACP_TEST_POSTGRES_URL",
-    "ACP_EMAIL_URL",
-    "ACP_EMAIL_FROM",
-    "ACP_CONTACT_EMAIL",
-    "ACP_SESSION_TTL_SECS",
-    "ACP_LOGIN_LIMIT_PER_EMAIL",
-    "ACP_LOGIN_LIMIT_PER_IP",
-    "ACP_CONTACT_LIMIT_PER_IP",
-    "ACP_REGISTER_LIMIT_PER_IP",
-    "ACP_LOG",
-];
-
-/// `ACP_*` variables that are set but mean nothing to this version (typos, mostly).
-pub fn unknown_env_vars() -> Vec<String> {
-    std::env::vars()
-        .map(|(k, _)| k)
-        .filter(|k| k.starts_with("ACP_") && !KNOWN_ENV.contains(&k.as_str()))
-        .collect()
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

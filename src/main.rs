@@ -1,7 +1,5 @@
 #![forbid(unsafe_code)]
 
-use clap::Parser;
-
 /// mimalloc instead of the system allocator: a check allocates many small, short-lived
 /// objects (Cedar values, JSON), and glibc's malloc/free was a fifth of the server's time.
 #[global_allocator]
@@ -9,11 +7,14 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
 async fn main() {
-    let cli = acp::cli::Cli::parse();
+    let cli = match acp::cli::parse() {
+        Ok(cli) => cli,
+        Err(code) => std::process::exit(code),
+    };
     match acp::cli::run(cli).await {
         Ok(code) => std::process::exit(code),
         Err(err) => {
-            eprintln!("error: {err:#}");
+            let _ = acp::cli::output::eline(format!("error: {err:#}"));
             std::process::exit(1);
         }
     }

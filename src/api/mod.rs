@@ -901,7 +901,9 @@ pub struct PolicyChallengeInfo {
     pub policy_id: String,
     pub reasons: Vec<String>,
     pub reason_codes: Vec<String>,
-    /// What was asked, redacted: the context's field names, counts of recipients and attachments.
+    /// What was asked: `agent_name`; `values`, the context values the deciding rules read (e.g.
+    /// `amount`, `currency`, `environment`); `recipients` and `attachments` when they read the
+    /// email; `context_fields` (all field names) and the email's counts. Other values are not kept.
     pub summary: Value,
     pub trace_id: String,
     pub created_at: String,

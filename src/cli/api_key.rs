@@ -1,16 +1,25 @@
-//! `acp api-key create --workspace ID [--live] [--json]`.
+//! `acp api-key create --workspace ID [--live]`.
 
 use clap::Subcommand;
 use serde_json::json;
 
-use crate::app::open_store;
 use crate::audit::{self, Actor};
+use crate::config::Settings;
 use crate::identity::api_keys::NewApiKey;
 use crate::ids;
 use crate::store::{apply_one, ApiKeyRecord, Change, Op, Store};
 use crate::time::{iso, now_ms};
 
-use super::Cli;
+use super::output::{line, OutputArg};
+use super::DatabaseArgs;
+
+#[derive(Debug, clap::Args)]
+pub struct ApiKeyArgs {
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+    #[command(subcommand)]
+    pub command: ApiKeyCommand,
+}
 
 #[derive(Debug, Subcommand)]
 pub enum ApiKeyCommand {
@@ -22,20 +31,19 @@ pub enum ApiKeyCommand {
         /// A `svc_live_` key instead of `svc_test_`
         #[arg(long)]
         live: bool,
-        /// Print JSON instead of text
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        output: OutputArg,
     },
 }
 
-pub async fn run(cli: &Cli, cmd: &ApiKeyCommand) -> anyhow::Result<i32> {
+pub async fn run(args: &ApiKeyArgs) -> anyhow::Result<i32> {
     let ApiKeyCommand::Create {
         workspace,
         live,
-        json,
-    } = cmd;
-    let config = cli.resolve_config()?;
-    let store = open_store(&config).await?;
+        output,
+    } = &args.command;
+    let config = args.db.resolve(Settings::default())?;
+    let store = DatabaseArgs::open(&config).await?;
     if store.workspace(workspace).await?.is_none() {
         store.close().await;
         anyhow::bail!("no workspace `{workspace}` in this database");
@@ -67,18 +75,17 @@ pub async fn run(cli: &Cli, cmd: &ApiKeyCommand) -> anyhow::Result<i32> {
     )
     .await?;
     store.close().await;
-    if *json {
-        println!(
-            "{}",
-            json!({"ok": true, "api_key": {"key_id": record.id, "workspace_id": record.workspace_id, "key": key.secret.expose(), "mode": record.mode, "created_at": iso(record.created_at)}})
-        );
+    if output.json() {
+        line(
+            json!({"ok": true, "api_key": {"key_id": record.id, "workspace_id": record.workspace_id, "key": key.secret.expose(), "mode": record.mode, "created_at": iso(record.created_at)}}),
+        )?;
     } else {
-        println!(
+        line(format!(
             "Created API key {} for {} (shown once, store it now):",
             record.id, record.workspace_id
-        );
-        println!();
-        println!("    {}", key.secret.expose());
+        ))?;
+        line("")?;
+        line(format!("    {}", key.secret.expose()))?;
     }
     Ok(0)
 }

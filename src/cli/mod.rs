@@ -1,49 +1,52 @@
-//! The `acp` command line: the server and the admin tools, one file per command.
+//! The `acp` command line: the server and the admin tools, one file per command. Each command
+//! takes only its own flags: the server's settings belong to `serve`, the admin commands take
+//! the database (and the settings file), `sync` and `healthcheck` the server they talk to.
+//!
+//! Exit codes: 0 success; 1 any error (bad flags included); `sync` adds 2 (a dry run found
+//! changes) and 3 (conflict: the policy is not at the expected hash).
 
 mod api_key;
 mod healthcheck;
 mod keys;
 mod outbox;
+pub mod output;
 mod policy;
 mod serve;
 mod sync;
 mod workspace;
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
+use std::sync::Arc;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 use crate::config::{Config, Settings};
+use crate::store::SqlStore;
 
 #[derive(Debug, Parser)]
 #[command(
     name = "acp",
     version,
-    about = "Agent control plane: identity, signed requests, decisions and audit for agent fleets"
+    about = "Agent control plane: identity, signed requests, decisions and audit for agent fleets",
+    after_help = "Exit codes: 0 success, 1 error; `acp sync` also 2 (dry run found changes) and 3 (conflict).\nEvery flag of `acp serve` has an ACP_ environment twin (`--database-url` is ACP_DATABASE_URL)."
 )]
 pub struct Cli {
-    /// Optional TOML file with settings (lowest precedence after defaults)
-    #[arg(long, env = "ACP_CONFIG", global = true)]
-    pub config: Option<PathBuf>,
-    #[command(flatten)]
-    pub settings: Settings,
     #[command(subcommand)]
     pub command: Command,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the HTTP server
-    Serve,
-    /// Manage workspaces
-    #[command(subcommand)]
-    Workspace(workspace::WorkspaceCommand),
-    /// Manage workspace API keys
-    #[command(subcommand, name = "api-key")]
-    ApiKey(api_key::ApiKeyCommand),
+    /// Run the HTTP server; the first start creates the database and the default workspace
+    Serve(Box<serve::ServeArgs>),
+    /// Manage workspaces (in an existing database)
+    Workspace(workspace::WorkspaceArgs),
+    /// Manage workspace API keys (in an existing database)
+    #[command(name = "api-key")]
+    ApiKey(api_key::ApiKeyArgs),
     /// Read the mail stored by the `outbox` email provider
-    #[command(subcommand)]
-    Outbox(outbox::OutboxCommand),
+    Outbox(outbox::OutboxArgs),
     /// Check that a running server is ready (exit 0) or not (exit 1)
     Healthcheck(healthcheck::HealthcheckArgs),
     /// Print the OpenAPI document of this build
@@ -54,39 +57,144 @@ pub enum Command {
     /// Sync a policy spec to a server: dry run (default) or apply, for CI pipelines
     Sync(sync::SyncArgs),
     /// Manage the JWT issuer's signing keys
-    #[command(subcommand)]
-    Keys(keys::KeysCommand),
+    Keys(keys::KeysArgs),
 }
 
-impl Cli {
-    /// Layers flags and environment (already merged by clap) over the optional file.
-    pub fn resolve_config(&self) -> anyhow::Result<Config> {
+/// The database of an admin command. Unlike `serve`, these never create a database: a URL
+/// that names none is an error naming the URL.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DatabaseArgs {
+    /// The server's database: `sqlite:PATH` or `postgres://...` [default: sqlite:./data/acp.db]
+    #[arg(long, env = "ACP_DATABASE_URL", global = true)]
+    pub database_url: Option<String>,
+    /// The server's TOML settings file (its `database_url` applies when the flag and
+    /// ACP_DATABASE_URL are not set)
+    #[arg(long, env = "ACP_CONFIG", global = true)]
+    pub config: Option<PathBuf>,
+}
+
+impl DatabaseArgs {
+    /// The configuration: `more` and the database URL over the settings file, then defaults.
+    pub fn resolve(&self, more: Settings) -> anyhow::Result<Config> {
         let file = match &self.config {
             Some(path) => Settings::from_file(path).map_err(anyhow::Error::msg)?,
             None => Settings::default(),
         };
-        self.settings
-            .clone()
-            .over(file)
-            .resolve()
-            .map_err(anyhow::Error::msg)
+        Settings {
+            database_url: self.database_url.clone(),
+            ..more
+        }
+        .over(file)
+        .resolve()
+        .map_err(anyhow::Error::msg)
     }
+
+    /// Opens the existing database of `config`.
+    pub async fn open(config: &Config) -> anyhow::Result<Arc<SqlStore>> {
+        crate::app::open_existing_store(config).await
+    }
+}
+
+/// `ACP_` variables read by something other than a flag: the log filter, the examples and
+/// scripts, the test suite and the benchmarks (`ACP_TEST_*`, `ACP_BENCH_*`).
+const OTHER_ENV: &[&str] = &[
+    "ACP_LOG",
+    "ACP_URL",
+    "ACP_API_KEY",
+    "ACP_BIN",
+    "ACP_CHROMEDRIVER",
+    "ACP_CHROMIUM",
+];
+const OTHER_ENV_PREFIXES: &[&str] = &["ACP_TEST_", "ACP_BENCH_"];
+
+/// Every `ACP_` variable this version reads: the env twin of every flag of every command, and
+/// the others above.
+pub fn known_env() -> BTreeSet<String> {
+    fn walk(cmd: &clap::Command, out: &mut BTreeSet<String>) {
+        for arg in cmd.get_arguments() {
+            if let Some(name) = arg.get_env() {
+                out.insert(name.to_string_lossy().into_owned());
+            }
+        }
+        for sub in cmd.get_subcommands() {
+            walk(sub, out);
+        }
+    }
+    let mut out: BTreeSet<String> = OTHER_ENV.iter().map(|s| (*s).to_owned()).collect();
+    walk(&Cli::command(), &mut out);
+    out
+}
+
+/// `ACP_` variables that are set but mean nothing to this version (typos, mostly).
+pub fn unknown_env_vars() -> Vec<String> {
+    let known = known_env();
+    std::env::vars_os()
+        .filter_map(|(k, _)| k.into_string().ok())
+        .filter(|k| {
+            k.starts_with("ACP_")
+                && !known.contains(k)
+                && !OTHER_ENV_PREFIXES.iter().any(|p| k.starts_with(p))
+        })
+        .collect()
 }
 
 /// Runs the parsed command; answers the process exit code.
 pub async fn run(cli: Cli) -> anyhow::Result<i32> {
     match &cli.command {
-        Command::Serve => serve::run(&cli).await,
-        Command::Workspace(cmd) => workspace::run(&cli, cmd).await,
-        Command::ApiKey(cmd) => api_key::run(&cli, cmd).await,
-        Command::Outbox(cmd) => outbox::run(&cli, cmd).await,
-        Command::Healthcheck(args) => healthcheck::run(&cli, args).await,
+        Command::Serve(args) => serve::run(args).await,
+        Command::Workspace(args) => workspace::run(args).await,
+        Command::ApiKey(args) => api_key::run(args).await,
+        Command::Outbox(args) => outbox::run(args).await,
+        Command::Healthcheck(args) => healthcheck::run(args).await,
         Command::Openapi => {
-            print!("{}", crate::http::openapi_document());
+            output::print(&crate::http::openapi_document())?;
             Ok(0)
         }
         Command::Policy(cmd) => policy::run(cmd),
         Command::Sync(args) => sync::run(args).await,
-        Command::Keys(cmd) => keys::run(&cli, cmd).await,
+        Command::Keys(args) => keys::run(args).await,
+    }
+}
+
+/// Parses the command line. Help and version print and exit 0; a bad command line prints the
+/// parser's message and exits 1 (not clap's 2, which `acp sync` uses for "changes found").
+pub fn parse() -> Result<Cli, i32> {
+    match Cli::try_parse() {
+        Ok(cli) => Ok(cli),
+        Err(err) => {
+            let code = if err.use_stderr() { 1 } else { 0 };
+            // A closed pipe (`acp --help | head -1`) is no reason to fail.
+            let _ = err.print();
+            Err(code)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn the_variables_of_the_docs_and_of_sync_are_known() {
+        let known = known_env();
+        for name in [
+            "ACP_API_KEY",
+            "ACP_URL",
+            "ACP_SERVER",
+            "ACP_TOKEN",
+            "ACP_WORKSPACE",
+            "ACP_DATABASE_URL",
+            "ACP_MASTER_KEY",
+            "ACP_CONFIG",
+            "ACP_LOG",
+        ] {
+            assert!(known.contains(name), "{name}");
+        }
+        assert!(!known.contains("ACP_DATABASE_UR"));
     }
 }

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
-use clap::{Subcommand, ValueEnum};
+use clap::Subcommand;
 use serde_json::{json, Value};
 use serde_yaml_ng::Value as Yaml;
 
@@ -14,11 +14,7 @@ use crate::policy::evaluate::{evaluate, EmailFacts, Facts};
 use crate::policy::spec::{self, Format, PolicySpec, TestCase};
 use crate::policy::{compile, CompiledPolicy, SpecError};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Output {
-    Text,
-    Json,
-}
+use super::output::Output;
 
 #[derive(Debug, Subcommand)]
 pub enum PolicyCommand {
@@ -26,6 +22,9 @@ pub enum PolicyCommand {
     Validate {
         /// The spec file (YAML, or JSON when it ends in .json)
         file: PathBuf,
+        /// `text`, or `json` for tools
+        #[arg(long, value_enum, default_value_t = Output::Text)]
+        output: Output,
     },
     /// Print the spec in canonical form, or rewrite it (--write), or check it (--check)
     Fmt {
@@ -60,7 +59,7 @@ pub enum PolicyCommand {
 pub fn run(cmd: &PolicyCommand) -> anyhow::Result<i32> {
     let mut p = Printed::default();
     let code = match cmd {
-        PolicyCommand::Validate { file } => validate(&mut p, file),
+        PolicyCommand::Validate { file, output } => validate(&mut p, file, *output),
         PolicyCommand::Fmt { file, write, check } => fmt(&mut p, file, *write, *check),
         PolicyCommand::Compile { file, output } => compile_cmd(&mut p, file, *output),
         PolicyCommand::Test { file, output } => test(&mut p, file, *output),
@@ -135,14 +134,20 @@ fn errors_json(errors: &[SpecError]) -> Value {
     json!({"ok": false, "errors": errors})
 }
 
-fn validate(p: &mut Printed, file: &Path) -> anyhow::Result<i32> {
+fn validate(p: &mut Printed, file: &Path, output: Output) -> anyhow::Result<i32> {
     match load_compiled(file)? {
         Ok(compiled) => {
-            p.line(format!("ok {}", compiled.hash));
+            match output {
+                Output::Text => p.line(format!("ok {}", compiled.hash)),
+                Output::Json => p.line(json!({"ok": true, "policy_hash": compiled.hash})),
+            }
             Ok(0)
         }
         Err(errors) => {
-            print_errors(p, &errors, false);
+            match output {
+                Output::Text => print_errors(p, &errors, false),
+                Output::Json => p.line(errors_json(&errors)),
+            }
             Ok(1)
         }
     }

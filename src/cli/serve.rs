@@ -1,9 +1,39 @@
 //! `acp serve`: the HTTP server.
 
-use crate::app::{redact_url, shutdown_signal, App};
-use crate::config::{unknown_env_vars, LogFormat};
+use std::path::PathBuf;
 
-use super::Cli;
+use crate::app::{redact_url, shutdown_signal, App};
+use crate::config::{Config, LogFormat, Settings};
+
+use super::output::line;
+use super::unknown_env_vars;
+
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Settings come from the flags, then their ACP_ environment variables, then the --config file, then the defaults."
+)]
+pub struct ServeArgs {
+    /// A TOML file with settings (the flags' names with `_`, e.g. `database_url = "..."`)
+    #[arg(long, env = "ACP_CONFIG")]
+    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub settings: Settings,
+}
+
+impl ServeArgs {
+    /// Layers flags and environment (already merged by clap) over the optional file.
+    fn resolve(&self) -> anyhow::Result<Config> {
+        let file = match &self.config {
+            Some(path) => Settings::from_file(path).map_err(anyhow::Error::msg)?,
+            None => Settings::default(),
+        };
+        self.settings
+            .clone()
+            .over(file)
+            .resolve()
+            .map_err(anyhow::Error::msg)
+    }
+}
 
 fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("ACP_LOG")
@@ -18,8 +48,8 @@ fn init_logging(format: LogFormat) {
     };
 }
 
-pub async fn run(cli: &Cli) -> anyhow::Result<i32> {
-    let config = cli.resolve_config()?;
+pub async fn run(args: &ServeArgs) -> anyhow::Result<i32> {
+    let config = args.resolve()?;
     init_logging(config.log_format);
     for name in unknown_env_vars() {
         tracing::warn!(variable = %name, "unknown ACP_ environment variable ignored (typo?)");
@@ -28,37 +58,59 @@ pub async fn run(cli: &Cli) -> anyhow::Result<i32> {
     let app = App::build(config).await?;
     let prefix = app.context().config.path_prefix.clone().unwrap_or_default();
     let base = format!("http://{}{prefix}", app.local_addr());
+    // How the admin commands find this database (never with a password in it).
+    let url = &app.context().config.database_url;
+    let has_password = url
+        .split_once("://")
+        .and_then(|(_, rest)| rest.rsplit_once('@'))
+        .is_some_and(|(credentials, _)| credentials.contains(':'));
+    let database = if has_password {
+        "--database-url (the server's)".to_owned()
+    } else {
+        format!("--database-url {url}")
+    };
     if let Some(boot) = &app.bootstrap {
-        println!("Created the default workspace {}.", boot.workspace_id);
+        line(format!(
+            "Created the default workspace {}.",
+            boot.workspace_id
+        ))?;
         match &boot.generated_key {
             Some(key) => {
-                println!("Its API key, shown this once (store it now):");
-                println!();
-                println!("    {}", key.expose());
-                println!();
-                println!(
+                line("Its API key, shown this once (store it now):")?;
+                line("")?;
+                line(format!("    {}", key.expose()))?;
+                line("")?;
+                line(format!(
                     "Try it:  curl -s -H 'X-Service-Api-Key: {}' {base}/v1/agents",
                     key.expose()
-                );
+                ))?;
             }
-            None => println!("Its API key is the one in ACP_BOOTSTRAP_API_KEY."),
+            None => line("Its API key is the one in ACP_BOOTSTRAP_API_KEY.")?,
         }
-        println!(
-            "More keys: acp api-key create --workspace {} [--live]   (same --database-url as the server)",
+        line(format!(
+            "More keys: acp api-key create --workspace {} [--live] {database}",
             boot.workspace_id
-        );
-        println!("More workspaces: acp workspace create NAME [--owner you@example.com]");
-        println!(
-            "Dashboard: acp workspace add-member --workspace {} --email you@example.com --role owner, then open {base}/login",
+        ))?;
+        line(format!(
+            "More workspaces: acp workspace create NAME [--owner you@example.com] {database}"
+        ))?;
+        line(format!(
+            "Dashboard: acp workspace add-member --workspace {} --email you@example.com --role owner {database}, then open {base}/login",
             boot.workspace_id
-        );
+        ))?;
     } else {
-        println!("Get an API key with: acp workspace create NAME, then acp api-key create --workspace ws_...");
+        line(format!(
+            "Get an API key with: acp workspace create NAME {database}, then acp api-key create --workspace ws_... {database}"
+        ))?;
     }
     if app.context().mailer.provider() == "outbox" {
-        println!("Mail (login links) goes to the outbox: read it with `acp outbox list`.");
+        line(format!(
+            "Mail (login links) goes to the outbox: read it with `acp outbox list {database}`."
+        ))?;
     }
-    println!("acp listening on {base}  (OpenAPI: {base}/openapi.json, ready: {base}/readyz)");
+    line(format!(
+        "acp listening on {base}  (OpenAPI: {base}/openapi.json, ready: {base}/readyz)"
+    ))?;
     app.run(shutdown_signal()).await?;
     Ok(0)
 }

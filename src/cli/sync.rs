@@ -8,11 +8,16 @@ use serde_json::{json, Value};
 
 use crate::policy::spec::{parse, Format};
 
+use super::output::{eline, line, print, OutputArg};
+
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Exit codes: 0 no change or applied, 2 a dry run found changes, 3 conflict (the policy is not at --expect-hash, or another apply won), 1 any other error.\nThe dry run prints the policy's current hash; apply with --expect-hash set to it so that a policy changed since the review fails instead of being overwritten."
+)]
 pub struct SyncArgs {
-    /// The spec file (YAML, or JSON by extension)
+    /// The spec file (YAML, or JSON when it ends in .json)
     pub file: String,
-    /// Base URL of the acp server
+    /// Base URL of the acp server, e.g. https://acp.example.com
     #[arg(long, env = "ACP_SERVER")]
     pub server: String,
     /// A personal access token (`svc_pat_...`) of a workspace owner or admin
@@ -24,23 +29,23 @@ pub struct SyncArgs {
     /// Apply the spec
     #[arg(long)]
     pub apply: bool,
-    /// Refuse unless the server's current policy hash is this
-    #[arg(long)]
+    /// Refuse (exit 3) unless the policy's current hash on the server is this `sha256:...`
+    #[arg(long, value_name = "HASH")]
     pub expect_hash: Option<String>,
-    /// Make a retried apply safe
-    #[arg(long)]
+    /// Make a retried apply safe: the server answers a retry with the first answer
+    #[arg(long, value_name = "KEY")]
     pub idempotency_key: Option<String>,
     /// The policy to sync [default: pol_default]
-    #[arg(long)]
+    #[arg(long, value_name = "ID")]
     pub policy_id: Option<String>,
-    #[arg(long)]
+    /// The policy's display name [default: its current name, or the id without `pol_`]
+    #[arg(long, value_name = "NAME")]
     pub policy_name: Option<String>,
     /// With several workspaces: which one (`ws_...`)
     #[arg(long, env = "ACP_WORKSPACE")]
     pub workspace: Option<String>,
-    /// `text` (default) or `json`
-    #[arg(long, default_value = "text")]
-    pub output: String,
+    #[command(flatten)]
+    pub output: OutputArg,
 }
 
 fn paint(text: &str, color: &str, on: bool) -> String {
@@ -69,7 +74,7 @@ pub async fn run(args: &SyncArgs) -> anyhow::Result<i32> {
     let text = match std::fs::read_to_string(&args.file) {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("error: cannot read `{}`: {e}", args.file);
+            eline(format!("error: cannot read `{}`: {e}", args.file))?;
             return Ok(1);
         }
     };
@@ -77,7 +82,7 @@ pub async fn run(args: &SyncArgs) -> anyhow::Result<i32> {
         Ok(spec) => spec,
         Err(errors) => {
             for e in errors {
-                eprintln!("{e}");
+                eline(e)?;
             }
             return Ok(1);
         }
@@ -111,7 +116,7 @@ pub async fn run(args: &SyncArgs) -> anyhow::Result<i32> {
     let response = match request.send().await {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("error: cannot reach `{url}`: {e}");
+            eline(format!("error: cannot reach `{url}`: {e}"))?;
             return Ok(1);
         }
     };
@@ -123,31 +128,28 @@ pub async fn run(args: &SyncArgs) -> anyhow::Result<i32> {
         (409, _) => 3,
         _ => 1,
     };
-    if args.output == "json" {
-        println!(
-            "{}",
-            json!({ "status": status, "exit_code": code, "response": answer })
-        );
+    if args.output.json() {
+        line(json!({ "status": status, "exit_code": code, "response": answer }))?;
         return Ok(code);
     }
     let color = std::io::stdout().is_terminal();
     if status != 200 {
-        eprintln!(
+        eline(format!(
             "error: HTTP {status} `{}`: {}",
             answer["error"].as_str().unwrap_or("unknown"),
             answer["message"].as_str().unwrap_or("")
-        );
+        ))?;
         if let Some(errors) = answer["errors"].as_array() {
             for e in errors {
-                eprintln!(
+                eline(format!(
                     "  {}: {}",
                     e["path"].as_str().unwrap_or(""),
                     e["message"].as_str().unwrap_or("")
-                );
+                ))?;
             }
         }
         if let Some(current) = answer["current_policy_hash"].as_str() {
-            eprintln!("  current policy hash: {current}");
+            eline(format!("  current policy hash: {current}"))?;
         }
         return Ok(code);
     }
@@ -183,7 +185,14 @@ pub async fn run(args: &SyncArgs) -> anyhow::Result<i32> {
         answer["diff"]["changed"].as_bool(),
         answer["applied"].as_bool(),
     ) {
-        (true, Some(true), _) => "dry run: changes found (exit 2); apply with --apply\n".to_owned(),
+        (true, Some(true), _) => match answer["current_policy_hash"].as_str() {
+            // The hash this dry run was computed against: an apply that expects it fails
+            // (exit 3) if the policy changed in between, instead of overwriting that change.
+            Some(current) => format!(
+                "dry run: changes found (exit 2); apply with --apply --expect-hash {current}\n"
+            ),
+            None => "dry run: changes found (exit 2); apply with --apply\n".to_owned(),
+        },
         (true, _, _) => "dry run: no change\n".to_owned(),
         (false, _, Some(true)) => format!(
             "applied: version {} ({})\n",
@@ -192,6 +201,6 @@ pub async fn run(args: &SyncArgs) -> anyhow::Result<i32> {
         ),
         _ => "no change: nothing applied\n".to_owned(),
     });
-    print!("{out}");
+    print(&out)?;
     Ok(code)
 }

@@ -1,16 +1,25 @@
-//! `acp workspace create NAME [--json]`.
+//! `acp workspace create NAME [--owner EMAIL]` and `acp workspace add-member`.
 
 use clap::Subcommand;
 use serde_json::json;
 
-use crate::app::open_store;
 use crate::audit::{self, Actor};
+use crate::config::Settings;
 use crate::identity::accounts::normalize_email;
 use crate::ids;
 use crate::store::{apply_one, Change, Op, Role, Store, Workspace};
 use crate::time::{iso, now_ms};
 
-use super::Cli;
+use super::output::{line, OutputArg};
+use super::DatabaseArgs;
+
+#[derive(Debug, clap::Args)]
+pub struct WorkspaceArgs {
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+    #[command(subcommand)]
+    pub command: WorkspaceCommand,
+}
 
 #[derive(Debug, Subcommand)]
 pub enum WorkspaceCommand {
@@ -21,20 +30,22 @@ pub enum WorkspaceCommand {
         /// Make the user with this email (created if new) the workspace's owner
         #[arg(long)]
         owner: Option<String>,
-        /// Print JSON instead of text
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        output: OutputArg,
     },
     /// Give a user (by email, created if new) a role in a workspace
     AddMember {
         /// Workspace id (`ws_...`)
         #[arg(long)]
         workspace: String,
+        /// The user's email address
         #[arg(long)]
         email: String,
         /// `owner`, `admin` or `member`
         #[arg(long, default_value = "member")]
         role: String,
+        #[command(flatten)]
+        output: OutputArg,
     },
 }
 
@@ -73,22 +84,27 @@ fn granted(workspace_id: &str, email: &str, role: Role) -> crate::store::AuditEv
     )
 }
 
-pub async fn run(cli: &Cli, cmd: &WorkspaceCommand) -> anyhow::Result<i32> {
-    let (name, owner, json) = match cmd {
-        WorkspaceCommand::Create { name, owner, json } => (name, owner, json),
+pub async fn run(args: &WorkspaceArgs) -> anyhow::Result<i32> {
+    let (name, owner, output) = match &args.command {
+        WorkspaceCommand::Create {
+            name,
+            owner,
+            output,
+        } => (name, owner, output),
         WorkspaceCommand::AddMember {
             workspace,
             email,
             role,
-        } => return add_member(cli, workspace, email, role).await,
+            output,
+        } => return add_member(&args.db, workspace, email, role, *output).await,
     };
     let name = name.trim();
     if name.is_empty() || name.chars().count() > 200 {
         anyhow::bail!("the workspace name must be 1 to 200 characters");
     }
     let owner = owner.as_deref().map(email_of).transpose()?;
-    let config = cli.resolve_config()?;
-    let store = open_store(&config).await?;
+    let config = args.db.resolve(Settings::default())?;
+    let store = DatabaseArgs::open(&config).await?;
     let workspace = Workspace {
         id: ids::new_id(ids::WORKSPACE),
         name: name.to_owned(),
@@ -112,30 +128,40 @@ pub async fn run(cli: &Cli, cmd: &WorkspaceCommand) -> anyhow::Result<i32> {
     let result = apply_one(store.as_ref(), change).await;
     store.close().await;
     result?;
-    if *json {
-        println!(
-            "{}",
-            json!({"ok": true, "workspace": {"workspace_id": workspace.id, "name": workspace.name, "created_at": iso(workspace.created_at), "owner": owner}})
-        );
+    if output.json() {
+        line(
+            json!({"ok": true, "workspace": {"workspace_id": workspace.id, "name": workspace.name, "created_at": iso(workspace.created_at), "owner": owner}}),
+        )?;
     } else {
-        println!("Created workspace {} ({}).", workspace.id, workspace.name);
+        line(format!(
+            "Created workspace {} ({}).",
+            workspace.id, workspace.name
+        ))?;
         if let Some(email) = &owner {
-            println!("Owner: {email} (log in at /login with that address).");
+            line(format!(
+                "Owner: {email} (log in at /login with that address)."
+            ))?;
         }
-        println!(
+        line(format!(
             "Create its first API key with: acp api-key create --workspace {}",
             workspace.id
-        );
+        ))?;
     }
     Ok(0)
 }
 
-async fn add_member(cli: &Cli, workspace_id: &str, email: &str, role: &str) -> anyhow::Result<i32> {
+async fn add_member(
+    db: &DatabaseArgs,
+    workspace_id: &str,
+    email: &str,
+    role: &str,
+    output: OutputArg,
+) -> anyhow::Result<i32> {
     let email = email_of(email)?;
     let role = Role::parse(role)
         .ok_or_else(|| anyhow::anyhow!("the role must be `owner`, `admin` or `member`"))?;
-    let config = cli.resolve_config()?;
-    let store = open_store(&config).await?;
+    let config = db.resolve(Settings::default())?;
+    let store = DatabaseArgs::open(&config).await?;
     if store.workspace(workspace_id).await?.is_none() {
         store.close().await;
         anyhow::bail!("no workspace `{workspace_id}` in this database");
@@ -145,9 +171,15 @@ async fn add_member(cli: &Cli, workspace_id: &str, email: &str, role: &str) -> a
     let result = apply_one(store.as_ref(), Change::new(op).audited(event)).await;
     store.close().await;
     result?;
-    println!(
-        "{email} is now {} of {workspace_id}; log in at /login with that address.",
-        role.as_str()
-    );
+    if output.json() {
+        line(
+            json!({"ok": true, "membership": {"workspace_id": workspace_id, "email": email, "role": role.as_str()}}),
+        )?;
+    } else {
+        line(format!(
+            "{email} is now {} of {workspace_id}; log in at /login with that address.",
+            role.as_str()
+        ))?;
+    }
     Ok(0)
 }

@@ -41,17 +41,35 @@ fn page(c: &PolicyChallengeInfo, csrf: &str) -> String {
     } else {
         String::new()
     };
+    // The values the deciding rules read (amount and currency, environment, recipients, ...).
+    let request: String = approvals::summary_lines(&c.summary)
+        .iter()
+        .map(|(label, value)| {
+            format!(
+                "<dt>{}</dt><dd data-field=\"{}\">{}</dd>",
+                esc(label),
+                esc(label),
+                esc(value)
+            )
+        })
+        .collect();
+    let request = if request.is_empty() {
+        "<p class=\"muted\">The deciding rules read no request values.</p>".to_owned()
+    } else {
+        format!("<dl id=\"request\">{request}</dl>")
+    };
     format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\">\
          <title>Approval · acp</title><style>body{{font-family:system-ui,sans-serif;max-width:40rem;margin:2rem auto;padding:0 1rem}}\
-         dt{{font-weight:600}}button{{padding:.4rem 1rem;margin-right:.5rem}}</style></head><body>\
-         <h1>An agent asks for approval</h1><dl><dt>Agent</dt><dd><code>{}</code></dd><dt>Action</dt><dd id=\"action\">{}</dd>\
-         <dt>Why it needs a human</dt><dd><ul>{}</ul></dd><dt>Request</dt><dd><code>{}</code></dd>\
+         dt{{font-weight:600}}dl#request{{display:grid;grid-template-columns:max-content 1fr;gap:.2rem 1rem}}dl#request dt{{font-weight:400;color:#555}}\
+         dl#request dd{{margin:0}}.muted{{color:#777}}button{{padding:.4rem 1rem;margin-right:.5rem}}</style></head><body>\
+         <h1>An agent asks for approval</h1><dl><dt>Agent</dt><dd id=\"agent\">{}</dd><dt>Action</dt><dd id=\"action\">{}</dd>\
+         <dt>Why it needs a human</dt><dd><ul>{}</ul></dd><dt>The request</dt><dd>{}</dd>\
          <dt>Expires</dt><dd>{}</dd><dt>Status</dt><dd id=\"status\">{}</dd></dl>{}</body></html>",
-        esc(&c.agent_id),
+        esc(&approvals::agent_label(&c.summary, &c.agent_id)),
         esc(&c.action),
         reasons,
-        esc(&c.summary.to_string()),
+        request,
         esc(&c.expires_at),
         esc(&c.status),
         buttons

@@ -160,6 +160,7 @@ fn routes() -> OpenApiRouter<SharedContext> {
         .routes(routes!(session::revoke_token))
         .routes(routes!(pages::login_page))
         .routes(routes!(pages::dashboard))
+        .routes(routes!(site::home))
         .routes(routes!(site::summary))
         .routes(routes!(site::run_checks))
         .routes(routes!(site::contact))

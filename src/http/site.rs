@@ -1,9 +1,10 @@
-//! `/v1/status/*` and `/v1/contact/submit`.
+//! `GET /`, `/v1/status/*` and `/v1/contact/submit`.
 
 use std::net::SocketAddr;
 
 use axum::extract::{ConnectInfo, State};
-use axum::http::HeaderMap;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 
 use crate::api::{ContactRequest, ContactResponse, ErrorBody, StatusSummary};
@@ -12,6 +13,17 @@ use crate::error::ApiResult;
 use crate::site;
 
 use super::extract::{authenticate, presented_api_key, AppJson};
+
+/// The home page leads to the dashboard (which sends a visitor who is not logged in on to the
+/// login page).
+#[utoipa::path(get, path = "/", tag = "dashboard", responses((status = 303, description = "to /dashboard")))]
+pub async fn home(State(ctx): State<SharedContext>) -> Response {
+    let to = format!(
+        "{}/dashboard",
+        ctx.config.path_prefix.as_deref().unwrap_or("")
+    );
+    (StatusCode::SEE_OTHER, [(header::LOCATION, to)]).into_response()
+}
 
 /// Public status: each component's latest check.
 #[utoipa::path(get, path = "/v1/status/summary", tag = "status", responses((status = 200, body = StatusSummary)))]

@@ -181,6 +181,8 @@ async fn check_with(
     let mut change = Change::default().on(view.basis());
     let mut challenge = None;
     let mut challenge_id = None;
+    // The challenge to mail to its approvers, once committed.
+    let mut notify = None;
     // Only challenges need the fingerprint: allow and deny answers skip the hashing.
     let request_fingerprint = (decision.outcome == Outcome::Challenge)
         .then(|| fingerprint(action, &context, &email_json));
@@ -230,16 +232,13 @@ async fn check_with(
             status: "pending".into(),
             reasons: decision.reasons.clone(),
             reason_codes: decision.reason_codes.clone(),
-            // What an approver sees: the shape of the request, not its values.
-            summary: json!({
-                "context_fields": context.as_object().map(|o| {
-                    let mut keys: Vec<&String> = o.keys().collect();
-                    keys.sort();
-                    keys
-                }).unwrap_or_default(),
-                "email_recipients": email.as_ref().map(|e| e.recipients.len()),
-                "email_attachments": email.as_ref().map(|e| e.attachments.len()),
-            }),
+            // What an approver sees: the agent, and the values the deciding rules read.
+            summary: crate::enforce::approvals::request_summary(
+                &agent.agent.name,
+                &decision.reads,
+                &context,
+                email.as_ref(),
+            ),
             trace_id: trace_id.clone(),
             created_at: now,
             expires_at: now + ttl_ms,
@@ -254,6 +253,9 @@ async fn check_with(
             expires_in: ttl_ms / 1000,
         });
         challenge_id = Some(id);
+        if decision.approval.is_some() {
+            notify = Some(record.clone());
+        }
         change.op = Op::CreatePolicyChallenge(Box::new(record));
     }
     if let (Some(r), Outcome::Allow) = (reserve, decision.outcome) {
@@ -329,17 +331,8 @@ async fn check_with(
         }
         Err(e) => return Err(e.into()),
     }
-    if let (Some(info), Some(approval)) = (&challenge, &decision.approval) {
-        notify_approvers(
-            ctx,
-            workspace_id,
-            &agent.agent.id,
-            action,
-            &decision.reasons,
-            info,
-            approval,
-        )
-        .await;
+    if let (Some(info), Some(approval), Some(record)) = (&challenge, &decision.approval, &notify) {
+        notify_approvers(ctx, record, info, approval).await;
     }
     Ok(api::DecisionResponse {
         ok: true,
@@ -360,13 +353,11 @@ async fn check_with(
 /// logged, not fatal: the backend still has the link and the challenge to poll.
 async fn notify_approvers(
     ctx: &Context,
-    workspace_id: &str,
-    agent_id: &str,
-    action: &str,
-    reasons: &[String],
+    record: &PolicyChallenge,
     info: &api::ChallengeInfo,
     approval: &super::spec::ApprovalRules,
 ) {
+    let workspace_id = &record.workspace_id;
     let mut to: Vec<String> = approval
         .approvers
         .iter()
@@ -392,15 +383,20 @@ async fn notify_approvers(
     if to.is_empty() {
         return;
     }
-    let text = format!(
-        "Agent {agent_id} asks to `{action}`, which needs a human's approval:\n\n{}\n\nApprove or deny (the link works once, until {}):\n\n{}\n",
-        reasons.iter().map(|r| format!("- {r}")).collect::<Vec<_>>().join("\n"),
-        info.expires_at,
-        info.url
+    let text = crate::enforce::approvals::approval_email_text(
+        &record.agent_id,
+        &record.action,
+        &record.reasons,
+        &record.summary,
+        info,
     );
     let mail = crate::mail::Email {
         to,
-        subject: format!("Approval needed: {action} by {agent_id}"),
+        subject: format!(
+            "Approval needed: {} by {}",
+            record.action,
+            crate::enforce::approvals::agent_label(&record.summary, &record.agent_id)
+        ),
         text: Some(text),
         ..Default::default()
     };

@@ -48,6 +48,9 @@ pub struct RuleMeta {
     pub source: String,
     /// For challenge rules: who approves, and for how long.
     pub approval: Option<ApprovalRules>,
+    /// For challenge rules: the request facts the condition reads (context field names, and
+    /// `email` for the email's facts), which an approver is shown (see `fields_read`).
+    pub reads: Vec<String>,
 }
 
 /// A policy set with the meaning of each of its policies, indexed by action: a check
@@ -605,6 +608,11 @@ impl Emitter<'_> {
                 } else {
                     None
                 },
+                reads: if outcome == Outcome::Challenge {
+                    fields_read(&condition)
+                } else {
+                    Vec::new()
+                },
             },
             condition,
         });
@@ -1060,6 +1068,54 @@ fn tier_name(t: RiskTier) -> &'static str {
     }
 }
 
+/// The request facts a rule's condition reads: the context fields of `resource.getTag("f")` /
+/// `hasTag("f")` (numbers) and of `"f=value"` strings tested against `context.fields`, and
+/// `email` when it reads `context.email`. Sorted, without duplicates.
+pub fn fields_read(condition: &str) -> Vec<String> {
+    let is_field = |f: &str| {
+        !f.is_empty() && f.len() <= 64 && f.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    };
+    let tests_fields = condition.contains("context.fields");
+    let mut out = BTreeSet::new();
+    let mut rest = condition;
+    // Walk the string literals, knowing what precedes each.
+    while let Some(start) = rest.find('"') {
+        let before = &rest[..start];
+        let body = &rest[start + 1..];
+        let mut end = None;
+        let mut escaped = false;
+        for (i, c) in body.char_indices() {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => {
+                    end = Some(i);
+                    break;
+                }
+                _ => {}
+            }
+        }
+        let Some(end) = end else { break };
+        let text = &body[..end];
+        if before.ends_with("getTag(") || before.ends_with("hasTag(") {
+            if is_field(text) {
+                out.insert(text.to_owned());
+            }
+        } else if tests_fields {
+            if let Some((name, _)) = text.split_once('=') {
+                if is_field(name) {
+                    out.insert(name.to_owned());
+                }
+            }
+        }
+        rest = &body[end + 1..];
+    }
+    if condition.contains("context.email") {
+        out.insert("email".to_owned());
+    }
+    out.into_iter().collect()
+}
+
 fn cedar_text(rule: &Rule) -> String {
     let principal = match &rule.group {
         Some(group) => format!("principal in Group::{}", lit(group)),
@@ -1095,6 +1151,7 @@ fn status_rule(
             reason: reason.into(),
             source: source.into(),
             approval,
+            reads: Vec::new(),
         },
         actions: None,
         unusual: true,

@@ -119,6 +119,8 @@ pub struct Decision {
     pub determining_policies: Vec<String>,
     /// For a challenge: the approvers named by the deciding rules (merged), if any.
     pub approval: Option<super::spec::ApprovalRules>,
+    /// For a challenge: the request facts the deciding rules read (see `fields_read`).
+    pub reads: Vec<String>,
 }
 
 fn scalar_text(v: &Value) -> Option<String> {
@@ -679,6 +681,7 @@ pub fn decide(matched: &[&RuleMeta]) -> Decision {
             reason_codes: vec!["no_matching_rule".into()],
             determining_policies: Vec::new(),
             approval: None,
+            reads: Vec::new(),
         };
     };
     let deciding: Vec<&&RuleMeta> = matched.iter().filter(|m| m.outcome == outcome).collect();
@@ -696,6 +699,11 @@ pub fn decide(matched: &[&RuleMeta]) -> Decision {
         reason_codes: sorted(deciding.iter().map(|m| m.reason_code.clone()).collect()),
         determining_policies: sorted(deciding.iter().map(|m| m.source.clone()).collect()),
         approval: merge_approvals(deciding.iter().filter_map(|m| m.approval.as_ref())),
+        reads: if outcome == Outcome::Challenge {
+            sorted(deciding.iter().flat_map(|m| m.reads.clone()).collect())
+        } else {
+            Vec::new()
+        },
     }
 }
 

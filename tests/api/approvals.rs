@@ -40,21 +40,31 @@ fn token_of(decision: &Value) -> String {
 both_engines! {
     async fn approve_then_recheck_allows_once(app) {
         let agent = setup(&app).await;
-        let first = check(&app, &refund(&agent, 500.0)).await;
+        let mut asked = refund(&agent, 500.0);
+        asked["context"]["memo"] = json!("offsite-dinner-memo");
+        let first = check(&app, &asked).await;
         assert_eq!(first["decision"], "challenge");
         let id = first["challenge_id"].as_str().unwrap().to_owned();
         let token = token_of(&first);
         let (_, polled) = status_json(app.get(&format!("/v1/policy-challenges/{id}")).await).await;
         assert_eq!(polled["challenge"]["status"], "pending");
 
-        // What the approver sees (JSON), with the request's shape but not its values.
+        // What the approver sees (JSON): the agent's name and the values the deciding rule
+        // read (amount and currency), not the values it did not read.
         let (s, shown) = status_json(app.client.get(app.url(&format!("/v1/approval-links/{token}"))).send().await.unwrap()).await;
         assert_eq!(s, 200);
         assert_eq!((shown["challenge"]["action"].as_str(), shown["challenge"]["agent_id"].as_str()), (Some("refund"), Some(agent.id.as_str())));
-        assert_eq!(shown["challenge"]["summary"]["context_fields"], json!(["amount", "currency"]));
-        assert!(!shown.to_string().contains("500"), "no values of the request");
+        let summary = &shown["challenge"]["summary"];
+        assert_eq!(summary["agent_name"], "fin");
+        assert_eq!(summary["values"], json!({"amount": 500.0, "currency": "USD"}), "{summary}");
+        assert_eq!(summary["context_fields"], json!(["amount", "currency", "memo"]));
+        assert!(!shown.to_string().contains("offsite-dinner-memo"), "a value no rule read is not kept");
         let page = app.client.get(app.url(&format!("/v1/approval-links/{token}"))).header("Accept", "text/html").send().await.unwrap();
-        assert!(page.text().await.unwrap().contains("id=\"approve\""));
+        let html = page.text().await.unwrap();
+        assert!(html.contains("id=\"approve\""));
+        assert!(html.contains(&format!("fin ({})", agent.id)), "the agent's name: {html}");
+        assert!(html.contains("data-field=\"amount\">500.0<") && html.contains("data-field=\"currency\">USD<"), "{html}");
+        assert!(!html.contains("context_fields") && !html.contains("offsite-dinner-memo"), "{html}");
 
         let approve = |decision: &'static str| {
             let app = app.clone();
@@ -67,12 +77,12 @@ both_engines! {
         assert_error(approve("approve").await, 409, "challenge_already_decided").await;
         assert_error(approve("deny").await, 409, "challenge_already_decided").await;
 
-        let again = check(&app, &refund(&agent, 500.0)).await;
+        let again = check(&app, &asked).await;
         assert_eq!((again["decision"].as_str(), again["reason_codes"].clone()), (Some("allow"), json!(["approved"])));
         let events = audit_events(&app, &format!("trace_id={}", again["trace_id"].as_str().unwrap())).await;
         assert_eq!(events[0]["details"]["approval"]["challenge_id"], id.as_str(), "the audit event links the challenge");
         // Once: the next identical request is challenged again; a different one never was approved.
-        assert_eq!(check(&app, &refund(&agent, 500.0)).await["decision"], "challenge");
+        assert_eq!(check(&app, &asked).await["decision"], "challenge");
         assert_eq!(check(&app, &refund(&agent, 501.0)).await["decision"], "challenge");
         let (_, polled) = status_json(app.get(&format!("/v1/policy-challenges/{id}")).await).await;
         assert_eq!((polled["challenge"]["status"].as_str(), polled["challenge"]["used"].as_bool()), (Some("approved"), Some(true)));
@@ -223,6 +233,11 @@ both_engines! {
         assert_eq!(mail.rcpt, vec!["cfo@example.com".to_string(), "owner@example.com".to_string()]);
         assert!(mail.data.contains("Approval needed: refund"));
         assert!(crate::smtp::login_link(mail).contains("/v1/approval-links/apr_"), "the link is in the message");
+        // The message names the agent and shows the amount and currency the rule read.
+        let body = mail.data.replace("=\r\n", "");
+        assert!(body.contains(&format!("Agent fin ({})", agent.id)), "{body}");
+        assert!(body.contains("amount: 500.0") && body.contains("currency: USD"), "{body}");
+        assert!(!body.contains("context_fields"), "{body}");
 
         // The workspace now wants approvers logged in as members.
         let (s, settings) = status_json(owner.post("/v1/workspace/settings", &json!({"require_member_approval": true})).await).await;
@@ -243,5 +258,50 @@ both_engines! {
         assert!(decided["challenge"]["decided_by"].as_str().unwrap().starts_with("user:usr_"));
         let (_, read) = status_json(owner.get("/v1/workspace/settings").await).await;
         assert_eq!(read["require_member_approval"], true);
+    }
+}
+
+both_engines! {
+    async fn the_approver_sees_what_the_deciding_rule_read(app) {
+        let agent = app.active_agent("deployer").await;
+        app.apply_policy(json!({
+            "reusable_policy_blocks": {
+                "deploys": {
+                    "actions": {"allow": ["deploy"]},
+                    "cedar": [{"name": "prod", "when": "context.action == \"deploy\" && context.fields.contains(\"environment=production\")",
+                        "outcome": "challenge", "reason_code": "production_deploy", "reason": "production deploys need a human"}]
+                },
+                "mail": {"email": {"allowed_domains": ["example.com"], "on_violation": "challenge"}}
+            },
+            "agent_groups": [{"name": "ops", "members": [agent.id]}],
+            "bindings": [{"group": "ops", "blocks": ["deploys", "mail"]}]
+        }))
+        .await;
+        let shown = |decision: Value| {
+            let app = app.clone();
+            async move {
+                let (_, shown) = status_json(app.client.get(app.url(&format!("/v1/approval-links/{}", token_of(&decision)))).send().await.unwrap()).await;
+                shown["challenge"]["summary"].clone()
+            }
+        };
+        // A Cedar rule that tests `environment`: its value, not the service's.
+        let deploy = check(&app, &json!({"agent_id": agent.id, "action": "deploy",
+            "context": {"environment": "production", "service": "billing-secret-name"}})).await;
+        assert_eq!(deploy["decision"], "challenge", "{deploy}");
+        let summary = shown(deploy).await;
+        assert_eq!(summary["values"], json!({"environment": "production"}), "{summary}");
+        assert_eq!(summary["agent_name"], "deployer");
+        assert!(!summary.to_string().contains("billing-secret-name"));
+
+        // The email block: the recipients.
+        let mail = check(&app, &json!({"agent_id": agent.id, "action": "send_email",
+            "email": {"to": ["ann@example.com", "x@elsewhere.test"], "subject": "s"}})).await;
+        assert_eq!(mail["decision"], "challenge", "{mail}");
+        let token = token_of(&mail);
+        let summary = shown(mail).await;
+        assert_eq!(summary["recipients"], json!(["ann@example.com", "x@elsewhere.test"]), "{summary}");
+        let page = app.client.get(app.url(&format!("/v1/approval-links/{token}"))).header("Accept", "text/html").send().await.unwrap();
+        let html = page.text().await.unwrap();
+        assert!(html.contains("data-field=\"recipients\">ann@example.com, x@elsewhere.test<"), "{html}");
     }
 }

@@ -43,7 +43,7 @@ both_engines! {
         assert!(key.starts_with("svc_test_"));
         let (s, body) = status_json(app.get_as(&key, "/v1/agents").await).await;
         assert_eq!(s, 200, "{body}");
-        let live = run_cli(&app.db_url, &["api-key", "create", "--workspace", &ws, "--live", "--json"]).await;
+        let live = run_cli(&app.db_url, &["api-key", "create", "--workspace", &ws, "--live", "--output", "json"]).await;
         let live_key = live["api_key"]["key"].as_str().unwrap();
         assert!(live_key.starts_with("svc_live_"));
         // The key is accepted as a bearer token too, and its creation is audited without it.
@@ -55,7 +55,7 @@ both_engines! {
         assert!(!text.contains(live_key) && !text.contains(&key));
         // A workspace that does not exist is refused.
         let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_acp"))
-            .args(["--database-url", &app.db_url, "api-key", "create", "--workspace", "ws_nope"])
+            .args(["api-key", "create", "--workspace", "ws_nope", "--database-url", &app.db_url])
             .output().await.unwrap();
         assert!(!out.status.success());
         assert!(String::from_utf8_lossy(&out.stderr).contains("no workspace"));
@@ -158,5 +158,41 @@ fn migrations_come_in_pairs() {
             num.len() == 4 && num.bytes().all(|b| b.is_ascii_digit()) && rest.ends_with(".sql"),
             "{name}"
         );
+    }
+}
+
+#[test]
+fn the_docs_link_only_to_files_in_the_repository() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut pages = vec![root.join("README.md")];
+    for entry in std::fs::read_dir(root.join("docs")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "md") {
+            pages.push(path);
+        }
+    }
+    for page in pages {
+        let text = std::fs::read_to_string(&page).unwrap();
+        for outside in ["shared/spec", "/work/", "CONTRACT.md", "interface-spec.md"] {
+            assert!(
+                !text.contains(outside),
+                "{} names `{outside}`, which is not in the repository",
+                page.display()
+            );
+        }
+        // Every relative link `](path)` names a file or folder that exists.
+        for (_, rest) in text.match_indices("](").map(|(i, _)| ((), &text[i + 2..])) {
+            let target = rest.split(')').next().unwrap_or("");
+            let target = target.split('#').next().unwrap_or("");
+            if target.is_empty() || target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            let dir = page.parent().unwrap();
+            assert!(
+                dir.join(target).exists(),
+                "{} links to `{target}`, which does not exist",
+                page.display()
+            );
+        }
     }
 }

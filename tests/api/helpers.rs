@@ -247,14 +247,25 @@ impl TestApp {
 
     /// A second workspace and its key, made with the real CLI against the same database.
     pub async fn other_workspace(&self) -> (String, String) {
-        let ws = run_cli(&self.db_url, &["workspace", "create", "other", "--json"]).await;
+        let ws = run_cli(
+            &self.db_url,
+            &["workspace", "create", "other", "--output", "json"],
+        )
+        .await;
         let ws_id = ws["workspace"]["workspace_id"]
             .as_str()
             .expect("workspace id")
             .to_owned();
         let key = run_cli(
             &self.db_url,
-            &["api-key", "create", "--workspace", &ws_id, "--json"],
+            &[
+                "api-key",
+                "create",
+                "--workspace",
+                &ws_id,
+                "--output",
+                "json",
+            ],
         )
         .await;
         (
@@ -273,12 +284,12 @@ impl TestApp {
     }
 }
 
-/// Runs the `acp` binary with `--database-url` and parses its JSON output.
+/// Runs the `acp` binary on the database at `db_url` (as `ACP_DATABASE_URL`) and parses its
+/// JSON output (pass `--output json`).
 pub async fn run_cli(db_url: &str, args: &[&str]) -> Value {
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_acp"))
-        .arg("--database-url")
-        .arg(db_url)
         .args(args)
+        .env("ACP_DATABASE_URL", db_url)
         .env_remove("ACP_BOOTSTRAP_API_KEY")
         .output()
         .await
@@ -493,10 +504,10 @@ impl TestApp {
     pub async fn grant(&self, workspace_id: &str, email: &str, role: &str) {
         let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_acp"))
             .args([
-                "--database-url",
-                &self.db_url,
                 "workspace",
                 "add-member",
+                "--database-url",
+                &self.db_url,
                 "--workspace",
                 workspace_id,
                 "--email",

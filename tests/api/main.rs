@@ -14,6 +14,7 @@ mod audit;
 mod bad_input;
 #[cfg(acp_browser)]
 mod browser;
+mod cli;
 mod consistency;
 mod credentials;
 mod dashboard;
