@@ -392,7 +392,7 @@ pub struct VerifyLoginResponse {
     pub ok: bool,
     pub user: UserInfo,
     pub active_workspace_id: Option<String>,
-    /// Send as `X-CSRF-Token` on state-changing requests made with the session cookie.
+    /// Send as `X-CSRF-Token` on state-changing cookie requests whose body is not JSON.
     pub csrf_token: String,
 }
 
@@ -413,7 +413,7 @@ pub struct MeResponse {
     pub workspaces: Vec<WorkspaceItem>,
     /// `session` (cookie) or `token` (personal access token).
     pub auth: String,
-    /// For cookie sessions: the value to send as `X-CSRF-Token`.
+    /// For cookie sessions: the value to send as `X-CSRF-Token` with bodies that are not JSON.
     pub csrf_token: Option<String>,
 }
 
