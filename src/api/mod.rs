@@ -233,7 +233,8 @@ pub struct InventoryUpsertRequest {
     pub agent_id: String,
     #[serde(default)]
     pub display_name: Option<String>,
-    /// Object of string values.
+    /// A list of strings, e.g. `["payments"]` (the documented form); an object of string
+    /// values is accepted too.
     #[serde(default)]
     pub labels: Option<Value>,
     #[serde(default)]
@@ -250,6 +251,7 @@ pub struct InventoryItem {
     pub external_agent_key: String,
     pub agent_id: String,
     pub display_name: Option<String>,
+    /// As sent: a list of strings (`[]` when none), or an object of string values.
     pub labels: Value,
     pub environment: Option<String>,
     pub source: Option<String>,
@@ -278,7 +280,7 @@ pub struct InventoryListResponse {
 pub struct InventoryListParams {
     pub environment: Option<String>,
     pub status: Option<String>,
-    /// `key` or `key=value`.
+    /// Agents whose labels list contains this label; for object labels, `key` or `key=value`.
     pub label: Option<String>,
 }
 
