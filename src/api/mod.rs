@@ -844,8 +844,10 @@ pub struct EmailSendRequest {
     /// Default `pol_default`; evaluated as action `send_email`.
     #[serde(default)]
     pub policy_id: Option<String>,
-    /// `{to, cc, bcc, subject, text, html}`: `to` a string or a list, at least one of `text`
-    /// and `html`.
+    /// `{to, cc, bcc, subject, text, html, attachments}`: recipients a string or a list of
+    /// mailboxes (`jane@example.com` or `Jane Doe <jane@example.com>`), at least one of `text`
+    /// and `html`; `attachments` a list of `{filename, content_type, content}` with `content` in
+    /// base64, checked by the policy's attachment rules and delivered with the message.
     #[schema(value_type = Object)]
     pub email: Value,
 }

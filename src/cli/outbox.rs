@@ -1,5 +1,8 @@
-//! `acp outbox list [--limit N] [--json]`: the mail the `outbox` provider stored, newest first.
+//! `acp outbox list [--limit N] [--json]`: the mail the `outbox` provider stored, newest first,
+//! with its attachments (named in text; in JSON with their content in base64).
 
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine as _;
 use clap::Subcommand;
 use serde_json::json;
 
@@ -31,7 +34,16 @@ pub async fn run(cli: &Cli, cmd: &OutboxCommand) -> anyhow::Result<i32> {
     if *json {
         let items: Vec<_> = messages
             .iter()
-            .map(|m| json!({"id": m.id, "to": m.recipients, "subject": m.subject, "text": m.text_body, "html": m.html_body, "created_at": iso(m.created_at)}))
+            .map(|m| {
+                let attachments: Vec<_> = m
+                    .attachments
+                    .iter()
+                    .map(|a| json!({"filename": a.filename, "content_type": a.content_type,
+                        "size_bytes": a.content.len(), "content": STANDARD.encode(&a.content)}))
+                    .collect();
+                json!({"id": m.id, "to": m.recipients, "subject": m.subject, "text": m.text_body,
+                    "html": m.html_body, "attachments": attachments, "created_at": iso(m.created_at)})
+            })
             .collect();
         println!("{}", json!({"ok": true, "items": items}));
         return Ok(0);
@@ -47,6 +59,14 @@ pub async fn run(cli: &Cli, cmd: &OutboxCommand) -> anyhow::Result<i32> {
             m.recipients.join(", ")
         );
         println!("Subject: {}", m.subject);
+        for a in &m.attachments {
+            println!(
+                "Attachment: {} ({}, {} bytes)",
+                a.filename,
+                a.content_type,
+                a.content.len()
+            );
+        }
         println!();
         println!("{}", m.text_body.or(m.html_body).unwrap_or_default());
     }

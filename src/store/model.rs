@@ -313,7 +313,17 @@ pub struct OutboxMessage {
     pub subject: String,
     pub text_body: Option<String>,
     pub html_body: Option<String>,
+    /// Files delivered with the message, in order.
+    pub attachments: Vec<OutboxAttachment>,
     pub created_at: i64,
+}
+
+/// A file of an outbox message (stored as JSON with the content in base64).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxAttachment {
+    pub filename: String,
+    pub content_type: String,
+    pub content: Vec<u8>,
 }
 
 #[derive(Debug, Clone)]
