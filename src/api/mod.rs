@@ -349,6 +349,15 @@ pub struct RecentHeartbeatsParams {
 
 // ---- inventory ----------------------------------------------------------------------------
 
+/// Inventory labels, for the OpenAPI document: a list of strings (the documented form), or an
+/// object of string values.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum InventoryLabels {
+    List(Vec<String>),
+    Map(std::collections::HashMap<String, String>),
+}
+
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct InventoryUpsertRequest {
     /// Your system's key for the agent (1 to 200 characters).
@@ -362,9 +371,10 @@ pub struct InventoryUpsertRequest {
     #[serde(default)]
     #[schema(max_length = 200)]
     pub display_name: Option<String>,
-    /// Object of at most 64 string values (keys 1 to 100 characters, values up to 200).
+    /// A list of strings, e.g. `["payments"]` (the documented form); an object of string
+    /// values is accepted too.
     #[serde(default)]
-    #[schema(value_type = Option<std::collections::HashMap<String, String>>)]
+    #[schema(value_type = Option<InventoryLabels>)]
     pub labels: Option<Value>,
     #[serde(default)]
     #[schema(max_length = 200)]
@@ -383,6 +393,7 @@ pub struct InventoryItem {
     pub external_agent_key: String,
     pub agent_id: String,
     pub display_name: Option<String>,
+    /// As sent: a list of strings (`[]` when none), or an object of string values.
     pub labels: Value,
     pub environment: Option<String>,
     pub source: Option<String>,
@@ -411,7 +422,7 @@ pub struct InventoryListResponse {
 pub struct InventoryListParams {
     pub environment: Option<String>,
     pub status: Option<String>,
-    /// `key` or `key=value`.
+    /// Agents whose labels list contains this label; for object labels, `key` or `key=value`.
     pub label: Option<String>,
 }
 
@@ -532,7 +543,7 @@ pub struct VerifyLoginResponse {
     pub ok: bool,
     pub user: UserInfo,
     pub active_workspace_id: Option<String>,
-    /// Send as `X-CSRF-Token` on state-changing requests made with the session cookie.
+    /// Send as `X-CSRF-Token` on state-changing cookie requests whose body is not JSON.
     pub csrf_token: String,
 }
 
@@ -553,7 +564,7 @@ pub struct MeResponse {
     pub workspaces: Vec<WorkspaceItem>,
     /// `session` (cookie) or `token` (personal access token).
     pub auth: String,
-    /// For cookie sessions: the value to send as `X-CSRF-Token`.
+    /// For cookie sessions: the value to send as `X-CSRF-Token` with bodies that are not JSON.
     pub csrf_token: Option<String>,
 }
 
@@ -1042,8 +1053,10 @@ pub struct EmailSendRequest {
     /// Default `pol_default`; evaluated as action `send_email`.
     #[serde(default)]
     pub policy_id: Option<String>,
-    /// `{to, cc, bcc, subject, text, html}`: `to` a string or a list, at least one of `text`
-    /// and `html`.
+    /// `{to, cc, bcc, subject, text, html, attachments}`: recipients a string or a list of
+    /// mailboxes (`jane@example.com` or `Jane Doe <jane@example.com>`), at least one of `text`
+    /// and `html`; `attachments` a list of `{filename, content_type, content}` with `content` in
+    /// base64, checked by the policy's attachment rules and delivered with the message.
     #[schema(value_type = Object)]
     pub email: Value,
 }

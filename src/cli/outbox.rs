@@ -1,5 +1,8 @@
-//! `acp outbox list [--limit N]`: the mail the `outbox` provider stored, newest first.
+//! `acp outbox list [--limit N]`: the mail the `outbox` provider stored, newest first, with its
+//! attachments (named in text; in JSON with their content in base64).
 
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine as _;
 use clap::Subcommand;
 use serde_json::json;
 
@@ -40,7 +43,16 @@ pub async fn run(args: &OutboxArgs) -> anyhow::Result<i32> {
     if output.json() {
         let items: Vec<_> = messages
             .iter()
-            .map(|m| json!({"id": m.id, "to": m.recipients, "subject": m.subject, "text": m.text_body, "html": m.html_body, "created_at": iso(m.created_at)}))
+            .map(|m| {
+                let attachments: Vec<_> = m
+                    .attachments
+                    .iter()
+                    .map(|a| json!({"filename": a.filename, "content_type": a.content_type,
+                        "size_bytes": a.content.len(), "content": STANDARD.encode(&a.content)}))
+                    .collect();
+                json!({"id": m.id, "to": m.recipients, "subject": m.subject, "text": m.text_body,
+                    "html": m.html_body, "attachments": attachments, "created_at": iso(m.created_at)})
+            })
             .collect();
         line(json!({"ok": true, "items": items}))?;
         return Ok(0);
@@ -56,6 +68,14 @@ pub async fn run(args: &OutboxArgs) -> anyhow::Result<i32> {
             m.recipients.join(", ")
         ))?;
         line(format!("Subject: {}", m.subject))?;
+        for a in &m.attachments {
+            line(format!(
+                "Attachment: {} ({}, {} bytes)",
+                a.filename,
+                a.content_type,
+                a.content.len()
+            ))?;
+        }
         line("")?;
         line(m.text_body.or(m.html_body).unwrap_or_default())?;
     }

@@ -10,9 +10,12 @@
 //!    (the email does not count), audited, and the caller gets 502 `provider_unavailable`.
 
 use std::collections::BTreeSet;
+use std::str::FromStr;
 use std::time::Duration;
 
 use axum::http::StatusCode;
+use lettre::message::header::ContentType;
+use lettre::message::Mailbox;
 use serde_json::{json, Value};
 
 use crate::api;
@@ -21,33 +24,168 @@ use crate::cache::KeyAccess;
 use crate::context::SharedContext;
 use crate::error::{ApiError, ApiResult};
 use crate::ids;
-use crate::mail::{Email, MailError};
+use crate::mail::{Attachment, Email, MailError};
 use crate::policy::check::{check_reserving, EmailReservation};
 use crate::policy::evaluate::EmailFacts;
+use crate::secret::sha256_hex;
 use crate::store::{Change, Op};
 
 /// How long the provider may take before the send counts as failed.
 const PROVIDER_TIMEOUT: Duration = Duration::from_secs(20);
 const MAX_SUBJECT_CHARS: usize = 998;
 const MAX_RECIPIENTS: usize = 100;
+const MAX_ATTACHMENTS: usize = 20;
+const MAX_FILENAME_CHARS: usize = 255;
+/// The decoded bytes of all attachments of one email. Base64 makes them a third larger, and
+/// request bodies are limited to 1 MiB: this leaves room for the rest of the message.
+const MAX_ATTACHMENT_BYTES: usize = 512 * 1024;
+/// The content type of an attachment that names none.
+const DEFAULT_CONTENT_TYPE: &str = "application/octet-stream";
 
-fn addresses(email: &Value, field: &str) -> ApiResult<Vec<String>> {
-    match email.get(field) {
-        None | Some(Value::Null) => Ok(Vec::new()),
-        Some(Value::String(one)) => Ok(vec![one.trim().to_owned()]),
-        Some(Value::Array(list)) => list
-            .iter()
-            .map(|v| {
-                v.as_str()
-                    .map(|s| s.trim().to_owned())
-                    .ok_or_else(|| ApiError::invalid(&format!("email.{field}"), "must be strings"))
+/// One recipient: as written for delivery (`Jane Doe <jane@example.com>` or a bare address) and
+/// its bare address, which is what the policy's domain and count rules read.
+struct Recipient {
+    mailbox: String,
+    address: String,
+}
+
+/// The entries of `email.<field>` (a string or a list of strings), each exactly one mailbox.
+fn recipients(email: &Value, field: &str) -> ApiResult<Vec<Recipient>> {
+    let name = format!("email.{field}");
+    let entries: Vec<&Value> = match email.get(field) {
+        None | Some(Value::Null) => Vec::new(),
+        Some(one @ Value::String(_)) => vec![one],
+        Some(Value::Array(list)) => list.iter().collect(),
+        Some(_) => {
+            return Err(ApiError::invalid(
+                &name,
+                "must be an address or a list of addresses",
+            ))
+        }
+    };
+    entries
+        .into_iter()
+        .map(|entry| {
+            let text = entry
+                .as_str()
+                .ok_or_else(|| ApiError::invalid(&name, "must be strings"))?
+                .trim();
+            // lettre's parser takes exactly one mailbox: a list in one entry ("a@x, b@y") is
+            // refused rather than judged by one of its domains.
+            let mailbox = Mailbox::from_str(text).map_err(|_| {
+                ApiError::invalid(
+                    &name,
+                    format!("must hold one email address per entry (`jane@example.com` or `Jane Doe <jane@example.com>`); `{text}` is not one"),
+                )
+            })?;
+            Ok(Recipient {
+                address: mailbox.email.to_string(),
+                mailbox: mailbox.to_string(),
             })
-            .collect(),
-        Some(_) => Err(ApiError::invalid(
-            &format!("email.{field}"),
-            "must be an address or a list of addresses",
-        )),
+        })
+        .collect()
+}
+
+/// The files of `email.attachments`, decoded and checked: each `{filename, content_type?,
+/// content}` with the content in base64; `size_bytes`, if sent, must be the decoded length.
+fn attachments(email: &Value) -> ApiResult<Vec<Attachment>> {
+    let invalid = |why: String| ApiError::bad_request("invalid_attachments", why);
+    let list =
+        match email.get("attachments") {
+            None | Some(Value::Null) => return Ok(Vec::new()),
+            Some(Value::Array(list)) => list,
+            Some(_) => return Err(invalid(
+                "`email.attachments` must be a list of {filename, content_type, content (base64)}"
+                    .into(),
+            )),
+        };
+    if list.len() > MAX_ATTACHMENTS {
+        return Err(invalid(format!(
+            "at most {MAX_ATTACHMENTS} attachments per email"
+        )));
     }
+    let mut files = Vec::with_capacity(list.len());
+    let mut total: usize = 0;
+    for (i, item) in list.iter().enumerate() {
+        let at = format!("email.attachments[{i}]");
+        let Some(item) = item.as_object() else {
+            return Err(invalid(format!(
+                "`{at}` must be an object {{filename, content_type, content}}"
+            )));
+        };
+        let filename = match item.get("filename") {
+            Some(Value::String(f))
+                if !f.trim().is_empty()
+                    && f.chars().count() <= MAX_FILENAME_CHARS
+                    && !f.chars().any(char::is_control) =>
+            {
+                f.clone()
+            }
+            _ => {
+                return Err(invalid(format!(
+                    "`{at}.filename` must be a file name of 1 to {MAX_FILENAME_CHARS} characters without control characters"
+                )))
+            }
+        };
+        let content_type = match item.get("content_type") {
+            None | Some(Value::Null) => DEFAULT_CONTENT_TYPE.to_owned(),
+            Some(Value::String(ct)) if ContentType::parse(ct.trim()).is_ok() => {
+                ct.trim().to_owned()
+            }
+            Some(_) => {
+                return Err(invalid(format!(
+                    "`{at}.content_type` must be a MIME type such as `application/pdf`"
+                )))
+            }
+        };
+        let content = match item.get("content") {
+            Some(Value::String(b64)) => decode_base64(b64).ok_or_else(|| {
+                invalid(format!("`{at}.content` is not valid base64"))
+            })?,
+            None | Some(Value::Null) => {
+                return Err(invalid(format!(
+                    "`{at}.content` is required: the file's bytes in base64 (an attachment the service cannot deliver is refused, never dropped)"
+                )))
+            }
+            Some(_) => return Err(invalid(format!("`{at}.content` must be a base64 string"))),
+        };
+        match item.get("size_bytes") {
+            None | Some(Value::Null) => {}
+            Some(v) if v.as_u64() == u64::try_from(content.len()).ok() => {}
+            Some(_) => {
+                return Err(invalid(format!(
+                    "`{at}.size_bytes` is not the size of the decoded content ({} bytes)",
+                    content.len()
+                )))
+            }
+        }
+        total = total.saturating_add(content.len());
+        if total > MAX_ATTACHMENT_BYTES {
+            return Err(ApiError::bad_request(
+                "attachments_too_large",
+                format!(
+                    "attachments may hold at most {MAX_ATTACHMENT_BYTES} bytes in all (decoded)"
+                ),
+            ));
+        }
+        files.push(Attachment {
+            filename,
+            content_type,
+            content,
+        });
+    }
+    Ok(files)
+}
+
+/// Standard base64, padded or not; line breaks (as MIME tools write it) are ignored.
+fn decode_base64(text: &str) -> Option<Vec<u8>> {
+    use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD};
+    use base64::Engine as _;
+    let compact: String = text.chars().filter(|c| !matches!(c, '\r' | '\n')).collect();
+    STANDARD
+        .decode(&compact)
+        .or_else(|_| STANDARD_NO_PAD.decode(&compact))
+        .ok()
 }
 
 fn body_text(email: &Value, field: &str) -> ApiResult<Option<String>> {
@@ -62,17 +200,26 @@ fn body_text(email: &Value, field: &str) -> ApiResult<Option<String>> {
     }
 }
 
-/// The message to hand to the provider, validated.
-fn message(email: &Value) -> ApiResult<Email> {
+/// A validated send: the message for the provider and the facts the policy decides on.
+struct Outgoing {
+    mail: Email,
+    /// `{to, cc, bcc, subject, attachments?}` with bare addresses and attachment metadata, the
+    /// shape `/v1/check` reads.
+    facts: Value,
+    /// The recipients' domains, lower-cased and distinct (for the audit event).
+    domains: Vec<String>,
+}
+
+fn message(email: &Value) -> ApiResult<Outgoing> {
     if !email.is_object() {
         return Err(ApiError::invalid(
             "email",
-            "must be {to, cc, bcc, subject, text, html}",
+            "must be {to, cc, bcc, subject, text, html, attachments}",
         ));
     }
-    let to = addresses(email, "to")?;
-    let cc = addresses(email, "cc")?;
-    let bcc = addresses(email, "bcc")?;
+    let to = recipients(email, "to")?;
+    let cc = recipients(email, "cc")?;
+    let bcc = recipients(email, "bcc")?;
     if to.is_empty() {
         return Err(ApiError::missing("email.to"));
     }
@@ -99,21 +246,46 @@ fn message(email: &Value) -> ApiResult<Email> {
     if text.is_none() && html.is_none() {
         return Err(ApiError::missing("email.text"));
     }
-    Ok(Email {
-        to,
-        cc,
-        bcc,
-        subject,
-        text,
-        html,
-    })
-}
-
-fn domains<'a>(addresses: impl Iterator<Item = &'a String>) -> Vec<String> {
-    let set: BTreeSet<String> = addresses
-        .filter_map(|a| a.rsplit_once('@').map(|(_, d)| d.to_ascii_lowercase()))
+    let files = attachments(email)?;
+    let bare = |list: &[Recipient]| list.iter().map(|r| r.address.clone()).collect::<Vec<_>>();
+    let mut facts =
+        json!({ "to": bare(&to), "cc": bare(&cc), "bcc": bare(&bcc), "subject": subject });
+    if !files.is_empty() {
+        // The attachment rules read filename, content type and size; the content's hash binds
+        // an approval to these very files.
+        facts["attachments"] = files
+            .iter()
+            .map(|a| {
+                json!({
+                    "filename": a.filename,
+                    "content_type": a.content_type,
+                    "size_bytes": a.content.len(),
+                    "sha256": sha256_hex(&a.content),
+                })
+            })
+            .collect();
+    }
+    let domains: BTreeSet<String> = to
+        .iter()
+        .chain(&cc)
+        .chain(&bcc)
+        .filter_map(|r| r.address.rsplit_once('@'))
+        .map(|(_, d)| d.to_ascii_lowercase())
         .collect();
-    set.into_iter().collect()
+    let mailboxes = |list: Vec<Recipient>| list.into_iter().map(|r| r.mailbox).collect();
+    Ok(Outgoing {
+        mail: Email {
+            to: mailboxes(to),
+            cc: mailboxes(cc),
+            bcc: mailboxes(bcc),
+            subject,
+            text,
+            html,
+            attachments: files,
+        },
+        facts,
+        domains: domains.into_iter().collect(),
+    })
 }
 
 pub async fn send(
@@ -127,10 +299,12 @@ pub async fn send(
         return Err(ApiError::missing("agent_id"));
     }
     let agent_id = req.agent_id;
-    let mail = message(&req.email)?;
-    // The facts the policy sees (addresses are checked one per entry there too).
-    let facts_json =
-        json!({ "to": mail.to, "cc": mail.cc, "bcc": mail.bcc, "subject": mail.subject });
+    let Outgoing {
+        mail,
+        facts: facts_json,
+        domains,
+    } = message(&req.email)?;
+    // The facts the policy sees, read as `/v1/check` reads them (one address per entry).
     EmailFacts::from_json(&facts_json)
         .map_err(|field| ApiError::invalid(field, "each entry must be one email address"))?;
     let reservation = EmailReservation {
@@ -184,6 +358,7 @@ pub async fn send(
             trace_id: decision.trace_id.clone(),
             policy_id: decision.policy_id.clone(),
             policy_hash: decision.policy_hash.clone(),
+            recipient_domains: domains,
         },
     ));
     let (provider, delivered) = task
@@ -218,6 +393,7 @@ struct Recorded {
     trace_id: String,
     policy_id: String,
     policy_hash: String,
+    recipient_domains: Vec<String>,
 }
 
 /// Hands the message to the provider and records the outcome: the reservation becomes a sent
@@ -243,12 +419,14 @@ async fn deliver(
     let mut details = json!({
         "email_id": email_id,
         "provider": provider,
-        "recipient_domains": domains(mail.recipients()),
+        "recipient_domains": rec.recipient_domains,
         "to_count": mail.to.len(),
         "cc_count": mail.cc.len(),
         "bcc_count": mail.bcc.len(),
         "has_text": mail.text.is_some(),
         "has_html": mail.html.is_some(),
+        "attachment_count": mail.attachments.len(),
+        "attachment_bytes": mail.attachments.iter().map(|a| a.content.len()).sum::<usize>(),
         "provider_message_id": message_id,
     });
     if let Some(error) = error {
@@ -277,4 +455,110 @@ async fn deliver(
         )
         .await?;
     Ok((provider, delivered))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn send(email: Value) -> ApiResult<Outgoing> {
+        message(&email)
+    }
+
+    fn code(result: ApiResult<Outgoing>) -> String {
+        match result {
+            Ok(_) => "ok".into(),
+            Err(e) => e.code.into_owned(),
+        }
+    }
+
+    #[test]
+    fn display_names_go_out_and_the_policy_reads_the_address() {
+        let out = send(
+            json!({"to": ["Jane Doe <Jane@Example.COM>", "bob@example.com"],
+            "bcc": "\"Ops, EU\" <ops@corp.example>", "subject": "s", "text": "t"}),
+        )
+        .unwrap();
+        assert_eq!(out.mail.to[0], "Jane Doe <Jane@Example.COM>");
+        assert_eq!(out.mail.bcc[0], "\"Ops, EU\" <ops@corp.example>");
+        // What goes to the provider parses back to the same mailbox.
+        for m in out.mail.recipients() {
+            assert_eq!(Mailbox::from_str(m).unwrap().to_string(), *m);
+        }
+        assert_eq!(
+            out.facts["to"],
+            json!(["Jane@Example.COM", "bob@example.com"])
+        );
+        assert_eq!(out.facts["bcc"], json!(["ops@corp.example"]));
+        assert_eq!(out.domains, ["corp.example", "example.com"]);
+        assert!(out.facts.get("attachments").is_none());
+        assert!(EmailFacts::from_json(&out.facts).is_ok());
+        for bad in [
+            "a@example.com, b@evil.test",
+            "Jane <a@example.com> b@evil.test",
+            "",
+            "x",
+        ] {
+            assert_eq!(
+                code(send(json!({"to": [bad], "subject": "s", "text": "t"}))),
+                "invalid_email.to",
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn attachments_are_decoded_and_described_for_the_policy() {
+        let out = send(json!({"to": "a@example.com", "subject": "s", "text": "t", "attachments": [
+            {"filename": "r.pdf", "content_type": " application/pdf ", "content": "aGVsbG8=", "size_bytes": 5},
+            {"filename": "x", "content": "aGVsbG8"},
+        ]}))
+        .unwrap();
+        assert_eq!(out.mail.attachments[0].content, b"hello");
+        assert_eq!(out.mail.attachments[1].content_type, DEFAULT_CONTENT_TYPE);
+        assert_eq!(
+            out.facts["attachments"][0],
+            json!({"filename": "r.pdf", "content_type": "application/pdf", "size_bytes": 5,
+                "sha256": sha256_hex(b"hello")})
+        );
+        let facts = EmailFacts::from_json(&out.facts).unwrap();
+        assert_eq!(facts.attachments.len(), 2);
+        assert_eq!(facts.attachments[0].size_bytes, 5);
+    }
+
+    #[test]
+    fn bad_attachments_name_the_problem() {
+        let with = |a: Value| {
+            code(send(
+                json!({"to": "a@example.com", "subject": "s", "text": "t", "attachments": a}),
+            ))
+        };
+        assert_eq!(with(json!({})), "invalid_attachments");
+        assert_eq!(
+            with(json!([{"filename": "a", "content": "%%%"}])),
+            "invalid_attachments"
+        );
+        assert_eq!(
+            with(json!([{"filename": "a", "content": "aGVsbG8=", "content_type": "nope"}])),
+            "invalid_attachments"
+        );
+        assert_eq!(
+            with(json!([{"filename": "a", "content": "aGVsbG8=", "size_bytes": "5"}])),
+            "invalid_attachments"
+        );
+        assert_eq!(
+            with(json!((0..=MAX_ATTACHMENTS)
+                .map(|i| json!({"filename": format!("f{i}"), "content": ""}))
+                .collect::<Vec<_>>())),
+            "invalid_attachments"
+        );
+        let big = base64::Engine::encode(
+            &base64::engine::general_purpose::STANDARD,
+            vec![0u8; MAX_ATTACHMENT_BYTES + 1],
+        );
+        assert_eq!(
+            with(json!([{"filename": "big", "content": big}])),
+            "attachments_too_large"
+        );
+    }
 }

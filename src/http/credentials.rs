@@ -159,7 +159,7 @@ pub async fn openid_configuration(State(ctx): State<SharedContext>) -> impl Into
 #[utoipa::path(post, path = "/v1/email/send", tag = "email", request_body = EmailSendRequest,
     security(("api_key" = [])),
     responses((status = 200, body = EmailSendResponse),
-        (status = 400, description = "`missing_agent_id`, `missing_email.to`, `invalid_email.subject`, ...", body = ErrorBody),
+        (status = 400, description = "`missing_agent_id`, `missing_email.to`, `invalid_email.subject`, `invalid_attachments`, `attachments_too_large`, ...", body = ErrorBody),
         (status = 403, description = "`policy_blocked` with `decision`, `reasons`, `challenge`", body = ErrorBody),
         (status = 404, description = "`unknown_agent`, `unknown_policy`", body = ErrorBody),
         (status = 502, description = "`provider_unavailable`: not sent, not counted", body = ErrorBody)))]

@@ -31,20 +31,25 @@ fn body_error(rejection: BytesRejection) -> ApiError {
     }
 }
 
-/// Refuses bodies declared as something other than JSON (a missing Content-Type is accepted).
-fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
-    let Some(value) = headers.get(header::CONTENT_TYPE) else {
-        return Ok(());
-    };
-    let mime = value
-        .to_str()
+/// True for a `Content-Type` value that declares JSON: `application/json` or an
+/// `application/...+json` type, with or without parameters such as `charset`.
+pub fn is_json_content_type(value: &[u8]) -> bool {
+    let mime = std::str::from_utf8(value)
         .unwrap_or("")
         .split(';')
         .next()
         .unwrap_or("")
         .trim()
         .to_ascii_lowercase();
-    if mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json")) {
+    mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json"))
+}
+
+/// Refuses bodies declared as something other than JSON (a missing Content-Type is accepted).
+fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(value) = headers.get(header::CONTENT_TYPE) else {
+        return Ok(());
+    };
+    if is_json_content_type(value.as_bytes()) {
         Ok(())
     } else {
         Err(ApiError::new(

@@ -71,7 +71,7 @@ impl Modify for SecuritySchemes {
             "session",
             SecurityScheme::ApiKey(ApiKey::Cookie(ApiKeyValue::with_description(
                 "acp_session",
-                "Dashboard session from magic-link login; state-changing requests also send `X-CSRF-Token`",
+                "Dashboard session from magic-link login; state-changing requests send JSON from no or the own `Origin`, or carry `X-CSRF-Token`",
             ))),
         );
         components.add_security_scheme(

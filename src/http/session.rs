@@ -2,14 +2,17 @@
 //! and the session-only management of API keys, members and personal access tokens.
 //!
 //! A request is authenticated by the `acp_session` cookie or by `Authorization: Bearer
-//! svc_pat_...`. State-changing cookie requests must carry `X-CSRF-Token` (from login or
-//! `/auth/me`); tokens are not sent by browsers on their own, so they need none.
+//! svc_pat_...`. State-changing cookie requests pass the CSRF defence of [`csrf_refusal`]: a JSON
+//! body from this service's own origin (or from a client that sends no `Origin`, such as a CI
+//! script) needs nothing else; cross-site requests are refused; any other body must carry the
+//! session's `X-CSRF-Token` (from login or `/auth/me`), as the service's own pages do. Tokens
+//! are not sent by browsers on their own, so they need none.
 
 use std::net::SocketAddr;
 
 use axum::extract::{ConnectInfo, FromRequestParts, State};
 use axum::http::request::Parts;
-use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
@@ -27,7 +30,7 @@ use crate::identity::accounts::{self, NewSession, Principal, PAT_PREFIX, SESSION
 use crate::identity::api_keys;
 use crate::secret::ct_eq;
 
-use super::extract::{bearer_token, AppJson, AppPath, AppQuery};
+use super::extract::{bearer_token, is_json_content_type, AppJson, AppPath, AppQuery};
 
 /// The value of cookie `name` in the request, if sent.
 pub fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -67,20 +70,103 @@ pub async fn authenticate_user(
     let principal = accounts::session_principal(ctx, session_id).await?;
     let safe = matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS);
     if !safe {
-        let sent = headers
-            .get("x-csrf-token")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("");
-        let expected = principal.csrf_token.as_deref().unwrap_or("");
-        if expected.is_empty() || !ct_eq(sent.as_bytes(), expected.as_bytes()) {
-            return Err(ApiError::new(
-                StatusCode::FORBIDDEN,
-                "csrf_failed",
-                "send the session's CSRF token in `X-CSRF-Token` (from login or GET /auth/me)",
-            ));
+        if let Some(why) = csrf_refusal(&ctx.public_url, headers, principal.csrf_token.as_deref()) {
+            return Err(ApiError::new(StatusCode::FORBIDDEN, "csrf_failed", why));
         }
     }
     Ok(principal)
+}
+
+/// Why a state-changing request authenticated by the session cookie is refused as a possible
+/// cross-site request forgery, or `None` when it may go on.
+///
+/// - `Sec-Fetch-Site: cross-site`, or an `Origin` other than this service's own (the origin of
+///   `public_url`, or the request's `Host`), is refused, token or not.
+/// - An `X-CSRF-Token` header, when sent, must be the session's token; with it, any body is
+///   accepted (the service's own pages send it).
+/// - Without one, the body must be declared JSON (`Content-Type: application/json` or
+///   `application/...+json`), which a browser never sends cross-origin without CORS consent; a
+///   request with no body and no `Content-Type` is accepted too. Forms and `text/plain` are
+///   refused.
+pub fn csrf_refusal(
+    public_url: &str,
+    headers: &HeaderMap,
+    session_token: Option<&str>,
+) -> Option<&'static str> {
+    let fetch_site = headers
+        .get("sec-fetch-site")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if fetch_site.trim().eq_ignore_ascii_case("cross-site") {
+        return Some("cross-site requests cannot use the session cookie");
+    }
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        if !is_own_origin(public_url, headers, origin.as_bytes()) {
+            return Some("the request's Origin is not this service; cross-origin requests cannot use the session cookie");
+        }
+    }
+    let sent = headers
+        .get("x-csrf-token")
+        .map(|v| v.as_bytes())
+        .filter(|v| !v.is_empty());
+    if let Some(sent) = sent {
+        let expected = session_token.unwrap_or("");
+        return if !expected.is_empty() && ct_eq(sent, expected.as_bytes()) {
+            None
+        } else {
+            Some("the `X-CSRF-Token` header is not this session's token (from login or GET /auth/me)")
+        };
+    }
+    let declared_json = match headers.get(header::CONTENT_TYPE) {
+        Some(value) => is_json_content_type(value.as_bytes()),
+        None => !has_body(headers),
+    };
+    if declared_json {
+        None
+    } else {
+        Some("a request made with the session cookie must send its body as `application/json`, or carry the session's `X-CSRF-Token`")
+    }
+}
+
+/// True when the request announces a body (`Content-Length` above zero, or a chunked one).
+fn has_body(headers: &HeaderMap) -> bool {
+    if headers.contains_key(header::TRANSFER_ENCODING) {
+        return true;
+    }
+    headers
+        .get(header::CONTENT_LENGTH)
+        .is_some_and(|v| v.to_str().map_or(true, |v| v.trim() != "0"))
+}
+
+/// Scheme, lower-case host and port (the scheme's default when not written) of an origin or
+/// URL; `None` when it has no scheme or host.
+fn origin_of(text: &str) -> Option<(String, String, u16)> {
+    let uri: Uri = text.trim().parse().ok()?;
+    let scheme = uri.scheme_str()?.to_ascii_lowercase();
+    let host = uri.host()?.to_ascii_lowercase();
+    let port = uri.port_u16().or(match scheme.as_str() {
+        "http" => Some(80),
+        "https" => Some(443),
+        _ => None,
+    })?;
+    Some((scheme, host, port))
+}
+
+/// True when `origin` (an `Origin` header value) is the origin of `public_url`, or names the
+/// host and port the request was sent to (its `Host` header).
+fn is_own_origin(public_url: &str, headers: &HeaderMap, origin: &[u8]) -> bool {
+    let Some((scheme, host, port)) = std::str::from_utf8(origin).ok().and_then(origin_of) else {
+        // `Origin: null` (sandboxed frames, opaque origins) and anything unreadable.
+        return false;
+    };
+    if origin_of(public_url).is_some_and(|own| own == (scheme.clone(), host.clone(), port)) {
+        return true;
+    }
+    headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| origin_of(&format!("{scheme}://{v}")))
+        .is_some_and(|(_, h, p)| h == host && p == port)
 }
 
 impl FromRequestParts<SharedContext> for Principal {
@@ -397,4 +483,97 @@ pub async fn revoke_token(
 ) -> ApiResult<Json<OkResponse>> {
     accounts::revoke_pat(&ctx, &principal, &token_id).await?;
     Ok(Json(OkResponse { ok: true }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OWN: &str = "https://acp.example.com";
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(*name, HeaderValue::from_str(value).unwrap());
+        }
+        map
+    }
+
+    fn refused(pairs: &[(&'static str, &str)]) -> bool {
+        csrf_refusal(OWN, &headers(pairs), Some("tok")).is_some()
+    }
+
+    #[test]
+    fn json_without_origin_or_from_the_own_origin_needs_no_token() {
+        let json = ("content-type", "application/json; charset=utf-8");
+        assert!(!refused(&[json, ("content-length", "2")]));
+        assert!(!refused(&[json, ("origin", "https://ACP.example.com:443")]));
+        assert!(!refused(&[(
+            "content-type",
+            "application/merge-patch+json"
+        )]));
+        // The Host the request was sent to counts as the own origin too.
+        assert!(!refused(&[
+            json,
+            ("origin", "http://127.0.0.1:8080"),
+            ("host", "127.0.0.1:8080")
+        ]));
+        assert!(!refused(&[json, ("sec-fetch-site", "same-origin")]));
+    }
+
+    #[test]
+    fn cross_site_requests_are_refused_even_with_the_token() {
+        let json = ("content-type", "application/json");
+        let token = ("x-csrf-token", "tok");
+        assert!(refused(&[json, ("origin", "https://evil.example")]));
+        assert!(refused(&[json, token, ("origin", "https://evil.example")]));
+        assert!(
+            refused(&[json, ("origin", "http://acp.example.com")]),
+            "another scheme is another origin"
+        );
+        assert!(refused(&[json, ("origin", "https://acp.example.com:8443")]));
+        assert!(refused(&[json, ("origin", "null")]));
+        assert!(refused(&[json, token, ("sec-fetch-site", "cross-site")]));
+        assert!(refused(&[
+            json,
+            ("origin", "http://127.0.0.1:9999"),
+            ("host", "127.0.0.1:8080")
+        ]));
+    }
+
+    #[test]
+    fn bodies_that_are_not_json_need_the_token() {
+        for ct in [
+            "text/plain",
+            "application/x-www-form-urlencoded",
+            "multipart/form-data; boundary=x",
+        ] {
+            assert!(refused(&[("content-type", ct)]), "{ct}");
+            assert!(
+                !refused(&[("content-type", ct), ("x-csrf-token", "tok")]),
+                "{ct}"
+            );
+            assert!(
+                refused(&[("content-type", ct), ("x-csrf-token", "forged")]),
+                "{ct}"
+            );
+        }
+        assert!(refused(&[("content-length", "5")]), "an undeclared body");
+        assert!(refused(&[("transfer-encoding", "chunked")]));
+        assert!(!refused(&[]), "no body at all");
+        assert!(!refused(&[("content-length", "0")]));
+        assert!(
+            refused(&[
+                ("content-type", "application/json"),
+                ("x-csrf-token", "forged")
+            ]),
+            "a wrong token is refused"
+        );
+        assert!(csrf_refusal(
+            OWN,
+            &headers(&[("content-type", "text/plain"), ("x-csrf-token", "")]),
+            None
+        )
+        .is_some());
+    }
 }

@@ -17,10 +17,11 @@ use lettre::transport::smtp::client::{Tls, TlsParameters};
 use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
 
 use crate::ids;
-use crate::store::{apply_one, Change, Op, OutboxMessage, Store};
+use crate::store::{apply_one, Change, Op, OutboxAttachment, OutboxMessage, Store};
 use crate::time::now_ms;
 
-/// A message to deliver. At least one of `text` and `html`.
+/// A message to deliver. At least one of `text` and `html`. Recipients are mailboxes as RFC 5322
+/// writes them: `jane@example.com` or `Jane Doe <jane@example.com>`.
 #[derive(Debug, Clone, Default)]
 pub struct Email {
     pub to: Vec<String>,
@@ -29,6 +30,28 @@ pub struct Email {
     pub subject: String,
     pub text: Option<String>,
     pub html: Option<String>,
+    /// Files delivered with the message, in order.
+    pub attachments: Vec<Attachment>,
+}
+
+/// A file delivered with a message.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Attachment {
+    pub filename: String,
+    /// A MIME type lettre's `ContentType::parse` accepts, e.g. `application/pdf`.
+    pub content_type: String,
+    pub content: Vec<u8>,
+}
+
+impl std::fmt::Debug for Attachment {
+    // The content is the sender's data: debug output names the file, not what it holds.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Attachment")
+            .field("filename", &self.filename)
+            .field("content_type", &self.content_type)
+            .field("size_bytes", &self.content.len())
+            .finish()
+    }
 }
 
 impl Email {
@@ -79,6 +102,15 @@ impl Mailer for Outbox {
             subject: email.subject.clone(),
             text_body: email.text.clone(),
             html_body: email.html.clone(),
+            attachments: email
+                .attachments
+                .iter()
+                .map(|a| OutboxAttachment {
+                    filename: a.filename.clone(),
+                    content_type: a.content_type.clone(),
+                    content: a.content.clone(),
+                })
+                .collect(),
             created_at: now_ms(),
         };
         apply_one(
@@ -133,21 +165,28 @@ impl Mailer for Smtp {
         for a in &email.bcc {
             builder = builder.bcc(parse(a)?);
         }
-        let message = match (&email.text, &email.html) {
-            (Some(text), Some(html)) => builder.multipart(MultiPart::alternative_plain_html(
-                text.clone(),
-                html.clone(),
-            )),
-            (None, Some(html)) => builder.singlepart(
-                SinglePart::builder()
-                    .header(ContentType::TEXT_HTML)
-                    .body(html.clone()),
-            ),
-            (text, None) => builder.singlepart(
-                SinglePart::builder()
-                    .header(ContentType::TEXT_PLAIN)
-                    .body(text.clone().unwrap_or_default()),
-            ),
+        let message = if email.attachments.is_empty() {
+            match body_part(email) {
+                Body::Single(part) => builder.singlepart(part),
+                Body::Multi(part) => builder.multipart(part),
+            }
+        } else {
+            // multipart/mixed: the body first, then each file.
+            let mixed = MultiPart::mixed();
+            let mut mixed = match body_part(email) {
+                Body::Single(part) => mixed.singlepart(part),
+                Body::Multi(part) => mixed.multipart(part),
+            };
+            for a in &email.attachments {
+                let content_type = ContentType::parse(&a.content_type).map_err(|_| {
+                    MailError::Invalid(format!("`{}` is not a content type", a.content_type))
+                })?;
+                mixed = mixed.singlepart(
+                    lettre::message::Attachment::new(a.filename.clone())
+                        .body(a.content.clone(), content_type),
+                );
+            }
+            builder.multipart(mixed)
         }
         .map_err(|e| MailError::Invalid(e.to_string()))?;
         self.transport
@@ -166,6 +205,31 @@ impl Mailer for Smtp {
     }
 }
 
+/// The text and/or html body of a message, as one MIME part.
+enum Body {
+    Single(SinglePart),
+    Multi(MultiPart),
+}
+
+fn body_part(email: &Email) -> Body {
+    match (&email.text, &email.html) {
+        (Some(text), Some(html)) => Body::Multi(MultiPart::alternative_plain_html(
+            text.clone(),
+            html.clone(),
+        )),
+        (None, Some(html)) => Body::Single(
+            SinglePart::builder()
+                .header(ContentType::TEXT_HTML)
+                .body(html.clone()),
+        ),
+        (text, None) => Body::Single(
+            SinglePart::builder()
+                .header(ContentType::TEXT_PLAIN)
+                .body(text.clone().unwrap_or_default()),
+        ),
+    }
+}
+
 fn check_email(email: &Email) -> Result<(), MailError> {
     if email.recipients().next().is_none() {
         return Err(MailError::Invalid(
@@ -176,6 +240,13 @@ fn check_email(email: &Email) -> Result<(), MailError> {
         return Err(MailError::Invalid(
             "an email needs a text or html body".into(),
         ));
+    }
+    for a in &email.attachments {
+        if a.filename.is_empty() || ContentType::parse(&a.content_type).is_err() {
+            return Err(MailError::Invalid(
+                "an attachment needs a file name and a valid content type".into(),
+            ));
+        }
     }
     Ok(())
 }

@@ -31,9 +31,22 @@ pub struct EmailFacts {
     pub attachments: Vec<Attachment>,
 }
 
+/// The address of one recipient entry: lettre's parser reads `Name <address>` forms; anything
+/// it does not read as one mailbox (a list in one entry, say) is kept as written, to be refused
+/// by the one-address check.
+fn address_of(entry: &str) -> String {
+    let entry = entry.trim();
+    match <lettre::message::Mailbox as std::str::FromStr>::from_str(entry) {
+        Ok(mailbox) if entry.ends_with('>') => mailbox.email.to_string(),
+        _ => entry.to_owned(),
+    }
+}
+
 impl EmailFacts {
     /// Reads `{to, cc, bcc, attachments: [{filename, content_type, size_bytes}]}`; the error
     /// names the offending field.
+    /// Recipients may be written `jane@example.com` or `Jane Doe <jane@example.com>` (as
+    /// `/v1/email/send` takes them); rules read the address.
     pub fn from_json(email: &Value) -> Result<EmailFacts, &'static str> {
         let Some(obj) = email.as_object() else {
             return Err("email");
@@ -42,10 +55,10 @@ impl EmailFacts {
         for (field, name) in [("to", "email.to"), ("cc", "email.cc"), ("bcc", "email.bcc")] {
             match obj.get(field) {
                 None | Some(Value::Null) => {}
-                Some(Value::String(one)) => recipients.push(one.trim().to_owned()),
+                Some(Value::String(one)) => recipients.push(address_of(one)),
                 Some(Value::Array(list)) => {
                     for r in list {
-                        recipients.push(r.as_str().ok_or(name)?.trim().to_owned());
+                        recipients.push(address_of(r.as_str().ok_or(name)?));
                     }
                 }
                 Some(_) => return Err(name),
@@ -733,4 +746,34 @@ fn merge_approvals<'a>(
         m.approvers.dedup();
     }
     merged
+}
+
+#[cfg(test)]
+mod recipient_tests {
+    use super::EmailFacts;
+    use serde_json::json;
+
+    #[test]
+    fn recipients_with_a_display_name_are_read_by_their_address() {
+        let facts = EmailFacts::from_json(&json!({
+            "to": ["Jane Doe <jane@example.com>", "bob@Example.org"],
+            "cc": "\"Doe, John\" <john@gmail.com>"
+        }))
+        .unwrap();
+        assert_eq!(
+            facts.recipients,
+            ["jane@example.com", "bob@Example.org", "john@gmail.com"]
+        );
+        // Still one address per entry: a list smuggled into one entry is refused.
+        for smuggled in [
+            "a@example.com, b@gmail.com",
+            "Jane <a@example.com>, b@gmail.com",
+        ] {
+            assert_eq!(
+                EmailFacts::from_json(&json!({"to": [smuggled]})).err(),
+                Some("email.to"),
+                "{smuggled}"
+            );
+        }
+    }
 }

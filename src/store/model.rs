@@ -199,8 +199,38 @@ pub struct InventoryQuery {
     pub workspace_id: String,
     pub environment: Option<String>,
     pub status: Option<String>,
-    /// `key` alone matches any value.
-    pub label: Option<(String, Option<String>)>,
+    /// Matched by [`labels_hold`].
+    pub label: Option<String>,
+}
+
+/// True when inventory `labels` hold `wanted`. Labels are a list of strings (the documented
+/// form), matched by an equal entry; or an object of string values, where `key` matches the key
+/// with any value and `key=value` the key with that value.
+pub fn labels_hold(labels: &Value, wanted: &str) -> bool {
+    match labels {
+        Value::Array(items) => items.iter().any(|item| item.as_str() == Some(wanted)),
+        Value::Object(map) => match wanted.split_once('=') {
+            Some((key, value)) => map.get(key).and_then(Value::as_str) == Some(value),
+            None => map.contains_key(wanted),
+        },
+        _ => false,
+    }
+}
+
+/// Inventory `labels` as the key/value pairs policies read: an object as is; each entry of a
+/// list as that key with the value `"true"`.
+pub fn labels_as_pairs(labels: Value) -> serde_json::Map<String, Value> {
+    match labels {
+        Value::Object(map) => map,
+        Value::Array(items) => items
+            .into_iter()
+            .filter_map(|item| match item {
+                Value::String(key) => Some((key, Value::String("true".into()))),
+                _ => None,
+            })
+            .collect(),
+        _ => serde_json::Map::new(),
+    }
 }
 
 /// A dashboard user, known by email.
@@ -283,7 +313,17 @@ pub struct OutboxMessage {
     pub subject: String,
     pub text_body: Option<String>,
     pub html_body: Option<String>,
+    /// Files delivered with the message, in order.
+    pub attachments: Vec<OutboxAttachment>,
     pub created_at: i64,
+}
+
+/// A file of an outbox message (stored as JSON with the content in base64).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxAttachment {
+    pub filename: String,
+    pub content_type: String,
+    pub content: Vec<u8>,
 }
 
 #[derive(Debug, Clone)]

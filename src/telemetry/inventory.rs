@@ -2,7 +2,7 @@
 //! for an agent (`external_agent_key`) to the agent, with display name, labels, environment,
 //! source and an inventory status.
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use crate::api;
 use crate::audit::{self, Actor};
@@ -41,28 +41,50 @@ fn optional_text(field: &str, value: Option<String>) -> ApiResult<Option<String>
     }
 }
 
+/// Validated labels: a list of distinct strings (the documented form; `[]` when absent), or an
+/// object of string values (the form this service accepted first), kept as sent.
 fn labels(value: Option<Value>) -> ApiResult<Value> {
-    let map = match value {
-        None | Some(Value::Null) => Map::new(),
-        Some(Value::Object(map)) => map,
-        Some(_) => {
-            return Err(ApiError::invalid(
-                "labels",
-                "must be an object of string values",
-            ))
-        }
-    };
-    if map.len() > MAX_LABELS
-        || map.iter().any(|(k, v)| {
-            k.is_empty() || k.len() > 100 || v.as_str().is_none_or(|s| s.len() > MAX_TEXT_CHARS)
-        })
-    {
-        return Err(ApiError::invalid(
+    let invalid = || {
+        ApiError::invalid(
             "labels",
-            format!("must be an object of at most {MAX_LABELS} string values (keys up to 100, values up to {MAX_TEXT_CHARS} characters)"),
-        ));
+            format!("must be a list of at most {MAX_LABELS} non-empty strings of up to {MAX_TEXT_CHARS} characters (or an object of string values)"),
+        )
+    };
+    match value {
+        None | Some(Value::Null) => Ok(Value::Array(Vec::new())),
+        Some(Value::Array(items)) => {
+            let mut labels: Vec<Value> = Vec::with_capacity(items.len());
+            for item in items {
+                match item.as_str() {
+                    Some(s) if !s.is_empty() && s.chars().count() <= MAX_TEXT_CHARS => {}
+                    _ => return Err(invalid()),
+                }
+                if !labels.contains(&item) {
+                    labels.push(item);
+                }
+            }
+            if labels.len() > MAX_LABELS {
+                return Err(invalid());
+            }
+            Ok(Value::Array(labels))
+        }
+        Some(Value::Object(map)) => {
+            if map.len() > MAX_LABELS
+                || map.iter().any(|(k, v)| {
+                    k.is_empty()
+                        || k.len() > 100
+                        || v.as_str().is_none_or(|s| s.len() > MAX_TEXT_CHARS)
+                })
+            {
+                return Err(ApiError::invalid(
+                    "labels",
+                    format!("an object of labels holds at most {MAX_LABELS} string values (keys up to 100, values up to {MAX_TEXT_CHARS} characters)"),
+                ));
+            }
+            Ok(Value::Object(map))
+        }
+        Some(_) => Err(invalid()),
     }
-    Ok(Value::Object(map))
 }
 
 pub async fn upsert(
@@ -154,18 +176,11 @@ pub async fn list(
     workspace_id: &str,
     params: api::InventoryListParams,
 ) -> ApiResult<api::InventoryListResponse> {
-    let label = params
-        .label
-        .filter(|l| !l.is_empty())
-        .map(|l| match l.split_once('=') {
-            Some((k, v)) => (k.to_owned(), Some(v.to_owned())),
-            None => (l, None),
-        });
     let query = InventoryQuery {
         workspace_id: workspace_id.to_owned(),
         environment: params.environment.filter(|e| !e.is_empty()),
         status: params.status.filter(|s| !s.is_empty()),
-        label,
+        label: params.label.filter(|l| !l.is_empty()),
     };
     let items: Vec<_> = ctx
         .store

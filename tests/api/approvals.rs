@@ -249,10 +249,12 @@ both_engines! {
         let stranger = app.login("stranger@example.com").await;
         let res = app.client.post(&url).header("Cookie", &stranger.cookie).header("X-CSRF-Token", &stranger.csrf).json(&json!({"decision": "approve"})).send().await.unwrap();
         assert_error(res, 403, "not_a_member").await;
-        // Without its CSRF token a session does not count (the link alone is not enough here).
-        let res = app.client.post(&url).header("Cookie", &owner.cookie).json(&json!({"decision": "approve"})).send().await.unwrap();
+        // A session sent cross-site does not count, token or not (the link alone is not enough
+        // here).
+        let res = app.client.post(&url).header("Cookie", &owner.cookie).header("X-CSRF-Token", &owner.csrf).header("Origin", "https://evil.example").json(&json!({"decision": "approve"})).send().await.unwrap();
         assert_error(res, 401, "login_required").await;
-        let res = app.client.post(&url).header("Cookie", &owner.cookie).header("X-CSRF-Token", &owner.csrf).json(&json!({"decision": "approve"})).send().await.unwrap();
+        // JSON with the session cookie and no Origin counts: no CSRF token needed.
+        let res = app.client.post(&url).header("Cookie", &owner.cookie).json(&json!({"decision": "approve"})).send().await.unwrap();
         let (s, decided) = status_json(res).await;
         assert_eq!(s, 200, "{decided}");
         assert!(decided["challenge"]["decided_by"].as_str().unwrap().starts_with("user:usr_"));

@@ -137,24 +137,117 @@ async fn start_login_is_rate_limited_per_client_ip() {
 }
 
 both_engines! {
-    async fn csrf_is_required_for_state_changes_with_a_cookie(app) {
+    async fn a_cookie_client_posting_json_needs_no_other_header(app) {
+        // The spec's own flow: hold the session cookie, post JSON, with no Origin (a CI script)
+        // or with the service's own origin (the dashboard in a browser). No `X-CSRF-Token`.
+        app.grant(&app.workspace_id, "carol@example.com", "owner").await;
         let browser = app.login("carol@example.com").await;
-        let post = |csrf: Option<&str>| {
-            let mut req = app.client.post(app.url("/v1/workspaces")).header("Cookie", &browser.cookie).json(&json!({"name": "x"}));
-            if let Some(t) = csrf {
-                req = req.header("X-CSRF-Token", t);
+        let own_origin = app.base.trim_end_matches('/').to_owned();
+        let post = |path: &str, origin: Option<&str>, body: Value| {
+            let mut req = app.client.post(app.url(path)).header("Cookie", &browser.cookie).json(&body);
+            if let Some(origin) = origin {
+                req = req.header("Origin", origin);
             }
             req.send()
         };
-        assert_error(post(None).await.unwrap(), 403, "csrf_failed").await;
-        assert_error(post(Some("forged")).await.unwrap(), 403, "csrf_failed").await;
+        let spec = json!({"reusable_policy_blocks": {"ops": {"actions": {"allow": ["read"]}}},
+            "agent_groups": [], "bindings": [], "global_guardrails": {}});
+        for origin in [None, Some(own_origin.as_str())] {
+            let (s, dry) = status_json(post("/v1/policies/sync", origin, json!({"dry_run": true, "spec": spec})).await.unwrap()).await;
+            assert_eq!((s.as_u16(), dry["dry_run"].as_bool()), (200, Some(true)), "{origin:?}: {dry}");
+            let (s, dry) = status_json(post("/v1/sync", origin, json!({"dry_run": true, "spec": spec})).await.unwrap()).await;
+            assert_eq!(s, 200, "{origin:?}: {dry}");
+        }
+        let (s, applied) = status_json(post("/v1/policies/sync", None, json!({"spec": spec})).await.unwrap()).await;
+        assert_eq!((s.as_u16(), applied["applied"].as_bool()), (200, Some(true)), "{applied}");
+
+        let (s, created) = status_json(post("/v1/workspaces", None, json!({"name": "ci"})).await.unwrap()).await;
+        assert_eq!(s, 200, "{created}");
+        let (s, other) = status_json(post("/v1/workspaces", Some(&own_origin), json!({"name": "web"})).await.unwrap()).await;
+        assert_eq!(s, 200, "{other}");
+        for (origin, ws) in [(None, &app.workspace_id), (Some(own_origin.as_str()), &other["workspace"]["workspace_id"].as_str().unwrap().to_owned())] {
+            let (s, selected) = status_json(post("/v1/workspaces/select", origin, json!({"workspace_id": ws})).await.unwrap()).await;
+            assert_eq!((s.as_u16(), selected["active_workspace_id"].as_str()), (200, Some(ws.as_str())), "{selected}");
+        }
+        let res = post("/auth/logout", Some(&own_origin), json!({})).await.unwrap();
+        assert_eq!(res.status(), 200);
+        assert_error(browser.get("/auth/me").await, 401, "unauthenticated").await;
+
+        // Logout with no body at all (what `requests.post(url)` sends) is fine too.
+        let again = app.login("carol@example.com").await;
+        let res = app.client.post(app.url("/auth/logout")).header("Cookie", &again.cookie).send().await.unwrap();
+        assert_eq!(res.status(), 200);
+        assert_error(again.get("/auth/me").await, 401, "unauthenticated").await;
+    }
+}
+
+both_engines! {
+    async fn cross_site_and_non_json_cookie_requests_are_refused(app) {
+        let browser = app.login("dave@example.com").await;
+        let own_origin = app.base.trim_end_matches('/').to_owned();
+        let create = |headers: &[(&str, &str)], body: &str| {
+            let mut req = app.client.post(app.url("/v1/workspaces")).header("Cookie", &browser.cookie).body(body.to_owned());
+            for (name, value) in headers {
+                req = req.header(*name, *value);
+            }
+            req.send()
+        };
+        let json_body = r#"{"name": "x"}"#;
+        let json_ct = ("Content-Type", "application/json");
+        let token = ("X-CSRF-Token", browser.csrf.as_str());
+        // Cross-site: a foreign Origin or Sec-Fetch-Site: cross-site, with the token or not.
+        for headers in [
+            vec![json_ct, ("Origin", "https://evil.example")],
+            vec![json_ct, token, ("Origin", "https://evil.example")],
+            vec![json_ct, ("Origin", "null")],
+            vec![json_ct, ("Sec-Fetch-Site", "cross-site")],
+            vec![json_ct, token, ("Sec-Fetch-Site", "cross-site")],
+            // Bodies that are not JSON, with the cookie and no token: what a foreign form posts.
+            vec![("Content-Type", "text/plain")],
+            vec![("Content-Type", "application/x-www-form-urlencoded")],
+            vec![("Content-Type", "text/plain"), ("Origin", own_origin.as_str())],
+            vec![],
+            // A token that is not the session's.
+            vec![json_ct, ("X-CSRF-Token", "forged")],
+        ] {
+            let body = assert_error(create(&headers, json_body).await.unwrap(), 403, "csrf_failed").await;
+            assert!(!body["message"].as_str().unwrap().is_empty(), "{headers:?}");
+        }
+        let form = assert_error(app.client.post(app.url("/auth/logout")).header("Cookie", &browser.cookie)
+            .header("Content-Type", "application/x-www-form-urlencoded").body("a=b").send().await.unwrap(), 403, "csrf_failed").await;
+        assert!(form["message"].as_str().unwrap().contains("application/json"), "{form}");
         let (_, list) = status_json(browser.get("/v1/workspaces").await).await;
         assert_eq!(list["items"].as_array().unwrap().len(), 0, "nothing was created");
-        let (s, created) = status_json(post(Some(&browser.csrf)).await.unwrap()).await;
+        assert_eq!(browser.get("/auth/me").await.status(), 200, "still logged in");
+
+        // The service's own pages carry the session's token: the dashboard's logout button posts
+        // with it, from the own origin, whatever the body.
+        let (s, created) = status_json(create(&[json_ct, token, ("Origin", &own_origin), ("Sec-Fetch-Site", "same-origin")], json_body).await.unwrap()).await;
         assert_eq!(s, 200, "{created}");
         assert_eq!(created["workspace"]["role"], "owner");
-        let (_, me) = status_json(browser.get("/auth/me").await).await;
-        assert_eq!(me["active_workspace_id"], created["workspace"]["workspace_id"], "the new workspace is selected");
+        let html = browser.get("/dashboard").await.text().await.unwrap();
+        assert!(html.contains(&format!("data-csrf=\"{}\"", browser.csrf)), "the page carries the token");
+        let res = app.client.post(app.url("/auth/logout")).header("Cookie", &browser.cookie)
+            .header("Content-Type", "application/x-www-form-urlencoded").header("Origin", &own_origin)
+            .header("X-CSRF-Token", &browser.csrf).body("").send().await.unwrap();
+        assert_eq!(res.status(), 200);
+        assert_error(browser.get("/auth/me").await, 401, "unauthenticated").await;
+    }
+}
+
+both_engines! {
+    async fn personal_access_tokens_need_no_csrf_defence(app) {
+        let browser = app.login("erin@example.com").await;
+        let (s, created) = status_json(browser.post("/v1/auth/tokens", &json!({"name": "ci", "expires_in_days": 1})).await).await;
+        assert_eq!(s, 200, "{created}");
+        let pat = created["token"].as_str().unwrap();
+        // A browser never attaches a bearer token on its own, so a request that carries one is
+        // its holder's doing: no CSRF defence applies, whatever its Origin.
+        let res = app.client.post(app.url("/v1/workspaces")).bearer_auth(pat).header("Origin", "https://elsewhere.example")
+            .json(&json!({"name": "from-ci"})).send().await.unwrap();
+        let (s, body) = status_json(res).await;
+        assert_eq!(s, 200, "{body}");
+        assert_eq!(body["workspace"]["name"], "from-ci");
     }
 }
 

@@ -125,6 +125,186 @@ both_engines! {
 }
 
 /// An SMTP port where nothing listens.
+/// An agent allowed to email example.com with attachments that are not executables or
+/// archives, none over 1,000 bytes.
+async fn setup_attachments(app: &TestApp) -> TestAgent {
+    let agent = app.active_agent("mailer").await;
+    app.apply_policy(json!({
+        "reusable_policy_blocks": {"mail": {
+            "email": {"allowed_domains": ["example.com"], "blocked_attachments": [".exe", "application/zip"], "max_attachment_bytes": 1000}
+        }},
+        "agent_groups": [{"name": "mailers", "members": [agent.id]}],
+        "bindings": [{"group": "mailers", "blocks": ["mail"]}]
+    }))
+    .await;
+    agent
+}
+
+fn b64(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// The decoded content of the MIME part of attachment `filename` in a received message.
+fn attached(data: &str, filename: &str) -> Vec<u8> {
+    use base64::Engine as _;
+    let start = data
+        .find(&format!(
+            "Content-Disposition: attachment; filename=\"{filename}\""
+        ))
+        .unwrap_or_else(|| panic!("no attachment {filename} in {data}"));
+    let part = &data[start..];
+    let (headers, rest) = part.split_once("\n\n").expect("part headers");
+    let body = &rest[..rest.find("\n--").expect("part end")];
+    if headers.contains("Content-Transfer-Encoding: base64") {
+        base64::engine::general_purpose::STANDARD
+            .decode(body.replace('\n', ""))
+            .expect("base64 part")
+    } else {
+        assert!(
+            headers.contains("Content-Transfer-Encoding: 7bit"),
+            "{headers}"
+        );
+        body.as_bytes().to_vec()
+    }
+}
+
+fn with_files(agent: &TestAgent, to: Value, attachments: Value) -> Value {
+    json!({"agent_id": agent.id, "email": {
+        "to": to, "subject": "Your report", "text": "the secret body text", "attachments": attachments
+    }})
+}
+
+both_engines! {
+    async fn attachments_are_judged_by_the_policy_and_delivered_with_the_message(app) {
+        let agent = setup_attachments(&app).await;
+        let pdf = b"%PDF-1.4 the report".to_vec();
+        let csv: Vec<u8> = (0..=255u8).collect();
+        let files = json!([
+            {"filename": "report.pdf", "content_type": "application/pdf", "content": b64(&pdf), "size_bytes": pdf.len()},
+            {"filename": "raw.bin", "content": b64(&csv)}
+        ]);
+        let (s, sent) = status_json(app.post("/v1/email/send", &with_files(&agent, json!(["Jane Doe <jane@example.com>"]), files)).await).await;
+        assert_eq!(s, 200, "{sent}");
+        let messages = agent_mail(&app, 1).await;
+        assert_eq!(messages.len(), 1);
+        let m = &messages[0];
+        assert_eq!(m.rcpt, vec!["jane@example.com"], "the envelope carries the address");
+        assert!(m.data.contains("To: \"Jane Doe\" <jane@example.com>"), "{}", m.data);
+        assert!(m.data.contains("Content-Type: multipart/mixed"), "{}", m.data);
+        assert!(m.data.contains("Content-Disposition: attachment; filename=\"report.pdf\""), "{}", m.data);
+        assert!(m.data.contains("Content-Type: application/pdf"), "{}", m.data);
+        assert!(m.data.contains("Content-Disposition: attachment; filename=\"raw.bin\""), "{}", m.data);
+        assert!(m.data.contains("Content-Type: application/octet-stream"), "{}", m.data);
+        assert_eq!(attached(&m.data, "report.pdf"), pdf);
+        assert_eq!(attached(&m.data, "raw.bin"), csv, "binary content arrives intact");
+        let events = audit_events(&app, "event_type=email.sent").await;
+        assert_eq!((events[0]["details"]["attachment_count"].as_u64(), events[0]["details"]["recipient_domains"].clone()), (Some(2), json!(["example.com"])));
+        assert!(!events[0].to_string().contains("report.pdf"), "file names stay out of the audit");
+
+        // The same rules as /v1/check: an executable, an archive by type, a file over the size
+        // limit, a recipient of another domain behind a display name. Nothing is delivered.
+        for (to, file, code) in [
+            ("jane@example.com", json!({"filename": "run.EXE", "content_type": "application/octet-stream", "content": b64(b"MZ")}), "attachment_blocked"),
+            ("jane@example.com", json!({"filename": "a.dat", "content_type": "Application/Zip; name=a.dat", "content": b64(b"PK")}), "attachment_blocked"),
+            ("jane@example.com", json!({"filename": "big.txt", "content_type": "text/plain", "content": b64(&[b'x'; 1001])}), "attachment_too_large"),
+            ("Jane Doe <jane@evil.test>", json!({"filename": "ok.txt", "content_type": "text/plain", "content": b64(b"ok")}), "recipient_domain_not_allowed"),
+        ] {
+            let body = assert_error(app.post("/v1/email/send", &with_files(&agent, json!([to]), json!([file]))).await, 403, "policy_blocked").await;
+            assert!(body["reason_codes"].as_array().unwrap().contains(&json!(code)), "{code}: {body}");
+            // /v1/check decides the same from the metadata alone.
+            let meta = json!({"filename": file["filename"], "content_type": file["content_type"], "size_bytes": if code == "attachment_too_large" { 1001 } else { 2 }});
+            let address = to.rsplit('<').next().unwrap().trim_end_matches('>');
+            let (_, d) = status_json(app.post("/v1/check", &json!({"agent_id": agent.id, "action": "send_email",
+                "email": {"to": [address], "attachments": [meta]}})).await).await;
+            assert_eq!(d["decision"], "deny", "{d}");
+            assert!(d["reason_codes"].as_array().unwrap().contains(&json!(code)), "{code}: {d}");
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        assert_eq!(agent_mail(&app, 1).await.len(), 1, "blocked sends delivered nothing");
+    }
+}
+
+both_engines! {
+    async fn bad_attachments_are_refused_not_dropped(app) {
+        let agent = setup_attachments(&app).await;
+        let ok = b64(b"hello");
+        for (attachments, code) in [
+            (json!("report.pdf"), "invalid_attachments"),
+            (json!(["report.pdf"]), "invalid_attachments"),
+            (json!([{"filename": "a.txt", "content_type": "text/plain"}]), "invalid_attachments"),
+            (json!([{"filename": "a.txt", "content_type": "text/plain", "content": "not base64!"}]), "invalid_attachments"),
+            (json!([{"filename": "a.txt", "content_type": "not a type", "content": ok}]), "invalid_attachments"),
+            (json!([{"filename": "", "content_type": "text/plain", "content": ok}]), "invalid_attachments"),
+            (json!([{"filename": "a\r\nb.txt", "content_type": "text/plain", "content": ok}]), "invalid_attachments"),
+            (json!([{"filename": "a.txt", "content_type": "text/plain", "content": ok, "size_bytes": 4}]), "invalid_attachments"),
+            (json!([{"filename": "a.bin", "content": b64(&vec![0u8; 300 * 1024])}, {"filename": "b.bin", "content": b64(&vec![0u8; 300 * 1024])}]), "attachments_too_large"),
+        ] {
+            let body = assert_error(app.post("/v1/email/send", &with_files(&agent, json!(["jane@example.com"]), attachments.clone())).await, 400, code).await;
+            assert!(body["message"].as_str().unwrap().len() > 10, "{body}");
+        }
+        for to in [json!(["Jane <jane@example.com>, bob@example.com"]), json!(["<>"]), json!(["Jane Doe"])] {
+            assert_error(app.post("/v1/email/send", &with_files(&agent, to, json!([]))).await, 400, "invalid_email.to").await;
+        }
+        assert_error(app.post("/v1/email/send", &json!({"agent_id": agent.id, "email": {"to": "jane@example.com", "cc": ["x y"], "subject": "s", "text": "t"}})).await, 400, "invalid_email.cc").await;
+        // Unpadded base64 and MIME line breaks are fine.
+        let file = json!([{"filename": "a.txt", "content_type": "text/plain; charset=utf-8", "content": "aGVs\r\nbG8"}]);
+        let (s, sent) = status_json(app.post("/v1/email/send", &with_files(&agent, json!("jane@example.com"), file)).await).await;
+        assert_eq!(s, 200, "{sent}");
+        let messages = agent_mail(&app, 1).await;
+        assert_eq!(messages.len(), 1, "only the good send was delivered");
+        assert_eq!(attached(&messages[0].data, "a.txt"), b"hello");
+        assert_eq!(audit_events(&app, "event_type=email.sent").await.len(), 1);
+    }
+}
+
+/// The outbox provider stores the files with the message; the CLI shows them.
+async fn the_outbox_keeps_attachments(engine: Engine) {
+    let app = TestApp::spawn(engine).await;
+    let agent = setup_attachments(&app).await;
+    let (mut replica, base) =
+        crate::replicas::start_replica_with(&app.db_url, &app.key, &[("ACP_EMAIL_URL", "outbox")])
+            .await;
+    let pdf = b"%PDF-1.4 outbox".to_vec();
+    let res = reqwest::Client::new()
+        .post(format!("{base}/v1/email/send"))
+        .header("X-Service-Api-Key", &app.key)
+        .json(&with_files(
+            &agent,
+            json!(["Jane Doe <jane@example.com>"]),
+            json!([{"filename": "r.pdf", "content_type": "application/pdf", "content": b64(&pdf)}]),
+        ))
+        .send()
+        .await
+        .unwrap();
+    let (s, sent) = status_json(res).await;
+    assert_eq!(
+        (s.as_u16(), sent["provider"].as_str()),
+        (200, Some("outbox")),
+        "{sent}"
+    );
+    let outbox = run_cli(&app.db_url, &["outbox", "list", "--output", "json"]).await;
+    let item = &outbox["items"][0];
+    assert_eq!(item["to"], json!(["Jane Doe <jane@example.com>"]));
+    assert_eq!(
+        item["attachments"],
+        json!([{"filename": "r.pdf", "content_type": "application/pdf", "size_bytes": pdf.len(), "content": b64(&pdf)}])
+    );
+    replica.kill().await.ok();
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_outbox_keeps_attachments_sqlite() {
+    the_outbox_keeps_attachments(Engine::Sqlite).await;
+}
+
+#[cfg(acp_postgres)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_outbox_keeps_attachments_postgres() {
+    the_outbox_keeps_attachments(Engine::Postgres).await;
+}
+
 async fn dead_smtp_url() -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();

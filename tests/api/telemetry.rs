@@ -176,6 +176,65 @@ both_engines! {
 }
 
 both_engines! {
+    async fn inventory_labels_are_a_list_of_strings(app) {
+        // The documented shape, as the public client libraries send it.
+        let a = app.active_agent("a").await;
+        let b = app.active_agent("b").await;
+        let item = json!({"external_agent_key": "pay-1", "agent_id": a.id, "labels": ["payments", "eu", "payments"]});
+        let (s, first) = status_json(app.post("/v1/workspace/agents/upsert", &item).await).await;
+        assert_eq!(s, 200, "{first}");
+        assert_eq!(first["item"]["labels"], json!(["payments", "eu"]), "duplicates dropped, order kept");
+        let (_, again) = status_json(app.post("/v1/workspace/agents/upsert", &item).await).await;
+        assert_eq!((again["created"].as_bool(), again["changed"].as_bool()), (Some(false), Some(false)));
+        let (s, other) = status_json(app.post("/v1/workspace/agents/upsert", &json!({"external_agent_key": "ops-1", "agent_id": b.id, "labels": ["ops"]})).await).await;
+        assert_eq!(s, 200, "{other}");
+        let (_, none) = status_json(app.post("/v1/workspace/agents/upsert", &json!({"external_agent_key": "bare", "agent_id": b.id})).await).await;
+        assert_eq!(none["item"]["labels"], json!([]), "no labels is an empty list");
+        let (_, old) = status_json(app.post("/v1/workspace/agents/upsert", &json!({"external_agent_key": "obj", "agent_id": b.id, "labels": {"payments": "x"}})).await).await;
+        assert_eq!(old["item"]["labels"], json!({"payments": "x"}), "the object form is kept as sent");
+
+        let list = |q: &str| { let q = q.to_owned(); let app = app.clone(); async move {
+            let (s, body) = status_json(app.get(&format!("/v1/workspace/agents?{q}")).await).await;
+            assert_eq!(s, 200, "{body}");
+            body["items"].as_array().unwrap().iter().map(|i| i["external_agent_key"].as_str().unwrap().to_owned()).collect::<Vec<_>>()
+        }};
+        assert_eq!(list("label=payments").await, ["obj", "pay-1"]);
+        assert_eq!(list("label=eu").await, ["pay-1"]);
+        assert_eq!(list("label=ops").await, ["ops-1"]);
+        assert_eq!(list("label=pay").await, Vec::<String>::new(), "whole labels only");
+        let (_, body) = status_json(app.get("/v1/workspace/agents?label=payments").await).await;
+        assert_eq!(body["count"], 2);
+
+        // The key is mapped to agent a: mapping it to b is refused, and nothing changes.
+        let mut remap = item.clone();
+        remap["agent_id"] = json!(b.id);
+        let err = assert_error(app.post("/v1/workspace/agents/upsert", &remap).await, 409, "conflict").await;
+        assert!(err["message"].as_str().unwrap().contains("pay-1"), "{err}");
+        let (_, body) = status_json(app.get("/v1/workspace/agents?label=eu").await).await;
+        assert_eq!(body["items"][0]["agent_id"], a.id.as_str());
+
+        for bad in [json!(["ok", 1]), json!([""]), json!(["x".repeat(201)]), json!("payments"), json!((0..65).map(|i| format!("l{i}")).collect::<Vec<_>>())] {
+            assert_error(app.post("/v1/workspace/agents/upsert", &json!({"external_agent_key": "bad", "agent_id": a.id, "labels": bad})).await, 400, "invalid_labels").await;
+        }
+        assert_eq!(list("").await, ["bare", "obj", "ops-1", "pay-1"], "refused upserts wrote nothing");
+
+        // Policies read a list label as that key with the value "true".
+        app.apply_policy(json!({
+            "reusable_policy_blocks": {"pay": {"actions": {"allow": ["refund"]}}},
+            "agent_groups": [{"name": "payments", "selectors": [{"labels": {"eu": "true"}}]}],
+            "bindings": [{"name": "payments-pay", "group": "payments", "blocks": ["pay"]}],
+        })).await;
+        let decide = |agent_id: String| { let app = app.clone(); async move {
+            let (s, d) = status_json(app.post("/v1/check", &json!({"agent_id": agent_id, "action": "refund"})).await).await;
+            assert_eq!(s, 200, "{d}");
+            d["decision"].as_str().unwrap().to_owned()
+        }};
+        assert_eq!(decide(a.id.clone()).await, "allow");
+        assert_eq!(decide(b.id.clone()).await, "deny");
+    }
+}
+
+both_engines! {
     async fn ingested_heartbeats_from_the_future_are_refused(app) {
         let a = app.active_agent("a").await;
         let (_, body) = status_json(app.post("/v1/telemetry/heartbeat/ingest", &json!({"items": [

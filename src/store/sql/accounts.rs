@@ -265,14 +265,15 @@ pub(super) async fn apply(
         }
         Op::StoreOutboxMessage(m) => {
             sqlx::query(
-                "INSERT INTO outbox_messages (id, recipients, subject, text_body, html_body, created_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6)",
+                "INSERT INTO outbox_messages (id, recipients, subject, text_body, html_body, attachments, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
             )
             .bind(&m.id)
             .bind(serde_json::to_string(&m.recipients).unwrap_or_else(|_| "[]".into()))
             .bind(&m.subject)
             .bind(m.text_body.clone())
             .bind(m.html_body.clone())
+            .bind(attachments_json(&m.attachments))
             .bind(m.created_at)
             .execute(&mut **tx)
             .await?;
@@ -462,7 +463,7 @@ pub(super) async fn pats(pool: &AnyPool, user_id: &str) -> Result<Vec<PatRecord>
 
 pub(super) async fn outbox(pool: &AnyPool, limit: i64) -> Result<Vec<OutboxMessage>, StoreError> {
     let rows = sqlx::query(
-        "SELECT id, recipients, subject, text_body, html_body, created_at FROM outbox_messages \
+        "SELECT id, recipients, subject, text_body, html_body, attachments, created_at FROM outbox_messages \
          ORDER BY created_at DESC, id DESC LIMIT $1",
     )
     .bind(limit)
@@ -477,11 +478,54 @@ pub(super) async fn outbox(pool: &AnyPool, limit: i64) -> Result<Vec<OutboxMessa
                 subject: row.try_get("subject")?,
                 text_body: row.try_get("text_body")?,
                 html_body: row.try_get("html_body")?,
+                attachments: attachments_from_json(&row.try_get::<String, _>("attachments")?)?,
                 created_at: row.try_get("created_at")?,
             })
         })
         .collect::<Result<_, sqlx::Error>>()
         .map_err(StoreError::from)
+}
+
+/// `[{filename, content_type, content}]`, the content in standard base64.
+fn attachments_json(attachments: &[OutboxAttachment]) -> String {
+    use base64::Engine as _;
+    serde_json::Value::Array(
+        attachments
+            .iter()
+            .map(|a| {
+                serde_json::json!({
+                    "filename": a.filename,
+                    "content_type": a.content_type,
+                    "content": base64::engine::general_purpose::STANDARD.encode(&a.content),
+                })
+            })
+            .collect(),
+    )
+    .to_string()
+}
+
+fn attachments_from_json(text: &str) -> Result<Vec<OutboxAttachment>, sqlx::Error> {
+    use base64::Engine as _;
+    #[derive(serde::Deserialize)]
+    struct Stored {
+        filename: String,
+        content_type: String,
+        content: String,
+    }
+    let corrupt = |e: String| sqlx::Error::Decode(format!("outbox attachments: {e}").into());
+    let stored: Vec<Stored> = serde_json::from_str(text).map_err(|e| corrupt(e.to_string()))?;
+    stored
+        .into_iter()
+        .map(|s| {
+            Ok(OutboxAttachment {
+                content: base64::engine::general_purpose::STANDARD
+                    .decode(s.content)
+                    .map_err(|e| corrupt(e.to_string()))?,
+                filename: s.filename,
+                content_type: s.content_type,
+            })
+        })
+        .collect()
 }
 
 pub(super) async fn latest_status_checks(pool: &AnyPool) -> Result<Vec<StatusCheck>, StoreError> {

@@ -1534,16 +1534,13 @@ impl Store for SqlStore {
             .iter()
             .map(inventory_from_row)
             .collect::<Result<Vec<_>, _>>()?;
-        // Labels are a JSON object in a TEXT column; matching here keeps the SQL portable.
+        // Labels are JSON (a list or an object) in a TEXT column; matching here keeps the SQL
+        // portable.
         Ok(match &query.label {
             None => items,
-            Some((key, value)) => items
+            Some(label) => items
                 .into_iter()
-                .filter(|item| match (item.labels.get(key), value) {
-                    (Some(_), None) => true,
-                    (Some(Value::String(have)), Some(want)) => have == want,
-                    _ => false,
-                })
+                .filter(|item| labels_hold(&item.labels, label))
                 .collect(),
         })
     }

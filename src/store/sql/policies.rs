@@ -389,10 +389,8 @@ pub(super) async fn agent_labels(
     .await?;
     let mut merged = serde_json::Map::new();
     for row in rows {
-        if let Ok(Value::Object(labels)) =
-            serde_json::from_str::<Value>(&row.try_get::<String, _>("labels")?)
-        {
-            merged.extend(labels);
+        if let Ok(labels) = serde_json::from_str::<Value>(&row.try_get::<String, _>("labels")?) {
+            merged.extend(crate::store::model::labels_as_pairs(labels));
         }
     }
     Ok(Value::Object(merged))
