@@ -16,10 +16,11 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::str::FromStr;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use cedar_policy::{Policy, PolicyId, PolicySet, Schema, ValidationMode, Validator};
 
+use super::limits::{self, Budget};
 use super::spec::*;
 
 const SCHEMA_TEXT: &str = include_str!("../../schemas/acp.cedarschema");
@@ -58,7 +59,9 @@ pub struct RuleSet {
     pub policies: PolicySet,
     pub rules: HashMap<PolicyId, RuleMeta>,
     /// Per action that some rule names: the rules naming it and the rules of any action.
-    by_action: HashMap<String, Indexed>,
+    /// Actions named by the same rules share one index (a block allowing 10,000 actions
+    /// builds it once, not 10,000 times).
+    by_action: HashMap<String, Arc<Indexed>>,
     /// The rules of any action (all that a check of an action no rule names can match).
     any_action: Indexed,
     /// The rules that only match unusual agents (see `RuleSet::for_unusual`); in neither
@@ -69,7 +72,9 @@ pub struct RuleSet {
 impl RuleSet {
     /// The rules that can match a check of `action`.
     pub fn for_action(&self, action: &str) -> &Indexed {
-        self.by_action.get(action).unwrap_or(&self.any_action)
+        self.by_action
+            .get(action)
+            .map_or(&self.any_action, |indexed| indexed)
     }
 
     /// The rules that can match only an agent that is not active or whose risk tier is above
@@ -279,26 +284,30 @@ impl Compiled {
 struct Placed {
     compiled: Compiled,
     meta: RuleMeta,
-    actions: Option<BTreeSet<String>>,
+    actions: Option<Arc<BTreeSet<String>>>,
     guard: Option<FieldGuard>,
     range: Option<TagRange>,
     unusual: bool,
+    /// The length of its Cedar text: what a copy of it costs (Cedar keeps the text of every
+    /// policy, and of every link to a template).
+    text_len: usize,
 }
 
 /// A policy set of these rules (every one was accepted into the rule set's whole policy set
 /// already, so none is refused here).
-fn set_of<'a>(rules: impl IntoIterator<Item = &'a &'a Placed>) -> PolicySet {
+fn set_of<'a>(rules: impl IntoIterator<Item = &'a &'a Placed>, budget: &Budget) -> PolicySet {
     let mut set = PolicySet::new();
     for p in rules {
+        budget.charge(p.text_len);
         let _ = p.compiled.add_to(&mut set);
     }
     set
 }
 
 /// The rules of one action, and their field index.
-fn indexed(rules: &[&Placed]) -> Indexed {
+fn indexed(rules: &[&Placed], budget: &Budget) -> Indexed {
     let mut out = Indexed {
-        all: ranged(rules),
+        all: ranged(rules, budget),
         ..Indexed::default()
     };
     let tested: BTreeSet<&String> = rules
@@ -318,20 +327,20 @@ fn indexed(rules: &[&Placed]) -> Indexed {
     };
     for field in tested {
         out.by_field
-            .insert(field.clone(), ranged(&admitted(Some(field))));
+            .insert(field.clone(), ranged(&admitted(Some(field)), budget));
     }
-    out.no_field = ranged(&admitted(None));
+    out.no_field = ranged(&admitted(None), budget);
     out
 }
 
 /// These rules, indexed by the interval of the tag most of them bound (rules bounding another
 /// tag are kept in every interval).
-fn ranged(rules: &[&Placed]) -> Ranged {
+fn ranged(rules: &[&Placed], budget: &Budget) -> Ranged {
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for r in rules.iter().filter_map(|p| p.range.as_ref()) {
         *counts.entry(r.tag.as_str()).or_default() += 1;
     }
-    let all = set_of(rules);
+    let all = set_of(rules, budget);
     let Some(tag) = counts
         .iter()
         .max_by_key(|(_, n)| **n)
@@ -356,10 +365,11 @@ fn ranged(rules: &[&Placed]) -> Ranged {
                 rules
                     .iter()
                     .filter(|p| bound(p).is_none_or(|r| r.meets(low, high))),
+                budget,
             )
         })
         .collect();
-    let no_tag = set_of(rules.iter().filter(|p| bound(p).is_none()));
+    let no_tag = set_of(rules.iter().filter(|p| bound(p).is_none()), budget);
     Ranged {
         all,
         by_tag: Some(Box::new(TagIndex {
@@ -371,11 +381,13 @@ fn ranged(rules: &[&Placed]) -> Ranged {
     }
 }
 
-/// Builds a rule set and its action and field indexes; errors name the rule.
-fn index(placed: &[Placed], errors: &mut Vec<SpecError>) -> RuleSet {
+/// Builds a rule set and its action and field indexes; errors name the rule. Stops early (with
+/// an incomplete set) when the budget runs out; the caller checks the budget.
+fn index(placed: &[Placed], errors: &mut Vec<SpecError>, budget: &Budget) -> RuleSet {
     let mut set = RuleSet::default();
     let mut accepted = Vec::new();
     for p in placed {
+        budget.charge(p.text_len);
         if let Err(e) = p.compiled.add_to(&mut set.policies) {
             errors.push(SpecError::new(
                 p.meta.source.clone(),
@@ -390,27 +402,48 @@ fn index(placed: &[Placed], errors: &mut Vec<SpecError>) -> RuleSet {
         accepted.into_iter().partition(|p| p.unusual);
     for p in unusual {
         // The same rule was just accepted by `policies`; the index sets cannot refuse it.
+        budget.charge(p.text_len);
         let _ = p.compiled.add_to(&mut set.unusual);
+    }
+    // Per action, the rules (by their place in `usual`) that name it, in order; actions named
+    // by the same rules share one index, so the work is linear in the number of names.
+    let mut naming: HashMap<&String, Vec<usize>> = HashMap::new();
+    for (i, p) in usual.iter().enumerate() {
+        for action in p.actions.iter().flat_map(|a| a.iter()) {
+            naming.entry(action).or_default().push(i);
+        }
+    }
+    let any_at: Vec<usize> = (0..usual.len())
+        .filter(|&i| usual.get(i).is_some_and(|p| p.actions.is_none()))
+        .collect();
+    let mut shared: HashMap<Vec<usize>, Arc<Indexed>> = HashMap::new();
+    for (action, named_by) in naming {
+        let index = match shared.get(&named_by) {
+            Some(index) => index.clone(),
+            None => {
+                if budget.check().is_err() {
+                    return set;
+                }
+                let mut at: Vec<usize> = any_at.iter().chain(&named_by).copied().collect();
+                at.sort_unstable();
+                let rules: Vec<&Placed> =
+                    at.iter().filter_map(|&i| usual.get(i).copied()).collect();
+                let index = Arc::new(indexed(&rules, budget));
+                shared.insert(named_by, index.clone());
+                index
+            }
+        };
+        // An entry per action and group: charged, so that many groups times many names
+        // stay within the budget.
+        budget.charge(action.len() + 64);
+        set.by_action.insert(action.clone(), index);
     }
     let any: Vec<&Placed> = usual
         .iter()
         .copied()
         .filter(|p| p.actions.is_none())
         .collect();
-    let named: BTreeSet<&String> = usual
-        .iter()
-        .filter_map(|p| p.actions.as_ref())
-        .flatten()
-        .collect();
-    for action in named {
-        let rules: Vec<&Placed> = usual
-            .iter()
-            .copied()
-            .filter(|p| p.actions.as_ref().is_none_or(|a| a.contains(action)))
-            .collect();
-        set.by_action.insert(action.clone(), indexed(&rules));
-    }
-    set.any_action = indexed(&any);
+    set.any_action = indexed(&any, budget);
     set
 }
 
@@ -447,7 +480,7 @@ struct Rule {
     condition: String,
     /// The actions the rule can match (its condition tests `context.action`); `None` for any.
     /// Only an index: the condition itself still tests the action.
-    actions: Option<BTreeSet<String>>,
+    actions: Option<Arc<BTreeSet<String>>>,
     /// The rule can only match an agent that is not active or whose risk tier is above low
     /// (its condition tests just that, besides the action).
     unusual: bool,
@@ -551,9 +584,9 @@ struct Emitter<'a> {
     source: String,
     narrow: Option<String>,
     /// The actions of `narrow`.
-    narrow_actions: Option<BTreeSet<String>>,
+    narrow_actions: Option<Arc<BTreeSet<String>>>,
     /// The actions the rules being emitted test (`None`: any).
-    scope: Option<BTreeSet<String>>,
+    scope: Option<Arc<BTreeSet<String>>>,
     /// The rules being emitted match only unusual agents (see `Rule::unusual`).
     unusual: bool,
     /// What the rules being emitted require of the context fields (see `Rule::guard`).
@@ -563,11 +596,11 @@ struct Emitter<'a> {
 }
 
 /// The actions of an action list (`None` when it names every action with `*`).
-fn action_scope(actions: &[String]) -> Option<BTreeSet<String>> {
+fn action_scope(actions: &[String]) -> Option<Arc<BTreeSet<String>>> {
     if actions.iter().any(|a| a == "*") {
         None
     } else {
-        Some(actions.iter().cloned().collect())
+        Some(Arc::new(actions.iter().cloned().collect()))
     }
 }
 
@@ -585,7 +618,7 @@ impl Emitter<'_> {
             None => condition,
         };
         let actions = match (&self.scope, &self.narrow_actions) {
-            (Some(a), Some(b)) => Some(a.intersection(b).cloned().collect()),
+            (Some(a), Some(b)) => Some(Arc::new(a.intersection(b).cloned().collect())),
             (a, b) => a.clone().or_else(|| b.clone()),
         };
         self.rules.push(Rule {
@@ -731,7 +764,7 @@ impl Emitter<'_> {
 
     fn email(&mut self, e: &EmailRules, path: &str) {
         let is_email = "context.action == \"send_email\"".to_string();
-        self.scope = Some(BTreeSet::from(["send_email".to_owned()]));
+        self.scope = Some(Arc::new(BTreeSet::from(["send_email".to_owned()])));
         let bad = e.on_violation;
         if bad == Outcome::Allow {
             self.errors.push(SpecError::new(
@@ -1252,8 +1285,11 @@ fn check_structure(spec: &PolicySpec, errors: &mut Vec<SpecError>) {
 fn static_rules(rules: &[&Rule], errors: &mut Vec<SpecError>) -> Vec<Placed> {
     let mut placed = Vec::new();
     for rule in rules {
-        match Policy::parse(Some(PolicyId::new(&rule.id)), cedar_text(rule)) {
+        let text = cedar_text(rule);
+        let text_len = text.len();
+        match Policy::parse(Some(PolicyId::new(&rule.id)), text) {
             Ok(policy) => placed.push(Placed {
+                text_len,
                 compiled: Compiled::Static(Box::new(policy)),
                 meta: rule.meta.clone(),
                 actions: rule.actions.clone(),
@@ -1279,13 +1315,18 @@ fn static_rules(rules: &[&Rule], errors: &mut Vec<SpecError>) -> Vec<Placed> {
 /// which keeps compiling a spec with thousands of bindings cheap. (The annotations that the
 /// `cedar` text shows for each rule live in `RuleSet::rules`, not in the template.)
 struct Templates {
-    by_condition: HashMap<String, cedar_policy::Template>,
+    /// Per condition: the template, and the length of its text.
+    by_condition: HashMap<String, (cedar_policy::Template, usize)>,
     /// Template id → the first rule that used it (for error messages).
     origin: HashMap<PolicyId, (String, String)>,
 }
 
 impl Templates {
-    fn get(&mut self, rule: &Rule, errors: &mut Vec<SpecError>) -> Option<cedar_policy::Template> {
+    fn get(
+        &mut self,
+        rule: &Rule,
+        errors: &mut Vec<SpecError>,
+    ) -> Option<(cedar_policy::Template, usize)> {
         if let Some(t) = self.by_condition.get(&rule.condition) {
             return Some(t.clone());
         }
@@ -1294,12 +1335,14 @@ impl Templates {
             "permit (principal in ?principal, action == Action::\"check\", resource)\nwhen {{ {} }};\n",
             rule.condition
         );
+        let text_len = text.len();
         match cedar_policy::Template::parse(Some(id), text) {
             Ok(t) => {
-                self.by_condition.insert(rule.condition.clone(), t.clone());
+                self.by_condition
+                    .insert(rule.condition.clone(), (t.clone(), text_len));
                 self.origin
                     .insert(t.id().clone(), (rule.id.clone(), rule.meta.source.clone()));
-                Some(t)
+                Some((t, text_len))
             }
             Err(e) => {
                 errors.push(SpecError::new(
@@ -1333,8 +1376,9 @@ fn group_rules(
     rules
         .iter()
         .filter_map(|rule| {
-            let template = templates.get(rule, errors)?;
+            let (template, text_len) = templates.get(rule, errors)?;
             Some(Placed {
+                text_len,
                 compiled: Compiled::Linked {
                     template: Box::new(template),
                     id: PolicyId::new(&rule.id),
@@ -1356,6 +1400,18 @@ fn first_line(text: &str) -> String {
 
 /// Compiles a spec. Errors list every problem found, each with its path.
 pub fn compile(spec: &PolicySpec) -> Result<CompiledPolicy, Vec<SpecError>> {
+    compile_with(spec, &Budget::default())
+}
+
+/// Compiles a spec within a budget: the spec's limits are checked first (nothing reaches
+/// Cedar's parser before), and the work stops when the budget says so (too much Cedar built,
+/// or nobody waits for the result any more).
+pub fn compile_with(spec: &PolicySpec, budget: &Budget) -> Result<CompiledPolicy, Vec<SpecError>> {
+    let over = limits::check_spec(spec);
+    if !over.is_empty() {
+        return Err(over);
+    }
+    let stop = |e: SpecError| vec![e];
     let mut errors = Vec::new();
     check_structure(spec, &mut errors);
     let mut rules = base_rules(spec);
@@ -1424,26 +1480,32 @@ pub fn compile(spec: &PolicySpec) -> Result<CompiledPolicy, Vec<SpecError>> {
         }
     }
 
+    budget.check().map_err(stop)?;
     let cedar: String = rules.iter().map(cedar_text).collect::<Vec<_>>().join("\n");
+    budget.charge(cedar.len());
     let guardrail_rules: Vec<&Rule> = rules.iter().filter(|r| r.group.is_none()).collect();
     let guardrail_placed = static_rules(&guardrail_rules, &mut errors);
-    let guardrails = index(&guardrail_placed, &mut errors);
+    budget.check().map_err(stop)?;
+    let guardrails = index(&guardrail_placed, &mut errors, budget);
     let mut groups = BTreeMap::new();
-    let bound: BTreeSet<&String> = rules.iter().filter_map(|r| r.group.as_ref()).collect();
+    let mut bound: BTreeMap<&String, Vec<&Rule>> = BTreeMap::new();
+    for rule in &rules {
+        if let Some(group) = &rule.group {
+            bound.entry(group).or_default().push(rule);
+        }
+    }
     let mut templates = Templates {
         by_condition: HashMap::new(),
         origin: HashMap::new(),
     };
-    for group in bound {
-        let of_group: Vec<&Rule> = rules
-            .iter()
-            .filter(|r| r.group.as_ref() == Some(group))
-            .collect();
+    for (group, of_group) in bound {
+        budget.check().map_err(stop)?;
         // Every group's set also holds the guardrails (see `evaluate`).
         let mut placed = group_rules(group, &of_group, &mut templates, &mut errors);
         placed.extend(guardrail_placed.iter().cloned());
-        groups.insert(group.clone(), index(&placed, &mut errors));
+        groups.insert(group.clone(), index(&placed, &mut errors, budget));
     }
+    budget.check().map_err(stop)?;
     if errors.is_empty() {
         // Strict validation: the guardrail rules, and each binding template once (a rule's
         // types do not depend on which group it is linked to).
@@ -1451,7 +1513,7 @@ pub fn compile(spec: &PolicySpec) -> Result<CompiledPolicy, Vec<SpecError>> {
         for p in guardrails.policies.policies() {
             let _ = all.add(p.clone());
         }
-        for t in templates.by_condition.values() {
+        for (t, _) in templates.by_condition.values() {
             let _ = all.add_template(t.clone());
         }
         let schema = schema().map_err(|e| vec![e])?;

@@ -8,6 +8,7 @@ pub mod check;
 pub mod compile;
 pub mod diff;
 pub mod evaluate;
+pub mod limits;
 pub mod spec;
 pub mod sync;
 
