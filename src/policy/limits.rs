@@ -301,11 +301,9 @@ pub fn cedar_depth(text: &str) -> usize {
                 frames.push(0);
                 depth += 1;
             }
-            b')' | b']' | b'}' => {
-                if frames.len() > 1 {
-                    let ifs = frames.pop().unwrap_or(0);
-                    depth = depth.saturating_sub(1 + ifs);
-                }
+            b')' | b']' | b'}' if frames.len() > 1 => {
+                let ifs = frames.pop().unwrap_or(0);
+                depth = depth.saturating_sub(1 + ifs);
             }
             _ if is_ident(b) => {
                 let start = i;

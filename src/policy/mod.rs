@@ -9,6 +9,7 @@ pub mod compile;
 pub mod diff;
 pub mod evaluate;
 pub mod limits;
+pub mod source;
 pub mod spec;
 pub mod sync;
 
