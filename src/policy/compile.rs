@@ -473,11 +473,22 @@ pub struct CompiledPolicy {
     pub tags_read_by_ranges_only: bool,
 }
 
+/// A raw `cedar` rule as the user wrote it, for errors that point at it.
+#[derive(Clone)]
+struct Raw {
+    /// Its spec path, e.g. `reusable_policy_blocks.b.cedar[0].when`.
+    path: String,
+    name: String,
+    when: String,
+}
+
 struct Rule {
     id: String,
     group: Option<String>,
     meta: RuleMeta,
     condition: String,
+    /// For a raw rule: what the user wrote (always the end of `condition`, in parentheses).
+    raw: Option<Raw>,
     /// The actions the rule can match (its condition tests `context.action`); `None` for any.
     /// Only an index: the condition itself still tests the action.
     actions: Option<Arc<BTreeSet<String>>>,
@@ -640,6 +651,7 @@ impl Emitter<'_> {
                 },
             },
             condition,
+            raw: None,
         });
         let last = self.rules.len() - 1;
         &mut self.rules[last]
@@ -751,6 +763,20 @@ impl Emitter<'_> {
                 ));
                 continue;
             }
+            // Parsed alone first: errors then point into the user's own text, and a condition
+            // cannot close the policy it is put in.
+            if let Err(e) = cedar_policy::Expression::from_str(&raw.when) {
+                self.errors.push(SpecError::new(
+                    format!("{rpath}.when"),
+                    format!(
+                        "rule `{}`: {}{}",
+                        raw.name,
+                        first_line(&e.to_string()),
+                        quote(&raw.when, first_span(&e))
+                    ),
+                ));
+                continue;
+            }
             let kind = format!("cedar/{}", raw.name);
             self.rule(
                 &kind,
@@ -758,7 +784,12 @@ impl Emitter<'_> {
                 &raw.reason_code,
                 raw.reason.clone(),
                 format!("({})", raw.when),
-            );
+            )
+            .raw = Some(Raw {
+                path: format!("{rpath}.when"),
+                name: raw.name.clone(),
+                when: raw.when.clone(),
+            });
         }
     }
 
@@ -1134,6 +1165,7 @@ fn status_rule(
         guard: None,
         range: None,
         condition: format!("principal.status == {}", lit(status)),
+        raw: None,
     }
 }
 
@@ -1317,8 +1349,9 @@ fn static_rules(rules: &[&Rule], errors: &mut Vec<SpecError>) -> Vec<Placed> {
 struct Templates {
     /// Per condition: the template, and the length of its text.
     by_condition: HashMap<String, (cedar_policy::Template, usize)>,
-    /// Template id → the first rule that used it (for error messages).
-    origin: HashMap<PolicyId, (String, String)>,
+    /// Template id → the first rule that used it, and the template's text (for error
+    /// messages).
+    origin: HashMap<PolicyId, (String, String, Option<Raw>, String)>,
 }
 
 impl Templates {
@@ -1336,12 +1369,19 @@ impl Templates {
             rule.condition
         );
         let text_len = text.len();
-        match cedar_policy::Template::parse(Some(id), text) {
+        match cedar_policy::Template::parse(Some(id), &text) {
             Ok(t) => {
                 self.by_condition
                     .insert(rule.condition.clone(), (t.clone(), text_len));
-                self.origin
-                    .insert(t.id().clone(), (rule.id.clone(), rule.meta.source.clone()));
+                self.origin.insert(
+                    t.id().clone(),
+                    (
+                        rule.id.clone(),
+                        rule.meta.source.clone(),
+                        rule.raw.clone(),
+                        text,
+                    ),
+                );
                 Some((t, text_len))
             }
             Err(e) => {
@@ -1396,6 +1436,45 @@ fn group_rules(
 
 fn first_line(text: &str) -> String {
     text.lines().next().unwrap_or("").to_owned()
+}
+
+/// The place (byte offset and length) of a Cedar error's first label.
+fn first_span(err: &dyn miette::Diagnostic) -> Option<(usize, usize)> {
+    let label = err.labels()?.next()?;
+    Some((label.offset(), label.len()))
+}
+
+/// Cedar's hint, when it has one (`did you mean ...?`), after a semicolon.
+fn help_text(err: &dyn miette::Diagnostic) -> String {
+    err.help()
+        .map(|h| h.to_string())
+        .filter(|h| !h.contains("template#") && !h.contains("Action::") && !h.contains("policy `"))
+        .map(|h| format!("; {h}"))
+        .unwrap_or_default()
+}
+
+/// A Cedar message without the generated policy id it starts with.
+fn strip_policy_id(message: &str, id: &str) -> String {
+    let prefix = format!("for policy `{id}`");
+    let message = match message.strip_prefix(&prefix) {
+        Some(rest) => rest.trim_start_matches([',', ':', ' ']),
+        None => message,
+    };
+    // Every rule is a policy on the one action `check`: naming it says nothing the user wrote.
+    message.replace(" for Action::\"check\"", "")
+}
+
+/// The user's condition quoted, and the part an error points at (a byte range of it).
+fn quote(when: &str, span: Option<(usize, usize)>) -> String {
+    let shown: String = when.chars().take(160).collect();
+    let more = if shown.len() < when.len() { " ..." } else { "" };
+    match span.and_then(|(at, len)| Some((at, when.get(at..at + len)?))) {
+        Some((at, part)) if !part.is_empty() => {
+            let column = when.get(..at).map_or(0, |b| b.chars().count()) + 1;
+            format!(", at `{part}` (column {column} of the condition `{shown}`{more})")
+        }
+        _ => format!(", in the condition `{shown}`{more}"),
+    }
 }
 
 /// Compiles a spec. Errors list every problem found, each with its path.
@@ -1518,17 +1597,49 @@ pub fn compile_with(spec: &PolicySpec, budget: &Budget) -> Result<CompiledPolicy
         }
         let schema = schema().map_err(|e| vec![e])?;
         let result = Validator::new(schema.clone()).validate(&all, ValidationMode::Strict);
+        let guardrail_raw: HashMap<&str, &Rule> = rules
+            .iter()
+            .filter(|r| r.group.is_none() && r.raw.is_some())
+            .map(|r| (r.id.as_str(), r))
+            .collect();
         for err in result.validation_errors() {
             let id = err.policy_id();
-            let (rule, source) = match (guardrails.rules.get(id), templates.origin.get(id)) {
-                (Some(meta), _) => (id.to_string(), meta.source.clone()),
-                (None, Some((rule, source))) => (rule.clone(), source.clone()),
-                (None, None) => (id.to_string(), String::new()),
+            // The rule as written, and the Cedar text the error's place is counted in.
+            let written: Option<(Raw, String)> = match guardrail_raw.get(id.to_string().as_str()) {
+                Some(rule) => rule.raw.clone().map(|raw| (raw, cedar_text(rule))),
+                None => templates
+                    .origin
+                    .get(id)
+                    .and_then(|(_, _, raw, text)| raw.clone().map(|raw| (raw, text.clone()))),
             };
-            errors.push(SpecError::new(
-                source,
-                format!("rule `{rule}`: {}", first_line(&err.to_string())),
-            ));
+            let message = strip_policy_id(&first_line(&err.to_string()), id.as_ref());
+            match written {
+                Some((raw, text)) => {
+                    let span = first_span(err).and_then(|(at, len)| {
+                        let start = text.rfind(&format!("({})", raw.when))? + 1;
+                        (at >= start && at + len <= start + raw.when.len())
+                            .then(|| (at - start, len))
+                    });
+                    errors.push(SpecError::new(
+                        raw.path.clone(),
+                        format!(
+                            "rule `{}`: {message}{}{}",
+                            raw.name,
+                            quote(&raw.when, span),
+                            help_text(err)
+                        ),
+                    ));
+                }
+                None => {
+                    let (rule, source) = match (guardrails.rules.get(id), templates.origin.get(id))
+                    {
+                        (Some(meta), _) => (id.to_string(), meta.source.clone()),
+                        (None, Some((rule, source, _, _))) => (rule.clone(), source.clone()),
+                        (None, None) => (id.to_string(), String::new()),
+                    };
+                    errors.push(SpecError::new(source, format!("rule `{rule}`: {message}")));
+                }
+            }
         }
     }
     if !errors.is_empty() {

@@ -78,8 +78,10 @@ pub async fn sync(
     principal: &Principal,
     idempotency_key: Option<&str>,
     body: &Value,
+    raw: &[u8],
 ) -> ApiResult<SyncAnswer> {
     let (workspace_id, _) = principal.admin_of()?;
+    strict_body(raw)?;
     let Some(key) = idempotency_key.map(str::trim).filter(|k| !k.is_empty()) else {
         let (status, body) = run(ctx, principal, &workspace_id, body, None).await?;
         return Ok(SyncAnswer { status, body });
@@ -109,6 +111,35 @@ pub async fn sync(
     };
     let (status, body) = run(ctx, principal, &workspace_id, body, Some(record)).await?;
     Ok(SyncAnswer { status, body })
+}
+
+/// Reads the request body again, strictly: a key written twice in the spec is 422
+/// `invalid_spec` naming both places (the spec path, and line and column in the body), elsewhere
+/// in the body 400 `invalid_json`; so are specs nested deeper than the spec's limit.
+fn strict_body(raw: &[u8]) -> ApiResult<()> {
+    let text = std::str::from_utf8(raw)
+        .map_err(|_| ApiError::bad_request("invalid_json", "the body is not UTF-8"))?;
+    if text.trim().is_empty() {
+        return Ok(());
+    }
+    match super::source::parse_json(text) {
+        Ok(_) => Ok(()),
+        Err(mut e) => {
+            let in_spec =
+                e.path == "spec" || e.path.starts_with("spec.") || e.path.starts_with("spec[");
+            if in_spec {
+                e.path = e
+                    .path
+                    .strip_prefix("spec")
+                    .unwrap_or("")
+                    .trim_start_matches('.')
+                    .to_owned();
+                Err(invalid_spec(vec![e]))
+            } else {
+                Err(ApiError::bad_request("invalid_json", e.message))
+            }
+        }
+    }
 }
 
 /// The stored first answer to an `Idempotency-Key`, for a retry of the same request; 422
