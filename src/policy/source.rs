@@ -432,6 +432,9 @@ pub fn parse_yaml(text: &str) -> Result<Located, SpecError> {
     }
     if let Err(e) = loaded {
         let m = e.marker();
+        if e.info().contains("recursion limit") {
+            return Err(too_deep("", yaml_pos(m)));
+        }
         return Err(located_error(
             "",
             yaml_pos(m),
