@@ -1681,6 +1681,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn compilation_stops_when_its_request_is_gone() {
+        let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let budget = Budget::cancellable(flag);
+        let errs = compile_with(&PolicySpec::default(), &budget).unwrap_err();
+        assert!(errs[0].message.contains("gone"), "{errs:?}");
+    }
+
+    #[test]
     fn the_embedded_schema_parses() {
         assert!(schema().is_ok());
     }

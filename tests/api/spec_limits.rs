@@ -530,3 +530,17 @@ fn the_json_schema_has_exactly_the_keys_of_the_spec_types() {
         );
     }
 }
+
+#[test]
+fn the_strict_reader_reads_every_shipped_spec_as_before() {
+    // Same values as the YAML library the specs were written against: the same hashes.
+    for entry in std::fs::read_dir(root().join("policies")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let strict = acp::policy::source::parse_yaml(&text).unwrap().to_value();
+            let loose: Value = serde_yaml_ng::from_str(&text).unwrap();
+            assert_eq!(strict, loose, "{}", path.display());
+        }
+    }
+}
