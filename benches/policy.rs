@@ -152,5 +152,33 @@ fn benches(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(policy_benches, benches);
+/// A spec whose one block allows `n` action names, bound to one group, with `n / 10` more names
+/// denied by the guardrails.
+fn names_spec(n: usize) -> acp::policy::PolicySpec {
+    let allow: Vec<String> = (0..n).map(|i| format!("action.number.{i}")).collect();
+    let deny: Vec<String> = (0..n / 10).map(|i| format!("forbidden.{i}")).collect();
+    let spec = json!({
+        "reusable_policy_blocks": {"many": {"actions": {"allow": allow}}},
+        "agent_groups": [{"name": "g", "members": [agent_id(1)]}],
+        "bindings": [{"group": "g", "blocks": ["many"]}],
+        "global_guardrails": {"actions": {"deny": deny}},
+    });
+    acp::policy::spec::from_value(&spec).expect("spec")
+}
+
+/// Compile cost against spec size: 1,000 to 100,000 action names (docs/benchmarks.md,
+/// "Compile cost against spec size").
+fn compile_cost(c: &mut Criterion) {
+    let mut group = c.benchmark_group("compile cost against spec size");
+    group.sample_size(10);
+    for n in [1_000usize, 10_000, 30_000, 100_000] {
+        let spec = names_spec(n);
+        group.bench_function(format!("{n} action names"), |b| {
+            b.iter(|| compile(black_box(&spec)).expect("compile"))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(policy_benches, benches, compile_cost);
 criterion_main!(policy_benches);

@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 use serde_yaml_ng::Value as Yaml;
 
 use crate::policy::evaluate::{evaluate, EmailFacts, Facts};
+use crate::policy::source::Located;
 use crate::policy::spec::{self, Format, PolicySpec, TestCase};
 use crate::policy::{compile, CompiledPolicy, SpecError};
 
@@ -112,20 +113,71 @@ fn read(file: &Path) -> anyhow::Result<String> {
     std::fs::read_to_string(file).with_context(|| format!("cannot read `{}`", file.display()))
 }
 
-fn load(file: &Path) -> anyhow::Result<Result<PolicySpec, Vec<SpecError>>> {
-    Ok(spec::parse(&read(file)?, format_of(file)))
+/// A spec file's text, for errors that quote it.
+struct Source {
+    name: String,
+    text: String,
 }
 
-fn load_compiled(file: &Path) -> anyhow::Result<Result<CompiledPolicy, Vec<SpecError>>> {
-    Ok(load(file)?.and_then(|spec| compile(&spec)))
+/// The spec in a file and where each part of it is written; errors carry lines and columns.
+/// A parsed spec and where its parts are written, or its errors.
+type Parsed = Result<(PolicySpec, Located), Vec<SpecError>>;
+
+fn load(file: &Path) -> anyhow::Result<(Source, Parsed)> {
+    let text = read(file)?;
+    let parsed = spec::parse_located(&text, format_of(file));
+    let source = Source {
+        name: file.display().to_string(),
+        text,
+    };
+    Ok((source, parsed))
 }
 
-fn print_errors(p: &mut Printed, errors: &[SpecError], to_stderr: bool) {
+fn load_compiled(file: &Path) -> anyhow::Result<(Source, Result<CompiledPolicy, Vec<SpecError>>)> {
+    let (source, parsed) = load(file)?;
+    let compiled = parsed.and_then(|(spec, located)| compiled_located(&spec, &located));
+    Ok((source, compiled))
+}
+
+/// Compiles; compile errors get the line and column of their path.
+fn compiled_located(
+    spec: &PolicySpec,
+    located: &Located,
+) -> Result<CompiledPolicy, Vec<SpecError>> {
+    compile(spec).map_err(|mut errors| {
+        spec::place(&mut errors, located);
+        errors
+    })
+}
+
+/// An error as a compiler prints it: the path and message, then where it is written, with the
+/// line quoted and the column marked.
+fn error_text(e: &SpecError, source: &Source) -> String {
+    let mut out = e.to_string();
+    if let (Some(line), Some(column)) = (e.line, e.column) {
+        out.push_str(&format!("\n  --> {}:{line}:{column}", source.name));
+        if let Some(text) = source.text.lines().nth(line.saturating_sub(1)) {
+            let number = line.to_string();
+            let pad = " ".repeat(number.len());
+            let shown: String = text.chars().take(200).collect();
+            let marker: String = text
+                .chars()
+                .take(column.saturating_sub(1))
+                .map(|c| if c == '\t' { '\t' } else { ' ' })
+                .collect();
+            out.push_str(&format!("\n{pad} |\n{number} | {shown}\n{pad} | {marker}^"));
+        }
+    }
+    out
+}
+
+fn print_errors(p: &mut Printed, errors: &[SpecError], source: &Source, to_stderr: bool) {
     for e in errors {
+        let text = error_text(e, source);
         if to_stderr {
-            p.eline(e);
+            p.eline(text);
         } else {
-            p.line(e);
+            p.line(text);
         }
     }
 }
@@ -135,7 +187,8 @@ fn errors_json(errors: &[SpecError]) -> Value {
 }
 
 fn validate(p: &mut Printed, file: &Path, output: Output) -> anyhow::Result<i32> {
-    match load_compiled(file)? {
+    let (source, compiled) = load_compiled(file)?;
+    match compiled {
         Ok(compiled) => {
             match output {
                 Output::Text => p.line(format!("ok {}", compiled.hash)),
@@ -145,7 +198,7 @@ fn validate(p: &mut Printed, file: &Path, output: Output) -> anyhow::Result<i32>
         }
         Err(errors) => {
             match output {
-                Output::Text => print_errors(p, &errors, false),
+                Output::Text => print_errors(p, &errors, &source, false),
                 Output::Json => p.line(errors_json(&errors)),
             }
             Ok(1)
@@ -154,12 +207,13 @@ fn validate(p: &mut Printed, file: &Path, output: Output) -> anyhow::Result<i32>
 }
 
 fn compile_cmd(p: &mut Printed, file: &Path, output: Output) -> anyhow::Result<i32> {
-    let compiled = match load_compiled(file)? {
+    let (source, compiled) = load_compiled(file)?;
+    let compiled = match compiled {
         Ok(compiled) => compiled,
         Err(errors) => {
             match output {
                 Output::Json => p.line(errors_json(&errors)),
-                Output::Text => print_errors(p, &errors, true),
+                Output::Text => print_errors(p, &errors, &source, true),
             }
             return Ok(1);
         }
@@ -295,16 +349,68 @@ pub fn formatted(text: &str, format: Format) -> Result<String, Vec<SpecError>> {
     }
 }
 
+/// The first line (from 1) of a YAML file's comments that `fmt` would drop: a `#` that starts
+/// a comment after the leading comment lines. A `#` counts as a comment when cutting the line
+/// there leaves the document unchanged (so `#` inside a value never counts).
+pub fn dropped_comment(text: &str) -> Option<usize> {
+    let header = text
+        .lines()
+        .take_while(|l| l.trim_end().is_empty() || l.starts_with('#'))
+        .count();
+    let parsed = crate::policy::source::parse_yaml(text).ok()?.to_value();
+    let lines: Vec<&str> = text.lines().collect();
+    let mut tried = 0;
+    for (i, line) in lines.iter().enumerate() {
+        if i < header {
+            // The leading comment lines are kept.
+            continue;
+        }
+        let hashes = line
+            .char_indices()
+            .filter(|&(at, c)| c == '#' && (at == 0 || line[..at].ends_with([' ', '\t'])))
+            .map(|(at, _)| at);
+        for at in hashes {
+            tried += 1;
+            if tried > 1000 {
+                return Some(i + 1);
+            }
+            let mut cut: Vec<&str> = lines.clone();
+            if let Some(l) = cut.get_mut(i) {
+                *l = &line[..at];
+            }
+            let same = crate::policy::source::parse_yaml(&cut.join("\n"))
+                .ok()
+                .is_some_and(|v| v.to_value() == parsed);
+            if same {
+                return Some(i + 1);
+            }
+        }
+    }
+    None
+}
+
 fn fmt(p: &mut Printed, file: &Path, write: bool, check: bool) -> anyhow::Result<i32> {
     let text = read(file)?;
+    let name = file.display().to_string();
+    let source = Source {
+        name: name.clone(),
+        text: text.clone(),
+    };
     let out = match formatted(&text, format_of(file)) {
         Ok(out) => out,
         Err(errors) => {
-            print_errors(p, &errors, true);
+            print_errors(p, &errors, &source, true);
             return Ok(1);
         }
     };
-    let name = file.display().to_string();
+    if (write || check) && format_of(file) == Format::Yaml {
+        if let Some(line) = dropped_comment(&text) {
+            p.eline(format!(
+                "`{name}` has comments that `acp policy fmt` would drop (the first at line {line}); keep comments in the leading lines of the file, or say it in `description` fields"
+            ));
+            return Ok(1);
+        }
+    }
     if check {
         if out == text {
             return Ok(0);
@@ -438,9 +544,10 @@ fn run_case(policy: &CompiledPolicy, case: &TestCase) -> CaseResult {
 
 fn test(p: &mut Printed, file: &Path, output: Output) -> anyhow::Result<i32> {
     let name = file.display().to_string();
-    let spec = match load(file)? {
-        Ok(spec) => spec,
-        Err(errors) => return Ok(report_errors(p, &errors, output)),
+    let (source, parsed) = load(file)?;
+    let (spec, located) = match parsed {
+        Ok(parsed) => parsed,
+        Err(errors) => return Ok(report_errors(p, &errors, &source, output)),
     };
     if spec.tests.is_empty() {
         let message = format!("`{name}` has no test cases; add them under `tests`");
@@ -450,9 +557,9 @@ fn test(p: &mut Printed, file: &Path, output: Output) -> anyhow::Result<i32> {
         }
         return Ok(1);
     }
-    let policy = match compile(&spec) {
+    let policy = match compiled_located(&spec, &located) {
         Ok(policy) => policy,
-        Err(errors) => return Ok(report_errors(p, &errors, output)),
+        Err(errors) => return Ok(report_errors(p, &errors, &source, output)),
     };
     let results: Vec<CaseResult> = spec.tests.iter().map(|c| run_case(&policy, c)).collect();
     let failed = results.iter().filter(|r| r.failure.is_some()).count();
@@ -501,10 +608,10 @@ fn test(p: &mut Printed, file: &Path, output: Output) -> anyhow::Result<i32> {
     Ok(if failed == 0 { 0 } else { 1 })
 }
 
-fn report_errors(p: &mut Printed, errors: &[SpecError], output: Output) -> i32 {
+fn report_errors(p: &mut Printed, errors: &[SpecError], source: &Source, output: Output) -> i32 {
     match output {
         Output::Json => p.line(errors_json(errors)),
-        Output::Text => print_errors(p, errors, true),
+        Output::Text => print_errors(p, errors, source, true),
     }
     1
 }

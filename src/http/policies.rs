@@ -17,7 +17,7 @@ use crate::identity::accounts::Principal;
 use crate::policy::{check, sync};
 use crate::time::iso;
 
-use super::extract::{AppJson, AppPath, Deciding};
+use super::extract::{parse_json, AppJson, AppPath, Deciding, RawBody};
 
 /// Decides `allow`, `challenge` or `deny` for an action of an agent under a policy. All three
 /// are 200; the audit event is durable before the answer.
@@ -38,10 +38,13 @@ async fn run_sync(
     ctx: SharedContext,
     principal: Principal,
     headers: HeaderMap,
-    body: Value,
+    raw: RawBody,
 ) -> ApiResult<Response> {
+    // Parsed as any JSON body, and kept as text: the spec inside is read again strictly (a
+    // duplicate key is an error, not a silent overwrite).
+    let body: Value = parse_json(&raw.0)?;
     let key = headers.get("idempotency-key").and_then(|v| v.to_str().ok());
-    let answer = sync::sync(&ctx, &principal, key, &body).await?;
+    let answer = sync::sync(&ctx, &principal, key, &body, &raw.0).await?;
     Ok((answer.status, Json(answer.body)).into_response())
 }
 
@@ -57,7 +60,7 @@ pub async fn policies_sync(
     State(ctx): State<SharedContext>,
     headers: HeaderMap,
     principal: Principal,
-    AppJson(body): AppJson<Value>,
+    body: RawBody,
 ) -> ApiResult<Response> {
     run_sync(ctx, principal, headers, body).await
 }
@@ -70,7 +73,7 @@ pub async fn sync_alias(
     State(ctx): State<SharedContext>,
     headers: HeaderMap,
     principal: Principal,
-    AppJson(body): AppJson<Value>,
+    body: RawBody,
 ) -> ApiResult<Response> {
     run_sync(ctx, principal, headers, body).await
 }

@@ -16,10 +16,11 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::str::FromStr;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use cedar_policy::{Policy, PolicyId, PolicySet, Schema, ValidationMode, Validator};
 
+use super::limits::{self, Budget};
 use super::spec::*;
 
 const SCHEMA_TEXT: &str = include_str!("../../schemas/acp.cedarschema");
@@ -61,7 +62,9 @@ pub struct RuleSet {
     pub policies: PolicySet,
     pub rules: HashMap<PolicyId, RuleMeta>,
     /// Per action that some rule names: the rules naming it and the rules of any action.
-    by_action: HashMap<String, Indexed>,
+    /// Actions named by the same rules share one index (a block allowing 10,000 actions
+    /// builds it once, not 10,000 times).
+    by_action: HashMap<String, Arc<Indexed>>,
     /// The rules of any action (all that a check of an action no rule names can match).
     any_action: Indexed,
     /// The rules that only match unusual agents (see `RuleSet::for_unusual`); in neither
@@ -72,7 +75,9 @@ pub struct RuleSet {
 impl RuleSet {
     /// The rules that can match a check of `action`.
     pub fn for_action(&self, action: &str) -> &Indexed {
-        self.by_action.get(action).unwrap_or(&self.any_action)
+        self.by_action
+            .get(action)
+            .map_or(&self.any_action, |indexed| indexed)
     }
 
     /// The rules that can match only an agent that is not active or whose risk tier is above
@@ -282,26 +287,30 @@ impl Compiled {
 struct Placed {
     compiled: Compiled,
     meta: RuleMeta,
-    actions: Option<BTreeSet<String>>,
+    actions: Option<Arc<BTreeSet<String>>>,
     guard: Option<FieldGuard>,
     range: Option<TagRange>,
     unusual: bool,
+    /// The length of its Cedar text: what a copy of it costs (Cedar keeps the text of every
+    /// policy, and of every link to a template).
+    text_len: usize,
 }
 
 /// A policy set of these rules (every one was accepted into the rule set's whole policy set
 /// already, so none is refused here).
-fn set_of<'a>(rules: impl IntoIterator<Item = &'a &'a Placed>) -> PolicySet {
+fn set_of<'a>(rules: impl IntoIterator<Item = &'a &'a Placed>, budget: &Budget) -> PolicySet {
     let mut set = PolicySet::new();
     for p in rules {
+        budget.charge(p.text_len);
         let _ = p.compiled.add_to(&mut set);
     }
     set
 }
 
 /// The rules of one action, and their field index.
-fn indexed(rules: &[&Placed]) -> Indexed {
+fn indexed(rules: &[&Placed], budget: &Budget) -> Indexed {
     let mut out = Indexed {
-        all: ranged(rules),
+        all: ranged(rules, budget),
         ..Indexed::default()
     };
     let tested: BTreeSet<&String> = rules
@@ -321,20 +330,20 @@ fn indexed(rules: &[&Placed]) -> Indexed {
     };
     for field in tested {
         out.by_field
-            .insert(field.clone(), ranged(&admitted(Some(field))));
+            .insert(field.clone(), ranged(&admitted(Some(field)), budget));
     }
-    out.no_field = ranged(&admitted(None));
+    out.no_field = ranged(&admitted(None), budget);
     out
 }
 
 /// These rules, indexed by the interval of the tag most of them bound (rules bounding another
 /// tag are kept in every interval).
-fn ranged(rules: &[&Placed]) -> Ranged {
+fn ranged(rules: &[&Placed], budget: &Budget) -> Ranged {
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for r in rules.iter().filter_map(|p| p.range.as_ref()) {
         *counts.entry(r.tag.as_str()).or_default() += 1;
     }
-    let all = set_of(rules);
+    let all = set_of(rules, budget);
     let Some(tag) = counts
         .iter()
         .max_by_key(|(_, n)| **n)
@@ -359,10 +368,11 @@ fn ranged(rules: &[&Placed]) -> Ranged {
                 rules
                     .iter()
                     .filter(|p| bound(p).is_none_or(|r| r.meets(low, high))),
+                budget,
             )
         })
         .collect();
-    let no_tag = set_of(rules.iter().filter(|p| bound(p).is_none()));
+    let no_tag = set_of(rules.iter().filter(|p| bound(p).is_none()), budget);
     Ranged {
         all,
         by_tag: Some(Box::new(TagIndex {
@@ -374,11 +384,13 @@ fn ranged(rules: &[&Placed]) -> Ranged {
     }
 }
 
-/// Builds a rule set and its action and field indexes; errors name the rule.
-fn index(placed: &[Placed], errors: &mut Vec<SpecError>) -> RuleSet {
+/// Builds a rule set and its action and field indexes; errors name the rule. Stops early (with
+/// an incomplete set) when the budget runs out; the caller checks the budget.
+fn index(placed: &[Placed], errors: &mut Vec<SpecError>, budget: &Budget) -> RuleSet {
     let mut set = RuleSet::default();
     let mut accepted = Vec::new();
     for p in placed {
+        budget.charge(p.text_len);
         if let Err(e) = p.compiled.add_to(&mut set.policies) {
             errors.push(SpecError::new(
                 p.meta.source.clone(),
@@ -393,27 +405,48 @@ fn index(placed: &[Placed], errors: &mut Vec<SpecError>) -> RuleSet {
         accepted.into_iter().partition(|p| p.unusual);
     for p in unusual {
         // The same rule was just accepted by `policies`; the index sets cannot refuse it.
+        budget.charge(p.text_len);
         let _ = p.compiled.add_to(&mut set.unusual);
+    }
+    // Per action, the rules (by their place in `usual`) that name it, in order; actions named
+    // by the same rules share one index, so the work is linear in the number of names.
+    let mut naming: HashMap<&String, Vec<usize>> = HashMap::new();
+    for (i, p) in usual.iter().enumerate() {
+        for action in p.actions.iter().flat_map(|a| a.iter()) {
+            naming.entry(action).or_default().push(i);
+        }
+    }
+    let any_at: Vec<usize> = (0..usual.len())
+        .filter(|&i| usual.get(i).is_some_and(|p| p.actions.is_none()))
+        .collect();
+    let mut shared: HashMap<Vec<usize>, Arc<Indexed>> = HashMap::new();
+    for (action, named_by) in naming {
+        let index = match shared.get(&named_by) {
+            Some(index) => index.clone(),
+            None => {
+                if budget.check().is_err() {
+                    return set;
+                }
+                let mut at: Vec<usize> = any_at.iter().chain(&named_by).copied().collect();
+                at.sort_unstable();
+                let rules: Vec<&Placed> =
+                    at.iter().filter_map(|&i| usual.get(i).copied()).collect();
+                let index = Arc::new(indexed(&rules, budget));
+                shared.insert(named_by, index.clone());
+                index
+            }
+        };
+        // An entry per action and group: charged, so that many groups times many names
+        // stay within the budget.
+        budget.charge(action.len() + 64);
+        set.by_action.insert(action.clone(), index);
     }
     let any: Vec<&Placed> = usual
         .iter()
         .copied()
         .filter(|p| p.actions.is_none())
         .collect();
-    let named: BTreeSet<&String> = usual
-        .iter()
-        .filter_map(|p| p.actions.as_ref())
-        .flatten()
-        .collect();
-    for action in named {
-        let rules: Vec<&Placed> = usual
-            .iter()
-            .copied()
-            .filter(|p| p.actions.as_ref().is_none_or(|a| a.contains(action)))
-            .collect();
-        set.by_action.insert(action.clone(), indexed(&rules));
-    }
-    set.any_action = indexed(&any);
+    set.any_action = indexed(&any, budget);
     set
 }
 
@@ -443,14 +476,25 @@ pub struct CompiledPolicy {
     pub tags_read_by_ranges_only: bool,
 }
 
+/// A raw `cedar` rule as the user wrote it, for errors that point at it.
+#[derive(Clone)]
+struct Raw {
+    /// Its spec path, e.g. `reusable_policy_blocks.b.cedar[0].when`.
+    path: String,
+    name: String,
+    when: String,
+}
+
 struct Rule {
     id: String,
     group: Option<String>,
     meta: RuleMeta,
     condition: String,
+    /// For a raw rule: what the user wrote (always the end of `condition`, in parentheses).
+    raw: Option<Raw>,
     /// The actions the rule can match (its condition tests `context.action`); `None` for any.
     /// Only an index: the condition itself still tests the action.
-    actions: Option<BTreeSet<String>>,
+    actions: Option<Arc<BTreeSet<String>>>,
     /// The rule can only match an agent that is not active or whose risk tier is above low
     /// (its condition tests just that, besides the action).
     unusual: bool,
@@ -554,9 +598,9 @@ struct Emitter<'a> {
     source: String,
     narrow: Option<String>,
     /// The actions of `narrow`.
-    narrow_actions: Option<BTreeSet<String>>,
+    narrow_actions: Option<Arc<BTreeSet<String>>>,
     /// The actions the rules being emitted test (`None`: any).
-    scope: Option<BTreeSet<String>>,
+    scope: Option<Arc<BTreeSet<String>>>,
     /// The rules being emitted match only unusual agents (see `Rule::unusual`).
     unusual: bool,
     /// What the rules being emitted require of the context fields (see `Rule::guard`).
@@ -566,11 +610,11 @@ struct Emitter<'a> {
 }
 
 /// The actions of an action list (`None` when it names every action with `*`).
-fn action_scope(actions: &[String]) -> Option<BTreeSet<String>> {
+fn action_scope(actions: &[String]) -> Option<Arc<BTreeSet<String>>> {
     if actions.iter().any(|a| a == "*") {
         None
     } else {
-        Some(actions.iter().cloned().collect())
+        Some(Arc::new(actions.iter().cloned().collect()))
     }
 }
 
@@ -588,7 +632,7 @@ impl Emitter<'_> {
             None => condition,
         };
         let actions = match (&self.scope, &self.narrow_actions) {
-            (Some(a), Some(b)) => Some(a.intersection(b).cloned().collect()),
+            (Some(a), Some(b)) => Some(Arc::new(a.intersection(b).cloned().collect())),
             (a, b) => a.clone().or_else(|| b.clone()),
         };
         self.rules.push(Rule {
@@ -615,6 +659,7 @@ impl Emitter<'_> {
                 },
             },
             condition,
+            raw: None,
         });
         let last = self.rules.len() - 1;
         &mut self.rules[last]
@@ -726,6 +771,20 @@ impl Emitter<'_> {
                 ));
                 continue;
             }
+            // Parsed alone first: errors then point into the user's own text, and a condition
+            // cannot close the policy it is put in.
+            if let Err(e) = cedar_policy::Expression::from_str(&raw.when) {
+                self.errors.push(SpecError::new(
+                    format!("{rpath}.when"),
+                    format!(
+                        "rule `{}`: {}{}",
+                        raw.name,
+                        first_line(&e.to_string()),
+                        quote(&raw.when, first_span(&e))
+                    ),
+                ));
+                continue;
+            }
             let kind = format!("cedar/{}", raw.name);
             self.rule(
                 &kind,
@@ -733,13 +792,18 @@ impl Emitter<'_> {
                 &raw.reason_code,
                 raw.reason.clone(),
                 format!("({})", raw.when),
-            );
+            )
+            .raw = Some(Raw {
+                path: format!("{rpath}.when"),
+                name: raw.name.clone(),
+                when: raw.when.clone(),
+            });
         }
     }
 
     fn email(&mut self, e: &EmailRules, path: &str) {
         let is_email = "context.action == \"send_email\"".to_string();
-        self.scope = Some(BTreeSet::from(["send_email".to_owned()]));
+        self.scope = Some(Arc::new(BTreeSet::from(["send_email".to_owned()])));
         let bad = e.on_violation;
         if bad == Outcome::Allow {
             self.errors.push(SpecError::new(
@@ -1158,6 +1222,7 @@ fn status_rule(
         guard: None,
         range: None,
         condition: format!("principal.status == {}", lit(status)),
+        raw: None,
     }
 }
 
@@ -1309,8 +1374,11 @@ fn check_structure(spec: &PolicySpec, errors: &mut Vec<SpecError>) {
 fn static_rules(rules: &[&Rule], errors: &mut Vec<SpecError>) -> Vec<Placed> {
     let mut placed = Vec::new();
     for rule in rules {
-        match Policy::parse(Some(PolicyId::new(&rule.id)), cedar_text(rule)) {
+        let text = cedar_text(rule);
+        let text_len = text.len();
+        match Policy::parse(Some(PolicyId::new(&rule.id)), text) {
             Ok(policy) => placed.push(Placed {
+                text_len,
                 compiled: Compiled::Static(Box::new(policy)),
                 meta: rule.meta.clone(),
                 actions: rule.actions.clone(),
@@ -1336,13 +1404,19 @@ fn static_rules(rules: &[&Rule], errors: &mut Vec<SpecError>) -> Vec<Placed> {
 /// which keeps compiling a spec with thousands of bindings cheap. (The annotations that the
 /// `cedar` text shows for each rule live in `RuleSet::rules`, not in the template.)
 struct Templates {
-    by_condition: HashMap<String, cedar_policy::Template>,
-    /// Template id → the first rule that used it (for error messages).
-    origin: HashMap<PolicyId, (String, String)>,
+    /// Per condition: the template, and the length of its text.
+    by_condition: HashMap<String, (cedar_policy::Template, usize)>,
+    /// Template id → the first rule that used it, and the template's text (for error
+    /// messages).
+    origin: HashMap<PolicyId, (String, String, Option<Raw>, String)>,
 }
 
 impl Templates {
-    fn get(&mut self, rule: &Rule, errors: &mut Vec<SpecError>) -> Option<cedar_policy::Template> {
+    fn get(
+        &mut self,
+        rule: &Rule,
+        errors: &mut Vec<SpecError>,
+    ) -> Option<(cedar_policy::Template, usize)> {
         if let Some(t) = self.by_condition.get(&rule.condition) {
             return Some(t.clone());
         }
@@ -1351,12 +1425,21 @@ impl Templates {
             "permit (principal in ?principal, action == Action::\"check\", resource)\nwhen {{ {} }};\n",
             rule.condition
         );
-        match cedar_policy::Template::parse(Some(id), text) {
+        let text_len = text.len();
+        match cedar_policy::Template::parse(Some(id), &text) {
             Ok(t) => {
-                self.by_condition.insert(rule.condition.clone(), t.clone());
-                self.origin
-                    .insert(t.id().clone(), (rule.id.clone(), rule.meta.source.clone()));
-                Some(t)
+                self.by_condition
+                    .insert(rule.condition.clone(), (t.clone(), text_len));
+                self.origin.insert(
+                    t.id().clone(),
+                    (
+                        rule.id.clone(),
+                        rule.meta.source.clone(),
+                        rule.raw.clone(),
+                        text,
+                    ),
+                );
+                Some((t, text_len))
             }
             Err(e) => {
                 errors.push(SpecError::new(
@@ -1390,8 +1473,9 @@ fn group_rules(
     rules
         .iter()
         .filter_map(|rule| {
-            let template = templates.get(rule, errors)?;
+            let (template, text_len) = templates.get(rule, errors)?;
             Some(Placed {
+                text_len,
                 compiled: Compiled::Linked {
                     template: Box::new(template),
                     id: PolicyId::new(&rule.id),
@@ -1411,8 +1495,59 @@ fn first_line(text: &str) -> String {
     text.lines().next().unwrap_or("").to_owned()
 }
 
+/// The place (byte offset and length) of a Cedar error's first label.
+fn first_span(err: &dyn miette::Diagnostic) -> Option<(usize, usize)> {
+    let label = err.labels()?.next()?;
+    Some((label.offset(), label.len()))
+}
+
+/// Cedar's hint, when it has one (`did you mean ...?`), after a semicolon.
+fn help_text(err: &dyn miette::Diagnostic) -> String {
+    err.help()
+        .map(|h| h.to_string())
+        .filter(|h| !h.contains("template#") && !h.contains("Action::") && !h.contains("policy `"))
+        .map(|h| format!("; {h}"))
+        .unwrap_or_default()
+}
+
+/// A Cedar message without the generated policy id it starts with.
+fn strip_policy_id(message: &str, id: &str) -> String {
+    let prefix = format!("for policy `{id}`");
+    let message = match message.strip_prefix(&prefix) {
+        Some(rest) => rest.trim_start_matches([',', ':', ' ']),
+        None => message,
+    };
+    // Every rule is a policy on the one action `check`: naming it says nothing the user wrote.
+    message.replace(" for Action::\"check\"", "")
+}
+
+/// The user's condition quoted, and the part an error points at (a byte range of it).
+fn quote(when: &str, span: Option<(usize, usize)>) -> String {
+    let shown: String = when.chars().take(160).collect();
+    let more = if shown.len() < when.len() { " ..." } else { "" };
+    match span.and_then(|(at, len)| Some((at, when.get(at..at + len)?))) {
+        Some((at, part)) if !part.is_empty() => {
+            let column = when.get(..at).map_or(0, |b| b.chars().count()) + 1;
+            format!(", at `{part}` (column {column} of the condition `{shown}`{more})")
+        }
+        _ => format!(", in the condition `{shown}`{more}"),
+    }
+}
+
 /// Compiles a spec. Errors list every problem found, each with its path.
 pub fn compile(spec: &PolicySpec) -> Result<CompiledPolicy, Vec<SpecError>> {
+    compile_with(spec, &Budget::default())
+}
+
+/// Compiles a spec within a budget: the spec's limits are checked first (nothing reaches
+/// Cedar's parser before), and the work stops when the budget says so (too much Cedar built,
+/// or nobody waits for the result any more).
+pub fn compile_with(spec: &PolicySpec, budget: &Budget) -> Result<CompiledPolicy, Vec<SpecError>> {
+    let over = limits::check_spec(spec);
+    if !over.is_empty() {
+        return Err(over);
+    }
+    let stop = |e: SpecError| vec![e];
     let mut errors = Vec::new();
     check_structure(spec, &mut errors);
     let mut rules = base_rules(spec);
@@ -1481,26 +1616,32 @@ pub fn compile(spec: &PolicySpec) -> Result<CompiledPolicy, Vec<SpecError>> {
         }
     }
 
+    budget.check().map_err(stop)?;
     let cedar: String = rules.iter().map(cedar_text).collect::<Vec<_>>().join("\n");
+    budget.charge(cedar.len());
     let guardrail_rules: Vec<&Rule> = rules.iter().filter(|r| r.group.is_none()).collect();
     let guardrail_placed = static_rules(&guardrail_rules, &mut errors);
-    let guardrails = index(&guardrail_placed, &mut errors);
+    budget.check().map_err(stop)?;
+    let guardrails = index(&guardrail_placed, &mut errors, budget);
     let mut groups = BTreeMap::new();
-    let bound: BTreeSet<&String> = rules.iter().filter_map(|r| r.group.as_ref()).collect();
+    let mut bound: BTreeMap<&String, Vec<&Rule>> = BTreeMap::new();
+    for rule in &rules {
+        if let Some(group) = &rule.group {
+            bound.entry(group).or_default().push(rule);
+        }
+    }
     let mut templates = Templates {
         by_condition: HashMap::new(),
         origin: HashMap::new(),
     };
-    for group in bound {
-        let of_group: Vec<&Rule> = rules
-            .iter()
-            .filter(|r| r.group.as_ref() == Some(group))
-            .collect();
+    for (group, of_group) in bound {
+        budget.check().map_err(stop)?;
         // Every group's set also holds the guardrails (see `evaluate`).
         let mut placed = group_rules(group, &of_group, &mut templates, &mut errors);
         placed.extend(guardrail_placed.iter().cloned());
-        groups.insert(group.clone(), index(&placed, &mut errors));
+        groups.insert(group.clone(), index(&placed, &mut errors, budget));
     }
+    budget.check().map_err(stop)?;
     if errors.is_empty() {
         // Strict validation: the guardrail rules, and each binding template once (a rule's
         // types do not depend on which group it is linked to).
@@ -1508,22 +1649,54 @@ pub fn compile(spec: &PolicySpec) -> Result<CompiledPolicy, Vec<SpecError>> {
         for p in guardrails.policies.policies() {
             let _ = all.add(p.clone());
         }
-        for t in templates.by_condition.values() {
+        for (t, _) in templates.by_condition.values() {
             let _ = all.add_template(t.clone());
         }
         let schema = schema().map_err(|e| vec![e])?;
         let result = Validator::new(schema.clone()).validate(&all, ValidationMode::Strict);
+        let guardrail_raw: HashMap<&str, &Rule> = rules
+            .iter()
+            .filter(|r| r.group.is_none() && r.raw.is_some())
+            .map(|r| (r.id.as_str(), r))
+            .collect();
         for err in result.validation_errors() {
             let id = err.policy_id();
-            let (rule, source) = match (guardrails.rules.get(id), templates.origin.get(id)) {
-                (Some(meta), _) => (id.to_string(), meta.source.clone()),
-                (None, Some((rule, source))) => (rule.clone(), source.clone()),
-                (None, None) => (id.to_string(), String::new()),
+            // The rule as written, and the Cedar text the error's place is counted in.
+            let written: Option<(Raw, String)> = match guardrail_raw.get(id.to_string().as_str()) {
+                Some(rule) => rule.raw.clone().map(|raw| (raw, cedar_text(rule))),
+                None => templates
+                    .origin
+                    .get(id)
+                    .and_then(|(_, _, raw, text)| raw.clone().map(|raw| (raw, text.clone()))),
             };
-            errors.push(SpecError::new(
-                source,
-                format!("rule `{rule}`: {}", first_line(&err.to_string())),
-            ));
+            let message = strip_policy_id(&first_line(&err.to_string()), id.as_ref());
+            match written {
+                Some((raw, text)) => {
+                    let span = first_span(err).and_then(|(at, len)| {
+                        let start = text.rfind(&format!("({})", raw.when))? + 1;
+                        (at >= start && at + len <= start + raw.when.len())
+                            .then(|| (at - start, len))
+                    });
+                    errors.push(SpecError::new(
+                        raw.path.clone(),
+                        format!(
+                            "rule `{}`: {message}{}{}",
+                            raw.name,
+                            quote(&raw.when, span),
+                            help_text(err)
+                        ),
+                    ));
+                }
+                None => {
+                    let (rule, source) = match (guardrails.rules.get(id), templates.origin.get(id))
+                    {
+                        (Some(meta), _) => (id.to_string(), meta.source.clone()),
+                        (None, Some((rule, source, _, _))) => (rule.clone(), source.clone()),
+                        (None, None) => (id.to_string(), String::new()),
+                    };
+                    errors.push(SpecError::new(source, format!("rule `{rule}`: {message}")));
+                }
+            }
         }
     }
     if !errors.is_empty() {
@@ -1563,6 +1736,14 @@ pub fn compile(spec: &PolicySpec) -> Result<CompiledPolicy, Vec<SpecError>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn compilation_stops_when_its_request_is_gone() {
+        let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let budget = Budget::cancellable(flag);
+        let errs = compile_with(&PolicySpec::default(), &budget).unwrap_err();
+        assert!(errs[0].message.contains("gone"), "{errs:?}");
+    }
 
     #[test]
     fn the_embedded_schema_parses() {

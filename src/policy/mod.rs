@@ -8,6 +8,8 @@ pub mod check;
 pub mod compile;
 pub mod diff;
 pub mod evaluate;
+pub mod limits;
+pub mod source;
 pub mod spec;
 pub mod sync;
 

@@ -8,11 +8,18 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-/// A problem in a spec, located by a path such as `bindings[2].group`.
+use super::source::{parse_json, parse_yaml, Located, Pos};
+
+/// A problem in a spec, located by a path such as `bindings[2].group` and, for spec text, by
+/// the line and column (from 1) where that part is written.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SpecError {
     pub path: String,
     pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub column: Option<usize>,
 }
 
 impl SpecError {
@@ -20,7 +27,25 @@ impl SpecError {
         Self {
             path: path.into(),
             message: message.into(),
+            line: None,
+            column: None,
         }
+    }
+
+    /// The error, written at `pos`.
+    pub fn at(mut self, pos: Pos) -> Self {
+        self.line = Some(pos.line);
+        self.column = Some(pos.column);
+        self
+    }
+}
+
+/// Gives every error without a place the place of its path in `source`.
+pub fn place(errors: &mut [SpecError], source: &Located) {
+    for e in errors.iter_mut().filter(|e| e.line.is_none()) {
+        let pos = source.locate(&e.path);
+        e.line = Some(pos.line);
+        e.column = Some(pos.column);
     }
 }
 
@@ -446,25 +471,174 @@ fn path_text(path: &serde_path_to_error::Path) -> String {
 /// Reads a spec from a JSON value (as received by the sync endpoint).
 pub fn from_value(value: &Value) -> Result<PolicySpec, Vec<SpecError>> {
     if !value.is_object() {
-        return Err(vec![SpecError::new("", "the spec must be an object")]);
+        return Err(vec![SpecError::new("", "the spec must be a mapping")]);
     }
     serde_path_to_error::deserialize(value).map_err(|err| {
-        vec![SpecError::new(
-            path_text(err.path()),
-            err.inner().to_string(),
-        )]
+        let inner = err.inner().to_string();
+        let mut path = path_text(err.path());
+        // An unknown key is reported at the key itself, not at its mapping.
+        if let Some(key) = unknown_key(&inner) {
+            if !path.ends_with(key) {
+                path = if path.is_empty() {
+                    key.to_owned()
+                } else {
+                    format!("{path}.{key}")
+                };
+            }
+        }
+        vec![SpecError::new(path, humanize(&inner))]
     })
 }
 
 /// Reads a spec from YAML or JSON text.
 pub fn parse(text: &str, format: Format) -> Result<PolicySpec, Vec<SpecError>> {
-    let value: Value = match format {
-        Format::Json => serde_json::from_str(text)
-            .map_err(|e| vec![SpecError::new("", format!("invalid JSON: {e}"))])?,
-        Format::Yaml => serde_yaml_ng::from_str(text)
-            .map_err(|e| vec![SpecError::new("", format!("invalid YAML: {e}"))])?,
+    parse_located(text, format).map(|(spec, _)| spec)
+}
+
+/// Reads a spec from YAML or JSON text, strictly (see `source`), with the tree that knows
+/// where each part is written; every error carries its line and column.
+pub fn parse_located(text: &str, format: Format) -> Result<(PolicySpec, Located), Vec<SpecError>> {
+    let source = match format {
+        Format::Json => parse_json(text),
+        Format::Yaml => parse_yaml(text),
+    }
+    .map_err(|e| vec![e])?;
+    match from_value(&source.to_value()) {
+        Ok(spec) => Ok((spec, source)),
+        Err(mut errors) => {
+            place(&mut errors, &source);
+            Err(errors)
+        }
+    }
+}
+
+/// The key a serde "unknown field" message names.
+fn unknown_key(message: &str) -> Option<&str> {
+    message
+        .strip_prefix("unknown field `")
+        .and_then(|rest| rest.split('`').next())
+}
+
+/// The names listed after "expected one of" / "expected" in a serde message.
+fn expected_names(message: &str) -> Vec<&str> {
+    let Some((_, list)) = message.split_once("expected ") else {
+        return Vec::new();
     };
-    from_value(&value)
+    list.split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|n| !n.is_empty())
+        .collect()
+}
+
+/// The closest of `names` to `word`, when close enough to be a likely typo.
+pub fn nearest<'a>(word: &str, names: &[&'a str]) -> Option<&'a str> {
+    names
+        .iter()
+        .map(|n| (strsim::jaro_winkler(word, n), *n))
+        .filter(|(score, _)| *score >= 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, n)| n)
+}
+
+/// The spec's name for what serde calls a Rust type.
+fn spec_type(expected: &str) -> String {
+    let expected = expected.trim();
+    let named = match expected {
+        "f64" | "f32" => "a number",
+        "u64" | "u32" | "u16" | "u8" | "usize" => "a whole number, 0 or more",
+        "i64" | "i32" => "a whole number",
+        "a boolean" | "bool" => "`true` or `false`",
+        "a string" | "a borrowed string" | "a character" => "a string",
+        "a sequence" => "a list",
+        "a map" => "a mapping",
+        "any valid JSON value" => "a value",
+        other if other.starts_with("struct ") || other.starts_with("a map") => "a mapping",
+        other if other.starts_with("enum ") => "one of the allowed names",
+        other if other.starts_with("a sequence") || other.starts_with("a list") => "a list",
+        _ => "",
+    };
+    if named.is_empty() {
+        expected.to_owned()
+    } else {
+        named.to_owned()
+    }
+}
+
+/// What serde found, in the spec's words (`string "x"` → `the string "x"`).
+fn found_text(found: &str) -> String {
+    let found = found.trim();
+    for (prefix, name) in [
+        ("string ", "the string "),
+        ("integer ", "the number "),
+        ("floating point ", "the number "),
+        ("boolean ", ""),
+    ] {
+        if let Some(rest) = found.strip_prefix(prefix) {
+            return format!("{name}{}", rest.trim_matches('`'));
+        }
+    }
+    match found {
+        "null" | "unit value" => "nothing (null)".to_owned(),
+        "sequence" => "a list".to_owned(),
+        "map" => "a mapping".to_owned(),
+        other => other.to_owned(),
+    }
+}
+
+/// A serde error message in the spec's words: keys and values, never Rust types.
+pub fn humanize(message: &str) -> String {
+    if let Some(key) = unknown_key(message) {
+        let names = expected_names(message);
+        let mut out = format!("unknown key `{key}`");
+        match nearest(key, &names) {
+            Some(n) => out.push_str(&format!("; did you mean `{n}`?")),
+            None if names.is_empty() => out.push_str("; no key is allowed here"),
+            None => out.push_str(&format!(
+                "; the keys here are {}",
+                names
+                    .iter()
+                    .map(|n| format!("`{n}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        }
+        return out;
+    }
+    if let Some(rest) = message.strip_prefix("unknown variant `") {
+        let value = rest.split('`').next().unwrap_or("");
+        let names = expected_names(rest);
+        let list = names
+            .iter()
+            .map(|n| format!("`{n}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let mut out = format!("`{value}` is not allowed here; use one of {list}");
+        if let Some(n) = nearest(value, &names) {
+            out.push_str(&format!(" (did you mean `{n}`?)"));
+        }
+        return out;
+    }
+    if let Some(rest) = message.strip_prefix("missing field `") {
+        let key = rest.split('`').next().unwrap_or("");
+        return format!("the key `{key}` is required here");
+    }
+    if let Some(rest) = message.strip_prefix("duplicate field `") {
+        let key = rest.split('`').next().unwrap_or("");
+        return format!("duplicate key `{key}`");
+    }
+    for prefix in ["invalid type: ", "invalid value: ", "invalid length "] {
+        if let Some(rest) = message.strip_prefix(prefix) {
+            if let Some((found, expected)) = rest.split_once(", expected ") {
+                return format!(
+                    "expected {}, found {}",
+                    spec_type(expected),
+                    found_text(found)
+                );
+            }
+        }
+    }
+    message.to_owned()
 }
 
 impl PolicySpec {

@@ -1,6 +1,7 @@
 //! Policy sync: a desired spec against the current policy — dry run (hashes and diff) or apply
 //! (a new version, memberships and bindings materialised, audited, live on every replica).
 
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use axum::http::StatusCode;
@@ -17,9 +18,11 @@ use crate::store::{Change, IdempotencyRecord, Op, PolicyApply, PolicyVersion, St
 use crate::time::now_ms;
 
 use super::check::{is_policy_id, unknown_policy};
+use super::compile::compile_with;
 use super::diff::diff;
+use super::limits::{Budget, CancelOnDrop};
 use super::spec::{from_value, PolicySpec, SpecError};
-use super::{compile, CompiledPolicy};
+use super::CompiledPolicy;
 
 const IDEMPOTENCY_WINDOW_MS: i64 = 24 * 3_600_000;
 
@@ -33,6 +36,29 @@ fn invalid_spec(errors: Vec<SpecError>) -> ApiError {
         "errors",
         serde_json::to_value(errors).unwrap_or(Value::Null),
     )
+}
+
+/// Stack of the thread that compiles a spec: the spec's limits keep Cedar's recursion far
+/// below it (see `limits`), this keeps a wide margin on top.
+const COMPILE_STACK_BYTES: usize = 16 * 1024 * 1024;
+
+/// Compiles on a thread of its own; the work stops when the returned future is dropped (the
+/// client went away, or the request timed out) or when it runs over its budget.
+async fn compile_in_background(
+    spec: PolicySpec,
+) -> ApiResult<Result<CompiledPolicy, Vec<SpecError>>> {
+    let cancel = Arc::new(AtomicBool::new(false));
+    let _cancel_on_drop = CancelOnDrop(cancel.clone());
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("acp-compile".into())
+        .stack_size(COMPILE_STACK_BYTES)
+        .spawn(move || {
+            let _ = tx.send(compile_with(&spec, &Budget::cancellable(cancel)));
+        })
+        .map_err(ApiError::internal)?;
+    rx.await
+        .map_err(|_| ApiError::internal("the compilation thread ended without an answer"))
 }
 
 fn conflict(current: Option<&str>, why: &str) -> ApiError {
@@ -52,8 +78,10 @@ pub async fn sync(
     principal: &Principal,
     idempotency_key: Option<&str>,
     body: &Value,
+    raw: &[u8],
 ) -> ApiResult<SyncAnswer> {
     let (workspace_id, _) = principal.admin_of()?;
+    strict_body(raw)?;
     let Some(key) = idempotency_key.map(str::trim).filter(|k| !k.is_empty()) else {
         let (status, body) = run(ctx, principal, &workspace_id, body, None).await?;
         return Ok(SyncAnswer { status, body });
@@ -83,6 +111,35 @@ pub async fn sync(
     };
     let (status, body) = run(ctx, principal, &workspace_id, body, Some(record)).await?;
     Ok(SyncAnswer { status, body })
+}
+
+/// Reads the request body again, strictly: a key written twice in the spec is 422
+/// `invalid_spec` naming both places (the spec path, and line and column in the body), elsewhere
+/// in the body 400 `invalid_json`; so are specs nested deeper than the spec's limit.
+fn strict_body(raw: &[u8]) -> ApiResult<()> {
+    let text = std::str::from_utf8(raw)
+        .map_err(|_| ApiError::bad_request("invalid_json", "the body is not UTF-8"))?;
+    if text.trim().is_empty() {
+        return Ok(());
+    }
+    match super::source::parse_json(text) {
+        Ok(_) => Ok(()),
+        Err(mut e) => {
+            let in_spec =
+                e.path == "spec" || e.path.starts_with("spec.") || e.path.starts_with("spec[");
+            if in_spec {
+                e.path = e
+                    .path
+                    .strip_prefix("spec")
+                    .unwrap_or("")
+                    .trim_start_matches('.')
+                    .to_owned();
+                Err(invalid_spec(vec![e]))
+            } else {
+                Err(ApiError::bad_request("invalid_json", e.message))
+            }
+        }
+    }
 }
 
 /// The stored first answer to an `Idempotency-Key`, for a retry of the same request; 422
@@ -173,10 +230,7 @@ async fn run(
         ));
     }
     let spec = from_value(&req.spec).map_err(invalid_spec)?;
-    let compiled: CompiledPolicy = tokio::task::spawn_blocking(move || compile(&spec))
-        .await
-        .map_err(ApiError::internal)?
-        .map_err(invalid_spec)?;
+    let compiled = compile_in_background(spec).await?.map_err(invalid_spec)?;
 
     let current = current(ctx, workspace_id, &policy_id).await?;
     let current_hash = current.as_ref().map(|c| c.hash.clone());

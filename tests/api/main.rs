@@ -27,5 +27,6 @@ mod policies;
 mod policy_cli;
 mod replicas;
 mod reputation;
+mod spec_limits;
 mod telemetry;
 mod verify;
