@@ -49,18 +49,10 @@ url=$(sed -n 's/^acp listening on \([^ ]*\).*/\1/p' "$dir/out.txt")
 target/debug/acp healthcheck --url "$url"
 
 # An owner of the default workspace logs in through the outbox and makes a token.
-acp() { ACP_DATABASE_URL="sqlite:$dir/acp.db" target/debug/acp "$@"; }
+. scripts/owner-token.sh
+owner_token "$url" "$dir" fuzz@example.com api-fuzz > "$dir/pat"
+pat=$(cat "$dir/pat")
 ws=$(sed -n 's/^Created the default workspace \([^.]*\)\..*/\1/p' "$dir/out.txt")
-acp workspace add-member --workspace "$ws" --email fuzz@example.com --role owner > /dev/null
-curl -sf -X POST "$url/auth/start-login" -H 'Content-Type: application/json' -d '{"email":"fuzz@example.com"}' > /dev/null
-login=$(acp outbox list --limit 1 --output json | grep -o 'token=[A-Za-z0-9_-]*' | head -1 | cut -d= -f2)
-[ -n "$login" ] || { echo "no login link in the outbox"; exit 1; }
-csrf=$(curl -sf -c "$dir/cookies" -X POST "$url/auth/verify-login" -H 'Content-Type: application/json' \
-    -d "{\"token\":\"$login\"}" | sed -n 's/.*"csrf_token":"\([^"]*\)".*/\1/p')
-pat=$(curl -sf -b "$dir/cookies" -X POST "$url/v1/auth/tokens" -H 'Content-Type: application/json' \
-    -H "X-CSRF-Token: $csrf" -d '{"name":"api-fuzz","expires_in_days":1}' |
-    sed -n 's/.*"token":"\(svc_pat_[^"]*\)".*/\1/p')
-[ -n "$pat" ] || { echo "no personal access token"; exit 1; }
 
 fuzz() {
     local name=$1 budget=$2

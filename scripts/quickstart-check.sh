@@ -25,17 +25,10 @@ agent=$(curl -sf -X POST "$url/v1/agents/register" -H 'Content-Type: application
 ACP_URL="$url" ACP_API_KEY="$key" AGENT_ID="$agent" AUTO_DECIDE=approve target/debug/examples/approval_backend deploy '{"environment":"staging"}'
 # The enforcement example needs its policy: an owner logs in through the outbox, makes a
 # personal access token, and `acp sync --apply`s policies/payments-enforcement.yaml with it.
-acp() { ACP_DATABASE_URL="sqlite:$dir/acp.db" target/debug/acp "$@"; }
+. scripts/owner-token.sh
+owner_token "$url" "$dir" ops@example.com quickstart-check > "$dir/pat"
+pat=$(cat "$dir/pat")
 ws=$(sed -n 's/^Created the default workspace \([^.]*\)\..*/\1/p' "$dir/out.txt")
-acp workspace add-member --workspace "$ws" --email ops@example.com --role owner > /dev/null
-curl -sf -X POST "$url/auth/start-login" -H 'Content-Type: application/json' -d '{"email":"ops@example.com"}' > /dev/null
-token=$(acp outbox list --limit 1 --output json | grep -o 'token=[A-Za-z0-9_-]*' | head -1 | cut -d= -f2)
-[ -n "$token" ] || { echo "no login link in the outbox"; exit 1; }
-csrf=$(curl -sf -c "$dir/cookies" -X POST "$url/auth/verify-login" -H 'Content-Type: application/json' \
-    -d "{\"token\":\"$token\"}" | sed -n 's/.*"csrf_token":"\([^"]*\)".*/\1/p')
-pat=$(curl -sf -b "$dir/cookies" -X POST "$url/v1/auth/tokens" -H 'Content-Type: application/json' -H "X-CSRF-Token: $csrf" \
-    -d '{"name":"quickstart-check","expires_in_days":1}' | sed -n 's/.*"token":"\(svc_pat_[^"]*\)".*/\1/p')
-[ -n "$pat" ] || { echo "no personal access token"; exit 1; }
 target/debug/acp sync policies/payments-enforcement.yaml --server "$url" --token "$pat" --apply > /dev/null
 ACP_URL="$url" ACP_API_KEY="$key" target/debug/examples/enforcement_flow
 echo "quickstart: 3 passed, 0 failed"
