@@ -123,10 +123,27 @@ async fn each_command_shows_only_its_own_flags() {
     assert!(!dir.path().join("data").exists());
 }
 
+/// The commands that work on the database directly (never through the server).
+const ADMIN_COMMANDS: &[&[&str]] = &[
+    &["outbox", "list"],
+    &["workspace", "create", "team"],
+    &[
+        "workspace",
+        "add-member",
+        "--workspace",
+        "ws_x",
+        "--email",
+        "a@example.com",
+    ],
+    &["api-key", "create", "--workspace", "ws_x"],
+    &["keys", "list"],
+    &["keys", "rotate"],
+];
+
 #[tokio::test]
 async fn one_output_flag_and_unknown_values_are_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let commands: &[&[&str]] = &[
+    let mut commands: Vec<&[&str]> = vec![
         &["policy", "validate", "spec.yaml"],
         &["policy", "compile", "spec.yaml"],
         &["policy", "test", "spec.yaml"],
@@ -138,22 +155,10 @@ async fn one_output_flag_and_unknown_values_are_refused() {
             "--token",
             "t",
         ],
-        &["outbox", "list"],
-        &["workspace", "create", "team"],
-        &[
-            "workspace",
-            "add-member",
-            "--workspace",
-            "ws_x",
-            "--email",
-            "a@example.com",
-        ],
-        &["api-key", "create", "--workspace", "ws_x"],
-        &["keys", "list"],
-        &["keys", "rotate"],
         &["healthcheck"],
     ];
-    for command in commands {
+    commands.extend_from_slice(ADMIN_COMMANDS);
+    for command in &commands {
         let out = run_in(dir.path(), &[*command, &["--output", "xml"]].concat()).await;
         assert_eq!(out.status.code(), Some(1), "{command:?}: {}", text(&out));
         assert!(
@@ -254,21 +259,7 @@ async fn a_closed_stdout_ends_the_output_without_a_panic() {
 #[tokio::test]
 async fn admin_commands_never_create_a_database() {
     let dir = tempfile::tempdir().unwrap();
-    let commands: &[&[&str]] = &[
-        &["outbox", "list"],
-        &["workspace", "create", "team"],
-        &[
-            "workspace",
-            "add-member",
-            "--workspace",
-            "ws_x",
-            "--email",
-            "a@example.com",
-        ],
-        &["api-key", "create", "--workspace", "ws_x"],
-        &["keys", "list"],
-        &["keys", "rotate"],
-    ];
+    let commands = ADMIN_COMMANDS;
     for command in commands {
         let out = run_in(dir.path(), command).await;
         assert_eq!(out.status.code(), Some(1), "{command:?}: {}", text(&out));
