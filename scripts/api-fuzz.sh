@@ -36,20 +36,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
-key="svc_test_$(head -c 64 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 43)"
-ACP_BOOTSTRAP_API_KEY="$key" \
-    ACP_LOGIN_LIMIT_PER_EMAIL=100000 ACP_LOGIN_LIMIT_PER_IP=100000 \
+. scripts/server.sh
+ACP_LOGIN_LIMIT_PER_EMAIL=100000 ACP_LOGIN_LIMIT_PER_IP=100000 \
     ACP_REGISTER_LIMIT_PER_IP=100000 ACP_CONTACT_LIMIT_PER_IP=100000 \
-    target/debug/acp serve --addr 127.0.0.1:0 --database-url "sqlite:$dir/acp.db" \
-    > "$dir/out.txt" 2> "$dir/err.txt" &
-pid=$!
-for _ in $(seq 1 100); do grep -q '^acp listening on' "$dir/out.txt" 2>/dev/null && break; sleep 0.1; done
-url=$(sed -n 's/^acp listening on \([^ ]*\).*/\1/p' "$dir/out.txt")
-[ -n "$url" ] || { cat "$dir/err.txt"; exit 1; }
-target/debug/acp healthcheck --url "$url"
+    start_server "$dir"
 
 # An owner of the default workspace logs in through the outbox and makes a token.
-. scripts/owner-token.sh
 owner_token "$url" "$dir" fuzz@example.com api-fuzz > "$dir/pat"
 pat=$(cat "$dir/pat")
 ws=$(sed -n 's/^Created the default workspace \([^.]*\)\..*/\1/p' "$dir/out.txt")

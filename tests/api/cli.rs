@@ -323,7 +323,6 @@ async fn admin_commands_never_create_a_database() {
 #[cfg(acp_postgres)]
 #[tokio::test]
 async fn admin_commands_never_set_up_a_postgres_database() {
-    use sqlx::Connection;
     let dir = tempfile::tempdir().unwrap();
     let db = TestDb::new(Engine::Postgres).await;
     let out = run_in(
@@ -340,15 +339,7 @@ async fn admin_commands_never_set_up_a_postgres_database() {
         "{}",
         text(&out)
     );
-    let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
-    let tables: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'",
-    )
-    .fetch_one(&mut conn)
-    .await
-    .unwrap();
-    assert_eq!(tables, 0, "no schema was made");
-    conn.close().await.unwrap();
+    assert_eq!(postgres_tables(&db.url).await, 0, "no schema was made");
     db.drop_database().await;
 }
 
@@ -428,16 +419,11 @@ async fn a_failed_first_start_creates_nothing(engine: Engine) {
         let file = db.url.trim_start_matches("sqlite:");
         assert!(!Path::new(file).exists(), "no database file was made");
     } else {
-        use sqlx::Connection;
-        let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
-        let tables: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'",
-        )
-        .fetch_one(&mut conn)
-        .await
-        .unwrap();
-        assert_eq!(tables, 0, "the database was not touched");
-        conn.close().await.unwrap();
+        assert_eq!(
+            postgres_tables(&db.url).await,
+            0,
+            "the database was not touched"
+        );
     }
 
     // The port is taken: the database may be prepared, but no workspace is bootstrapped.
@@ -664,4 +650,19 @@ async fn check_action(app: &TestApp, agent: &TestAgent, action: &str) -> String 
     .await;
     assert_eq!(s, 200, "{body}");
     body["decision"].as_str().unwrap().to_owned()
+}
+
+/// How many tables the Postgres database at `url` has.
+#[cfg_attr(not(acp_postgres), allow(dead_code))]
+async fn postgres_tables(url: &str) -> i64 {
+    use sqlx::Connection;
+    let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+    let tables = sqlx::query_scalar(
+        "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    conn.close().await.unwrap();
+    tables
 }
