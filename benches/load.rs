@@ -962,7 +962,7 @@ async fn install_large_policy(
     agent_id: &str,
     database_url: &str,
 ) -> anyhow::Result<i64> {
-    use acp::store::{apply_one, Change, Op, PolicyApply, PolicyVersion, SqlStore};
+    use acp::store::{apply_one, Change, PolicyApply, PolicyOp, PolicyVersion, SqlStore};
     let agent: Value = client
         .get(server.url(&format!("/v1/agents/{agent_id}")))
         .header("x-service-api-key", api_key)
@@ -996,7 +996,7 @@ async fn install_large_policy(
         members: Vec::new(),
         bindings: Vec::new(),
     };
-    apply_one(&store, Change::new(Op::ApplyPolicy(Box::new(apply))))
+    apply_one(&store, Change::new(PolicyOp::Apply(Box::new(apply))))
         .await
         .map_err(|e| anyhow!("{e}"))?;
     store.close().await;

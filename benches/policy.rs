@@ -9,15 +9,20 @@
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use serde_json::{json, Value};
 
-use acp::policy::evaluate::{evaluate, evaluate_prepared, prepare_agent, EmailFacts, Facts};
+use acp::policy::evaluate::{
+    evaluate_prepared, evaluate_with_contexts, prepare_agent, DecisionCache, EmailFacts, Facts,
+};
 use acp::policy::{compile, CompiledPolicy};
 
 #[path = "common/mod.rs"]
 mod common;
 use common::{agent_id, large_spec};
 
+/// A check of an agent prepared afresh, its Cedar context kept in `kept` (as the server keeps
+/// contexts).
 fn check(
     policy: &CompiledPolicy,
+    kept: &DecisionCache,
     agent: &str,
     action: &str,
     context: &Value,
@@ -25,7 +30,7 @@ fn check(
 ) -> String {
     let metadata = json!({"team": "support"});
     let labels = json!({});
-    let decision = evaluate(
+    let decision = evaluate_with_contexts(
         policy,
         &Facts {
             agent_id: agent,
@@ -39,6 +44,7 @@ fn check(
             emails_sent_last_minute: 0,
             emails_sent_last_day: 0,
         },
+        kept,
     )
     .expect("evaluate");
     decision.outcome.as_str().to_owned()
@@ -54,21 +60,23 @@ fn benches(c: &mut Criterion) {
     group.finish();
 
     let policy = compile(&spec).expect("compile");
+    // The caches' decision cache, shared by every thread of the server.
+    let kept = DecisionCache::default();
     let member = agent_id(4242);
     let refund = json!({"amount": 250, "currency": "USD"});
     assert_eq!(
-        check(&policy, &member, "refund", &refund, None),
+        check(&policy, &kept, &member, "refund", &refund, None),
         "challenge"
     );
     let email = EmailFacts::from_json(&json!({"to": ["a@example.com"]})).expect("email");
     // Percentiles of single evaluations (criterion reports means), after a warm-up.
     for _ in 0..5_000 {
-        black_box(check(&policy, &member, "refund", &refund, None));
+        black_box(check(&policy, &kept, &member, "refund", &refund, None));
     }
     let mut samples: Vec<u128> = (0..20_000)
         .map(|_| {
             let started = std::time::Instant::now();
-            black_box(check(&policy, &member, "refund", &refund, None));
+            black_box(check(&policy, &kept, &member, "refund", &refund, None));
             started.elapsed().as_nanos()
         })
         .collect();
@@ -85,7 +93,7 @@ fn benches(c: &mut Criterion) {
     );
     let mut group = c.benchmark_group("evaluate (1000 bindings)");
     group.bench_function("refund of a group member", |b| {
-        b.iter(|| check(&policy, black_box(&member), "refund", &refund, None))
+        b.iter(|| check(&policy, &kept, black_box(&member), "refund", &refund, None))
     });
     // What `/v1/check` does: the agent is prepared once per policy version and kept with the
     // cached agent; each check builds only its request.
@@ -106,7 +114,11 @@ fn benches(c: &mut Criterion) {
     // The same refund again: after the first, the decision comes from the decision cache.
     group.bench_function(
         "refund of a group member, agent prepared, decision kept",
-        |b| b.iter(|| evaluate_prepared(&policy, &prepared, black_box(&facts)).expect("evaluate")),
+        |b| {
+            b.iter(|| {
+                evaluate_prepared(&policy, &prepared, black_box(&facts), &kept).expect("evaluate")
+            })
+        },
     );
     // Each refund with an order reference of its own (4,096 of them, more than the decision
     // cache keeps): Cedar decides every one.
@@ -123,7 +135,7 @@ fn benches(c: &mut Criterion) {
                     context: &orders[next],
                     ..facts.clone()
                 };
-                evaluate_prepared(&policy, &prepared, black_box(&facts)).expect("evaluate")
+                evaluate_prepared(&policy, &prepared, black_box(&facts), &kept).expect("evaluate")
             })
         },
     );
@@ -131,6 +143,7 @@ fn benches(c: &mut Criterion) {
         b.iter(|| {
             check(
                 &policy,
+                &kept,
                 black_box(&member),
                 "send_email",
                 &json!({}),
@@ -142,6 +155,7 @@ fn benches(c: &mut Criterion) {
         b.iter(|| {
             check(
                 &policy,
+                &kept,
                 black_box("agt_ffffffffffffffffffffffffffffffff"),
                 "read_1",
                 &json!({}),

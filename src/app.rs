@@ -13,11 +13,11 @@ use tokio::net::TcpListener;
 use crate::audit::{self, Actor};
 use crate::config::Config;
 use crate::context::{Context, SharedContext};
+use crate::domain::ids;
 use crate::identity::api_keys::NewApiKey;
-use crate::ids;
-use crate::secret::Secret;
+use crate::secret::{redact_url, Secret};
 use crate::store::{
-    apply_one, ApiKeyRecord, Change, GroupCommit, Op, OpenOptions, Outcome, SqlStore, Store,
+    apply_one, AccountOp, ApiKeyRecord, Applied, Change, GroupCommit, OpenOptions, SqlStore, Store,
     Workspace, Writer,
 };
 use crate::time::now_ms;
@@ -94,18 +94,6 @@ pub async fn open_existing_store(config: &Config) -> anyhow::Result<Arc<SqlStore
     open_store(config).await
 }
 
-/// The URL without its password, for messages.
-pub fn redact_url(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            let creds = &url[scheme + 3..at];
-            let user = creds.split(':').next().unwrap_or("");
-            format!("{}{user}:***{}", &url[..scheme + 3], &url[at..])
-        }
-        _ => url.to_owned(),
-    }
-}
-
 /// `ACP_BOOTSTRAP_API_KEY`, checked.
 fn supplied_bootstrap_key(supplied: &Secret) -> anyhow::Result<NewApiKey> {
     NewApiKey::from_supplied(supplied.expose()).context(
@@ -157,13 +145,13 @@ pub async fn bootstrap(store: &dyn Store, config: &Config) -> anyhow::Result<Opt
         ),
     ];
     let workspace_id = workspace.id.clone();
-    let mut change = Change::new(Op::Bootstrap {
+    let mut change = Change::new(AccountOp::Bootstrap {
         workspace,
         key: record,
     });
     change.audit.extend(events);
     match apply_one(store, change).await? {
-        Outcome::Bootstrapped(true) => Ok(Some(Bootstrap {
+        Applied::Bootstrapped(true) => Ok(Some(Bootstrap {
             workspace_id,
             generated_key: generated.then_some(key.secret),
         })),
@@ -224,7 +212,7 @@ impl App {
             writer: commits,
             config,
             mailer,
-            caches: crate::cache::Caches::default(),
+            caches: crate::policy::cache::Caches::default(),
             changes: tokio::sync::Notify::new(),
             public_url,
             master_key,
@@ -274,8 +262,8 @@ impl App {
         let stopping = Arc::new(tokio::sync::Notify::new());
         let notify = stopping.clone();
         let server = axum::serve(
-            listener,
-            router.into_make_service_with_connect_info::<SocketAddr>(),
+            crate::http::wire::Listener::new(listener),
+            router.into_make_service_with_connect_info::<crate::http::wire::Peer>(),
         )
         .with_graceful_shutdown(async move {
             shutdown.await;
@@ -476,19 +464,5 @@ pub async fn shutdown_signal() {
     tokio::select! {
         _ = ctrl_c => {},
         _ = term => {},
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::redact_url;
-
-    #[test]
-    fn passwords_are_redacted_from_urls() {
-        assert_eq!(
-            redact_url("postgres://u:secret@h:5432/db"),
-            "postgres://u:***@h:5432/db"
-        );
-        assert_eq!(redact_url("sqlite:./data/acp.db"), "sqlite:./data/acp.db");
     }
 }

@@ -223,6 +223,25 @@ impl Settings {
                 format!("`sqlite_synchronous` must be `full` or `normal`, got `{text}`")
             })?,
         };
+        // Parsed here, so a bad address stops the start instead of the first mail.
+        let email_from = self
+            .email_from
+            .unwrap_or_else(|| "acp@localhost".to_owned());
+        if email_from.parse::<lettre::message::Mailbox>().is_err() {
+            return Err(format!(
+                "`email_from` must be an email address (`acp@example.com` or `acp <acp@example.com>`), got `{email_from}`"
+            ));
+        }
+        let contact_email = match self.contact_email.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(text) => Some(
+                text.parse::<lettre::Address>()
+                    .map_err(|_| {
+                        format!("`contact_email` must be one email address, got `{text}`")
+                    })?
+                    .to_string(),
+            ),
+        };
         Ok(Config {
             sqlite_synchronous,
             database_url: self
@@ -245,10 +264,8 @@ impl Settings {
             bootstrap_api_key: self.bootstrap_api_key.map(|s| s.0),
             master_key: self.master_key.map(|s| s.0),
             email_url: self.email_url.unwrap_or_else(|| "outbox".to_owned()),
-            email_from: self
-                .email_from
-                .unwrap_or_else(|| "acp@localhost".to_owned()),
-            contact_email: self.contact_email.filter(|e| !e.is_empty()),
+            email_from,
+            contact_email,
             session_ttl_ms: positive("session_ttl_secs", self.session_ttl_secs, 7 * 86_400)?,
             login_limit_per_email: limit("login_limit_per_email", self.login_limit_per_email, 5)?,
             login_limit_per_ip: limit("login_limit_per_ip", self.login_limit_per_ip, 30)?,
@@ -296,6 +313,21 @@ mod tests {
             ..Settings::default()
         };
         assert!(bad.resolve().is_err());
+        for (from, contact) in [("acp", None), ("acp@localhost", Some("ops@x, b@y"))] {
+            let bad = Settings {
+                email_from: Some(from.into()),
+                contact_email: contact.map(str::to_owned),
+                ..Settings::default()
+            };
+            assert!(bad.resolve().is_err(), "{from} {contact:?}");
+        }
+        let good = Settings {
+            email_from: Some("acp <acp@example.com>".into()),
+            contact_email: Some(" ops@example.com ".into()),
+            ..Settings::default()
+        };
+        let good = good.resolve().unwrap();
+        assert_eq!(good.contact_email.as_deref(), Some("ops@example.com"));
         let secret: Settings = toml::from_str("bootstrap_api_key = \"svc_test_x\"").unwrap();
         assert!(!format!("{secret:?}").contains("svc_test_x"));
     }

@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-use crate::cache::Caches;
 use crate::config::Config;
 use crate::mail::Mailer;
+use crate::policy::cache::Caches;
 use crate::store::{GroupCommit, Store};
 
 pub struct Context {

@@ -1,12 +1,25 @@
 //! The one HTTP error type: a stable snake_case code, an HTTP status and a human message,
 //! answered in the envelope `{"error": code, "message": text, ...extras}`.
+//!
+//! Use cases return their own error enums and know no status codes; every `From<...> for
+//! ApiError` is here, so this file is the one table from a failure to its status. A failure
+//! the caller cannot fix keeps its cause in the error and is logged once, when the response
+//! is made (inside the request's trace span, so with its request id), never when it is built.
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 use std::borrow::Cow;
 
+use crate::api::DecisionResponse;
+use crate::domain::{FieldError, Refusal, RefusalKind};
+use crate::enforce::EnforceError;
+use crate::identity::signing::SignFailure;
+use crate::identity::IdentityError;
+use crate::policy::error::{CheckError, SyncError};
+use crate::site::SiteError;
 use crate::store::StoreError;
+use crate::telemetry::TelemetryError;
 
 #[derive(Debug)]
 pub struct ApiError {
@@ -15,6 +28,8 @@ pub struct ApiError {
     pub message: String,
     /// Extra top-level fields of the envelope, e.g. `retry_after`.
     pub extras: Vec<(String, Value)>,
+    /// What went wrong inside, for the log only (never sent).
+    cause: Option<String>,
 }
 
 impl ApiError {
@@ -28,6 +43,7 @@ impl ApiError {
             code: code.into(),
             message: message.into(),
             extras: Vec::new(),
+            cause: None,
         }
     }
 
@@ -54,44 +70,243 @@ impl ApiError {
 
     /// A required field that is absent, null or empty.
     pub fn missing(field: &str) -> Self {
-        Self::bad_request(format!("missing_{field}"), format!("`{field}` is required"))
+        FieldError::missing(field.to_owned()).into()
     }
 
     /// A field whose value has the wrong type or shape.
     pub fn invalid(field: &str, why: impl std::fmt::Display) -> Self {
-        Self::bad_request(format!("invalid_{field}"), format!("`{field}` {why}"))
+        FieldError::invalid(field.to_owned(), why).into()
     }
 
     pub fn unknown_agent() -> Self {
-        Self::not_found("unknown_agent", "no such agent in this workspace")
+        Refusal::unknown_agent().into()
     }
 
-    pub fn agent_not_active(status: &str) -> Self {
-        Self::new(
-            StatusCode::FORBIDDEN,
-            "agent_not_active",
-            format!("the agent is `{status}`; only active agents may sign requests"),
-        )
-    }
-
-    /// A failure the caller cannot fix. The cause is logged (with the request id, by the
-    /// trace span) and never sent.
+    /// A failure the caller cannot fix: answered `internal_error`; the cause is logged when
+    /// the response is made, and never sent.
     pub fn internal(cause: impl std::fmt::Display) -> Self {
-        tracing::error!(error = %cause, "internal error");
         Self::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             "internal_error",
             "internal error",
         )
+        .caused_by(cause)
     }
 
     pub fn unavailable(cause: impl std::fmt::Display) -> Self {
-        tracing::error!(error = %cause, "service unavailable");
         Self::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "service_unavailable",
             "the service is shutting down or its database is unreachable; retry",
         )
+        .caused_by(cause)
+    }
+
+    /// Keeps `cause` for the log line the response writes.
+    pub fn caused_by(mut self, cause: impl std::fmt::Display) -> Self {
+        self.cause = Some(cause.to_string());
+        self
+    }
+
+    /// Logs the cause kept for the log, if any: once per answer, by whatever writes the answer
+    /// (the JSON envelope here, an HTML page in `http::pages`).
+    pub fn log_cause(&self) {
+        if let Some(cause) = &self.cause {
+            if self.status.is_server_error() {
+                tracing::error!(error = %cause, code = %self.code, "request failed");
+            } else {
+                tracing::warn!(error = %cause, code = %self.code, "request refused");
+            }
+        }
+    }
+
+    /// `rate_limited`, with the seconds until the window resets (also as `Retry-After`).
+    pub fn rate_limited(retry_after_secs: i64) -> Self {
+        Self::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limited",
+            "too many requests; retry later",
+        )
+        .with("retry_after", retry_after_secs)
+    }
+}
+
+impl From<Refusal> for ApiError {
+    fn from(err: Refusal) -> Self {
+        let status = match err.kind {
+            RefusalKind::Invalid => StatusCode::BAD_REQUEST,
+            RefusalKind::Unauthenticated => StatusCode::UNAUTHORIZED,
+            RefusalKind::Forbidden => StatusCode::FORBIDDEN,
+            RefusalKind::NotFound => StatusCode::NOT_FOUND,
+            RefusalKind::Conflict => StatusCode::CONFLICT,
+            RefusalKind::Gone => StatusCode::GONE,
+            RefusalKind::Unacceptable => StatusCode::UNPROCESSABLE_ENTITY,
+        };
+        Self::new(status, err.code, err.message)
+    }
+}
+
+impl From<FieldError> for ApiError {
+    fn from(err: FieldError) -> Self {
+        Self::bad_request(err.code(), err.to_string())
+    }
+}
+
+impl From<IdentityError> for ApiError {
+    fn from(err: IdentityError) -> Self {
+        match err {
+            IdentityError::Field(e) => e.into(),
+            IdentityError::Refused(e) => e.into(),
+            IdentityError::RateLimited { retry_after_secs } => Self::rate_limited(retry_after_secs),
+            IdentityError::MailProvider(cause) => Self::new(
+                StatusCode::BAD_GATEWAY,
+                "provider_unavailable",
+                "the email provider failed; retry later",
+            )
+            .caused_by(cause),
+            IdentityError::Store(e) => e.into(),
+            IdentityError::Internal(cause) => Self::internal(cause),
+        }
+    }
+}
+
+impl From<CheckError> for ApiError {
+    fn from(err: CheckError) -> Self {
+        match err {
+            CheckError::Field(e) => e.into(),
+            CheckError::Refused(e) => e.into(),
+            CheckError::ConcurrentSends => Self::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limited",
+                err.to_string(),
+            )
+            .with("retry_after", 1),
+            CheckError::Store(e) => e.into(),
+            CheckError::Internal(cause) => Self::internal(cause),
+        }
+    }
+}
+
+impl From<SignFailure> for ApiError {
+    fn from(failure: SignFailure) -> Self {
+        let status = match failure {
+            SignFailure::UnknownAgent => StatusCode::NOT_FOUND,
+            SignFailure::AgentNotActive => StatusCode::FORBIDDEN,
+            _ => StatusCode::UNAUTHORIZED,
+        };
+        Self::new(status, failure.code(), failure.message())
+    }
+}
+
+/// A decision the caller is shown with its refusal: what was decided, why, and its trace.
+fn with_decision(mut err: ApiError, decision: &DecisionResponse, reason_codes: bool) -> ApiError {
+    err = err
+        .with("decision", decision.decision.clone())
+        .with("reasons", json!(decision.reasons));
+    if reason_codes {
+        err = err.with("reason_codes", json!(decision.reason_codes));
+    }
+    err.with("trace_id", decision.trace_id.clone())
+}
+
+fn challenge_of(decision: &DecisionResponse) -> Value {
+    decision
+        .challenge
+        .as_ref()
+        .and_then(|c| serde_json::to_value(c).ok())
+        .unwrap_or(Value::Null)
+}
+
+impl From<EnforceError> for ApiError {
+    fn from(err: EnforceError) -> Self {
+        let message = err.to_string();
+        let forbidden =
+            |code: &'static str| Self::new(StatusCode::FORBIDDEN, code, message.clone());
+        match err {
+            EnforceError::Field(e) => e.into(),
+            EnforceError::Refused(e) => e.into(),
+            EnforceError::MintingPaused { reason } => {
+                forbidden("minting_paused").with("reason", reason)
+            }
+            EnforceError::MintRaced => forbidden("minting_paused"),
+            EnforceError::CredentialDenied(d) => {
+                with_decision(forbidden("policy_denied"), &d, true)
+            }
+            EnforceError::CredentialChallenged(d) => {
+                with_decision(forbidden("policy_challenge"), &d, false)
+                    .with("challenge_id", d.challenge_id.clone())
+                    .with("challenge", challenge_of(&d))
+            }
+            EnforceError::EmailBlocked(d) => with_decision(forbidden("policy_blocked"), &d, true)
+                .with("challenge_id", d.challenge_id.clone())
+                .with("challenge", challenge_of(&d)),
+            EnforceError::EmailProviderFailed {
+                provider,
+                trace_id,
+                cause,
+            } => Self::new(StatusCode::BAD_GATEWAY, "provider_unavailable", message)
+                .with("provider", provider)
+                .with("trace_id", trace_id)
+                .caused_by(cause),
+            EnforceError::Signature(failure) => failure.into(),
+            EnforceError::Check(e) => e.into(),
+            EnforceError::Identity(e) => e.into(),
+            EnforceError::Store(e) => e.into(),
+            EnforceError::Internal(cause) => Self::internal(cause),
+        }
+    }
+}
+
+impl From<SiteError> for ApiError {
+    fn from(err: SiteError) -> Self {
+        match err {
+            SiteError::Field(e) => e.into(),
+            SiteError::Refused(e) => e.into(),
+            SiteError::Identity(e) => e.into(),
+            SiteError::Store(e) => e.into(),
+            SiteError::Internal(cause) => Self::internal(cause),
+        }
+    }
+}
+
+impl From<SyncError> for ApiError {
+    fn from(err: SyncError) -> Self {
+        match err {
+            SyncError::Field(e) => e.into(),
+            SyncError::Refused(e) => e.into(),
+            SyncError::InvalidSpec(ref errors) => {
+                let errors = serde_json::to_value(errors).unwrap_or(Value::Null);
+                Self::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "invalid_spec",
+                    err.to_string(),
+                )
+                .with("errors", errors)
+            }
+            SyncError::Conflict {
+                why,
+                current_policy_hash,
+            } => Self::conflict("sync_conflict", why)
+                .with("current_policy_hash", current_policy_hash),
+            SyncError::Store(e) => e.into(),
+            SyncError::Internal(cause) => Self::internal(cause),
+        }
+    }
+}
+
+impl From<TelemetryError> for ApiError {
+    fn from(err: TelemetryError) -> Self {
+        match err {
+            TelemetryError::Field(e) => e.into(),
+            TelemetryError::Refused(e) => e.into(),
+            TelemetryError::TooManyItems { .. } => {
+                Self::bad_request("too_many_items", err.to_string())
+            }
+            TelemetryError::Identity(e) => e.into(),
+            TelemetryError::Check(e) => e.into(),
+            TelemetryError::Store(e) => e.into(),
+            TelemetryError::Internal(cause) => Self::internal(cause),
+        }
     }
 }
 
@@ -104,7 +319,7 @@ impl From<StoreError> for ApiError {
             StoreError::UnknownAgent => ApiError::unknown_agent(),
             StoreError::Conflict(message) => ApiError::conflict("conflict", message),
             StoreError::Closed => ApiError::unavailable("the commit writer has stopped"),
-            StoreError::AgentNotActive => ApiError::agent_not_active("inactive"),
+            StoreError::AgentNotActive => Refusal::agent_not_active("inactive").into(),
             StoreError::InvalidInput(_) => ApiError::bad_request(
                 "invalid_input",
                 "a value holds characters that cannot be stored (such as NUL)",
@@ -130,6 +345,7 @@ impl From<StoreError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        self.log_cause();
         let retry_after = self
             .extras
             .iter()

@@ -1,23 +1,23 @@
 //! `acp`, the agent control plane.
 //!
 //! One library and one binary: the HTTP server (`acp serve`) and the admin tools share the
-//! modules below. Dependency direction: `http` and `cli` sit on top, the use cases
-//! (`identity`, `telemetry`, `audit`) in the middle, `store` at the bottom; nothing below
-//! imports anything above it.
+//! modules below, in four layers (`docs/architecture.md`, "Layers"): `domain` (with `time` and
+//! `secret`) at the bottom; `api`, `config`, `store` and `mail` above it; the use cases and
+//! their `context` above those; `error`, `http`, `cli` and `app` on top. Nothing imports from a
+//! layer above it and no modules import each other in a circle (checked by `layers_test`).
 #![forbid(unsafe_code)]
 
 pub mod api;
 pub mod app;
 pub mod audit;
-pub mod cache;
 pub mod cli;
 pub mod config;
 pub mod context;
+pub mod domain;
 pub mod enforce;
 pub mod error;
 pub mod http;
 pub mod identity;
-pub mod ids;
 pub mod mail;
 pub mod policy;
 pub mod secret;
@@ -25,3 +25,6 @@ pub mod site;
 pub mod store;
 pub mod telemetry;
 pub mod time;
+
+#[cfg(test)]
+mod layers_test;

@@ -4,12 +4,11 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::ChaCha20Poly1305;
+use rand::distributions::Alphanumeric;
 use rand::Rng;
 use sha2::{Digest, Sha256};
 use std::fmt;
 use subtle::ConstantTimeEq;
-
-const BASE62: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
 /// A secret string (API key, token). `Debug` and `Display` print `[redacted]`.
 #[derive(Clone, PartialEq, Eq)]
@@ -39,9 +38,10 @@ impl fmt::Display for Secret {
 
 /// `len` characters drawn uniformly from `[0-9A-Za-z]` by the OS-seeded CSPRNG.
 pub fn random_base62(len: usize) -> String {
-    let mut rng = rand::thread_rng();
-    (0..len)
-        .map(|_| char::from(BASE62[rng.gen_range(0..BASE62.len())]))
+    rand::thread_rng()
+        .sample_iter(Alphanumeric)
+        .take(len)
+        .map(char::from)
         .collect()
 }
 
@@ -141,6 +141,18 @@ impl MasterKey {
     }
 }
 
+/// The URL without its password, for messages.
+pub fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let creds = &url[scheme + 3..at];
+            let user = creds.split(':').next().unwrap_or("");
+            format!("{}{user}:***{}", &url[..scheme + 3], &url[at..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,5 +200,14 @@ mod tests {
         let again = MasterKey::from_base64(key.to_base64().expose()).unwrap();
         assert_eq!(again.open(&sealed, "kid-1").unwrap(), b"seed bytes");
         assert!(MasterKey::from_base64("c2hvcnQ=").is_err());
+    }
+
+    #[test]
+    fn passwords_are_redacted_from_urls() {
+        assert_eq!(
+            redact_url("postgres://u:secret@h:5432/db"),
+            "postgres://u:***@h:5432/db"
+        );
+        assert_eq!(redact_url("sqlite:./data/acp.db"), "sqlite:./data/acp.db");
     }
 }

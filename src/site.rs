@@ -8,12 +8,34 @@ use serde_json::json;
 use crate::api;
 use crate::audit::{self, Actor};
 use crate::context::Context;
-use crate::error::{ApiError, ApiResult};
-use crate::identity::accounts::{enforce_rate_limit, normalize_email};
-use crate::ids;
+use crate::domain::ids;
+use crate::domain::refusal::use_case_error;
+use crate::domain::EmailAddress;
+use crate::domain::{FieldError, Refusal};
+use crate::identity::accounts::enforce_rate_limit;
+use crate::identity::IdentityError;
 use crate::mail::Email;
-use crate::store::{Change, ContactSubmission, Op, StatusCheck};
+use crate::store::{Backend, Change, ContactSubmission, SiteOp, StatusCheck, StoreError};
 use crate::time::{iso, now_ms};
+
+/// What the site's use cases answer when they cannot do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum SiteError {
+    #[error(transparent)]
+    Field(#[from] FieldError),
+    #[error(transparent)]
+    Refused(#[from] Refusal),
+    #[error(transparent)]
+    Identity(#[from] IdentityError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{0}")]
+    Internal(String),
+}
+
+use_case_error!(SiteError);
+
+pub type SiteResult<T> = Result<T, SiteError>;
 
 fn severity(status: &str) -> u8 {
     match status {
@@ -47,7 +69,7 @@ fn summary(checks: Vec<StatusCheck>) -> api::StatusSummary {
     }
 }
 
-pub async fn status_summary(ctx: &Context) -> ApiResult<api::StatusSummary> {
+pub async fn status_summary(ctx: &Context) -> SiteResult<api::StatusSummary> {
     Ok(summary(ctx.store.latest_status_checks().await?))
 }
 
@@ -56,7 +78,7 @@ pub async fn run_checks(
     ctx: &Context,
     actor: &Actor,
     workspace_id: Option<&str>,
-) -> ApiResult<api::StatusSummary> {
+) -> SiteResult<api::StatusSummary> {
     let mut checks = Vec::new();
     let started = Instant::now();
     let db = ctx.store.ping().await;
@@ -64,7 +86,7 @@ pub async fn run_checks(
         "database",
         db.map_err(|e| e.to_string()),
         started,
-        format!("{:?} reachable", ctx.store.backend()),
+        format!("{} reachable", backend_name(ctx.store.backend())),
     ));
     let started = Instant::now();
     let mail = ctx.mailer.check().await;
@@ -83,9 +105,17 @@ pub async fn run_checks(
         json!({ "statuses": checks.iter().map(|c| json!({"component": c.component, "status": c.status})).collect::<Vec<_>>() }),
     );
     ctx.writer
-        .commit(Change::new(Op::RecordStatusChecks(checks.clone())).audited(event))
+        .commit(Change::new(SiteOp::RecordStatusChecks(checks.clone())).audited(event))
         .await?;
     Ok(summary(checks))
+}
+
+/// The database engine as the status page names it.
+fn backend_name(backend: Backend) -> &'static str {
+    match backend {
+        Backend::Sqlite => "Sqlite",
+        Backend::Postgres => "Postgres",
+    }
 }
 
 fn check(
@@ -115,21 +145,21 @@ pub async fn contact(
     ctx: &Context,
     req: api::ContactRequest,
     client_ip: &str,
-) -> ApiResult<api::ContactResponse> {
+) -> SiteResult<api::ContactResponse> {
     let name = req.name.trim().to_owned();
     if name.is_empty() {
-        return Err(ApiError::missing("name"));
+        return Err(SiteError::missing("name"));
     }
     if name.chars().count() > 200 {
-        return Err(ApiError::invalid("name", "must be at most 200 characters"));
+        return Err(SiteError::invalid("name", "must be at most 200 characters"));
     }
-    let email = normalize_email("email", &req.email)?;
+    let email = EmailAddress::from_field("email", &req.email)?.into_string();
     let message = req.message.trim().to_owned();
     if message.is_empty() {
-        return Err(ApiError::missing("message"));
+        return Err(SiteError::missing("message"));
     }
     if message.chars().count() > MAX_MESSAGE_CHARS {
-        return Err(ApiError::invalid(
+        return Err(SiteError::invalid(
             "message",
             format!("must be at most {MAX_MESSAGE_CHARS} characters"),
         ));
@@ -149,7 +179,7 @@ pub async fn contact(
         created_at: now_ms(),
     };
     ctx.writer
-        .commit(Change::new(Op::StoreContact(submission.clone())))
+        .commit(Change::new(SiteOp::StoreContact(submission.clone())))
         .await?;
     let notified = match &ctx.config.contact_email {
         None => false,

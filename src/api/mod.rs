@@ -813,10 +813,12 @@ pub struct DecisionResponse {
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct SyncRequest {
-    /// Default `pol_default`.
+    /// Default `pol_default` (also when empty).
     #[serde(default)]
+    #[schema(pattern = "^(|pol_[a-z0-9_-]{1,64})$")]
     pub policy_id: Option<String>,
     #[serde(default)]
+    #[schema(max_length = 200)]
     pub policy_name: Option<String>,
     #[serde(default)]
     pub dry_run: bool,
@@ -1145,7 +1147,11 @@ pub struct RevokeResponse {
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct IntrospectRequest {
-    #[schema(min_length = 1)]
+    /// Text that is not only whitespace (the token is read trimmed).
+    #[schema(
+        min_length = 1,
+        pattern = r"^[^\x00]*[^\x00\t-\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000][^\x00]*$"
+    )]
     pub token: String,
 }
 

@@ -6,8 +6,8 @@ use base64::Engine;
 use serde_json::Value;
 
 use crate::api;
-use crate::ids;
-use crate::store::{AuditEvent, Cursor};
+use crate::domain::ids;
+use crate::store::{AuditRecord, Cursor};
 use crate::time::{iso, now_ms};
 
 /// Who caused an event.
@@ -43,8 +43,8 @@ pub fn state_change(
     agent_id: Option<&str>,
     actor: &Actor,
     details: Value,
-) -> AuditEvent {
-    AuditEvent {
+) -> AuditRecord {
+    AuditRecord {
         id: ids::new_id(ids::EVENT),
         workspace_id: workspace_id.map(str::to_owned),
         created_at: now_ms(),
@@ -53,11 +53,11 @@ pub fn state_change(
         action: Some(action.to_owned()),
         actor: actor.label(),
         details,
-        ..AuditEvent::default()
+        ..AuditRecord::default()
     }
 }
 
-pub fn to_wire(e: AuditEvent) -> api::AuditEvent {
+pub fn to_wire(e: AuditRecord) -> api::AuditEvent {
     api::AuditEvent {
         event_id: e.id,
         created_at: iso(e.created_at),
@@ -109,25 +109,23 @@ const CSV_COLUMNS: [&str; 13] = [
     "details",
 ];
 
-/// RFC 4180 field: quoted when it holds a comma, quote or line break. A leading `=`, `+`, `-`
-/// or `@` is prefixed with `'` so that spreadsheets do not run it as a formula.
-fn csv_field(value: &str) -> String {
-    let value = if value.starts_with(['=', '+', '-', '@']) {
+/// A leading `=`, `+`, `-` or `@` is prefixed with `'` so that spreadsheets do not run the
+/// field as a formula; quoting (RFC 4180) is the csv writer's.
+fn defuse_formula(value: String) -> String {
+    if value.starts_with(['=', '+', '-', '@']) {
         format!("'{value}")
-    } else {
-        value.to_owned()
-    };
-    if value.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", value.replace('"', "\"\""))
     } else {
         value
     }
 }
 
-/// The events as CSV with a header row; list fields joined by `;`, details as JSON.
-pub fn to_csv(events: &[api::AuditEvent]) -> String {
-    let mut out = CSV_COLUMNS.join(",");
-    out.push_str("\r\n");
+/// The events as CSV (CRLF line ends) with a header row; list fields joined by `;`, details
+/// as JSON.
+pub fn to_csv(events: &[api::AuditEvent]) -> Result<String, csv::Error> {
+    let mut out = csv::WriterBuilder::new()
+        .terminator(csv::Terminator::CRLF)
+        .from_writer(Vec::new());
+    out.write_record(CSV_COLUMNS)?;
     for e in events {
         let opt = |v: &Option<String>| v.clone().unwrap_or_default();
         let row = [
@@ -145,15 +143,11 @@ pub fn to_csv(events: &[api::AuditEvent]) -> String {
             e.actor.clone(),
             e.details.to_string(),
         ];
-        out.push_str(
-            &row.iter()
-                .map(|f| csv_field(f))
-                .collect::<Vec<_>>()
-                .join(","),
-        );
-        out.push_str("\r\n");
+        out.write_record(row.map(defuse_formula))?;
     }
-    out
+    let bytes = out.into_inner().map_err(|e| e.into_error())?;
+    // Every field was a `String`, so the bytes are UTF-8.
+    String::from_utf8(bytes).map_err(|e| csv::Error::from(std::io::Error::other(e)))
 }
 
 #[cfg(test)]
@@ -176,9 +170,32 @@ mod tests {
 
     #[test]
     fn csv_quotes_and_defuses_formulas() {
-        assert_eq!(csv_field("plain"), "plain");
-        assert_eq!(csv_field("a,b"), "\"a,b\"");
-        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
-        assert_eq!(csv_field("=cmd()"), "'=cmd()");
+        let event = |action: &str| api::AuditEvent {
+            event_id: "evt_1".into(),
+            created_at: "2024-01-01T00:00:00Z".into(),
+            event_type: "agent.suspended".into(),
+            agent_id: None,
+            action: Some(action.into()),
+            decision: None,
+            policy_id: None,
+            policy_hash: None,
+            trace_id: None,
+            reasons: vec!["a".into(), "b".into()],
+            reason_codes: Vec::new(),
+            actor: "cli".into(),
+            details: serde_json::json!({"k": 1}),
+        };
+        let field = |action: &str| {
+            let csv = to_csv(&[event(action)]).unwrap();
+            let row = csv.split("\r\n").nth(1).unwrap().to_owned();
+            row.split_once("agent.suspended,,").unwrap().1.to_owned()
+        };
+        let header = to_csv(&[]).unwrap();
+        assert_eq!(header, format!("{}\r\n", CSV_COLUMNS.join(",")));
+        assert!(field("plain").starts_with("plain,,,,,a;b,,cli,\"{\"\"k\"\":1}\""));
+        assert!(field("a,b").starts_with("\"a,b\","));
+        assert!(field("say \"hi\"").starts_with("\"say \"\"hi\"\"\","));
+        assert!(field("=cmd()").starts_with("'=cmd(),"));
+        assert!(field("-1,2").starts_with("\"'-1,2\","));
     }
 }

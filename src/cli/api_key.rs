@@ -5,9 +5,9 @@ use serde_json::json;
 
 use crate::audit::{self, Actor};
 use crate::config::Settings;
+use crate::domain::ids;
 use crate::identity::api_keys::NewApiKey;
-use crate::ids;
-use crate::store::{apply_one, ApiKeyRecord, Change, Op, Store};
+use crate::store::{apply_one, AccountOp, AccountStore, ApiKeyRecord, Change};
 use crate::time::{iso, now_ms};
 
 use super::output::{line, OutputArg};
@@ -71,7 +71,7 @@ pub async fn run(args: &ApiKeyArgs) -> anyhow::Result<i32> {
     );
     apply_one(
         store.as_ref(),
-        Change::new(Op::CreateApiKey(record.clone())).audited(event),
+        Change::new(AccountOp::CreateApiKey(record.clone())).audited(event),
     )
     .await?;
     store.close().await;

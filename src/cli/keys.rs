@@ -5,7 +5,7 @@ use serde_json::json;
 
 use crate::config::{Config, SecretSetting, Settings};
 use crate::enforce::jwt;
-use crate::store::Store;
+use crate::store::CredentialStore;
 use crate::time::{iso, now_ms};
 
 use super::output::{line, OutputArg};

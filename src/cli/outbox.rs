@@ -7,7 +7,7 @@ use clap::Subcommand;
 use serde_json::json;
 
 use crate::config::Settings;
-use crate::store::Store;
+use crate::store::EmailStore;
 use crate::time::iso;
 
 use super::output::{line, OutputArg};

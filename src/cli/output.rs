@@ -1,11 +1,16 @@
 //! What the commands print: `--output text|json` (one flag, the same values everywhere), and
 //! writes that survive a closed pipe. `acp ... | head` closes stdout early; `println!` would
 //! panic there, these helpers stop writing and let the command finish with its own exit code.
+//! Colours follow anstream's rules: on for a terminal, off under `NO_COLOR` or `CLICOLOR=0`,
+//! forced by `CLICOLOR_FORCE`.
 
 use std::fmt::Display;
 use std::io::{ErrorKind, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use anstream::stream::RawStream;
+use anstream::{AutoStream, ColorChoice};
+use anstyle::Style;
 use anyhow::Context as _;
 
 /// `--output`: `text` for people, `json` for tools. Other values are refused by the parser.
@@ -67,6 +72,20 @@ pub fn eline(text: impl Display) -> anyhow::Result<()> {
     .context("cannot write to stderr")
 }
 
+/// True when `stream` takes colours (see the module's docs).
+pub fn colours_on(stream: &impl RawStream) -> bool {
+    AutoStream::choice(stream) != ColorChoice::Never
+}
+
+/// `text` in `style` when `on`, else as it is.
+pub fn paint(text: &str, style: Style, on: bool) -> String {
+    if on {
+        format!("{style}{text}{style:#}")
+    } else {
+        text.to_owned()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -80,6 +99,14 @@ mod tests {
         fn flush(&mut self) -> std::io::Result<()> {
             Ok(())
         }
+    }
+
+    #[test]
+    fn painting_wraps_in_the_style_and_a_reset() {
+        let green = anstyle::AnsiColor::Green.on_default();
+        assert_eq!(paint("+ a", green, true), "\x1b[32m+ a\x1b[0m");
+        assert_eq!(paint("+ a", green, false), "+ a");
+        assert_eq!(paint("x", Style::new().bold(), true), "\x1b[1mx\x1b[0m");
     }
 
     #[test]

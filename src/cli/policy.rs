@@ -114,9 +114,9 @@ fn read(file: &Path) -> anyhow::Result<String> {
 }
 
 /// A spec file's text, for errors that quote it.
-struct Source {
-    name: String,
-    text: String,
+pub(super) struct Source {
+    pub(super) name: String,
+    pub(super) text: String,
 }
 
 /// The spec in a file and where each part of it is written; errors carry lines and columns.
@@ -152,7 +152,7 @@ fn compiled_located(
 
 /// An error as a compiler prints it: the path and message, then where it is written, with the
 /// line quoted and the column marked.
-fn error_text(e: &SpecError, source: &Source) -> String {
+pub(super) fn error_text(e: &SpecError, source: &Source) -> String {
     let mut out = e.to_string();
     if let (Some(line), Some(column)) = (e.line, e.column) {
         out.push_str(&format!("\n  --> {}:{line}:{column}", source.name));

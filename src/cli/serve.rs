@@ -2,8 +2,9 @@
 
 use std::path::PathBuf;
 
-use crate::app::{redact_url, shutdown_signal, App};
+use crate::app::{shutdown_signal, App};
 use crate::config::{Config, LogFormat, Settings};
+use crate::secret::redact_url;
 
 use super::output::line;
 use super::unknown_env_vars;
@@ -41,7 +42,7 @@ fn init_logging(format: LogFormat) {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+        .with_ansi(super::output::colours_on(&std::io::stderr()));
     let _ = match format {
         LogFormat::Json => builder.json().try_init(),
         LogFormat::Pretty => builder.try_init(),

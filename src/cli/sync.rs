@@ -1,14 +1,16 @@
 //! `acp sync FILE --server URL --token TOKEN [--dry-run | --apply]`: the CI side of policy as
-//! code. Prints the diff (coloured on a terminal) or JSON, and exits 0 (no change, or
+//! code. Prints the diff (coloured on a terminal, see `output`) or JSON, and exits 0 (no change, or
 //! applied), 2 (a dry run found changes), 3 (conflict) or 1 (anything else).
 
-use std::io::IsTerminal;
-
+use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::policy::spec::{parse, Format};
+use crate::policy::spec::{self, parse_located, Format, SpecError};
 
-use super::output::{eline, line, print, OutputArg};
+use anstyle::{AnsiColor, Style};
+
+use super::output::{colours_on, eline, line, paint, print, OutputArg};
+use super::policy::{error_text, Source};
 
 #[derive(Debug, clap::Args)]
 #[command(
@@ -48,14 +50,6 @@ pub struct SyncArgs {
     pub output: OutputArg,
 }
 
-fn paint(text: &str, color: &str, on: bool) -> String {
-    if on {
-        format!("\x1b[{color}m{text}\x1b[0m")
-    } else {
-        text.to_owned()
-    }
-}
-
 fn summary_lines(summary: &Value) -> Vec<String> {
     let mut out = Vec::new();
     for part in ["blocks", "groups", "bindings", "memberships"] {
@@ -78,11 +72,16 @@ pub async fn run(args: &SyncArgs) -> anyhow::Result<i32> {
             return Ok(1);
         }
     };
-    let spec = match parse(&text, Format::of_path(&args.file)) {
-        Ok(spec) => spec,
+    let format = Format::of_path(&args.file);
+    let source = Source {
+        name: args.file.clone(),
+        text,
+    };
+    let (spec, located) = match parse_located(&source.text, format) {
+        Ok(parsed) => parsed,
         Err(errors) => {
             for e in errors {
-                eline(e)?;
+                eline(error_text(&e, &source))?;
             }
             return Ok(1);
         }
@@ -132,20 +131,18 @@ pub async fn run(args: &SyncArgs) -> anyhow::Result<i32> {
         line(json!({ "status": status, "exit_code": code, "response": answer }))?;
         return Ok(code);
     }
-    let color = std::io::stdout().is_terminal();
+    let color = colours_on(&std::io::stdout());
     if status != 200 {
         eline(format!(
             "error: HTTP {status} `{}`: {}",
             answer["error"].as_str().unwrap_or("unknown"),
             answer["message"].as_str().unwrap_or("")
         ))?;
-        if let Some(errors) = answer["errors"].as_array() {
+        // The server's spec errors name spec paths: show where each is written in the file.
+        if let Ok(mut errors) = Vec::<SpecError>::deserialize(&answer["errors"]) {
+            spec::place(&mut errors, &located);
             for e in errors {
-                eline(format!(
-                    "  {}: {}",
-                    e["path"].as_str().unwrap_or(""),
-                    e["message"].as_str().unwrap_or("")
-                ))?;
+                eline(error_text(&e, &source))?;
             }
         }
         if let Some(current) = answer["current_policy_hash"].as_str() {
@@ -167,13 +164,13 @@ pub async fn run(args: &SyncArgs) -> anyhow::Result<i32> {
     }
     for line in answer["diff"]["cedar_diff"].as_str().unwrap_or("").lines() {
         let painted = if line.starts_with("+++") || line.starts_with("---") {
-            paint(line, "1", color)
+            paint(line, Style::new().bold(), color)
         } else if line.starts_with('+') {
-            paint(line, "32", color)
+            paint(line, AnsiColor::Green.on_default(), color)
         } else if line.starts_with('-') {
-            paint(line, "31", color)
+            paint(line, AnsiColor::Red.on_default(), color)
         } else if line.starts_with("@@") {
-            paint(line, "36", color)
+            paint(line, AnsiColor::Cyan.on_default(), color)
         } else {
             line.to_owned()
         };

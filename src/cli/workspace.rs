@@ -5,9 +5,9 @@ use serde_json::json;
 
 use crate::audit::{self, Actor};
 use crate::config::Settings;
-use crate::identity::accounts::normalize_email;
-use crate::ids;
-use crate::store::{apply_one, Change, Op, Role, Store, Workspace};
+use crate::domain::ids;
+use crate::domain::Role;
+use crate::store::{apply_one, AccountOp, AccountStore, Change, Op, Store, Workspace};
 use crate::time::{iso, now_ms};
 
 use super::output::{line, OutputArg};
@@ -50,7 +50,9 @@ pub enum WorkspaceCommand {
 }
 
 fn email_of(raw: &str) -> anyhow::Result<String> {
-    normalize_email("email", raw).map_err(|e| anyhow::anyhow!("{}", e.message))
+    crate::domain::EmailAddress::from_field("email", raw)
+        .map(crate::domain::EmailAddress::into_string)
+        .map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 /// The operation giving `email` `role` in `workspace_id`.
@@ -59,12 +61,12 @@ async fn membership_op(
     workspace_id: &str,
     email: &str,
     role: Role,
-) -> anyhow::Result<Op> {
+) -> anyhow::Result<AccountOp> {
     let user_id = store
         .user_by_email(email)
         .await?
         .map_or_else(|| ids::new_id("usr"), |u| u.id);
-    Ok(Op::UpsertMembership {
+    Ok(AccountOp::UpsertMembership {
         workspace_id: workspace_id.to_owned(),
         email: email.to_owned(),
         user_id,
@@ -73,7 +75,7 @@ async fn membership_op(
     })
 }
 
-fn granted(workspace_id: &str, email: &str, role: Role) -> crate::store::AuditEvent {
+fn granted(workspace_id: &str, email: &str, role: Role) -> crate::store::AuditRecord {
     audit::state_change(
         "membership.granted",
         "grant",
@@ -118,11 +120,11 @@ pub async fn run(args: &WorkspaceArgs) -> anyhow::Result<i32> {
         &Actor::Cli,
         json!({ "name": workspace.name }),
     );
-    let mut change = Change::new(Op::CreateWorkspace(workspace.clone())).audited(event);
+    let mut change = Change::new(AccountOp::CreateWorkspace(workspace.clone())).audited(event);
     // The owner's membership is made with the workspace, in the same transaction.
     if let Some(email) = &owner {
         let grant = membership_op(store.as_ref(), &workspace.id, email, Role::Owner).await?;
-        change.op = Op::Batch(vec![change.op, grant]);
+        change.op = Op::Batch(vec![change.op, grant.into()]);
         change = change.audited(granted(&workspace.id, email, Role::Owner));
     }
     let result = apply_one(store.as_ref(), change).await;

@@ -3,28 +3,27 @@
 //! whose hash alone is stored: opaque (`sct_...`) or an EdDSA JWT (see `jwt`). Token exchange
 //! is the same flow for an agent that proves it holds its key (action `token_exchange`).
 
-use axum::http::StatusCode;
 use serde_json::{json, Value};
 
 use crate::api;
 use crate::audit::{self, Actor};
-use crate::cache::KeyAccess;
 use crate::context::Context;
-use crate::error::{ApiError, ApiResult};
-use crate::http::extract::sign_failure;
+use crate::domain::ids;
 use crate::identity::accounts::enforce_rate_limit;
 use crate::identity::signing::{verify_parts, SignFailure, SignedParts};
-use crate::ids;
-use crate::policy::check::{agent_facts, check};
+
+use super::{EnforceError, EnforceResult};
+use crate::policy::cache::KeyAccess;
+use crate::policy::check::check;
 use crate::secret::{random_base62, sha256_hex};
-use crate::store::{Change, CredentialRecord, Op, Outcome, StoreError};
+use crate::store::{Applied, Change, CredentialOp, CredentialRecord, StoreError};
 use crate::time::{iso, now_ms};
 
 pub const DEFAULT_TTL_SECS: i64 = 300;
 pub const MAX_TTL_SECS: i64 = 3600;
 const MINTS_PER_MINUTE: i64 = 60;
 
-fn check_scopes(scopes: &[String]) -> ApiResult<()> {
+fn check_scopes(scopes: &[String]) -> EnforceResult<()> {
     let valid = scopes.len() <= 32
         && scopes.iter().all(|s| {
             (1..=128).contains(&s.len())
@@ -36,17 +35,17 @@ fn check_scopes(scopes: &[String]) -> ApiResult<()> {
     if valid {
         Ok(())
     } else {
-        Err(ApiError::bad_request(
+        Err(EnforceError::malformed(
             "invalid_scopes",
             "scopes are up to 32 strings of 1-128 characters from `A-Za-z0-9:._/*-`",
         ))
     }
 }
 
-fn short_text(field: &str, value: Option<String>) -> ApiResult<Option<String>> {
+fn short_text(field: &'static str, value: Option<String>) -> EnforceResult<Option<String>> {
     match value {
         Some(v) if v.chars().count() > 200 || v.chars().any(char::is_control) => Err(
-            ApiError::invalid(field, "must be at most 200 printable characters"),
+            EnforceError::invalid(field, "must be at most 200 printable characters"),
         ),
         Some(v) if v.is_empty() => Ok(None),
         other => Ok(other),
@@ -58,15 +57,15 @@ pub async fn mint(
     access: &KeyAccess,
     actor: &Actor,
     req: api::MintRequest,
-) -> ApiResult<api::MintResponse> {
+) -> EnforceResult<api::MintResponse> {
     if req.agent_id.is_empty() {
-        return Err(ApiError::missing("agent_id"));
+        return Err(EnforceError::missing("agent_id"));
     }
     let token_type = match req.token_type.as_deref() {
         None | Some("") | Some("opaque") => "opaque",
         Some("jwt") => "jwt",
         Some(_) => {
-            return Err(ApiError::bad_request(
+            return Err(EnforceError::malformed(
                 "invalid_token_type",
                 "`token_type` must be `opaque` or `jwt`",
             ))
@@ -76,7 +75,10 @@ pub async fn mint(
         terms(req.ttl_seconds, DEFAULT_TTL_SECS, req.scopes, req.audience)?;
     let provider = short_text("provider", req.provider)?;
     let one_time = req.one_time.unwrap_or(false);
-    let agent = agent_facts(ctx, &access.view, &req.agent_id).await?;
+    let agent = ctx
+        .caches
+        .known_agent(ctx.store.as_ref(), &access.view, &req.agent_id)
+        .await?;
     let mut context = serde_json::Map::new();
     context.insert("provider".into(), json!(provider));
     context.insert("one_time".into(), json!(one_time));
@@ -121,10 +123,10 @@ fn terms(
     default: i64,
     scopes: Option<Vec<String>>,
     audience: Option<String>,
-) -> ApiResult<(i64, Vec<String>, Option<String>)> {
+) -> EnforceResult<(i64, Vec<String>, Option<String>)> {
     let ttl = ttl.unwrap_or(default);
     if ttl <= 0 || ttl > MAX_TTL_SECS {
-        return Err(ApiError::bad_request(
+        return Err(EnforceError::malformed(
             "invalid_ttl",
             format!("`ttl_seconds` must be between 1 and {MAX_TTL_SECS}"),
         ));
@@ -165,7 +167,7 @@ async fn issue(
     access: &KeyAccess,
     actor: &Actor,
     mut it: Issue<'_>,
-) -> ApiResult<Issued> {
+) -> EnforceResult<Issued> {
     let workspace_id = access.view.workspace_id.as_str();
     // The terms are part of the request a policy and an approval see (the scopes as one sorted
     // string); the service's facts win over the caller's.
@@ -181,12 +183,9 @@ async fn issue(
     }
     let switch = ctx.store.kill_switch(workspace_id).await?;
     if switch.minting_paused {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "minting_paused",
-            "minting is paused for this workspace",
-        )
-        .with("reason", switch.minting_paused_reason.clone()));
+        return Err(EnforceError::MintingPaused {
+            reason: switch.minting_paused_reason.clone(),
+        });
     }
     enforce_rate_limit(
         ctx,
@@ -210,32 +209,8 @@ async fn issue(
     .await?;
     match decision.decision.as_str() {
         "allow" => {}
-        "challenge" => {
-            return Err(ApiError::new(
-                StatusCode::FORBIDDEN,
-                "policy_challenge",
-                "minting needs a human's approval",
-            )
-            .with("decision", "challenge")
-            .with("reasons", json!(decision.reasons))
-            .with("trace_id", decision.trace_id)
-            .with("challenge_id", decision.challenge_id)
-            .with(
-                "challenge",
-                serde_json::to_value(&decision.challenge).unwrap_or(Value::Null),
-            ))
-        }
-        _ => {
-            return Err(ApiError::new(
-                StatusCode::FORBIDDEN,
-                "policy_denied",
-                "the policy does not allow this credential",
-            )
-            .with("decision", "deny")
-            .with("reasons", json!(decision.reasons))
-            .with("reason_codes", json!(decision.reason_codes))
-            .with("trace_id", decision.trace_id))
-        }
+        "challenge" => return Err(EnforceError::CredentialChallenged(Box::new(decision))),
+        _ => return Err(EnforceError::CredentialDenied(Box::new(decision))),
     }
 
     let now = now_ms();
@@ -254,7 +229,7 @@ async fn issue(
             expires_at_ms: expires_at,
         };
         crate::enforce::jwt::sign(&key, &ctx.master_key, &claims.to_json())
-            .map_err(ApiError::internal)?
+            .map_err(EnforceError::internal)?
     } else {
         format!("sct_{}", random_base62(43))
     };
@@ -286,18 +261,16 @@ async fn issue(
     event.trace_id = Some(decision.trace_id);
     event.policy_id = Some(decision.policy_id);
     event.policy_hash = Some(decision.policy_hash);
-    let mut change = Change::new(Op::CreateCredential(Box::new(record))).audited(event);
+    let mut change = Change::new(CredentialOp::Create(Box::new(record))).audited(event);
     if let Some(nonce) = it.nonce {
         change = change.with_nonce(nonce);
     }
     match ctx.writer.commit(change).await {
         Ok(_) => {}
-        Err(StoreError::Conflict(_)) => return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "minting_paused",
-            "minting was paused, or the agent suspended or revoked, while this mint was checked",
-        )),
-        Err(StoreError::AgentNotActive) => return Err(sign_failure(SignFailure::AgentNotActive)),
+        Err(StoreError::Conflict(_)) => return Err(EnforceError::MintRaced),
+        Err(StoreError::AgentNotActive) => {
+            return Err(EnforceError::Signature(SignFailure::AgentNotActive))
+        }
         Err(e) => return Err(e.into()),
     }
     Ok(Issued {
@@ -316,9 +289,9 @@ pub async fn exchange(
     access: &KeyAccess,
     actor: &Actor,
     req: api::TokenExchangeRequest,
-) -> ApiResult<api::TokenExchangeResponse> {
+) -> EnforceResult<api::TokenExchangeResponse> {
     if req.agent_id.is_empty() {
-        return Err(ApiError::missing("agent_id"));
+        return Err(EnforceError::missing("agent_id"));
     }
     let (ttl, scopes, audience) = terms(
         req.ttl_seconds,
@@ -329,20 +302,23 @@ pub async fn exchange(
     let mut context = match req.context {
         None | Some(Value::Null) => serde_json::Map::new(),
         Some(Value::Object(map)) => map,
-        Some(_) => return Err(ApiError::invalid("context", "must be an object")),
+        Some(_) => return Err(EnforceError::invalid("context", "must be an object")),
     };
     let proof = &req.agent_request;
     let timestamp = match &proof.timestamp_ms {
         Value::String(s) => s.clone(),
         Value::Number(n) => n.to_string(),
         _ => {
-            return Err(ApiError::invalid(
+            return Err(EnforceError::invalid(
                 "agent_request.timestamp_ms",
                 "must be Unix epoch milliseconds",
             ))
         }
     };
-    let agent = agent_facts(ctx, &access.view, &req.agent_id).await?;
+    let agent = ctx
+        .caches
+        .known_agent(ctx.store.as_ref(), &access.view, &req.agent_id)
+        .await?;
     let nonce = verify_parts(
         &SignedParts {
             method: &proof.method,
@@ -356,7 +332,7 @@ pub async fn exchange(
         now_ms(),
         ctx.config.signature_window_ms,
     )
-    .map_err(sign_failure)?;
+    .map_err(EnforceError::Signature)?;
     // Single use per purpose: a signed request can be verified once (`/v1/verify`) and
     // exchanged once.
     let nonce = crate::store::NonceClaim {
@@ -403,7 +379,7 @@ async fn revoke_where(
     cred_id: Option<String>,
     agent_id: Option<&str>,
     reason: Option<String>,
-) -> ApiResult<api::RevokeResponse> {
+) -> EnforceResult<api::RevokeResponse> {
     let event = audit::state_change(
         "credential.revoked",
         "revoke_credentials",
@@ -412,7 +388,7 @@ async fn revoke_where(
         actor,
         json!({ "reason": reason }),
     );
-    let op = Op::RevokeCredentials {
+    let op = CredentialOp::Revoke {
         workspace_id: workspace_id.to_owned(),
         token_hash,
         cred_id,
@@ -421,11 +397,13 @@ async fn revoke_where(
         at: now_ms(),
     };
     match ctx.writer.commit(Change::new(op).audited(event)).await? {
-        Outcome::Count(n) => Ok(api::RevokeResponse {
+        Applied::Count(n) => Ok(api::RevokeResponse {
             ok: true,
             revoked: n,
         }),
-        _ => Err(ApiError::internal("revoke answered an unexpected outcome")),
+        _ => Err(EnforceError::internal(
+            "revoke answered an unexpected outcome",
+        )),
     }
 }
 
@@ -434,7 +412,7 @@ pub async fn revoke(
     workspace_id: &str,
     actor: &Actor,
     req: api::RevokeRequest,
-) -> ApiResult<api::RevokeResponse> {
+) -> EnforceResult<api::RevokeResponse> {
     let reason = short_text("reason", req.reason)?;
     let token_hash = req
         .token
@@ -442,7 +420,7 @@ pub async fn revoke(
         .map(|t| sha256_hex(t.trim().as_bytes()));
     let cred_id = req.cred_id.filter(|c| !c.is_empty());
     if token_hash.is_none() && cred_id.is_none() {
-        return Err(ApiError::missing("token"));
+        return Err(EnforceError::missing("token"));
     }
     revoke_where(ctx, workspace_id, actor, token_hash, cred_id, None, reason).await
 }
@@ -452,13 +430,16 @@ pub async fn revoke_by_agent(
     access: &KeyAccess,
     actor: &Actor,
     req: api::RevokeByAgentRequest,
-) -> ApiResult<api::RevokeResponse> {
+) -> EnforceResult<api::RevokeResponse> {
     let workspace_id = access.view.workspace_id.as_str();
     if req.agent_id.is_empty() {
-        return Err(ApiError::missing("agent_id"));
+        return Err(EnforceError::missing("agent_id"));
     }
     let reason = short_text("reason", req.reason)?;
-    let agent = agent_facts(ctx, &access.view, &req.agent_id).await?;
+    let agent = ctx
+        .caches
+        .known_agent(ctx.store.as_ref(), &access.view, &req.agent_id)
+        .await?;
     revoke_where(
         ctx,
         workspace_id,
@@ -484,11 +465,11 @@ pub async fn introspect(
     ctx: &Context,
     access: &KeyAccess,
     req: api::IntrospectRequest,
-) -> ApiResult<api::IntrospectResponse> {
+) -> EnforceResult<api::IntrospectResponse> {
     let workspace_id = access.view.workspace_id.as_str();
     let token = req.token.trim();
     if token.is_empty() {
-        return Err(ApiError::missing("token"));
+        return Err(EnforceError::missing("token"));
     }
     let Some(c) = ctx
         .store
@@ -521,7 +502,7 @@ pub async fn introspect(
         .is_some_and(|a| {
             !matches!(
                 a.agent.status,
-                crate::store::AgentStatus::Revoked | crate::store::AgentStatus::Suspended
+                crate::domain::AgentStatus::Revoked | crate::domain::AgentStatus::Suspended
             )
         });
     // Revoke-all marks the credentials it finds revoked too: those count as the kill switch's.
@@ -549,7 +530,7 @@ pub async fn introspect(
         // The first introspection uses it up, on any replica.
         match ctx
             .writer
-            .commit(Change::new(Op::UseCredential {
+            .commit(Change::new(CredentialOp::Use {
                 id: c.id.clone(),
                 at: now,
             }))
@@ -579,7 +560,7 @@ fn status_of(s: &crate::store::KillSwitch) -> api::KillSwitchStatus {
 pub async fn kill_switch_status(
     ctx: &Context,
     workspace_id: &str,
-) -> ApiResult<api::KillSwitchStatus> {
+) -> EnforceResult<api::KillSwitchStatus> {
     Ok(status_of(&ctx.store.kill_switch(workspace_id).await?))
 }
 
@@ -588,7 +569,7 @@ pub async fn set_minting(
     workspace_id: &str,
     actor: &Actor,
     req: api::MintingSwitchRequest,
-) -> ApiResult<api::KillSwitchStatus> {
+) -> EnforceResult<api::KillSwitchStatus> {
     let reason = short_text("reason", req.reason)?;
     let event = audit::state_change(
         if req.paused {
@@ -602,7 +583,7 @@ pub async fn set_minting(
         actor,
         json!({ "paused": req.paused, "reason": reason }),
     );
-    let op = Op::SetMinting {
+    let op = CredentialOp::SetMinting {
         workspace_id: workspace_id.to_owned(),
         paused: req.paused,
         reason,
@@ -617,7 +598,7 @@ pub async fn revoke_all(
     workspace_id: &str,
     actor: &Actor,
     req: api::RevokeAllRequest,
-) -> ApiResult<api::KillSwitchStatus> {
+) -> EnforceResult<api::KillSwitchStatus> {
     let reason = short_text("reason", req.reason)?;
     let event = audit::state_change(
         "kill_switch.revoke_all",
@@ -627,7 +608,7 @@ pub async fn revoke_all(
         actor,
         json!({ "reason": reason }),
     );
-    let op = Op::RevokeAll {
+    let op = CredentialOp::RevokeAll {
         workspace_id: workspace_id.to_owned(),
         at: now_ms(),
     };

@@ -13,22 +13,22 @@ use std::collections::BTreeSet;
 use std::str::FromStr;
 use std::time::Duration;
 
-use axum::http::StatusCode;
 use lettre::message::header::ContentType;
 use lettre::message::Mailbox;
 use serde_json::{json, Value};
 
 use crate::api;
 use crate::audit::{self, Actor};
-use crate::cache::KeyAccess;
 use crate::context::SharedContext;
-use crate::error::{ApiError, ApiResult};
-use crate::ids;
+use crate::domain::ids;
 use crate::mail::{Attachment, Email, MailError};
+use crate::policy::cache::KeyAccess;
 use crate::policy::check::{check_reserving, EmailReservation};
 use crate::policy::evaluate::EmailFacts;
+
+use super::{EnforceError, EnforceResult};
 use crate::secret::sha256_hex;
-use crate::store::{Change, Op};
+use crate::store::{Change, EmailOp};
 
 /// How long the provider may take before the send counts as failed.
 const PROVIDER_TIMEOUT: Duration = Duration::from_secs(20);
@@ -50,15 +50,15 @@ struct Recipient {
 }
 
 /// The entries of `email.<field>` (a string or a list of strings), each exactly one mailbox.
-fn recipients(email: &Value, field: &str) -> ApiResult<Vec<Recipient>> {
+fn recipients(email: &Value, field: &str) -> EnforceResult<Vec<Recipient>> {
     let name = format!("email.{field}");
     let entries: Vec<&Value> = match email.get(field) {
         None | Some(Value::Null) => Vec::new(),
         Some(one @ Value::String(_)) => vec![one],
         Some(Value::Array(list)) => list.iter().collect(),
         Some(_) => {
-            return Err(ApiError::invalid(
-                &name,
+            return Err(EnforceError::invalid(
+                name.clone(),
                 "must be an address or a list of addresses",
             ))
         }
@@ -68,13 +68,13 @@ fn recipients(email: &Value, field: &str) -> ApiResult<Vec<Recipient>> {
         .map(|entry| {
             let text = entry
                 .as_str()
-                .ok_or_else(|| ApiError::invalid(&name, "must be strings"))?
+                .ok_or_else(|| EnforceError::invalid(name.clone(), "must be strings"))?
                 .trim();
             // lettre's parser takes exactly one mailbox: a list in one entry ("a@x, b@y") is
             // refused rather than judged by one of its domains.
             let mailbox = Mailbox::from_str(text).map_err(|_| {
-                ApiError::invalid(
-                    &name,
+                EnforceError::invalid(
+                    name.clone(),
                     format!("must hold one email address per entry (`jane@example.com` or `Jane Doe <jane@example.com>`); `{text}` is not one"),
                 )
             })?;
@@ -88,8 +88,8 @@ fn recipients(email: &Value, field: &str) -> ApiResult<Vec<Recipient>> {
 
 /// The files of `email.attachments`, decoded and checked: each `{filename, content_type?,
 /// content}` with the content in base64; `size_bytes`, if sent, must be the decoded length.
-fn attachments(email: &Value) -> ApiResult<Vec<Attachment>> {
-    let invalid = |why: String| ApiError::bad_request("invalid_attachments", why);
+fn attachments(email: &Value) -> EnforceResult<Vec<Attachment>> {
+    let invalid = |why: String| EnforceError::malformed("invalid_attachments", why);
     let list =
         match email.get("attachments") {
             None | Some(Value::Null) => return Ok(Vec::new()),
@@ -161,7 +161,7 @@ fn attachments(email: &Value) -> ApiResult<Vec<Attachment>> {
         }
         total = total.saturating_add(content.len());
         if total > MAX_ATTACHMENT_BYTES {
-            return Err(ApiError::bad_request(
+            return Err(EnforceError::malformed(
                 "attachments_too_large",
                 format!(
                     "attachments may hold at most {MAX_ATTACHMENT_BYTES} bytes in all (decoded)"
@@ -188,13 +188,13 @@ fn decode_base64(text: &str) -> Option<Vec<u8>> {
         .ok()
 }
 
-fn body_text(email: &Value, field: &str) -> ApiResult<Option<String>> {
+fn body_text(email: &Value, field: &str) -> EnforceResult<Option<String>> {
     match email.get(field) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) if s.is_empty() => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(_) => Err(ApiError::invalid(
-            &format!("email.{field}"),
+        Some(_) => Err(EnforceError::invalid(
+            format!("email.{field}"),
             "must be a string",
         )),
     }
@@ -210,9 +210,9 @@ struct Outgoing {
     domains: Vec<String>,
 }
 
-fn message(email: &Value) -> ApiResult<Outgoing> {
+fn message(email: &Value) -> EnforceResult<Outgoing> {
     if !email.is_object() {
-        return Err(ApiError::invalid(
+        return Err(EnforceError::invalid(
             "email",
             "must be {to, cc, bcc, subject, text, html, attachments}",
         ));
@@ -221,22 +221,22 @@ fn message(email: &Value) -> ApiResult<Outgoing> {
     let cc = recipients(email, "cc")?;
     let bcc = recipients(email, "bcc")?;
     if to.is_empty() {
-        return Err(ApiError::missing("email.to"));
+        return Err(EnforceError::missing("email.to"));
     }
     if to.len() + cc.len() + bcc.len() > MAX_RECIPIENTS {
-        return Err(ApiError::invalid(
+        return Err(EnforceError::invalid(
             "email.to",
             format!("at most {MAX_RECIPIENTS} recipients in all"),
         ));
     }
     let subject = match email.get("subject") {
         Some(Value::String(s)) => s.clone(),
-        None | Some(Value::Null) => return Err(ApiError::missing("email.subject")),
-        Some(_) => return Err(ApiError::invalid("email.subject", "must be a string")),
+        None | Some(Value::Null) => return Err(EnforceError::missing("email.subject")),
+        Some(_) => return Err(EnforceError::invalid("email.subject", "must be a string")),
     };
     // A line break in the subject would inject headers.
     if subject.chars().count() > MAX_SUBJECT_CHARS || subject.chars().any(char::is_control) {
-        return Err(ApiError::invalid(
+        return Err(EnforceError::invalid(
             "email.subject",
             format!("must be one line of at most {MAX_SUBJECT_CHARS} characters"),
         ));
@@ -244,7 +244,7 @@ fn message(email: &Value) -> ApiResult<Outgoing> {
     let text = body_text(email, "text")?;
     let html = body_text(email, "html")?;
     if text.is_none() && html.is_none() {
-        return Err(ApiError::missing("email.text"));
+        return Err(EnforceError::missing("email.text"));
     }
     let files = attachments(email)?;
     let bare = |list: &[Recipient]| list.iter().map(|r| r.address.clone()).collect::<Vec<_>>();
@@ -293,10 +293,10 @@ pub async fn send(
     access: &KeyAccess,
     actor: &Actor,
     req: api::EmailSendRequest,
-) -> ApiResult<api::EmailSendResponse> {
+) -> EnforceResult<api::EmailSendResponse> {
     let workspace_id = access.view.workspace_id.as_str();
     if req.agent_id.is_empty() {
-        return Err(ApiError::missing("agent_id"));
+        return Err(EnforceError::missing("agent_id"));
     }
     let agent_id = req.agent_id;
     let Outgoing {
@@ -306,7 +306,7 @@ pub async fn send(
     } = message(&req.email)?;
     // The facts the policy sees, read as `/v1/check` reads them (one address per entry).
     EmailFacts::from_json(&facts_json)
-        .map_err(|field| ApiError::invalid(field, "each entry must be one email address"))?;
+        .map_err(|field| EnforceError::invalid(field, "each entry must be one email address"))?;
     let reservation = EmailReservation {
         id: ids::new_id("eml"),
         recipients: i64::try_from(mail.recipients().count()).unwrap_or(i64::MAX),
@@ -326,24 +326,7 @@ pub async fn send(
     )
     .await?;
     if decision.decision != "allow" {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "policy_blocked",
-            "the policy does not allow this email; nothing was sent",
-        )
-        .with("decision", decision.decision.clone())
-        .with("reasons", json!(decision.reasons))
-        .with("reason_codes", json!(decision.reason_codes))
-        .with("trace_id", decision.trace_id.clone())
-        .with("challenge_id", decision.challenge_id.clone())
-        .with(
-            "challenge",
-            decision
-                .challenge
-                .as_ref()
-                .and_then(|c| serde_json::to_value(c).ok())
-                .unwrap_or(Value::Null),
-        ));
+        return Err(EnforceError::EmailBlocked(Box::new(decision)));
     }
     // Delivery and its record run in their own task: a client that disconnects (or the
     // request timeout) cannot leave a sent email unaudited or a reservation open.
@@ -363,7 +346,7 @@ pub async fn send(
     ));
     let (provider, delivered) = task
         .await
-        .map_err(|e| ApiError::internal(format!("email delivery task: {e}")))??;
+        .map_err(|e| EnforceError::internal(format!("email delivery task: {e}")))??;
     match delivered {
         Ok(provider_message_id) => Ok(api::EmailSendResponse {
             ok: true,
@@ -371,17 +354,12 @@ pub async fn send(
             provider_message_id,
             trace_id: decision.trace_id,
         }),
-        Err(MailError::Invalid(why)) => Err(ApiError::invalid("email", why)),
-        Err(MailError::Provider(why)) => {
-            tracing::warn!(provider = %provider, error = %why, "email provider failed");
-            Err(ApiError::new(
-                StatusCode::BAD_GATEWAY,
-                "provider_unavailable",
-                "the email provider failed or timed out; the email was not sent",
-            )
-            .with("provider", provider)
-            .with("trace_id", decision.trace_id))
-        }
+        Err(MailError::Invalid(why)) => Err(EnforceError::invalid("email", why)),
+        Err(MailError::Provider(why)) => Err(EnforceError::EmailProviderFailed {
+            provider,
+            trace_id: decision.trace_id,
+            cause: why,
+        }),
     }
 }
 
@@ -404,7 +382,7 @@ async fn deliver(
     mail: Email,
     email_id: String,
     rec: Recorded,
-) -> ApiResult<(String, Result<String, MailError>)> {
+) -> EnforceResult<(String, Result<String, MailError>)> {
     let provider = ctx.mailer.provider().to_owned();
     let delivered = match tokio::time::timeout(PROVIDER_TIMEOUT, ctx.mailer.send(&mail)).await {
         Ok(result) => result,
@@ -446,7 +424,7 @@ async fn deliver(
     event.policy_hash = Some(rec.policy_hash);
     ctx.writer
         .commit(
-            Change::new(Op::FinishEmail {
+            Change::new(EmailOp::Finish {
                 id: email_id,
                 provider: provider.clone(),
                 provider_message_id: message_id,
@@ -461,14 +439,16 @@ async fn deliver(
 mod tests {
     use super::*;
 
-    fn send(email: Value) -> ApiResult<Outgoing> {
+    fn send(email: Value) -> EnforceResult<Outgoing> {
         message(&email)
     }
 
-    fn code(result: ApiResult<Outgoing>) -> String {
+    fn code(result: EnforceResult<Outgoing>) -> String {
         match result {
             Ok(_) => "ok".into(),
-            Err(e) => e.code.into_owned(),
+            Err(EnforceError::Field(e)) => e.code(),
+            Err(EnforceError::Refused(e)) => e.code.into_owned(),
+            Err(e) => e.to_string(),
         }
     }
 

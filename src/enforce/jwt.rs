@@ -5,11 +5,13 @@
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
-use ed25519_dalek::{Signer, SigningKey};
+use ed25519_dalek::pkcs8::EncodePrivateKey;
+use ed25519_dalek::SigningKey;
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde_json::{json, Value};
 
 use crate::secret::{random_base62, random_bytes, MasterKey, Secret};
-use crate::store::{Change, Op, Outcome, SigningKeyRecord, Store, StoreError};
+use crate::store::{Applied, Change, CredentialOp, SigningKeyRecord, Store, StoreError};
 use crate::time::now_ms;
 
 /// The longest lifetime of any token a key signs (credentials and token exchange).
@@ -48,7 +50,7 @@ pub async fn ensure_key(store: &dyn Store, master: &MasterKey) -> Result<(), Sto
     }
     crate::store::apply_one(
         store,
-        Change::new(Op::AddSigningKey {
+        Change::new(CredentialOp::AddSigningKey {
             key: new_key(now, master)?,
             rotate: false,
             publish_until: now,
@@ -84,7 +86,7 @@ pub async fn rotate(store: &dyn Store, master: &MasterKey) -> Result<String, Sto
     );
     match crate::store::apply_one(
         store,
-        Change::new(Op::AddSigningKey {
+        Change::new(CredentialOp::AddSigningKey {
             key,
             rotate: true,
             publish_until: now + PUBLISH_AFTER_RETIRING_MS,
@@ -93,7 +95,7 @@ pub async fn rotate(store: &dyn Store, master: &MasterKey) -> Result<String, Sto
     )
     .await?
     {
-        Outcome::Count(1) => Ok(kid),
+        Applied::Count(1) => Ok(kid),
         _ => Err(StoreError::Conflict("the new key was not added".into())),
     }
 }
@@ -136,24 +138,22 @@ fn choose(keys: Vec<SigningKeyRecord>, now: i64) -> Option<SigningKeyRecord> {
     keys.into_iter().nth(pos)
 }
 
-/// `header.claims.signature`, EdDSA over Ed25519, with `kid` in the header.
+/// `header.claims.signature` (JWS compact form, made by jsonwebtoken): EdDSA over Ed25519,
+/// `typ: JWT` and `kid` in the header.
 pub fn sign(key: &SigningKeyRecord, master: &MasterKey, claims: &Value) -> Result<String, String> {
+    let damaged = |_| "the signing key is damaged".to_owned();
     let seed: [u8; 32] = master
         .open(key.private_key.expose(), &key.kid)?
         .try_into()
         .map_err(|_| "the signing key is damaged")?;
-    let signer = SigningKey::from_bytes(&seed);
-    let header = json!({ "alg": "EdDSA", "typ": "JWT", "kid": key.kid });
-    let signing_input = format!(
-        "{}.{}",
-        URL_SAFE_NO_PAD.encode(header.to_string()),
-        URL_SAFE_NO_PAD.encode(claims.to_string())
-    );
-    let signature = signer.sign(signing_input.as_bytes());
-    Ok(format!(
-        "{signing_input}.{}",
-        URL_SAFE_NO_PAD.encode(signature.to_bytes())
-    ))
+    // jsonwebtoken takes Ed25519 private keys as PKCS#8 DER.
+    let der = SigningKey::from_bytes(&seed)
+        .to_pkcs8_der()
+        .map_err(damaged)?;
+    let mut header = Header::new(Algorithm::EdDSA);
+    header.kid = Some(key.kid.clone());
+    jsonwebtoken::encode(&header, claims, &EncodingKey::from_ed_der(der.as_bytes()))
+        .map_err(|e| format!("signing failed: {e}"))
 }
 
 /// The claims of a token minted for an agent (CONTRACT section 6).

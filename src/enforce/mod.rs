@@ -4,4 +4,7 @@
 pub mod approvals;
 pub mod credentials;
 pub mod email;
+pub mod error;
 pub mod jwt;
+
+pub use error::{EnforceError, EnforceResult};

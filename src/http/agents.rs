@@ -1,7 +1,6 @@
 //! `/v1/agents/*`: registration, attestation, claim codes, listing and admin status changes.
 
-use std::net::SocketAddr;
-
+use crate::http::wire::Peer;
 use axum::extract::{ConnectInfo, State};
 use axum::http::HeaderMap;
 use axum::Json;
@@ -12,10 +11,11 @@ use crate::api::{
 };
 use crate::audit::Actor;
 use crate::context::SharedContext;
+use crate::domain::AgentStatus;
 use crate::error::{ApiError, ApiResult};
 use crate::identity::accounts::enforce_rate_limit;
 use crate::identity::agents::{self, StatusAction};
-use crate::store::{AgentQuery, AgentStatus};
+use crate::store::AgentQuery;
 
 use super::extract::{presented_api_key, AppJson, AppPath, AppQuery, Caller, SignedRequest};
 
@@ -27,9 +27,10 @@ use super::extract::{presented_api_key, AppJson, AppPath, AppQuery, Caller, Sign
         (status = 401, description = "`invalid_api_key` (a key was sent but is not valid)", body = ErrorBody),
         (status = 403, description = "`agent_not_active`: the key belongs to a revoked agent", body = ErrorBody),
         (status = 429, description = "`rate_limited`: too many registrations without a key from this address", body = ErrorBody)))]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn register(
     State(ctx): State<SharedContext>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    ConnectInfo(Peer(peer)): ConnectInfo<Peer>,
     headers: HeaderMap,
     AppJson(req): AppJson<RegisterRequest>,
 ) -> ApiResult<Json<RegisterResponse>> {
@@ -61,6 +62,7 @@ pub async fn register(
         (status = 404, description = "`unknown_challenge`", body = ErrorBody),
         (status = 409, description = "`challenge_used`", body = ErrorBody),
         (status = 410, description = "`challenge_expired`", body = ErrorBody)))]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn attest(
     State(ctx): State<SharedContext>,
     AppJson(req): AppJson<AttestRequest>,
@@ -77,6 +79,7 @@ pub async fn attest(
         (status = 403, description = "`agent_not_active`", body = ErrorBody),
         (status = 404, description = "`unknown_agent`", body = ErrorBody),
         (status = 409, description = "`agent_already_claimed`", body = ErrorBody)))]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn claim_code(
     State(ctx): State<SharedContext>,
     AppPath(agent_id): AppPath<String>,
@@ -96,6 +99,7 @@ pub async fn claim_code(
 /// Lists the workspace's agents, newest first.
 #[utoipa::path(get, path = "/v1/agents", tag = "agents", params(AgentListParams), security(("api_key" = [])),
     responses((status = 200, body = AgentListResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn list(
     State(ctx): State<SharedContext>,
     caller: Caller,
@@ -131,6 +135,7 @@ pub async fn list(
 #[utoipa::path(get, path = "/v1/agents/{agent_id}", tag = "agents", params(("agent_id" = String, Path)),
     security(("api_key" = [])),
     responses((status = 200, body = AgentResponse), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn get(
     State(ctx): State<SharedContext>,
     caller: Caller,
@@ -167,6 +172,7 @@ async fn change_status(
     request_body(content = AgentStatusRequest, description = "optional"), security(("api_key" = [])),
     responses((status = 200, body = AgentResponse), (status = 404, body = ErrorBody),
         (status = 409, description = "`invalid_status_transition`", body = ErrorBody)))]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn suspend(
     State(ctx): State<SharedContext>,
     caller: Caller,
@@ -181,6 +187,7 @@ pub async fn suspend(
     request_body(content = AgentStatusRequest, description = "optional"), security(("api_key" = [])),
     responses((status = 200, body = AgentResponse), (status = 404, body = ErrorBody),
         (status = 409, description = "`invalid_status_transition`", body = ErrorBody)))]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn resume(
     State(ctx): State<SharedContext>,
     caller: Caller,
@@ -194,6 +201,7 @@ pub async fn resume(
 #[utoipa::path(post, path = "/v1/agents/{agent_id}/revoke", tag = "agents", params(("agent_id" = String, Path)),
     request_body(content = AgentStatusRequest, description = "optional"), security(("api_key" = [])),
     responses((status = 200, body = AgentResponse), (status = 404, body = ErrorBody)))]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn revoke(
     State(ctx): State<SharedContext>,
     caller: Caller,
@@ -208,6 +216,7 @@ pub async fn revoke(
     request_body(content = AgentStatusRequest, description = "optional"), security(("api_key" = [])),
     responses((status = 200, body = AgentResponse), (status = 404, body = ErrorBody),
         (status = 409, description = "`invalid_status_transition`", body = ErrorBody)))]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn approve(
     State(ctx): State<SharedContext>,
     caller: Caller,

@@ -46,6 +46,7 @@ fn query(
 #[utoipa::path(get, path = "/v1/workspace/audit/events", tag = "audit", params(AuditFilters, AuditPageParams),
     security(("api_key" = [])),
     responses((status = 200, body = AuditListResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn events(
     State(ctx): State<SharedContext>,
     caller: Caller,
@@ -74,6 +75,7 @@ pub async fn events(
     responses((status = 200, description = "JSON (`format: json`) or `text/csv` (`format: csv`)",
             content((AuditExportResponse = "application/json"), (String = "text/csv"))),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn export(
     State(ctx): State<SharedContext>,
     caller: Caller,
@@ -107,7 +109,7 @@ pub async fn export(
                     "attachment; filename=\"audit-events.csv\"",
                 ),
             ],
-            audit::to_csv(&items),
+            audit::to_csv(&items).map_err(ApiError::internal)?,
         )
             .into_response()
     } else {

@@ -7,14 +7,18 @@ use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, StatusCode};
 use serde::de::DeserializeOwned;
+use serde::Deserialize;
 
 use crate::context::SharedContext;
+use crate::domain::Refusal;
 use crate::error::ApiError;
 use crate::identity::api_keys;
-use crate::identity::signing::{verify_parts, SignFailure, SignedParts};
+use crate::identity::signing::{verify_parts, SignedParts};
 use crate::secret::{ct_eq, sha256_hex};
 use crate::store::{AgentRecord, NonceClaim};
 use crate::time::now_ms;
+
+use super::shape::{self, Failure, Node};
 
 /// Largest accepted request body.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -112,12 +116,8 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
                     "the body is not valid JSON",
                 ));
             }
-            return Err(shape_error(
-                &inner.to_string(),
-                err.path(),
-                "invalid_json",
-                "the body must be a JSON object",
-            ));
+            let node: Option<Node> = serde_json::from_slice(bytes).ok();
+            return Err(body_error_of::<T>(node.as_ref(), err.path()));
         }
     };
     de.end().map_err(|_| {
@@ -139,31 +139,41 @@ fn nul_in_body() -> ApiError {
 /// Reads an already parsed JSON value into `T`, with the field-named errors of [`parse_json`]
 /// (for handlers that need the raw value too, e.g. to hash it).
 pub fn parse_value<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, ApiError> {
-    serde_path_to_error::deserialize(value).map_err(|err| {
-        shape_error(
-            &err.inner().to_string(),
-            err.path(),
-            "invalid_json",
-            "the body must be a JSON object",
-        )
-    })
+    match serde_path_to_error::deserialize::<_, T>(&value) {
+        Ok(parsed) => Ok(parsed),
+        Err(err) => {
+            let node = Node::deserialize(&value).ok();
+            Err(body_error_of::<T>(node.as_ref(), err.path()))
+        }
+    }
 }
 
-/// Maps a deserialization error at `path` to `missing_<field>` (absent or null) or
-/// `invalid_<field>` (wrong type); `fallback` when no field is named.
-fn shape_error(
-    message: &str,
+/// The error for a body that is JSON but not a `T`, by serde's category of the first failure
+/// in it: `missing_<field>` for a required field that is absent, or null; `invalid_<field>` for
+/// any other failure under a named field; `invalid_json` when no field is named. `path` is
+/// where reading the body directly failed, for the unlikely body its tree reads after all.
+fn body_error_of<T: DeserializeOwned>(
+    node: Option<&Node>,
     path: &serde_path_to_error::Path,
-    fallback: &'static str,
-    why: &str,
 ) -> ApiError {
-    if let Some(rest) = message.strip_prefix("missing field `") {
-        return ApiError::missing(rest.split('`').next().unwrap_or("field"));
+    let (path, failure) = match node.and_then(shape::failure_of::<T>) {
+        Some((path, failure)) => (path, failure),
+        None => (path.clone(), Failure::Other),
+    };
+    match (failure, field_of(&path)) {
+        (Failure::MissingField(field), _) => ApiError::missing(field),
+        (Failure::Null, Some(field)) => ApiError::missing(&field),
+        (_, Some(field)) => ApiError::invalid(&field, "has the wrong type or shape"),
+        (_, None) => ApiError::bad_request("invalid_json", "the body must be a JSON object"),
     }
+}
+
+/// The error for a query string that is not a `T`: `invalid_<parameter>` for the parameter
+/// that failed, else `invalid_query`. Every query parameter is optional, so none is missing.
+fn query_error(path: &serde_path_to_error::Path) -> ApiError {
     match field_of(path) {
-        Some(field) if message.starts_with("invalid type: null") => ApiError::missing(&field),
         Some(field) => ApiError::invalid(&field, "has the wrong type or shape"),
-        None => ApiError::bad_request(fallback, why.to_owned()),
+        None => ApiError::bad_request("invalid_query", "the query string is malformed"),
     }
 }
 
@@ -243,14 +253,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for AppQuery<T> {
         }
         serde_path_to_error::deserialize(serde_urlencoded::Deserializer::new(decoded))
             .map(AppQuery)
-            .map_err(|err| {
-                shape_error(
-                    &err.inner().to_string(),
-                    err.path(),
-                    "invalid_query",
-                    "the query string is malformed",
-                )
-            })
+            .map_err(|err| query_error(err.path()))
     }
 }
 
@@ -280,11 +283,11 @@ pub struct Caller {
     pub workspace_id: String,
     pub key_id: String,
     /// The key and the view of its workspace it was authenticated under.
-    pub access: crate::cache::KeyAccess,
+    pub access: crate::policy::cache::KeyAccess,
 }
 
 impl Caller {
-    fn new(access: crate::cache::KeyAccess) -> Self {
+    fn new(access: crate::policy::cache::KeyAccess) -> Self {
         Self {
             workspace_id: access.key.workspace_id.clone(),
             key_id: access.key.key_id.clone(),
@@ -335,7 +338,7 @@ pub async fn authenticate(ctx: &SharedContext, headers: &HeaderMap) -> Result<Ca
         .caches
         .renew(store, &caller.access, current.version)
         .await?
-        .ok_or_else(api_keys::invalid_api_key)?;
+        .ok_or_else(Refusal::invalid_api_key)?;
     Ok(Caller::new(access))
 }
 
@@ -356,7 +359,7 @@ pub async fn authenticate_deferred(
         Some(key) => key,
     };
     if !api_keys::is_well_formed(key) {
-        return Err(api_keys::invalid_api_key());
+        return Err(Refusal::invalid_api_key().into());
     }
     let hash = sha256_hex(key.as_bytes());
     // The cache is keyed by the hash itself: a hit is a match.
@@ -364,19 +367,20 @@ pub async fn authenticate_deferred(
         .caches
         .api_key(ctx.store.as_ref(), &hash)
         .await?
-        .ok_or_else(api_keys::invalid_api_key)?;
+        .ok_or_else(Refusal::invalid_api_key)?;
     if let Some(record) = &access.record {
         if !ct_eq(record.key_hash.as_bytes(), hash.as_bytes()) {
-            return Err(api_keys::invalid_api_key());
+            return Err(Refusal::invalid_api_key().into());
         }
         let now = now_ms();
         if record.last_used_at.is_none_or(|t| now - t > 60_000) {
             crate::identity::accounts::touch(
                 ctx,
-                crate::store::Op::TouchApiKey {
+                crate::store::AccountOp::TouchApiKey {
                     key_id: record.id.clone(),
                     at: now,
-                },
+                }
+                .into(),
             );
         }
     }
@@ -441,15 +445,6 @@ impl SignedRequest {
     }
 }
 
-pub fn sign_failure(failure: SignFailure) -> ApiError {
-    let status = match failure {
-        SignFailure::UnknownAgent => StatusCode::NOT_FOUND,
-        SignFailure::AgentNotActive => StatusCode::FORBIDDEN,
-        _ => StatusCode::UNAUTHORIZED,
-    };
-    ApiError::new(status, failure.code(), failure.message())
-}
-
 fn header_text<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers
         .get(name)
@@ -478,7 +473,7 @@ impl FromRequest<SharedContext> for SignedRequest {
         let body = Bytes::from_request(Request::from_parts(parts.clone(), body), ctx)
             .await
             .map_err(body_error)?;
-        let agent = if crate::ids::has_shape(agent_id, crate::ids::AGENT) {
+        let agent = if crate::domain::ids::has_shape(agent_id, crate::domain::ids::AGENT) {
             ctx.caches
                 .agent(ctx.store.as_ref(), agent_id)
                 .await?
@@ -500,7 +495,7 @@ impl FromRequest<SharedContext> for SignedRequest {
             now_ms(),
             ctx.config.signature_window_ms,
         )
-        .map_err(sign_failure)?;
+        .map_err(ApiError::from)?;
         Ok(SignedRequest {
             agent: agent.ok_or_else(ApiError::unknown_agent)?,
             nonce,

@@ -1,17 +1,37 @@
-//! The HTTP interface: one module per resource, the extractors, and the router that ties them
-//! together with the OpenAPI document generated from the same route list.
+//! The HTTP interface: one module per resource of the URL (`/v1/workspace/members` is
+//! `members.rs`), the extractors (`extract.rs`), how people are authenticated (`session.rs`),
+//! and the router below that lists every path beside its handler, with the OpenAPI document
+//! generated from the same route list.
 
+pub mod agent_approval;
 pub mod agents;
-pub mod approvals;
+pub mod api_keys;
+pub mod approval_links;
 pub mod audit;
+pub mod auth;
+pub mod check;
 pub mod credentials;
+pub mod email;
 pub mod extract;
+pub mod heartbeats;
+pub mod inventory;
+pub mod kill_switch;
+pub mod members;
 pub mod openapi;
 pub mod pages;
 pub mod policies;
+pub mod policy_challenges;
+pub mod reputation;
 pub mod session;
+pub mod settings;
+pub mod shape;
 pub mod site;
-pub mod telemetry;
+pub mod token_exchange;
+pub mod tokens;
+pub mod verify;
+pub mod well_known;
+pub mod wire;
+pub mod workspaces;
 
 use std::time::Duration;
 
@@ -98,6 +118,7 @@ impl Modify for SecuritySchemes {
 
 /// Liveness: the process answers.
 #[utoipa::path(get, path = "/healthz", tag = "operations", responses((status = 200, body = HealthResponse)))]
+#[tracing::instrument(level = "debug", skip_all)]
 async fn healthz() -> Json<HealthResponse> {
     Json(HealthResponse {
         ok: true,
@@ -108,6 +129,7 @@ async fn healthz() -> Json<HealthResponse> {
 /// Readiness: the database answers.
 #[utoipa::path(get, path = "/readyz", tag = "operations",
     responses((status = 200, body = HealthResponse), (status = 503, body = ErrorBody)))]
+#[tracing::instrument(level = "debug", skip_all)]
 async fn readyz(State(ctx): State<SharedContext>) -> ApiResult<Json<HealthResponse>> {
     ctx.store.ping().await.map_err(ApiError::unavailable)?;
     Ok(Json(HealthResponse {
@@ -118,6 +140,7 @@ async fn readyz(State(ctx): State<SharedContext>) -> ApiResult<Json<HealthRespon
 
 /// This document.
 #[utoipa::path(get, path = "/openapi.json", tag = "operations", responses((status = 200, description = "OpenAPI 3.1 document")))]
+#[tracing::instrument(level = "debug", skip_all)]
 async fn openapi_json() -> impl IntoResponse {
     (
         [(axum::http::header::CONTENT_TYPE, "application/json")],
@@ -127,67 +150,81 @@ async fn openapi_json() -> impl IntoResponse {
 
 fn routes() -> OpenApiRouter<SharedContext> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
-        .routes(routes!(healthz))
-        .routes(routes!(readyz))
-        .routes(routes!(openapi_json))
-        .routes(routes!(agents::register))
-        .routes(routes!(agents::attest))
-        .routes(routes!(agents::claim_code))
-        .routes(routes!(agents::list))
-        .routes(routes!(agents::get))
-        .routes(routes!(agents::suspend))
-        .routes(routes!(agents::resume))
-        .routes(routes!(agents::revoke))
-        .routes(routes!(telemetry::verify))
-        .routes(routes!(telemetry::heartbeat))
-        .routes(routes!(telemetry::ingest))
-        .routes(routes!(telemetry::recent))
-        .routes(routes!(telemetry::upsert_inventory))
-        .routes(routes!(telemetry::list_inventory))
-        .routes(routes!(audit::events))
-        .routes(routes!(audit::export))
-        .routes(routes!(session::start_login))
-        .routes(routes!(session::verify_login_link, session::verify_login))
-        .routes(routes!(session::me))
-        .routes(routes!(session::logout))
-        .routes(routes!(session::list_workspaces, session::create_workspace))
-        .routes(routes!(session::select_workspace))
-        .routes(routes!(session::list_api_keys, session::create_api_key))
-        .routes(routes!(session::revoke_api_key))
-        .routes(routes!(session::list_members, session::add_member))
-        .routes(routes!(session::remove_member))
-        .routes(routes!(session::list_tokens, session::create_token))
-        .routes(routes!(session::revoke_token))
-        .routes(routes!(pages::login_page))
-        .routes(routes!(pages::dashboard))
-        .routes(routes!(site::home))
-        .routes(routes!(site::summary))
-        .routes(routes!(site::run_checks))
-        .routes(routes!(site::contact))
-        .routes(routes!(policies::check))
-        .routes(routes!(policies::policies_sync))
-        .routes(routes!(policies::sync_alias))
-        .routes(routes!(policies::list))
-        .routes(routes!(policies::get))
-        .routes(routes!(policies::versions))
-        .routes(routes!(policies::version))
-        .routes(routes!(approvals::show, approvals::decide))
-        .routes(routes!(approvals::status))
-        .routes(routes!(approvals::show_claim, approvals::redeem_claim))
-        .routes(routes!(agents::approve))
-        .routes(routes!(approvals::get_settings, approvals::update_settings))
-        .routes(routes!(credentials::mint))
-        .routes(routes!(credentials::revoke))
-        .routes(routes!(credentials::revoke_by_agent))
-        .routes(routes!(credentials::introspect))
-        .routes(routes!(credentials::minting))
-        .routes(routes!(credentials::revoke_all))
-        .routes(routes!(credentials::status))
-        .routes(routes!(credentials::exchange))
-        .routes(routes!(credentials::jwks))
-        .routes(routes!(credentials::openid_configuration))
-        .routes(routes!(credentials::send_email))
-        .routes(routes!(telemetry::feedback))
+        // Each line: the paths and methods (in the handlers' order) of one `routes!`; the test
+        // `router_lines_name_their_paths` holds them to the OpenAPI document.
+        .routes(routes!(healthz)) // GET /healthz
+        .routes(routes!(readyz)) // GET /readyz
+        .routes(routes!(openapi_json)) // GET /openapi.json
+        // Agents
+        .routes(routes!(agents::register)) // POST /v1/agents/register
+        .routes(routes!(agents::attest)) // POST /v1/agents/attest
+        .routes(routes!(agents::list)) // GET /v1/agents
+        .routes(routes!(agents::get)) // GET /v1/agents/{agent_id}
+        .routes(routes!(agents::suspend)) // POST /v1/agents/{agent_id}/suspend
+        .routes(routes!(agents::resume)) // POST /v1/agents/{agent_id}/resume
+        .routes(routes!(agents::revoke)) // POST /v1/agents/{agent_id}/revoke
+        .routes(routes!(agents::approve)) // POST /v1/agents/{agent_id}/approve
+        .routes(routes!(agents::claim_code)) // POST /v1/agents/{agent_id}/claim-code
+        .routes(routes!(
+            agent_approval::show_claim,
+            agent_approval::redeem_claim
+        )) // GET, POST /v1/agent-approval/{code}
+        .routes(routes!(verify::verify)) // POST /v1/verify
+        // Decisions and policy as code
+        .routes(routes!(check::check)) // POST /v1/check
+        .routes(routes!(policies::policies_sync)) // POST /v1/policies/sync
+        .routes(routes!(policies::sync_alias)) // POST /v1/sync
+        .routes(routes!(policies::list)) // GET /v1/policies
+        .routes(routes!(policies::get)) // GET /v1/policies/{policy_id}
+        .routes(routes!(policies::versions)) // GET /v1/policies/{policy_id}/versions
+        .routes(routes!(policies::version)) // GET /v1/policies/{policy_id}/versions/{version}
+        .routes(routes!(policy_challenges::status)) // GET /v1/policy-challenges/{challenge_id}
+        .routes(routes!(approval_links::show, approval_links::decide)) // GET, POST /v1/approval-links/{token}
+        // Enforcement
+        .routes(routes!(credentials::mint)) // POST /v1/identity/credentials/mint
+        .routes(routes!(credentials::revoke)) // POST /v1/identity/credentials/revoke
+        .routes(routes!(credentials::revoke_by_agent)) // POST /v1/identity/credentials/revoke-by-agent
+        .routes(routes!(credentials::introspect)) // POST /v1/identity/introspect
+        .routes(routes!(kill_switch::status)) // GET /v1/identity/kill-switch/status
+        .routes(routes!(kill_switch::minting)) // POST /v1/identity/kill-switch/minting
+        .routes(routes!(kill_switch::revoke_all)) // POST /v1/identity/kill-switch/revoke-all
+        .routes(routes!(token_exchange::exchange)) // POST /v1/token/exchange
+        .routes(routes!(well_known::jwks)) // GET /.well-known/jwks.json
+        .routes(routes!(well_known::openid_configuration)) // GET /.well-known/openid-configuration
+        .routes(routes!(email::send_email)) // POST /v1/email/send
+        // Telemetry
+        .routes(routes!(heartbeats::heartbeat)) // POST /v1/telemetry/heartbeat
+        .routes(routes!(heartbeats::ingest)) // POST /v1/telemetry/heartbeat/ingest
+        .routes(routes!(heartbeats::recent)) // GET /v1/telemetry/heartbeat/recent
+        .routes(routes!(inventory::list_inventory)) // GET /v1/workspace/agents
+        .routes(routes!(inventory::upsert_inventory)) // POST /v1/workspace/agents/upsert
+        .routes(routes!(reputation::feedback)) // POST /v1/reputation/feedback
+        .routes(routes!(audit::events)) // GET /v1/workspace/audit/events
+        .routes(routes!(audit::export)) // POST /v1/workspace/audit/export
+        // People: login, workspaces and their management
+        .routes(routes!(auth::start_login)) // POST /auth/start-login
+        .routes(routes!(auth::verify_login_link, auth::verify_login)) // GET, POST /auth/verify-login
+        .routes(routes!(auth::me)) // GET /auth/me
+        .routes(routes!(auth::logout)) // POST /auth/logout
+        .routes(routes!(tokens::list_tokens, tokens::create_token)) // GET, POST /v1/auth/tokens
+        .routes(routes!(tokens::revoke_token)) // POST /v1/auth/tokens/{token_id}/revoke
+        .routes(routes!(
+            workspaces::list_workspaces,
+            workspaces::create_workspace
+        )) // GET, POST /v1/workspaces
+        .routes(routes!(workspaces::select_workspace)) // POST /v1/workspaces/select
+        .routes(routes!(api_keys::list_api_keys, api_keys::create_api_key)) // GET, POST /v1/workspace/api-keys
+        .routes(routes!(api_keys::revoke_api_key)) // POST /v1/workspace/api-keys/{key_id}/revoke
+        .routes(routes!(members::list_members, members::add_member)) // GET, POST /v1/workspace/members
+        .routes(routes!(members::remove_member)) // POST /v1/workspace/members/{user_id}/remove
+        .routes(routes!(settings::get_settings, settings::update_settings)) // GET, POST /v1/workspace/settings
+        // Pages and the site
+        .routes(routes!(pages::login_page)) // GET /login
+        .routes(routes!(pages::dashboard)) // GET /dashboard
+        .routes(routes!(site::home)) // GET /
+        .routes(routes!(site::summary)) // GET /v1/status/summary
+        .routes(routes!(site::run_checks)) // POST /v1/status/checks/run
+        .routes(routes!(site::contact)) // POST /v1/contact/submit
 }
 
 /// The OpenAPI document of every route the server has, pretty-printed (the committed copy in
@@ -384,6 +421,57 @@ mod tests {
     use axum::body::Body;
     use axum::routing::{get, post};
     use tower::ServiceExt;
+
+    /// Every line of `routes()` names its methods and path in a comment, and the comment is
+    /// true: the OpenAPI document (built from the same handlers) has exactly those operations,
+    /// each handled by the function the line names.
+    #[test]
+    fn router_lines_name_their_paths() {
+        let source = include_str!("mod.rs");
+        let start = source.find("fn routes()").unwrap();
+        let body = &source[start..start + source[start..].find("\n}\n").unwrap()];
+        let flat = body.split_whitespace().collect::<Vec<_>>().join(" ");
+        let doc: serde_json::Value = serde_json::from_str(&openapi_document()).unwrap();
+        let mut named = 0;
+        for line in flat.split(".routes(routes!(").skip(1) {
+            let (handlers, rest) = line.split_once("))").unwrap();
+            let comment = rest.trim_start().strip_prefix("// ").unwrap_or_else(|| {
+                panic!("`routes!({handlers})` has no `// METHOD /path` comment")
+            });
+            let comment = comment.split(" //").next().unwrap().trim();
+            let (methods, path) = comment.rsplit_once(' ').unwrap();
+            let methods: Vec<&str> = methods.split(", ").collect();
+            let handlers: Vec<&str> = handlers
+                .split(',')
+                .map(str::trim)
+                .filter(|h| !h.is_empty())
+                .collect();
+            assert_eq!(
+                methods.len(),
+                handlers.len(),
+                "{comment}: one method per handler"
+            );
+            for (method, handler) in methods.iter().zip(&handlers) {
+                let op = &doc["paths"][path][method.to_ascii_lowercase()];
+                let name = handler.rsplit("::").next().unwrap();
+                assert_eq!(
+                    op["operationId"], name,
+                    "{method} {path} is not handled by {handler}"
+                );
+                named += 1;
+            }
+        }
+        let operations: usize = doc["paths"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|ops| ops.as_object().unwrap().len())
+            .sum();
+        assert_eq!(
+            named, operations,
+            "every operation is named by one router line"
+        );
+    }
 
     async fn panics() -> &'static str {
         panic!("a test handler panics")

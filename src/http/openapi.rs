@@ -5,7 +5,8 @@
 //! Each handler's annotation lists what its own logic answers; this pass adds, from facts of
 //! the operation itself:
 //! - every operation: 400 (a malformed header the server reads, a NUL in the path or query,
-//!   a malformed query), 408 (the request timeout), 414 (an over-long URI) and 500;
+//!   a malformed query, a head that is not HTTP/1.1), 408 (the request timeout), 414 (an
+//!   over-long URI), 431 (an over-large head) and 500;
 //! - every operation that reads the database: 503 (the database is unreachable);
 //! - every operation with a required security scheme: 401; every operation a person may call
 //!   (session or personal access token): 403 (`not_a_member`, `csrf_failed`, ...);
@@ -36,8 +37,9 @@ const SHARED: &[(&str, &str, &str)] = &[
         "400",
         "BadRequest",
         "Bad input: `invalid_json` (not a JSON object, malformed, or text with NUL characters), \
-         `missing_<field>`, `invalid_<field>`, `invalid_query`, `invalid_path`, or \
-         `invalid_header` (a header the server reads is not visible ASCII)",
+         `missing_<field>`, `invalid_<field>`, `invalid_query`, `invalid_path`, \
+         `invalid_header` (a header the server reads is not visible ASCII), or \
+         `malformed_request` (a request line or header line that is not HTTP/1.1)",
     ),
     (
         "401",
@@ -66,6 +68,11 @@ const SHARED: &[(&str, &str, &str)] = &[
         "414",
         "UriTooLong",
         "`uri_too_long`: the path and query are over 8 KiB",
+    ),
+    (
+        "431",
+        "HeadersTooLarge",
+        "`headers_too_large`: the request's head is over the HTTP layer's buffer (about 400 KiB)",
     ),
     (
         "415",
@@ -139,7 +146,7 @@ pub fn finish(doc: &mut Value) {
 }
 
 fn finish_operation(method: &str, path: &str, op: &mut Map<String, Value>, schemas: &Value) {
-    let mut add = vec!["400", "408", "414", "500"];
+    let mut add = vec!["400", "408", "414", "431", "500"];
     if !WITHOUT_DATABASE.contains(&(method, path)) {
         add.push("503");
     }
@@ -326,7 +333,7 @@ mod tests {
         let statuses: Vec<&String> = op["responses"].as_object().unwrap().keys().collect();
         assert_eq!(
             statuses,
-            ["200", "400", "401", "403", "408", "413", "414", "415", "500", "503"]
+            ["200", "400", "401", "403", "408", "413", "414", "415", "431", "500", "503"]
         );
         assert_eq!(op["responses"]["400"]["description"], "own");
         assert_eq!(op["requestBody"]["required"], false, "no required field");

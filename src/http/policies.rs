@@ -2,50 +2,83 @@
 
 use axum::extract::State;
 use axum::http::HeaderMap;
-use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::Value;
 
 use crate::api::{
-    CheckRequest, DecisionResponse, ErrorBody, PolicyDetail, PolicyListResponse, PolicySummary,
-    PolicyVersionItem, PolicyVersionList, SyncRequest, SyncResponse,
+    ErrorBody, PolicyDetail, PolicyListResponse, PolicySummary, PolicyVersionItem,
+    PolicyVersionList, SyncRequest, SyncResponse,
 };
-use crate::cache::DEFAULT_POLICY_ID;
 use crate::context::SharedContext;
-use crate::error::ApiResult;
+use crate::error::{ApiError, ApiResult};
 use crate::identity::accounts::Principal;
-use crate::policy::{check, sync};
+use crate::policy::cache::DEFAULT_POLICY_ID;
+use crate::policy::error::SyncError;
+use crate::policy::{source, sync};
+use crate::secret::sha256_hex;
 use crate::time::iso;
 
-use super::extract::{parse_json, AppJson, AppPath, Deciding, RawBody};
-
-/// Decides `allow`, `challenge` or `deny` for an action of an agent under a policy. All three
-/// are 200; the audit event is durable before the answer.
-#[utoipa::path(post, path = "/v1/check", tag = "decisions", request_body = CheckRequest, security(("api_key" = [])),
-    responses((status = 200, body = DecisionResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 404, description = "`unknown_agent`, `unknown_policy`", body = ErrorBody)))]
-pub async fn check(
-    State(ctx): State<SharedContext>,
-    Deciding(caller): Deciding,
-    AppJson(req): AppJson<CheckRequest>,
-) -> ApiResult<Json<DecisionResponse>> {
-    Ok(Json(
-        check::check(&ctx, &caller.access, &caller.actor(), req).await?,
-    ))
-}
+use super::extract::{parse_json, parse_value, AppPath, RawBody};
 
 async fn run_sync(
     ctx: SharedContext,
     principal: Principal,
     headers: HeaderMap,
     raw: RawBody,
-) -> ApiResult<Response> {
+) -> ApiResult<Json<Value>> {
     // Parsed as any JSON body, and kept as text: the spec inside is read again strictly (a
     // duplicate key is an error, not a silent overwrite).
     let body: Value = parse_json(&raw.0)?;
-    let key = headers.get("idempotency-key").and_then(|v| v.to_str().ok());
-    let answer = sync::sync(&ctx, &principal, key, &body, &raw.0).await?;
-    Ok((answer.status, Json(answer.body)).into_response())
+    let (workspace_id, _) = principal.admin_of()?;
+    strict_body(&raw.0)?;
+    let key =
+        sync::IdempotencyKey::parse(headers.get("idempotency-key").and_then(|v| v.to_str().ok()))?;
+    // A retry is recognised by the hash of the request's JSON (its keys in sorted order).
+    let request_hash = sha256_hex(body.to_string().as_bytes());
+    if let Some(key) = &key {
+        if let Some(first) = sync::replayed(&ctx, &workspace_id, key, &request_hash).await? {
+            return Ok(sync_answer(&first));
+        }
+    }
+    let req: SyncRequest = parse_value(body)?;
+    let retry = key.map(|key| (key, request_hash));
+    let answer = sync::sync(&ctx, &workspace_id, &principal.actor(), req, retry).await?;
+    Ok(sync_answer(&answer))
+}
+
+/// The answer as a JSON value, whose keys serialize in sorted order, as the stored answer that
+/// a retry replays does.
+fn sync_answer(answer: &SyncResponse) -> Json<Value> {
+    Json(serde_json::to_value(answer).unwrap_or(Value::Null))
+}
+
+/// Reads the request body again, strictly: a key written twice in the spec is 422
+/// `invalid_spec` naming both places (the spec path, and line and column in the body), elsewhere
+/// in the body 400 `invalid_json`; so are specs nested deeper than the spec's limit.
+fn strict_body(raw: &[u8]) -> ApiResult<()> {
+    let text = std::str::from_utf8(raw)
+        .map_err(|_| ApiError::bad_request("invalid_json", "the body is not UTF-8"))?;
+    if text.trim().is_empty() {
+        return Ok(());
+    }
+    match source::parse_json(text) {
+        Ok(_) => Ok(()),
+        Err(mut e) => {
+            let in_spec =
+                e.path == "spec" || e.path.starts_with("spec.") || e.path.starts_with("spec[");
+            if in_spec {
+                e.path = e
+                    .path
+                    .strip_prefix("spec")
+                    .unwrap_or("")
+                    .trim_start_matches('.')
+                    .to_owned();
+                Err(SyncError::InvalidSpec(vec![e]).into())
+            } else {
+                Err(ApiError::bad_request("invalid_json", e.message))
+            }
+        }
+    }
 }
 
 /// Dry-runs or applies a policy spec. Session or personal access token of a workspace owner or
@@ -56,12 +89,13 @@ async fn run_sync(
     responses((status = 200, body = SyncResponse),
         (status = 409, description = "`sync_conflict` with `current_policy_hash`", body = ErrorBody),
         (status = 422, description = "`invalid_spec` with `errors: [{path, message}]`, or `idempotency_key_reused`", body = ErrorBody)))]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn policies_sync(
     State(ctx): State<SharedContext>,
     headers: HeaderMap,
     principal: Principal,
     body: RawBody,
-) -> ApiResult<Response> {
+) -> ApiResult<Json<Value>> {
     run_sync(ctx, principal, headers, body).await
 }
 
@@ -69,18 +103,20 @@ pub async fn policies_sync(
 #[utoipa::path(post, path = "/v1/sync", tag = "decisions", request_body = SyncRequest,
     security(("session" = []), ("access_token" = [])),
     responses((status = 200, body = SyncResponse), (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn sync_alias(
     State(ctx): State<SharedContext>,
     headers: HeaderMap,
     principal: Principal,
     body: RawBody,
-) -> ApiResult<Response> {
+) -> ApiResult<Json<Value>> {
     run_sync(ctx, principal, headers, body).await
 }
 
 /// The active workspace's policies (`pol_default` always among them).
 #[utoipa::path(get, path = "/v1/policies", tag = "decisions", security(("session" = []), ("access_token" = [])),
     responses((status = 200, body = PolicyListResponse), (status = 401, body = ErrorBody)))]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn list(
     State(ctx): State<SharedContext>,
     principal: Principal,
@@ -100,7 +136,7 @@ pub async fn list(
         })
         .collect();
     if !items.iter().any(|p| p.policy_id == DEFAULT_POLICY_ID) {
-        let d = crate::cache::default_policy()?;
+        let d = crate::policy::cache::default_policy()?;
         items.insert(
             0,
             PolicySummary {
@@ -119,6 +155,7 @@ pub async fn list(
 #[utoipa::path(get, path = "/v1/policies/{policy_id}", tag = "decisions", params(("policy_id" = String, Path)),
     security(("session" = []), ("access_token" = [])),
     responses((status = 200, body = PolicyDetail), (status = 404, description = "`unknown_policy`", body = ErrorBody)))]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn get(
     State(ctx): State<SharedContext>,
     principal: Principal,
@@ -134,6 +171,7 @@ pub async fn get(
 #[utoipa::path(get, path = "/v1/policies/{policy_id}/versions", tag = "decisions", params(("policy_id" = String, Path)),
     security(("session" = []), ("access_token" = [])),
     responses((status = 200, body = PolicyVersionList), (status = 404, body = ErrorBody)))]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn versions(
     State(ctx): State<SharedContext>,
     principal: Principal,
@@ -162,6 +200,7 @@ pub async fn versions(
     params(("policy_id" = String, Path), ("version" = i64, Path)),
     security(("session" = []), ("access_token" = [])),
     responses((status = 200, body = PolicyDetail), (status = 404, description = "`unknown_policy`, `unknown_version`", body = ErrorBody)))]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn version(
     State(ctx): State<SharedContext>,
     principal: Principal,

@@ -1,7 +1,6 @@
 //! `GET /`, `/v1/status/*` and `/v1/contact/submit`.
 
-use std::net::SocketAddr;
-
+use crate::http::wire::Peer;
 use axum::extract::{ConnectInfo, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -17,6 +16,7 @@ use super::extract::{authenticate, presented_api_key, AppJson};
 /// The home page leads to the dashboard (which sends a visitor who is not logged in on to the
 /// login page).
 #[utoipa::path(get, path = "/", tag = "dashboard", responses((status = 303, description = "to /dashboard")))]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn home(State(ctx): State<SharedContext>) -> Response {
     let to = format!(
         "{}/dashboard",
@@ -27,6 +27,7 @@ pub async fn home(State(ctx): State<SharedContext>) -> Response {
 
 /// Public status: each component's latest check.
 #[utoipa::path(get, path = "/v1/status/summary", tag = "status", responses((status = 200, body = StatusSummary)))]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn summary(State(ctx): State<SharedContext>) -> ApiResult<Json<StatusSummary>> {
     Ok(Json(site::status_summary(&ctx).await?))
 }
@@ -36,6 +37,7 @@ pub async fn summary(State(ctx): State<SharedContext>) -> ApiResult<Json<StatusS
 #[utoipa::path(post, path = "/v1/status/checks/run", tag = "status",
     security(("api_key" = []), ("session" = []), ("access_token" = [])),
     responses((status = 200, body = StatusSummary), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn run_checks(
     State(ctx): State<SharedContext>,
     method: axum::http::Method,
@@ -63,9 +65,10 @@ pub async fn run_checks(
 #[utoipa::path(post, path = "/v1/contact/submit", tag = "status", request_body = ContactRequest,
     responses((status = 200, body = ContactResponse), (status = 400, body = ErrorBody),
         (status = 429, description = "`rate_limited`", body = ErrorBody)))]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn contact(
     State(ctx): State<SharedContext>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    ConnectInfo(Peer(peer)): ConnectInfo<Peer>,
     AppJson(req): AppJson<ContactRequest>,
 ) -> ApiResult<Json<ContactResponse>> {
     Ok(Json(

@@ -1,18 +1,20 @@
 //! Dashboard identity: magic-link login, sessions, personal access tokens, workspaces and
 //! memberships, and the workspace's API keys as managed from the dashboard.
 
+use askama::Template;
 use serde_json::json;
 
+use super::error::{IdentityError, IdentityResult};
 use crate::api;
 use crate::audit::{self, Actor};
 use crate::context::Context;
-use crate::error::{ApiError, ApiResult};
+use crate::domain::ids;
+use crate::domain::{EmailAddress, Role};
 use crate::identity::api_keys::NewApiKey;
-use crate::ids;
-use crate::mail::{Email, MailError};
+use crate::mail::Email;
 use crate::secret::{random_base62, sha256_hex, Secret};
 use crate::store::{
-    ApiKeyRecord, Change, Membership, Op, Outcome, PatRecord, Role, SessionRecord, StoreError,
+    AccountOp, ApiKeyRecord, Applied, Change, Membership, Op, PatRecord, SessionRecord, StoreError,
     User, Workspace,
 };
 use crate::time::{iso, now_ms};
@@ -22,42 +24,10 @@ pub const PAT_PREFIX: &str = "svc_pat_";
 const LOGIN_TOKEN_TTL_MS: i64 = 15 * 60 * 1000;
 const LOGIN_WINDOW_MS: i64 = 15 * 60 * 1000;
 
-/// Lowercased, trimmed address with one `@`, a local part and a domain; at most 254 bytes.
-pub fn normalize_email(field: &str, raw: &str) -> ApiResult<String> {
-    let email = raw.trim().to_ascii_lowercase();
-    if email.is_empty() {
-        return Err(ApiError::missing(field));
-    }
-    let valid = email.len() <= 254
-        && email.split('@').count() == 2
-        && email.split_once('@').is_some_and(|(local, domain)| {
-            !local.is_empty()
-                && !domain.is_empty()
-                && !domain.starts_with('.')
-                && !domain.ends_with('.')
-        })
-        && email.chars().all(|c| {
-            c.is_ascii_graphic() && !matches!(c, '<' | '>' | ',' | ';' | '"' | '\\' | '(' | ')')
-        });
-    if !valid {
-        return Err(ApiError::invalid(field, "is not an email address"));
-    }
-    Ok(email)
-}
-
 /// The CSRF token of a session: derived from the session id, so only its holder can know it,
 /// and nothing more needs storing.
 pub fn csrf_token(session_id: &str) -> String {
     sha256_hex(format!("csrf:{session_id}").as_bytes())
-}
-
-pub fn rate_limited(retry_after_secs: i64) -> ApiError {
-    ApiError::new(
-        axum::http::StatusCode::TOO_MANY_REQUESTS,
-        "rate_limited",
-        "too many requests; retry later",
-    )
-    .with("retry_after", retry_after_secs)
 }
 
 /// Counts a hit in a fixed window shared by every replica; 429 beyond `limit`.
@@ -66,41 +36,27 @@ pub async fn enforce_rate_limit(
     bucket: String,
     window_ms: i64,
     limit: i64,
-) -> ApiResult<()> {
+) -> IdentityResult<()> {
     let now = now_ms();
     let window_start = now - now.rem_euclid(window_ms);
     match ctx
         .writer
-        .commit(Change::new(Op::HitRateLimit {
+        .commit(Change::new(AccountOp::HitRateLimit {
             bucket,
             window_start,
         }))
         .await?
     {
-        Outcome::Count(hits) if hits > limit => {
-            Err(rate_limited((window_start + window_ms - now + 999) / 1000))
-        }
+        Applied::Count(hits) if hits > limit => Err(IdentityError::RateLimited {
+            retry_after_secs: (window_start + window_ms - now + 999) / 1000,
+        }),
         _ => Ok(()),
     }
 }
 
-pub fn provider_unavailable(err: MailError) -> ApiError {
-    match err {
-        MailError::Invalid(message) => ApiError::bad_request("invalid_email", message),
-        MailError::Provider(cause) => {
-            tracing::error!(error = %cause, "email provider failed");
-            ApiError::new(
-                axum::http::StatusCode::BAD_GATEWAY,
-                "provider_unavailable",
-                "the email provider failed; retry later",
-            )
-        }
-    }
-}
-
 /// Sends a one-time login link to `email`. Answers the same whether or not a user exists.
-pub async fn start_login(ctx: &Context, email: &str, client_ip: &str) -> ApiResult<()> {
-    let email = normalize_email("email", email)?;
+pub async fn start_login(ctx: &Context, email: &str, client_ip: &str) -> IdentityResult<()> {
+    let email = EmailAddress::from_field("email", email)?.into_string();
     let per_email = ctx.config.login_limit_per_email;
     let per_ip = ctx.config.login_limit_per_ip;
     enforce_rate_limit(
@@ -120,7 +76,7 @@ pub async fn start_login(ctx: &Context, email: &str, client_ip: &str) -> ApiResu
     let token = format!("lgn_{}", random_base62(43));
     let now = now_ms();
     ctx.writer
-        .commit(Change::new(Op::CreateLoginToken {
+        .commit(Change::new(AccountOp::CreateLoginToken {
             token_hash: sha256_hex(token.as_bytes()),
             email: email.clone(),
             created_at: now,
@@ -135,16 +91,17 @@ pub async fn start_login(ctx: &Context, email: &str, client_ip: &str) -> ApiResu
             "Open this link to log in to acp. It works once and expires in 15 minutes.\n\n{link}\n\n\
              If you did not ask for it, ignore this message."
         )),
-        html: Some(format!(
-            "<p>Open this link to log in to acp. It works once and expires in 15 minutes.</p>\
-             <p><a href=\"{link}\">Log in to acp</a></p><p>If you did not ask for it, ignore this message.</p>"
-        )),
+        html: Some(
+            LoginEmail { link: &link }
+                .render()
+                .map_err(|e| IdentityError::internal(e.to_string()))?,
+        ),
         ..Email::default()
     };
     ctx.mailer
         .send(&message)
         .await
-        .map_err(provider_unavailable)?;
+        .map_err(IdentityError::from)?;
     Ok(())
 }
 
@@ -156,15 +113,25 @@ pub struct NewSession {
     pub max_age_secs: i64,
 }
 
+/// The login email's HTML part, auto-escaped like the pages.
+#[derive(askama::Template)]
+#[template(
+    ext = "html",
+    source = "<p>Open this link to log in to acp. It works once and expires in 15 minutes.</p><p><a href=\"{{ link }}\">Log in to acp</a></p><p>If you did not ask for it, ignore this message.</p>"
+)]
+struct LoginEmail<'a> {
+    link: &'a str,
+}
+
 /// Consumes a login token and starts a session.
-pub async fn verify_login(ctx: &Context, token: &str) -> ApiResult<NewSession> {
+pub async fn verify_login(ctx: &Context, token: &str) -> IdentityResult<NewSession> {
     let token = token.trim();
     if token.is_empty() {
-        return Err(ApiError::missing("token"));
+        return Err(IdentityError::missing("token"));
     }
     let token_hash = sha256_hex(token.as_bytes());
     let invalid = || {
-        ApiError::bad_request(
+        IdentityError::malformed(
             "invalid_token",
             "this login link is not valid; ask for a new one",
         )
@@ -176,14 +143,13 @@ pub async fn verify_login(ctx: &Context, token: &str) -> ApiResult<NewSession> {
         .ok_or_else(invalid)?;
     let now = now_ms();
     if used_at.is_some() {
-        return Err(ApiError::conflict(
+        return Err(IdentityError::conflict(
             "token_used",
             "this login link was already used; ask for a new one",
         ));
     }
     if now >= expires_at {
-        return Err(ApiError::new(
-            axum::http::StatusCode::GONE,
+        return Err(IdentityError::gone(
             "token_expired",
             "this login link expired; ask for a new one",
         ));
@@ -219,7 +185,7 @@ pub async fn verify_login(ctx: &Context, token: &str) -> ApiResult<NewSession> {
         &Actor::User(user_id.clone()),
         json!({ "first_login": existing.is_none() }),
     );
-    let change = Change::new(Op::Login {
+    let change = Change::new(AccountOp::Login {
         token_hash,
         email,
         user_id,
@@ -228,10 +194,14 @@ pub async fn verify_login(ctx: &Context, token: &str) -> ApiResult<NewSession> {
     })
     .audited(event);
     let user = match ctx.writer.commit(change).await {
-        Ok(Outcome::User(user)) => *user,
-        Ok(_) => return Err(ApiError::internal("login answered an unexpected outcome")),
+        Ok(Applied::User(user)) => *user,
+        Ok(_) => {
+            return Err(IdentityError::internal(
+                "login answered an unexpected outcome",
+            ))
+        }
         Err(StoreError::TokenInvalid) => {
-            return Err(ApiError::conflict(
+            return Err(IdentityError::conflict(
                 "token_used",
                 "this login link was already used",
             ))
@@ -274,9 +244,9 @@ impl Principal {
 
     /// The active workspace and the user's role in it; 400 when none is selected, 403 when the
     /// user is not (or no longer) a member.
-    pub fn membership(&self) -> ApiResult<(String, Role)> {
+    pub fn membership(&self) -> IdentityResult<(String, Role)> {
         let workspace_id = self.workspace_id.clone().ok_or_else(|| {
-            ApiError::bad_request(
+            IdentityError::malformed(
                 "workspace_required",
                 "select a workspace first (POST /v1/workspaces/select, or X-Service-Workspace-Id with a token)",
             )
@@ -288,7 +258,7 @@ impl Principal {
     }
 
     /// Like [`Self::membership`], but the role must be owner or admin.
-    pub fn admin_of(&self) -> ApiResult<(String, Role)> {
+    pub fn admin_of(&self) -> IdentityResult<(String, Role)> {
         let (workspace_id, role) = self.membership()?;
         if !role.can_manage() {
             return Err(insufficient_role(
@@ -304,30 +274,26 @@ async fn role_in(
     ctx: &Context,
     workspace_id: Option<&str>,
     user_id: &str,
-) -> ApiResult<Option<Role>> {
+) -> IdentityResult<Option<Role>> {
     match workspace_id {
         Some(ws) => Ok(ctx.store.role_in(ws, user_id).await?),
         None => Ok(None),
     }
 }
 
-pub fn not_a_member() -> ApiError {
-    ApiError::new(
-        axum::http::StatusCode::FORBIDDEN,
-        "not_a_member",
-        "you are not a member of this workspace",
-    )
+pub fn not_a_member() -> IdentityError {
+    IdentityError::forbidden("not_a_member", "you are not a member of this workspace")
 }
 
-pub fn unauthenticated() -> ApiError {
-    ApiError::unauthorized(
+pub fn unauthenticated() -> IdentityError {
+    IdentityError::unauthenticated(
         "unauthenticated",
         "log in (session cookie) or send a personal access token",
     )
 }
 
 /// Resolves a cookie session.
-pub async fn session_principal(ctx: &Context, session_id: &str) -> ApiResult<Principal> {
+pub async fn session_principal(ctx: &Context, session_id: &str) -> IdentityResult<Principal> {
     let id_hash = sha256_hex(session_id.as_bytes());
     let session = ctx
         .store
@@ -358,8 +324,9 @@ pub async fn token_principal(
     ctx: &Context,
     token: &str,
     workspace: Option<&str>,
-) -> ApiResult<Principal> {
-    let invalid = || ApiError::unauthorized("invalid_token", "the access token is not valid");
+) -> IdentityResult<Principal> {
+    let invalid =
+        || IdentityError::unauthenticated("invalid_token", "the access token is not valid");
     let hash = sha256_hex(token.as_bytes());
     let pat = ctx.store.pat_by_hash(&hash).await?.ok_or_else(invalid)?;
     let now = now_ms();
@@ -373,10 +340,11 @@ pub async fn token_principal(
     if pat.last_used_at.is_none_or(|t| now - t > 60_000) {
         touch(
             ctx,
-            Op::TouchPat {
+            AccountOp::TouchPat {
                 pat_id: pat.id.clone(),
                 at: now,
-            },
+            }
+            .into(),
         );
     }
     let workspace_id = match workspace {
@@ -411,7 +379,7 @@ pub fn touch(ctx: &Context, op: Op) {
     });
 }
 
-pub async fn logout(ctx: &Context, principal: &Principal) -> ApiResult<()> {
+pub async fn logout(ctx: &Context, principal: &Principal) -> IdentityResult<()> {
     let Some(id_hash) = principal.session_hash.clone() else {
         return Err(session_required());
     };
@@ -425,7 +393,7 @@ pub async fn logout(ctx: &Context, principal: &Principal) -> ApiResult<()> {
     );
     ctx.writer
         .commit(
-            Change::new(Op::EndSession {
+            Change::new(AccountOp::EndSession {
                 id_hash,
                 at: now_ms(),
             })
@@ -435,9 +403,8 @@ pub async fn logout(ctx: &Context, principal: &Principal) -> ApiResult<()> {
     Ok(())
 }
 
-pub fn session_required() -> ApiError {
-    ApiError::new(
-        axum::http::StatusCode::FORBIDDEN,
+pub fn session_required() -> IdentityError {
+    IdentityError::forbidden(
         "session_required",
         "this needs a browser session, not an access token",
     )
@@ -461,7 +428,7 @@ pub fn user_wire(u: &User) -> api::UserInfo {
     }
 }
 
-pub async fn me(ctx: &Context, principal: &Principal) -> ApiResult<api::MeResponse> {
+pub async fn me(ctx: &Context, principal: &Principal) -> IdentityResult<api::MeResponse> {
     let workspaces = ctx.store.memberships(&principal.user.id).await?;
     Ok(api::MeResponse {
         ok: true,
@@ -481,7 +448,7 @@ pub async fn me(ctx: &Context, principal: &Principal) -> ApiResult<api::MeRespon
 pub async fn list_workspaces(
     ctx: &Context,
     principal: &Principal,
-) -> ApiResult<api::WorkspaceListResponse> {
+) -> IdentityResult<api::WorkspaceListResponse> {
     let all = ctx.store.memberships(&principal.user.id).await?;
     Ok(api::WorkspaceListResponse {
         ok: true,
@@ -490,13 +457,16 @@ pub async fn list_workspaces(
     })
 }
 
-pub fn check_workspace_name(name: &str) -> ApiResult<String> {
+pub fn check_workspace_name(name: &str) -> IdentityResult<String> {
     let name = name.trim();
     if name.is_empty() {
-        return Err(ApiError::missing("name"));
+        return Err(IdentityError::missing("name"));
     }
     if name.chars().count() > 200 {
-        return Err(ApiError::invalid("name", "must be at most 200 characters"));
+        return Err(IdentityError::invalid(
+            "name",
+            "must be at most 200 characters",
+        ));
     }
     Ok(name.to_owned())
 }
@@ -506,7 +476,7 @@ pub async fn create_workspace(
     ctx: &Context,
     principal: &Principal,
     name: &str,
-) -> ApiResult<api::WorkspaceItem> {
+) -> IdentityResult<api::WorkspaceItem> {
     let name = check_workspace_name(name)?;
     let now = now_ms();
     let workspace = Workspace {
@@ -515,8 +485,8 @@ pub async fn create_workspace(
         created_at: now,
     };
     let mut ops = vec![
-        Op::CreateWorkspace(workspace.clone()),
-        Op::UpsertMembership {
+        AccountOp::CreateWorkspace(workspace.clone()),
+        AccountOp::UpsertMembership {
             workspace_id: workspace.id.clone(),
             email: principal.user.email.clone(),
             user_id: principal.user.id.clone(),
@@ -525,7 +495,7 @@ pub async fn create_workspace(
         },
     ];
     if let Some(id_hash) = &principal.session_hash {
-        ops.push(Op::SelectWorkspace {
+        ops.push(AccountOp::SelectWorkspace {
             id_hash: id_hash.clone(),
             workspace_id: workspace.id.clone(),
         });
@@ -539,7 +509,7 @@ pub async fn create_workspace(
         json!({ "name": workspace.name }),
     );
     ctx.writer
-        .commit(Change::new(Op::Batch(ops)).audited(event))
+        .commit(Change::new(Op::Batch(ops.into_iter().map(Op::from).collect())).audited(event))
         .await?;
     Ok(api::WorkspaceItem {
         workspace_id: workspace.id,
@@ -553,12 +523,12 @@ pub async fn select_workspace(
     ctx: &Context,
     principal: &Principal,
     workspace_id: &str,
-) -> ApiResult<()> {
+) -> IdentityResult<()> {
     let Some(id_hash) = principal.session_hash.clone() else {
         return Err(session_required());
     };
     if workspace_id.is_empty() {
-        return Err(ApiError::missing("workspace_id"));
+        return Err(IdentityError::missing("workspace_id"));
     }
     // A workspace the user does not belong to is answered like one that does not exist.
     if ctx
@@ -567,13 +537,13 @@ pub async fn select_workspace(
         .await?
         .is_none()
     {
-        return Err(ApiError::not_found(
+        return Err(IdentityError::not_found(
             "unknown_workspace",
             "no such workspace among yours",
         ));
     }
     ctx.writer
-        .commit(Change::new(Op::SelectWorkspace {
+        .commit(Change::new(AccountOp::SelectWorkspace {
             id_hash,
             workspace_id: workspace_id.to_owned(),
         }))
@@ -599,14 +569,17 @@ pub async fn create_api_key(
     ctx: &Context,
     principal: &Principal,
     req: api::CreateApiKeyRequest,
-) -> ApiResult<api::CreateApiKeyResponse> {
+) -> IdentityResult<api::CreateApiKeyResponse> {
     let (workspace_id, _) = principal.admin_of()?;
     let name = req
         .name
         .map(|n| n.trim().to_owned())
         .filter(|n| !n.is_empty());
     if name.as_ref().is_some_and(|n| n.chars().count() > 100) {
-        return Err(ApiError::invalid("name", "must be at most 100 characters"));
+        return Err(IdentityError::invalid(
+            "name",
+            "must be at most 100 characters",
+        ));
     }
     let key = NewApiKey::generate(req.live.unwrap_or(false));
     let record = ApiKeyRecord {
@@ -630,7 +603,7 @@ pub async fn create_api_key(
         json!({ "key_id": record.id, "mode": record.mode, "name": record.name }),
     );
     ctx.writer
-        .commit(Change::new(Op::CreateApiKey(record.clone())).audited(event))
+        .commit(Change::new(AccountOp::CreateApiKey(record.clone())).audited(event))
         .await?;
     Ok(api::CreateApiKeyResponse {
         ok: true,
@@ -639,7 +612,11 @@ pub async fn create_api_key(
     })
 }
 
-pub async fn revoke_api_key(ctx: &Context, principal: &Principal, key_id: &str) -> ApiResult<()> {
+pub async fn revoke_api_key(
+    ctx: &Context,
+    principal: &Principal,
+    key_id: &str,
+) -> IdentityResult<()> {
     let (workspace_id, _) = principal.admin_of()?;
     let event = audit::state_change(
         "api_key.revoked",
@@ -649,7 +626,7 @@ pub async fn revoke_api_key(ctx: &Context, principal: &Principal, key_id: &str) 
         &principal.actor(),
         json!({ "key_id": key_id }),
     );
-    let change = Change::new(Op::RevokeApiKey {
+    let change = Change::new(AccountOp::RevokeApiKey {
         workspace_id,
         key_id: key_id.to_owned(),
         at: now_ms(),
@@ -661,7 +638,7 @@ pub async fn revoke_api_key(ctx: &Context, principal: &Principal, key_id: &str) 
             ctx.announce_change().await;
             Ok(())
         }
-        Err(StoreError::NotFound) => Err(ApiError::not_found(
+        Err(StoreError::NotFound) => Err(IdentityError::not_found(
             "unknown_api_key",
             "no such live key in this workspace",
         )),
@@ -685,20 +662,23 @@ pub async fn create_pat(
     ctx: &Context,
     principal: &Principal,
     req: api::CreateTokenRequest,
-) -> ApiResult<api::CreateTokenResponse> {
+) -> IdentityResult<api::CreateTokenResponse> {
     if principal.session_hash.is_none() {
         return Err(session_required());
     }
     let name = req.name.trim().to_owned();
     if name.is_empty() {
-        return Err(ApiError::missing("name"));
+        return Err(IdentityError::missing("name"));
     }
     if name.chars().count() > 100 {
-        return Err(ApiError::invalid("name", "must be at most 100 characters"));
+        return Err(IdentityError::invalid(
+            "name",
+            "must be at most 100 characters",
+        ));
     }
     let days = req.expires_in_days.unwrap_or(90);
     if !(1..=365).contains(&days) {
-        return Err(ApiError::invalid(
+        return Err(IdentityError::invalid(
             "expires_in_days",
             "must be between 1 and 365",
         ));
@@ -725,7 +705,7 @@ pub async fn create_pat(
         json!({ "token_id": record.id, "name": record.name, "expires_at": iso(record.expires_at) }),
     );
     ctx.writer
-        .commit(Change::new(Op::CreatePat(record.clone())).audited(event))
+        .commit(Change::new(AccountOp::CreatePat(record.clone())).audited(event))
         .await?;
     Ok(api::CreateTokenResponse {
         ok: true,
@@ -734,7 +714,11 @@ pub async fn create_pat(
     })
 }
 
-pub async fn revoke_pat(ctx: &Context, principal: &Principal, token_id: &str) -> ApiResult<()> {
+pub async fn revoke_pat(
+    ctx: &Context,
+    principal: &Principal,
+    token_id: &str,
+) -> IdentityResult<()> {
     let event = audit::state_change(
         "access_token.revoked",
         "revoke",
@@ -743,7 +727,7 @@ pub async fn revoke_pat(ctx: &Context, principal: &Principal, token_id: &str) ->
         &principal.actor(),
         json!({ "token_id": token_id }),
     );
-    let change = Change::new(Op::RevokePat {
+    let change = Change::new(AccountOp::RevokePat {
         user_id: principal.user.id.clone(),
         pat_id: token_id.to_owned(),
         at: now_ms(),
@@ -751,7 +735,7 @@ pub async fn revoke_pat(ctx: &Context, principal: &Principal, token_id: &str) ->
     .audited(event);
     match ctx.writer.commit(change).await {
         Ok(_) => Ok(()),
-        Err(StoreError::NotFound) => Err(ApiError::not_found(
+        Err(StoreError::NotFound) => Err(IdentityError::not_found(
             "unknown_token",
             "no such live token of yours",
         )),
@@ -762,7 +746,7 @@ pub async fn revoke_pat(ctx: &Context, principal: &Principal, token_id: &str) ->
 pub async fn list_members(
     ctx: &Context,
     principal: &Principal,
-) -> ApiResult<api::MemberListResponse> {
+) -> IdentityResult<api::MemberListResponse> {
     let (workspace_id, _) = principal.membership()?;
     let items = ctx
         .store
@@ -778,18 +762,18 @@ pub async fn list_members(
     Ok(api::MemberListResponse { ok: true, items })
 }
 
-fn parse_role(text: &str) -> ApiResult<Role> {
+fn parse_role(text: &str) -> IdentityResult<Role> {
     Role::parse(text)
-        .ok_or_else(|| ApiError::invalid("role", "must be `owner`, `admin` or `member`"))
+        .ok_or_else(|| IdentityError::invalid("role", "must be `owner`, `admin` or `member`"))
 }
 
 pub async fn add_member(
     ctx: &Context,
     principal: &Principal,
     req: api::AddMemberRequest,
-) -> ApiResult<api::Member> {
+) -> IdentityResult<api::Member> {
     let (workspace_id, my_role) = principal.admin_of()?;
-    let email = normalize_email("email", &req.email)?;
+    let email = EmailAddress::from_field("email", &req.email)?.into_string();
     let role = parse_role(req.role.as_deref().unwrap_or("member"))?;
     if role == Role::Owner && my_role != Role::Owner {
         return Err(insufficient_role("only owners may make owners"));
@@ -824,7 +808,7 @@ pub async fn add_member(
         &principal.actor(),
         json!({ "user_id": user_id, "role": role.as_str() }),
     );
-    let change = Change::new(Op::UpsertMembership {
+    let change = Change::new(AccountOp::UpsertMembership {
         workspace_id,
         email: email.clone(),
         user_id,
@@ -833,22 +817,26 @@ pub async fn add_member(
     })
     .audited(event);
     match ctx.writer.commit(change).await? {
-        Outcome::User(u) => Ok(api::Member {
+        Applied::User(u) => Ok(api::Member {
             user_id: u.id,
             email: u.email,
             role: role.as_str().into(),
         }),
-        _ => Err(ApiError::internal(
+        _ => Err(IdentityError::internal(
             "add_member answered an unexpected outcome",
         )),
     }
 }
 
-pub async fn remove_member(ctx: &Context, principal: &Principal, user_id: &str) -> ApiResult<()> {
+pub async fn remove_member(
+    ctx: &Context,
+    principal: &Principal,
+    user_id: &str,
+) -> IdentityResult<()> {
     let (workspace_id, my_role) = principal.admin_of()?;
     let members = ctx.store.members(&workspace_id).await?;
     let Some((_, their_role)) = members.iter().find(|(u, _)| u.id == user_id) else {
-        return Err(ApiError::not_found(
+        return Err(IdentityError::not_found(
             "unknown_member",
             "no such member of this workspace",
         ));
@@ -869,7 +857,7 @@ pub async fn remove_member(ctx: &Context, principal: &Principal, user_id: &str) 
         &principal.actor(),
         json!({ "user_id": user_id }),
     );
-    let change = Change::new(Op::RemoveMembership {
+    let change = Change::new(AccountOp::RemoveMembership {
         workspace_id,
         user_id: user_id.to_owned(),
     })
@@ -881,14 +869,34 @@ pub async fn remove_member(ctx: &Context, principal: &Principal, user_id: &str) 
     }
 }
 
-fn insufficient_role(why: &str) -> ApiError {
-    ApiError::new(
-        axum::http::StatusCode::FORBIDDEN,
-        "insufficient_role",
-        why.to_owned(),
-    )
+fn insufficient_role(why: &str) -> IdentityError {
+    IdentityError::forbidden("insufficient_role", why.to_owned())
 }
 
-fn last_owner() -> ApiError {
-    ApiError::conflict("last_owner", "a workspace keeps at least one owner")
+fn last_owner() -> IdentityError {
+    IdentityError::conflict("last_owner", "a workspace keeps at least one owner")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_login_email_links_the_token_and_escapes_what_it_shows() {
+        let html = LoginEmail {
+            link: "https://acp.example.com/auth/verify-login?token=abc",
+        }
+        .render()
+        .unwrap();
+        assert!(
+            html.contains("href=\"https://acp.example.com/auth/verify-login?token=abc\""),
+            "{html}"
+        );
+        let html = LoginEmail {
+            link: "https://x.example/?a=1&b=\"<x>",
+        }
+        .render()
+        .unwrap();
+        assert!(html.contains("a=1&#38;b=&#34;&#60;x&#62;\""), "{html}");
+    }
 }

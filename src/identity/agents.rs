@@ -2,14 +2,15 @@
 
 use serde_json::{json, Value};
 
+use super::error::{IdentityError, IdentityResult};
 use crate::api;
 use crate::audit::{self, Actor};
 use crate::context::Context;
-use crate::error::{ApiError, ApiResult};
-use crate::ids;
+use crate::domain::ids;
+use crate::domain::{AgentStatus, RiskTier};
 use crate::secret::{random_base62, random_bytes, sha256_hex};
 use crate::store::{
-    AgentRecord, AgentStatus, ChallengeRecord, Change, ClaimCodeRecord, Op, Outcome, StoreError,
+    AgentOp, AgentRecord, Applied, ChallengeRecord, Change, ClaimCodeRecord, Op, StoreError,
 };
 use crate::time::{iso, now_ms};
 
@@ -33,7 +34,7 @@ pub fn to_wire(a: AgentRecord) -> api::Agent {
         metadata: a.metadata,
         status: a.status.as_str().into(),
         workspace_id: a.workspace_id,
-        risk_tier: a.risk_tier,
+        risk_tier: a.risk_tier.as_str().to_owned(),
         created_at: iso(a.created_at),
         updated_at: iso(a.updated_at),
         attested_at: a.attested_at.map(iso),
@@ -47,13 +48,13 @@ pub async fn agent_in_workspace(
     ctx: &Context,
     workspace_id: &str,
     agent_id: &str,
-) -> ApiResult<AgentRecord> {
+) -> IdentityResult<AgentRecord> {
     if !ids::has_shape(agent_id, ids::AGENT) {
-        return Err(ApiError::unknown_agent());
+        return Err(IdentityError::unknown_agent());
     }
     match ctx.store.agent(agent_id).await? {
         Some(agent) if agent.in_workspace(workspace_id) => Ok(agent),
-        _ => Err(ApiError::unknown_agent()),
+        _ => Err(IdentityError::unknown_agent()),
     }
 }
 
@@ -84,33 +85,34 @@ pub async fn register(
     workspace_id: Option<&str>,
     actor: &Actor,
     req: &api::RegisterRequest,
-) -> ApiResult<api::RegisterResponse> {
+) -> IdentityResult<api::RegisterResponse> {
     let name = req.name.trim();
     if name.is_empty() {
-        return Err(ApiError::missing("name"));
+        return Err(IdentityError::missing("name"));
     }
     if name.chars().count() > MAX_NAME_CHARS {
-        return Err(ApiError::invalid(
+        return Err(IdentityError::invalid(
             "name",
             format!("must be at most {MAX_NAME_CHARS} characters"),
         ));
     }
     match req.key_type.as_deref() {
         None | Some("ed25519") => {}
-        Some(_) => return Err(ApiError::invalid("key_type", "must be `ed25519`")),
+        Some(_) => return Err(IdentityError::invalid("key_type", "must be `ed25519`")),
     }
     if req.public_key.trim().is_empty() {
-        return Err(ApiError::missing("public_key"));
+        return Err(IdentityError::missing("public_key"));
     }
-    let key = parse_public_key(&req.public_key).map_err(|e| ApiError::invalid("public_key", e))?;
+    let key =
+        parse_public_key(&req.public_key).map_err(|e| IdentityError::invalid("public_key", e))?;
     let public_key = b64(key.as_bytes());
     let metadata = match req.metadata.clone() {
         None | Some(Value::Null) => json!({}),
         Some(Value::Object(map)) => Value::Object(map),
-        Some(_) => return Err(ApiError::invalid("metadata", "must be a JSON object")),
+        Some(_) => return Err(IdentityError::invalid("metadata", "must be a JSON object")),
     };
     if metadata.to_string().len() > MAX_METADATA_BYTES {
-        return Err(ApiError::invalid(
+        return Err(IdentityError::invalid(
             "metadata",
             format!("must be at most {MAX_METADATA_BYTES} bytes of JSON"),
         ));
@@ -125,7 +127,7 @@ pub async fn register(
         .as_ref()
         .filter(|a| a.status == AgentStatus::Revoked)
     {
-        return Err(ApiError::agent_not_active(agent.status.as_str()));
+        return Err(IdentityError::agent_not_active(agent.status.as_str()));
     }
     let agent_id = existing
         .as_ref()
@@ -156,7 +158,7 @@ pub async fn register(
                 actor,
                 json!({ "challenge_id": challenge.id }),
             );
-            Change::new(Op::IssueChallenge(challenge)).audited(event)
+            Change::new(AgentOp::IssueChallenge(challenge)).audited(event)
         }
         None => {
             let agent = AgentRecord {
@@ -167,7 +169,7 @@ pub async fn register(
                 key_type: "ed25519".into(),
                 metadata,
                 status: AgentStatus::Pending,
-                risk_tier: "low".into(),
+                risk_tier: RiskTier::Low,
                 created_at: now,
                 updated_at: now,
                 attested_at: None,
@@ -181,14 +183,14 @@ pub async fn register(
                 actor,
                 json!({ "name": agent.name, "challenge_id": challenge.id, "claimed": workspace_id.is_some() }),
             );
-            Change::new(Op::RegisterAgent {
+            Change::new(AgentOp::Register {
                 agent: Box::new(agent),
                 challenge,
             })
             .audited(event)
         }
     };
-    let first_registration = matches!(change.op, Op::RegisterAgent { .. });
+    let first_registration = matches!(change.op, Op::Agent(AgentOp::Register { .. }));
     match ctx.writer.commit(change).await {
         Ok(_) => Ok(response),
         // The same key was registered at the same instant (another replica): this request is
@@ -201,18 +203,18 @@ pub async fn register(
 }
 
 /// Proves key ownership: the signature over the decoded challenge bytes activates the agent.
-pub async fn attest(ctx: &Context, req: api::AttestRequest) -> ApiResult<api::AttestResponse> {
+pub async fn attest(ctx: &Context, req: api::AttestRequest) -> IdentityResult<api::AttestResponse> {
     for (field, value) in [
         ("agent_id", &req.agent_id),
         ("challenge_id", &req.challenge_id),
         ("signature", &req.signature),
     ] {
         if value.trim().is_empty() {
-            return Err(ApiError::missing(field));
+            return Err(IdentityError::missing(field));
         }
     }
     let unknown = || {
-        ApiError::not_found(
+        IdentityError::not_found(
             "unknown_challenge",
             "no such attestation challenge for this agent",
         )
@@ -234,7 +236,7 @@ pub async fn attest(ctx: &Context, req: api::AttestRequest) -> ApiResult<api::At
         .await?
         .ok_or_else(unknown)?;
     let used = || {
-        ApiError::conflict(
+        IdentityError::conflict(
             "challenge_used",
             "this challenge was already used; register again for a new one",
         )
@@ -244,23 +246,22 @@ pub async fn attest(ctx: &Context, req: api::AttestRequest) -> ApiResult<api::At
     }
     let now = now_ms();
     if now >= challenge.expires_at {
-        return Err(ApiError::new(
-            axum::http::StatusCode::GONE,
+        return Err(IdentityError::gone(
             "challenge_expired",
             "this challenge expired; register again for a new one",
         ));
     }
-    let key = parse_public_key(&agent.public_key).map_err(ApiError::internal)?;
+    let key = parse_public_key(&agent.public_key).map_err(IdentityError::internal)?;
     let bytes = b64_decode(&challenge.challenge)
-        .ok_or_else(|| ApiError::internal("stored challenge is not base64"))?;
+        .ok_or_else(|| IdentityError::internal("stored challenge is not base64"))?;
     if !verify_signature(&key, &bytes, &req.signature) {
-        return Err(ApiError::unauthorized(
+        return Err(IdentityError::unauthenticated(
             "invalid_signature",
             "the signature does not verify over the decoded challenge bytes with the registered key",
         ));
     }
     if agent.status == AgentStatus::Revoked {
-        return Err(ApiError::agent_not_active(agent.status.as_str()));
+        return Err(IdentityError::agent_not_active(agent.status.as_str()));
     }
     let event = audit::state_change(
         "agent.attested",
@@ -270,14 +271,14 @@ pub async fn attest(ctx: &Context, req: api::AttestRequest) -> ApiResult<api::At
         &Actor::Agent(agent.id.clone()),
         json!({ "challenge_id": challenge.id }),
     );
-    let change = Change::new(Op::Attest {
+    let change = Change::new(AgentOp::Attest {
         challenge_id: challenge.id.clone(),
         agent_id: agent.id.clone(),
         at: now,
     })
     .audited(event);
     match ctx.writer.commit(change).await {
-        Ok(Outcome::Agent(agent)) => {
+        Ok(Applied::Agent(agent)) => {
             ctx.agent_changed(&agent.id).await;
             Ok(api::AttestResponse {
                 ok: true,
@@ -286,9 +287,11 @@ pub async fn attest(ctx: &Context, req: api::AttestRequest) -> ApiResult<api::At
                 attested_at: iso(now),
             })
         }
-        Ok(_) => Err(ApiError::internal("attest answered an unexpected outcome")),
+        Ok(_) => Err(IdentityError::internal(
+            "attest answered an unexpected outcome",
+        )),
         Err(StoreError::ChallengeUsed) => Err(used()),
-        Err(StoreError::Conflict(_)) => Err(ApiError::agent_not_active("revoked")),
+        Err(StoreError::Conflict(_)) => Err(IdentityError::agent_not_active("revoked")),
         Err(e) => Err(e.into()),
     }
 }
@@ -299,7 +302,7 @@ pub async fn claim_code(
     ctx: &Context,
     agent: &AgentRecord,
     nonce: crate::store::NonceClaim,
-) -> ApiResult<api::ClaimCodeResponse> {
+) -> IdentityResult<api::ClaimCodeResponse> {
     if agent.workspace_id.is_some() {
         return Err(already_claimed());
     }
@@ -326,7 +329,7 @@ pub async fn claim_code(
     match ctx
         .writer
         .commit(
-            Change::new(Op::CreateClaimCode(record))
+            Change::new(AgentOp::CreateClaimCode(record))
                 .with_nonce(nonce)
                 .audited(event),
         )
@@ -345,8 +348,8 @@ pub async fn claim_code(
     })
 }
 
-fn already_claimed() -> ApiError {
-    ApiError::conflict(
+fn already_claimed() -> IdentityError {
+    IdentityError::conflict(
         "agent_already_claimed",
         "this agent already belongs to a workspace",
     )
@@ -383,10 +386,10 @@ impl StatusAction {
 
     /// The status the agent moves to, `None` when it is already there (idempotent), or an
     /// error for a move that is not allowed.
-    fn target(self, agent: &AgentRecord) -> ApiResult<Option<AgentStatus>> {
+    fn target(self, agent: &AgentRecord) -> IdentityResult<Option<AgentStatus>> {
         use AgentStatus::*;
         let refuse = |why: &str| {
-            Err(ApiError::conflict(
+            Err(IdentityError::conflict(
                 "invalid_status_transition",
                 why.to_owned(),
             ))
@@ -416,13 +419,13 @@ pub async fn set_status(
     action: StatusAction,
     reason: Option<String>,
     actor: &Actor,
-) -> ApiResult<api::Agent> {
+) -> IdentityResult<api::Agent> {
     let agent = agent_in_workspace(ctx, workspace_id, agent_id).await?;
     let Some(to) = action.target(&agent)? else {
         return Ok(to_wire(agent));
     };
     if reason.as_deref().is_some_and(|r| r.chars().count() > 500) {
-        return Err(ApiError::invalid(
+        return Err(IdentityError::invalid(
             "reason",
             "must be at most 500 characters",
         ));
@@ -435,7 +438,7 @@ pub async fn set_status(
         actor,
         json!({ "from": agent.status.as_str(), "to": to.as_str(), "reason": reason }),
     );
-    let change = Change::new(Op::SetAgentStatus {
+    let change = Change::new(AgentOp::SetStatus {
         agent_id: agent.id.clone(),
         workspace_id: workspace_id.to_owned(),
         from: agent.status,
@@ -444,18 +447,18 @@ pub async fn set_status(
     })
     .audited(event);
     match ctx.writer.commit(change).await? {
-        Outcome::Agent(agent) => {
+        Applied::Agent(agent) => {
             ctx.agent_changed(&agent.id).await;
             Ok(to_wire(*agent))
         }
-        _ => Err(ApiError::internal(
+        _ => Err(IdentityError::internal(
             "set_status answered an unexpected outcome",
         )),
     }
 }
 
 /// What a claim code stands for, for the page or API client that redeems it.
-pub async fn claim_info(ctx: &Context, code: &str) -> ApiResult<api::ClaimInfo> {
+pub async fn claim_info(ctx: &Context, code: &str) -> IdentityResult<api::ClaimInfo> {
     let (record, agent) = claim_lookup(ctx, code).await?;
     let now = now_ms();
     let status = match (record.used_at, now >= record.expires_at) {
@@ -470,8 +473,8 @@ pub async fn claim_info(ctx: &Context, code: &str) -> ApiResult<api::ClaimInfo> 
     })
 }
 
-async fn claim_lookup(ctx: &Context, code: &str) -> ApiResult<(ClaimCodeRecord, AgentRecord)> {
-    let unknown = || ApiError::not_found("unknown_claim_code", "this claim link is not valid");
+async fn claim_lookup(ctx: &Context, code: &str) -> IdentityResult<(ClaimCodeRecord, AgentRecord)> {
+    let unknown = || IdentityError::not_found("unknown_claim_code", "this claim link is not valid");
     if !code.starts_with("clm_") || code.len() > 100 {
         return Err(unknown());
     }
@@ -495,25 +498,29 @@ pub async fn redeem_claim(
     principal: &super::accounts::Principal,
     code: &str,
     decision: &str,
-) -> ApiResult<api::Agent> {
+) -> IdentityResult<api::Agent> {
     let (workspace_id, _) = principal.admin_of()?;
     let (record, agent) = claim_lookup(ctx, code).await?;
     let claim = match decision {
         "claim" => true,
         "reject" => false,
-        "" => return Err(ApiError::missing("decision")),
-        _ => return Err(ApiError::invalid("decision", "must be `claim` or `reject`")),
+        "" => return Err(IdentityError::missing("decision")),
+        _ => {
+            return Err(IdentityError::invalid(
+                "decision",
+                "must be `claim` or `reject`",
+            ))
+        }
     };
     let now = now_ms();
     if record.used_at.is_some() {
-        return Err(ApiError::conflict(
+        return Err(IdentityError::conflict(
             "claim_code_used",
             "this claim link was already used",
         ));
     }
     if now >= record.expires_at {
-        return Err(ApiError::new(
-            axum::http::StatusCode::GONE,
+        return Err(IdentityError::gone(
             "claim_code_expired",
             "this claim link expired",
         ));
@@ -534,25 +541,25 @@ pub async fn redeem_claim(
         json!({ "name": agent.name }),
     );
     let op = if claim {
-        Op::ClaimAgent {
+        AgentOp::Claim {
             code_hash: record.code_hash.clone(),
             agent_id: agent.id.clone(),
             workspace_id,
             at: now,
         }
     } else {
-        Op::RejectClaim {
+        AgentOp::RejectClaim {
             code_hash: record.code_hash.clone(),
             at: now,
         }
     };
     match ctx.writer.commit(Change::new(op).audited(event)).await {
-        Ok(Outcome::Agent(claimed)) => {
+        Ok(Applied::Agent(claimed)) => {
             ctx.agent_changed(&claimed.id).await;
             Ok(to_wire(*claimed))
         }
         Ok(_) => Ok(to_wire(agent)),
-        Err(StoreError::Conflict(why)) => Err(ApiError::conflict("claim_conflict", why)),
+        Err(StoreError::Conflict(why)) => Err(IdentityError::conflict("claim_conflict", why)),
         Err(e) => Err(e.into()),
     }
 }

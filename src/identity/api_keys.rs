@@ -45,11 +45,6 @@ impl NewApiKey {
 }
 
 /// A key prefix followed by at least 43 characters of base62 or base64url (32 bytes or more).
-/// The answer to a key that is malformed, unknown or revoked.
-pub fn invalid_api_key() -> crate::error::ApiError {
-    crate::error::ApiError::unauthorized("invalid_api_key", "the API key is not valid")
-}
-
 pub fn is_well_formed(key: &str) -> bool {
     let body = key
         .strip_prefix(LIVE_PREFIX)

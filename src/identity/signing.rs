@@ -1,9 +1,33 @@
 //! Agent-signed requests: the canonical string, the timestamp window and the checks shared by
-//! every signed endpoint and by `POST /v1/verify`.
+//! every signed endpoint and by `POST /v1/verify`; and the HMAC that signs provider feedback.
 
-use crate::store::{AgentRecord, AgentStatus, NonceClaim};
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
 
-use super::keys::{parse_public_key, verify_signature};
+use crate::domain::AgentStatus;
+use crate::secret::{ct_eq, sha256, sha256_hex};
+use crate::store::{AgentRecord, NonceClaim};
+
+use super::keys::{b64_decode, parse_public_key, verify_signature};
+
+/// Provider feedback is signed with HMAC-SHA256, keyed by the raw SHA-256 digest of the API
+/// key, over `"{timestamp_ms}\n{nonce}\n{hex_sha256(body)}"`; `signature_b64` is its base64.
+pub fn feedback_signature_matches(
+    api_key: &str,
+    timestamp: &str,
+    nonce: &str,
+    body: &[u8],
+    signature_b64: &str,
+) -> bool {
+    let Some(sent) = b64_decode(signature_b64) else {
+        return false;
+    };
+    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(&sha256(api_key.as_bytes())) else {
+        return false;
+    };
+    mac.update(format!("{timestamp}\n{nonce}\n{}", sha256_hex(body)).as_bytes());
+    ct_eq(&mac.finalize().into_bytes(), &sent)
+}
 
 /// `METHOD\nPATH\nTIMESTAMP\nNONCE\nBODY_SHA256`, no trailing newline.
 pub fn canonical_string(

@@ -3,17 +3,18 @@
 //! an answer (`valid: false` with a `reason`), never an HTTP error; a valid request consumes its
 //! nonce like any signed request.
 
+use super::error::{IdentityError, IdentityResult};
 use crate::api;
-use crate::cache::KeyAccess;
 use crate::context::Context;
-use crate::error::{ApiError, ApiResult};
-use crate::ids;
-use crate::store::{AgentRecord, AgentStatus, Change, StoreError};
+use crate::domain::ids;
+use crate::domain::{AgentStatus, RiskTier};
+use crate::policy::cache::KeyAccess;
+use crate::store::{AgentRecord, Change, StoreError};
 use crate::time::{iso, now_ms};
 
 use super::signing::{verify_parts, SignFailure, SignedParts};
 
-fn check_request(req: &api::VerifyRequest) -> ApiResult<()> {
+fn check_request(req: &api::VerifyRequest) -> IdentityResult<()> {
     for (field, value) in [
         ("agent_id", &req.agent_id),
         ("method", &req.method),
@@ -23,17 +24,17 @@ fn check_request(req: &api::VerifyRequest) -> ApiResult<()> {
         ("signature_b64", &req.signature_b64),
     ] {
         if value.is_empty() {
-            return Err(ApiError::missing(field));
+            return Err(IdentityError::missing(field));
         }
     }
     if req.method.len() > 16 || !req.method.bytes().all(|b| b.is_ascii_uppercase()) {
-        return Err(ApiError::invalid(
+        return Err(IdentityError::invalid(
             "method",
             "must be an uppercase HTTP method",
         ));
     }
     if !req.path.starts_with('/') || req.path.len() > 4096 {
-        return Err(ApiError::invalid(
+        return Err(IdentityError::invalid(
             "path",
             "must be the request path, starting with `/`",
         ));
@@ -44,7 +45,7 @@ fn check_request(req: &api::VerifyRequest) -> ApiResult<()> {
             .bytes()
             .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
     {
-        return Err(ApiError::invalid(
+        return Err(IdentityError::invalid(
             "body_sha256",
             "must be 64 lowercase hex digits",
         ));
@@ -58,7 +59,7 @@ pub async fn verify(
     ctx: &Context,
     access: &KeyAccess,
     req: api::VerifyRequest,
-) -> ApiResult<api::VerifyResponse> {
+) -> IdentityResult<api::VerifyResponse> {
     verify_with(ctx, access, req, STALE_ATTEMPTS).await
 }
 
@@ -70,16 +71,16 @@ async fn verify_with(
     access: &KeyAccess,
     req: api::VerifyRequest,
     attempts: u32,
-) -> ApiResult<api::VerifyResponse> {
+) -> IdentityResult<api::VerifyResponse> {
     check_request(&req)?;
-    let facts = if ids::has_shape(&req.agent_id, ids::AGENT) {
+    let cached = if ids::has_shape(&req.agent_id, ids::AGENT) {
         ctx.caches
             .agent_in(ctx.store.as_ref(), &access.view, &req.agent_id)
             .await?
     } else {
         None
     };
-    let agent = facts.as_ref().map(|f| &f.agent);
+    let agent = cached.as_ref().map(|c| &c.agent);
     let now = now_ms();
     let timestamp = req.timestamp_ms.to_string();
     let parts = SignedParts {
@@ -102,7 +103,7 @@ async fn verify_with(
                     .caches
                     .renew(ctx.store.as_ref(), access, version)
                     .await?
-                    .ok_or_else(super::api_keys::invalid_api_key)?;
+                    .ok_or_else(crate::domain::Refusal::invalid_api_key)?;
                 return Box::pin(verify_with(ctx, &renewed, req, attempts - 1)).await;
             }
             Err(StoreError::Replay) => Err(SignFailure::Replay),
@@ -132,7 +133,10 @@ fn answer(
         }
         .into(),
         // Nothing is known of an agent the workspace does not have: treat it as high risk.
-        risk_tier: agent.map_or_else(|| "high".to_owned(), |a| a.risk_tier.clone()),
+        risk_tier: agent
+            .map_or(RiskTier::High, |a| a.risk_tier)
+            .as_str()
+            .to_owned(),
         revoked: agent.is_some_and(|a| a.status == AgentStatus::Revoked),
     }
 }

@@ -13,11 +13,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use lettre::message::{header::ContentType, Mailbox, MultiPart, SinglePart};
 use lettre::transport::smtp::authentication::Credentials;
-use lettre::transport::smtp::client::{Tls, TlsParameters};
 use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
 
-use crate::ids;
-use crate::store::{apply_one, Change, Op, OutboxAttachment, OutboxMessage, Store};
+use crate::domain::ids;
+use crate::store::{apply_one, Change, EmailOp, OutboxAttachment, OutboxMessage, Store};
 use crate::time::now_ms;
 
 /// A message to deliver. At least one of `text` and `html`. Recipients are mailboxes as RFC 5322
@@ -115,7 +114,7 @@ impl Mailer for Outbox {
         };
         apply_one(
             self.store.as_ref(),
-            Change::new(Op::StoreOutboxMessage(message)),
+            Change::new(EmailOp::StoreOutboxMessage(message)),
         )
         .await
         .map_err(|e| MailError::Provider(e.to_string()))?;
@@ -251,23 +250,79 @@ fn check_email(email: &Email) -> Result<(), MailError> {
     Ok(())
 }
 
-/// Percent-decoding for the user and password of the URL.
-fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let Ok(v) = u8::from_str_radix(&text[i + 1..i + 3], 16) {
-                out.push(v);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
+/// The TLS of `ACP_EMAIL_URL`'s `tls=` parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TlsMode {
+    None,
+    StartTls,
+    Tls,
+}
+
+/// Our SMTP URL in lettre's syntax, for `AsyncSmtpTransport::from_url`.
+///
+/// Ours, as documented: `smtp://[user:pass@]host[:port][?tls=none|starttls|tls]`, STARTTLS
+/// and port 587 unless it says otherwise. lettre reads `smtp://` as plain SMTP on port 25,
+/// `smtp://...?tls=required` as STARTTLS and `smtps://` as TLS from the first byte (port 465).
+/// So the port is always written out, and `tls=` becomes lettre's scheme and parameter.
+/// Also answers the user name when it comes without a password: lettre then sets no
+/// credentials, ours authenticates with an empty password.
+fn lettre_url(url: &str) -> Result<(String, Option<String>), String> {
+    let wrong_scheme = || {
+        format!(
+            "`ACP_EMAIL_URL` must be `outbox` or `smtp://...`, got `{}`",
+            crate::secret::redact_url(url)
+        )
+    };
+    if !url.starts_with("smtp://") {
+        return Err(wrong_scheme());
     }
-    String::from_utf8_lossy(&out).into_owned()
+    let mut parsed = url::Url::parse(url).map_err(|e| {
+        format!(
+            "`ACP_EMAIL_URL` is not a URL ({e}): `{}`",
+            crate::secret::redact_url(url)
+        )
+    })?;
+    if parsed.host_str().is_none_or(str::is_empty) {
+        return Err("the SMTP URL needs a host".into());
+    }
+    if !matches!(parsed.path(), "" | "/") {
+        return Err("the SMTP URL takes no path".into());
+    }
+    let mut mode = TlsMode::StartTls;
+    for (key, value) in parsed.query_pairs() {
+        mode = match (key.as_ref(), value.as_ref()) {
+            ("tls", "none") => TlsMode::None,
+            ("tls", "starttls") => TlsMode::StartTls,
+            ("tls", "tls") => TlsMode::Tls,
+            _ => {
+                return Err(format!(
+                    "unknown SMTP URL parameter `{key}={value}` (use tls=none|starttls|tls)"
+                ))
+            }
+        };
+    }
+    let port = parsed.port().unwrap_or(587);
+    let user_alone = (parsed.password().is_none() && !parsed.username().is_empty())
+        .then(|| percent_decode(parsed.username()));
+    parsed
+        .set_port(Some(port))
+        .map_err(|()| "the SMTP URL needs a host".to_owned())?;
+    parsed.set_path("");
+    parsed.set_query(match mode {
+        TlsMode::StartTls => Some("tls=required"),
+        TlsMode::None | TlsMode::Tls => None,
+    });
+    if mode == TlsMode::Tls {
+        parsed.set_scheme("smtps").map_err(|()| wrong_scheme())?;
+    }
+    Ok((parsed.into(), user_alone))
+}
+
+/// Percent-decoding of the URL's user name (lettre decodes the user and password it reads).
+fn percent_decode(text: &str) -> String {
+    percent_encoding::percent_decode_str(text)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 /// Builds the mailer named by `url` (`outbox` or `smtp://...`), sending from `from`.
@@ -275,77 +330,108 @@ pub fn from_url(url: &str, from: &str, store: Arc<dyn Store>) -> Result<Arc<dyn 
     if url == "outbox" {
         return Ok(Arc::new(Outbox { store }));
     }
-    let Some(rest) = url.strip_prefix("smtp://") else {
-        return Err(format!(
-            "`ACP_EMAIL_URL` must be `outbox` or `smtp://...`, got `{}`",
-            crate::app::redact_url(url)
-        ));
-    };
-    let (authority, query) = rest.split_once('?').unwrap_or((rest, ""));
-    let authority = authority.trim_end_matches('/');
-    let (credentials, host_port) = match authority.rsplit_once('@') {
-        Some((creds, hp)) => (Some(creds), hp),
-        None => (None, authority),
-    };
-    let (host, port) = match host_port.rsplit_once(':') {
-        Some((h, p)) => (
-            h,
-            p.parse::<u16>()
-                .map_err(|_| format!("invalid SMTP port `{p}`"))?,
-        ),
-        None => (host_port, 587),
-    };
-    if host.is_empty() {
-        return Err("the SMTP URL needs a host".into());
-    }
-    let mut tls_mode = "starttls";
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        match pair.split_once('=') {
-            Some(("tls", mode @ ("none" | "starttls" | "tls"))) => tls_mode = mode,
-            _ => {
-                return Err(format!(
-                    "unknown SMTP URL parameter `{pair}` (use tls=none|starttls|tls)"
-                ))
-            }
+    Ok(Arc::new(Smtp::from_url(url, from)?))
+}
+
+impl Smtp {
+    /// The SMTP mailer of an `smtp://` URL (see [`lettre_url`]).
+    fn from_url(url: &str, from: &str) -> Result<Smtp, String> {
+        let (lettre_url, user_alone) = lettre_url(url)?;
+        let mut builder = AsyncSmtpTransport::<Tokio1Executor>::from_url(&lettre_url)
+            .map_err(|e| format!("`ACP_EMAIL_URL` `{}`: {e}", crate::secret::redact_url(url)))?
+            .timeout(Some(Duration::from_secs(10)));
+        if let Some(user) = user_alone {
+            builder = builder.credentials(Credentials::new(user, String::new()));
         }
+        let from: Mailbox = from
+            .parse()
+            .map_err(|_| format!("`ACP_EMAIL_FROM` is not an email address: `{from}`"))?;
+        Ok(Smtp {
+            transport: builder.build(),
+            from,
+        })
     }
-    let tls = match tls_mode {
-        "none" => Tls::None,
-        mode => {
-            let params = TlsParameters::new(host.to_owned())
-                .map_err(|e| format!("TLS setup for `{host}`: {e}"))?;
-            if mode == "tls" {
-                Tls::Wrapper(params)
-            } else {
-                Tls::Required(params)
-            }
-        }
-    };
-    let mut builder = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(host)
-        .port(port)
-        .tls(tls)
-        .timeout(Some(Duration::from_secs(10)));
-    if let Some(creds) = credentials {
-        let (user, pass) = creds.split_once(':').unwrap_or((creds, ""));
-        builder = builder.credentials(Credentials::new(percent_decode(user), percent_decode(pass)));
-    }
-    let from: Mailbox = from
-        .parse()
-        .map_err(|_| format!("`ACP_EMAIL_FROM` is not an email address: `{from}`"))?;
-    Ok(Arc::new(Smtp {
-        transport: builder.build(),
-        from,
-    }))
 }
 
 #[cfg(test)]
 mod tests {
-    use super::percent_decode;
+    use super::*;
+
+    fn lettre(url: &str) -> String {
+        lettre_url(url).unwrap().0
+    }
 
     #[test]
-    fn percent_decoding_of_credentials() {
-        assert_eq!(percent_decode("p%40ss%3Aword"), "p@ss:word");
-        assert_eq!(percent_decode("plain"), "plain");
-        assert_eq!(percent_decode("trail%4"), "trail%4");
+    fn our_tls_modes_become_lettres_url() {
+        assert_eq!(
+            lettre("smtp://mx.example.com"),
+            "smtp://mx.example.com:587?tls=required"
+        );
+        assert_eq!(
+            lettre("smtp://u:p%40ss%3Aword@mx.example.com:2525/?tls=starttls"),
+            "smtp://u:p%40ss%3Aword@mx.example.com:2525?tls=required"
+        );
+        assert_eq!(
+            lettre("smtp://127.0.0.1:1025?tls=none"),
+            "smtp://127.0.0.1:1025"
+        );
+        assert_eq!(
+            lettre("smtp://mx.example.com?tls=tls"),
+            "smtps://mx.example.com:587"
+        );
+        assert_eq!(lettre("smtp://[::1]:25?tls=none"), "smtp://[::1]:25");
+        assert_eq!(
+            lettre_url("smtp://user%40x@mx.example.com")
+                .unwrap()
+                .1
+                .as_deref(),
+            Some("user@x"),
+            "a user without a password logs in with an empty one"
+        );
+        assert_eq!(lettre_url("smtp://u:p@mx.example.com").unwrap().1, None);
+    }
+
+    #[test]
+    fn bad_smtp_urls_are_refused_with_the_password_hidden() {
+        for (url, why) in [
+            ("smtps://mx.example.com", "must be `outbox` or `smtp://...`"),
+            (
+                "smtp://mx.example.com?tls=ssl",
+                "unknown SMTP URL parameter `tls=ssl`",
+            ),
+            (
+                "smtp://mx.example.com?x=1",
+                "unknown SMTP URL parameter `x=1`",
+            ),
+            ("smtp://u:secret@mx.example.com:99999", "is not a URL"),
+            ("smtp://:25", "host"),
+            ("smtp://", "host"),
+            ("smtp://mx.example.com/helo", "takes no path"),
+        ] {
+            let err = lettre_url(url).unwrap_err();
+            assert!(err.contains(why), "{url}: {err}");
+            assert!(!err.contains("secret"), "{err}");
+        }
+    }
+
+    #[tokio::test]
+    async fn lettre_reads_the_translated_url() {
+        for url in [
+            "smtp://u:p@127.0.0.1:2525?tls=none",
+            "smtp://mx.example.com",
+            "smtp://mx.example.com:465?tls=tls",
+        ] {
+            assert!(
+                Smtp::from_url(url, "acp <acp@example.com>").is_ok(),
+                "{url}"
+            );
+        }
+        for from in ["", "acp", "a@b@c"] {
+            let refused = Smtp::from_url("smtp://mx.example.com", from).err();
+            assert!(
+                refused.is_some_and(|e| e.contains("ACP_EMAIL_FROM")),
+                "{from}"
+            );
+        }
     }
 }

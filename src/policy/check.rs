@@ -1,8 +1,9 @@
 //! `POST /v1/check`: the decision hot path. The API key, the agent and the compiled policy come
-//! from caches; evaluation is pure and in memory; the one database round trip is the group
-//! commit that makes the decision's audit event (and, for a challenge, its policy challenge)
-//! durable before the answer goes out. (A `send_email` check also reads the agent's email counts
-//! for the email block's rate limits.)
+//! from the caches ([`super::cache`]); evaluation is pure and in memory ([`super::evaluate`]);
+//! the one database round trip is the group commit that makes the decision's audit event (and,
+//! for a challenge, its policy challenge) durable before the answer goes out. (A `send_email`
+//! check under a policy whose rules read the agent's email counts reads them first, and a
+//! challenge looks for a human's answer to the same request.)
 
 use std::sync::Arc;
 
@@ -10,20 +11,18 @@ use serde_json::{json, Value};
 
 use crate::api;
 use crate::audit::Actor;
-use crate::cache::{AgentFacts, KeyAccess, View, DEFAULT_POLICY_ID};
 use crate::context::Context;
-use crate::error::{ApiError, ApiResult};
-use crate::ids;
+use crate::domain::challenge::{self, ChallengeStatus};
+use crate::domain::ids;
+use crate::domain::Refusal;
 use crate::secret::{random_base62, sha256_hex};
-use crate::store::{AuditEvent, Change, Op, PolicyChallenge, StoreError};
+use crate::store::{AuditRecord, Change, EmailOp, Op, PolicyChallenge, PolicyOp, StoreError};
 use crate::time::{iso, now_ms};
 
-use super::evaluate::{evaluate_prepared, EmailFacts};
-use super::spec::sort_keys;
-use super::spec::Outcome;
-
-/// Lifetime of a policy challenge's approval link.
-pub const CHALLENGE_TTL_MS: i64 = 300_000;
+use super::cache::{CachedAgent, KeyAccess, LoadedPolicy, View, DEFAULT_POLICY_ID};
+use super::error::{CheckError, CheckResult};
+use super::evaluate::{Decision, EmailFacts};
+use super::spec::{sort_keys, ApprovalRules, Outcome};
 
 /// `pol_` + 1-64 of `[a-z0-9_-]`.
 pub fn is_policy_id(id: &str) -> bool {
@@ -36,27 +35,8 @@ pub fn is_policy_id(id: &str) -> bool {
     })
 }
 
-pub fn unknown_policy() -> ApiError {
-    ApiError::not_found("unknown_policy", "no such policy in this workspace")
-}
-
-/// The agent with its labels as of `view`; `unknown_agent` unless it is in the view's
-/// workspace.
-pub async fn agent_facts(ctx: &Context, view: &View, agent_id: &str) -> ApiResult<Arc<AgentFacts>> {
-    if !ids::has_shape(agent_id, ids::AGENT) {
-        return Err(ApiError::unknown_agent());
-    }
-    ctx.caches
-        .agent_in(ctx.store.as_ref(), view, agent_id)
-        .await?
-        .ok_or_else(ApiError::unknown_agent)
-}
-
-/// The canonical request fingerprint: action, context and email facts, object keys sorted so
-/// that the client's key order does not matter.
-fn fingerprint(action: &str, context: &Value, email: &Value) -> String {
-    let canonical = json!([action, sort_keys(context.clone()), sort_keys(email.clone())]);
-    sha256_hex(canonical.to_string().as_bytes())
+pub fn unknown_policy() -> Refusal {
+    Refusal::not_found("unknown_policy", "no such policy in this workspace")
 }
 
 /// An email send to commit with its allow decision (see `Op::ReserveEmail`).
@@ -74,7 +54,7 @@ pub async fn check(
     access: &KeyAccess,
     actor: &Actor,
     req: api::CheckRequest,
-) -> ApiResult<api::DecisionResponse> {
+) -> CheckResult<api::DecisionResponse> {
     check_with(ctx, access, actor, req, None, RESERVE_ATTEMPTS).await
 }
 
@@ -85,7 +65,7 @@ pub async fn check_reserving(
     actor: &Actor,
     req: api::CheckRequest,
     reserve: &EmailReservation,
-) -> ApiResult<api::DecisionResponse> {
+) -> CheckResult<api::DecisionResponse> {
     check_with(ctx, access, actor, req, Some(reserve), RESERVE_ATTEMPTS).await
 }
 
@@ -101,252 +81,445 @@ async fn check_with(
     req: api::CheckRequest,
     reserve: Option<&EmailReservation>,
     attempts: u32,
-) -> ApiResult<api::DecisionResponse> {
-    if req.agent_id.is_empty() {
-        return Err(ApiError::missing("agent_id"));
-    }
-    let action = req.action.trim();
-    if action.is_empty() {
-        return Err(ApiError::missing("action"));
-    }
-    if action.chars().count() > 128
-        || action
-            .chars()
-            .any(|c| c.is_control() || c == '"' || c == '\\')
-    {
-        return Err(ApiError::invalid(
-            "action",
-            "must be at most 128 printable characters",
-        ));
-    }
-    let context = match req.context {
-        None | Some(Value::Null) => json!({}),
-        Some(v @ Value::Object(_)) => v,
-        Some(_) => return Err(ApiError::invalid("context", "must be an object")),
-    };
-    let email_json = req.email.unwrap_or(Value::Null);
-    let email = match &email_json {
-        Value::Null if action == "send_email" => return Err(ApiError::missing("email")),
-        Value::Null => None,
-        v => Some(EmailFacts::from_json(v).map_err(|_| {
-            ApiError::invalid("email", "must be {to, cc, bcc, subject, attachments}")
-        })?),
-    };
-    let policy_id = req
-        .policy_id
-        .filter(|p| !p.is_empty())
-        .unwrap_or_else(|| DEFAULT_POLICY_ID.to_owned());
-    if !is_policy_id(&policy_id) {
-        return Err(unknown_policy());
-    }
-
-    let view = &access.view;
-    let workspace_id = view.workspace_id.as_str();
-    let agent = agent_facts(ctx, view, &req.agent_id).await?;
-    let policy = ctx
-        .caches
-        .policy(ctx.store.as_ref(), view, &policy_id)
-        .await?
-        .ok_or_else(unknown_policy)?;
-
-    let now = now_ms();
-    // Emails sent through `/v1/email/send` count towards the email block's rate limits: one
-    // more read, for `send_email` checks under a policy whose rules read the counts.
-    let counts = if action == "send_email" && policy.compiled.counts_emails {
-        Some(
-            ctx.store
-                .email_counts(
-                    workspace_id,
-                    &agent.agent.id,
-                    now - 60_000,
-                    now - 86_400_000,
-                )
-                .await?,
-        )
-    } else {
-        None
-    };
-    let (sent_minute, sent_day) = counts.unwrap_or((0, 0));
-    let sent = (
-        u64::try_from(sent_minute).unwrap_or(0),
-        u64::try_from(sent_day).unwrap_or(0),
-    );
-    let facts = agent.facts(action, &context, email.as_ref(), sent);
-    let prepared = agent
-        .prepared(&policy.compiled)
-        .map_err(ApiError::internal)?;
-    let mut decision =
-        evaluate_prepared(&policy.compiled, &prepared, &facts).map_err(ApiError::internal)?;
-    let trace_id = ids::new_id(ids::TRACE);
-    let mut change = Change::default().on(view.basis());
-    let mut challenge = None;
-    let mut challenge_id = None;
-    // The challenge to mail to its approvers, once committed.
-    let mut notify = None;
-    // Only challenges need the fingerprint: allow and deny answers skip the hashing.
-    let request_fingerprint = (decision.outcome == Outcome::Challenge)
-        .then(|| fingerprint(action, &context, &email_json));
-    // A human already decided this very request: an approval allows it once, a deny denies it.
-    let mut human = None;
-    if let Some(request_fingerprint) = &request_fingerprint {
-        let since = now - crate::enforce::approvals::DECISION_TTL_MS;
-        if let Some(decided) = ctx
-            .store
-            .decided_challenge(workspace_id, &agent.agent.id, request_fingerprint, since)
-            .await?
-        {
-            if decided.status == "approved" {
-                decision.outcome = Outcome::Allow;
-                decision.reasons = Vec::new();
-                decision.reason_codes = vec!["approved".into()];
-                change.op = Op::ConsumeApproval {
-                    id: decided.id.clone(),
-                    at: now,
-                };
-            } else {
-                decision.outcome = Outcome::Deny;
-                decision.reasons = vec!["a human denied this request".into()];
-                decision.reason_codes = vec!["approval_denied".into()];
+) -> CheckResult<api::DecisionResponse> {
+    let input = CheckInput::read(req)?;
+    let mut attempts = attempts;
+    let mut renewed: Option<KeyAccess> = None;
+    loop {
+        let access = renewed.as_ref().unwrap_or(access);
+        let (change, decided) = decide(ctx, &access.view, actor, &input, reserve).await?;
+        match ctx.writer.commit(change).await {
+            Ok(_) => {
+                decided.notify_approvers(ctx).await;
+                return Ok(decided.answer(input.policy_id));
             }
-            human = Some(decided);
+            // Decided on state another request replaced meanwhile: decide again on fresh state.
+            Err(StoreError::Stale(version)) if attempts > 1 => {
+                let fresh = ctx
+                    .caches
+                    .renew(ctx.store.as_ref(), access, version)
+                    .await?
+                    .ok_or_else(Refusal::invalid_api_key)?;
+                renewed = Some(fresh);
+                attempts -= 1;
+            }
+            // The approval was used by a concurrent re-check: this request asks again.
+            // Or another send of the agent got in first: decide again with the new counts.
+            Err(StoreError::Conflict(_))
+                if decided.human.is_some() || reserve.is_some() && attempts > 1 =>
+            {
+                attempts = attempts.saturating_sub(1);
+            }
+            Err(StoreError::Conflict(_)) if reserve.is_some() => {
+                return Err(CheckError::ConcurrentSends);
+            }
+            Err(e) => return Err(e.into()),
         }
     }
-    if decision.outcome == Outcome::Challenge {
+}
+
+/// A check request, read and validated once: every attempt at deciding it reads this.
+struct CheckInput {
+    agent_id: String,
+    /// Trimmed.
+    action: String,
+    /// An object (`{}` when the request has none).
+    context: Value,
+    /// The email facts as sent (`null` when absent), for the request's fingerprint.
+    email_json: Value,
+    email: Option<EmailFacts>,
+    /// `pol_default` when the request names none.
+    policy_id: String,
+}
+
+impl CheckInput {
+    fn read(req: api::CheckRequest) -> CheckResult<Self> {
+        if req.agent_id.is_empty() {
+            return Err(CheckError::missing("agent_id"));
+        }
+        let action = req.action.trim();
+        if action.is_empty() {
+            return Err(CheckError::missing("action"));
+        }
+        if action.chars().count() > 128
+            || action
+                .chars()
+                .any(|c| c.is_control() || c == '"' || c == '\\')
+        {
+            return Err(CheckError::invalid(
+                "action",
+                "must be at most 128 printable characters",
+            ));
+        }
+        let context = match req.context {
+            None | Some(Value::Null) => json!({}),
+            Some(v @ Value::Object(_)) => v,
+            Some(_) => return Err(CheckError::invalid("context", "must be an object")),
+        };
+        let email_json = req.email.unwrap_or(Value::Null);
+        let email = match &email_json {
+            Value::Null if action == "send_email" => return Err(CheckError::missing("email")),
+            Value::Null => None,
+            v => Some(EmailFacts::from_json(v).map_err(|_| {
+                CheckError::invalid("email", "must be {to, cc, bcc, subject, attachments}")
+            })?),
+        };
+        let policy_id = req
+            .policy_id
+            .filter(|p| !p.is_empty())
+            .unwrap_or_else(|| DEFAULT_POLICY_ID.to_owned());
+        if !is_policy_id(&policy_id) {
+            return Err(unknown_policy().into());
+        }
+        Ok(Self {
+            agent_id: req.agent_id,
+            action: action.to_owned(),
+            context,
+            email_json,
+            email,
+            policy_id,
+        })
+    }
+
+    /// The canonical request fingerprint: action, context and email facts, object keys sorted
+    /// so that the client's key order does not matter.
+    fn fingerprint(&self) -> String {
+        let canonical = json!([
+            self.action,
+            sort_keys(self.context.clone()),
+            sort_keys(self.email_json.clone())
+        ]);
+        sha256_hex(canonical.to_string().as_bytes())
+    }
+}
+
+/// What one attempt decided: what the answer says, once the change that records it commits.
+struct Decided {
+    decision: Decision,
+    policy: Arc<LoadedPolicy>,
+    trace_id: String,
+    /// A human's earlier answer to this very request, when one decided it.
+    human: Option<PolicyChallenge>,
+    challenge: Option<NewChallenge>,
+}
+
+/// One attempt at a check, on the caches' state under `view`, step by step: the decision and
+/// the change that records it.
+async fn decide(
+    ctx: &Context,
+    view: &View,
+    actor: &Actor,
+    input: &CheckInput,
+    reserve: Option<&EmailReservation>,
+) -> CheckResult<(Change, Decided)> {
+    let at = Attempt::load(ctx, view, input).await?;
+    let counts = at.email_counts().await?;
+    let mut decision = at.evaluate(counts)?;
+    let mut ops = Vec::new();
+    // Only challenges need the fingerprint: allow and deny answers skip the hashing.
+    let fingerprint = (decision.outcome == Outcome::Challenge).then(|| input.fingerprint());
+    let human = match &fingerprint {
+        Some(fingerprint) => at.human_answer(fingerprint).await?,
+        None => None,
+    };
+    if let Some(human) = &human {
+        ops.extend(at.apply_human(&mut decision, human));
+    }
+    let trace_id = ids::new_id(ids::TRACE);
+    let challenge = match fingerprint.filter(|_| decision.outcome == Outcome::Challenge) {
+        Some(fingerprint) => {
+            let (challenge, op) = at.challenge(&decision, fingerprint, &trace_id);
+            ops.push(op);
+            Some(challenge)
+        }
+        None => None,
+    };
+    if let (Some(reserve), Outcome::Allow) = (reserve, decision.outcome) {
+        ops.push(at.reservation(reserve, counts));
+    }
+    let mut change = Change::default().on(view.basis());
+    change.op = one_op(ops);
+    change.audit.push(at.event(
+        actor,
+        &decision,
+        &trace_id,
+        challenge.as_ref().map(|c| c.id.as_str()),
+        human.as_ref(),
+    ));
+    let decided = Decided {
+        decision,
+        policy: at.policy,
+        trace_id,
+        human,
+        challenge,
+    };
+    Ok((change, decided))
+}
+
+impl Decided {
+    /// Mails the approval link of a new challenge, when the deciding rules name approvers.
+    async fn notify_approvers(&self, ctx: &Context) {
+        let Some(challenge) = &self.challenge else {
+            return;
+        };
+        if let (Some(record), Some(approval)) = (&challenge.notify, &self.decision.approval) {
+            notify_approvers(ctx, record, &challenge.info, approval).await;
+        }
+    }
+
+    /// The answer to the committed decision.
+    fn answer(self, policy_id: String) -> api::DecisionResponse {
+        let (challenge_id, challenge) = match self.challenge {
+            Some(c) => (Some(c.id), Some(c.info)),
+            None => (None, None),
+        };
+        let decision = self.decision;
+        api::DecisionResponse {
+            ok: true,
+            decision: decision.outcome.as_str().into(),
+            trace_id: self.trace_id,
+            reasons: decision.reasons,
+            reason_codes: decision.reason_codes,
+            policy_id,
+            policy_hash: self.policy.compiled.hash.clone(),
+            policy_version: self.policy.version,
+            determining_policies: decision.determining_policies,
+            challenge_id,
+            challenge,
+        }
+    }
+}
+
+/// What every step of one attempt reads: the request, the agent and the compiled policy as of
+/// one view, and the time of the attempt.
+struct Attempt<'a> {
+    ctx: &'a Context,
+    view: &'a View,
+    input: &'a CheckInput,
+    agent: Arc<CachedAgent>,
+    policy: Arc<LoadedPolicy>,
+    now: i64,
+}
+
+impl<'a> Attempt<'a> {
+    /// The agent and the compiled policy from the caches: `unknown_agent` unless the agent is
+    /// in the view's workspace, `unknown_policy` unless the policy is.
+    async fn load(ctx: &'a Context, view: &'a View, input: &'a CheckInput) -> CheckResult<Self> {
+        let store = ctx.store.as_ref();
+        let agent = ctx.caches.known_agent(store, view, &input.agent_id).await?;
+        let policy = ctx
+            .caches
+            .policy(store, view, &input.policy_id)
+            .await?
+            .ok_or_else(unknown_policy)?;
+        Ok(Self {
+            ctx,
+            view,
+            input,
+            agent,
+            policy,
+            now: now_ms(),
+        })
+    }
+
+    /// The agent's emails in the last minute and day, for a `send_email` check under a policy
+    /// whose rules read them (emails sent through `/v1/email/send` count towards the email
+    /// block's rate limits); `None`, and no read, otherwise.
+    async fn email_counts(&self) -> CheckResult<Option<(i64, i64)>> {
+        if self.input.action != "send_email" || !self.policy.compiled.counts_emails {
+            return Ok(None);
+        }
+        let (minute_ago, day_ago) = (self.now - 60_000, self.now - 86_400_000);
+        let counts = self
+            .ctx
+            .store
+            .email_counts(
+                &self.view.workspace_id,
+                &self.agent.agent.id,
+                minute_ago,
+                day_ago,
+            )
+            .await?;
+        Ok(Some(counts))
+    }
+
+    /// The policy's decision (see `Caches::decide`).
+    fn evaluate(&self, counts: Option<(i64, i64)>) -> CheckResult<Decision> {
+        let (sent_minute, sent_day) = counts.unwrap_or((0, 0));
+        let sent = (
+            u64::try_from(sent_minute).unwrap_or(0),
+            u64::try_from(sent_day).unwrap_or(0),
+        );
+        let input = self.input;
+        let facts = self
+            .agent
+            .facts(&input.action, &input.context, input.email.as_ref(), sent);
+        self.ctx
+            .caches
+            .decide(&self.agent, &self.policy.compiled, &facts)
+            .map_err(CheckError::internal)
+    }
+
+    /// A human's answer to this very request (same agent and fingerprint) within the time an
+    /// answer counts for.
+    async fn human_answer(&self, fingerprint: &str) -> CheckResult<Option<PolicyChallenge>> {
+        let since = self.now - crate::domain::challenge::DECISION_TTL_MS;
+        Ok(self
+            .ctx
+            .store
+            .decided_challenge(
+                &self.view.workspace_id,
+                &self.agent.agent.id,
+                fingerprint,
+                since,
+            )
+            .await?)
+    }
+
+    /// A human already decided this very request: an approval allows it once (the operation
+    /// that uses the approval up), a deny denies it.
+    fn apply_human(&self, decision: &mut Decision, human: &PolicyChallenge) -> Option<Op> {
+        if human.status == ChallengeStatus::Approved {
+            decision.outcome = Outcome::Allow;
+            decision.reasons = Vec::new();
+            decision.reason_codes = vec!["approved".into()];
+            Some(
+                PolicyOp::ConsumeApproval {
+                    id: human.id.clone(),
+                    at: self.now,
+                }
+                .into(),
+            )
+        } else {
+            decision.outcome = Outcome::Deny;
+            decision.reasons = vec!["a human denied this request".into()];
+            decision.reason_codes = vec!["approval_denied".into()];
+            None
+        }
+    }
+
+    /// A policy challenge for a challenged request, and the operation that stores it: its
+    /// approval link's token is made here and only its hash is stored.
+    fn challenge(
+        &self,
+        decision: &Decision,
+        fingerprint: String,
+        trace_id: &str,
+    ) -> (NewChallenge, Op) {
+        let (input, now) = (self.input, self.now);
         let ttl_ms = decision
             .approval
             .as_ref()
             .and_then(|a| a.ttl_secs)
-            .map_or(CHALLENGE_TTL_MS, |s| {
+            .map_or(challenge::CHALLENGE_TTL_MS, |s| {
                 i64::try_from(s).unwrap_or(86_400) * 1000
             });
         let token = format!("apr_{}", random_base62(43));
         let id = ids::new_id("pch");
         let record = PolicyChallenge {
             id: id.clone(),
-            workspace_id: workspace_id.to_owned(),
-            agent_id: agent.agent.id.clone(),
-            policy_id: policy_id.clone(),
-            action: action.to_owned(),
-            fingerprint: request_fingerprint.clone().unwrap_or_default(),
+            workspace_id: self.view.workspace_id.clone(),
+            agent_id: self.agent.agent.id.clone(),
+            policy_id: input.policy_id.clone(),
+            action: input.action.clone(),
+            fingerprint,
             token_hash: sha256_hex(token.as_bytes()),
-            status: "pending".into(),
+            status: ChallengeStatus::Pending,
             reasons: decision.reasons.clone(),
             reason_codes: decision.reason_codes.clone(),
             // What an approver sees: the agent, and the values the deciding rules read.
-            summary: crate::enforce::approvals::request_summary(
-                &agent.agent.name,
+            summary: super::challenge::request_summary(
+                &self.agent.agent.name,
                 &decision.reads,
-                &context,
-                email.as_ref(),
+                &input.context,
+                input.email.as_ref(),
             ),
-            trace_id: trace_id.clone(),
+            trace_id: trace_id.to_owned(),
             created_at: now,
             expires_at: now + ttl_ms,
             decided_at: None,
             decided_by: None,
             consumed_at: None,
         };
-        challenge = Some(api::ChallengeInfo {
-            kind: "approval_link".into(),
-            url: format!("{}/v1/approval-links/{token}", ctx.public_url),
-            expires_at: iso(record.expires_at),
-            expires_in: ttl_ms / 1000,
-        });
-        challenge_id = Some(id);
-        if decision.approval.is_some() {
-            notify = Some(record.clone());
-        }
-        change.op = Op::CreatePolicyChallenge(Box::new(record));
+        let challenge = NewChallenge {
+            id,
+            info: api::ChallengeInfo {
+                kind: "approval_link".into(),
+                url: format!("{}/v1/approval-links/{token}", self.ctx.public_url),
+                expires_at: iso(record.expires_at),
+                expires_in: ttl_ms / 1000,
+            },
+            notify: decision.approval.is_some().then(|| record.clone()),
+        };
+        (
+            challenge,
+            PolicyOp::CreateChallenge(Box::new(record)).into(),
+        )
     }
-    if let (Some(r), Outcome::Allow) = (reserve, decision.outcome) {
-        let op = Op::ReserveEmail {
-            id: r.id.clone(),
-            workspace_id: workspace_id.to_owned(),
-            agent_id: agent.agent.id.clone(),
-            recipients: r.recipients,
+
+    /// The email send reserved with an allow decision.
+    fn reservation(&self, reserve: &EmailReservation, counts: Option<(i64, i64)>) -> Op {
+        EmailOp::Reserve {
+            id: reserve.id.clone(),
+            workspace_id: self.view.workspace_id.clone(),
+            agent_id: self.agent.agent.id.clone(),
+            recipients: reserve.recipients,
             // A decision that did not read the counts does not depend on them: no need to
             // decide again when other sends got in first.
             seen: counts,
-            at: now,
-        };
-        change.op = match std::mem::take(&mut change.op) {
-            Op::Nothing => op,
-            other => Op::Batch(vec![other, op]),
-        };
-    }
-    change.audit.push(AuditEvent {
-        id: ids::new_id(ids::EVENT),
-        workspace_id: Some(workspace_id.to_owned()),
-        created_at: now,
-        event_type: "decision.check".into(),
-        agent_id: Some(agent.agent.id.clone()),
-        action: Some(action.to_owned()),
-        decision: Some(decision.outcome.as_str().into()),
-        policy_id: Some(policy_id.clone()),
-        policy_hash: Some(policy.compiled.hash.clone()),
-        trace_id: Some(trace_id.clone()),
-        reasons: decision.reasons.clone(),
-        reason_codes: decision.reason_codes.clone(),
-        actor: actor.label(),
-        details: json!({
-            "policy_version": policy.version,
-            "determining_policies": decision.determining_policies,
-                        "challenge_id": challenge_id,
-            "approval": human.as_ref().map(|h| json!({"challenge_id": h.id, "status": h.status, "decided_by": h.decided_by})),
-        }),
-    });
-    let again = |access: KeyAccess, attempts: u32| {
-        let req = api::CheckRequest {
-            agent_id: agent.agent.id.clone(),
-            policy_id: Some(policy_id.clone()),
-            action: action.to_owned(),
-            context: Some(context.clone()),
-            email: (!email_json.is_null()).then(|| email_json.clone()),
-        };
-        Box::pin(async move { check_with(ctx, &access, actor, req, reserve, attempts).await })
-    };
-    match ctx.writer.commit(change).await {
-        Ok(_) => {}
-        // Decided on state another request replaced meanwhile: decide again on fresh state.
-        Err(StoreError::Stale(version)) if attempts > 1 => {
-            let renewed = ctx
-                .caches
-                .renew(ctx.store.as_ref(), access, version)
-                .await?
-                .ok_or_else(crate::identity::api_keys::invalid_api_key)?;
-            return again(renewed, attempts - 1).await;
+            at: self.now,
         }
-        // The approval was used by a concurrent re-check: this request asks again.
-        // Or another send of the agent got in first: decide again with the new counts.
-        Err(StoreError::Conflict(_)) if human.is_some() || reserve.is_some() && attempts > 1 => {
-            return again(access.clone(), attempts.saturating_sub(1)).await;
-        }
-        Err(StoreError::Conflict(_)) if reserve.is_some() => {
-            return Err(ApiError::new(
-                axum::http::StatusCode::TOO_MANY_REQUESTS,
-                "rate_limited",
-                "too many concurrent sends for this agent; retry shortly",
-            )
-            .with("retry_after", 1));
-        }
-        Err(e) => return Err(e.into()),
+        .into()
     }
-    if let (Some(info), Some(approval), Some(record)) = (&challenge, &decision.approval, &notify) {
-        notify_approvers(ctx, record, info, approval).await;
+
+    /// The decision's audit event.
+    fn event(
+        &self,
+        actor: &Actor,
+        decision: &Decision,
+        trace_id: &str,
+        challenge_id: Option<&str>,
+        human: Option<&PolicyChallenge>,
+    ) -> AuditRecord {
+        AuditRecord {
+            id: ids::new_id(ids::EVENT),
+            workspace_id: Some(self.view.workspace_id.clone()),
+            created_at: self.now,
+            event_type: "decision.check".into(),
+            agent_id: Some(self.agent.agent.id.clone()),
+            action: Some(self.input.action.clone()),
+            decision: Some(decision.outcome.as_str().into()),
+            policy_id: Some(self.input.policy_id.clone()),
+            policy_hash: Some(self.policy.compiled.hash.clone()),
+            trace_id: Some(trace_id.to_owned()),
+            reasons: decision.reasons.clone(),
+            reason_codes: decision.reason_codes.clone(),
+            actor: actor.label(),
+            details: json!({
+                "policy_version": self.policy.version,
+                "determining_policies": decision.determining_policies,
+                "challenge_id": challenge_id,
+                "approval": human.map(|h| json!({"challenge_id": h.id, "status": h.status.as_str(), "decided_by": h.decided_by})),
+            }),
+        }
     }
-    Ok(api::DecisionResponse {
-        ok: true,
-        decision: decision.outcome.as_str().into(),
-        trace_id,
-        reasons: decision.reasons,
-        reason_codes: decision.reason_codes,
-        policy_id,
-        policy_hash: policy.compiled.hash.clone(),
-        policy_version: policy.version,
-        determining_policies: decision.determining_policies,
-        challenge_id,
-        challenge,
-    })
+}
+
+/// The operations of one change as one: none, the one, or a batch in order.
+fn one_op(mut ops: Vec<Op>) -> Op {
+    match ops.len() {
+        0 => Op::Nothing,
+        1 => ops.remove(0),
+        _ => Op::Batch(ops),
+    }
+}
+
+/// A policy challenge made by a check, committed with its decision.
+struct NewChallenge {
+    id: String,
+    info: api::ChallengeInfo,
+    /// The record, when the deciding rules name approvers to mail once it is committed.
+    notify: Option<PolicyChallenge>,
 }
 
 /// Mails the approval link to the approvers the deciding rules name. A delivery failure is
@@ -355,7 +528,7 @@ async fn notify_approvers(
     ctx: &Context,
     record: &PolicyChallenge,
     info: &api::ChallengeInfo,
-    approval: &super::spec::ApprovalRules,
+    approval: &ApprovalRules,
 ) {
     let workspace_id = &record.workspace_id;
     let mut to: Vec<String> = approval
@@ -366,7 +539,7 @@ async fn notify_approvers(
     if let Some(role) = approval
         .approver_role
         .as_deref()
-        .and_then(crate::store::Role::parse)
+        .and_then(crate::domain::Role::parse)
     {
         match ctx.store.members(workspace_id).await {
             Ok(members) => to.extend(
@@ -383,7 +556,7 @@ async fn notify_approvers(
     if to.is_empty() {
         return;
     }
-    let text = crate::enforce::approvals::approval_email_text(
+    let text = super::challenge::approval_email_text(
         &record.agent_id,
         &record.action,
         &record.reasons,
@@ -395,7 +568,7 @@ async fn notify_approvers(
         subject: format!(
             "Approval needed: {} by {}",
             record.action,
-            crate::enforce::approvals::agent_label(&record.summary, &record.agent_id)
+            super::challenge::agent_label(&record.summary, &record.agent_id)
         ),
         text: Some(text),
         ..Default::default()

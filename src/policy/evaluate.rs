@@ -1,5 +1,7 @@
 //! Evaluation: the facts of one check against a compiled policy. Pure: no I/O, no parsing of
-//! policies; the compiled sets are only read.
+//! policies, no thread-locals; the compiled sets are only read. What checks like earlier ones
+//! reuse (their decisions and Cedar contexts) is kept in a [`DecisionCache`] that the caller
+//! owns and passes in.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -13,7 +15,9 @@ use cedar_policy::{
 use serde_json::Value;
 
 use super::compile::{tag_value, CompiledPolicy, Picked, RuleMeta, RuleSet};
-use super::spec::{Outcome, RiskTier, Selector};
+use super::memo::Memo;
+use super::spec::{Outcome, Selector};
+use crate::domain::RiskTier;
 
 /// Metadata of an attachment (never its content).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -132,7 +136,7 @@ pub struct Decision {
     pub determining_policies: Vec<String>,
     /// For a challenge: the approvers named by the deciding rules (merged), if any.
     pub approval: Option<super::spec::ApprovalRules>,
-    /// For a challenge: the request facts the deciding rules read (see `fields_read`).
+    /// For a challenge: the request facts the deciding rules read (see `Reads`, in `compile::emit`).
     pub reads: Vec<String>,
 }
 
@@ -238,10 +242,28 @@ fn authorizer() -> &'static Authorizer {
     AUTHORIZER.get_or_init(Authorizer::new)
 }
 
-/// Evaluates a check. Errors are facts that cannot be expressed (they should not happen for
-/// facts built from validated input) and are answered as a deny by the caller.
+/// Evaluates a check, its agent prepared afresh; nothing is kept. Errors are facts that cannot
+/// be expressed (they should not happen for facts built from validated input) and are answered
+/// as a deny by the caller.
 pub fn evaluate(policy: &CompiledPolicy, facts: &Facts<'_>) -> Result<Decision, String> {
-    evaluate_in(policy, &prepare_agent(policy, facts)?, facts, true, false)
+    evaluate_in(
+        policy,
+        &prepare_agent(policy, facts)?,
+        facts,
+        true,
+        Keep::Nothing,
+    )
+}
+
+/// [`evaluate`], with the check's Cedar context from, and kept in, `kept`. Its decision is not
+/// kept: a fresh preparation never finds it again.
+pub fn evaluate_with_contexts(
+    policy: &CompiledPolicy,
+    facts: &Facts<'_>,
+    kept: &DecisionCache,
+) -> Result<Decision, String> {
+    let prepared = prepare_agent(policy, facts)?;
+    evaluate_in(policy, &prepared, facts, true, Keep::Contexts(kept))
 }
 
 /// `indexed`: evaluate only the rules indexed under the action (what `evaluate` does), or
@@ -257,7 +279,7 @@ pub(crate) fn evaluate_with(
         &prepare_agent(policy, facts)?,
         facts,
         indexed,
-        false,
+        Keep::Nothing,
     )
 }
 
@@ -354,26 +376,44 @@ pub fn prepare_agent(policy: &CompiledPolicy, facts: &Facts<'_>) -> Result<Prepa
 }
 
 /// Evaluates a check whose agent part was prepared under this policy (see [`PreparedAgent`]).
-/// A check like an earlier one of this prepared agent on this thread (same action and context
-/// fields, amounts in the same interval of the amount rules) gets that check's decision from
-/// the decision cache, without running Cedar.
+/// A check like an earlier one of this prepared agent (same action and context fields, amounts
+/// in the same interval of the amount rules) gets that check's decision from `kept`, without
+/// running Cedar.
 pub fn evaluate_prepared(
     policy: &CompiledPolicy,
     prepared: &PreparedAgent,
     facts: &Facts<'_>,
+    kept: &DecisionCache,
 ) -> Result<Decision, String> {
-    evaluate_in(policy, prepared, facts, true, true)
+    evaluate_in(policy, prepared, facts, true, Keep::Everything(kept))
 }
 
-/// `indexed`: evaluate only the rules the indexes pick, or every rule. `keep`: the decision
-/// may come from, and goes to, this thread's decision cache; only for an agent prepared once
-/// and kept, as the check path does (a fresh preparation never finds an entry).
+/// What an evaluation reuses from, and keeps in, a decision cache.
+#[derive(Clone, Copy)]
+enum Keep<'a> {
+    Nothing,
+    Contexts(&'a DecisionCache),
+    /// Contexts and decisions: only for an agent prepared once and kept, as the check path
+    /// does (a fresh preparation never finds a decision).
+    Everything(&'a DecisionCache),
+}
+
+impl<'a> Keep<'a> {
+    fn contexts(self) -> Option<&'a DecisionCache> {
+        match self {
+            Keep::Nothing => None,
+            Keep::Contexts(kept) | Keep::Everything(kept) => Some(kept),
+        }
+    }
+}
+
+/// `indexed`: evaluate only the rules the indexes pick, or every rule.
 fn evaluate_in(
     policy: &CompiledPolicy,
     prepared: &PreparedAgent,
     facts: &Facts<'_>,
     indexed: bool,
-    keep: bool,
+    keep: Keep<'_>,
 ) -> Result<Decision, String> {
     if !prepared.fits(policy, facts.agent_id) {
         return Err("the agent was prepared for another agent or policy".into());
@@ -420,16 +460,16 @@ fn evaluate_in(
             std::iter::once(usual).chain(extra).map(move |p| (set, p))
         })
         .collect();
-    // Checks without email facts are found in the per-thread caches by their action and
-    // fields: the contexts by that alone, the decisions by that, the agent and the numbers.
-    let plain = plain_key(facts, &fields);
-    let key = match &plain {
-        Some(plain) if indexed && keep && policy.tags_read_by_ranges_only => {
-            decision_key(plain, prepared, &numbers, &chosen)
+    // Checks without email facts are found in the decision cache by their action and fields:
+    // the contexts by that alone, the decisions by that, the agent and the numbers.
+    let plain = keep.contexts().and_then(|_| plain_key(facts, &fields));
+    let key = match (&plain, keep) {
+        (Some(plain), Keep::Everything(kept)) if indexed && policy.tags_read_by_ranges_only => {
+            decision_key(plain, prepared, &numbers, &chosen).map(|key| (key, kept))
         }
         _ => None,
     };
-    if let Some(hit) = key.as_deref().and_then(|k| recall(&DECISIONS, k)) {
+    if let Some(hit) = key.as_ref().and_then(|(k, kept)| kept.decisions.get(k)) {
         return Ok(hit);
     }
     let (request_uid, action) = fixed_uids()?;
@@ -447,7 +487,10 @@ fn evaluate_in(
             .add_entities([resource], None)
             .map_err(|e| e.to_string())?
     };
-    let context = context_of(facts, fields, plain)?;
+    let context = match (plain, keep.contexts()) {
+        (Some(plain), Some(kept)) => kept.context(plain, facts, fields)?,
+        _ => build_context(facts, fields)?,
+    };
     let request = Request::new(
         prepared.agent_uid.clone(),
         action.clone(),
@@ -468,57 +511,77 @@ fn evaluate_in(
         );
     }
     let decision = decide(&matched);
-    if let Some(key) = key {
-        remember(&DECISIONS, DECISION_CACHE_SIZE, key, &decision);
+    if let Some((key, kept)) = key {
+        kept.decisions.insert(key, decision.clone());
     }
     Ok(decision)
 }
 
-/// A per-thread cache by string key (no lock).
-type ThreadCache<T> =
-    std::thread::LocalKey<std::cell::RefCell<std::collections::HashMap<String, T>>>;
-
-/// What this thread's `cache` keeps under `key`.
-fn recall<T: Clone>(cache: &'static ThreadCache<T>, key: &str) -> Option<T> {
-    cache.with(|cache| cache.borrow().get(key).cloned())
+/// Decisions of checks without email facts, and the Cedar contexts of such checks: one per
+/// replica, held by its caches and shared by every thread (see [`Memo`]: a lookup takes a read
+/// lock of one of sixteen shards).
+///
+/// A check's decision is a pure function of its prepared agent (facts and groups under one
+/// compiled policy), its action, its context fields and its numbers. Of a number, only the
+/// interval its value falls in counts when that number is the indexed tag of the amount index
+/// that chose the rules of every set the check is judged by (see `Indexed::pick_in`) and no raw
+/// Cedar of the policy reads tags; otherwise (another tag, an agent that is not active or above
+/// low risk, whose status rules are not indexed by amount) it counts by value. So an active
+/// agent's refunds of 12.50 and 48.10 under a 100 allowance share one entry, and Cedar runs
+/// once for both.
+///
+/// Contexts are kept by action and context fields alone: few distinct ones recur (the numbers
+/// of a check are tags of its request entity, not context), and building one costs more than
+/// the rest of a check's request.
+pub struct DecisionCache {
+    decisions: Memo<Decision>,
+    contexts: Memo<Context>,
 }
 
-/// Keeps `value` under `key` in this thread's `cache`, emptied first when it holds `max`.
-fn remember<T: Clone>(cache: &'static ThreadCache<T>, max: usize, key: String, value: &T) {
-    cache.with(|cache| {
-        let mut cache = cache.borrow_mut();
-        if cache.len() >= max {
-            cache.clear();
-        }
-        cache.insert(key, value.clone());
-    });
-}
-
-/// Decisions of checks without email facts, per thread (no lock), cleared when full. A check's
-/// decision is a pure function of its prepared agent (facts and groups under one compiled
-/// policy), its action, its context fields and its numbers. Of a number, only the interval its
-/// value falls in counts when that number is the indexed tag of the amount index that chose the
-/// rules of every set the check is judged by (see `Indexed::pick_in`) and no raw Cedar of the
-/// policy reads tags; otherwise (another tag, an agent that is not active or above low risk, whose
-/// status rules are not indexed by amount) it counts by value. So an active agent's refunds of
-/// 12.50 and 48.10 under a 100 allowance share one entry, and Cedar runs once for both.
+/// At most this many decisions are kept (then a shard is cleared).
 const DECISION_CACHE_SIZE: usize = 1024;
+/// At most this many contexts are kept.
+const CONTEXT_CACHE_SIZE: usize = 256;
 
-thread_local! {
-    static DECISIONS: std::cell::RefCell<std::collections::HashMap<String, Decision>> =
-        std::cell::RefCell::new(std::collections::HashMap::new());
+impl Default for DecisionCache {
+    fn default() -> Self {
+        Self {
+            decisions: Memo::new(DECISION_CACHE_SIZE),
+            contexts: Memo::new(CONTEXT_CACHE_SIZE),
+        }
+    }
 }
 
-/// Empties this thread's decision cache (tests compare kept decisions with fresh ones).
-#[cfg(test)]
-pub(crate) fn clear_decision_cache() {
-    DECISIONS.with(|cache| cache.borrow_mut().clear());
-}
+impl DecisionCache {
+    /// How many decisions are kept.
+    pub fn decisions_kept(&self) -> usize {
+        self.decisions.len()
+    }
 
-/// How many decisions this thread keeps.
-#[cfg(test)]
-pub(crate) fn decision_cache_len() -> usize {
-    DECISIONS.with(|cache| cache.borrow().len())
+    /// Forgets every decision (tests compare kept decisions with fresh ones).
+    pub fn clear_decisions(&self) {
+        self.decisions.clear();
+    }
+
+    /// Forgets every context (tests compare kept contexts with fresh ones).
+    pub fn clear_contexts(&self) {
+        self.contexts.clear();
+    }
+
+    /// The Cedar context of a check without email facts, kept by its plain key.
+    fn context(
+        &self,
+        plain: String,
+        facts: &Facts<'_>,
+        fields: Vec<String>,
+    ) -> Result<Context, String> {
+        if let Some(hit) = self.contexts.get(&plain) {
+            return Ok(hit);
+        }
+        let context = build_context(facts, fields)?;
+        self.contexts.insert(plain, context.clone());
+        Ok(context)
+    }
 }
 
 /// The decision cache's key for a check: its plain key (action and fields), its prepared agent
@@ -556,19 +619,10 @@ fn decision_key(
     (key.len() <= CONTEXT_KEY_MAX).then_some(key)
 }
 
-/// Contexts of checks without email facts, by action and context fields: few distinct ones
-/// recur (the numbers of a check are tags of its request entity, not context), and building
-/// one costs more than the rest of a check's request. Per thread, so no lock; cleared when full.
-const CONTEXT_CACHE_SIZE: usize = 256;
 /// Longer keys (large or many string fields) are not kept: 256 of them could hold megabytes.
 const CONTEXT_KEY_MAX: usize = 512;
 
-thread_local! {
-    static CONTEXTS: std::cell::RefCell<std::collections::HashMap<String, Context>> =
-        std::cell::RefCell::new(std::collections::HashMap::new());
-}
-
-/// The key of a check without email facts (nor email counts) in this thread's caches: its
+/// The key of a check without email facts (nor email counts) in the decision cache: its
 /// action and its context fields, each with its length first so that no two checks share a
 /// key. `None` for other checks, and for keys too long to keep.
 fn plain_key(facts: &Facts<'_>, fields: &[String]) -> Option<String> {
@@ -588,29 +642,7 @@ fn plain_key(facts: &Facts<'_>, fields: &[String]) -> Option<String> {
 }
 
 /// The Cedar context of a check: its action, its context fields (`name=value`) and its email
-/// facts; kept by the check's plain key, if it has one.
-fn context_of(
-    facts: &Facts<'_>,
-    fields: Vec<String>,
-    plain: Option<String>,
-) -> Result<Context, String> {
-    let Some(key) = plain else {
-        return build_context(facts, fields);
-    };
-    if let Some(hit) = recall(&CONTEXTS, &key) {
-        return Ok(hit);
-    }
-    let context = build_context(facts, fields)?;
-    remember(&CONTEXTS, CONTEXT_CACHE_SIZE, key, &context);
-    Ok(context)
-}
-
-/// Empties this thread's context cache (tests compare cached contexts with fresh ones).
-#[cfg(test)]
-pub(crate) fn clear_context_cache() {
-    CONTEXTS.with(|cache| cache.borrow_mut().clear());
-}
-
+/// facts.
 fn build_context(facts: &Facts<'_>, fields: Vec<String>) -> Result<Context, String> {
     let empty = EmailFacts::default();
     let email = facts.email.unwrap_or(&empty);
@@ -732,7 +764,7 @@ fn merge_approvals<'a>(
             (None, r) => r.clone(),
             (Some(x), None) => Some(x),
             (Some(x), Some(y)) => {
-                let rank = |r: &str| crate::store::Role::parse(r).map_or(3, |r| r as u8);
+                let rank = |r: &str| crate::domain::Role::parse(r).map_or(3, |r| r as u8);
                 Some(if rank(y) < rank(&x) { y.clone() } else { x })
             }
         };

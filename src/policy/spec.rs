@@ -8,6 +8,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use crate::domain::RiskTier;
+
 use super::source::{parse_json, parse_yaml, Located, Pos};
 
 /// A problem in a spec, located by a path such as `bindings[2].group` and, for spec text, by
@@ -37,6 +39,15 @@ impl SpecError {
         self.line = Some(pos.line);
         self.column = Some(pos.column);
         self
+    }
+
+    /// Several errors as one line of text, each as [`Display`](std::fmt::Display) writes it.
+    pub fn list(errors: &[SpecError]) -> String {
+        errors
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ")
     }
 }
 
@@ -74,33 +85,6 @@ impl Outcome {
             Self::Allow => "allow",
             Self::Challenge => "challenge",
             Self::Deny => "deny",
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RiskTier {
-    Low,
-    Medium,
-    High,
-}
-
-impl RiskTier {
-    pub fn level(self) -> i64 {
-        match self {
-            Self::Low => 0,
-            Self::Medium => 1,
-            Self::High => 2,
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "low" => Some(Self::Low),
-            "medium" => Some(Self::Medium),
-            "high" => Some(Self::High),
-            _ => None,
         }
     }
 }

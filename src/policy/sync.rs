@@ -4,39 +4,27 @@
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use axum::http::StatusCode;
 use serde_json::{json, Value};
 
 use crate::api;
-use crate::audit;
-use crate::cache::{LoadedPolicy, DEFAULT_POLICY_ID};
+use crate::audit::{self, Actor};
 use crate::context::Context;
-use crate::error::{ApiError, ApiResult};
-use crate::identity::accounts::Principal;
-use crate::secret::sha256_hex;
-use crate::store::{Change, IdempotencyRecord, Op, PolicyApply, PolicyVersion, StoreError};
+use crate::domain::Refusal;
+use crate::store::{
+    Change, IdempotencyRecord, Op, PolicyApply, PolicyOp, PolicyVersion, StoreError,
+};
 use crate::time::now_ms;
 
+use super::cache::{LoadedPolicy, DEFAULT_POLICY_ID};
 use super::check::{is_policy_id, unknown_policy};
 use super::compile::compile_with;
 use super::diff::diff;
+use super::error::{SyncError, SyncResult};
 use super::limits::{Budget, CancelOnDrop};
 use super::spec::{from_value, PolicySpec, SpecError};
 use super::CompiledPolicy;
 
 const IDEMPOTENCY_WINDOW_MS: i64 = 24 * 3_600_000;
-
-fn invalid_spec(errors: Vec<SpecError>) -> ApiError {
-    ApiError::new(
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "invalid_spec",
-        format!("the spec has {} error(s)", errors.len()),
-    )
-    .with(
-        "errors",
-        serde_json::to_value(errors).unwrap_or(Value::Null),
-    )
-}
 
 /// Stack of the thread that compiles a spec: the spec's limits keep Cedar's recursion far
 /// below it (see `limits`), this keeps a wide margin on top.
@@ -46,7 +34,7 @@ const COMPILE_STACK_BYTES: usize = 16 * 1024 * 1024;
 /// client went away, or the request timed out) or when it runs over its budget.
 async fn compile_in_background(
     spec: PolicySpec,
-) -> ApiResult<Result<CompiledPolicy, Vec<SpecError>>> {
+) -> SyncResult<Result<CompiledPolicy, Vec<SpecError>>> {
     let cancel = Arc::new(AtomicBool::new(false));
     let _cancel_on_drop = CancelOnDrop(cancel.clone());
     let (tx, rx) = tokio::sync::oneshot::channel();
@@ -56,106 +44,69 @@ async fn compile_in_background(
         .spawn(move || {
             let _ = tx.send(compile_with(&spec, &Budget::cancellable(cancel)));
         })
-        .map_err(ApiError::internal)?;
+        .map_err(SyncError::internal)?;
     rx.await
-        .map_err(|_| ApiError::internal("the compilation thread ended without an answer"))
+        .map_err(|_| SyncError::internal("the compilation thread ended without an answer"))
 }
 
-fn conflict(current: Option<&str>, why: &str) -> ApiError {
-    ApiError::conflict("sync_conflict", why.to_owned())
-        .with("current_policy_hash", current.map(str::to_owned))
-}
-
-/// A sync answer: the status and body to send (and to store for an idempotent retry).
-pub struct SyncAnswer {
-    pub status: StatusCode,
-    pub body: Value,
-}
-
-/// Handles a sync request, with `Idempotency-Key` replay when a key is given.
-pub async fn sync(
-    ctx: &Context,
-    principal: &Principal,
-    idempotency_key: Option<&str>,
-    body: &Value,
-    raw: &[u8],
-) -> ApiResult<SyncAnswer> {
-    let (workspace_id, _) = principal.admin_of()?;
-    strict_body(raw)?;
-    let Some(key) = idempotency_key.map(str::trim).filter(|k| !k.is_empty()) else {
-        let (status, body) = run(ctx, principal, &workspace_id, body, None).await?;
-        return Ok(SyncAnswer { status, body });
-    };
-    if key.len() > 200 || key.chars().any(char::is_control) {
-        return Err(ApiError::invalid(
-            "idempotency_key",
-            "must be at most 200 printable characters",
-        ));
+fn conflict(current: Option<&str>, why: &'static str) -> SyncError {
+    SyncError::Conflict {
+        why,
+        current_policy_hash: current.map(str::to_owned),
     }
-    let request_hash = sha256_hex(body.to_string().as_bytes());
-    if let Some(stored) = ctx
+}
+
+/// An `Idempotency-Key` as sent, checked: at most 200 printable characters. A sync that carries
+/// one answers a retry of the same request (within 24 hours) with its first answer.
+#[derive(Debug, Clone)]
+pub struct IdempotencyKey(String);
+
+impl IdempotencyKey {
+    /// `None` for an absent or blank key.
+    pub fn parse(raw: Option<&str>) -> SyncResult<Option<Self>> {
+        let Some(key) = raw.map(str::trim).filter(|k| !k.is_empty()) else {
+            return Ok(None);
+        };
+        if key.len() > 200 || key.chars().any(char::is_control) {
+            return Err(SyncError::invalid(
+                "idempotency_key",
+                "must be at most 200 printable characters",
+            ));
+        }
+        Ok(Some(Self(key.to_owned())))
+    }
+}
+
+/// The first answer to an earlier request under `key`, when `request_hash` (the fingerprint of
+/// the request's JSON) is that request's; `idempotency_key_reused` for another request; `None`
+/// when the key is new.
+pub async fn replayed(
+    ctx: &Context,
+    workspace_id: &str,
+    key: &IdempotencyKey,
+    request_hash: &str,
+) -> SyncResult<Option<api::SyncResponse>> {
+    match ctx
         .store
-        .idempotency(&workspace_id, key, now_ms() - IDEMPOTENCY_WINDOW_MS)
+        .idempotency(workspace_id, &key.0, now_ms() - IDEMPOTENCY_WINDOW_MS)
         .await?
     {
-        let (status, body) = replay(&stored, &request_hash)?;
-        return Ok(SyncAnswer { status, body });
-    }
-    let record = IdempotencyRecord {
-        workspace_id: workspace_id.clone(),
-        key: key.to_owned(),
-        request_hash,
-        status: 200,
-        response: String::new(),
-        created_at: now_ms(),
-    };
-    let (status, body) = run(ctx, principal, &workspace_id, body, Some(record)).await?;
-    Ok(SyncAnswer { status, body })
-}
-
-/// Reads the request body again, strictly: a key written twice in the spec is 422
-/// `invalid_spec` naming both places (the spec path, and line and column in the body), elsewhere
-/// in the body 400 `invalid_json`; so are specs nested deeper than the spec's limit.
-fn strict_body(raw: &[u8]) -> ApiResult<()> {
-    let text = std::str::from_utf8(raw)
-        .map_err(|_| ApiError::bad_request("invalid_json", "the body is not UTF-8"))?;
-    if text.trim().is_empty() {
-        return Ok(());
-    }
-    match super::source::parse_json(text) {
-        Ok(_) => Ok(()),
-        Err(mut e) => {
-            let in_spec =
-                e.path == "spec" || e.path.starts_with("spec.") || e.path.starts_with("spec[");
-            if in_spec {
-                e.path = e
-                    .path
-                    .strip_prefix("spec")
-                    .unwrap_or("")
-                    .trim_start_matches('.')
-                    .to_owned();
-                Err(invalid_spec(vec![e]))
-            } else {
-                Err(ApiError::bad_request("invalid_json", e.message))
-            }
-        }
+        Some(stored) => replay(&stored, request_hash).map(Some),
+        None => Ok(None),
     }
 }
 
 /// The stored first answer to an `Idempotency-Key`, for a retry of the same request; 422
 /// `idempotency_key_reused` for another request.
-fn replay(stored: &IdempotencyRecord, request_hash: &str) -> ApiResult<(StatusCode, Value)> {
+fn replay(stored: &IdempotencyRecord, request_hash: &str) -> SyncResult<api::SyncResponse> {
     if stored.request_hash != request_hash {
-        return Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
+        return Err(SyncError::Refused(Refusal::unacceptable(
             "idempotency_key_reused",
             "this Idempotency-Key was used with a different request",
-        ));
+        )));
     }
-    Ok((
-        StatusCode::from_u16(stored.status as u16).unwrap_or(StatusCode::OK),
-        serde_json::from_str(&stored.response).unwrap_or(Value::Null),
-    ))
+    serde_json::from_str(&stored.response)
+        .map_err(|e| SyncError::internal(format!("stored sync answer: {e}")))
 }
 
 struct Current {
@@ -167,16 +118,20 @@ struct Current {
     stored: bool,
 }
 
-async fn current(ctx: &Context, workspace_id: &str, policy_id: &str) -> ApiResult<Option<Current>> {
+async fn current(
+    ctx: &Context,
+    workspace_id: &str,
+    policy_id: &str,
+) -> SyncResult<Option<Current>> {
     match ctx.store.policy(workspace_id, policy_id).await? {
         Some(record) => {
             let version = ctx
                 .store
                 .policy_version(workspace_id, policy_id, record.current_version)
                 .await?
-                .ok_or_else(|| ApiError::internal("policy without its current version"))?;
+                .ok_or_else(|| SyncError::internal("policy without its current version"))?;
             let spec = from_value(&version.spec)
-                .map_err(|e| ApiError::internal(format!("stored spec: {e:?}")))?;
+                .map_err(|e| SyncError::internal(format!("stored spec: {}", spec_errors(&e))))?;
             Ok(Some(Current {
                 version: record.current_version,
                 hash: record.current_hash,
@@ -187,7 +142,7 @@ async fn current(ctx: &Context, workspace_id: &str, policy_id: &str) -> ApiResul
             }))
         }
         None if policy_id == DEFAULT_POLICY_ID => {
-            let default = crate::cache::default_policy()?;
+            let default = super::cache::default_policy()?;
             Ok(Some(Current {
                 version: 0,
                 hash: default.compiled.hash.clone(),
@@ -201,20 +156,38 @@ async fn current(ctx: &Context, workspace_id: &str, policy_id: &str) -> ApiResul
     }
 }
 
-async fn run(
+/// Several spec errors as one line, each as its `Display` writes it.
+fn spec_errors(errors: &[SpecError]) -> String {
+    errors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Dry-runs or applies `req` in the workspace, as `actor`. With `retry` (the key and the
+/// fingerprint of the request's JSON), the answer is stored with the apply, for retries.
+pub async fn sync(
     ctx: &Context,
-    principal: &Principal,
     workspace_id: &str,
-    body: &Value,
-    idempotency: Option<IdempotencyRecord>,
-) -> ApiResult<(StatusCode, Value)> {
-    let req: api::SyncRequest = crate::http::extract::parse_value(body.clone())?;
+    actor: &Actor,
+    req: api::SyncRequest,
+    retry: Option<(IdempotencyKey, String)>,
+) -> SyncResult<api::SyncResponse> {
+    let idempotency = retry.map(|(key, request_hash)| IdempotencyRecord {
+        workspace_id: workspace_id.to_owned(),
+        key: key.0,
+        request_hash,
+        status: 200,
+        response: String::new(),
+        created_at: now_ms(),
+    });
     let policy_id = req
         .policy_id
         .filter(|p| !p.is_empty())
         .unwrap_or_else(|| DEFAULT_POLICY_ID.to_owned());
     if !is_policy_id(&policy_id) {
-        return Err(ApiError::invalid(
+        return Err(SyncError::invalid(
             "policy_id",
             "must be `pol_` followed by 1-64 of a-z, 0-9, _ and -",
         ));
@@ -224,13 +197,15 @@ async fn run(
         .as_ref()
         .is_some_and(|n| n.chars().count() > 200)
     {
-        return Err(ApiError::invalid(
+        return Err(SyncError::invalid(
             "policy_name",
             "must be at most 200 characters",
         ));
     }
-    let spec = from_value(&req.spec).map_err(invalid_spec)?;
-    let compiled = compile_in_background(spec).await?.map_err(invalid_spec)?;
+    let spec = from_value(&req.spec).map_err(SyncError::InvalidSpec)?;
+    let compiled = compile_in_background(spec)
+        .await?
+        .map_err(SyncError::InvalidSpec)?;
 
     let current = current(ctx, workspace_id, &policy_id).await?;
     let current_hash = current.as_ref().map(|c| c.hash.clone());
@@ -300,7 +275,7 @@ async fn run(
                     hash: compiled.hash.clone(),
                     spec: spec_json,
                     cedar: compiled.cedar.clone(),
-                    author: principal.actor().label(),
+                    author: actor.label(),
                     created_at: now_ms(),
                 },
                 members: compiled
@@ -326,13 +301,13 @@ async fn run(
                     })
                     .collect(),
             };
-            ops.push(Op::ApplyPolicy(Box::new(apply)));
+            ops.push(PolicyOp::Apply(Box::new(apply)).into());
             let mut event = audit::state_change(
                 "policy.applied",
                 "sync",
                 Some(workspace_id),
                 None,
-                &principal.actor(),
+                actor,
                 json!({ "version": version, "previous_hash": current_hash, "summary": answer.diff.summary }),
             );
             event.policy_id = Some(policy_id.clone());
@@ -354,7 +329,7 @@ async fn run(
         .map(|r| (r.key.clone(), r.request_hash.clone()));
     if let Some(mut record) = idempotency {
         record.response = body.to_string();
-        ops.push(Op::StoreIdempotency(Box::new(record)));
+        ops.push(PolicyOp::StoreIdempotency(Box::new(record)).into());
     }
     if !ops.is_empty() {
         let mut change = Change::new(Op::Batch(ops));
@@ -368,7 +343,7 @@ async fn run(
                     .store
                     .idempotency(workspace_id, &key, now_ms() - IDEMPOTENCY_WINDOW_MS)
                     .await?
-                    .ok_or_else(|| ApiError::internal("idempotency record vanished"))?;
+                    .ok_or_else(|| SyncError::internal("idempotency record vanished"))?;
                 return replay(&stored, &request_hash);
             }
             Err(StoreError::Conflict(_)) => {
@@ -390,7 +365,7 @@ async fn run(
         ctx.caches.applied_policy(workspace_id, &policy_id, loaded);
         ctx.announce_change().await;
     }
-    Ok((StatusCode::OK, body))
+    Ok(answer)
 }
 
 /// Reads a policy of the workspace (current or a given version).
@@ -399,14 +374,14 @@ pub async fn policy_detail(
     workspace_id: &str,
     policy_id: &str,
     version: Option<i64>,
-) -> ApiResult<api::PolicyDetail> {
+) -> SyncResult<api::PolicyDetail> {
     if !is_policy_id(policy_id) {
-        return Err(unknown_policy());
+        return Err(unknown_policy().into());
     }
     let record = ctx.store.policy(workspace_id, policy_id).await?;
     let Some(record) = record else {
         if policy_id == DEFAULT_POLICY_ID && version.is_none_or(|v| v == 0) {
-            let d = crate::cache::default_policy()?;
+            let d = super::cache::default_policy()?;
             return Ok(api::PolicyDetail {
                 ok: true,
                 policy_id: policy_id.to_owned(),
@@ -419,7 +394,7 @@ pub async fn policy_detail(
                 created_at: None,
             });
         }
-        return Err(unknown_policy());
+        return Err(unknown_policy().into());
     };
     let v = ctx
         .store
@@ -429,7 +404,7 @@ pub async fn policy_detail(
             version.unwrap_or(record.current_version),
         )
         .await?
-        .ok_or_else(|| ApiError::not_found("unknown_version", "no such version of this policy"))?;
+        .ok_or_else(|| SyncError::not_found("unknown_version", "no such version of this policy"))?;
     Ok(api::PolicyDetail {
         ok: true,
         policy_id: policy_id.to_owned(),

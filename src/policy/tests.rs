@@ -4,11 +4,38 @@ use serde_json::{json, Value};
 
 use super::compile::tag_value;
 use super::evaluate::{
-    clear_context_cache, clear_decision_cache, decision_cache_len, evaluate, evaluate_prepared,
-    evaluate_with, prepare_agent, Attachment, EmailFacts, Facts,
+    evaluate, evaluate_with, prepare_agent, Attachment, DecisionCache, EmailFacts, Facts,
+    PreparedAgent,
 };
 use super::spec::{parse, Format, Outcome};
 use super::{compile, CompiledPolicy, Decision};
+
+// Each test runs on a thread of its own, with a decision cache of its own: what it finds kept
+// was kept by its own checks.
+thread_local! {
+    static KEPT: DecisionCache = DecisionCache::default();
+}
+
+/// `evaluate_prepared` with this test's decision cache, as the check path evaluates.
+fn evaluate_prepared(
+    p: &CompiledPolicy,
+    prepared: &PreparedAgent,
+    facts: &Facts<'_>,
+) -> Result<Decision, String> {
+    KEPT.with(|kept| super::evaluate::evaluate_prepared(p, prepared, facts, kept))
+}
+
+fn clear_decision_cache() {
+    KEPT.with(DecisionCache::clear_decisions);
+}
+
+fn clear_context_cache() {
+    KEPT.with(DecisionCache::clear_contexts);
+}
+
+fn decision_cache_len() -> usize {
+    KEPT.with(DecisionCache::decisions_kept)
+}
 
 const AGENT: &str = "agt_0123456789abcdef0123456789abcdef";
 

@@ -10,9 +10,9 @@ use futures::future::{BoxFuture, FutureExt, OptionFuture};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-use super::{Change, Outcome, Store, StoreError};
+use super::{Applied, Change, Store, StoreError};
 
-type Reply = oneshot::Sender<Result<Outcome, StoreError>>;
+type Reply = oneshot::Sender<Result<Applied, StoreError>>;
 
 #[derive(Clone)]
 pub struct GroupCommit {
@@ -45,7 +45,7 @@ impl GroupCommit {
     }
 
     /// Applies `change` and waits until the batch holding it is committed.
-    pub async fn commit(&self, change: Change) -> Result<Outcome, StoreError> {
+    pub async fn commit(&self, change: Change) -> Result<Applied, StoreError> {
         let (reply, answer) = oneshot::channel();
         self.queue
             .send((change, reply))
@@ -56,7 +56,7 @@ impl GroupCommit {
 }
 
 type Batch = Vec<(Change, Reply)>;
-type Answers = (Vec<Reply>, Vec<Result<Outcome, StoreError>>);
+type Answers = (Vec<Reply>, Vec<Result<Applied, StoreError>>);
 type Applying = BoxFuture<'static, Answers>;
 
 /// Applies one batch; its callers are answered by [`answer`] once the next batch has started.
@@ -139,7 +139,7 @@ async fn run(
 }
 
 /// Applies `changes` as one batch: one result per change.
-async fn apply_batch(store: &dyn Store, changes: &[Change]) -> Vec<Result<Outcome, StoreError>> {
+async fn apply_batch(store: &dyn Store, changes: &[Change]) -> Vec<Result<Applied, StoreError>> {
     match store.apply(changes).await {
         Ok(results) => results,
         // The batch was rolled back for a transient conflict with another replica (deadlock,

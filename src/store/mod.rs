@@ -2,20 +2,46 @@
 //! Postgres (chosen by URL scheme), and the [`GroupCommit`] writer through which every state
 //! change goes.
 //!
+//! The store is split by area, each with a trait of its reads and an enum of its operations
+//! (lldap's backend handler traits are the model): agents ([`AgentStore`], [`AgentOp`]),
+//! accounts ([`AccountStore`], [`AccountOp`]), policies, credentials, email, audit, telemetry
+//! and the site. [`Store`] is all of them plus what crosses areas: applying changes, the
+//! workspace versions replicas compare, housekeeping. Each area's SQL is one file under `sql/`.
+//!
 //! Every write is a [`Change`]: the state change itself ([`Op`]), the nonce it consumes and
-//! the audit events that record it. A change is applied atomically (one transaction, or one
+//! the audit records that describe it. A change is applied atomically (one transaction, or one
 //! savepoint inside a group-commit batch), so a state change is never committed without its
-//! audit event, and a nonce is never burnt by a request that changed nothing.
+//! audit record, and a nonce is never burnt by a request that changed nothing.
 
+mod accounts;
+mod agents;
+mod audit;
+mod change;
+mod credentials;
+mod email;
 mod group_commit;
 pub mod model;
+mod policies;
+mod site;
 mod sql;
+mod telemetry;
 
+pub use accounts::{AccountOp, AccountStore};
+pub use agents::{AgentOp, AgentStore};
+pub use audit::AuditStore;
+pub use change::{Applied, Basis, Change, Op};
+pub use credentials::{CredentialOp, CredentialStore};
+pub use email::{EmailOp, EmailStore};
 pub use group_commit::{GroupCommit, Writer};
 pub use model::*;
+pub use policies::{PolicyOp, PolicyStore};
+pub use site::{SiteOp, SiteStore};
 pub use sql::{sqlite_file, OpenOptions, SqlStore, SqliteSynchronous, IDEMPOTENCY_KEY_TAKEN};
+pub use telemetry::{TelemetryOp, TelemetryStore};
 
 use async_trait::async_trait;
+
+use crate::domain::{AgentStatus, Role};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -81,24 +107,6 @@ impl From<sqlx::migrate::MigrateError> for StoreError {
     }
 }
 
-/// One atomic write: an optional nonce claim, a state change and its audit events.
-#[derive(Debug, Clone, Default)]
-pub struct Change {
-    /// The workspace state the change was decided on: the change commits only if that is still
-    /// the workspace's current version, else it is answered [`StoreError::Stale`] unwritten.
-    pub basis: Option<Basis>,
-    pub nonce: Option<NonceClaim>,
-    pub op: Op,
-    pub audit: Vec<AuditEvent>,
-}
-
-/// A workspace's state version, as a decision saw it (see `workspace_versions`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Basis {
-    pub workspace_id: String,
-    pub version: i64,
-}
-
 /// Whose decision-relevant state an operation changes (its workspace version is bumped in the
 /// same transaction).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,291 +116,28 @@ pub enum Supersedes<'a> {
     AgentsWorkspace(&'a str),
 }
 
-impl Change {
-    pub fn new(op: Op) -> Self {
-        Self {
-            op,
-            ..Self::default()
-        }
-    }
-
-    pub fn audited(mut self, event: AuditEvent) -> Self {
-        self.audit.push(event);
-        self
-    }
-
-    pub fn with_nonce(mut self, nonce: NonceClaim) -> Self {
-        self.nonce = Some(nonce);
-        self
-    }
-
-    /// Commits only if `basis` is still the current state of its workspace.
-    pub fn on(mut self, basis: Basis) -> Self {
-        self.basis = Some(basis);
-        self
-    }
-}
-
-impl Op {
-    /// The workspace whose decisions or authentications this operation can change: API keys
-    /// revoked, agents attested, claimed, suspended, resumed or revoked, reputation and
-    /// inventory labels (both read by policies), policies applied, the kill switch. `Batch`
-    /// answers `None`: its parts speak for themselves.
-    pub fn supersedes(&self) -> Option<Supersedes<'_>> {
-        use Supersedes::*;
-        match self {
-            Op::RevokeApiKey { workspace_id, .. }
-            | Op::SetAgentStatus { workspace_id, .. }
-            | Op::ClaimAgent { workspace_id, .. }
-            | Op::RecordFeedback { workspace_id, .. }
-            | Op::SetMinting { workspace_id, .. }
-            | Op::RevokeAll { workspace_id, .. } => Some(Workspace(workspace_id)),
-            Op::UpsertInventory(item) => Some(Workspace(&item.workspace_id)),
-            Op::ApplyPolicy(apply) => Some(Workspace(&apply.version.workspace_id)),
-            Op::Attest { agent_id, .. } => Some(AgentsWorkspace(agent_id)),
-            _ => None,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Default)]
-pub enum Op {
-    /// Nothing but the nonce and audit events of the change.
-    #[default]
-    Nothing,
-    /// Creates the default workspace and its key, once per database (guarded by a marker row so
-    /// that replicas starting together create it only once). Answers `Bootstrapped(created)`.
-    Bootstrap {
-        workspace: Workspace,
-        key: ApiKeyRecord,
-    },
-    CreateWorkspace(Workspace),
-    CreateApiKey(ApiKeyRecord),
-    /// A new agent and its first attestation challenge.
-    RegisterAgent {
-        agent: Box<AgentRecord>,
-        challenge: ChallengeRecord,
-    },
-    /// A new challenge for an agent that already exists.
-    IssueChallenge(ChallengeRecord),
-    /// Marks the challenge used and the agent attested (pending becomes active). Answers
-    /// `Agent`; `ChallengeUsed` when the challenge was used or expired meanwhile.
-    Attest {
-        challenge_id: String,
-        agent_id: String,
-        at: i64,
-    },
-    CreateClaimCode(ClaimCodeRecord),
-    /// Redeems the claim code and moves the unclaimed agent into the workspace; `Conflict` when
-    /// the code was used or expired, or the agent was claimed meanwhile.
-    ClaimAgent {
-        code_hash: String,
-        agent_id: String,
-        workspace_id: String,
-        at: i64,
-    },
-    /// Stores provider feedback and moves the agent's reputation: the score decays with a
-    /// half-life, then takes `delta`; `tier` is derived from the new score by the caller's rule.
-    /// Answers `Agent`.
-    RecordFeedback {
-        id: String,
-        workspace_id: String,
-        agent_id: String,
-        key_id: String,
-        verdict: String,
-        evidence: String,
-        delta: f64,
-        half_life_ms: f64,
-        at: i64,
-    },
-    CreateCredential(Box<CredentialRecord>),
-    /// Revokes matching live credentials of the workspace: by token hash, by id, or every one
-    /// of an agent. Answers `Count(revoked)`.
-    RevokeCredentials {
-        workspace_id: String,
-        token_hash: Option<String>,
-        cred_id: Option<String>,
-        agent_id: Option<String>,
-        reason: Option<String>,
-        at: i64,
-    },
-    /// Marks a one-time credential used; `Conflict` when it was used already.
-    UseCredential {
-        id: String,
-        at: i64,
-    },
-    /// Pauses or resumes minting.
-    SetMinting {
-        workspace_id: String,
-        paused: bool,
-        reason: Option<String>,
-        at: i64,
-    },
-    /// Sets the workspace cutoff: credentials minted before `at` count as revoked.
-    RevokeAll {
-        workspace_id: String,
-        at: i64,
-    },
-    /// Sets the workspace's settings.
-    SetWorkspaceSettings {
-        workspace_id: String,
-        require_member_approval: bool,
-        at: i64,
-    },
-    /// Redeems the claim code without claiming; `Conflict` when it was used or expired.
-    RejectClaim {
-        code_hash: String,
-        at: i64,
-    },
-    /// Moves an agent of the workspace from `from` to `to`. Answers `Agent`; `Conflict` when
-    /// its status is no longer `from`.
-    SetAgentStatus {
-        agent_id: String,
-        workspace_id: String,
-        from: AgentStatus,
-        to: AgentStatus,
-        at: i64,
-    },
-    /// Heartbeats, each also moving its agent's `last_seen_at`.
-    RecordHeartbeats(Vec<HeartbeatRecord>),
-    /// Inserts or updates the mapping; `Conflict` when the key maps to another agent.
-    UpsertInventory(InventoryRecord),
-    /// Several operations applied in order, all or none; answers the last one's outcome.
-    Batch(Vec<Op>),
-    /// A single-use magic-link token (its hash) for an address.
-    CreateLoginToken {
-        token_hash: String,
-        email: String,
-        created_at: i64,
-        expires_at: i64,
-    },
-    /// Consumes the login token, creates the user on first login (with `user_id`) and starts
-    /// `session` for that user. Answers `User`; `TokenInvalid` when the token is unknown, used
-    /// or expired; `Conflict` when the user was created with another id meanwhile.
-    Login {
-        token_hash: String,
-        email: String,
-        user_id: String,
-        session: SessionRecord,
-        at: i64,
-    },
-    EndSession {
-        id_hash: String,
-        at: i64,
-    },
-    SelectWorkspace {
-        id_hash: String,
-        workspace_id: String,
-    },
-    /// Gives the user with this email (created with `user_id` if new) `role` in the workspace.
-    /// Answers `User`.
-    UpsertMembership {
-        workspace_id: String,
-        email: String,
-        user_id: String,
-        role: Role,
-        at: i64,
-    },
-    /// `NotFound` when the user is not a member.
-    RemoveMembership {
-        workspace_id: String,
-        user_id: String,
-    },
-    /// `NotFound` when there is no such live key in the workspace.
-    RevokeApiKey {
-        workspace_id: String,
-        key_id: String,
-        at: i64,
-    },
-    CreatePat(PatRecord),
-    /// `NotFound` when the user has no such live token.
-    RevokePat {
-        user_id: String,
-        pat_id: String,
-        at: i64,
-    },
-    StoreOutboxMessage(OutboxMessage),
-    /// Records when an API key was last used (throttled by the caller).
-    TouchApiKey {
-        key_id: String,
-        at: i64,
-    },
-    /// Records when a personal access token was last used (throttled by the caller).
-    TouchPat {
-        pat_id: String,
-        at: i64,
-    },
-    RecordStatusChecks(Vec<StatusCheck>),
-    StoreContact(ContactSubmission),
-    /// Applies a policy version; `Conflict` when the policy moved past `expected_version`.
-    ApplyPolicy(Box<PolicyApply>),
-    /// Stores the first response to an `Idempotency-Key` (a later one with the key is ignored).
-    StoreIdempotency(Box<IdempotencyRecord>),
-    CreatePolicyChallenge(Box<PolicyChallenge>),
-    /// `approved` or `denied`, by whom; `Conflict` unless the challenge is pending and unexpired.
-    DecideChallenge {
-        id: String,
-        status: String,
-        by: String,
-        at: i64,
-    },
-    /// Uses an approval up; `Conflict` when it was used meanwhile.
-    ConsumeApproval {
-        id: String,
-        at: i64,
-    },
-    /// Reserves one email send of an agent, serialised per agent across replicas: `Conflict`
-    /// when more emails were sent in the last minute and day than the decision saw (`seen`,
-    /// `None` when the decision does not depend on them: then nothing is counted), which the
-    /// caller answers by deciding again with the new counts; `AgentNotActive` when the agent
-    /// was suspended or revoked meanwhile.
-    ReserveEmail {
-        id: String,
-        workspace_id: String,
-        agent_id: String,
-        recipients: i64,
-        seen: Option<(i64, i64)>,
-        at: i64,
-    },
-    /// Ends a reservation: sent with the provider's message id, or (`None`) not sent, when the
-    /// reservation is removed and the email does not count.
-    FinishEmail {
-        id: String,
-        provider: String,
-        provider_message_id: Option<String>,
-    },
-    /// Adds a JWT signing key. `rotate`: retires the current keys, published until
-    /// `publish_until`; otherwise the key is added only if there is no current key. Answers
-    /// `Count(keys added)`.
-    AddSigningKey {
-        key: SigningKeyRecord,
-        rotate: bool,
-        publish_until: i64,
-    },
-    /// Counts one hit in a fixed window; answers `Count(hits in the window so far)`.
-    HitRateLimit {
-        bucket: String,
-        window_start: i64,
-    },
-}
-
-#[derive(Debug, Clone)]
-pub enum Outcome {
-    Done,
-    Bootstrapped(bool),
-    Agent(Box<AgentRecord>),
-    User(Box<User>),
-    Count(i64),
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
     Sqlite,
     Postgres,
 }
 
+/// The whole store: every area's reads, and what crosses areas. Object-safe: the server holds
+/// it as `Arc<dyn Store>`, and callers reach any area's method through it.
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait Store:
+    AgentStore
+    + AccountStore
+    + PolicyStore
+    + CredentialStore
+    + EmailStore
+    + AuditStore
+    + TelemetryStore
+    + SiteStore
+    + Send
+    + Sync
+    + 'static
+{
     fn backend(&self) -> Backend;
 
     /// For Postgres, the URL a LISTEN connection uses to hear about changes.
@@ -411,152 +156,27 @@ pub trait Store: Send + Sync + 'static {
     async fn apply(
         &self,
         changes: &[Change],
-    ) -> Result<Vec<Result<Outcome, StoreError>>, StoreError>;
+    ) -> Result<Vec<Result<Applied, StoreError>>, StoreError>;
 
-    async fn workspace(&self, id: &str) -> Result<Option<Workspace>, StoreError>;
-    async fn api_key_by_hash(&self, key_hash: &str) -> Result<Option<ApiKeyRecord>, StoreError>;
-
-    async fn agent(&self, id: &str) -> Result<Option<AgentRecord>, StoreError>;
-    /// The agent with this public key in the workspace (or among unclaimed agents for `None`).
-    async fn agent_by_public_key(
-        &self,
-        workspace_id: Option<&str>,
-        public_key: &str,
-    ) -> Result<Option<AgentRecord>, StoreError>;
-    /// The agents of the workspace among `ids` (unknown ids are left out).
-    async fn agents_in_workspace(
-        &self,
-        workspace_id: &str,
-        ids: &[String],
-    ) -> Result<Vec<AgentRecord>, StoreError>;
-    async fn list_agents(&self, query: &AgentQuery) -> Result<Vec<AgentRecord>, StoreError>;
-    async fn challenge(&self, id: &str) -> Result<Option<ChallengeRecord>, StoreError>;
-    async fn claim_code(&self, code_hash: &str) -> Result<Option<ClaimCodeRecord>, StoreError>;
-    async fn credential_by_hash(
-        &self,
-        token_hash: &str,
-    ) -> Result<Option<CredentialRecord>, StoreError>;
-    async fn kill_switch(&self, workspace_id: &str) -> Result<KillSwitch, StoreError>;
-    /// Emails of the agent sent (or reserved) since `minute_ago` and since `day_ago`.
-    async fn email_counts(
-        &self,
-        workspace_id: &str,
-        agent_id: &str,
-        minute_ago: i64,
-        day_ago: i64,
-    ) -> Result<(i64, i64), StoreError>;
-    /// The signing keys published at `now`, newest first; the first unretired one signs.
-    async fn signing_keys(&self, now: i64) -> Result<Vec<SigningKeyRecord>, StoreError>;
-    /// Whether approval links of the workspace need a logged-in member.
-    async fn require_member_approval(&self, workspace_id: &str) -> Result<bool, StoreError>;
-
-    async fn recent_heartbeats(
-        &self,
-        workspace_id: &str,
-        agent_id: Option<&str>,
-        limit: i64,
-    ) -> Result<Vec<HeartbeatRecord>, StoreError>;
-
-    async fn inventory(
-        &self,
-        workspace_id: &str,
-        external_agent_key: &str,
-    ) -> Result<Option<InventoryRecord>, StoreError>;
-    async fn list_inventory(
-        &self,
-        query: &InventoryQuery,
-    ) -> Result<Vec<InventoryRecord>, StoreError>;
-
-    async fn audit_events(&self, query: &AuditQuery) -> Result<Vec<AuditEvent>, StoreError>;
-
-    /// Deletes nonce claims that expired before `now`, and rate-limit windows that ended
-    /// before it; answers how many rows went.
-    async fn delete_expired_nonces(&self, now: i64) -> Result<u64, StoreError>;
-
-    async fn user(&self, id: &str) -> Result<Option<User>, StoreError>;
-    async fn user_by_email(&self, email: &str) -> Result<Option<User>, StoreError>;
-    /// The user's workspaces with their role, oldest membership first.
-    async fn memberships(&self, user_id: &str) -> Result<Vec<Membership>, StoreError>;
-    async fn role_in(&self, workspace_id: &str, user_id: &str) -> Result<Option<Role>, StoreError>;
-    async fn members(&self, workspace_id: &str) -> Result<Vec<(User, Role)>, StoreError>;
-    async fn session(&self, id_hash: &str) -> Result<Option<SessionRecord>, StoreError>;
-    /// `(email, expires_at, used_at)` of a login token.
-    async fn login_token(
-        &self,
-        token_hash: &str,
-    ) -> Result<Option<(String, i64, Option<i64>)>, StoreError>;
-    async fn pat_by_hash(&self, token_hash: &str) -> Result<Option<PatRecord>, StoreError>;
-    async fn pats(&self, user_id: &str) -> Result<Vec<PatRecord>, StoreError>;
-    async fn api_keys(&self, workspace_id: &str) -> Result<Vec<ApiKeyRecord>, StoreError>;
-    /// Newest first.
-    async fn outbox(&self, limit: i64) -> Result<Vec<OutboxMessage>, StoreError>;
-    /// The latest check of each component.
-    async fn latest_status_checks(&self) -> Result<Vec<StatusCheck>, StoreError>;
-
-    async fn policy(
-        &self,
-        workspace_id: &str,
-        policy_id: &str,
-    ) -> Result<Option<PolicyRecord>, StoreError>;
-    async fn policies(&self, workspace_id: &str) -> Result<Vec<PolicyRecord>, StoreError>;
-    /// Every policy of every workspace (to warm a cache).
-    async fn all_policies(&self) -> Result<Vec<PolicyRecord>, StoreError>;
-    async fn policy_version(
-        &self,
-        workspace_id: &str,
-        policy_id: &str,
-        version: i64,
-    ) -> Result<Option<PolicyVersion>, StoreError>;
-    /// Newest first.
-    async fn policy_versions(
-        &self,
-        workspace_id: &str,
-        policy_id: &str,
-    ) -> Result<Vec<PolicyVersion>, StoreError>;
-    /// The record for `key` if stored after `since`.
-    async fn idempotency(
-        &self,
-        workspace_id: &str,
-        key: &str,
-        since: i64,
-    ) -> Result<Option<IdempotencyRecord>, StoreError>;
-    async fn policy_challenge(&self, id: &str) -> Result<Option<PolicyChallenge>, StoreError>;
-    async fn policy_challenge_by_token(
-        &self,
-        token_hash: &str,
-    ) -> Result<Option<PolicyChallenge>, StoreError>;
-    /// The newest challenge of this agent and request fingerprint decided at or after `since`
-    /// that still counts: denied, or approved and not yet used.
-    async fn decided_challenge(
-        &self,
-        workspace_id: &str,
-        agent_id: &str,
-        fingerprint: &str,
-        since: i64,
-    ) -> Result<Option<PolicyChallenge>, StoreError>;
-    /// Merged inventory labels of the agent in the workspace.
-    async fn agent_labels(
-        &self,
-        workspace_id: &str,
-        agent_id: &str,
-    ) -> Result<serde_json::Value, StoreError>;
-    /// Agents, keys and policies changed at or after `since` (cache invalidation).
-    async fn changes_since(&self, since: i64) -> Result<Vec<Invalidation>, StoreError>;
-    /// Every policy's current version: `(workspace_id, policy_id, version)`.
-    async fn policy_heads(&self) -> Result<Vec<(String, String, i64)>, StoreError>;
     /// The current version of the workspace's decision-relevant state (0 before any change).
     async fn workspace_version(&self, workspace_id: &str) -> Result<i64, StoreError>;
     /// `(workspace_id, version)` of the workspaces whose state changed at or after `since`.
     async fn workspace_versions_since(&self, since: i64) -> Result<Vec<(String, i64)>, StoreError>;
+    /// Agents, keys and policies changed at or after `since` (cache invalidation).
+    async fn changes_since(&self, since: i64) -> Result<Vec<Invalidation>, StoreError>;
+
+    /// Deletes nonce claims that expired before `now`, and rate-limit windows, login tokens,
+    /// email sends and retired signing keys past their use; answers how many rows went.
+    async fn delete_expired_nonces(&self, now: i64) -> Result<u64, StoreError>;
 }
 
 /// Applies one change outside the group-commit writer (CLI commands, bootstrap).
-pub async fn apply_one(store: &dyn Store, change: Change) -> Result<Outcome, StoreError> {
+pub async fn apply_one(store: &dyn Store, change: Change) -> Result<Applied, StoreError> {
     apply_alone(store, &change).await
 }
 
 /// Applies `change` in a transaction of its own.
-pub async fn apply_alone(store: &dyn Store, change: &Change) -> Result<Outcome, StoreError> {
+pub async fn apply_alone(store: &dyn Store, change: &Change) -> Result<Applied, StoreError> {
     store
         .apply(std::slice::from_ref(change))
         .await?

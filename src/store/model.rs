@@ -2,6 +2,8 @@
 
 use serde_json::Value;
 
+use crate::domain::{AgentStatus, ChallengeStatus, RiskTier, Role};
+
 #[derive(Debug, Clone)]
 pub struct Workspace {
     pub id: String,
@@ -26,35 +28,6 @@ pub struct ApiKeyRecord {
     pub last_used_at: Option<i64>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AgentStatus {
-    Pending,
-    Active,
-    Suspended,
-    Revoked,
-}
-
-impl AgentStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "pending",
-            Self::Active => "active",
-            Self::Suspended => "suspended",
-            Self::Revoked => "revoked",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "pending" => Some(Self::Pending),
-            "active" => Some(Self::Active),
-            "suspended" => Some(Self::Suspended),
-            "revoked" => Some(Self::Revoked),
-            _ => None,
-        }
-    }
-}
-
 #[derive(Debug, Clone)]
 pub struct AgentRecord {
     pub id: String,
@@ -66,7 +39,7 @@ pub struct AgentRecord {
     pub key_type: String,
     pub metadata: Value,
     pub status: AgentStatus,
-    pub risk_tier: String,
+    pub risk_tier: RiskTier,
     pub created_at: i64,
     pub updated_at: i64,
     pub attested_at: Option<i64>,
@@ -133,8 +106,10 @@ pub struct InventoryRecord {
     pub updated_at: i64,
 }
 
+/// One event of the audit trail as stored: written with the change it describes, read back by
+/// audit queries.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct AuditEvent {
+pub struct AuditRecord {
     pub id: String,
     pub workspace_id: Option<String>,
     pub created_at: i64,
@@ -240,37 +215,6 @@ pub struct User {
     pub email: String,
     pub created_at: i64,
     pub last_login_at: Option<i64>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Role {
-    Member,
-    Admin,
-    Owner,
-}
-
-impl Role {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Owner => "owner",
-            Self::Admin => "admin",
-            Self::Member => "member",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "owner" => Some(Self::Owner),
-            "admin" => Some(Self::Admin),
-            "member" => Some(Self::Member),
-            _ => None,
-        }
-    }
-
-    /// Owners and admins manage keys, policies and members; members read.
-    pub fn can_manage(self) -> bool {
-        self >= Self::Admin
-    }
 }
 
 #[derive(Debug, Clone)]
@@ -408,8 +352,8 @@ pub struct PolicyChallenge {
     /// SHA-256 of the action, context and email facts of the challenged request.
     pub fingerprint: String,
     pub token_hash: String,
-    /// `pending`, `approved`, `denied`, `expired`.
-    pub status: String,
+    /// Stored as `pending`, `approved` or `denied`.
+    pub status: ChallengeStatus,
     pub reasons: Vec<String>,
     pub reason_codes: Vec<String>,
     /// A redacted summary of what was asked.

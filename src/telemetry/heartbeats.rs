@@ -7,21 +7,23 @@ use serde_json::Value;
 
 use crate::api;
 use crate::context::Context;
-use crate::error::{ApiError, ApiResult};
+use crate::domain::ids;
+use crate::domain::{FieldError, Refusal};
 use crate::identity::agents::agent_in_workspace;
-use crate::ids;
-use crate::store::{AgentRecord, Change, HeartbeatRecord, NonceClaim, Op};
+use crate::store::{AgentRecord, Change, HeartbeatRecord, NonceClaim, TelemetryOp};
 use crate::time::{iso, now_ms, parse_iso};
+
+use super::{TelemetryError, TelemetryResult};
 
 pub const MAX_INGEST_ITEMS: usize = 1000;
 const MAX_STATUS_CHARS: usize = 64;
 
-fn check_status(status: &str) -> ApiResult<()> {
+fn check_status(status: &str) -> Result<(), FieldError> {
     if status.is_empty() {
-        return Err(ApiError::missing("status"));
+        return Err(FieldError::missing("status"));
     }
     if status.chars().count() > MAX_STATUS_CHARS || status.chars().any(char::is_control) {
-        return Err(ApiError::invalid(
+        return Err(FieldError::invalid(
             "status",
             format!("must be at most {MAX_STATUS_CHARS} printable characters"),
         ));
@@ -29,9 +31,9 @@ fn check_status(status: &str) -> ApiResult<()> {
     Ok(())
 }
 
-fn check_latency(latency_ms: f64) -> ApiResult<()> {
+fn check_latency(latency_ms: f64) -> Result<(), FieldError> {
     if !latency_ms.is_finite() || latency_ms < 0.0 {
-        return Err(ApiError::invalid(
+        return Err(FieldError::invalid(
             "latency_ms",
             "must be a non-negative number",
         ));
@@ -65,7 +67,7 @@ pub async fn record_signed(
     agent: &AgentRecord,
     nonce: NonceClaim,
     req: api::HeartbeatRequest,
-) -> ApiResult<api::HeartbeatResponse> {
+) -> TelemetryResult<api::HeartbeatResponse> {
     check_status(&req.status)?;
     check_latency(req.latency_ms)?;
     let now = now_ms();
@@ -77,7 +79,7 @@ pub async fn record_signed(
         recorded_at: iso(now),
     };
     ctx.writer
-        .commit(Change::new(Op::RecordHeartbeats(vec![beat])).with_nonce(nonce))
+        .commit(Change::new(TelemetryOp::RecordHeartbeats(vec![beat])).with_nonce(nonce))
         .await?;
     Ok(response)
 }
@@ -88,50 +90,49 @@ fn ingest_item(
     item: &Value,
     now: i64,
     max_ahead_ms: i64,
-) -> ApiResult<HeartbeatRecord> {
+) -> Result<HeartbeatRecord, Refusal> {
     let Some(obj) = item.as_object() else {
-        return Err(ApiError::bad_request(
+        return Err(Refusal::invalid(
             "invalid_item",
             "each item must be a JSON object",
         ));
     };
     let agent_id = match obj.get("agent_id") {
-        None | Some(Value::Null) => return Err(ApiError::missing("agent_id")),
-        Some(Value::String(s)) if s.is_empty() => return Err(ApiError::missing("agent_id")),
+        None | Some(Value::Null) => return Err(FieldError::missing("agent_id").into()),
+        Some(Value::String(s)) if s.is_empty() => {
+            return Err(FieldError::missing("agent_id").into())
+        }
         Some(Value::String(s)) => s,
-        Some(_) => return Err(ApiError::invalid("agent_id", "must be a string")),
+        Some(_) => return Err(FieldError::invalid("agent_id", "must be a string").into()),
     };
     let status = match obj.get("status") {
-        None | Some(Value::Null) => return Err(ApiError::missing("status")),
+        None | Some(Value::Null) => return Err(FieldError::missing("status").into()),
         Some(Value::String(s)) => s.clone(),
-        Some(_) => return Err(ApiError::invalid("status", "must be a string")),
+        Some(_) => return Err(FieldError::invalid("status", "must be a string").into()),
     };
     check_status(&status)?;
     let latency_ms = match obj.get("latency_ms") {
-        None | Some(Value::Null) => return Err(ApiError::missing("latency_ms")),
+        None | Some(Value::Null) => return Err(FieldError::missing("latency_ms").into()),
         Some(v) => v
             .as_f64()
-            .ok_or_else(|| ApiError::invalid("latency_ms", "must be a number"))?,
+            .ok_or_else(|| FieldError::invalid("latency_ms", "must be a number"))?,
     };
     check_latency(latency_ms)?;
     let observed_at = match obj.get("observed_at") {
         None | Some(Value::Null) => now,
         Some(Value::String(s)) => parse_iso(s).ok_or_else(|| {
-            ApiError::invalid("observed_at", "must be ISO 8601 or epoch milliseconds")
+            FieldError::invalid("observed_at", "must be ISO 8601 or epoch milliseconds")
         })?,
         Some(v) => v.as_i64().filter(|ms| *ms > 0).ok_or_else(|| {
-            ApiError::invalid("observed_at", "must be ISO 8601 or epoch milliseconds")
+            FieldError::invalid("observed_at", "must be ISO 8601 or epoch milliseconds")
         })?,
     };
     if observed_at > now + max_ahead_ms {
-        return Err(ApiError::invalid(
-            "observed_at",
-            "must not be in the future",
-        ));
+        return Err(FieldError::invalid("observed_at", "must not be in the future").into());
     }
     let agent = agents
         .get(agent_id.as_str())
-        .ok_or_else(ApiError::unknown_agent)?;
+        .ok_or_else(Refusal::unknown_agent)?;
     Ok(record(
         agent,
         status,
@@ -146,12 +147,11 @@ pub async fn ingest(
     ctx: &Context,
     workspace_id: &str,
     req: api::IngestRequest,
-) -> ApiResult<api::IngestResponse> {
+) -> TelemetryResult<api::IngestResponse> {
     if req.items.len() > MAX_INGEST_ITEMS {
-        return Err(ApiError::bad_request(
-            "too_many_items",
-            format!("send at most {MAX_INGEST_ITEMS} items per request"),
-        ));
+        return Err(TelemetryError::TooManyItems {
+            max: MAX_INGEST_ITEMS,
+        });
     }
     let now = now_ms();
     // One lookup for every agent the batch names.
@@ -179,14 +179,14 @@ pub async fn ingest(
             Err(err) => rejected.push(api::IngestRejection {
                 index,
                 error: err.code.into_owned(),
-                message: err.message,
+                message: err.message.into_owned(),
             }),
         }
     }
     let accepted = beats.len();
     if accepted > 0 {
         ctx.writer
-            .commit(Change::new(Op::RecordHeartbeats(beats)))
+            .commit(Change::new(TelemetryOp::RecordHeartbeats(beats)))
             .await?;
     }
     Ok(api::IngestResponse {
@@ -196,22 +196,20 @@ pub async fn ingest(
     })
 }
 
+/// The newest `limit` heartbeats of the workspace, or of one of its agents.
 pub async fn recent(
     ctx: &Context,
     workspace_id: &str,
-    params: api::RecentHeartbeatsParams,
-) -> ApiResult<api::RecentHeartbeatsResponse> {
-    let limit = crate::http::page_limit(params.limit, 20, 200)?;
-    if let Some(agent_id) = params.agent_id.as_deref().filter(|a| !a.is_empty()) {
+    agent_id: Option<&str>,
+    limit: i64,
+) -> TelemetryResult<api::RecentHeartbeatsResponse> {
+    let agent_id = agent_id.filter(|a| !a.is_empty());
+    if let Some(agent_id) = agent_id {
         agent_in_workspace(ctx, workspace_id, agent_id).await?;
     }
     let rows = ctx
         .store
-        .recent_heartbeats(
-            workspace_id,
-            params.agent_id.as_deref().filter(|a| !a.is_empty()),
-            limit,
-        )
+        .recent_heartbeats(workspace_id, agent_id, limit)
         .await?;
     let items: Vec<api::Heartbeat> = rows
         .into_iter()

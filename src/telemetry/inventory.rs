@@ -7,10 +7,12 @@ use serde_json::{json, Value};
 use crate::api;
 use crate::audit::{self, Actor};
 use crate::context::Context;
-use crate::error::{ApiError, ApiResult};
+use crate::domain::FieldError;
 use crate::identity::agents::agent_in_workspace;
-use crate::store::{Change, InventoryQuery, InventoryRecord, Op};
+use crate::store::{Change, InventoryQuery, InventoryRecord, TelemetryOp};
 use crate::time::{iso, now_ms};
+
+use super::{TelemetryError, TelemetryResult};
 
 const MAX_KEY_CHARS: usize = 200;
 const MAX_TEXT_CHARS: usize = 200;
@@ -30,9 +32,9 @@ fn to_wire(r: InventoryRecord) -> api::InventoryItem {
     }
 }
 
-fn optional_text(field: &str, value: Option<String>) -> ApiResult<Option<String>> {
+fn optional_text(field: &'static str, value: Option<String>) -> Result<Option<String>, FieldError> {
     match value {
-        Some(v) if v.chars().count() > MAX_TEXT_CHARS => Err(ApiError::invalid(
+        Some(v) if v.chars().count() > MAX_TEXT_CHARS => Err(FieldError::invalid(
             field,
             format!("must be at most {MAX_TEXT_CHARS} characters"),
         )),
@@ -43,9 +45,9 @@ fn optional_text(field: &str, value: Option<String>) -> ApiResult<Option<String>
 
 /// Validated labels: a list of distinct strings (the documented form; `[]` when absent), or an
 /// object of string values (the form this service accepted first), kept as sent.
-fn labels(value: Option<Value>) -> ApiResult<Value> {
+fn labels(value: Option<Value>) -> Result<Value, FieldError> {
     let invalid = || {
-        ApiError::invalid(
+        FieldError::invalid(
             "labels",
             format!("must be a list of at most {MAX_LABELS} non-empty strings of up to {MAX_TEXT_CHARS} characters (or an object of string values)"),
         )
@@ -76,7 +78,7 @@ fn labels(value: Option<Value>) -> ApiResult<Value> {
                         || v.as_str().is_none_or(|s| s.len() > MAX_TEXT_CHARS)
                 })
             {
-                return Err(ApiError::invalid(
+                return Err(FieldError::invalid(
                     "labels",
                     format!("an object of labels holds at most {MAX_LABELS} string values (keys up to 100, values up to {MAX_TEXT_CHARS} characters)"),
                 ));
@@ -92,19 +94,19 @@ pub async fn upsert(
     workspace_id: &str,
     actor: &Actor,
     req: api::InventoryUpsertRequest,
-) -> ApiResult<api::InventoryUpsertResponse> {
+) -> TelemetryResult<api::InventoryUpsertResponse> {
     let key = req.external_agent_key.trim().to_owned();
     if key.is_empty() {
-        return Err(ApiError::missing("external_agent_key"));
+        return Err(TelemetryError::missing("external_agent_key"));
     }
     if key.chars().count() > MAX_KEY_CHARS {
-        return Err(ApiError::invalid(
+        return Err(TelemetryError::invalid(
             "external_agent_key",
             format!("must be at most {MAX_KEY_CHARS} characters"),
         ));
     }
     if req.agent_id.is_empty() {
-        return Err(ApiError::missing("agent_id"));
+        return Err(TelemetryError::missing("agent_id"));
     }
     let status = optional_text("status", req.status)?.unwrap_or_else(|| "active".into());
     let labels = labels(req.labels)?;
@@ -116,7 +118,7 @@ pub async fn upsert(
     let now = now_ms();
     let existing = ctx.store.inventory(workspace_id, &key).await?;
     let conflict =
-        || ApiError::conflict("conflict", format!("`{key}` already maps to another agent"));
+        || TelemetryError::conflict("conflict", format!("`{key}` already maps to another agent"));
     let created_at = match &existing {
         Some(row) if row.agent_id != agent.id => return Err(conflict()),
         Some(row) => row.created_at,
@@ -156,7 +158,7 @@ pub async fn upsert(
         json!({ "external_agent_key": key, "created": created, "status": item.status, "environment": item.environment }),
     );
     ctx.writer
-        .commit(Change::new(Op::UpsertInventory(item.clone())).audited(event))
+        .commit(Change::new(TelemetryOp::UpsertInventory(item.clone())).audited(event))
         .await
         .map_err(|e| match e {
             crate::store::StoreError::Conflict(_) => conflict(),
@@ -175,7 +177,7 @@ pub async fn list(
     ctx: &Context,
     workspace_id: &str,
     params: api::InventoryListParams,
-) -> ApiResult<api::InventoryListResponse> {
+) -> TelemetryResult<api::InventoryListResponse> {
     let query = InventoryQuery {
         workspace_id: workspace_id.to_owned(),
         environment: params.environment.filter(|e| !e.is_empty()),

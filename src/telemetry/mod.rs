@@ -1,6 +1,9 @@
-//! Telemetry: agent heartbeats (signed by the agent, or ingested by a pipeline) and the
-//! workspace's agent inventory.
+//! Telemetry: agent heartbeats (signed by the agent, or ingested by a pipeline), the
+//! workspace's agent inventory, and provider feedback with the reputation it makes.
 
+pub mod error;
+pub mod feedback;
 pub mod heartbeats;
 pub mod inventory;
-pub mod reputation;
+
+pub use error::{TelemetryError, TelemetryResult};

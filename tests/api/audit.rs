@@ -85,9 +85,9 @@ both_engines! {
 }
 
 /// An audit event of type `test.{tag}` with this action, numbered `n` in its fields.
-fn test_event(workspace_id: &str, action: &str, n: usize, tag: &str) -> acp::store::AuditEvent {
-    acp::store::AuditEvent {
-        id: acp::ids::new_id(acp::ids::EVENT),
+fn test_event(workspace_id: &str, action: &str, n: usize, tag: &str) -> acp::store::AuditRecord {
+    acp::store::AuditRecord {
+        id: acp::domain::ids::new_id(acp::domain::ids::EVENT),
         workspace_id: Some(workspace_id.to_owned()),
         created_at: now_ms(),
         event_type: format!("test.{tag}"),
@@ -109,7 +109,7 @@ async fn stored_events(
     store: &dyn acp::store::Store,
     workspace_id: &str,
     tag: &str,
-) -> Vec<acp::store::AuditEvent> {
+) -> Vec<acp::store::AuditRecord> {
     let mut events = store
         .audit_events(&acp::store::AuditQuery {
             workspace_id: workspace_id.to_owned(),
@@ -125,7 +125,7 @@ async fn stored_events(
 
 both_engines! {
     async fn a_batch_writes_exactly_the_events_of_the_changes_that_took_effect(app) {
-        use acp::store::{AuditEvent, Change, NonceClaim, Op, SqlStore, Store, StoreError, Workspace};
+        use acp::store::{AccountOp, AuditRecord, Change, NonceClaim, Op, SqlStore, Store, StoreError, Workspace};
         let store = SqlStore::open(&app.db_url, &Default::default()).await.expect("open");
         let event = |n: usize, tag: &str| test_event(&app.workspace_id, &format!("act_{n}"), n, tag);
         let record = |n: usize, tag: &str| Change::new(Op::Nothing).audited(event(n, tag));
@@ -134,7 +134,7 @@ both_engines! {
         // Decisions only: one statement up to 64 events, several in one transaction beyond.
         for (tag, n) in [("one", 1), ("forty", 40), ("sixty_four", 64), ("many", 150)] {
             let changes: Vec<Change> = (0..n).map(|i| record(i, tag)).collect();
-            let written: Vec<AuditEvent> = changes.iter().flat_map(|c| c.audit.clone()).collect();
+            let written: Vec<AuditRecord> = changes.iter().flat_map(|c| c.audit.clone()).collect();
             let results = store.apply(&changes).await.expect("apply");
             assert_eq!(results.len(), n);
             assert!(results.iter().all(|r| r.is_ok()), "{tag}: {results:?}");
@@ -156,7 +156,7 @@ both_engines! {
             record(1, "mixed").with_nonce(claim("n-1")),
             record(2, "mixed"),
             record(3, "mixed").with_nonce(claim("n-1")),
-            Change::new(Op::CreateWorkspace(duplicate)).audited(event(4, "mixed")),
+            Change::new(AccountOp::CreateWorkspace(duplicate)).audited(event(4, "mixed")),
             record(5, "mixed"),
             record(6, "mixed").with_nonce(claim("n-2")),
         ];
@@ -228,7 +228,7 @@ both_engines! {
 /// the table): events written before it are all there afterwards, field for field and in
 /// order, and new events are written next to them.
 async fn audit_events_survive_the_id_index_migration(engine: Engine) {
-    use acp::store::{apply_one, AuditEvent, AuditQuery, Change, Op, SqlStore, Store};
+    use acp::store::{apply_one, AuditQuery, AuditRecord, AuditStore, Change, Op, SqlStore};
     let db = TestDb::new(engine).await;
     let dir_name = match engine {
         Engine::Sqlite => "sqlite",
@@ -259,8 +259,8 @@ async fn audit_events_survive_the_id_index_migration(engine: Engine) {
         .await
         .unwrap();
     let ws = "ws_0000000000000000000000000000000a";
-    let old: Vec<AuditEvent> = (0..3)
-        .map(|i| AuditEvent {
+    let old: Vec<AuditRecord> = (0..3)
+        .map(|i| AuditRecord {
             id: format!("evt_0000000000000000000000000000000{i}"),
             workspace_id: Some(ws.into()),
             created_at: 1_700_000_000_000 + i,
@@ -305,8 +305,8 @@ async fn audit_events_survive_the_id_index_migration(engine: Engine) {
 
     // This release's store applies 0009 on open.
     let store = SqlStore::open(&db.url, &Default::default()).await.unwrap();
-    let newer = AuditEvent {
-        id: acp::ids::new_id(acp::ids::EVENT),
+    let newer = AuditRecord {
+        id: acp::domain::ids::new_id(acp::domain::ids::EVENT),
         created_at: 1_700_000_000_010,
         ..old[0].clone()
     };
@@ -352,14 +352,14 @@ async fn audit_events_survive_the_id_index_migration_postgres() {
 
 both_engines! {
     async fn a_change_decided_on_a_replaced_state_writes_nothing_and_the_rest_of_its_batch_commits(app) {
-        use acp::store::{Basis, Change, NonceClaim, Op, SqlStore, Store, StoreError};
+        use acp::store::{Basis, Change, CredentialOp, NonceClaim, Op, SqlStore, Store, StoreError};
         let store = SqlStore::open(&app.db_url, &Default::default()).await.expect("open");
         let ws = app.workspace_id.clone();
         let at = |version: i64| Basis { workspace_id: ws.clone(), version };
         let record = |n: usize, tag: &str| Change::new(Op::Nothing).audited(test_event(&ws, &format!("act_{n}"), n, tag));
         let v0 = store.workspace_version(&ws).await.expect("version");
         // A change decisions read moves the version, in its own transaction.
-        let pause = Change::new(Op::SetMinting { workspace_id: ws.clone(), paused: true, reason: None, at: now_ms() });
+        let pause = Change::new(CredentialOp::SetMinting { workspace_id: ws.clone(), paused: true, reason: None, at: now_ms() });
         store.apply(&[pause]).await.expect("batch").pop().expect("one").expect("paused");
         let v1 = store.workspace_version(&ws).await.expect("version");
         assert_eq!(v1, v0 + 1);

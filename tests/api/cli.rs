@@ -334,7 +334,7 @@ async fn admin_commands_never_set_up_a_postgres_database() {
     assert!(
         text(&out).contains(&format!(
             "no acp database at {}",
-            acp::app::redact_url(&db.url)
+            acp::secret::redact_url(&db.url)
         )),
         "{}",
         text(&out)
@@ -665,4 +665,28 @@ async fn postgres_tables(url: &str) -> i64 {
     .unwrap();
     conn.close().await.unwrap();
     tables
+}
+
+#[tokio::test]
+async fn healthcheck_reports_a_ready_server_and_its_path_prefix() {
+    let app = TestApp::spawn(Engine::Sqlite).await;
+    let dir = tempfile::tempdir().unwrap();
+    for base in [app.base.clone(), format!("{}/", app.base)] {
+        let out = run_in(dir.path(), &["healthcheck", "--url", &base]).await;
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "ready\n");
+    }
+    // Under a prefix the server does not have, `/readyz` is not found: not ready.
+    let out = run_in(
+        dir.path(),
+        &["healthcheck", "--url", &format!("{}/api", app.base)],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "not ready: HTTP 404\n"
+    );
+    let out = run_in(dir.path(), &["healthcheck", "--url", "ftp://127.0.0.1:1"]).await;
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
 }

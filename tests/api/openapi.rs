@@ -48,7 +48,7 @@ both_engines! {
             let responses = op["responses"].as_object().unwrap();
             let has = |status: &str| responses.contains_key(status);
             // The middleware's and the extractors' answers.
-            for status in ["400", "408", "414", "500"] {
+            for status in ["400", "408", "414", "431", "500"] {
                 assert!(has(status), "{label} does not list {status}");
             }
             let security = op["security"].as_array().cloned().unwrap_or_default();
@@ -196,5 +196,62 @@ both_engines! {
         assert_error(res, 401, "invalid_api_key").await;
         let res = app.client.post(app.url("/v1/status/checks/run")).header("X-Service-Api-Key", &app.key).send().await.unwrap();
         assert_eq!(res.status(), 200);
+    }
+}
+
+/// Sends `raw` on a connection of its own and reads the answer until the server closes it.
+async fn raw_exchange(url: &str, raw: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = url.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    // The server may close before it read everything sent (a head it refused half way): what
+    // counts is the answer it wrote before closing.
+    let _ = stream.write_all(raw).await;
+    let mut answer = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while let Ok(n @ 1..) = stream.read(&mut chunk).await {
+        answer.extend_from_slice(&chunk[..n]);
+    }
+    String::from_utf8(answer).unwrap()
+}
+
+/// The status and envelope of one raw answer.
+fn raw_error(answer: &str) -> (u16, Value) {
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+    assert!(
+        head.contains("\r\ncontent-type: application/json\r\n"),
+        "{head}"
+    );
+    assert!(
+        head.contains(&format!("\r\ncontent-length: {}\r\n", body.len())),
+        "{head}"
+    );
+    let status = head[9..12].parse().unwrap();
+    (status, serde_json::from_str(body).unwrap())
+}
+
+both_engines! {
+    async fn heads_the_http_layer_cannot_parse_are_answered_in_the_envelope(app) {
+        // A request line over hyper's own 64 KiB limit.
+        let line = format!("GET /v1/agents?name={} HTTP/1.1\r\nHost: x\r\n\r\n", "x".repeat(70_000));
+        let (status, body) = raw_error(&raw_exchange(&app.url(""), line.as_bytes()).await);
+        assert_eq!((status, body["error"].as_str()), (414, Some("uri_too_long")), "{body}");
+        // A control character in a header line.
+        let raw = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Thing: a\x01b\r\n\r\n";
+        let (status, body) = raw_error(&raw_exchange(&app.url(""), raw).await);
+        assert_eq!((status, body["error"].as_str()), (400, Some("malformed_request")), "{body}");
+        // A head larger than the HTTP layer buffers (sent whole, so the answer is read before the
+        // connection closes).
+        let headers: String = (0..60).map(|i| format!("X-F{i}: {}\r\n", "a".repeat(7000))).collect();
+        let raw = format!("GET /healthz HTTP/1.1\r\nHost: x\r\n{headers}");
+        let (status, body) = raw_error(&raw_exchange(&app.url(""), raw.as_bytes()).await);
+        assert_eq!((status, body["error"].as_str()), (431, Some("headers_too_large")), "{body}");
+        // After a good request on the same connection, the bad one still gets the envelope.
+        let raw = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\x01\r\n\r\n";
+        let answer = raw_exchange(&app.url(""), raw).await;
+        let (first, second) = answer.split_once("HTTP/1.1 400 ").unwrap();
+        assert!(first.starts_with("HTTP/1.1 200 OK\r\n"), "{first}");
+        let (status, body) = raw_error(&format!("HTTP/1.1 400 {second}"));
+        assert_eq!((status, body["error"].as_str()), (400, Some("malformed_request")), "{body}");
     }
 }

@@ -342,6 +342,16 @@ async fn the_sync_cli_has_exit_codes_for_ci() {
     let (code, _, err) = acp_sync(&[file, "--server", &app.base, "--token", "svc_pat_wrong"]).await;
     assert_eq!(code, 1);
     assert!(err.contains("invalid_token"), "{err}");
+    // The server's spec errors are shown where they are written in the file.
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(&bad, "reusable_policy_blocks:\n  ops: { actions: { allow: [read] } }\nbindings:\n  - { group: team, blocks: [nope] }\n").unwrap();
+    let bad = bad.to_str().unwrap();
+    let (code, _, err) = acp_sync(&[bad, "--server", &app.base, "--token", &token]).await;
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("invalid_spec") && err.contains(&format!("--> {bad}:4:")),
+        "{err}"
+    );
     let check = check(&app, json!({"agent_id": agent.id, "action": "read"})).await;
     assert_eq!(check["decision"], "allow");
     app.stop().await;

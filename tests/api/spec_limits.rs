@@ -330,7 +330,7 @@ fn fmt_refuses_to_drop_comments_and_sync_refuses_duplicates() {
     ]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        text(&out).contains("duplicate key `bindings`"),
+        text(&out).contains("duplicate key `bindings`") && text(&out).contains("dup.yaml:2:1"),
         "{}",
         text(&out)
     );

@@ -1,13 +1,65 @@
-//! SQL for dashboard identity: users, memberships, login tokens, sessions, personal access
-//! tokens, rate limits, the outbox, status checks and contact submissions.
+//! SQL of accounts: workspaces and their settings, API keys, dashboard users, memberships,
+//! login tokens, sessions, personal access tokens and the rate limits of logins.
 
+use async_trait::async_trait;
 use sqlx::any::AnyRow;
-use sqlx::{Any, AnyPool, Row, Transaction};
+use sqlx::{Any, Row, Transaction};
 
-use super::changed_rows;
+use super::{changed_rows, SqlStore};
+use crate::domain::Role;
 use crate::store::*;
 
-pub(super) fn user_from_row(row: &AnyRow) -> Result<User, sqlx::Error> {
+const API_KEY_COLUMNS: &str =
+    "id, workspace_id, key_hash, mode, last_four, created_at, revoked_at, name, created_by, last_used_at";
+
+fn api_key_from_row(row: &AnyRow) -> Result<ApiKeyRecord, sqlx::Error> {
+    Ok(ApiKeyRecord {
+        id: row.try_get("id")?,
+        workspace_id: row.try_get("workspace_id")?,
+        key_hash: row.try_get("key_hash")?,
+        mode: row.try_get("mode")?,
+        last_four: row.try_get("last_four")?,
+        created_at: row.try_get("created_at")?,
+        revoked_at: row.try_get("revoked_at")?,
+        name: row.try_get("name")?,
+        created_by: row.try_get("created_by")?,
+        last_used_at: row.try_get("last_used_at")?,
+    })
+}
+
+async fn insert_workspace(tx: &mut Transaction<'_, Any>, w: &Workspace) -> Result<(), sqlx::Error> {
+    sqlx::query("INSERT INTO workspaces (id, name, created_at) VALUES ($1, $2, $3)")
+        .bind(&w.id)
+        .bind(&w.name)
+        .bind(w.created_at)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+async fn insert_api_key(
+    tx: &mut Transaction<'_, Any>,
+    k: &ApiKeyRecord,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO api_keys (id, workspace_id, key_hash, mode, last_four, created_at, revoked_at, name, created_by) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+    )
+    .bind(&k.id)
+    .bind(&k.workspace_id)
+    .bind(&k.key_hash)
+    .bind(&k.mode)
+    .bind(&k.last_four)
+    .bind(k.created_at)
+    .bind(k.revoked_at)
+    .bind(k.name.clone())
+    .bind(k.created_by.clone())
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+fn user_from_row(row: &AnyRow) -> Result<User, sqlx::Error> {
     Ok(User {
         id: row.try_get("id")?,
         email: row.try_get("email")?,
@@ -67,18 +119,61 @@ async fn ensure_user(
     Ok(user_from_row(&row)?)
 }
 
-fn affected_or_not_found(rows: u64) -> Result<Outcome, StoreError> {
+fn affected_or_not_found(rows: u64) -> Result<Applied, StoreError> {
     changed_rows(rows, || StoreError::NotFound)?;
-    Ok(Outcome::Done)
+    Ok(Applied::Done)
 }
 
-/// Applies this module's operations; `None` for operations that are not its.
+/// Applies an account operation inside `tx`.
 pub(super) async fn apply(
     tx: &mut Transaction<'_, Any>,
-    op: &Op,
-) -> Result<Option<Outcome>, StoreError> {
-    let outcome = match op {
-        Op::CreateLoginToken {
+    op: &AccountOp,
+) -> Result<Applied, StoreError> {
+    let applied = match op {
+        AccountOp::Bootstrap { workspace, key } => {
+            let first = sqlx::query("INSERT INTO instance_meta (key, value) VALUES ('bootstrapped', $1) ON CONFLICT (key) DO NOTHING")
+                .bind(&workspace.id)
+                .execute(&mut **tx)
+                .await?
+                .rows_affected();
+            if first == 0 {
+                return Ok(Applied::Bootstrapped(false));
+            }
+            insert_workspace(tx, workspace).await?;
+            insert_api_key(tx, key).await?;
+            Applied::Bootstrapped(true)
+        }
+        AccountOp::CreateWorkspace(workspace) => {
+            insert_workspace(tx, workspace).await?;
+            // A workspace made by hand also counts as the instance being set up.
+            sqlx::query("INSERT INTO instance_meta (key, value) VALUES ('bootstrapped', $1) ON CONFLICT (key) DO NOTHING")
+                .bind(&workspace.id)
+                .execute(&mut **tx)
+                .await?;
+            Applied::Done
+        }
+        AccountOp::SetWorkspaceSettings {
+            workspace_id,
+            require_member_approval,
+            at,
+        } => {
+            sqlx::query(
+                "INSERT INTO workspace_settings (workspace_id, require_member_approval, updated_at) VALUES ($1, $2, $3) \
+                 ON CONFLICT (workspace_id) DO UPDATE SET require_member_approval = excluded.require_member_approval, \
+                 updated_at = excluded.updated_at",
+            )
+            .bind(workspace_id)
+            .bind(i64::from(*require_member_approval))
+            .bind(*at)
+            .execute(&mut **tx)
+            .await?;
+            Applied::Done
+        }
+        AccountOp::CreateApiKey(key) => {
+            insert_api_key(tx, key).await?;
+            Applied::Done
+        }
+        AccountOp::CreateLoginToken {
             token_hash,
             email,
             created_at,
@@ -91,9 +186,9 @@ pub(super) async fn apply(
                 .bind(*expires_at)
                 .execute(&mut **tx)
                 .await?;
-            Outcome::Done
+            Applied::Done
         }
-        Op::Login {
+        AccountOp::Login {
             token_hash,
             email,
             user_id,
@@ -131,12 +226,12 @@ pub(super) async fn apply(
             .bind(session.expires_at)
             .execute(&mut **tx)
             .await?;
-            Outcome::User(Box::new(User {
+            Applied::User(Box::new(User {
                 last_login_at: Some(*at),
                 ..user
             }))
         }
-        Op::EndSession { id_hash, at } => {
+        AccountOp::EndSession { id_hash, at } => {
             sqlx::query(
                 "UPDATE sessions SET revoked_at = $1 WHERE id_hash = $2 AND revoked_at IS NULL",
             )
@@ -144,9 +239,9 @@ pub(super) async fn apply(
             .bind(id_hash)
             .execute(&mut **tx)
             .await?;
-            Outcome::Done
+            Applied::Done
         }
-        Op::SelectWorkspace {
+        AccountOp::SelectWorkspace {
             id_hash,
             workspace_id,
         } => {
@@ -160,7 +255,7 @@ pub(super) async fn apply(
             .rows_affected();
             affected_or_not_found(rows)?
         }
-        Op::UpsertMembership {
+        AccountOp::UpsertMembership {
             workspace_id,
             email,
             user_id,
@@ -178,9 +273,9 @@ pub(super) async fn apply(
             .bind(*at)
             .execute(&mut **tx)
             .await?;
-            Outcome::User(Box::new(user))
+            Applied::User(Box::new(user))
         }
-        Op::RemoveMembership {
+        AccountOp::RemoveMembership {
             workspace_id,
             user_id,
         } => {
@@ -197,9 +292,9 @@ pub(super) async fn apply(
             changed_rows(rows, || {
                 StoreError::Conflict("not a member, or the last owner".into())
             })?;
-            Outcome::Done
+            Applied::Done
         }
-        Op::RevokeApiKey {
+        AccountOp::RevokeApiKey {
             workspace_id,
             key_id,
             at,
@@ -215,23 +310,23 @@ pub(super) async fn apply(
             .rows_affected();
             affected_or_not_found(rows)?
         }
-        Op::TouchApiKey { key_id, at } => {
+        AccountOp::TouchApiKey { key_id, at } => {
             sqlx::query("UPDATE api_keys SET last_used_at = $1 WHERE id = $2")
                 .bind(*at)
                 .bind(key_id)
                 .execute(&mut **tx)
                 .await?;
-            Outcome::Done
+            Applied::Done
         }
-        Op::TouchPat { pat_id, at } => {
+        AccountOp::TouchPat { pat_id, at } => {
             sqlx::query("UPDATE personal_access_tokens SET last_used_at = $1 WHERE id = $2")
                 .bind(*at)
                 .bind(pat_id)
                 .execute(&mut **tx)
                 .await?;
-            Outcome::Done
+            Applied::Done
         }
-        Op::CreatePat(pat) => {
+        AccountOp::CreatePat(pat) => {
             sqlx::query(
                 "INSERT INTO personal_access_tokens (id, user_id, name, token_hash, last_four, created_at, expires_at) \
                  VALUES ($1, $2, $3, $4, $5, $6, $7)",
@@ -245,9 +340,9 @@ pub(super) async fn apply(
             .bind(pat.expires_at)
             .execute(&mut **tx)
             .await?;
-            Outcome::Done
+            Applied::Done
         }
-        Op::RevokePat {
+        AccountOp::RevokePat {
             user_id,
             pat_id,
             at,
@@ -263,51 +358,7 @@ pub(super) async fn apply(
             .rows_affected();
             affected_or_not_found(rows)?
         }
-        Op::StoreOutboxMessage(m) => {
-            sqlx::query(
-                "INSERT INTO outbox_messages (id, recipients, subject, text_body, html_body, attachments, created_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            )
-            .bind(&m.id)
-            .bind(serde_json::to_string(&m.recipients).unwrap_or_else(|_| "[]".into()))
-            .bind(&m.subject)
-            .bind(m.text_body.clone())
-            .bind(m.html_body.clone())
-            .bind(attachments_json(&m.attachments))
-            .bind(m.created_at)
-            .execute(&mut **tx)
-            .await?;
-            Outcome::Done
-        }
-        Op::RecordStatusChecks(checks) => {
-            for c in checks {
-                sqlx::query(
-                    "INSERT INTO status_checks (id, component, status, detail, latency_ms, checked_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6)",
-                )
-                .bind(&c.id)
-                .bind(&c.component)
-                .bind(&c.status)
-                .bind(&c.detail)
-                .bind(c.latency_ms)
-                .bind(c.checked_at)
-                .execute(&mut **tx)
-                .await?;
-            }
-            Outcome::Done
-        }
-        Op::StoreContact(c) => {
-            sqlx::query("INSERT INTO contact_submissions (id, name, email, message, created_at) VALUES ($1, $2, $3, $4, $5)")
-                .bind(&c.id)
-                .bind(&c.name)
-                .bind(&c.email)
-                .bind(&c.message)
-                .bind(c.created_at)
-                .execute(&mut **tx)
-                .await?;
-            Outcome::Done
-        }
-        Op::HitRateLimit {
+        AccountOp::HitRateLimit {
             bucket,
             window_start,
         } => {
@@ -327,227 +378,195 @@ pub(super) async fn apply(
             .fetch_one(&mut **tx)
             .await?
             .try_get("hits")?;
-            Outcome::Count(hits)
+            Applied::Count(hits)
         }
-        _ => return Ok(None),
     };
-    Ok(Some(outcome))
+    Ok(applied)
 }
 
-pub(super) async fn user(pool: &AnyPool, id: &str) -> Result<Option<User>, StoreError> {
-    let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE id = $1");
-    let row = sqlx::query(&sql).bind(id).fetch_optional(pool).await?;
-    Ok(row.map(|r| user_from_row(&r)).transpose()?)
-}
-
-pub(super) async fn user_by_email(pool: &AnyPool, email: &str) -> Result<Option<User>, StoreError> {
-    let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE email = $1");
-    let row = sqlx::query(&sql).bind(email).fetch_optional(pool).await?;
-    Ok(row.map(|r| user_from_row(&r)).transpose()?)
-}
-
-pub(super) async fn memberships(
-    pool: &AnyPool,
-    user_id: &str,
-) -> Result<Vec<Membership>, StoreError> {
-    let rows = sqlx::query(
-        "SELECT w.id, w.name, w.created_at AS ws_created_at, m.role, m.created_at FROM memberships m \
-         JOIN workspaces w ON w.id = m.workspace_id WHERE m.user_id = $1 ORDER BY m.created_at, w.id",
-    )
-    .bind(user_id)
-    .fetch_all(pool)
-    .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(Membership {
-                workspace: Workspace {
-                    id: row.try_get("id")?,
-                    name: row.try_get("name")?,
-                    created_at: row.try_get("ws_created_at")?,
-                },
-                user_id: user_id.to_owned(),
-                role: role_from_text(&row.try_get::<String, _>("role")?)?,
-                created_at: row.try_get("created_at")?,
-            })
-        })
-        .collect::<Result<_, sqlx::Error>>()
-        .map_err(StoreError::from)
-}
-
-pub(super) async fn role_in(
-    pool: &AnyPool,
-    workspace_id: &str,
-    user_id: &str,
-) -> Result<Option<Role>, StoreError> {
-    let row = sqlx::query("SELECT role FROM memberships WHERE workspace_id = $1 AND user_id = $2")
-        .bind(workspace_id)
-        .bind(user_id)
-        .fetch_optional(pool)
-        .await?;
-    Ok(row
-        .map(|r| role_from_text(&r.try_get::<String, _>("role")?))
-        .transpose()?)
-}
-
-pub(super) async fn members(
-    pool: &AnyPool,
-    workspace_id: &str,
-) -> Result<Vec<(User, Role)>, StoreError> {
-    let rows = sqlx::query(
-        "SELECT u.id, u.email, u.created_at, u.last_login_at, m.role FROM memberships m \
-         JOIN users u ON u.id = m.user_id WHERE m.workspace_id = $1 ORDER BY u.email",
-    )
-    .bind(workspace_id)
-    .fetch_all(pool)
-    .await?;
-    rows.iter()
-        .map(|row| {
-            Ok((
-                user_from_row(row)?,
-                role_from_text(&row.try_get::<String, _>("role")?)?,
-            ))
-        })
-        .collect::<Result<_, sqlx::Error>>()
-        .map_err(StoreError::from)
-}
-
-pub(super) async fn session(
-    pool: &AnyPool,
-    id_hash: &str,
-) -> Result<Option<SessionRecord>, StoreError> {
-    let row = sqlx::query(
-        "SELECT id_hash, user_id, workspace_id, created_at, expires_at, revoked_at FROM sessions WHERE id_hash = $1",
-    )
-    .bind(id_hash)
-    .fetch_optional(pool)
-    .await?;
-    Ok(row.map(|r| session_from_row(&r)).transpose()?)
-}
-
-pub(super) async fn login_token(
-    pool: &AnyPool,
-    token_hash: &str,
-) -> Result<Option<(String, i64, Option<i64>)>, StoreError> {
-    let row =
-        sqlx::query("SELECT email, expires_at, used_at FROM login_tokens WHERE token_hash = $1")
-            .bind(token_hash)
-            .fetch_optional(pool)
+#[async_trait]
+impl AccountStore for SqlStore {
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn workspace(&self, id: &str) -> Result<Option<Workspace>, StoreError> {
+        let row = sqlx::query("SELECT id, name, created_at FROM workspaces WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.read)
             .await?;
-    Ok(match row {
-        Some(r) => Some((
-            r.try_get("email")?,
-            r.try_get("expires_at")?,
-            r.try_get("used_at")?,
-        )),
-        None => None,
-    })
-}
-
-pub(super) async fn pat_by_hash(
-    pool: &AnyPool,
-    token_hash: &str,
-) -> Result<Option<PatRecord>, StoreError> {
-    let sql = format!("SELECT {PAT_COLUMNS} FROM personal_access_tokens WHERE token_hash = $1");
-    let row = sqlx::query(&sql)
-        .bind(token_hash)
-        .fetch_optional(pool)
-        .await?;
-    Ok(row.map(|r| pat_from_row(&r)).transpose()?)
-}
-
-pub(super) async fn pats(pool: &AnyPool, user_id: &str) -> Result<Vec<PatRecord>, StoreError> {
-    let sql = format!("SELECT {PAT_COLUMNS} FROM personal_access_tokens WHERE user_id = $1 ORDER BY created_at DESC, id DESC");
-    let rows = sqlx::query(&sql).bind(user_id).fetch_all(pool).await?;
-    Ok(rows.iter().map(pat_from_row).collect::<Result<_, _>>()?)
-}
-
-pub(super) async fn outbox(pool: &AnyPool, limit: i64) -> Result<Vec<OutboxMessage>, StoreError> {
-    let rows = sqlx::query(
-        "SELECT id, recipients, subject, text_body, html_body, attachments, created_at FROM outbox_messages \
-         ORDER BY created_at DESC, id DESC LIMIT $1",
-    )
-    .bind(limit)
-    .fetch_all(pool)
-    .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(OutboxMessage {
+        Ok(match row {
+            Some(row) => Some(Workspace {
                 id: row.try_get("id")?,
-                recipients: serde_json::from_str(&row.try_get::<String, _>("recipients")?)
-                    .unwrap_or_default(),
-                subject: row.try_get("subject")?,
-                text_body: row.try_get("text_body")?,
-                html_body: row.try_get("html_body")?,
-                attachments: attachments_from_json(&row.try_get::<String, _>("attachments")?)?,
+                name: row.try_get("name")?,
                 created_at: row.try_get("created_at")?,
-            })
+            }),
+            None => None,
         })
-        .collect::<Result<_, sqlx::Error>>()
-        .map_err(StoreError::from)
-}
+    }
 
-/// `[{filename, content_type, content}]`, the content in standard base64.
-fn attachments_json(attachments: &[OutboxAttachment]) -> String {
-    use base64::Engine as _;
-    serde_json::Value::Array(
-        attachments
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn require_member_approval(&self, workspace_id: &str) -> Result<bool, StoreError> {
+        let row = sqlx::query(
+            "SELECT require_member_approval FROM workspace_settings WHERE workspace_id = $1",
+        )
+        .bind(workspace_id)
+        .fetch_optional(&self.read)
+        .await?;
+        Ok(match row {
+            Some(r) => r.try_get::<i64, _>("require_member_approval")? != 0,
+            None => false,
+        })
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn api_key_by_hash(&self, key_hash: &str) -> Result<Option<ApiKeyRecord>, StoreError> {
+        let sql = format!("SELECT {API_KEY_COLUMNS} FROM api_keys WHERE key_hash = $1");
+        let row = sqlx::query(&sql)
+            .bind(key_hash)
+            .fetch_optional(&self.read)
+            .await?;
+        Ok(row.map(|row| api_key_from_row(&row)).transpose()?)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn api_keys(&self, workspace_id: &str) -> Result<Vec<ApiKeyRecord>, StoreError> {
+        let sql = format!("SELECT {API_KEY_COLUMNS} FROM api_keys WHERE workspace_id = $1 ORDER BY created_at DESC, id DESC");
+        let rows = sqlx::query(&sql)
+            .bind(workspace_id)
+            .fetch_all(&self.read)
+            .await?;
+        Ok(rows
             .iter()
-            .map(|a| {
-                serde_json::json!({
-                    "filename": a.filename,
-                    "content_type": a.content_type,
-                    "content": base64::engine::general_purpose::STANDARD.encode(&a.content),
+            .map(api_key_from_row)
+            .collect::<Result<_, _>>()?)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn user(&self, id: &str) -> Result<Option<User>, StoreError> {
+        let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE id = $1");
+        let row = sqlx::query(&sql)
+            .bind(id)
+            .fetch_optional(&self.read)
+            .await?;
+        Ok(row.map(|r| user_from_row(&r)).transpose()?)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn user_by_email(&self, email: &str) -> Result<Option<User>, StoreError> {
+        let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE email = $1");
+        let row = sqlx::query(&sql)
+            .bind(email)
+            .fetch_optional(&self.read)
+            .await?;
+        Ok(row.map(|r| user_from_row(&r)).transpose()?)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn memberships(&self, user_id: &str) -> Result<Vec<Membership>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT w.id, w.name, w.created_at AS ws_created_at, m.role, m.created_at FROM memberships m \
+             JOIN workspaces w ON w.id = m.workspace_id WHERE m.user_id = $1 ORDER BY m.created_at, w.id",
+        )
+        .bind(user_id)
+        .fetch_all(&self.read)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(Membership {
+                    workspace: Workspace {
+                        id: row.try_get("id")?,
+                        name: row.try_get("name")?,
+                        created_at: row.try_get("ws_created_at")?,
+                    },
+                    user_id: user_id.to_owned(),
+                    role: role_from_text(&row.try_get::<String, _>("role")?)?,
+                    created_at: row.try_get("created_at")?,
                 })
             })
-            .collect(),
-    )
-    .to_string()
-}
-
-fn attachments_from_json(text: &str) -> Result<Vec<OutboxAttachment>, sqlx::Error> {
-    use base64::Engine as _;
-    #[derive(serde::Deserialize)]
-    struct Stored {
-        filename: String,
-        content_type: String,
-        content: String,
+            .collect::<Result<_, sqlx::Error>>()
+            .map_err(StoreError::from)
     }
-    let corrupt = |e: String| sqlx::Error::Decode(format!("outbox attachments: {e}").into());
-    let stored: Vec<Stored> = serde_json::from_str(text).map_err(|e| corrupt(e.to_string()))?;
-    stored
-        .into_iter()
-        .map(|s| {
-            Ok(OutboxAttachment {
-                content: base64::engine::general_purpose::STANDARD
-                    .decode(s.content)
-                    .map_err(|e| corrupt(e.to_string()))?,
-                filename: s.filename,
-                content_type: s.content_type,
-            })
-        })
-        .collect()
-}
 
-pub(super) async fn latest_status_checks(pool: &AnyPool) -> Result<Vec<StatusCheck>, StoreError> {
-    let rows = sqlx::query(
-        "SELECT c.id, c.component, c.status, c.detail, c.latency_ms, c.checked_at FROM status_checks c \
-         WHERE c.id = (SELECT l.id FROM status_checks l WHERE l.component = c.component \
-                       ORDER BY l.checked_at DESC, l.id DESC LIMIT 1) \
-         ORDER BY c.component",
-    )
-    .fetch_all(pool)
-    .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(StatusCheck {
-                id: row.try_get("id")?,
-                component: row.try_get("component")?,
-                status: row.try_get("status")?,
-                detail: row.try_get("detail")?,
-                latency_ms: row.try_get("latency_ms")?,
-                checked_at: row.try_get("checked_at")?,
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn role_in(&self, workspace_id: &str, user_id: &str) -> Result<Option<Role>, StoreError> {
+        let row =
+            sqlx::query("SELECT role FROM memberships WHERE workspace_id = $1 AND user_id = $2")
+                .bind(workspace_id)
+                .bind(user_id)
+                .fetch_optional(&self.read)
+                .await?;
+        Ok(row
+            .map(|r| role_from_text(&r.try_get::<String, _>("role")?))
+            .transpose()?)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn members(&self, workspace_id: &str) -> Result<Vec<(User, Role)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT u.id, u.email, u.created_at, u.last_login_at, m.role FROM memberships m \
+             JOIN users u ON u.id = m.user_id WHERE m.workspace_id = $1 ORDER BY u.email",
+        )
+        .bind(workspace_id)
+        .fetch_all(&self.read)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok((
+                    user_from_row(row)?,
+                    role_from_text(&row.try_get::<String, _>("role")?)?,
+                ))
             })
+            .collect::<Result<_, sqlx::Error>>()
+            .map_err(StoreError::from)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn session(&self, id_hash: &str) -> Result<Option<SessionRecord>, StoreError> {
+        let row = sqlx::query(
+            "SELECT id_hash, user_id, workspace_id, created_at, expires_at, revoked_at FROM sessions WHERE id_hash = $1",
+        )
+        .bind(id_hash)
+        .fetch_optional(&self.read)
+        .await?;
+        Ok(row.map(|r| session_from_row(&r)).transpose()?)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn login_token(
+        &self,
+        token_hash: &str,
+    ) -> Result<Option<(String, i64, Option<i64>)>, StoreError> {
+        let row = sqlx::query(
+            "SELECT email, expires_at, used_at FROM login_tokens WHERE token_hash = $1",
+        )
+        .bind(token_hash)
+        .fetch_optional(&self.read)
+        .await?;
+        Ok(match row {
+            Some(r) => Some((
+                r.try_get("email")?,
+                r.try_get("expires_at")?,
+                r.try_get("used_at")?,
+            )),
+            None => None,
         })
-        .collect::<Result<_, sqlx::Error>>()
-        .map_err(StoreError::from)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn pat_by_hash(&self, token_hash: &str) -> Result<Option<PatRecord>, StoreError> {
+        let sql = format!("SELECT {PAT_COLUMNS} FROM personal_access_tokens WHERE token_hash = $1");
+        let row = sqlx::query(&sql)
+            .bind(token_hash)
+            .fetch_optional(&self.read)
+            .await?;
+        Ok(row.map(|r| pat_from_row(&r)).transpose()?)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn pats(&self, user_id: &str) -> Result<Vec<PatRecord>, StoreError> {
+        let sql = format!("SELECT {PAT_COLUMNS} FROM personal_access_tokens WHERE user_id = $1 ORDER BY created_at DESC, id DESC");
+        let rows = sqlx::query(&sql)
+            .bind(user_id)
+            .fetch_all(&self.read)
+            .await?;
+        Ok(rows.iter().map(pat_from_row).collect::<Result<_, _>>()?)
+    }
 }

@@ -1,11 +1,11 @@
-//! SQL for credentials and the kill switch.
+//! SQL of credentials, the kill switch and the JWT issuer's signing keys.
 
+use async_trait::async_trait;
 use sqlx::any::AnyRow;
-use sqlx::{Any, AnyPool, Row, Transaction};
+use sqlx::{Any, Row, Transaction};
 
+use super::{affected_or_conflict, SqlStore};
 use crate::store::*;
-
-use super::affected_or_conflict;
 
 fn credential_from_row(row: &AnyRow) -> Result<CredentialRecord, sqlx::Error> {
     Ok(CredentialRecord {
@@ -39,72 +39,13 @@ async fn ensure_switch(
     Ok(())
 }
 
-/// Applies this module's operations; `None` for operations that are not its.
+/// Applies a credential operation inside `tx`.
 pub(super) async fn apply(
     tx: &mut Transaction<'_, Any>,
-    op: &Op,
-) -> Result<Option<Outcome>, StoreError> {
-    let outcome = match op {
-        Op::RecordFeedback {
-            id,
-            workspace_id,
-            agent_id,
-            key_id,
-            verdict,
-            evidence,
-            delta,
-            half_life_ms,
-            at,
-        } => {
-            sqlx::query(
-                "INSERT INTO agent_feedback (id, workspace_id, agent_id, key_id, verdict, evidence, created_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            )
-            .bind(id)
-            .bind(workspace_id)
-            .bind(agent_id)
-            .bind(key_id)
-            .bind(verdict)
-            .bind(evidence)
-            .bind(*at)
-            .execute(&mut **tx)
-            .await?;
-            // Lock the agent's row before reading its score (a row lock on Postgres, the write
-            // lock on SQLite), so concurrent feedback on two replicas cannot lose an update.
-            sqlx::query("UPDATE agents SET risk_scored_at = risk_scored_at WHERE id = $1")
-                .bind(agent_id)
-                .execute(&mut **tx)
-                .await?;
-            let row = sqlx::query(
-                "SELECT risk_score, risk_scored_at FROM agents WHERE id = $1 AND workspace_id = $2",
-            )
-            .bind(agent_id)
-            .bind(workspace_id)
-            .fetch_optional(&mut **tx)
-            .await?
-            .ok_or(StoreError::UnknownAgent)?;
-            let old: f64 = row.try_get("risk_score")?;
-            let scored_at: Option<i64> = row.try_get("risk_scored_at")?;
-            let elapsed = scored_at.map_or(0.0, |t| (*at - t).max(0) as f64);
-            let score = (old * 0.5f64.powf(elapsed / half_life_ms) + delta).max(0.0);
-            let tier = crate::telemetry::reputation::tier_of(score);
-            sqlx::query(
-                "UPDATE agents SET risk_score = $1, risk_scored_at = $2, risk_tier = $3, updated_at = $2 WHERE id = $4",
-            )
-            .bind(score)
-            .bind(*at)
-            .bind(tier)
-            .bind(agent_id)
-            .execute(&mut **tx)
-            .await?;
-            let sql = format!("SELECT {} FROM agents WHERE id = $1", super::AGENT_COLUMNS);
-            let agent = sqlx::query(&sql)
-                .bind(agent_id)
-                .fetch_one(&mut **tx)
-                .await?;
-            Outcome::Agent(Box::new(super::agent_from_row(&agent)?))
-        }
-        Op::CreateCredential(c) => {
+    op: &CredentialOp,
+) -> Result<Applied, StoreError> {
+    let applied = match op {
+        CredentialOp::Create(c) => {
             let done = sqlx::query(
                 "INSERT INTO credentials (id, workspace_id, agent_id, token_hash, token_type, provider, audience, scopes, \
                  one_time, created_at, expires_at) SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11 \
@@ -128,7 +69,7 @@ pub(super) async fn apply(
             // Paused, or the agent revoked or suspended, since the mint was checked.
             affected_or_conflict(done.rows_affected(), "minting_paused")?
         }
-        Op::RevokeCredentials {
+        CredentialOp::Revoke {
             workspace_id,
             token_hash,
             cred_id,
@@ -140,7 +81,7 @@ pub(super) async fn apply(
                 (Some(h), _, _) => ("token_hash", h),
                 (None, Some(id), _) => ("id", id),
                 (None, None, Some(agent)) => ("agent_id", agent),
-                (None, None, None) => return Ok(Some(Outcome::Count(0))),
+                (None, None, None) => return Ok(Applied::Count(0)),
             };
             let sql = format!(
                 "UPDATE credentials SET revoked_at = $1, revoked_reason = $2 \
@@ -153,9 +94,9 @@ pub(super) async fn apply(
                 .bind(value)
                 .execute(&mut **tx)
                 .await?;
-            Outcome::Count(i64::try_from(done.rows_affected()).unwrap_or(i64::MAX))
+            Applied::Count(i64::try_from(done.rows_affected()).unwrap_or(i64::MAX))
         }
-        Op::UseCredential { id, at } => {
+        CredentialOp::Use { id, at } => {
             let done = sqlx::query(
                 "UPDATE credentials SET used_at = $1 WHERE id = $2 AND used_at IS NULL AND revoked_at IS NULL AND expires_at > $1",
             )
@@ -165,7 +106,7 @@ pub(super) async fn apply(
             .await?;
             affected_or_conflict(done.rows_affected(), "the one-time credential was used")?
         }
-        Op::SetMinting {
+        CredentialOp::SetMinting {
             workspace_id,
             paused,
             reason,
@@ -181,9 +122,9 @@ pub(super) async fn apply(
             .bind(workspace_id)
             .execute(&mut **tx)
             .await?;
-            Outcome::Done
+            Applied::Done
         }
-        Op::RevokeAll { workspace_id, at } => {
+        CredentialOp::RevokeAll { workspace_id, at } => {
             ensure_switch(tx, workspace_id, *at).await?;
             // Every credential committed so far is revoked outright, whatever the clock of the
             // replica that minted it said; the cutoff below also covers the rest.
@@ -201,93 +142,9 @@ pub(super) async fn apply(
                 .bind(workspace_id)
                 .execute(&mut **tx)
                 .await?;
-            Outcome::Done
+            Applied::Done
         }
-        Op::ReserveEmail {
-            id,
-            workspace_id,
-            agent_id,
-            recipients,
-            seen,
-            at,
-        } => {
-            // The counter row is the per-agent lock: the upsert holds it (Postgres row lock,
-            // SQLite write lock) until this transaction ends, so two replicas reserve in turn.
-            sqlx::query(
-                "INSERT INTO email_counters (workspace_id, agent_id, updated_at) VALUES ($1, $2, $3) \
-                 ON CONFLICT (workspace_id, agent_id) DO UPDATE SET updated_at = excluded.updated_at",
-            )
-            .bind(workspace_id)
-            .bind(agent_id)
-            .bind(*at)
-            .execute(&mut **tx)
-            .await?;
-            // An agent suspended or revoked on another replica since this one decided.
-            let live = sqlx::query(
-                "SELECT 1 AS live FROM agents WHERE id = $1 AND workspace_id = $2 AND status NOT IN ('revoked', 'suspended')",
-            )
-            .bind(agent_id)
-            .bind(workspace_id)
-            .fetch_optional(&mut **tx)
-            .await?;
-            if live.is_none() {
-                return Err(StoreError::AgentNotActive);
-            }
-            if let Some((seen_minute, seen_day)) = *seen {
-                let (minute, day) = count_emails(
-                    &mut **tx,
-                    workspace_id,
-                    agent_id,
-                    *at - 60_000,
-                    *at - 86_400_000,
-                )
-                .await?;
-                // Fewer sends than the decision saw (some aged out) cannot turn an allow around.
-                if minute > seen_minute || day > seen_day {
-                    return Err(StoreError::Conflict(
-                        "another email of the agent was sent meanwhile".into(),
-                    ));
-                }
-            }
-            sqlx::query(
-                "INSERT INTO email_sends (id, workspace_id, agent_id, sent_at, status, recipients) \
-                 VALUES ($1, $2, $3, $4, 'reserved', $5)",
-            )
-            .bind(id)
-            .bind(workspace_id)
-            .bind(agent_id)
-            .bind(*at)
-            .bind(*recipients)
-            .execute(&mut **tx)
-            .await?;
-            Outcome::Done
-        }
-        Op::FinishEmail {
-            id,
-            provider,
-            provider_message_id,
-        } => {
-            match provider_message_id {
-                Some(message_id) => {
-                    sqlx::query(
-                        "UPDATE email_sends SET status = 'sent', provider = $1, provider_message_id = $2 WHERE id = $3",
-                    )
-                    .bind(provider)
-                    .bind(message_id)
-                    .bind(id)
-                    .execute(&mut **tx)
-                    .await?;
-                }
-                None => {
-                    sqlx::query("DELETE FROM email_sends WHERE id = $1")
-                        .bind(id)
-                        .execute(&mut **tx)
-                        .await?;
-                }
-            }
-            Outcome::Done
-        }
-        Op::AddSigningKey {
+        CredentialOp::AddSigningKey {
             key,
             rotate,
             publish_until,
@@ -313,101 +170,67 @@ pub(super) async fn apply(
             .execute(&mut **tx)
             .await?
             .rows_affected();
-            Outcome::Count(i64::try_from(added).unwrap_or(0))
+            Applied::Count(i64::try_from(added).unwrap_or(0))
         }
-        _ => return Ok(None),
     };
-    Ok(Some(outcome))
+    Ok(applied)
 }
 
-async fn count_emails<'e, E>(
-    executor: E,
-    workspace_id: &str,
-    agent_id: &str,
-    minute_ago: i64,
-    day_ago: i64,
-) -> Result<(i64, i64), sqlx::Error>
-where
-    E: sqlx::Executor<'e, Database = Any>,
-{
-    let row = sqlx::query(
-        "SELECT COALESCE(SUM(CASE WHEN sent_at > $1 THEN 1 ELSE 0 END), 0) AS minute, COUNT(*) AS day \
-         FROM email_sends WHERE workspace_id = $2 AND agent_id = $3 AND sent_at > $4",
-    )
-    .bind(minute_ago)
-    .bind(workspace_id)
-    .bind(agent_id)
-    .bind(day_ago)
-    .fetch_one(executor)
-    .await?;
-    Ok((row.try_get("minute")?, row.try_get("day")?))
-}
-
-pub(super) async fn email_counts(
-    pool: &AnyPool,
-    workspace_id: &str,
-    agent_id: &str,
-    minute_ago: i64,
-    day_ago: i64,
-) -> Result<(i64, i64), StoreError> {
-    Ok(count_emails(pool, workspace_id, agent_id, minute_ago, day_ago).await?)
-}
-
-pub(super) async fn signing_keys(
-    pool: &AnyPool,
-    now: i64,
-) -> Result<Vec<SigningKeyRecord>, StoreError> {
-    let rows = sqlx::query(
-        "SELECT kid, private_key, public_key, created_at, retired_at, publish_until FROM signing_keys \
-         WHERE retired_at IS NULL OR publish_until > $1 ORDER BY created_at DESC, kid DESC",
-    )
-    .bind(now)
-    .fetch_all(pool)
-    .await?;
-    let mut keys = Vec::with_capacity(rows.len());
-    for r in rows {
-        keys.push(SigningKeyRecord {
-            kid: r.try_get("kid")?,
-            private_key: crate::secret::Secret::new(r.try_get("private_key")?),
-            public_key: r.try_get("public_key")?,
-            created_at: r.try_get("created_at")?,
-            retired_at: r.try_get("retired_at")?,
-            publish_until: r.try_get("publish_until")?,
-        });
+#[async_trait]
+impl CredentialStore for SqlStore {
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn credential_by_hash(
+        &self,
+        token_hash: &str,
+    ) -> Result<Option<CredentialRecord>, StoreError> {
+        let row = sqlx::query(
+            "SELECT id, workspace_id, agent_id, token_hash, token_type, provider, audience, scopes, one_time, created_at, \
+             expires_at, revoked_at, revoked_reason, used_at FROM credentials WHERE token_hash = $1",
+        )
+        .bind(token_hash)
+        .fetch_optional(&self.read)
+        .await?;
+        Ok(row.map(|r| credential_from_row(&r)).transpose()?)
     }
-    Ok(keys)
-}
 
-pub(super) async fn credential_by_hash(
-    pool: &AnyPool,
-    token_hash: &str,
-) -> Result<Option<CredentialRecord>, StoreError> {
-    let row = sqlx::query(
-        "SELECT id, workspace_id, agent_id, token_hash, token_type, provider, audience, scopes, one_time, created_at, \
-         expires_at, revoked_at, revoked_reason, used_at FROM credentials WHERE token_hash = $1",
-    )
-    .bind(token_hash)
-    .fetch_optional(pool)
-    .await?;
-    Ok(row.map(|r| credential_from_row(&r)).transpose()?)
-}
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn kill_switch(&self, workspace_id: &str) -> Result<KillSwitch, StoreError> {
+        let row = sqlx::query(
+            "SELECT minting_paused, minting_paused_reason, all_revoked_at FROM kill_switches WHERE workspace_id = $1",
+        )
+        .bind(workspace_id)
+        .fetch_optional(&self.read)
+        .await?;
+        Ok(match row {
+            Some(r) => KillSwitch {
+                minting_paused: r.try_get::<i64, _>("minting_paused")? != 0,
+                minting_paused_reason: r.try_get("minting_paused_reason")?,
+                all_revoked_at: r.try_get("all_revoked_at")?,
+            },
+            None => KillSwitch::default(),
+        })
+    }
 
-pub(super) async fn kill_switch(
-    pool: &AnyPool,
-    workspace_id: &str,
-) -> Result<KillSwitch, StoreError> {
-    let row = sqlx::query(
-        "SELECT minting_paused, minting_paused_reason, all_revoked_at FROM kill_switches WHERE workspace_id = $1",
-    )
-    .bind(workspace_id)
-    .fetch_optional(pool)
-    .await?;
-    Ok(match row {
-        Some(r) => KillSwitch {
-            minting_paused: r.try_get::<i64, _>("minting_paused")? != 0,
-            minting_paused_reason: r.try_get("minting_paused_reason")?,
-            all_revoked_at: r.try_get("all_revoked_at")?,
-        },
-        None => KillSwitch::default(),
-    })
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn signing_keys(&self, now: i64) -> Result<Vec<SigningKeyRecord>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT kid, private_key, public_key, created_at, retired_at, publish_until FROM signing_keys \
+             WHERE retired_at IS NULL OR publish_until > $1 ORDER BY created_at DESC, kid DESC",
+        )
+        .bind(now)
+        .fetch_all(&self.read)
+        .await?;
+        let mut keys = Vec::with_capacity(rows.len());
+        for r in rows {
+            keys.push(SigningKeyRecord {
+                kid: r.try_get("kid")?,
+                private_key: crate::secret::Secret::new(r.try_get("private_key")?),
+                public_key: r.try_get("public_key")?,
+                created_at: r.try_get("created_at")?,
+                retired_at: r.try_get("retired_at")?,
+                publish_until: r.try_get("publish_until")?,
+            });
+        }
+        Ok(keys)
+    }
 }

@@ -1,13 +1,13 @@
-//! SQL for policies, their versions, idempotency records, policy challenges and cache
-//! invalidation.
+//! SQL of policies, their versions, idempotency records and policy challenges.
 
+use async_trait::async_trait;
 use serde_json::Value;
 use sqlx::any::AnyRow;
 use sqlx::{Any, AnyPool, Row, Transaction};
 
+use super::{affected_or_conflict, changed_rows, SqlStore};
+use crate::domain::ChallengeStatus;
 use crate::store::*;
-
-use super::{affected_or_conflict, changed_rows};
 
 fn policy_from_row(row: &AnyRow) -> Result<PolicyRecord, sqlx::Error> {
     Ok(PolicyRecord {
@@ -45,6 +45,7 @@ fn list(text: &str) -> Vec<String> {
 }
 
 fn challenge_from_row(row: &AnyRow) -> Result<PolicyChallenge, sqlx::Error> {
+    let status: String = row.try_get("status")?;
     Ok(PolicyChallenge {
         id: row.try_get("id")?,
         workspace_id: row.try_get("workspace_id")?,
@@ -53,7 +54,8 @@ fn challenge_from_row(row: &AnyRow) -> Result<PolicyChallenge, sqlx::Error> {
         action: row.try_get("action")?,
         fingerprint: row.try_get("fingerprint")?,
         token_hash: row.try_get("token_hash")?,
-        status: row.try_get("status")?,
+        status: ChallengeStatus::parse(&status)
+            .ok_or_else(|| sqlx::Error::Decode(format!("challenge status `{status}`").into()))?,
         reasons: list(&row.try_get::<String, _>("reasons")?),
         reason_codes: list(&row.try_get::<String, _>("reason_codes")?),
         summary: serde_json::from_str(&row.try_get::<String, _>("summary")?).unwrap_or(Value::Null),
@@ -69,14 +71,14 @@ fn challenge_from_row(row: &AnyRow) -> Result<PolicyChallenge, sqlx::Error> {
 /// The conflict of an `Idempotency-Key` stored meanwhile by another request.
 pub const IDEMPOTENCY_KEY_TAKEN: &str = "the idempotency key was stored by another request";
 
-/// Applies this module's operations; `None` for operations that are not its.
+/// Applies a policy operation inside `tx`.
 pub(super) async fn apply(
     tx: &mut Transaction<'_, Any>,
-    op: &Op,
-) -> Result<Option<Outcome>, StoreError> {
-    let outcome = match op {
-        Op::ApplyPolicy(apply) => apply_policy(tx, apply).await?,
-        Op::StoreIdempotency(r) => {
+    op: &PolicyOp,
+) -> Result<Applied, StoreError> {
+    let applied = match op {
+        PolicyOp::Apply(apply) => apply_policy(tx, apply).await?,
+        PolicyOp::StoreIdempotency(r) => {
             let done = sqlx::query(
                 "INSERT INTO idempotency_keys (workspace_id, key, request_hash, status, response, created_at) \
                  VALUES ($1, $2, $3, $4, $5, $6) \
@@ -97,12 +99,12 @@ pub(super) async fn apply(
             // Another request holds the key: this one must not apply anything.
             affected_or_conflict(done.rows_affected(), IDEMPOTENCY_KEY_TAKEN)?
         }
-        Op::DecideChallenge { id, status, by, at } => {
+        PolicyOp::DecideChallenge { id, status, by, at } => {
             let done = sqlx::query(
                 "UPDATE policy_challenges SET status = $1, decided_at = $2, decided_by = $3 \
                  WHERE id = $4 AND status = 'pending' AND expires_at > $2",
             )
-            .bind(status)
+            .bind(status.as_str())
             .bind(*at)
             .bind(by)
             .bind(id)
@@ -113,7 +115,7 @@ pub(super) async fn apply(
                 "the challenge was decided or expired meanwhile",
             )?
         }
-        Op::ConsumeApproval { id, at } => {
+        PolicyOp::ConsumeApproval { id, at } => {
             let done = sqlx::query(
                 "UPDATE policy_challenges SET consumed_at = $1 WHERE id = $2 AND status = 'approved' AND consumed_at IS NULL",
             )
@@ -123,7 +125,7 @@ pub(super) async fn apply(
             .await?;
             affected_or_conflict(done.rows_affected(), "the approval was used meanwhile")?
         }
-        Op::CreatePolicyChallenge(c) => {
+        PolicyOp::CreateChallenge(c) => {
             sqlx::query(
                 "INSERT INTO policy_challenges (id, workspace_id, agent_id, policy_id, action, fingerprint, token_hash, \
                  status, reasons, reason_codes, summary, trace_id, created_at, expires_at) \
@@ -136,7 +138,7 @@ pub(super) async fn apply(
             .bind(&c.action)
             .bind(&c.fingerprint)
             .bind(&c.token_hash)
-            .bind(&c.status)
+            .bind(c.status.as_str())
             .bind(serde_json::to_string(&c.reasons).unwrap_or_else(|_| "[]".into()))
             .bind(serde_json::to_string(&c.reason_codes).unwrap_or_else(|_| "[]".into()))
             .bind(c.summary.to_string())
@@ -145,17 +147,16 @@ pub(super) async fn apply(
             .bind(c.expires_at)
             .execute(&mut **tx)
             .await?;
-            Outcome::Done
+            Applied::Done
         }
-        _ => return Ok(None),
     };
-    Ok(Some(outcome))
+    Ok(applied)
 }
 
 async fn apply_policy(
     tx: &mut Transaction<'_, Any>,
     a: &PolicyApply,
-) -> Result<Outcome, StoreError> {
+) -> Result<Applied, StoreError> {
     let v = &a.version;
     let moved = || StoreError::Conflict("the policy changed meanwhile".into());
     if a.expected_version == 0 {
@@ -239,24 +240,11 @@ async fn apply_policy(
         .execute(&mut **tx)
         .await?;
     }
-    Ok(Outcome::Done)
+    Ok(Applied::Done)
 }
 
-pub(super) async fn policy(
-    pool: &AnyPool,
-    workspace_id: &str,
-    policy_id: &str,
-) -> Result<Option<PolicyRecord>, StoreError> {
-    let sql = format!("SELECT {POLICY_COLUMNS} FROM policies WHERE workspace_id = $1 AND id = $2");
-    let row = sqlx::query(&sql)
-        .bind(workspace_id)
-        .bind(policy_id)
-        .fetch_optional(pool)
-        .await?;
-    Ok(row.map(|r| policy_from_row(&r)).transpose()?)
-}
-
-pub(super) async fn policies(
+/// The policies of one workspace, or of every workspace for `None`.
+async fn policies(
     pool: &AnyPool,
     workspace_id: Option<&str>,
 ) -> Result<Vec<PolicyRecord>, StoreError> {
@@ -275,75 +263,12 @@ pub(super) async fn policies(
     Ok(rows.iter().map(policy_from_row).collect::<Result<_, _>>()?)
 }
 
-pub(super) async fn policy_version(
-    pool: &AnyPool,
-    workspace_id: &str,
-    policy_id: &str,
-    version: i64,
-) -> Result<Option<PolicyVersion>, StoreError> {
-    let sql = format!("SELECT {VERSION_COLUMNS} FROM policy_versions WHERE workspace_id = $1 AND policy_id = $2 AND version = $3");
-    let row = sqlx::query(&sql)
-        .bind(workspace_id)
-        .bind(policy_id)
-        .bind(version)
-        .fetch_optional(pool)
-        .await?;
-    Ok(row.map(|r| version_from_row(&r)).transpose()?)
-}
-
-pub(super) async fn policy_versions(
-    pool: &AnyPool,
-    workspace_id: &str,
-    policy_id: &str,
-) -> Result<Vec<PolicyVersion>, StoreError> {
-    let sql = format!(
-        "SELECT {VERSION_COLUMNS} FROM policy_versions WHERE workspace_id = $1 AND policy_id = $2 ORDER BY version DESC"
-    );
-    let rows = sqlx::query(&sql)
-        .bind(workspace_id)
-        .bind(policy_id)
-        .fetch_all(pool)
-        .await?;
-    Ok(rows
-        .iter()
-        .map(version_from_row)
-        .collect::<Result<_, _>>()?)
-}
-
-pub(super) async fn idempotency(
-    pool: &AnyPool,
-    workspace_id: &str,
-    key: &str,
-    since: i64,
-) -> Result<Option<IdempotencyRecord>, StoreError> {
-    let row = sqlx::query(
-        "SELECT workspace_id, key, request_hash, status, response, created_at FROM idempotency_keys \
-         WHERE workspace_id = $1 AND key = $2 AND created_at >= $3",
-    )
-    .bind(workspace_id)
-    .bind(key)
-    .bind(since)
-    .fetch_optional(pool)
-    .await?;
-    Ok(match row {
-        Some(r) => Some(IdempotencyRecord {
-            workspace_id: r.try_get("workspace_id")?,
-            key: r.try_get("key")?,
-            request_hash: r.try_get("request_hash")?,
-            status: r.try_get("status")?,
-            response: r.try_get("response")?,
-            created_at: r.try_get("created_at")?,
-        }),
-        None => None,
-    })
-}
-
 const CHALLENGE_COLUMNS: &str =
     "id, workspace_id, agent_id, policy_id, action, fingerprint, token_hash, status, reasons, \
      reason_codes, summary, trace_id, created_at, expires_at, decided_at, decided_by, consumed_at";
 
 /// The challenge whose `column` (`id` or `token_hash`) is `value`.
-pub(super) async fn policy_challenge(
+async fn policy_challenge(
     pool: &AnyPool,
     column: &str,
     value: &str,
@@ -353,72 +278,149 @@ pub(super) async fn policy_challenge(
     Ok(row.map(|r| challenge_from_row(&r)).transpose()?)
 }
 
-pub(super) async fn decided_challenge(
-    pool: &AnyPool,
-    workspace_id: &str,
-    agent_id: &str,
-    fingerprint: &str,
-    since: i64,
-) -> Result<Option<PolicyChallenge>, StoreError> {
-    let sql = format!(
-        "SELECT {CHALLENGE_COLUMNS} FROM policy_challenges WHERE workspace_id = $1 AND agent_id = $2 AND fingerprint = $3 \
-         AND decided_at >= $4 AND (status = 'denied' OR (status = 'approved' AND consumed_at IS NULL)) \
-         ORDER BY decided_at DESC, id DESC LIMIT 1"
-    );
-    let row = sqlx::query(&sql)
-        .bind(workspace_id)
-        .bind(agent_id)
-        .bind(fingerprint)
-        .bind(since)
-        .fetch_optional(pool)
-        .await?;
-    Ok(row.map(|r| challenge_from_row(&r)).transpose()?)
-}
+#[async_trait]
+impl PolicyStore for SqlStore {
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn policy(
+        &self,
+        workspace_id: &str,
+        policy_id: &str,
+    ) -> Result<Option<PolicyRecord>, StoreError> {
+        let sql =
+            format!("SELECT {POLICY_COLUMNS} FROM policies WHERE workspace_id = $1 AND id = $2");
+        let row = sqlx::query(&sql)
+            .bind(workspace_id)
+            .bind(policy_id)
+            .fetch_optional(&self.read)
+            .await?;
+        Ok(row.map(|r| policy_from_row(&r)).transpose()?)
+    }
 
-pub(super) async fn agent_labels(
-    pool: &AnyPool,
-    workspace_id: &str,
-    agent_id: &str,
-) -> Result<Value, StoreError> {
-    let rows = sqlx::query(
-        "SELECT labels FROM agent_inventory WHERE workspace_id = $1 AND agent_id = $2 ORDER BY external_agent_key",
-    )
-    .bind(workspace_id)
-    .bind(agent_id)
-    .fetch_all(pool)
-    .await?;
-    let mut merged = serde_json::Map::new();
-    for row in rows {
-        if let Ok(labels) = serde_json::from_str::<Value>(&row.try_get::<String, _>("labels")?) {
-            merged.extend(crate::store::model::labels_as_pairs(labels));
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn policies(&self, workspace_id: &str) -> Result<Vec<PolicyRecord>, StoreError> {
+        policies(&self.read, Some(workspace_id)).await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn all_policies(&self) -> Result<Vec<PolicyRecord>, StoreError> {
+        policies(&self.read, None).await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn policy_heads(&self) -> Result<Vec<(String, String, i64)>, StoreError> {
+        let rows = sqlx::query("SELECT workspace_id, id, current_version FROM policies")
+            .fetch_all(&self.read)
+            .await?;
+        let mut heads = Vec::with_capacity(rows.len());
+        for r in rows {
+            heads.push((
+                r.try_get("workspace_id")?,
+                r.try_get("id")?,
+                r.try_get("current_version")?,
+            ));
         }
+        Ok(heads)
     }
-    Ok(Value::Object(merged))
-}
 
-pub(super) async fn changes_since(
-    pool: &AnyPool,
-    since: i64,
-) -> Result<Vec<Invalidation>, StoreError> {
-    let rows = sqlx::query(
-        "SELECT 'agent' AS kind, id AS a, '' AS b FROM agents WHERE updated_at >= $1 \
-         UNION ALL SELECT 'agent', agent_id, '' FROM agent_inventory WHERE updated_at >= $1 \
-         UNION ALL SELECT 'key', id, '' FROM api_keys WHERE revoked_at >= $1 \
-         UNION ALL SELECT 'policy', workspace_id, id FROM policies WHERE updated_at >= $1",
-    )
-    .bind(since)
-    .fetch_all(pool)
-    .await?;
-    let mut out = Vec::with_capacity(rows.len());
-    for row in rows {
-        let kind: String = row.try_get("kind")?;
-        let a: String = row.try_get("a")?;
-        let b: String = row.try_get("b")?;
-        out.push(match kind.as_str() {
-            "agent" => Invalidation::Agent(a),
-            "key" => Invalidation::ApiKey(a),
-            _ => Invalidation::Policy(a, b),
-        });
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn policy_version(
+        &self,
+        workspace_id: &str,
+        policy_id: &str,
+        version: i64,
+    ) -> Result<Option<PolicyVersion>, StoreError> {
+        let sql = format!("SELECT {VERSION_COLUMNS} FROM policy_versions WHERE workspace_id = $1 AND policy_id = $2 AND version = $3");
+        let row = sqlx::query(&sql)
+            .bind(workspace_id)
+            .bind(policy_id)
+            .bind(version)
+            .fetch_optional(&self.read)
+            .await?;
+        Ok(row.map(|r| version_from_row(&r)).transpose()?)
     }
-    Ok(out)
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn policy_versions(
+        &self,
+        workspace_id: &str,
+        policy_id: &str,
+    ) -> Result<Vec<PolicyVersion>, StoreError> {
+        let sql = format!(
+            "SELECT {VERSION_COLUMNS} FROM policy_versions WHERE workspace_id = $1 AND policy_id = $2 ORDER BY version DESC"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(workspace_id)
+            .bind(policy_id)
+            .fetch_all(&self.read)
+            .await?;
+        Ok(rows
+            .iter()
+            .map(version_from_row)
+            .collect::<Result<_, _>>()?)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn idempotency(
+        &self,
+        workspace_id: &str,
+        key: &str,
+        since: i64,
+    ) -> Result<Option<IdempotencyRecord>, StoreError> {
+        let row = sqlx::query(
+            "SELECT workspace_id, key, request_hash, status, response, created_at FROM idempotency_keys \
+             WHERE workspace_id = $1 AND key = $2 AND created_at >= $3",
+        )
+        .bind(workspace_id)
+        .bind(key)
+        .bind(since)
+        .fetch_optional(&self.read)
+        .await?;
+        Ok(match row {
+            Some(r) => Some(IdempotencyRecord {
+                workspace_id: r.try_get("workspace_id")?,
+                key: r.try_get("key")?,
+                request_hash: r.try_get("request_hash")?,
+                status: r.try_get("status")?,
+                response: r.try_get("response")?,
+                created_at: r.try_get("created_at")?,
+            }),
+            None => None,
+        })
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn policy_challenge(&self, id: &str) -> Result<Option<PolicyChallenge>, StoreError> {
+        policy_challenge(&self.read, "id", id).await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn policy_challenge_by_token(
+        &self,
+        token_hash: &str,
+    ) -> Result<Option<PolicyChallenge>, StoreError> {
+        policy_challenge(&self.read, "token_hash", token_hash).await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn decided_challenge(
+        &self,
+        workspace_id: &str,
+        agent_id: &str,
+        fingerprint: &str,
+        since: i64,
+    ) -> Result<Option<PolicyChallenge>, StoreError> {
+        let sql = format!(
+            "SELECT {CHALLENGE_COLUMNS} FROM policy_challenges WHERE workspace_id = $1 AND agent_id = $2 AND fingerprint = $3 \
+             AND decided_at >= $4 AND (status = 'denied' OR (status = 'approved' AND consumed_at IS NULL)) \
+             ORDER BY decided_at DESC, id DESC LIMIT 1"
+        );
+        let row = sqlx::query(&sql)
+            .bind(workspace_id)
+            .bind(agent_id)
+            .bind(fingerprint)
+            .bind(since)
+            .fetch_optional(&self.read)
+            .await?;
+        Ok(row.map(|r| challenge_from_row(&r)).transpose()?)
+    }
 }

@@ -1,5 +1,7 @@
-//! In-process caches for the decision hot path: API keys, agents (with their inventory labels)
-//! and compiled policies. Every replica keeps its own.
+//! In-process caches for the decision hot path: API keys, agents (with their inventory labels),
+//! compiled policies and kept decisions. Every replica keeps its own, and this is the only place
+//! it keeps them: the check use case and every other use case that reads a key, an agent or a
+//! policy go through [`Caches`].
 //!
 //! **No answer rests on superseded state** (CONTRACT section 7). Each workspace has a state
 //! version in the database, bumped in the transaction of every change that decisions or
@@ -18,14 +20,21 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::policy::evaluate::{prepare_agent, EmailFacts, Facts, PreparedAgent};
-use crate::policy::{compile, CompiledPolicy, PolicySpec};
-use crate::store::{AgentRecord, Basis, Invalidation, Store, StoreError};
+use crate::domain::ids;
+use crate::store::{
+    AgentRecord, ApiKeyRecord, Basis, Invalidation, PolicyRecord, Store, StoreError,
+};
+
+use super::compile::{compile, CompiledPolicy};
+use super::evaluate::{
+    evaluate_prepared, prepare_agent, Decision, DecisionCache, EmailFacts, Facts, PreparedAgent,
+};
+use super::spec::{self, PolicySpec, SpecError};
 
 const ENTRY_TTL: Duration = Duration::from_secs(60);
 const MAX_ENTRIES: usize = 100_000;
@@ -93,7 +102,7 @@ pub struct KeyAccess {
     key_hash: String,
     pub view: View,
     /// The stored key, when it was just read from the store (not from the cache).
-    pub record: Option<crate::store::ApiKeyRecord>,
+    pub record: Option<ApiKeyRecord>,
 }
 
 /// What a replica knows of a workspace's state: the version it read, and the epoch at which it
@@ -122,23 +131,23 @@ impl View {
 
 /// An agent with its inventory labels.
 #[derive(Debug)]
-pub struct AgentFacts {
+pub struct CachedAgent {
     pub agent: AgentRecord,
     pub labels: Value,
     /// The cache epoch read before the agent was loaded.
     loaded: u64,
     /// The agent's part of a check, prepared under the last compiled policy it was checked
-    /// against (a new `AgentFacts` replaces this one when the agent changes).
-    prepared: Mutex<Option<Arc<PreparedAgent>>>,
+    /// against (a new `CachedAgent` replaces this one when the agent changes).
+    prepared: RwLock<Option<Arc<PreparedAgent>>>,
 }
 
-impl AgentFacts {
+impl CachedAgent {
     pub fn new(agent: AgentRecord, labels: Value, loaded: u64) -> Self {
         Self {
             agent,
             labels,
             loaded,
-            prepared: Mutex::new(None),
+            prepared: RwLock::new(None),
         }
     }
 
@@ -153,7 +162,7 @@ impl AgentFacts {
         Facts {
             agent_id: &self.agent.id,
             status: self.agent.status.as_str(),
-            risk_tier: &self.agent.risk_tier,
+            risk_tier: self.agent.risk_tier.as_str(),
             metadata: &self.agent.metadata,
             labels: &self.labels,
             action,
@@ -165,15 +174,24 @@ impl AgentFacts {
     }
 
     /// The agent prepared for evaluation under `policy`, made once per policy version.
-    pub fn prepared(&self, policy: &CompiledPolicy) -> Result<Arc<PreparedAgent>, String> {
-        let slot = || self.prepared.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(hit) = slot().as_ref().filter(|p| p.fits(policy, &self.agent.id)) {
-            return Ok(hit.clone());
+    fn prepared(&self, policy: &CompiledPolicy) -> Result<Arc<PreparedAgent>, String> {
+        let hit = self
+            .prepared
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .filter(|p| p.fits(policy, &self.agent.id))
+            .cloned();
+        if let Some(hit) = hit {
+            return Ok(hit);
         }
         // Only the agent's part of the facts is read.
         let facts = self.facts("", &Value::Null, None, (0, 0));
         let prepared = Arc::new(prepare_agent(policy, &facts)?);
-        *slot() = Some(prepared.clone());
+        *self
+            .prepared
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Some(prepared.clone());
         Ok(prepared)
     }
 }
@@ -204,7 +222,12 @@ pub fn default_policy() -> Result<Arc<LoadedPolicy>, StoreError> {
                         compiled,
                     })
                 })
-                .map_err(|e| format!("{e:?}"))
+                .map_err(|errors| {
+                    format!(
+                        "the default policy does not compile: {}",
+                        SpecError::list(&errors)
+                    )
+                })
         })
         .clone()
         .map_err(StoreError::Database)
@@ -214,7 +237,7 @@ pub struct Caches {
     /// By key hash.
     keys: TtlMap<CachedKey>,
     /// By agent id (agents of a workspace only: unclaimed agents are read from the store).
-    agents: TtlMap<Arc<AgentFacts>>,
+    agents: TtlMap<Arc<CachedAgent>>,
     /// By `workspace_id/policy_id`, with the epoch at which its version was last confirmed
     /// current; no expiry (reloaded on change).
     policies: RwLock<HashMap<String, (Arc<LoadedPolicy>, u64)>>,
@@ -222,6 +245,9 @@ pub struct Caches {
     views: RwLock<HashMap<String, View>>,
     /// Moves forward each time a view moves.
     epoch: AtomicU64,
+    /// Decisions and Cedar contexts of earlier checks (keyed by the agent's preparation, which
+    /// a changed agent or policy replaces, so no view applies to them).
+    decisions: DecisionCache,
 }
 
 impl Default for Caches {
@@ -232,6 +258,7 @@ impl Default for Caches {
             policies: RwLock::default(),
             views: RwLock::default(),
             epoch: AtomicU64::new(1),
+            decisions: DecisionCache::default(),
         }
     }
 }
@@ -393,7 +420,10 @@ impl Caches {
         store: &dyn Store,
         view: &View,
         agent_id: &str,
-    ) -> Result<Option<Arc<AgentFacts>>, StoreError> {
+    ) -> Result<Option<Arc<CachedAgent>>, StoreError> {
+        if !ids::has_shape(agent_id, ids::AGENT) {
+            return Ok(None);
+        }
         if let Some(hit) = self.agents.get(agent_id) {
             if view.admits(hit.loaded) && hit.agent.in_workspace(&view.workspace_id) {
                 return Ok(Some(hit));
@@ -401,8 +431,21 @@ impl Caches {
         }
         // The view was read before this epoch, so what is loaded now is at least as new.
         let loaded = self.epoch();
-        let facts = self.load_agent(store, agent_id, loaded).await?;
-        Ok(facts.filter(|f| f.agent.in_workspace(&view.workspace_id)))
+        let cached = self.load_agent(store, agent_id, loaded).await?;
+        Ok(cached.filter(|c| c.agent.in_workspace(&view.workspace_id)))
+    }
+
+    /// [`Caches::agent_in`] for a request that names the agent: `UnknownAgent` unless it is
+    /// an agent of the view's workspace.
+    pub async fn known_agent(
+        &self,
+        store: &dyn Store,
+        view: &View,
+        agent_id: &str,
+    ) -> Result<Arc<CachedAgent>, StoreError> {
+        self.agent_in(store, view, agent_id)
+            .await?
+            .ok_or(StoreError::UnknownAgent)
     }
 
     /// The agent with its labels, in whichever workspace it is (for signed requests, whose
@@ -412,7 +455,7 @@ impl Caches {
         &self,
         store: &dyn Store,
         agent_id: &str,
-    ) -> Result<Option<Arc<AgentFacts>>, StoreError> {
+    ) -> Result<Option<Arc<CachedAgent>>, StoreError> {
         if let Some(hit) = self.agents.get(agent_id) {
             if let Some(ws) = &hit.agent.workspace_id {
                 if self.view(store, ws).await?.admits(hit.loaded) {
@@ -429,18 +472,18 @@ impl Caches {
         store: &dyn Store,
         agent_id: &str,
         loaded: u64,
-    ) -> Result<Option<Arc<AgentFacts>>, StoreError> {
+    ) -> Result<Option<Arc<CachedAgent>>, StoreError> {
         let Some(agent) = store.agent(agent_id).await? else {
             return Ok(None);
         };
         let Some(ws) = agent.workspace_id.clone() else {
             // Unclaimed: not kept (a claim would move it into a workspace).
-            return Ok(Some(Arc::new(AgentFacts::new(agent, json!({}), loaded))));
+            return Ok(Some(Arc::new(CachedAgent::new(agent, json!({}), loaded))));
         };
         let labels = store.agent_labels(&ws, agent_id).await?;
-        let facts = Arc::new(AgentFacts::new(agent, labels, loaded));
-        self.agents.insert(agent_id.to_owned(), facts.clone());
-        Ok(Some(facts))
+        let cached = Arc::new(CachedAgent::new(agent, labels, loaded));
+        self.agents.insert(agent_id.to_owned(), cached.clone());
+        Ok(Some(cached))
     }
 
     /// The policy's current compiled version as of `view`: from the cache (its version
@@ -504,6 +547,19 @@ impl Caches {
                 }
             }
         }
+    }
+
+    /// Decides a check of `agent` under `policy`: the agent's part is prepared once per policy
+    /// version and kept with the cached agent, and a check like an earlier one gets its decision
+    /// from the decision cache (see [`DecisionCache`]).
+    pub fn decide(
+        &self,
+        agent: &CachedAgent,
+        policy: &CompiledPolicy,
+        facts: &Facts<'_>,
+    ) -> Result<Decision, String> {
+        let prepared = agent.prepared(policy)?;
+        evaluate_prepared(policy, &prepared, facts, &self.decisions)
     }
 
     /// Installs a version this replica just applied.
@@ -575,7 +631,7 @@ pub async fn load_policy(
     store: &dyn Store,
     workspace_id: &str,
     policy_id: &str,
-    head: Option<crate::store::PolicyRecord>,
+    head: Option<PolicyRecord>,
 ) -> Result<Option<Arc<LoadedPolicy>>, StoreError> {
     let Some(record) = head else {
         return if policy_id == DEFAULT_POLICY_ID {
@@ -595,8 +651,8 @@ pub async fn load_policy(
     };
     let name = record.name.clone();
     let compiled = tokio::task::spawn_blocking(move || {
-        let spec = crate::policy::spec::from_value(&version.spec).map_err(|e| format!("{e:?}"))?;
-        compile(&spec).map_err(|e| format!("{e:?}"))
+        let spec = spec::from_value(&version.spec).map_err(|e| SpecError::list(&e))?;
+        compile(&spec).map_err(|e| SpecError::list(&e))
     })
     .await
     .map_err(|e| StoreError::Database(e.to_string()))?

@@ -1,0 +1,72 @@
+//! A `challenge` decision waiting for a human: its status and the lifetimes that the decision
+//! path (which opens challenges) and the approval flow (which closes them) share.
+
+/// How long an approval link stays valid when the policy's approval block sets no `ttl_secs`.
+pub const CHALLENGE_TTL_MS: i64 = 300_000;
+
+/// How long a human's answer (an approval or a deny) counts for re-checks of the same request.
+pub const DECISION_TTL_MS: i64 = CHALLENGE_TTL_MS;
+
+/// A policy challenge's status. Only `pending`, `approved` and `denied` are stored; `expired`
+/// is what a pending challenge past its expiry is shown as (see [`ChallengeStatus::at`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChallengeStatus {
+    Pending,
+    Approved,
+    Denied,
+    Expired,
+}
+
+impl ChallengeStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Approved => "approved",
+            Self::Denied => "denied",
+            Self::Expired => "expired",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "pending" => Some(Self::Pending),
+            "approved" => Some(Self::Approved),
+            "denied" => Some(Self::Denied),
+            "expired" => Some(Self::Expired),
+            _ => None,
+        }
+    }
+
+    /// The status as callers see it at `now`: a pending challenge past `expires_at` is expired.
+    pub fn at(self, expires_at: i64, now: i64) -> Self {
+        if self == Self::Pending && now >= expires_at {
+            Self::Expired
+        } else {
+            self
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pending_challenge_expires_and_a_decided_one_does_not() {
+        assert_eq!(ChallengeStatus::Pending.at(10, 9), ChallengeStatus::Pending);
+        assert_eq!(
+            ChallengeStatus::Pending.at(10, 10),
+            ChallengeStatus::Expired
+        );
+        assert_eq!(
+            ChallengeStatus::Approved.at(10, 99),
+            ChallengeStatus::Approved
+        );
+        for s in ["pending", "approved", "denied", "expired"] {
+            assert_eq!(
+                ChallengeStatus::parse(s).map(ChallengeStatus::as_str),
+                Some(s)
+            );
+        }
+    }
+}

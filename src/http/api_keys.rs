@@ -1,0 +1,59 @@
+//! `/v1/workspace/api-keys`: the active workspace's API keys.
+
+use axum::extract::State;
+use axum::Json;
+
+use crate::api::{
+    ApiKeyListResponse, CreateApiKeyRequest, CreateApiKeyResponse, ErrorBody, OkResponse,
+};
+use crate::context::SharedContext;
+use crate::error::ApiResult;
+use crate::identity::accounts::{self, Principal};
+
+use super::extract::{AppJson, AppPath};
+
+/// The active workspace's API keys (never the keys themselves).
+#[utoipa::path(get, path = "/v1/workspace/api-keys", tag = "workspaces", security(("session" = []), ("access_token" = [])),
+    responses((status = 200, body = ApiKeyListResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+#[tracing::instrument(level = "debug", skip_all)]
+pub async fn list_api_keys(
+    State(ctx): State<SharedContext>,
+    principal: Principal,
+) -> ApiResult<Json<ApiKeyListResponse>> {
+    let (workspace_id, _) = principal.membership()?;
+    let items = ctx
+        .store
+        .api_keys(&workspace_id)
+        .await?
+        .iter()
+        .map(accounts::api_key_wire)
+        .collect();
+    Ok(Json(ApiKeyListResponse { ok: true, items }))
+}
+
+/// Creates an API key for the active workspace (owners and admins); the key is shown once.
+#[utoipa::path(post, path = "/v1/workspace/api-keys", tag = "workspaces", request_body = CreateApiKeyRequest,
+    security(("session" = []), ("access_token" = [])),
+    responses((status = 200, body = CreateApiKeyResponse), (status = 403, description = "`insufficient_role`", body = ErrorBody)))]
+#[tracing::instrument(level = "debug", skip_all)]
+pub async fn create_api_key(
+    State(ctx): State<SharedContext>,
+    principal: Principal,
+    AppJson(req): AppJson<CreateApiKeyRequest>,
+) -> ApiResult<Json<CreateApiKeyResponse>> {
+    Ok(Json(accounts::create_api_key(&ctx, &principal, req).await?))
+}
+
+/// Revokes an API key of the active workspace (owners and admins); it stops working at once.
+#[utoipa::path(post, path = "/v1/workspace/api-keys/{key_id}/revoke", tag = "workspaces", params(("key_id" = String, Path)),
+    security(("session" = []), ("access_token" = [])),
+    responses((status = 200, body = OkResponse), (status = 403, body = ErrorBody), (status = 404, description = "`unknown_api_key`", body = ErrorBody)))]
+#[tracing::instrument(level = "debug", skip_all)]
+pub async fn revoke_api_key(
+    State(ctx): State<SharedContext>,
+    principal: Principal,
+    AppPath(key_id): AppPath<String>,
+) -> ApiResult<Json<OkResponse>> {
+    accounts::revoke_api_key(&ctx, &principal, &key_id).await?;
+    Ok(Json(OkResponse { ok: true }))
+}

@@ -1,0 +1,119 @@
+//! `/v1/approval-links/{token}` (the human side of a challenge) and `/v1/policy-challenges/{id}`
+//! (the backend that waits).
+
+use askama::Template;
+use axum::extract::State;
+use axum::http::{HeaderMap, Method};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+
+use crate::api::{
+    ApprovalDecisionRequest, ErrorBody, PolicyChallengeInfo, PolicyChallengeResponse,
+};
+use crate::context::SharedContext;
+use crate::enforce::approvals;
+use crate::error::{ApiError, ApiResult};
+use crate::policy::challenge;
+use crate::time::now_ms;
+
+use super::extract::{AppJson, AppPath};
+use super::pages::{error_page, no_store, render, wants_html};
+
+#[derive(Template)]
+#[template(path = "approval.html", config = "src/http/templates/askama.toml")]
+struct ApprovalPage<'a> {
+    agent: String,
+    action: &'a str,
+    reasons: &'a [String],
+    /// The values the deciding rules read (amount and currency, environment, recipients, ...).
+    request: Vec<(String, String)>,
+    expires_at: &'a str,
+    status: &'a str,
+    /// Pending: the page offers the decision.
+    pending: bool,
+    /// The logged-in viewer's CSRF token, sent with the decision; empty without a session.
+    csrf: &'a str,
+}
+
+impl<'a> ApprovalPage<'a> {
+    fn new(c: &'a PolicyChallengeInfo, csrf: &'a str) -> Self {
+        ApprovalPage {
+            agent: challenge::agent_label(&c.summary, &c.agent_id),
+            action: &c.action,
+            reasons: &c.reasons,
+            request: challenge::summary_lines(&c.summary),
+            expires_at: &c.expires_at,
+            status: &c.status,
+            pending: c.status == "pending",
+            csrf,
+        }
+    }
+}
+
+/// What an approval link asks: an HTML page for browsers, JSON otherwise.
+#[utoipa::path(get, path = "/v1/approval-links/{token}", tag = "approvals", params(("token" = String, Path)),
+    responses((status = 200, description = "HTML page (Accept: text/html) or JSON", body = PolicyChallengeResponse),
+        (status = 404, description = "`unknown_approval_link`", body = ErrorBody)))]
+#[tracing::instrument(level = "debug", skip_all)]
+pub async fn show(
+    State(ctx): State<SharedContext>,
+    headers: HeaderMap,
+    AppPath(token): AppPath<String>,
+) -> Response {
+    let html = wants_html(&headers);
+    let found = approvals::by_token(&ctx, &token).await;
+    let response = match found {
+        Ok(c) => {
+            let info = approvals::to_wire(&c, now_ms());
+            if html {
+                // A logged-in viewer's page carries the session's CSRF token for the decision.
+                let csrf = super::session::authenticate_user(&ctx, &Method::GET, &headers)
+                    .await
+                    .ok()
+                    .and_then(|p| p.csrf_token)
+                    .unwrap_or_default();
+                render(&ApprovalPage::new(&info, &csrf))
+            } else {
+                Json(PolicyChallengeResponse {
+                    ok: true,
+                    challenge: info,
+                })
+                .into_response()
+            }
+        }
+        Err(err) if html => error_page(&ctx, err.into()),
+        Err(err) => ApiError::from(err).into_response(),
+    };
+    no_store(response)
+}
+
+/// Approves or denies the challenge behind the link; one decision per challenge.
+#[utoipa::path(post, path = "/v1/approval-links/{token}", tag = "approvals", params(("token" = String, Path)),
+    request_body = ApprovalDecisionRequest,
+    responses((status = 200, body = PolicyChallengeResponse), (status = 400, body = ErrorBody),
+        (status = 404, description = "`unknown_approval_link`", body = ErrorBody),
+        (status = 409, description = "`challenge_already_decided`", body = ErrorBody),
+        (status = 410, description = "`challenge_expired`", body = ErrorBody)))]
+#[tracing::instrument(level = "debug", skip_all)]
+pub async fn decide(
+    State(ctx): State<SharedContext>,
+    headers: HeaderMap,
+    AppPath(token): AppPath<String>,
+    AppJson(req): AppJson<ApprovalDecisionRequest>,
+) -> ApiResult<Json<PolicyChallengeResponse>> {
+    // A logged-in user is recorded as the approver; the link alone is enough otherwise (its
+    // token is the secret, so it needs no CSRF token either), unless the workspace requires a
+    // logged-in member.
+    let approver = match super::session::cookie(&headers, crate::identity::accounts::SESSION_COOKIE)
+    {
+        Some(_) => super::session::authenticate_user(&ctx, &Method::POST, &headers)
+            .await
+            .ok(),
+        None => None,
+    };
+    let challenge = approvals::decide(&ctx, &token, req.decision.trim(), approver.as_ref()).await?;
+    Ok(Json(PolicyChallengeResponse {
+        ok: true,
+        challenge,
+    }))
+}

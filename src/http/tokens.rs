@@ -1,0 +1,58 @@
+//! `/v1/auth/tokens`: a person's personal access tokens.
+
+use axum::extract::State;
+use axum::Json;
+
+use crate::api::{
+    CreateTokenRequest, CreateTokenResponse, ErrorBody, OkResponse, TokenListResponse,
+};
+use crate::context::SharedContext;
+use crate::error::ApiResult;
+use crate::identity::accounts::{self, Principal};
+
+use super::extract::{AppJson, AppPath};
+
+/// The caller's personal access tokens (never the tokens themselves).
+#[utoipa::path(get, path = "/v1/auth/tokens", tag = "auth", security(("session" = []), ("access_token" = [])),
+    responses((status = 200, body = TokenListResponse), (status = 401, body = ErrorBody)))]
+#[tracing::instrument(level = "debug", skip_all)]
+pub async fn list_tokens(
+    State(ctx): State<SharedContext>,
+    principal: Principal,
+) -> ApiResult<Json<TokenListResponse>> {
+    let items = ctx
+        .store
+        .pats(&principal.user.id)
+        .await?
+        .iter()
+        .map(accounts::pat_wire)
+        .collect();
+    Ok(Json(TokenListResponse { ok: true, items }))
+}
+
+/// Creates a named, expiring personal access token (`svc_pat_...`) that stands for the caller's
+/// session on session-only endpoints, e.g. in CI. Needs a browser session.
+#[utoipa::path(post, path = "/v1/auth/tokens", tag = "auth", request_body = CreateTokenRequest, security(("session" = [])),
+    responses((status = 200, body = CreateTokenResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+#[tracing::instrument(level = "debug", skip_all)]
+pub async fn create_token(
+    State(ctx): State<SharedContext>,
+    principal: Principal,
+    AppJson(req): AppJson<CreateTokenRequest>,
+) -> ApiResult<Json<CreateTokenResponse>> {
+    Ok(Json(accounts::create_pat(&ctx, &principal, req).await?))
+}
+
+/// Revokes one of the caller's tokens; it stops working at once.
+#[utoipa::path(post, path = "/v1/auth/tokens/{token_id}/revoke", tag = "auth", params(("token_id" = String, Path)),
+    security(("session" = []), ("access_token" = [])),
+    responses((status = 200, body = OkResponse), (status = 404, description = "`unknown_token`", body = ErrorBody)))]
+#[tracing::instrument(level = "debug", skip_all)]
+pub async fn revoke_token(
+    State(ctx): State<SharedContext>,
+    principal: Principal,
+    AppPath(token_id): AppPath<String>,
+) -> ApiResult<Json<OkResponse>> {
+    accounts::revoke_pat(&ctx, &principal, &token_id).await?;
+    Ok(Json(OkResponse { ok: true }))
+}

@@ -1,0 +1,291 @@
+//! Compilation: a spec becomes a Cedar policy set, validated in strict mode against
+//! `schemas/acp.cedarschema`, with deterministic text. Pure: no I/O.
+//!
+//! Every rule of the spec compiles to one Cedar `permit` that means "this rule matches"; its
+//! outcome (allow, challenge, deny), reason code, reason and source ride along as annotations.
+//! Evaluation collects the matching rules and applies deny > challenge > allow, with default
+//! deny. Guardrail rules are unscoped; binding rules are scoped to `principal in Group::"..."`.
+//! The compiled form keeps one Cedar policy set for the guardrails and one per bound group, so a
+//! check evaluates only the rules that can apply to its agent; each set is indexed by the actions
+//! its rules test, and status and reputation rules sit apart, evaluated only for agents that are
+//! not active or above low risk. Within an action, rules that test one value of a context field
+//! (an amount block's currency) are indexed by that value too, and rules that bound a numeric tag
+//! (an amount block's thresholds) by the interval of the tag's value. The indexes only skip rules
+//! that cannot match: every condition still tests its action, status, fields and amounts itself
+//! (the policy tests check both ways agree).
+//!
+//! In three parts, run in this order by [`compile_with`]: [`validate`] (names, references,
+//! block values, and the Cedar in strict mode against the schema), [`emit`] (the rules, their
+//! Cedar, and what each reads of a check), [`index`] (the rule sets and their indexes, which
+//! evaluation reads).
+
+mod emit;
+mod index;
+mod validate;
+
+use std::collections::{BTreeMap, HashMap};
+
+use cedar_policy::PolicySet;
+
+use super::limits::{self, Budget};
+use super::spec::{PolicySpec, Selector, SpecError};
+
+use emit::{cedar_text, Rule, Templates};
+pub use index::{scaled, tag_value, Indexed, Picked, RuleMeta, RuleSet};
+pub use validate::schema;
+
+/// A compiled spec: what checks evaluate. Built once per policy version; never rebuilt on the
+/// request path.
+#[derive(Debug, Clone)]
+pub struct CompiledPolicy {
+    pub spec: PolicySpec,
+    /// `sha256:...` of the spec's canonical form.
+    pub hash: String,
+    /// The whole policy set as Cedar text (deterministic).
+    pub cedar: String,
+    pub guardrails: RuleSet,
+    /// Per group that some binding names.
+    pub groups: BTreeMap<String, RuleSet>,
+    /// Explicit members: agent id → groups.
+    pub members: HashMap<String, Vec<String>>,
+    /// Groups with selectors.
+    pub selectors: Vec<(String, Vec<Selector>)>,
+    /// Some rule reads the agent's email counts (an email rate limit, or raw Cedar that names
+    /// `sent_last_minute` / `sent_last_day`), as the emitter recorded it.
+    pub counts_emails: bool,
+    /// Every rule that reads a numeric tag's value has a `range` on that tag (no raw Cedar
+    /// condition calls `getTag`), as the emitter recorded it: a check's decision then depends
+    /// on the tag an interval index is built on only through the interval its value falls in
+    /// (see `evaluate`'s decision cache; other tags count by value there).
+    pub tags_read_by_ranges_only: bool,
+}
+
+/// Compiles a spec. Errors list every problem found, each with its path.
+pub fn compile(spec: &PolicySpec) -> Result<CompiledPolicy, Vec<SpecError>> {
+    compile_with(spec, &Budget::default())
+}
+
+/// Compiles a spec within a budget: the spec's limits are checked first (nothing reaches
+/// Cedar's parser before), and the work stops when the budget says so (too much Cedar built,
+/// or nobody waits for the result any more).
+pub fn compile_with(spec: &PolicySpec, budget: &Budget) -> Result<CompiledPolicy, Vec<SpecError>> {
+    let over = limits::check_spec(spec);
+    if !over.is_empty() {
+        return Err(over);
+    }
+    let stop = |e: SpecError| vec![e];
+    let mut errors = Vec::new();
+    validate::structure(spec, &mut errors);
+    let rules = emit::rules(spec, &mut errors);
+    validate::unique_ids(
+        rules
+            .iter()
+            .map(|r| (r.id.as_str(), r.meta.source.as_str())),
+        &mut errors,
+    );
+
+    budget.check().map_err(stop)?;
+    let cedar: String = rules.iter().map(cedar_text).collect::<Vec<_>>().join("\n");
+    budget.charge(cedar.len());
+    let guardrail_rules: Vec<&Rule> = rules.iter().filter(|r| r.group.is_none()).collect();
+    let guardrail_placed = emit::static_rules(&guardrail_rules, &mut errors);
+    budget.check().map_err(stop)?;
+    let guardrails = index::index(&guardrail_placed, &mut errors, budget);
+    let mut groups = BTreeMap::new();
+    let mut bound: BTreeMap<&String, Vec<&Rule>> = BTreeMap::new();
+    for rule in &rules {
+        if let Some(group) = &rule.group {
+            bound.entry(group).or_default().push(rule);
+        }
+    }
+    let mut templates = Templates::default();
+    for (group, of_group) in bound {
+        budget.check().map_err(stop)?;
+        // Every group's set also holds the guardrails (see `evaluate`).
+        let mut placed = emit::group_rules(group, &of_group, &mut templates, &mut errors);
+        placed.extend(guardrail_placed.iter().cloned());
+        groups.insert(group.clone(), index::index(&placed, &mut errors, budget));
+    }
+    budget.check().map_err(stop)?;
+    if errors.is_empty() {
+        // Strict validation: the guardrail rules, and each binding template once (a rule's
+        // types do not depend on which group it is linked to).
+        let mut all = PolicySet::new();
+        for p in guardrails.policies.policies() {
+            let _ = all.add(p.clone());
+        }
+        for (t, _) in templates.by_condition.values() {
+            let _ = all.add_template(t.clone());
+        }
+        let guardrail_rules: HashMap<&str, &Rule> = guardrail_rules
+            .iter()
+            .map(|r| (r.id.as_str(), *r))
+            .collect();
+        let origin =
+            |id: &cedar_policy::PolicyId| match guardrail_rules.get(id.to_string().as_str()) {
+                Some(rule) => validate::Origin {
+                    rule: id.to_string(),
+                    source: rule.meta.source.clone(),
+                    written: rule.raw.clone().map(|raw| (raw, cedar_text(rule))),
+                },
+                None => match templates.origin.get(id) {
+                    Some((rule, source, raw, text)) => validate::Origin {
+                        rule: rule.clone(),
+                        source: source.clone(),
+                        written: raw.clone().map(|raw| (raw, text.clone())),
+                    },
+                    None => validate::Origin {
+                        rule: id.to_string(),
+                        source: String::new(),
+                        written: None,
+                    },
+                },
+            };
+        validate::against_schema(&all, origin, &mut errors).map_err(stop)?;
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+
+    let mut members: HashMap<String, Vec<String>> = HashMap::new();
+    let mut selectors = Vec::new();
+    for g in &spec.agent_groups {
+        for m in &g.members {
+            let list = members.entry(m.clone()).or_default();
+            if !list.contains(&g.name) {
+                list.push(g.name.clone());
+            }
+        }
+        if !g.selectors.is_empty() {
+            selectors.push((g.name.clone(), g.selectors.clone()));
+        }
+    }
+    Ok(CompiledPolicy {
+        counts_emails: rules.iter().any(|r| r.reads_email_counts),
+        tags_read_by_ranges_only: rules.iter().all(|r| !r.reads_tag_values),
+        spec: spec.clone(),
+        hash: spec.hash(),
+        cedar,
+        guardrails,
+        groups,
+        members,
+        selectors,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::spec::{parse, Format};
+
+    #[test]
+    fn compilation_stops_when_its_request_is_gone() {
+        let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let budget = Budget::cancellable(flag);
+        let errs = compile_with(&PolicySpec::default(), &budget).unwrap_err();
+        assert!(errs[0].message.contains("gone"), "{errs:?}");
+    }
+
+    #[test]
+    fn the_embedded_schema_parses() {
+        assert!(schema().is_ok());
+    }
+
+    #[test]
+    fn an_empty_spec_compiles_to_the_status_guardrails() {
+        let compiled = compile(&PolicySpec::default()).unwrap();
+        assert!(
+            compiled.cedar.contains("agent_revoked") && compiled.cedar.contains("agent_pending")
+        );
+        assert!(compiled.groups.is_empty());
+    }
+
+    #[test]
+    fn compile_is_deterministic() {
+        let text = "reusable_policy_blocks:\n  b:\n    actions: {allow: [read], deny: [drop]}\n    amount: {limits: {USD: {allow_up_to: 10, challenge_up_to: 20}, EUR: {allow_up_to: 5}}}\nagent_groups:\n  - {name: g, members: [agt_0123456789abcdef0123456789abcdef]}\nbindings:\n  - {group: g, blocks: [b]}\n";
+        let spec = parse(text, Format::Yaml).unwrap();
+        let a = compile(&spec).unwrap();
+        let b = compile(&parse(text, Format::Yaml).unwrap()).unwrap();
+        assert_eq!(a.cedar, b.cedar);
+        assert_eq!(a.hash, b.hash);
+    }
+
+    #[test]
+    fn every_error_is_reported_with_its_path() {
+        let text = "reusable_policy_blocks:\n  b:\n    status: {allow_pending: true}\n    cedar:\n      - {name: x, when: 'context.nope == 1', outcome: deny, reason_code: Bad, reason: r}\nagent_groups:\n  - {name: g, members: [bob]}\nbindings:\n  - {group: h, blocks: [b, c]}\n";
+        let errs = compile(&parse(text, Format::Yaml).unwrap()).unwrap_err();
+        let paths: Vec<&str> = errs.iter().map(|e| e.path.as_str()).collect();
+        for expected in [
+            "agent_groups[0].members[0]",
+            "bindings[0].group",
+            "bindings[0].blocks[1]",
+            "reusable_policy_blocks.b.status.allow_pending",
+            "reusable_policy_blocks.b.cedar[0].reason_code",
+        ] {
+            assert!(paths.contains(&expected), "{expected} not in {paths:?}");
+        }
+    }
+
+    #[test]
+    fn raw_cedar_is_validated_against_the_schema_and_cannot_inject_policies() {
+        let bad = "global_guardrails:\n  cedar:\n    - {name: x, when: 'context.nope == 1', outcome: deny, reason_code: c, reason: r}\n";
+        let errs = compile(&parse(bad, Format::Yaml).unwrap()).unwrap_err();
+        assert!(errs[0].message.contains("rule"), "{errs:?}");
+        let inject = "global_guardrails:\n  cedar:\n    - {name: x, when: 'true }; permit (principal, action, resource) when { true', outcome: deny, reason_code: c, reason: r}\n";
+        assert!(compile(&parse(inject, Format::Yaml).unwrap()).is_err());
+        let good = "global_guardrails:\n  cedar:\n    - {name: eu, when: 'context.fields.contains(\"region=eu\")', outcome: challenge, reason_code: eu_region, reason: \"EU \\\"data\\\"\"}\n";
+        assert!(compile(&parse(good, Format::Yaml).unwrap()).is_ok());
+    }
+
+    /// The rules of the compiled guardrails, by the name of their raw rule.
+    fn raw_rule<'a>(compiled: &'a CompiledPolicy, name: &str) -> &'a RuleMeta {
+        let id = format!("global_guardrails#cedar/{name}");
+        compiled
+            .guardrails
+            .rules
+            .iter()
+            .find(|(rule, _)| rule.to_string() == id)
+            .map(|(_, meta)| meta)
+            .unwrap()
+    }
+
+    #[test]
+    fn what_rules_read_is_recorded_as_they_are_emitted() {
+        let guardrails = |rules: &str| {
+            compile(&parse(&format!("global_guardrails:\n  {rules}\n"), Format::Yaml).unwrap())
+                .unwrap()
+        };
+        // The email block's rate limits read the counts; its other rules do not.
+        let limited = guardrails("email: {rate_limit_per_minute: 5}");
+        assert!(limited.counts_emails && limited.tags_read_by_ranges_only);
+        let domains = guardrails("email: {allowed_domains: [example.com], max_recipients: 3}");
+        assert!(!domains.counts_emails);
+        // Amount rules read their tag through their ranges only.
+        let amounts = guardrails("amount: {limits: {USD: {allow_up_to: 10}}}");
+        assert!(amounts.tags_read_by_ranges_only && !amounts.counts_emails);
+        // Raw Cedar is read in its parsed form, not searched as text.
+        let raw = |when: &str| {
+            guardrails(&format!(
+                "cedar: [{{name: r, when: '{when}', outcome: challenge, reason_code: c, reason: r}}]"
+            ))
+        };
+        let counts = raw("context.email.sent_last_day > 3");
+        assert!(counts.counts_emails && counts.tags_read_by_ranges_only);
+        assert_eq!(raw_rule(&counts, "r").reads, ["email"]);
+        let tag = raw("resource.hasTag(\"amount\") && resource.getTag(\"amount\") > 5");
+        assert!(!tag.tags_read_by_ranges_only && !tag.counts_emails);
+        assert_eq!(raw_rule(&tag, "r").reads, ["amount"]);
+        let has_only = raw("resource.hasTag(\"amount\")");
+        assert!(has_only.tags_read_by_ranges_only);
+        // Words in strings are not reads.
+        let words = raw("context.action == \"getTag sent_last_day\"");
+        assert!(words.tags_read_by_ranges_only && !words.counts_emails);
+        assert!(raw_rule(&words, "r").reads.is_empty());
+        let fields =
+            raw("context.fields.contains(\"region=eu\") && context.email.recipient_count > 1");
+        assert_eq!(raw_rule(&fields, "r").reads, ["email", "region"]);
+        // `name=value` strings are fields only when the condition reads `context.fields`.
+        let no_fields = raw("context.action == \"region=eu\"");
+        assert!(raw_rule(&no_fields, "r").reads.is_empty());
+    }
+}

@@ -1,0 +1,146 @@
+//! Workspaces and who may act in them: workspace settings, API keys, dashboard users and their
+//! memberships, login tokens, sessions, personal access tokens and the rate limits of logins.
+
+use async_trait::async_trait;
+
+use super::{
+    ApiKeyRecord, Membership, PatRecord, Role, SessionRecord, StoreError, Supersedes, User,
+    Workspace,
+};
+
+/// Reads of workspaces, keys, users, memberships, sessions and tokens.
+#[async_trait]
+pub trait AccountStore: Send + Sync {
+    async fn workspace(&self, id: &str) -> Result<Option<Workspace>, StoreError>;
+    /// Whether approval links of the workspace need a logged-in member.
+    async fn require_member_approval(&self, workspace_id: &str) -> Result<bool, StoreError>;
+    async fn api_key_by_hash(&self, key_hash: &str) -> Result<Option<ApiKeyRecord>, StoreError>;
+    async fn api_keys(&self, workspace_id: &str) -> Result<Vec<ApiKeyRecord>, StoreError>;
+
+    async fn user(&self, id: &str) -> Result<Option<User>, StoreError>;
+    async fn user_by_email(&self, email: &str) -> Result<Option<User>, StoreError>;
+    /// The user's workspaces with their role, oldest membership first.
+    async fn memberships(&self, user_id: &str) -> Result<Vec<Membership>, StoreError>;
+    async fn role_in(&self, workspace_id: &str, user_id: &str) -> Result<Option<Role>, StoreError>;
+    async fn members(&self, workspace_id: &str) -> Result<Vec<(User, Role)>, StoreError>;
+    async fn session(&self, id_hash: &str) -> Result<Option<SessionRecord>, StoreError>;
+    /// `(email, expires_at, used_at)` of a login token.
+    async fn login_token(
+        &self,
+        token_hash: &str,
+    ) -> Result<Option<(String, i64, Option<i64>)>, StoreError>;
+    async fn pat_by_hash(&self, token_hash: &str) -> Result<Option<PatRecord>, StoreError>;
+    async fn pats(&self, user_id: &str) -> Result<Vec<PatRecord>, StoreError>;
+}
+
+/// Changes to workspaces, keys, users, memberships, sessions and tokens.
+#[derive(Debug, Clone)]
+pub enum AccountOp {
+    /// Creates the default workspace and its key, once per database (guarded by a marker row so
+    /// that replicas starting together create it only once). Answers `Bootstrapped(created)`.
+    Bootstrap {
+        workspace: Workspace,
+        key: ApiKeyRecord,
+    },
+    CreateWorkspace(Workspace),
+    /// Sets the workspace's settings.
+    SetWorkspaceSettings {
+        workspace_id: String,
+        require_member_approval: bool,
+        at: i64,
+    },
+    CreateApiKey(ApiKeyRecord),
+    /// `NotFound` when there is no such live key in the workspace.
+    RevokeApiKey {
+        workspace_id: String,
+        key_id: String,
+        at: i64,
+    },
+    /// Records when an API key was last used (throttled by the caller).
+    TouchApiKey {
+        key_id: String,
+        at: i64,
+    },
+    /// A single-use magic-link token (its hash) for an address.
+    CreateLoginToken {
+        token_hash: String,
+        email: String,
+        created_at: i64,
+        expires_at: i64,
+    },
+    /// Consumes the login token, creates the user on first login (with `user_id`) and starts
+    /// `session` for that user. Answers `User`; `TokenInvalid` when the token is unknown, used
+    /// or expired; `Conflict` when the user was created with another id meanwhile.
+    Login {
+        token_hash: String,
+        email: String,
+        user_id: String,
+        session: SessionRecord,
+        at: i64,
+    },
+    EndSession {
+        id_hash: String,
+        at: i64,
+    },
+    SelectWorkspace {
+        id_hash: String,
+        workspace_id: String,
+    },
+    /// Gives the user with this email (created with `user_id` if new) `role` in the workspace.
+    /// Answers `User`.
+    UpsertMembership {
+        workspace_id: String,
+        email: String,
+        user_id: String,
+        role: Role,
+        at: i64,
+    },
+    /// `NotFound` when the user is not a member.
+    RemoveMembership {
+        workspace_id: String,
+        user_id: String,
+    },
+    CreatePat(PatRecord),
+    /// `NotFound` when the user has no such live token.
+    RevokePat {
+        user_id: String,
+        pat_id: String,
+        at: i64,
+    },
+    /// Records when a personal access token was last used (throttled by the caller).
+    TouchPat {
+        pat_id: String,
+        at: i64,
+    },
+    /// Counts one hit in a fixed window; answers `Count(hits in the window so far)`.
+    HitRateLimit {
+        bucket: String,
+        window_start: i64,
+    },
+}
+
+impl AccountOp {
+    /// See [`super::Op::supersedes`].
+    pub fn supersedes(&self) -> Option<Supersedes<'_>> {
+        match self {
+            AccountOp::RevokeApiKey { workspace_id, .. } => {
+                Some(Supersedes::Workspace(workspace_id))
+            }
+            AccountOp::Bootstrap { .. }
+            | AccountOp::CreateWorkspace(_)
+            | AccountOp::SetWorkspaceSettings { .. }
+            | AccountOp::CreateApiKey(_)
+            | AccountOp::TouchApiKey { .. }
+            | AccountOp::CreateLoginToken { .. }
+            | AccountOp::Login { .. }
+            | AccountOp::EndSession { .. }
+            | AccountOp::SelectWorkspace { .. }
+            | AccountOp::UpsertMembership { .. }
+            | AccountOp::RemoveMembership { .. }
+            | AccountOp::CreatePat(_)
+            | AccountOp::RevokePat { .. }
+            | AccountOp::TouchPat { .. }
+            | AccountOp::HitRateLimit { .. } => None,
+        }
+    }
+}

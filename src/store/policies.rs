@@ -1,0 +1,92 @@
+//! Policies: their versions, the idempotency records of applies, and the challenges (approval
+//! requests) that `challenge` decisions open.
+
+use async_trait::async_trait;
+
+use super::{
+    IdempotencyRecord, PolicyApply, PolicyChallenge, PolicyRecord, PolicyVersion, StoreError,
+    Supersedes,
+};
+
+/// Reads of policies, their versions, idempotency records and policy challenges.
+#[async_trait]
+pub trait PolicyStore: Send + Sync {
+    async fn policy(
+        &self,
+        workspace_id: &str,
+        policy_id: &str,
+    ) -> Result<Option<PolicyRecord>, StoreError>;
+    async fn policies(&self, workspace_id: &str) -> Result<Vec<PolicyRecord>, StoreError>;
+    /// Every policy of every workspace (to warm a cache).
+    async fn all_policies(&self) -> Result<Vec<PolicyRecord>, StoreError>;
+    /// Every policy's current version: `(workspace_id, policy_id, version)`.
+    async fn policy_heads(&self) -> Result<Vec<(String, String, i64)>, StoreError>;
+    async fn policy_version(
+        &self,
+        workspace_id: &str,
+        policy_id: &str,
+        version: i64,
+    ) -> Result<Option<PolicyVersion>, StoreError>;
+    /// Newest first.
+    async fn policy_versions(
+        &self,
+        workspace_id: &str,
+        policy_id: &str,
+    ) -> Result<Vec<PolicyVersion>, StoreError>;
+    /// The record for `key` if stored after `since`.
+    async fn idempotency(
+        &self,
+        workspace_id: &str,
+        key: &str,
+        since: i64,
+    ) -> Result<Option<IdempotencyRecord>, StoreError>;
+    async fn policy_challenge(&self, id: &str) -> Result<Option<PolicyChallenge>, StoreError>;
+    async fn policy_challenge_by_token(
+        &self,
+        token_hash: &str,
+    ) -> Result<Option<PolicyChallenge>, StoreError>;
+    /// The newest challenge of this agent and request fingerprint decided at or after `since`
+    /// that still counts: denied, or approved and not yet used.
+    async fn decided_challenge(
+        &self,
+        workspace_id: &str,
+        agent_id: &str,
+        fingerprint: &str,
+        since: i64,
+    ) -> Result<Option<PolicyChallenge>, StoreError>;
+}
+
+/// Changes to policies, idempotency records and policy challenges.
+#[derive(Debug, Clone)]
+pub enum PolicyOp {
+    /// Applies a policy version; `Conflict` when the policy moved past `expected_version`.
+    Apply(Box<PolicyApply>),
+    /// Stores the first response to an `Idempotency-Key` (a later one with the key is ignored).
+    StoreIdempotency(Box<IdempotencyRecord>),
+    CreateChallenge(Box<PolicyChallenge>),
+    /// `approved` or `denied`, by whom; `Conflict` unless the challenge is pending and unexpired.
+    DecideChallenge {
+        id: String,
+        status: crate::domain::ChallengeStatus,
+        by: String,
+        at: i64,
+    },
+    /// Uses an approval up; `Conflict` when it was used meanwhile.
+    ConsumeApproval {
+        id: String,
+        at: i64,
+    },
+}
+
+impl PolicyOp {
+    /// See [`super::Op::supersedes`].
+    pub fn supersedes(&self) -> Option<Supersedes<'_>> {
+        match self {
+            PolicyOp::Apply(apply) => Some(Supersedes::Workspace(&apply.version.workspace_id)),
+            PolicyOp::StoreIdempotency(_)
+            | PolicyOp::CreateChallenge(_)
+            | PolicyOp::DecideChallenge { .. }
+            | PolicyOp::ConsumeApproval { .. } => None,
+        }
+    }
+}

@@ -1,0 +1,357 @@
+//! SQL of agents and their identity: agents, attestation challenges, claim codes.
+
+use async_trait::async_trait;
+use sqlx::any::AnyRow;
+use sqlx::{Any, Row, Transaction};
+
+use super::{changed_rows, is_unique_violation, json_text, json_value, Filters, SqlStore};
+use crate::domain::{AgentStatus, RiskTier};
+use crate::store::*;
+
+pub(super) const AGENT_COLUMNS: &str =
+    "id, workspace_id, name, public_key, key_type, metadata, status, risk_tier, \
+     created_at, updated_at, attested_at, last_seen_at";
+
+pub(super) fn agent_from_row(row: &AnyRow) -> Result<AgentRecord, sqlx::Error> {
+    let status: String = row.try_get("status")?;
+    let risk_tier: String = row.try_get("risk_tier")?;
+    Ok(AgentRecord {
+        id: row.try_get("id")?,
+        workspace_id: row.try_get("workspace_id")?,
+        name: row.try_get("name")?,
+        public_key: row.try_get("public_key")?,
+        key_type: row.try_get("key_type")?,
+        metadata: json_value(&row.try_get::<String, _>("metadata")?),
+        status: AgentStatus::parse(&status)
+            .ok_or_else(|| sqlx::Error::Decode(format!("agent status `{status}`").into()))?,
+        risk_tier: RiskTier::parse(&risk_tier)
+            .ok_or_else(|| sqlx::Error::Decode(format!("risk tier `{risk_tier}`").into()))?,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+        attested_at: row.try_get("attested_at")?,
+        last_seen_at: row.try_get("last_seen_at")?,
+    })
+}
+
+/// The agent as the transaction sees it.
+async fn select_agent(
+    tx: &mut Transaction<'_, Any>,
+    id: &str,
+) -> Result<Option<AgentRecord>, sqlx::Error> {
+    let sql = format!("SELECT {AGENT_COLUMNS} FROM agents WHERE id = $1");
+    sqlx::query(&sql)
+        .bind(id)
+        .fetch_optional(&mut **tx)
+        .await?
+        .map(|row| agent_from_row(&row))
+        .transpose()
+}
+
+async fn insert_challenge(
+    tx: &mut Transaction<'_, Any>,
+    c: &ChallengeRecord,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO attestation_challenges (id, agent_id, challenge, created_at, expires_at, used_at, name, metadata) \
+         VALUES ($1, $2, $3, $4, $5, NULL, $6, $7)",
+    )
+    .bind(&c.id)
+    .bind(&c.agent_id)
+    .bind(&c.challenge)
+    .bind(c.created_at)
+    .bind(c.expires_at)
+    .bind(c.name.clone())
+    .bind(c.metadata.as_ref().map(json_text))
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Marks a claim code used; `Conflict` when it was used or expired.
+async fn redeem_claim_code(
+    tx: &mut Transaction<'_, Any>,
+    code_hash: &str,
+    at: i64,
+) -> Result<(), StoreError> {
+    let used = sqlx::query(
+        "UPDATE agent_claim_codes SET used_at = $1 WHERE code_hash = $2 AND used_at IS NULL AND expires_at > $1",
+    )
+    .bind(at)
+    .bind(code_hash)
+    .execute(&mut **tx)
+    .await?
+    .rows_affected();
+    changed_rows(used, || {
+        StoreError::Conflict("the claim code was used or expired".into())
+    })?;
+    Ok(())
+}
+
+/// Applies an agent operation inside `tx`.
+pub(super) async fn apply(
+    tx: &mut Transaction<'_, Any>,
+    op: &AgentOp,
+) -> Result<Applied, StoreError> {
+    match op {
+        AgentOp::Register { agent, challenge } => {
+            let inserted = sqlx::query(
+                "INSERT INTO agents (id, workspace_id, name, public_key, key_type, metadata, status, risk_tier, \
+                 created_at, updated_at, attested_at, last_seen_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, NULL, NULL)",
+            )
+            .bind(&agent.id)
+            .bind(agent.workspace_id.clone())
+            .bind(&agent.name)
+            .bind(&agent.public_key)
+            .bind(&agent.key_type)
+            .bind(json_text(&agent.metadata))
+            .bind(agent.status.as_str())
+            .bind(agent.risk_tier.as_str())
+            .bind(agent.created_at)
+            .bind(agent.updated_at)
+            .execute(&mut **tx)
+            .await;
+            match inserted {
+                Err(e) if is_unique_violation(&e) => {
+                    return Err(StoreError::Conflict(
+                        "an agent with this public key was registered at the same moment; retry to get its challenge".into(),
+                    ))
+                }
+                other => other?,
+            };
+            insert_challenge(tx, challenge).await?;
+            Ok(Applied::Done)
+        }
+        AgentOp::IssueChallenge(challenge) => {
+            insert_challenge(tx, challenge).await?;
+            Ok(Applied::Done)
+        }
+        AgentOp::Attest {
+            challenge_id,
+            agent_id,
+            at,
+        } => {
+            let used = sqlx::query(
+                "UPDATE attestation_challenges SET used_at = $1 \
+                 WHERE id = $2 AND agent_id = $3 AND used_at IS NULL AND expires_at > $1",
+            )
+            .bind(*at)
+            .bind(challenge_id)
+            .bind(agent_id)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected();
+            changed_rows(used, || StoreError::ChallengeUsed)?;
+            // Proof of possession: the name and metadata proposed with this challenge apply now.
+            let updated = sqlx::query(
+                "UPDATE agents SET status = CASE WHEN status = 'pending' THEN 'active' ELSE status END, \
+                 attested_at = $1, updated_at = $1, \
+                 name = COALESCE((SELECT c.name FROM attestation_challenges c WHERE c.id = $3), name), \
+                 metadata = COALESCE((SELECT c.metadata FROM attestation_challenges c WHERE c.id = $3), metadata) \
+                 WHERE id = $2 AND status <> 'revoked'",
+            )
+            .bind(*at)
+            .bind(agent_id)
+            .bind(challenge_id)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected();
+            changed_rows(updated, || {
+                StoreError::Conflict("the agent was revoked".into())
+            })?;
+            let agent = select_agent(tx, agent_id)
+                .await?
+                .ok_or(StoreError::UnknownAgent)?;
+            Ok(Applied::Agent(Box::new(agent)))
+        }
+        AgentOp::CreateClaimCode(code) => {
+            let created = sqlx::query(
+                "INSERT INTO agent_claim_codes (code_hash, agent_id, created_at, expires_at, used_at) \
+                 SELECT $1, $2, $3, $4, NULL WHERE EXISTS (SELECT 1 FROM agents WHERE id = $2 AND workspace_id IS NULL)",
+            )
+            .bind(&code.code_hash)
+            .bind(&code.agent_id)
+            .bind(code.created_at)
+            .bind(code.expires_at)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected();
+            changed_rows(created, || {
+                StoreError::Conflict("the agent was claimed meanwhile".into())
+            })?;
+            Ok(Applied::Done)
+        }
+        AgentOp::Claim {
+            code_hash,
+            agent_id,
+            workspace_id,
+            at,
+        } => {
+            redeem_claim_code(tx, code_hash, *at).await?;
+            let moved = sqlx::query(
+                "UPDATE agents SET workspace_id = $1, updated_at = $2 WHERE id = $3 AND workspace_id IS NULL",
+            )
+            .bind(workspace_id)
+            .bind(*at)
+            .bind(agent_id)
+            .execute(&mut **tx)
+            .await;
+            match moved {
+                Err(e) if is_unique_violation(&e) => Err(StoreError::Conflict(
+                    "this workspace already has an agent with the same public key".into(),
+                )),
+                Err(e) => Err(e.into()),
+                Ok(done) if done.rows_affected() == 0 => Err(StoreError::Conflict(
+                    "the agent was claimed meanwhile".into(),
+                )),
+                Ok(_) => {
+                    let agent = select_agent(tx, agent_id)
+                        .await?
+                        .ok_or(StoreError::UnknownAgent)?;
+                    Ok(Applied::Agent(Box::new(agent)))
+                }
+            }
+        }
+        AgentOp::RejectClaim { code_hash, at } => {
+            redeem_claim_code(tx, code_hash, *at).await?;
+            Ok(Applied::Done)
+        }
+        AgentOp::SetStatus {
+            agent_id,
+            workspace_id,
+            from,
+            to,
+            at,
+        } => {
+            let changed = sqlx::query(
+                "UPDATE agents SET status = $1, updated_at = $2 WHERE id = $3 AND workspace_id = $4 AND status = $5",
+            )
+            .bind(to.as_str())
+            .bind(*at)
+            .bind(agent_id)
+            .bind(workspace_id)
+            .bind(from.as_str())
+            .execute(&mut **tx)
+            .await?
+            .rows_affected();
+            changed_rows(changed, || {
+                StoreError::Conflict("the agent's status changed meanwhile; read it again".into())
+            })?;
+            let agent = select_agent(tx, agent_id)
+                .await?
+                .ok_or(StoreError::UnknownAgent)?;
+            Ok(Applied::Agent(Box::new(agent)))
+        }
+    }
+}
+
+#[async_trait]
+impl AgentStore for SqlStore {
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn agent(&self, id: &str) -> Result<Option<AgentRecord>, StoreError> {
+        let sql = format!("SELECT {AGENT_COLUMNS} FROM agents WHERE id = $1");
+        let row = sqlx::query(&sql)
+            .bind(id)
+            .fetch_optional(&self.read)
+            .await?;
+        Ok(row.map(|row| agent_from_row(&row)).transpose()?)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn agent_by_public_key(
+        &self,
+        workspace_id: Option<&str>,
+        public_key: &str,
+    ) -> Result<Option<AgentRecord>, StoreError> {
+        let sql = format!("SELECT {AGENT_COLUMNS} FROM agents WHERE COALESCE(workspace_id, '') = $1 AND public_key = $2");
+        let row = sqlx::query(&sql)
+            .bind(workspace_id.unwrap_or(""))
+            .bind(public_key)
+            .fetch_optional(&self.read)
+            .await?;
+        Ok(row.map(|row| agent_from_row(&row)).transpose()?)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn agents_in_workspace(
+        &self,
+        workspace_id: &str,
+        ids: &[String],
+    ) -> Result<Vec<AgentRecord>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let placeholders: Vec<String> = (2..ids.len() + 2).map(|n| format!("${n}")).collect();
+        let sql = format!(
+            "SELECT {AGENT_COLUMNS} FROM agents WHERE workspace_id = $1 AND id IN ({})",
+            placeholders.join(", ")
+        );
+        let mut query = sqlx::query(&sql).bind(workspace_id);
+        for id in ids {
+            query = query.bind(id);
+        }
+        let rows = query.fetch_all(&self.read).await?;
+        Ok(rows.iter().map(agent_from_row).collect::<Result<_, _>>()?)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn list_agents(&self, query: &AgentQuery) -> Result<Vec<AgentRecord>, StoreError> {
+        let mut f = Filters::new();
+        f.text("workspace_id = ?", Some(&query.workspace_id));
+        f.text("status = ?", query.status.map(AgentStatus::as_str));
+        f.text("name = ?", query.name.as_deref());
+        f.cursor(query.after.as_ref());
+        let sql = f.sql(
+            &format!("SELECT {AGENT_COLUMNS} FROM agents"),
+            &format!("ORDER BY created_at DESC, id DESC LIMIT {}", query.limit),
+        );
+        let rows = f.fetch(&self.read, &sql).await?;
+        Ok(rows.iter().map(agent_from_row).collect::<Result<_, _>>()?)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn challenge(&self, id: &str) -> Result<Option<ChallengeRecord>, StoreError> {
+        let row = sqlx::query(
+            "SELECT id, agent_id, challenge, created_at, expires_at, used_at, name, metadata \
+             FROM attestation_challenges WHERE id = $1",
+        )
+        .bind(id)
+        .fetch_optional(&self.read)
+        .await?;
+        Ok(match row {
+            Some(row) => Some(ChallengeRecord {
+                id: row.try_get("id")?,
+                agent_id: row.try_get("agent_id")?,
+                challenge: row.try_get("challenge")?,
+                created_at: row.try_get("created_at")?,
+                expires_at: row.try_get("expires_at")?,
+                used_at: row.try_get("used_at")?,
+                name: row.try_get("name")?,
+                metadata: row
+                    .try_get::<Option<String>, _>("metadata")?
+                    .map(|m| json_value(&m)),
+            }),
+            None => None,
+        })
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn claim_code(&self, code_hash: &str) -> Result<Option<ClaimCodeRecord>, StoreError> {
+        let row = sqlx::query(
+            "SELECT code_hash, agent_id, created_at, expires_at, used_at FROM agent_claim_codes WHERE code_hash = $1",
+        )
+        .bind(code_hash)
+        .fetch_optional(&self.read)
+        .await?;
+        Ok(match row {
+            Some(r) => Some(ClaimCodeRecord {
+                code_hash: r.try_get("code_hash")?,
+                agent_id: r.try_get("agent_id")?,
+                created_at: r.try_get("created_at")?,
+                expires_at: r.try_get("expires_at")?,
+                used_at: r.try_get("used_at")?,
+            }),
+            None => None,
+        })
+    }
+}

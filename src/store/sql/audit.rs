@@ -1,0 +1,133 @@
+//! SQL of the audit trail: records written together in multi-row `INSERT`s by the change
+//! machinery (see `apply.rs`), and read back by audit queries.
+
+use std::fmt::Write as _;
+
+use async_trait::async_trait;
+use sqlx::any::AnyRow;
+use sqlx::{AnyConnection, Row};
+
+use super::{json_text, json_value, string_list, Filters, SqlStore};
+use crate::store::*;
+
+/// Columns of one audit row.
+const AUDIT_COLUMNS: usize = 14;
+/// Audit rows per INSERT statement when a batch's events are written together (14 × 64 = 896
+/// bound values, far below both engines' limits).
+pub(super) const AUDIT_ROWS_PER_INSERT: usize = 64;
+
+/// `INSERT INTO audit_events ... VALUES (...), (...)` for 1 to `AUDIT_ROWS_PER_INSERT` rows,
+/// built once per engine. SQLite gets anonymous `?` parameters: binding hundreds of numbered
+/// ones makes it look each name up in a list.
+fn audit_insert_sql(rows: usize, sqlite: bool) -> &'static str {
+    static SQL: std::sync::OnceLock<[Vec<String>; 2]> = std::sync::OnceLock::new();
+    let all = SQL.get_or_init(|| {
+        [false, true].map(|sqlite| {
+            (1..=AUDIT_ROWS_PER_INSERT)
+                .map(|rows| audit_values_sql(rows, sqlite))
+                .collect()
+        })
+    });
+    all[usize::from(sqlite)]
+        .get(rows.saturating_sub(1))
+        .map_or("", String::as_str)
+}
+
+fn audit_values_sql(rows: usize, sqlite: bool) -> String {
+    let mut sql = String::from(
+        "INSERT INTO audit_events (id, workspace_id, created_at, event_type, agent_id, action, decision, \
+         policy_id, policy_hash, trace_id, reasons, reason_codes, actor, details) VALUES ",
+    );
+    for row in 0..rows {
+        if row > 0 {
+            sql.push_str(", ");
+        }
+        sql.push('(');
+        for column in 0..AUDIT_COLUMNS {
+            if column > 0 {
+                sql.push_str(", ");
+            }
+            if sqlite {
+                sql.push('?');
+            } else {
+                let _ = write!(sql, "${}", row * AUDIT_COLUMNS + column + 1);
+            }
+        }
+        sql.push(')');
+    }
+    sql
+}
+
+/// Writes audit events in as few statements as possible (one per 64 events), in order, on a
+/// transaction or a plain connection.
+pub(super) async fn insert_audits(
+    conn: &mut AnyConnection,
+    events: &[&AuditRecord],
+) -> Result<(), sqlx::Error> {
+    let sqlite = conn.backend_name() == <sqlx::Sqlite as sqlx::Database>::NAME;
+    for chunk in events.chunks(AUDIT_ROWS_PER_INSERT) {
+        let mut query = sqlx::query(audit_insert_sql(chunk.len(), sqlite));
+        for e in chunk {
+            query = query
+                .bind(&e.id)
+                .bind(e.workspace_id.as_deref())
+                .bind(e.created_at)
+                .bind(&e.event_type)
+                .bind(e.agent_id.as_deref())
+                .bind(e.action.as_deref())
+                .bind(e.decision.as_deref())
+                .bind(e.policy_id.as_deref())
+                .bind(e.policy_hash.as_deref())
+                .bind(e.trace_id.as_deref())
+                .bind(serde_json::to_string(&e.reasons).unwrap_or_else(|_| "[]".into()))
+                .bind(serde_json::to_string(&e.reason_codes).unwrap_or_else(|_| "[]".into()))
+                .bind(&e.actor)
+                .bind(json_text(&e.details));
+        }
+        query.execute(&mut *conn).await?;
+    }
+    Ok(())
+}
+
+fn audit_from_row(row: &AnyRow) -> Result<AuditRecord, sqlx::Error> {
+    Ok(AuditRecord {
+        id: row.try_get("id")?,
+        workspace_id: row.try_get("workspace_id")?,
+        created_at: row.try_get("created_at")?,
+        event_type: row.try_get("event_type")?,
+        agent_id: row.try_get("agent_id")?,
+        action: row.try_get("action")?,
+        decision: row.try_get("decision")?,
+        policy_id: row.try_get("policy_id")?,
+        policy_hash: row.try_get("policy_hash")?,
+        trace_id: row.try_get("trace_id")?,
+        reasons: string_list(&row.try_get::<String, _>("reasons")?),
+        reason_codes: string_list(&row.try_get::<String, _>("reason_codes")?),
+        actor: row.try_get("actor")?,
+        details: json_value(&row.try_get::<String, _>("details")?),
+    })
+}
+
+#[async_trait]
+impl AuditStore for SqlStore {
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn audit_events(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError> {
+        let mut f = Filters::new();
+        f.text("workspace_id = ?", Some(&query.workspace_id));
+        f.text("agent_id = ?", query.agent_id.as_deref());
+        f.text("action = ?", query.action.as_deref());
+        f.text("decision = ?", query.decision.as_deref());
+        f.text("trace_id = ?", query.trace_id.as_deref());
+        f.text("event_type = ?", query.event_type.as_deref());
+        f.int("created_at >= ?", query.start_ms);
+        f.int("created_at < ?", query.end_ms);
+        f.cursor(query.after.as_ref());
+        let sql = f.sql(
+            "SELECT id, workspace_id, created_at, event_type, agent_id, action, decision, policy_id, policy_hash, \
+             trace_id, reasons, reason_codes, actor, details FROM audit_events",
+            &format!("ORDER BY created_at DESC, id DESC LIMIT {}", query.limit),
+        );
+        let rows = f.fetch(&self.read, &sql).await?;
+        Ok(rows.iter().map(audit_from_row).collect::<Result<_, _>>()?)
+    }
+}
