@@ -125,6 +125,7 @@ pub async fn bootstrap(store: &dyn Store, config: &Config) -> anyhow::Result<Opt
         name: None,
         created_by: None,
         last_used_at: None,
+        scopes: None,
     };
     let events = [
         audit::state_change(

@@ -12,6 +12,7 @@ use serde_json::{json, Map, Value};
 use std::borrow::Cow;
 
 use crate::api::DecisionResponse;
+use crate::domain::access::{Denied, Need};
 use crate::domain::{FieldError, Refusal, RefusalKind};
 use crate::enforce::EnforceError;
 use crate::identity::signing::SignFailure;
@@ -128,6 +129,31 @@ impl ApiError {
             "too many requests; retry later",
         )
         .with("retry_after", retry_after_secs)
+    }
+}
+
+/// A request its credential may not make (`domain::access`): 401 `session_required` for an API
+/// key on a person's matter, 403 `api_key_required` for a person on a machine's, 403
+/// `insufficient_role`, or 403 `insufficient_scope` naming the scope in `required_scope`.
+impl From<(Denied, Need)> for ApiError {
+    fn from((denied, need): (Denied, Need)) -> Self {
+        match denied {
+            Denied::Kind(why) if need.key_scope().is_none() => {
+                Self::new(StatusCode::UNAUTHORIZED, "session_required", why)
+            }
+            Denied::Kind(why) => Self::new(StatusCode::FORBIDDEN, "api_key_required", why),
+            Denied::Role(role) => Self::new(
+                StatusCode::FORBIDDEN,
+                "insufficient_role",
+                format!("the `{}` role cannot do this", role.as_str()),
+            ),
+            Denied::Scope(scope) => Self::new(
+                StatusCode::FORBIDDEN,
+                "insufficient_scope",
+                format!("this needs the scope `{scope}`"),
+            )
+            .with("required_scope", scope),
+        }
     }
 }
 

@@ -521,3 +521,83 @@ fn f<'a>(x: &'a str) -> crate::audit::Actor { make() }
     assert!(found[0].contains("src/policy/b.rs:2: `policy` imports `enforce`"));
     assert!(circles(&circle[..2]).is_empty());
 }
+
+/// The crates that carry HTTP, SQL or the async runtime, and the modules (top-level, or a file's
+/// path under `src/`) that may name them: HTTP only at the edges, SQL only in the store, and the
+/// policy engine's compile and evaluate pure.
+const CRATE_HOMES: &[(&str, &[&str])] = &[
+    ("axum", &["http", "error", "app", "cli", "main"]),
+    ("axum_extra", &["http"]),
+    ("tower", &["http"]),
+    ("tower_http", &["http", "app"]),
+    ("hyper", &["http", "app"]),
+    ("sqlx", &["store", "app", "cli"]),
+];
+
+/// Files of the policy engine that must not touch the runtime at all.
+const PURE_FILES: &[&str] = &[
+    "policy/spec.rs",
+    "policy/evaluate.rs",
+    "policy/diff.rs",
+    "policy/source.rs",
+    "policy/limits.rs",
+    "policy/compile/mod.rs",
+    "policy/compile/validate.rs",
+    "policy/compile/emit.rs",
+    "policy/compile/index.rs",
+];
+
+#[test]
+fn http_sql_and_the_runtime_stay_in_their_layers() {
+    let src = src_dir();
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut problems = Vec::new();
+    for path in files {
+        let rel = path
+            .strip_prefix(&src)
+            .unwrap_or(&path)
+            .to_string_lossy()
+            .replace('\\', "/");
+        let top = rel.split('/').next().unwrap_or("").trim_end_matches(".rs");
+        if top == "layers_test" {
+            continue;
+        }
+        let code = code_only(&std::fs::read_to_string(&path).unwrap_or_default());
+        let names = |krate: &str| {
+            let needle = format!("{krate}::");
+            code.match_indices(&needle)
+                .filter(|(at, _)| {
+                    let before = code[..*at].chars().next_back();
+                    !before.is_some_and(|c| is_ident(c) || c == ':')
+                })
+                .map(|(at, _)| code[..at].matches('\n').count() + 1)
+                .next()
+        };
+        for (krate, homes) in CRATE_HOMES {
+            if let Some(line) = names(krate) {
+                if !homes.contains(&top) {
+                    problems.push(format!(
+                        "src/{rel}:{line} names `{krate}`, which belongs in {homes:?}"
+                    ));
+                }
+            }
+        }
+        if PURE_FILES.contains(&rel.as_str()) {
+            for krate in ["tokio", "sqlx", "axum", "thread_local!"] {
+                let found = if krate.ends_with('!') {
+                    code.find(krate)
+                        .map(|at| code[..at].matches('\n').count() + 1)
+                } else {
+                    names(krate)
+                };
+                if let Some(line) = found {
+                    problems.push(format!(
+                        "src/{rel}:{line} names `{krate}` in the pure policy engine"
+                    ));
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "\n{}\n", problems.join("\n"));
+}

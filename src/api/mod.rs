@@ -551,7 +551,7 @@ pub struct VerifyLoginResponse {
 pub struct WorkspaceItem {
     pub workspace_id: String,
     pub name: String,
-    /// `owner`, `admin` or `member`.
+    /// `owner`, `admin`, `approver` or `member`.
     pub role: String,
     pub created_at: String,
 }
@@ -616,6 +616,8 @@ pub struct ApiKeyInfo {
     pub created_by: Option<String>,
     pub last_used_at: Option<String>,
     pub revoked_at: Option<String>,
+    /// The scopes that narrow the key; empty for none (the key does all a key may).
+    pub scopes: Vec<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -632,6 +634,12 @@ pub struct CreateApiKeyRequest {
     /// A `svc_live_` key instead of `svc_test_`.
     #[serde(default)]
     pub live: Option<bool>,
+    /// Narrow the key to these scopes (`check`, `verify`, `email`, `credentials`, `telemetry`,
+    /// `agents:read`, `agents:write`, `audit:read`, `kill-switch`, `policies:read`,
+    /// `challenges:read`); none or empty for a key that does all a key may.
+    #[serde(default)]
+    #[schema(max_items = 16)]
+    pub scopes: Option<Vec<String>>,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -651,6 +659,8 @@ pub struct TokenInfo {
     pub expires_at: String,
     pub last_used_at: Option<String>,
     pub revoked_at: Option<String>,
+    /// The scopes that narrow the token; empty for none (the token acts with its user's role).
+    pub scopes: Vec<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -670,6 +680,11 @@ pub struct CreateTokenRequest {
     #[serde(default, deserialize_with = "int::optional")]
     #[schema(minimum = 1, maximum = 365)]
     pub expires_in_days: Option<i64>,
+    /// Narrow the token to these scopes (`read`, `policy:sync`, `approve`); none or empty for a
+    /// token that acts with its user's whole role.
+    #[serde(default)]
+    #[schema(max_items = 16)]
+    pub scopes: Option<Vec<String>>,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -697,9 +712,9 @@ pub struct MemberListResponse {
 pub struct AddMemberRequest {
     #[schema(format = Email, max_length = 254)]
     pub email: String,
-    /// `owner`, `admin` or `member` (default).
+    /// `owner`, `admin`, `approver` or `member` (default).
     #[serde(default)]
-    #[schema(pattern = "^(owner|admin|member)$")]
+    #[schema(pattern = "^(owner|admin|approver|member)$")]
     pub role: Option<String>,
 }
 

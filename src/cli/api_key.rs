@@ -60,6 +60,7 @@ pub async fn run(args: &ApiKeyArgs) -> anyhow::Result<i32> {
         name: None,
         created_by: None,
         last_used_at: None,
+        scopes: None,
     };
     let event = audit::state_change(
         "api_key.created",

@@ -110,7 +110,7 @@ pub async fn run(args: &SyncArgs) -> anyhow::Result<i32> {
         request = request.header("Idempotency-Key", key);
     }
     if let Some(ws) = &args.workspace {
-        request = request.header("X-Service-Workspace-Id", ws);
+        request = request.header("X-Service-Workspace", ws);
     }
     let response = match request.send().await {
         Ok(r) => r,

@@ -3,6 +3,7 @@
 //! than one module reads. Nothing here does I/O or knows HTTP, SQL or a use case; every other
 //! module may import from here (see `docs/architecture.md`, "Layers").
 
+pub mod access;
 pub mod agent;
 pub mod challenge;
 pub mod email;
@@ -11,6 +12,7 @@ pub mod input;
 pub mod member;
 pub mod refusal;
 
+pub use access::{Denied, Need, Scopes};
 pub use agent::{AgentStatus, RiskTier};
 pub use challenge::ChallengeStatus;
 pub use email::{EmailAddress, EmailError};

@@ -13,7 +13,7 @@ use crate::identity::accounts::enforce_rate_limit;
 use crate::identity::signing::{verify_parts, SignFailure, SignedParts};
 
 use super::{EnforceError, EnforceResult};
-use crate::policy::cache::KeyAccess;
+use crate::policy::cache::{KeyAccess, View};
 use crate::policy::check::check;
 use crate::secret::{random_base62, sha256_hex};
 use crate::store::{Applied, Change, CredentialOp, CredentialRecord, StoreError};
@@ -427,18 +427,18 @@ pub async fn revoke(
 
 pub async fn revoke_by_agent(
     ctx: &Context,
-    access: &KeyAccess,
+    view: &View,
     actor: &Actor,
     req: api::RevokeByAgentRequest,
 ) -> EnforceResult<api::RevokeResponse> {
-    let workspace_id = access.view.workspace_id.as_str();
+    let workspace_id = view.workspace_id.as_str();
     if req.agent_id.is_empty() {
         return Err(EnforceError::missing("agent_id"));
     }
     let reason = short_text("reason", req.reason)?;
     let agent = ctx
         .caches
-        .known_agent(ctx.store.as_ref(), &access.view, &req.agent_id)
+        .known_agent(ctx.store.as_ref(), view, &req.agent_id)
         .await?;
     revoke_where(
         ctx,
@@ -463,10 +463,10 @@ fn inactive(reason: &str) -> api::IntrospectResponse {
 
 pub async fn introspect(
     ctx: &Context,
-    access: &KeyAccess,
+    view: &View,
     req: api::IntrospectRequest,
 ) -> EnforceResult<api::IntrospectResponse> {
-    let workspace_id = access.view.workspace_id.as_str();
+    let workspace_id = view.workspace_id.as_str();
     let token = req.token.trim();
     if token.is_empty() {
         return Err(EnforceError::missing("token"));
@@ -497,7 +497,7 @@ pub async fn introspect(
     // A credential is no better than its agent: suspended or revoked agents' tokens are off.
     let agent_active = ctx
         .caches
-        .agent_in(ctx.store.as_ref(), &access.view, &c.agent_id)
+        .agent_in(ctx.store.as_ref(), view, &c.agent_id)
         .await?
         .is_some_and(|a| {
             !matches!(

@@ -2,17 +2,19 @@
 
 use askama::Template;
 use axum::extract::State;
-use axum::http::{HeaderMap, Method};
+use axum::http::{HeaderMap, Method, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
 use crate::api::{AgentResponse, ClaimDecisionRequest, ClaimInfoResponse, ErrorBody};
 use crate::context::SharedContext;
+use crate::domain::access::Need;
 use crate::error::{ApiError, ApiResult};
 use crate::identity::accounts::Principal;
 use crate::identity::agents;
 
 use super::extract::{AppJson, AppPath};
+use super::operator::person_requires;
 use super::pages::{error_page, login_url, render, wants_html};
 use super::session::authenticate_user;
 
@@ -49,7 +51,9 @@ pub async fn show_claim(
     let html = wants_html(&headers);
     match agents::claim_info(&ctx, &code).await {
         Ok(info) if html => {
-            let principal = authenticate_user(&ctx, &Method::GET, &headers).await.ok();
+            let principal = authenticate_user(&ctx, &Method::GET, &headers, &Uri::default())
+                .await
+                .ok();
             let admin_ws = match &principal {
                 Some(p) => p.admin_of().ok().map(|(ws, _)| ws),
                 None => None,
@@ -98,6 +102,7 @@ pub async fn redeem_claim(
     AppPath(code): AppPath<String>,
     AppJson(req): AppJson<ClaimDecisionRequest>,
 ) -> ApiResult<Json<AgentResponse>> {
+    person_requires(&principal, Need::AgentsChange)?;
     let agent = agents::redeem_claim(&ctx, &principal, &code, req.decision.trim()).await?;
     Ok(Json(AgentResponse { ok: true, agent }))
 }

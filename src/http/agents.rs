@@ -11,6 +11,7 @@ use crate::api::{
 };
 use crate::audit::Actor;
 use crate::context::SharedContext;
+use crate::domain::access::Need;
 use crate::domain::AgentStatus;
 use crate::error::{ApiError, ApiResult};
 use crate::identity::accounts::enforce_rate_limit;
@@ -18,6 +19,7 @@ use crate::identity::agents::{self, StatusAction};
 use crate::store::AgentQuery;
 
 use super::extract::{presented_api_key, AppJson, AppPath, AppQuery, Caller, SignedRequest};
+use super::operator::{needs, Authorized};
 
 /// Registers an agent by its Ed25519 public key and issues an attestation challenge. With a
 /// workspace API key the agent joins that workspace; without one it is created unclaimed.
@@ -39,6 +41,9 @@ pub async fn register(
         None | Some("") => None,
         Some(_) => Some(super::extract::authenticate(&ctx, &headers).await?),
     };
+    if let Some(caller) = &caller {
+        caller.require(Need::AgentsChange)?;
+    }
     let actor = caller.as_ref().map_or(Actor::System, Caller::actor);
     let workspace = caller.as_ref().map(|c| c.workspace_id.as_str());
     if caller.is_none() {
@@ -97,12 +102,12 @@ pub async fn claim_code(
 }
 
 /// Lists the workspace's agents, newest first.
-#[utoipa::path(get, path = "/v1/agents", tag = "agents", params(AgentListParams), security(("api_key" = [])),
+#[utoipa::path(get, path = "/v1/agents", tag = "agents", params(AgentListParams), security(("api_key" = []), ("session" = []), ("access_token" = [])),
     responses((status = 200, body = AgentListResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn list(
     State(ctx): State<SharedContext>,
-    caller: Caller,
+    op: Authorized<needs::AgentsRead>,
     AppQuery(params): AppQuery<AgentListParams>,
 ) -> ApiResult<Json<AgentListResponse>> {
     let status = match params.status.as_deref().filter(|s| !s.is_empty()) {
@@ -116,7 +121,7 @@ pub async fn list(
     };
     let limit = super::page_limit(params.limit, 50, 200)?;
     let query = AgentQuery {
-        workspace_id: caller.workspace_id,
+        workspace_id: op.workspace_id,
         status,
         name: params.name.filter(|n| !n.is_empty()),
         after: super::page_cursor(params.cursor.as_deref())?,
@@ -133,15 +138,15 @@ pub async fn list(
 
 /// One agent of the workspace.
 #[utoipa::path(get, path = "/v1/agents/{agent_id}", tag = "agents", params(("agent_id" = String, Path)),
-    security(("api_key" = [])),
+    security(("api_key" = []), ("session" = []), ("access_token" = [])),
     responses((status = 200, body = AgentResponse), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn get(
     State(ctx): State<SharedContext>,
-    caller: Caller,
+    op: Authorized<needs::AgentsRead>,
     AppPath(agent_id): AppPath<String>,
 ) -> ApiResult<Json<AgentResponse>> {
-    let agent = agents::agent_in_workspace(&ctx, &caller.workspace_id, &agent_id).await?;
+    let agent = agents::agent_in_workspace(&ctx, &op.workspace_id, &agent_id).await?;
     Ok(Json(AgentResponse {
         ok: true,
         agent: agents::to_wire(agent),
@@ -150,18 +155,18 @@ pub async fn get(
 
 async fn change_status(
     ctx: SharedContext,
-    caller: Caller,
+    op: Authorized<needs::AgentsChange>,
     agent_id: String,
     req: AgentStatusRequest,
     action: StatusAction,
 ) -> ApiResult<Json<AgentResponse>> {
     let agent = agents::set_status(
         &ctx,
-        &caller.workspace_id,
+        &op.workspace_id,
         &agent_id,
         action,
         req.reason,
-        &caller.actor(),
+        &op.actor(),
     )
     .await?;
     Ok(Json(AgentResponse { ok: true, agent }))
@@ -169,59 +174,59 @@ async fn change_status(
 
 /// Suspends an agent: its signed requests fail with `agent_not_active` until resumed.
 #[utoipa::path(post, path = "/v1/agents/{agent_id}/suspend", tag = "agents", params(("agent_id" = String, Path)),
-    request_body(content = AgentStatusRequest, description = "optional"), security(("api_key" = [])),
+    request_body(content = AgentStatusRequest, description = "optional"), security(("api_key" = []), ("session" = []), ("access_token" = [])),
     responses((status = 200, body = AgentResponse), (status = 404, body = ErrorBody),
         (status = 409, description = "`invalid_status_transition`", body = ErrorBody)))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn suspend(
     State(ctx): State<SharedContext>,
-    caller: Caller,
+    op: Authorized<needs::AgentsChange>,
     AppPath(agent_id): AppPath<String>,
     AppJson(req): AppJson<AgentStatusRequest>,
 ) -> ApiResult<Json<AgentResponse>> {
-    change_status(ctx, caller, agent_id, req, StatusAction::Suspend).await
+    change_status(ctx, op, agent_id, req, StatusAction::Suspend).await
 }
 
 /// Resumes a suspended agent (back to `active`, or `pending` if it never attested).
 #[utoipa::path(post, path = "/v1/agents/{agent_id}/resume", tag = "agents", params(("agent_id" = String, Path)),
-    request_body(content = AgentStatusRequest, description = "optional"), security(("api_key" = [])),
+    request_body(content = AgentStatusRequest, description = "optional"), security(("api_key" = []), ("session" = []), ("access_token" = [])),
     responses((status = 200, body = AgentResponse), (status = 404, body = ErrorBody),
         (status = 409, description = "`invalid_status_transition`", body = ErrorBody)))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn resume(
     State(ctx): State<SharedContext>,
-    caller: Caller,
+    op: Authorized<needs::AgentsChange>,
     AppPath(agent_id): AppPath<String>,
     AppJson(req): AppJson<AgentStatusRequest>,
 ) -> ApiResult<Json<AgentResponse>> {
-    change_status(ctx, caller, agent_id, req, StatusAction::Resume).await
+    change_status(ctx, op, agent_id, req, StatusAction::Resume).await
 }
 
 /// Revokes an agent for good.
 #[utoipa::path(post, path = "/v1/agents/{agent_id}/revoke", tag = "agents", params(("agent_id" = String, Path)),
-    request_body(content = AgentStatusRequest, description = "optional"), security(("api_key" = [])),
+    request_body(content = AgentStatusRequest, description = "optional"), security(("api_key" = []), ("session" = []), ("access_token" = [])),
     responses((status = 200, body = AgentResponse), (status = 404, body = ErrorBody)))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn revoke(
     State(ctx): State<SharedContext>,
-    caller: Caller,
+    op: Authorized<needs::AgentsChange>,
     AppPath(agent_id): AppPath<String>,
     AppJson(req): AppJson<AgentStatusRequest>,
 ) -> ApiResult<Json<AgentResponse>> {
-    change_status(ctx, caller, agent_id, req, StatusAction::Revoke).await
+    change_status(ctx, op, agent_id, req, StatusAction::Revoke).await
 }
 
 /// Approves a pending agent that has not attested (an admin vouches for it): it becomes active.
 #[utoipa::path(post, path = "/v1/agents/{agent_id}/approve", tag = "agents", params(("agent_id" = String, Path)),
-    request_body(content = AgentStatusRequest, description = "optional"), security(("api_key" = [])),
+    request_body(content = AgentStatusRequest, description = "optional"), security(("api_key" = []), ("session" = []), ("access_token" = [])),
     responses((status = 200, body = AgentResponse), (status = 404, body = ErrorBody),
         (status = 409, description = "`invalid_status_transition`", body = ErrorBody)))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn approve(
     State(ctx): State<SharedContext>,
-    caller: Caller,
+    op: Authorized<needs::AgentsChange>,
     AppPath(agent_id): AppPath<String>,
     AppJson(req): AppJson<AgentStatusRequest>,
 ) -> ApiResult<Json<AgentResponse>> {
-    change_status(ctx, caller, agent_id, req, StatusAction::Approve).await
+    change_status(ctx, op, agent_id, req, StatusAction::Approve).await
 }

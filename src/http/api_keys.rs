@@ -7,10 +7,12 @@ use crate::api::{
     ApiKeyListResponse, CreateApiKeyRequest, CreateApiKeyResponse, ErrorBody, OkResponse,
 };
 use crate::context::SharedContext;
+use crate::domain::access::Need;
 use crate::error::ApiResult;
 use crate::identity::accounts::{self, Principal};
 
 use super::extract::{AppJson, AppPath};
+use super::operator::person_requires;
 
 /// The active workspace's API keys (never the keys themselves).
 #[utoipa::path(get, path = "/v1/workspace/api-keys", tag = "workspaces", security(("session" = []), ("access_token" = [])),
@@ -20,6 +22,7 @@ pub async fn list_api_keys(
     State(ctx): State<SharedContext>,
     principal: Principal,
 ) -> ApiResult<Json<ApiKeyListResponse>> {
+    person_requires(&principal, Need::WorkspaceRead)?;
     let (workspace_id, _) = principal.membership()?;
     let items = ctx
         .store
@@ -41,6 +44,7 @@ pub async fn create_api_key(
     principal: Principal,
     AppJson(req): AppJson<CreateApiKeyRequest>,
 ) -> ApiResult<Json<CreateApiKeyResponse>> {
+    person_requires(&principal, Need::WorkspaceChange)?;
     Ok(Json(accounts::create_api_key(&ctx, &principal, req).await?))
 }
 
@@ -54,6 +58,7 @@ pub async fn revoke_api_key(
     principal: Principal,
     AppPath(key_id): AppPath<String>,
 ) -> ApiResult<Json<OkResponse>> {
+    person_requires(&principal, Need::WorkspaceChange)?;
     accounts::revoke_api_key(&ctx, &principal, &key_id).await?;
     Ok(Json(OkResponse { ok: true }))
 }

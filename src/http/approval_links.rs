@@ -3,7 +3,7 @@
 
 use askama::Template;
 use axum::extract::State;
-use axum::http::{HeaderMap, Method};
+use axum::http::{HeaderMap, Method, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
@@ -67,11 +67,16 @@ pub async fn show(
             let info = approvals::to_wire(&c, now_ms());
             if html {
                 // A logged-in viewer's page carries the session's CSRF token for the decision.
-                let csrf = super::session::authenticate_user(&ctx, &Method::GET, &headers)
-                    .await
-                    .ok()
-                    .and_then(|p| p.csrf_token)
-                    .unwrap_or_default();
+                let csrf = super::session::authenticate_user(
+                    &ctx,
+                    &Method::GET,
+                    &headers,
+                    &Uri::default(),
+                )
+                .await
+                .ok()
+                .and_then(|p| p.csrf_token)
+                .unwrap_or_default();
                 render(&ApprovalPage::new(&info, &csrf))
             } else {
                 Json(PolicyChallengeResponse {
@@ -106,9 +111,11 @@ pub async fn decide(
     // logged-in member.
     let approver = match super::session::cookie(&headers, crate::identity::accounts::SESSION_COOKIE)
     {
-        Some(_) => super::session::authenticate_user(&ctx, &Method::POST, &headers)
-            .await
-            .ok(),
+        Some(_) => {
+            super::session::authenticate_user(&ctx, &Method::POST, &headers, &Uri::default())
+                .await
+                .ok()
+        }
         None => None,
     };
     let challenge = approvals::decide(&ctx, &token, req.decision.trim(), approver.as_ref()).await?;

@@ -14,7 +14,8 @@ use crate::context::SharedContext;
 use crate::error::{ApiError, ApiResult};
 use crate::store::{AuditQuery, Cursor};
 
-use super::extract::{AppJson, AppQuery, Caller};
+use super::extract::{AppJson, AppQuery};
+use super::operator::{needs, Authorized};
 
 fn query(
     workspace_id: String,
@@ -44,18 +45,18 @@ fn query(
 
 /// Audit events of the workspace, newest first, with filters and an opaque cursor.
 #[utoipa::path(get, path = "/v1/workspace/audit/events", tag = "audit", params(AuditFilters, AuditPageParams),
-    security(("api_key" = [])),
+    security(("api_key" = []), ("session" = []), ("access_token" = [])),
     responses((status = 200, body = AuditListResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn events(
     State(ctx): State<SharedContext>,
-    caller: Caller,
+    op: Authorized<needs::AuditRead>,
     AppQuery(filters): AppQuery<AuditFilters>,
     AppQuery(page): AppQuery<AuditPageParams>,
 ) -> ApiResult<Json<AuditListResponse>> {
     let limit = super::page_limit(page.limit, 50, 200)?;
     let q = query(
-        caller.workspace_id,
+        op.workspace_id,
         filters,
         super::page_cursor(page.cursor.as_deref())?,
         limit + 1,
@@ -71,14 +72,14 @@ pub async fn events(
 
 /// Exports audit events as JSON or CSV (newest first).
 #[utoipa::path(post, path = "/v1/workspace/audit/export", tag = "audit", request_body = AuditExportRequest,
-    security(("api_key" = [])),
+    security(("api_key" = []), ("session" = []), ("access_token" = [])),
     responses((status = 200, description = "JSON (`format: json`) or `text/csv` (`format: csv`)",
             content((AuditExportResponse = "application/json"), (String = "text/csv"))),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn export(
     State(ctx): State<SharedContext>,
-    caller: Caller,
+    op: Authorized<needs::AuditRead>,
     AppJson(req): AppJson<AuditExportRequest>,
 ) -> ApiResult<Response> {
     let limit = super::page_limit(req.limit, 1000, 10_000)?;
@@ -88,7 +89,7 @@ pub async fn export(
         Some(_) => return Err(ApiError::invalid("format", "must be `json` or `csv`")),
     };
     let q = query(
-        caller.workspace_id,
+        op.workspace_id,
         req.filters.unwrap_or_default(),
         None,
         limit,

@@ -5,6 +5,7 @@ use axum::Json;
 
 use crate::api::{CheckRequest, DecisionResponse, ErrorBody};
 use crate::context::SharedContext;
+use crate::domain::access::Need;
 use crate::error::ApiResult;
 use crate::policy::check;
 
@@ -21,6 +22,7 @@ pub async fn check(
     Deciding(caller): Deciding,
     AppJson(req): AppJson<CheckRequest>,
 ) -> ApiResult<Json<DecisionResponse>> {
+    caller.require(Need::Check)?;
     Ok(Json(
         check::check(&ctx, &caller.access, &caller.actor(), req).await?,
     ))

@@ -5,6 +5,7 @@ use axum::Json;
 
 use crate::api::{EmailSendRequest, EmailSendResponse, ErrorBody};
 use crate::context::SharedContext;
+use crate::domain::access::Need;
 use crate::enforce::email;
 use crate::error::ApiResult;
 
@@ -25,6 +26,7 @@ pub async fn send_email(
     caller: Caller,
     AppJson(req): AppJson<EmailSendRequest>,
 ) -> ApiResult<Json<EmailSendResponse>> {
+    caller.require(Need::Email)?;
     Ok(Json(
         email::send(&ctx, &caller.access, &caller.actor(), req).await?,
     ))

@@ -10,6 +10,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
 use crate::context::SharedContext;
+use crate::domain::access::{key_may, Need};
 use crate::domain::Refusal;
 use crate::error::ApiError;
 use crate::identity::api_keys;
@@ -297,6 +298,11 @@ impl Caller {
 
     pub fn actor(&self) -> crate::audit::Actor {
         crate::audit::Actor::ApiKey(self.key_id.clone())
+    }
+
+    /// Refuses (403 `insufficient_scope`) unless the key's scopes grant `need`.
+    pub fn require(&self, need: Need) -> Result<(), ApiError> {
+        key_may(&self.access.key.scopes, need).map_err(|d| ApiError::from((d, need)))
     }
 }
 

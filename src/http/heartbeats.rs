@@ -8,10 +8,12 @@ use crate::api::{
     RecentHeartbeatsParams, RecentHeartbeatsResponse,
 };
 use crate::context::SharedContext;
+use crate::domain::access::Need;
 use crate::error::ApiResult;
 use crate::telemetry::heartbeats;
 
 use super::extract::{AppJson, AppQuery, Caller, SignedRequest};
+use super::operator::{needs, Authorized};
 
 /// A heartbeat signed by the agent.
 #[utoipa::path(post, path = "/v1/telemetry/heartbeat", tag = "telemetry", request_body = HeartbeatRequest,
@@ -42,6 +44,7 @@ pub async fn ingest(
     caller: Caller,
     AppJson(req): AppJson<IngestRequest>,
 ) -> ApiResult<Json<IngestResponse>> {
+    caller.require(Need::Telemetry)?;
     Ok(Json(
         heartbeats::ingest(&ctx, &caller.workspace_id, req).await?,
     ))
@@ -49,23 +52,17 @@ pub async fn ingest(
 
 /// The workspace's most recent heartbeats, newest first.
 #[utoipa::path(get, path = "/v1/telemetry/heartbeat/recent", tag = "telemetry", params(RecentHeartbeatsParams),
-    security(("api_key" = [])),
+    security(("api_key" = []), ("session" = []), ("access_token" = [])),
     responses((status = 200, body = RecentHeartbeatsResponse), (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn recent(
     State(ctx): State<SharedContext>,
-    caller: Caller,
+    op: Authorized<needs::AgentsRead>,
     AppQuery(params): AppQuery<RecentHeartbeatsParams>,
 ) -> ApiResult<Json<RecentHeartbeatsResponse>> {
     let limit = super::page_limit(params.limit, 20, 200)?;
     Ok(Json(
-        heartbeats::recent(
-            &ctx,
-            &caller.workspace_id,
-            params.agent_id.as_deref(),
-            limit,
-        )
-        .await?,
+        heartbeats::recent(&ctx, &op.workspace_id, params.agent_id.as_deref(), limit).await?,
     ))
 }

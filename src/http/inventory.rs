@@ -8,10 +8,12 @@ use crate::api::{
     InventoryUpsertResponse,
 };
 use crate::context::SharedContext;
+use crate::domain::access::Need;
 use crate::error::ApiResult;
 use crate::telemetry::inventory;
 
 use super::extract::{AppJson, AppQuery, Caller};
+use super::operator::{needs, Authorized};
 
 /// Maps an external system's key for an agent to the agent, idempotently.
 #[utoipa::path(post, path = "/v1/workspace/agents/upsert", tag = "inventory", request_body = InventoryUpsertRequest,
@@ -25,6 +27,7 @@ pub async fn upsert_inventory(
     caller: Caller,
     AppJson(req): AppJson<InventoryUpsertRequest>,
 ) -> ApiResult<Json<InventoryUpsertResponse>> {
+    caller.require(Need::Telemetry)?;
     Ok(Json(
         inventory::upsert(&ctx, &caller.workspace_id, &caller.actor(), req).await?,
     ))
@@ -32,15 +35,13 @@ pub async fn upsert_inventory(
 
 /// The workspace's agent inventory.
 #[utoipa::path(get, path = "/v1/workspace/agents", tag = "inventory", params(InventoryListParams),
-    security(("api_key" = [])),
+    security(("api_key" = []), ("session" = []), ("access_token" = [])),
     responses((status = 200, body = InventoryListResponse), (status = 401, body = ErrorBody)))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn list_inventory(
     State(ctx): State<SharedContext>,
-    caller: Caller,
+    op: Authorized<needs::AgentsRead>,
     AppQuery(params): AppQuery<InventoryListParams>,
 ) -> ApiResult<Json<InventoryListResponse>> {
-    Ok(Json(
-        inventory::list(&ctx, &caller.workspace_id, params).await?,
-    ))
+    Ok(Json(inventory::list(&ctx, &op.workspace_id, params).await?))
 }

@@ -5,10 +5,12 @@ use axum::Json;
 
 use crate::api::{AddMemberRequest, ErrorBody, MemberListResponse, MemberResponse, OkResponse};
 use crate::context::SharedContext;
+use crate::domain::access::Need;
 use crate::error::ApiResult;
 use crate::identity::accounts::{self, Principal};
 
 use super::extract::{AppJson, AppPath};
+use super::operator::person_requires;
 
 /// Members of the active workspace.
 #[utoipa::path(get, path = "/v1/workspace/members", tag = "workspaces", security(("session" = []), ("access_token" = [])),
@@ -18,6 +20,7 @@ pub async fn list_members(
     State(ctx): State<SharedContext>,
     principal: Principal,
 ) -> ApiResult<Json<MemberListResponse>> {
+    person_requires(&principal, Need::WorkspaceRead)?;
     Ok(Json(accounts::list_members(&ctx, &principal).await?))
 }
 
@@ -31,6 +34,7 @@ pub async fn add_member(
     principal: Principal,
     AppJson(req): AppJson<AddMemberRequest>,
 ) -> ApiResult<Json<MemberResponse>> {
+    person_requires(&principal, Need::WorkspaceChange)?;
     let member = accounts::add_member(&ctx, &principal, req).await?;
     Ok(Json(MemberResponse { ok: true, member }))
 }
@@ -46,6 +50,7 @@ pub async fn remove_member(
     principal: Principal,
     AppPath(user_id): AppPath<String>,
 ) -> ApiResult<Json<OkResponse>> {
+    person_requires(&principal, Need::WorkspaceChange)?;
     accounts::remove_member(&ctx, &principal, &user_id).await?;
     Ok(Json(OkResponse { ok: true }))
 }

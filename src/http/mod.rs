@@ -18,6 +18,7 @@ pub mod inventory;
 pub mod kill_switch;
 pub mod members;
 pub mod openapi;
+pub mod operator;
 pub mod pages;
 pub mod policies;
 pub mod policy_challenges;
@@ -100,7 +101,7 @@ impl Modify for SecuritySchemes {
                 HttpBuilder::new()
                     .scheme(HttpAuthScheme::Bearer)
                     .description(Some(
-                        "Personal access token `svc_pat_...`; pick the workspace with `X-Service-Workspace-Id`",
+                        "Personal access token `svc_pat_...`; pick the workspace with `X-Service-Workspace` (or `?workspace_id=`)",
                     ))
                     .build(),
             ),
@@ -281,6 +282,7 @@ const READ_HEADERS: &[&str] = &[
     "idempotency-key",
     "x-csrf-token",
     "x-service-api-key",
+    "x-service-workspace",
     "x-service-workspace-id",
     "x-service-agent-id",
     "x-service-timestamp",

@@ -4,7 +4,7 @@
 
 use askama::Template;
 use axum::extract::State;
-use axum::http::{header, HeaderMap, Method, StatusCode};
+use axum::http::{header, HeaderMap, Method, StatusCode, Uri};
 use axum::response::{Html, IntoResponse, Response};
 
 use crate::context::{Context, SharedContext};
@@ -102,7 +102,14 @@ pub async fn login_page() -> Response {
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn dashboard(State(ctx): State<SharedContext>, headers: HeaderMap) -> Response {
     let login = login_url(&ctx);
-    let principal = match super::session::authenticate_user(&ctx, &Method::GET, &headers).await {
+    let principal = match super::session::authenticate_user(
+        &ctx,
+        &Method::GET,
+        &headers,
+        &Uri::default(),
+    )
+    .await
+    {
         Ok(p) if p.session_hash.is_some() => p,
         _ => return (StatusCode::SEE_OTHER, [(header::LOCATION, login)]).into_response(),
     };

@@ -10,6 +10,7 @@ use crate::api::{
     PolicyVersionList, SyncRequest, SyncResponse,
 };
 use crate::context::SharedContext;
+use crate::domain::access::Need;
 use crate::error::{ApiError, ApiResult};
 use crate::identity::accounts::Principal;
 use crate::policy::cache::DEFAULT_POLICY_ID;
@@ -19,6 +20,7 @@ use crate::secret::sha256_hex;
 use crate::time::iso;
 
 use super::extract::{parse_json, parse_value, AppPath, RawBody};
+use super::operator::{needs, person_requires, Authorized};
 
 async fn run_sync(
     ctx: SharedContext,
@@ -29,6 +31,7 @@ async fn run_sync(
     // Parsed as any JSON body, and kept as text: the spec inside is read again strictly (a
     // duplicate key is an error, not a silent overwrite).
     let body: Value = parse_json(&raw.0)?;
+    person_requires(&principal, Need::PolicySync)?;
     let (workspace_id, _) = principal.admin_of()?;
     strict_body(&raw.0)?;
     let key =
@@ -114,14 +117,14 @@ pub async fn sync_alias(
 }
 
 /// The active workspace's policies (`pol_default` always among them).
-#[utoipa::path(get, path = "/v1/policies", tag = "decisions", security(("session" = []), ("access_token" = [])),
+#[utoipa::path(get, path = "/v1/policies", tag = "decisions", security(("api_key" = []), ("session" = []), ("access_token" = [])),
     responses((status = 200, body = PolicyListResponse), (status = 401, body = ErrorBody)))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn list(
     State(ctx): State<SharedContext>,
-    principal: Principal,
+    op: Authorized<needs::PoliciesRead>,
 ) -> ApiResult<Json<PolicyListResponse>> {
-    let (workspace_id, _) = principal.membership()?;
+    let workspace_id = op.workspace_id;
     let mut items: Vec<PolicySummary> = ctx
         .store
         .policies(&workspace_id)
@@ -153,15 +156,15 @@ pub async fn list(
 
 /// A policy with its current spec, compiled Cedar, hash and version.
 #[utoipa::path(get, path = "/v1/policies/{policy_id}", tag = "decisions", params(("policy_id" = String, Path)),
-    security(("session" = []), ("access_token" = [])),
+    security(("api_key" = []), ("session" = []), ("access_token" = [])),
     responses((status = 200, body = PolicyDetail), (status = 404, description = "`unknown_policy`", body = ErrorBody)))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn get(
     State(ctx): State<SharedContext>,
-    principal: Principal,
+    op: Authorized<needs::PoliciesRead>,
     AppPath(policy_id): AppPath<String>,
 ) -> ApiResult<Json<PolicyDetail>> {
-    let (workspace_id, _) = principal.membership()?;
+    let workspace_id = op.workspace_id;
     Ok(Json(
         sync::policy_detail(&ctx, &workspace_id, &policy_id, None).await?,
     ))
@@ -169,15 +172,15 @@ pub async fn get(
 
 /// Every applied version of a policy, newest first.
 #[utoipa::path(get, path = "/v1/policies/{policy_id}/versions", tag = "decisions", params(("policy_id" = String, Path)),
-    security(("session" = []), ("access_token" = [])),
+    security(("api_key" = []), ("session" = []), ("access_token" = [])),
     responses((status = 200, body = PolicyVersionList), (status = 404, body = ErrorBody)))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn versions(
     State(ctx): State<SharedContext>,
-    principal: Principal,
+    op: Authorized<needs::PoliciesRead>,
     AppPath(policy_id): AppPath<String>,
 ) -> ApiResult<Json<PolicyVersionList>> {
-    let (workspace_id, _) = principal.membership()?;
+    let workspace_id = op.workspace_id;
     // Answers 404 for a policy the workspace does not have.
     sync::policy_detail(&ctx, &workspace_id, &policy_id, None).await?;
     let items = ctx
@@ -198,15 +201,15 @@ pub async fn versions(
 /// One version of a policy.
 #[utoipa::path(get, path = "/v1/policies/{policy_id}/versions/{version}", tag = "decisions",
     params(("policy_id" = String, Path), ("version" = i64, Path)),
-    security(("session" = []), ("access_token" = [])),
+    security(("api_key" = []), ("session" = []), ("access_token" = [])),
     responses((status = 200, body = PolicyDetail), (status = 404, description = "`unknown_policy`, `unknown_version`", body = ErrorBody)))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn version(
     State(ctx): State<SharedContext>,
-    principal: Principal,
+    op: Authorized<needs::PoliciesRead>,
     AppPath((policy_id, version)): AppPath<(String, i64)>,
 ) -> ApiResult<Json<PolicyDetail>> {
-    let (workspace_id, _) = principal.membership()?;
+    let workspace_id = op.workspace_id;
     Ok(Json(
         sync::policy_detail(&ctx, &workspace_id, &policy_id, Some(version)).await?,
     ))

@@ -6,6 +6,7 @@ use axum::Json;
 
 use crate::api::{ErrorBody, FeedbackRequest, FeedbackResponse};
 use crate::context::SharedContext;
+use crate::domain::access::Need;
 use crate::error::{ApiError, ApiResult};
 use crate::identity::signing::{check_nonce, check_timestamp, feedback_signature_matches};
 use crate::telemetry::feedback;
@@ -32,6 +33,7 @@ pub async fn feedback(
     caller: Caller,
     RawBody(body): RawBody,
 ) -> ApiResult<Json<FeedbackResponse>> {
+    caller.require(Need::Telemetry)?;
     let header = |name: &str| {
         headers
             .get(name)

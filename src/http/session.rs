@@ -29,19 +29,35 @@ pub fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
         .filter(|v| !v.is_empty())
 }
 
-/// Resolves the principal of a request (cookie or token), enforcing CSRF for cookies.
+/// The workspace a token's request names: the `X-Service-Workspace` header (CONTRACT section
+/// 10; `X-Service-Workspace-Id` is read too), else the `workspace_id` query parameter.
+pub fn named_workspace(headers: &HeaderMap, query: Option<&str>) -> Option<String> {
+    let header = ["x-service-workspace", "x-service-workspace-id"]
+        .iter()
+        .find_map(|name| headers.get(*name).and_then(|v| v.to_str().ok()))
+        .map(str::trim)
+        .filter(|v| !v.is_empty());
+    if let Some(ws) = header {
+        return Some(ws.to_owned());
+    }
+    form_urlencoded::parse(query.unwrap_or("").as_bytes())
+        .find(|(k, _)| k == "workspace_id")
+        .map(|(_, v)| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+}
+
+/// Resolves the principal of a request (cookie or token), enforcing CSRF for cookies. `uri`
+/// is the request's, for a token's `?workspace_id=`.
 pub async fn authenticate_user(
     ctx: &Context,
     method: &Method,
     headers: &HeaderMap,
+    uri: &Uri,
 ) -> ApiResult<Principal> {
     if let Some(token) = bearer_token(headers) {
         if token.starts_with(PAT_PREFIX) {
-            let workspace = headers
-                .get("x-service-workspace-id")
-                .and_then(|v| v.to_str().ok())
-                .filter(|v| !v.is_empty());
-            return Ok(accounts::token_principal(ctx, token, workspace).await?);
+            let workspace = named_workspace(headers, uri.query());
+            return Ok(accounts::token_principal(ctx, token, workspace.as_deref()).await?);
         }
         if api_keys::is_well_formed(token) {
             return Err(ApiError::unauthorized(
@@ -49,6 +65,12 @@ pub async fn authenticate_user(
                 "workspace API keys are not accepted here; log in or use a personal access token (svc_pat_...)",
             ));
         }
+    }
+    if headers.contains_key("x-service-api-key") && cookie(headers, SESSION_COOKIE).is_none() {
+        return Err(ApiError::unauthorized(
+            "session_required",
+            "workspace API keys are not accepted here; log in or use a personal access token (svc_pat_...)",
+        ));
     }
     let session_id = cookie(headers, SESSION_COOKIE).ok_or_else(accounts::unauthenticated)?;
     let principal = accounts::session_principal(ctx, &session_id).await?;
@@ -160,7 +182,7 @@ impl FromRequestParts<SharedContext> for Principal {
         parts: &mut Parts,
         ctx: &SharedContext,
     ) -> Result<Self, Self::Rejection> {
-        authenticate_user(ctx, &parts.method, &parts.headers).await
+        authenticate_user(ctx, &parts.method, &parts.headers, &parts.uri).await
     }
 }
 

@@ -5,11 +5,13 @@ use axum::Json;
 
 use crate::api::{ErrorBody, UpdateWorkspaceSettings, WorkspaceSettings};
 use crate::context::SharedContext;
+use crate::domain::access::Need;
 use crate::enforce::approvals;
 use crate::error::ApiResult;
 use crate::identity::accounts::Principal;
 
 use super::extract::AppJson;
+use super::operator::person_requires;
 
 /// The active workspace's settings.
 #[utoipa::path(get, path = "/v1/workspace/settings", tag = "workspaces", security(("session" = []), ("access_token" = [])),
@@ -19,6 +21,7 @@ pub async fn get_settings(
     State(ctx): State<SharedContext>,
     principal: Principal,
 ) -> ApiResult<Json<WorkspaceSettings>> {
+    person_requires(&principal, Need::WorkspaceRead)?;
     Ok(Json(approvals::settings(&ctx, &principal).await?))
 }
 
@@ -32,6 +35,7 @@ pub async fn update_settings(
     principal: Principal,
     AppJson(req): AppJson<UpdateWorkspaceSettings>,
 ) -> ApiResult<Json<WorkspaceSettings>> {
+    person_requires(&principal, Need::WorkspaceChange)?;
     Ok(Json(
         approvals::update_settings(&ctx, &principal, req).await?,
     ))

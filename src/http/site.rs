@@ -41,6 +41,7 @@ pub async fn summary(State(ctx): State<SharedContext>) -> ApiResult<Json<StatusS
 pub async fn run_checks(
     State(ctx): State<SharedContext>,
     method: axum::http::Method,
+    uri: axum::http::Uri,
     headers: HeaderMap,
 ) -> ApiResult<Json<StatusSummary>> {
     // An `X-Service-Api-Key` header, even a malformed one, asks for the key's authentication
@@ -51,7 +52,7 @@ pub async fn run_checks(
         let caller = authenticate(&ctx, &headers).await?;
         (caller.actor(), caller.workspace_id)
     } else {
-        let principal = super::session::authenticate_user(&ctx, &method, &headers).await?;
+        let principal = super::session::authenticate_user(&ctx, &method, &headers, &uri).await?;
         let (workspace, _) = principal.admin_of()?;
         (principal.actor(), workspace)
     };

@@ -5,6 +5,7 @@ use axum::Json;
 
 use crate::api::{ErrorBody, TokenExchangeRequest, TokenExchangeResponse};
 use crate::context::SharedContext;
+use crate::domain::access::Need;
 use crate::enforce::credentials;
 use crate::error::ApiResult;
 
@@ -26,6 +27,7 @@ pub async fn exchange(
     caller: Caller,
     AppJson(req): AppJson<TokenExchangeRequest>,
 ) -> ApiResult<Json<TokenExchangeResponse>> {
+    caller.require(Need::Mint)?;
     Ok(Json(
         credentials::exchange(&ctx, &caller.access, &caller.actor(), req).await?,
     ))

@@ -5,6 +5,7 @@ use axum::Json;
 
 use crate::api::{ErrorBody, VerifyRequest, VerifyResponse};
 use crate::context::SharedContext;
+use crate::domain::access::Need;
 use crate::error::ApiResult;
 use crate::identity::verify;
 
@@ -20,5 +21,6 @@ pub async fn verify(
     Deciding(caller): Deciding,
     AppJson(req): AppJson<VerifyRequest>,
 ) -> ApiResult<Json<VerifyResponse>> {
+    caller.require(Need::Verify)?;
     Ok(Json(verify::verify(&ctx, &caller.access, req).await?))
 }

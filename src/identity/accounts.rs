@@ -8,6 +8,7 @@ use super::error::{IdentityError, IdentityResult};
 use crate::api;
 use crate::audit::{self, Actor};
 use crate::context::Context;
+use crate::domain::access::{Scopes, KEY_SCOPES, TOKEN_SCOPES};
 use crate::domain::ids;
 use crate::domain::{EmailAddress, Role};
 use crate::identity::api_keys::NewApiKey;
@@ -223,13 +224,15 @@ pub struct Principal {
     /// The session's hash for cookie sessions; `None` for a personal access token.
     pub session_hash: Option<String>,
     pub pat_id: Option<String>,
-    /// The active workspace: the session's, or for a token the `X-Service-Workspace-Id` header
+    /// The active workspace: the session's, or for a token the `X-Service-Workspace` header or `?workspace_id=`
     /// (or the user's only workspace).
     pub workspace_id: Option<String>,
     /// For cookie sessions, the token state-changing requests must echo in `X-CSRF-Token`.
     pub csrf_token: Option<String>,
     /// The user's role in `workspace_id`, read once when the request was authenticated.
     pub role: Option<Role>,
+    /// What a token is narrowed to; every scope for a session.
+    pub scopes: Scopes,
 }
 
 impl Principal {
@@ -248,7 +251,7 @@ impl Principal {
         let workspace_id = self.workspace_id.clone().ok_or_else(|| {
             IdentityError::malformed(
                 "workspace_required",
-                "select a workspace first (POST /v1/workspaces/select, or X-Service-Workspace-Id with a token)",
+                "select a workspace first (POST /v1/workspaces/select, or X-Service-Workspace with a token)",
             )
         })?;
         match self.role {
@@ -316,6 +319,7 @@ pub async fn session_principal(ctx: &Context, session_id: &str) -> IdentityResul
         workspace_id: session.workspace_id,
         role,
         csrf_token: Some(csrf_token(session_id)),
+        scopes: Scopes::all(),
     })
 }
 
@@ -366,6 +370,7 @@ pub async fn token_principal(
         workspace_id,
         role,
         csrf_token: None,
+        scopes: Scopes::from_stored(pat.scopes.as_deref()),
     })
 }
 
@@ -562,7 +567,17 @@ pub fn api_key_wire(k: &ApiKeyRecord) -> api::ApiKeyInfo {
         created_by: k.created_by.clone(),
         last_used_at: k.last_used_at.map(iso),
         revoked_at: k.revoked_at.map(iso),
+        scopes: Scopes::from_stored(k.scopes.as_deref()).list(),
     }
+}
+
+/// The scopes a request asks for, checked against those of its kind.
+fn requested_scopes(
+    scopes: Option<&[String]>,
+    known: &'static [&'static str],
+) -> IdentityResult<Scopes> {
+    Scopes::parse(scopes.unwrap_or(&[]).iter().map(String::as_str), known)
+        .map_err(|e| IdentityError::invalid("scopes", e.to_string()))
 }
 
 pub async fn create_api_key(
@@ -581,6 +596,7 @@ pub async fn create_api_key(
             "must be at most 100 characters",
         ));
     }
+    let scopes = requested_scopes(req.scopes.as_deref(), KEY_SCOPES)?;
     let key = NewApiKey::generate(req.live.unwrap_or(false));
     let record = ApiKeyRecord {
         id: ids::new_id(ids::API_KEY),
@@ -593,6 +609,7 @@ pub async fn create_api_key(
         name,
         created_by: Some(principal.user.id.clone()),
         last_used_at: None,
+        scopes: scopes.stored(),
     };
     let event = audit::state_change(
         "api_key.created",
@@ -600,7 +617,7 @@ pub async fn create_api_key(
         Some(&workspace_id),
         None,
         &principal.actor(),
-        json!({ "key_id": record.id, "mode": record.mode, "name": record.name }),
+        json!({ "key_id": record.id, "mode": record.mode, "name": record.name, "scopes": scopes.list() }),
     );
     ctx.writer
         .commit(Change::new(AccountOp::CreateApiKey(record.clone())).audited(event))
@@ -655,6 +672,7 @@ pub fn pat_wire(p: &PatRecord) -> api::TokenInfo {
         expires_at: iso(p.expires_at),
         last_used_at: p.last_used_at.map(iso),
         revoked_at: p.revoked_at.map(iso),
+        scopes: Scopes::from_stored(p.scopes.as_deref()).list(),
     }
 }
 
@@ -683,6 +701,7 @@ pub async fn create_pat(
             "must be between 1 and 365",
         ));
     }
+    let scopes = requested_scopes(req.scopes.as_deref(), TOKEN_SCOPES)?;
     let token = format!("{PAT_PREFIX}{}", random_base62(43));
     let now = now_ms();
     let record = PatRecord {
@@ -695,6 +714,7 @@ pub async fn create_pat(
         expires_at: now + days * 86_400_000,
         revoked_at: None,
         last_used_at: None,
+        scopes: scopes.stored(),
     };
     let event = audit::state_change(
         "access_token.created",
@@ -702,7 +722,7 @@ pub async fn create_pat(
         principal.audit_workspace(),
         None,
         &principal.actor(),
-        json!({ "token_id": record.id, "name": record.name, "expires_at": iso(record.expires_at) }),
+        json!({ "token_id": record.id, "name": record.name, "expires_at": iso(record.expires_at), "scopes": scopes.list() }),
     );
     ctx.writer
         .commit(Change::new(AccountOp::CreatePat(record.clone())).audited(event))

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use crate::domain::access::Scopes;
 use crate::domain::ids;
 use crate::store::{
     AgentRecord, ApiKeyRecord, Basis, Invalidation, PolicyRecord, Store, StoreError,
@@ -90,6 +91,8 @@ impl<V: Clone> TtlMap<V> {
 pub struct CachedKey {
     pub workspace_id: String,
     pub key_id: String,
+    /// What the key is narrowed to.
+    pub scopes: Scopes,
     /// The cache epoch read before the key was loaded.
     loaded: u64,
 }
@@ -378,6 +381,7 @@ impl Caches {
             let key = CachedKey {
                 workspace_id: record.workspace_id.clone(),
                 key_id: record.id.clone(),
+                scopes: Scopes::from_stored(record.scopes.as_deref()),
                 loaded,
             };
             self.keys.insert(key_hash.to_owned(), key.clone());

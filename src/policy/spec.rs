@@ -137,7 +137,7 @@ pub struct ApprovalRules {
     #[serde(default)]
     pub approvers: Vec<String>,
     /// Also mail every member of the workspace with at least this role (`owner`, `admin`,
-    /// `member`).
+    /// `approver`, `member`).
     #[serde(default)]
     pub approver_role: Option<String>,
     /// Lifetime of the approval link, 30 to 86400 seconds (default 300).

@@ -26,6 +26,8 @@ pub struct ApiKeyRecord {
     /// `usr_...` of the user who made it, `None` for the CLI and bootstrap.
     pub created_by: Option<String>,
     pub last_used_at: Option<i64>,
+    /// Space-separated scopes that narrow the key; `None` for none (see `domain::access`).
+    pub scopes: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -248,6 +250,8 @@ pub struct PatRecord {
     pub expires_at: i64,
     pub revoked_at: Option<i64>,
     pub last_used_at: Option<i64>,
+    /// Space-separated scopes that narrow the token; `None` for none (see `domain::access`).
+    pub scopes: Option<String>,
 }
 
 #[derive(Debug, Clone)]

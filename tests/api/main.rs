@@ -8,6 +8,7 @@
 mod helpers;
 mod smtp;
 
+mod access;
 mod agents;
 mod approvals;
 mod audit;

@@ -127,6 +127,8 @@ both_engines! {
         let res = app.client.post(app.url("/v1/policies/sync")).bearer_auth(&app.key).json(&json!({"spec": {}})).send().await.unwrap();
         assert_error(res, 401, "session_required").await;
         let res = app.client.post(app.url("/v1/policies/sync")).header("X-Service-Api-Key", &app.key).json(&json!({"spec": {}})).send().await.unwrap();
+        assert_error(res, 401, "session_required").await;
+        let res = app.client.post(app.url("/v1/policies/sync")).json(&json!({"spec": {}})).send().await.unwrap();
         assert_error(res, 401, "unauthenticated").await;
         app.grant(&app.workspace_id, "m@example.com", "member").await;
         let member = app.login("m@example.com").await;

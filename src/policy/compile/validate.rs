@@ -184,7 +184,7 @@ pub(super) fn approval(a: &ApprovalRules, path: &str, errors: &mut Vec<SpecError
     {
         errors.push(SpecError::new(
             format!("{path}.approval.approver_role"),
-            "must be `owner`, `admin` or `member`",
+            "must be `owner`, `admin`, `approver` or `member`",
         ));
     }
     if a.ttl_secs.is_some_and(|t| !(30..=86_400).contains(&t)) {

@@ -10,7 +10,7 @@ use crate::domain::Role;
 use crate::store::*;
 
 const API_KEY_COLUMNS: &str =
-    "id, workspace_id, key_hash, mode, last_four, created_at, revoked_at, name, created_by, last_used_at";
+    "id, workspace_id, key_hash, mode, last_four, created_at, revoked_at, name, created_by, last_used_at, scopes";
 
 fn api_key_from_row(row: &AnyRow) -> Result<ApiKeyRecord, sqlx::Error> {
     Ok(ApiKeyRecord {
@@ -24,6 +24,7 @@ fn api_key_from_row(row: &AnyRow) -> Result<ApiKeyRecord, sqlx::Error> {
         name: row.try_get("name")?,
         created_by: row.try_get("created_by")?,
         last_used_at: row.try_get("last_used_at")?,
+        scopes: row.try_get("scopes")?,
     })
 }
 
@@ -42,8 +43,8 @@ async fn insert_api_key(
     k: &ApiKeyRecord,
 ) -> Result<(), sqlx::Error> {
     sqlx::query(
-        "INSERT INTO api_keys (id, workspace_id, key_hash, mode, last_four, created_at, revoked_at, name, created_by) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        "INSERT INTO api_keys (id, workspace_id, key_hash, mode, last_four, created_at, revoked_at, name, created_by, scopes) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
     )
     .bind(&k.id)
     .bind(&k.workspace_id)
@@ -54,6 +55,7 @@ async fn insert_api_key(
     .bind(k.revoked_at)
     .bind(k.name.clone())
     .bind(k.created_by.clone())
+    .bind(k.scopes.clone())
     .execute(&mut **tx)
     .await?;
     Ok(())
@@ -94,12 +96,13 @@ fn pat_from_row(row: &AnyRow) -> Result<PatRecord, sqlx::Error> {
         expires_at: row.try_get("expires_at")?,
         revoked_at: row.try_get("revoked_at")?,
         last_used_at: row.try_get("last_used_at")?,
+        scopes: row.try_get("scopes")?,
     })
 }
 
 const USER_COLUMNS: &str = "id, email, created_at, last_login_at";
 const PAT_COLUMNS: &str =
-    "id, user_id, name, token_hash, last_four, created_at, expires_at, revoked_at, last_used_at";
+    "id, user_id, name, token_hash, last_four, created_at, expires_at, revoked_at, last_used_at, scopes";
 
 /// Creates the user with this email unless it exists; answers the user either way.
 async fn ensure_user(
@@ -328,8 +331,8 @@ pub(super) async fn apply(
         }
         AccountOp::CreatePat(pat) => {
             sqlx::query(
-                "INSERT INTO personal_access_tokens (id, user_id, name, token_hash, last_four, created_at, expires_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                "INSERT INTO personal_access_tokens (id, user_id, name, token_hash, last_four, created_at, expires_at, scopes) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
             )
             .bind(&pat.id)
             .bind(&pat.user_id)
@@ -338,6 +341,7 @@ pub(super) async fn apply(
             .bind(&pat.last_four)
             .bind(pat.created_at)
             .bind(pat.expires_at)
+            .bind(pat.scopes.clone())
             .execute(&mut **tx)
             .await?;
             Applied::Done
