@@ -638,7 +638,7 @@ pub struct CreateApiKeyRequest {
     /// `agents:read`, `agents:write`, `audit:read`, `kill-switch`, `policies:read`,
     /// `challenges:read`); none or empty for a key that does all a key may.
     #[serde(default)]
-    #[schema(max_items = 16)]
+    #[schema(max_items = 16, value_type = Option<Vec<KeyScope>>)]
     pub scopes: Option<Vec<String>>,
 }
 
@@ -683,7 +683,7 @@ pub struct CreateTokenRequest {
     /// Narrow the token to these scopes (`read`, `policy:sync`, `approve`); none or empty for a
     /// token that acts with its user's whole role.
     #[serde(default)]
-    #[schema(max_items = 16)]
+    #[schema(max_items = 16, value_type = Option<Vec<TokenScope>>)]
     pub scopes: Option<Vec<String>>,
 }
 
@@ -993,6 +993,18 @@ pub struct UpdateWorkspaceSettings {
 
 // ---- credentials and kill switch ----------------------------------------------------------
 
+/// A scope of a workspace API key (see `domain::access::KEY_SCOPES`).
+#[derive(ToSchema)]
+#[schema(
+    pattern = "^(check|verify|email|credentials|telemetry|agents:read|agents:write|audit:read|kill-switch|policies:read|challenges:read)$"
+)]
+pub struct KeyScope(pub String);
+
+/// A scope of a personal access token (see `domain::access::TOKEN_SCOPES`).
+#[derive(ToSchema)]
+#[schema(pattern = "^(read|policy:sync|approve)$")]
+pub struct TokenScope(pub String);
+
 /// A credential scope: 1 to 128 of `A-Za-z0-9:._/*-`.
 #[derive(ToSchema)]
 #[schema(pattern = "^[A-Za-z0-9:._/*-]{1,128}$")]
@@ -1230,4 +1242,29 @@ pub struct FeedbackResponse {
     pub received_at: String,
     /// The agent's risk tier after this feedback.
     pub risk_tier: String,
+}
+
+#[cfg(test)]
+mod scope_tests {
+    use super::{KeyScope, TokenScope};
+    use crate::domain::access::{KEY_SCOPES, TOKEN_SCOPES};
+    use utoipa::PartialSchema;
+
+    fn pattern(schema: utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>) -> String {
+        let value = serde_json::to_value(schema).unwrap_or_default();
+        value["pattern"].as_str().unwrap_or("").to_owned()
+    }
+
+    /// The OpenAPI document allows exactly the scopes the server knows.
+    #[test]
+    fn the_documented_scopes_are_the_known_ones() {
+        assert_eq!(
+            pattern(KeyScope::schema()),
+            format!("^({})$", KEY_SCOPES.join("|"))
+        );
+        assert_eq!(
+            pattern(TokenScope::schema()),
+            format!("^({})$", TOKEN_SCOPES.join("|"))
+        );
+    }
 }
