@@ -92,14 +92,6 @@ impl<G> Authorized<G> {
                 .await?),
         }
     }
-
-    /// The person, when a person (not an API key) asks.
-    pub fn person(&self) -> Option<&Principal> {
-        match &self.who {
-            Who::Person(p) => Some(p),
-            Who::Key(_) => None,
-        }
-    }
 }
 
 /// Which kind of credential a request carries; a request with none is refused the way the
