@@ -11,7 +11,9 @@
 # default target/fuzz-venv). Needs python3 (3.9+) with venv and pip, curl, and target/debug/acp
 # (built here when absent).
 #
-# Nothing is excluded: every operation and every check runs in both passes. The server's rate
+# One operation is left out: `GET /v1/workspace/audit/stream`, a server-sent event stream that
+# by design never ends (schemathesis reads whole bodies); tests/api/operators.rs drives it.
+# Every other operation and every check runs in both passes. The server's rate
 # limits are raised for the run so that rate-limited operations are exercised rather than
 # answered 429 (which the document allows) after their first few calls.
 set -euo pipefail
@@ -53,7 +55,8 @@ fuzz() {
     # One worker: Python 3.11's parser is not thread-safe, and hypothesis parses while drawing.
     "$venv/bin/st" --config-file scripts/api-fuzz.toml run "$url/openapi.json" --url "$url" \
         --checks all --max-time "$budget" --seed "$seed" --workers 1 --request-timeout 30 \
-        --no-color --generation-database none --report junit --report-dir "$dir/report-$name" "$@"
+        --no-color --generation-database none --report junit --report-dir "$dir/report-$name" \
+        --exclude-name 'GET /v1/workspace/audit/stream' "$@"
 }
 status=0
 fuzz api-key "$seconds" -H "X-Service-Api-Key: $key" || status=1

@@ -217,6 +217,7 @@ impl App {
             changes: tokio::sync::Notify::new(),
             public_url,
             master_key,
+            closing: tokio::sync::watch::Sender::new(false),
         });
         Ok(App {
             ctx,
@@ -262,6 +263,7 @@ impl App {
         let grace = Duration::from_secs(ctx.config.shutdown_grace_secs);
         let stopping = Arc::new(tokio::sync::Notify::new());
         let notify = stopping.clone();
+        let closing = ctx.clone();
         let server = axum::serve(
             crate::http::wire::Listener::new(listener),
             router.into_make_service_with_connect_info::<crate::http::wire::Peer>(),
@@ -269,6 +271,7 @@ impl App {
         .with_graceful_shutdown(async move {
             shutdown.await;
             tracing::info!("shutting down: finishing in-flight requests");
+            closing.closing.send_replace(true);
             notify.notify_one();
         });
         tokio::select! {

@@ -22,6 +22,8 @@ pub struct Context {
     pub public_url: String,
     /// Encrypts the JWT signing keys at rest.
     pub master_key: crate::secret::MasterKey,
+    /// Turns true when the server starts shutting down (long-lived streams end).
+    pub closing: tokio::sync::watch::Sender<bool>,
 }
 
 pub type SharedContext = Arc<Context>;

@@ -476,6 +476,14 @@ pub struct AuditPageParams {
     pub cursor: Option<String>,
 }
 
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct AuditStreamParams {
+    /// Resume after this event (the `id:` of a streamed event; the `Last-Event-ID` header
+    /// does the same). Without it the stream starts with events committed from now on.
+    pub cursor: Option<String>,
+}
+
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct AuditExportRequest {
     /// `json` (default) or `csv`.
@@ -826,6 +834,20 @@ pub struct DecisionResponse {
     pub challenge: Option<ChallengeInfo>,
 }
 
+/// Applies (or dry-runs) an earlier version's spec as a new version.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct RollbackRequest {
+    /// The version whose spec to apply again.
+    #[serde(deserialize_with = "int::required")]
+    #[schema(minimum = 1)]
+    pub version: i64,
+    #[serde(default)]
+    pub dry_run: bool,
+    /// Refuse (409 `sync_conflict`) unless the current hash is this.
+    #[serde(default)]
+    pub expected_policy_hash: Option<String>,
+}
+
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct SyncRequest {
     /// Default `pol_default` (also when empty).
@@ -947,6 +969,27 @@ pub struct PolicyChallengeInfo {
 pub struct PolicyChallengeResponse {
     pub ok: bool,
     pub challenge: PolicyChallengeInfo,
+}
+
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ChallengeListParams {
+    /// `pending`, `approved`, `denied` or `expired` (a pending challenge past its expiry).
+    #[param(pattern = "^(|pending|approved|denied|expired)$")]
+    pub status: Option<String>,
+    pub agent_id: Option<String>,
+    /// 1 to 200, default 50.
+    #[param(minimum = 1, maximum = 200)]
+    pub limit: Option<i64>,
+    pub cursor: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct PolicyChallengeList {
+    pub ok: bool,
+    /// Newest first.
+    pub items: Vec<PolicyChallengeInfo>,
+    pub next_cursor: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]

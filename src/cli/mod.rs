@@ -2,15 +2,28 @@
 //! takes only its own flags: the server's settings belong to `serve`, the admin commands take
 //! the database (and the settings file), `sync` and `healthcheck` the server they talk to.
 //!
-//! Exit codes: 0 success; 1 any error (bad flags included); `sync` adds 2 (a dry run found
-//! changes) and 3 (conflict: the policy is not at the expected hash).
+//! The client commands (`login`, `whoami`, `token`, `agents`, `audit`, `kill-switch`,
+//! `credentials`, `challenges`, `policy get|versions|diff|rollback`, `api-keys`, `members`,
+//! `workspaces`, `sync`) talk to a running server with a person's token (`acp login` stores one
+//! per server) or a workspace API key; see `client.rs`.
+//!
+//! Exit codes: 0 success; 1 any error (bad flags included); `sync` and `policy rollback
+//! --dry-run` add 2 (a dry run found changes); 3 conflict; the client commands add 4 (not
+//! logged in, or the credential is not valid), 5 (refused by role or scope) and 6 (not found).
 
 mod api_key;
+mod audit;
+mod client;
+mod credentials;
 mod healthcheck;
 mod keys;
+mod login;
+mod manage;
+mod operate;
 mod outbox;
 pub mod output;
 mod policy;
+mod policy_remote;
 mod serve;
 mod sync;
 mod workspace;
@@ -29,7 +42,7 @@ use crate::store::SqlStore;
     name = "acp",
     version,
     about = "Agent control plane: identity, signed requests, decisions and audit for agent fleets",
-    after_help = "Exit codes: 0 success, 1 error; `acp sync` also 2 (dry run found changes) and 3 (conflict).\nEvery flag of `acp serve` has an ACP_ environment twin (`--database-url` is ACP_DATABASE_URL)."
+    after_help = "Exit codes: 0 success, 1 error, 2 a dry run found changes (`sync`, `policy rollback`), 3 conflict, 4 not logged in or the credential is not valid, 5 refused by role or scope, 6 not found.\nEvery flag has an ACP_ environment twin where shown (`--database-url` is ACP_DATABASE_URL, `--server` ACP_SERVER, `--token` ACP_TOKEN)."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -51,13 +64,56 @@ pub enum Command {
     Healthcheck(healthcheck::HealthcheckArgs),
     /// Print the OpenAPI document of this build
     Openapi,
-    /// Validate, format, compile and test policy specs (offline: no server, no database)
+    /// Policy specs: validate, format, compile and test them offline; get, list, diff and roll
+    /// back the versions on a server
     #[command(subcommand)]
-    Policy(policy::PolicyCommand),
+    Policy(PolicyCli),
     /// Sync a policy spec to a server: dry run (default) or apply, for CI pipelines
     Sync(sync::SyncArgs),
     /// Manage the JWT issuer's signing keys
     Keys(keys::KeysArgs),
+    /// Log in to a server from this terminal (magic link) and store a token for it
+    Login(login::LoginArgs),
+    /// Revoke and forget the stored login of a server
+    Logout(login::LogoutArgs),
+    /// Who the stored login (or --token) is, and their workspaces
+    Whoami(login::WhoamiArgs),
+    /// Your personal access tokens: create (e.g. for CI), list, revoke
+    Token(login::TokenArgs),
+    /// The workspace's agents: list, show, suspend, resume, revoke, approve
+    Agents(operate::AgentsArgs),
+    /// The audit trail: search it, or tail it (--follow for new events)
+    Audit(audit::AuditArgs),
+    /// The kill switch: status, pause or resume minting, revoke every credential
+    #[command(name = "kill-switch")]
+    KillSwitch(operate::KillSwitchArgs),
+    /// Credentials: revoke one, revoke an agent's, introspect one
+    Credentials(operate::CredentialsArgs),
+    /// Policy challenges: list them, approve or deny one
+    Challenges(operate::ChallengesArgs),
+    /// The workspace's API keys on a server: list, create, revoke
+    #[command(name = "api-keys")]
+    ApiKeys(manage::ApiKeysArgs),
+    /// The workspace's members on a server: list, add, remove
+    Members(manage::MembersArgs),
+    /// Your workspaces on a server: list, create, use
+    Workspaces(manage::WorkspacesArgs),
+}
+
+/// `acp policy`: the offline commands and those on a server.
+#[derive(Debug, Subcommand)]
+pub enum PolicyCli {
+    #[command(flatten)]
+    Offline(policy::PolicyCommand),
+    /// Print a policy on a server: its spec, hash and version (or --cedar)
+    Get(policy_remote::PolicyGetArgs),
+    /// The versions of a policy on a server, newest first
+    Versions(policy_remote::PolicyVersionsArgs),
+    /// What changed between two versions of a policy on a server
+    Diff(policy_remote::PolicyDiffArgs),
+    /// Apply an earlier version's spec as the policy's new version (dry run, conflict and
+    /// idempotency as in sync)
+    Rollback(policy_remote::PolicyRollbackArgs),
 }
 
 /// The database of an admin command. Unlike `serve`, these never create a database: a URL
@@ -150,9 +206,25 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             output::print(&crate::http::openapi_document())?;
             Ok(0)
         }
-        Command::Policy(cmd) => policy::run(cmd),
+        Command::Policy(PolicyCli::Offline(cmd)) => policy::run(cmd),
+        Command::Policy(PolicyCli::Get(args)) => policy_remote::get(args).await,
+        Command::Policy(PolicyCli::Versions(args)) => policy_remote::versions(args).await,
+        Command::Policy(PolicyCli::Diff(args)) => policy_remote::diff_versions(args).await,
+        Command::Policy(PolicyCli::Rollback(args)) => policy_remote::rollback(args).await,
         Command::Sync(args) => sync::run(args).await,
         Command::Keys(args) => keys::run(args).await,
+        Command::Login(args) => login::login(args).await,
+        Command::Logout(args) => login::logout(args).await,
+        Command::Whoami(args) => login::whoami(args).await,
+        Command::Token(args) => login::token(args).await,
+        Command::Agents(args) => operate::agents(args).await,
+        Command::Audit(args) => audit::run(args).await,
+        Command::KillSwitch(args) => operate::kill_switch(args).await,
+        Command::Credentials(args) => operate::credentials(args).await,
+        Command::Challenges(args) => operate::challenges(args).await,
+        Command::ApiKeys(args) => manage::api_keys(args).await,
+        Command::Members(args) => manage::members(args).await,
+        Command::Workspaces(args) => manage::workspaces(args).await,
     }
 }
 
@@ -188,6 +260,7 @@ mod tests {
             "ACP_SERVER",
             "ACP_TOKEN",
             "ACP_WORKSPACE",
+            "ACP_CREDENTIALS",
             "ACP_DATABASE_URL",
             "ACP_MASTER_KEY",
             "ACP_CONFIG",

@@ -9,6 +9,7 @@ use crate::policy::spec::{self, parse_located, Format, SpecError};
 
 use anstyle::{AnsiColor, Style};
 
+use super::client::ClientArgs;
 use super::output::{colours_on, eline, line, paint, print, OutputArg};
 use super::policy::{error_text, Source};
 
@@ -19,12 +20,17 @@ use super::policy::{error_text, Source};
 pub struct SyncArgs {
     /// The spec file (YAML, or JSON when it ends in .json)
     pub file: String,
-    /// Base URL of the acp server, e.g. https://acp.example.com
+    /// Base URL of the acp server, e.g. https://acp.example.com [default: the server of the
+    /// last `acp login`]
     #[arg(long, env = "ACP_SERVER")]
-    pub server: String,
-    /// A personal access token (`svc_pat_...`) of a workspace owner or admin
+    pub server: Option<String>,
+    /// A personal access token (`svc_pat_...`) of a workspace owner or admin [default: the
+    /// stored login's]
     #[arg(long, env = "ACP_TOKEN", hide_env_values = true)]
-    pub token: String,
+    pub token: Option<String>,
+    /// The file of stored logins (see `acp login`)
+    #[arg(long, env = "ACP_CREDENTIALS", value_name = "PATH")]
+    pub credentials: Option<std::path::PathBuf>,
     /// Only compute and show the difference (the default)
     #[arg(long, conflicts_with = "apply")]
     pub dry_run: bool,
@@ -60,6 +66,31 @@ fn summary_lines(summary: &Value) -> Vec<String> {
                 }
             }
         }
+    }
+    out
+}
+
+/// A diff's summary lines and its unified Cedar diff (coloured when `color`).
+pub fn diff_text(summary: &Value, cedar_diff: &str, color: bool) -> String {
+    let mut out = String::new();
+    for line in summary_lines(summary) {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    for line in cedar_diff.lines() {
+        let painted = if line.starts_with("+++") || line.starts_with("---") {
+            paint(line, Style::new().bold(), color)
+        } else if line.starts_with('+') {
+            paint(line, AnsiColor::Green.on_default(), color)
+        } else if line.starts_with('-') {
+            paint(line, AnsiColor::Red.on_default(), color)
+        } else if line.starts_with("@@") {
+            paint(line, AnsiColor::Cyan.on_default(), color)
+        } else {
+            line.to_owned()
+        };
+        out.push_str(&painted);
+        out.push('\n');
     }
     out
 }
@@ -101,16 +132,28 @@ pub async fn run(args: &SyncArgs) -> anyhow::Result<i32> {
             body[key] = json!(v);
         }
     }
-    let url = format!("{}/v1/policies/sync", args.server.trim_end_matches('/'));
-    let mut request = reqwest::Client::new()
-        .post(&url)
-        .bearer_auth(&args.token)
+    let client = ClientArgs {
+        server: args.server.clone(),
+        token: args.token.clone(),
+        workspace: args.workspace.clone(),
+        credentials: args.credentials.clone(),
+        output: args.output.output,
+        yes: false,
+    }
+    .connect();
+    let client = match client {
+        Ok(c) => c,
+        Err(e) => {
+            eline(format!("error: {e:#}"))?;
+            return Ok(1);
+        }
+    };
+    let url = client.url("/v1/policies/sync");
+    let mut request = client
+        .request(reqwest::Method::POST, "/v1/policies/sync")
         .json(&body);
     if let Some(key) = &args.idempotency_key {
         request = request.header("Idempotency-Key", key);
-    }
-    if let Some(ws) = &args.workspace {
-        request = request.header("X-Service-Workspace", ws);
     }
     let response = match request.send().await {
         Ok(r) => r,
@@ -158,25 +201,11 @@ pub async fn run(args: &SyncArgs) -> anyhow::Result<i32> {
         answer["current_policy_hash"].as_str().unwrap_or("(new)"),
         answer["desired_policy_hash"].as_str().unwrap_or("")
     ));
-    for line in summary_lines(&answer["diff"]["summary"]) {
-        out.push_str(&line);
-        out.push('\n');
-    }
-    for line in answer["diff"]["cedar_diff"].as_str().unwrap_or("").lines() {
-        let painted = if line.starts_with("+++") || line.starts_with("---") {
-            paint(line, Style::new().bold(), color)
-        } else if line.starts_with('+') {
-            paint(line, AnsiColor::Green.on_default(), color)
-        } else if line.starts_with('-') {
-            paint(line, AnsiColor::Red.on_default(), color)
-        } else if line.starts_with("@@") {
-            paint(line, AnsiColor::Cyan.on_default(), color)
-        } else {
-            line.to_owned()
-        };
-        out.push_str(&painted);
-        out.push('\n');
-    }
+    out.push_str(&diff_text(
+        &answer["diff"]["summary"],
+        answer["diff"]["cedar_diff"].as_str().unwrap_or(""),
+        color,
+    ));
     out.push_str(&match (
         dry_run,
         answer["diff"]["changed"].as_bool(),

@@ -11,7 +11,9 @@ use crate::context::Context;
 use crate::domain::ChallengeStatus;
 use crate::identity::accounts::Principal;
 use crate::secret::sha256_hex;
-use crate::store::{AccountOp, Change, PolicyChallenge, PolicyOp, StoreError};
+use crate::store::{
+    AccountOp, ChallengeQuery, Change, Cursor, PolicyChallenge, PolicyOp, StoreError,
+};
 use crate::time::{iso, now_ms};
 
 use super::{EnforceError, EnforceResult};
@@ -63,19 +65,7 @@ pub async fn decide(
     approver: Option<&Principal>,
 ) -> EnforceResult<api::PolicyChallengeInfo> {
     let actor = approver.map_or(Actor::ApprovalLink, Principal::actor);
-    let actor = &actor;
-    let by = actor.label();
-    let status = match decision {
-        "approve" => ChallengeStatus::Approved,
-        "deny" => ChallengeStatus::Denied,
-        "" => return Err(EnforceError::missing("decision")),
-        _ => {
-            return Err(EnforceError::invalid(
-                "decision",
-                "must be `approve` or `deny`",
-            ))
-        }
-    };
+    let status = parse_decision(decision)?;
     let challenge = by_token(ctx, token).await?;
     if ctx
         .store
@@ -98,6 +88,45 @@ pub async fn decide(
             return Err(crate::identity::accounts::not_a_member().into());
         }
     }
+    record_decision(ctx, challenge, status, decision, &actor).await
+}
+
+/// `approve` or `deny`.
+fn parse_decision(decision: &str) -> EnforceResult<ChallengeStatus> {
+    match decision {
+        "approve" => Ok(ChallengeStatus::Approved),
+        "deny" => Ok(ChallengeStatus::Denied),
+        "" => Err(EnforceError::missing("decision")),
+        _ => Err(EnforceError::invalid(
+            "decision",
+            "must be `approve` or `deny`",
+        )),
+    }
+}
+
+/// Records the decision of an approver acting by role (`POST /v1/policy-challenges/{id}/decide`)
+/// on a challenge of `workspace_id`.
+pub async fn decide_by_id(
+    ctx: &Context,
+    workspace_id: &str,
+    id: &str,
+    decision: &str,
+    actor: &Actor,
+) -> EnforceResult<api::PolicyChallengeInfo> {
+    let status = parse_decision(decision)?;
+    let challenge = in_workspace(ctx, workspace_id, id).await?;
+    record_decision(ctx, challenge, status, decision, actor).await
+}
+
+/// Records a decision on a challenge the caller may decide; the audit event names `actor`.
+async fn record_decision(
+    ctx: &Context,
+    challenge: PolicyChallenge,
+    status: ChallengeStatus,
+    decision: &str,
+    actor: &Actor,
+) -> EnforceResult<api::PolicyChallengeInfo> {
+    let by = actor.label();
     let now = now_ms();
     let decided = || {
         EnforceError::conflict(
@@ -153,12 +182,12 @@ pub async fn decide(
     Ok(to_wire(&updated, now))
 }
 
-/// The policy challenge for a backend that polls (scoped to the caller's workspace).
-pub async fn status(
+/// A challenge of `workspace_id` by id (404 `unknown_challenge` for another workspace's).
+async fn in_workspace(
     ctx: &Context,
     workspace_id: &str,
     id: &str,
-) -> EnforceResult<api::PolicyChallengeInfo> {
+) -> EnforceResult<PolicyChallenge> {
     let unknown = || {
         EnforceError::not_found(
             "unknown_challenge",
@@ -172,7 +201,52 @@ pub async fn status(
     if challenge.workspace_id != workspace_id {
         return Err(unknown());
     }
+    Ok(challenge)
+}
+
+/// The policy challenge for a backend that polls (scoped to the caller's workspace).
+pub async fn status(
+    ctx: &Context,
+    workspace_id: &str,
+    id: &str,
+) -> EnforceResult<api::PolicyChallengeInfo> {
+    let challenge = in_workspace(ctx, workspace_id, id).await?;
     Ok(to_wire(&challenge, now_ms()))
+}
+
+/// The workspace's challenges, newest first: `status` (effective: `pending`, `approved`,
+/// `denied`, `expired`) and `agent_id` filter; `limit` rows after `after`, plus one to tell
+/// whether there is a next page.
+pub async fn list(
+    ctx: &Context,
+    workspace_id: &str,
+    status: Option<&str>,
+    agent_id: Option<&str>,
+    after: Option<Cursor>,
+    limit: i64,
+) -> EnforceResult<Vec<api::PolicyChallengeInfo>> {
+    let status = match status.filter(|s| !s.is_empty()) {
+        None => None,
+        Some(s) => Some(ChallengeStatus::parse(s).ok_or_else(|| {
+            EnforceError::invalid(
+                "status",
+                "must be `pending`, `approved`, `denied` or `expired`",
+            )
+        })?),
+    };
+    let now = now_ms();
+    let rows = ctx
+        .store
+        .policy_challenges(&ChallengeQuery {
+            workspace_id: workspace_id.to_owned(),
+            status,
+            agent_id: agent_id.filter(|a| !a.is_empty()).map(str::to_owned),
+            now,
+            after,
+            limit,
+        })
+        .await?;
+    Ok(rows.iter().map(|c| to_wire(c, now)).collect())
 }
 
 pub async fn settings(

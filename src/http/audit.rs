@@ -5,11 +5,19 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use futures::Stream;
+
 use crate::api::{
     AuditExportRequest, AuditExportResponse, AuditFilters, AuditListResponse, AuditPageParams,
-    ErrorBody,
+    AuditStreamParams, ErrorBody,
 };
 use crate::audit;
+use crate::audit::tail::Tail;
 use crate::context::SharedContext;
 use crate::error::{ApiError, ApiResult};
 use crate::store::{AuditQuery, Cursor};
@@ -40,6 +48,7 @@ fn query(
         end_ms: f.end_ms,
         after,
         limit,
+        oldest_first: false,
     })
 }
 
@@ -121,4 +130,69 @@ pub async fn export(
         })
         .into_response()
     })
+}
+
+/// How often a stream looks for new events.
+const STREAM_POLL: Duration = Duration::from_millis(500);
+
+/// New audit events as they are committed, as server-sent events (`event: audit`, `data:` the
+/// event's JSON, `id:` a cursor): oldest first, from now on or after `cursor` /
+/// `Last-Event-ID`. Each event is sent once per stream; after a resume, events of the five
+/// seconds before the cursor may come again (drop repeated `id`s). A comment line every 15 s
+/// keeps proxies from closing an idle stream; the stream ends when the server shuts down.
+#[utoipa::path(get, path = "/v1/workspace/audit/stream", tag = "audit", params(AuditFilters, AuditStreamParams,
+        ("Last-Event-ID" = Option<String>, Header, description = "resume after this event (as `cursor`)")),
+    security(("api_key" = []), ("session" = []), ("access_token" = [])),
+    responses((status = 200, description = "`text/event-stream` of `audit` events", content_type = "text/event-stream", body = String),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+#[tracing::instrument(level = "debug", skip_all)]
+pub async fn stream(
+    State(ctx): State<SharedContext>,
+    op: Authorized<needs::AuditRead>,
+    headers: HeaderMap,
+    AppQuery(filters): AppQuery<AuditFilters>,
+    AppQuery(params): AppQuery<AuditStreamParams>,
+) -> ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
+    let resume = params.cursor.or_else(|| {
+        headers
+            .get("last-event-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    });
+    let after = super::page_cursor(resume.as_deref())?;
+    let q = query(op.workspace_id, filters, None, 0)?;
+    let tail = Tail::new(ctx.store.clone(), q, after.as_ref());
+    let closing = ctx.closing.subscribe();
+    let events = futures::stream::unfold(
+        (tail, closing, std::collections::VecDeque::new(), true),
+        |(mut tail, mut closing, mut queue, mut first)| async move {
+            loop {
+                if let Some(record) = queue.pop_front() {
+                    let id = Tail::cursor(&record);
+                    let data = serde_json::to_string(&audit::to_wire(record)).unwrap_or_default();
+                    let event = Event::default().event("audit").id(id).data(data);
+                    return Some((Ok(event), (tail, closing, queue, first)));
+                }
+                if *closing.borrow() {
+                    return None;
+                }
+                if !first {
+                    tokio::select! {
+                        _ = tokio::time::sleep(STREAM_POLL) => {}
+                        _ = closing.changed() => return None,
+                    }
+                }
+                first = false;
+                match tail.poll().await {
+                    Ok(fresh) => queue.extend(fresh),
+                    Err(err) => {
+                        // The client resumes from its last event; nothing is skipped.
+                        tracing::warn!(error = %err, "audit stream: reading events failed; ending the stream");
+                        return None;
+                    }
+                }
+            }
+        },
+    );
+    Ok(Sse::new(events).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
 }

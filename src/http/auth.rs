@@ -70,8 +70,15 @@ pub async fn start_login(
         StatusCode::ACCEPTED,
         Json(StartLoginResponse {
             ok: true,
-            message: "if the address can log in, a link is on its way; it expires in 15 minutes"
-                .into(),
+            message: if ctx.mailer.provider() == "outbox" {
+                // A laptop without mail: say where the link is.
+                "if the address can log in, a link is on its way; it expires in 15 minutes. \
+                 This server keeps mail in its outbox: read it on the server's machine with \
+                 `acp outbox list`"
+            } else {
+                "if the address can log in, a link is on its way; it expires in 15 minutes"
+            }
+            .into(),
         }),
     )
         .into_response())

@@ -179,7 +179,10 @@ fn routes() -> OpenApiRouter<SharedContext> {
         .routes(routes!(policies::get)) // GET /v1/policies/{policy_id}
         .routes(routes!(policies::versions)) // GET /v1/policies/{policy_id}/versions
         .routes(routes!(policies::version)) // GET /v1/policies/{policy_id}/versions/{version}
+        .routes(routes!(policies::rollback)) // POST /v1/policies/{policy_id}/rollback
+        .routes(routes!(policy_challenges::list)) // GET /v1/policy-challenges
         .routes(routes!(policy_challenges::status)) // GET /v1/policy-challenges/{challenge_id}
+        .routes(routes!(policy_challenges::decide)) // POST /v1/policy-challenges/{challenge_id}/decide
         .routes(routes!(approval_links::show, approval_links::decide)) // GET, POST /v1/approval-links/{token}
         // Enforcement
         .routes(routes!(credentials::mint)) // POST /v1/identity/credentials/mint
@@ -202,6 +205,7 @@ fn routes() -> OpenApiRouter<SharedContext> {
         .routes(routes!(reputation::feedback)) // POST /v1/reputation/feedback
         .routes(routes!(audit::events)) // GET /v1/workspace/audit/events
         .routes(routes!(audit::export)) // POST /v1/workspace/audit/export
+        .routes(routes!(audit::stream)) // GET /v1/workspace/audit/stream
         // People: login, workspaces and their management
         .routes(routes!(auth::start_login)) // POST /auth/start-login
         .routes(routes!(auth::verify_login_link, auth::verify_login)) // GET, POST /auth/verify-login

@@ -157,6 +157,22 @@ impl<G: Grant + Send + Sync> FromRequestParts<SharedContext> for Authorized<G> {
 /// For the handlers that only people reach (their `Principal` extractor refuses API keys):
 /// refuses unless the person's role and their token's scopes allow `need` in the active
 /// workspace.
+/// The person's own account matters (their tokens, new workspaces): a session, or a token
+/// without scopes (one that acts with its user's whole power anyway).
+pub fn unscoped_required(principal: &Principal) -> Result<(), ApiError> {
+    if principal.scopes.is_unscoped() {
+        Ok(())
+    } else {
+        let scope = "(none: an unscoped token)";
+        Err(ApiError::new(
+            axum::http::StatusCode::FORBIDDEN,
+            "insufficient_scope",
+            "a token with scopes cannot manage tokens or create workspaces",
+        )
+        .with("required_scope", scope))
+    }
+}
+
 pub fn person_requires(principal: &Principal, need: Need) -> Result<(), ApiError> {
     let (_, role) = principal.membership()?;
     person_may(role, &principal.scopes, need).map_err(|d| ApiError::from((d, need)))

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::api::{
     ErrorBody, PolicyDetail, PolicyListResponse, PolicySummary, PolicyVersionItem,
-    PolicyVersionList, SyncRequest, SyncResponse,
+    PolicyVersionList, RollbackRequest, SyncRequest, SyncResponse,
 };
 use crate::context::SharedContext;
 use crate::domain::access::Need;
@@ -34,19 +34,39 @@ async fn run_sync(
     person_requires(&principal, Need::PolicySync)?;
     let (workspace_id, _) = principal.admin_of()?;
     strict_body(&raw.0)?;
-    let key =
-        sync::IdempotencyKey::parse(headers.get("idempotency-key").and_then(|v| v.to_str().ok()))?;
     // A retry is recognised by the hash of the request's JSON (its keys in sorted order).
     let request_hash = sha256_hex(body.to_string().as_bytes());
-    if let Some(key) = &key {
-        if let Some(first) = sync::replayed(&ctx, &workspace_id, key, &request_hash).await? {
-            return Ok(sync_answer(&first));
-        }
-    }
+    let retry = match retry_of(&ctx, &workspace_id, &headers, request_hash).await? {
+        Retry::Replay(first) => return Ok(sync_answer(&first)),
+        Retry::First(retry) => retry,
+    };
     let req: SyncRequest = parse_value(body)?;
-    let retry = key.map(|key| (key, request_hash));
     let answer = sync::sync(&ctx, &workspace_id, &principal.actor(), req, retry).await?;
     Ok(sync_answer(&answer))
+}
+
+/// What the `Idempotency-Key` of a sync or rollback makes of it.
+enum Retry {
+    /// The key's first request was answered this.
+    Replay(SyncResponse),
+    /// Not seen: the key (if any) and the request's hash, stored with the answer.
+    First(Option<(sync::IdempotencyKey, String)>),
+}
+
+async fn retry_of(
+    ctx: &SharedContext,
+    workspace_id: &str,
+    headers: &HeaderMap,
+    request_hash: String,
+) -> ApiResult<Retry> {
+    let key =
+        sync::IdempotencyKey::parse(headers.get("idempotency-key").and_then(|v| v.to_str().ok()))?;
+    if let Some(key) = &key {
+        if let Some(first) = sync::replayed(ctx, workspace_id, key, &request_hash).await? {
+            return Ok(Retry::Replay(first));
+        }
+    }
+    Ok(Retry::First(key.map(|key| (key, request_hash))))
 }
 
 /// The answer as a JSON value, whose keys serialize in sorted order, as the stored answer that
@@ -114,6 +134,46 @@ pub async fn sync_alias(
     body: RawBody,
 ) -> ApiResult<Json<Value>> {
     run_sync(ctx, principal, headers, body).await
+}
+
+/// Applies an earlier version's spec as a new version of the policy (or, with `dry_run`, shows
+/// what that would change). The rules of sync hold: `expected_policy_hash`, the
+/// `Idempotency-Key` header, and an unchanged result is a no-op. Audited as `policy.rolled_back`.
+#[utoipa::path(post, path = "/v1/policies/{policy_id}/rollback", tag = "decisions", request_body = RollbackRequest,
+    params(("policy_id" = String, Path),
+        ("Idempotency-Key" = Option<String>, Header, description = "the first response is replayed for 24 h; another body with the key is 422 `idempotency_key_reused`")),
+    security(("session" = []), ("access_token" = [])),
+    responses((status = 200, body = SyncResponse),
+        (status = 404, description = "`unknown_policy`, `unknown_version`", body = ErrorBody),
+        (status = 409, description = "`sync_conflict` with `current_policy_hash`", body = ErrorBody),
+        (status = 422, description = "`idempotency_key_reused`", body = ErrorBody)))]
+#[tracing::instrument(level = "debug", skip_all)]
+pub async fn rollback(
+    State(ctx): State<SharedContext>,
+    headers: HeaderMap,
+    principal: Principal,
+    AppPath(policy_id): AppPath<String>,
+    raw: RawBody,
+) -> ApiResult<Json<Value>> {
+    let body: Value = parse_json(&raw.0)?;
+    person_requires(&principal, Need::PolicySync)?;
+    let (workspace_id, _) = principal.admin_of()?;
+    let request_hash = sha256_hex(format!("rollback {policy_id} {body}").as_bytes());
+    let retry = match retry_of(&ctx, &workspace_id, &headers, request_hash).await? {
+        Retry::Replay(first) => return Ok(sync_answer(&first)),
+        Retry::First(retry) => retry,
+    };
+    let req: RollbackRequest = parse_value(body)?;
+    let answer = sync::rollback(
+        &ctx,
+        &workspace_id,
+        &principal.actor(),
+        &policy_id,
+        req,
+        retry,
+    )
+    .await?;
+    Ok(sync_answer(&answer))
 }
 
 /// The active workspace's policies (`pol_default` always among them).

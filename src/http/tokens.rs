@@ -11,6 +11,7 @@ use crate::error::ApiResult;
 use crate::identity::accounts::{self, Principal};
 
 use super::extract::{AppJson, AppPath};
+use super::operator::unscoped_required;
 
 /// The caller's personal access tokens (never the tokens themselves).
 #[utoipa::path(get, path = "/v1/auth/tokens", tag = "auth", security(("session" = []), ("access_token" = [])),
@@ -30,9 +31,9 @@ pub async fn list_tokens(
     Ok(Json(TokenListResponse { ok: true, items }))
 }
 
-/// Creates a named, expiring personal access token (`svc_pat_...`) that stands for the caller's
-/// session on session-only endpoints, e.g. in CI. Needs a browser session.
-#[utoipa::path(post, path = "/v1/auth/tokens", tag = "auth", request_body = CreateTokenRequest, security(("session" = [])),
+/// Creates a named, expiring personal access token (`svc_pat_...`) that acts for the caller,
+/// e.g. in CI. A session, or a token without scopes (the new token expires no later than it).
+#[utoipa::path(post, path = "/v1/auth/tokens", tag = "auth", request_body = CreateTokenRequest, security(("session" = []), ("access_token" = [])),
     responses((status = 200, body = CreateTokenResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn create_token(
@@ -40,6 +41,7 @@ pub async fn create_token(
     principal: Principal,
     AppJson(req): AppJson<CreateTokenRequest>,
 ) -> ApiResult<Json<CreateTokenResponse>> {
+    unscoped_required(&principal)?;
     Ok(Json(accounts::create_pat(&ctx, &principal, req).await?))
 }
 
@@ -53,6 +55,7 @@ pub async fn revoke_token(
     principal: Principal,
     AppPath(token_id): AppPath<String>,
 ) -> ApiResult<Json<OkResponse>> {
+    unscoped_required(&principal)?;
     accounts::revoke_pat(&ctx, &principal, &token_id).await?;
     Ok(Json(OkResponse { ok: true }))
 }

@@ -34,6 +34,7 @@ pub async fn create_workspace(
     principal: Principal,
     AppJson(req): AppJson<CreateWorkspaceRequest>,
 ) -> ApiResult<Json<WorkspaceResponse>> {
+    super::operator::unscoped_required(&principal)?;
     let workspace = accounts::create_workspace(&ctx, &principal, &req.name).await?;
     Ok(Json(WorkspaceResponse {
         ok: true,

@@ -224,6 +224,8 @@ pub struct Principal {
     /// The session's hash for cookie sessions; `None` for a personal access token.
     pub session_hash: Option<String>,
     pub pat_id: Option<String>,
+    /// When the token (for a token) expires.
+    pub pat_expires_at: Option<i64>,
     /// The active workspace: the session's, or for a token the `X-Service-Workspace` header or `?workspace_id=`
     /// (or the user's only workspace).
     pub workspace_id: Option<String>,
@@ -316,6 +318,7 @@ pub async fn session_principal(ctx: &Context, session_id: &str) -> IdentityResul
         user,
         session_hash: Some(id_hash),
         pat_id: None,
+        pat_expires_at: None,
         workspace_id: session.workspace_id,
         role,
         csrf_token: Some(csrf_token(session_id)),
@@ -367,6 +370,7 @@ pub async fn token_principal(
         user,
         session_hash: None,
         pat_id: Some(pat.id),
+        pat_expires_at: Some(pat.expires_at),
         workspace_id,
         role,
         csrf_token: None,
@@ -681,9 +685,6 @@ pub async fn create_pat(
     principal: &Principal,
     req: api::CreateTokenRequest,
 ) -> IdentityResult<api::CreateTokenResponse> {
-    if principal.session_hash.is_none() {
-        return Err(session_required());
-    }
     let name = req.name.trim().to_owned();
     if name.is_empty() {
         return Err(IdentityError::missing("name"));
@@ -711,7 +712,12 @@ pub async fn create_pat(
         token_hash: sha256_hex(token.as_bytes()),
         last_four: token[token.len() - 4..].to_owned(),
         created_at: now,
-        expires_at: now + days * 86_400_000,
+        // A token made by a token lives no longer than its maker.
+        expires_at: principal
+            .pat_expires_at
+            .map_or(now + days * 86_400_000, |limit| {
+                limit.min(now + days * 86_400_000)
+            }),
         revoked_at: None,
         last_used_at: None,
         scopes: scopes.stored(),

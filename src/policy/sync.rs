@@ -174,6 +174,43 @@ pub async fn sync(
     req: api::SyncRequest,
     retry: Option<(IdempotencyKey, String)>,
 ) -> SyncResult<api::SyncResponse> {
+    sync_as(ctx, workspace_id, actor, req, retry, None).await
+}
+
+/// Applies (or dry-runs) the spec of an earlier version of `policy_id` as a new version, under
+/// the rules of a sync (dry run, `expected_policy_hash`, idempotency); audited as
+/// `policy.rolled_back`.
+pub async fn rollback(
+    ctx: &Context,
+    workspace_id: &str,
+    actor: &Actor,
+    policy_id: &str,
+    req: api::RollbackRequest,
+    retry: Option<(IdempotencyKey, String)>,
+) -> SyncResult<api::SyncResponse> {
+    if req.version < 1 {
+        return Err(SyncError::invalid("version", "must be 1 or more"));
+    }
+    let earlier = policy_detail(ctx, workspace_id, policy_id, Some(req.version)).await?;
+    let sync_req = api::SyncRequest {
+        policy_id: Some(policy_id.to_owned()),
+        policy_name: None,
+        dry_run: req.dry_run,
+        expected_policy_hash: req.expected_policy_hash,
+        spec: earlier.spec,
+    };
+    sync_as(ctx, workspace_id, actor, sync_req, retry, Some(req.version)).await
+}
+
+/// A sync; `rollback_to` names the earlier version whose spec `req` carries.
+async fn sync_as(
+    ctx: &Context,
+    workspace_id: &str,
+    actor: &Actor,
+    req: api::SyncRequest,
+    retry: Option<(IdempotencyKey, String)>,
+    rollback_to: Option<i64>,
+) -> SyncResult<api::SyncResponse> {
     let idempotency = retry.map(|(key, request_hash)| IdempotencyRecord {
         workspace_id: workspace_id.to_owned(),
         key: key.0,
@@ -302,14 +339,16 @@ pub async fn sync(
                     .collect(),
             };
             ops.push(PolicyOp::Apply(Box::new(apply)).into());
-            let mut event = audit::state_change(
-                "policy.applied",
-                "sync",
-                Some(workspace_id),
-                None,
-                actor,
-                json!({ "version": version, "previous_hash": current_hash, "summary": answer.diff.summary }),
-            );
+            let (event_type, action) = match rollback_to {
+                None => ("policy.applied", "sync"),
+                Some(_) => ("policy.rolled_back", "rollback"),
+            };
+            let mut details = json!({ "version": version, "previous_hash": current_hash, "summary": answer.diff.summary });
+            if let Some(to) = rollback_to {
+                details["rolled_back_to"] = json!(to);
+            }
+            let mut event =
+                audit::state_change(event_type, action, Some(workspace_id), None, actor, details);
             event.policy_id = Some(policy_id.clone());
             event.policy_hash = Some(compiled.hash.clone());
             audit_events.push(event);

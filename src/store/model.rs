@@ -158,6 +158,21 @@ pub struct AuditQuery {
     pub event_type: Option<String>,
     pub start_ms: Option<i64>,
     pub end_ms: Option<i64>,
+    /// Past this row in the order of the listing.
+    pub after: Option<Cursor>,
+    pub limit: i64,
+    /// Oldest first (the audit stream) instead of newest first.
+    pub oldest_first: bool,
+}
+
+/// Which policy challenges to list (newest first).
+#[derive(Debug, Clone, Default)]
+pub struct ChallengeQuery {
+    pub workspace_id: String,
+    /// Effective status: `pending` and `expired` both read stored pending rows, split at `now`.
+    pub status: Option<crate::domain::ChallengeStatus>,
+    pub agent_id: Option<String>,
+    pub now: i64,
     pub after: Option<Cursor>,
     pub limit: i64,
 }

@@ -4,8 +4,8 @@
 use async_trait::async_trait;
 
 use super::{
-    IdempotencyRecord, PolicyApply, PolicyChallenge, PolicyRecord, PolicyVersion, StoreError,
-    Supersedes,
+    ChallengeQuery, IdempotencyRecord, PolicyApply, PolicyChallenge, PolicyRecord, PolicyVersion,
+    StoreError, Supersedes,
 };
 
 /// Reads of policies, their versions, idempotency records and policy challenges.
@@ -45,6 +45,11 @@ pub trait PolicyStore: Send + Sync {
         &self,
         token_hash: &str,
     ) -> Result<Option<PolicyChallenge>, StoreError>;
+    /// The workspace's challenges, newest first, as the query filters and pages them.
+    async fn policy_challenges(
+        &self,
+        query: &ChallengeQuery,
+    ) -> Result<Vec<PolicyChallenge>, StoreError>;
     /// The newest challenge of this agent and request fingerprint decided at or after `since`
     /// that still counts: denied, or approved and not yet used.
     async fn decided_challenge(

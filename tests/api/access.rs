@@ -20,6 +20,7 @@ enum Need {
     PoliciesRead,
     PolicySync,
     ChallengesRead,
+    ChallengesDecide,
     WorkspaceRead,
     WorkspaceChange,
 }
@@ -41,15 +42,15 @@ impl Need {
     fn for_keys(self) -> bool {
         !matches!(
             self,
-            Need::PolicySync | Need::WorkspaceRead | Need::WorkspaceChange
+            Need::PolicySync | Need::ChallengesDecide | Need::WorkspaceRead | Need::WorkspaceChange
         )
     }
 
     fn allowed_to(self, role: &str) -> bool {
         match role {
             "owner" | "admin" => true,
-            // An approver reads (and decides challenges, which no endpoint here does).
-            "member" | "approver" => self.is_read(),
+            "member" => self.is_read(),
+            "approver" => self.is_read() || self == Need::ChallengesDecide,
             _ => unreachable!("{role}"),
         }
     }
@@ -189,6 +190,24 @@ fn endpoints(agent_id: &str) -> Vec<Endpoint> {
             "/v1/policy-challenges/chl_00000000000000000000000000000000",
             None,
             Need::ChallengesRead,
+        ),
+        e(
+            get.clone(),
+            "/v1/policy-challenges?status=pending",
+            None,
+            Need::ChallengesRead,
+        ),
+        e(
+            post.clone(),
+            "/v1/policy-challenges/pch_00000000000000000000000000000000/decide",
+            Some(json!({"decision": "deny"})),
+            Need::ChallengesDecide,
+        ),
+        e(
+            post.clone(),
+            "/v1/policies/pol_default/rollback",
+            Some(json!({"version": 1, "dry_run": true})),
+            Need::PolicySync,
         ),
         e(
             get.clone(),

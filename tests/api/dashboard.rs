@@ -346,14 +346,28 @@ both_engines! {
         let me = || app.client.get(app.url("/auth/me")).bearer_auth(&token).send();
         let (s, body) = status_json(me().await.unwrap()).await;
         assert_eq!((s.as_u16(), body["auth"].as_str()), (200, Some("token")));
-        // A token needs no CSRF token, but cannot mint more tokens.
-        let res = app.client.post(app.url("/v1/auth/tokens")).bearer_auth(&token).json(&json!({"name": "more"})).send().await.unwrap();
-        assert_error(res, 403, "session_required").await;
+        // A token needs no CSRF token; an unscoped one makes tokens that expire no later than
+        // itself, a scoped one none.
+        let res = app.client.post(app.url("/v1/auth/tokens")).bearer_auth(&token).json(&json!({"name": "more", "expires_in_days": 90})).send().await.unwrap();
+        let (s, more) = status_json(res).await;
+        assert_eq!(s, 200, "{more}");
+        assert_eq!(more["access_token"]["expires_at"], pat["access_token"]["expires_at"]);
+        let scoped = more["token"].as_str().unwrap().to_owned();
+        let res = app.client.post(app.url("/v1/auth/tokens")).bearer_auth(&token).json(&json!({"name": "narrow", "scopes": ["read"]})).send().await.unwrap();
+        let narrow = status_json(res).await.1["token"].as_str().unwrap().to_owned();
+        let res = app.client.post(app.url("/v1/auth/tokens")).bearer_auth(&narrow).json(&json!({"name": "wider"})).send().await.unwrap();
+        let body = assert_error(res, 403, "insufficient_scope").await;
+        assert!(body["message"].as_str().unwrap().contains("scopes"), "{body}");
+        let res = app.client.post(app.url("/v1/workspaces")).bearer_auth(&narrow).json(&json!({"name": "mine"})).send().await.unwrap();
+        assert_error(res, 403, "insufficient_scope").await;
+        let res = app.client.post(app.url("/v1/auth/tokens/pat_00000000000000000000000000000000/revoke")).bearer_auth(&scoped).json(&json!({})).send().await.unwrap();
+        assert_error(res, 404, "unknown_token").await;
         let token_id = pat["access_token"]["token_id"].as_str().unwrap();
         assert_eq!(ops.post(&format!("/v1/auth/tokens/{token_id}/revoke"), &json!({})).await.status(), 200);
         assert_error(me().await.unwrap(), 401, "invalid_token").await;
         let (_, tokens) = status_json(ops.get("/v1/auth/tokens").await).await;
-        assert!(tokens["items"][0]["revoked_at"].is_string());
+        let revoked = tokens["items"].as_array().unwrap().iter().find(|t| t["token_id"] == token_id).unwrap();
+        assert!(revoked["revoked_at"].is_string());
         assert_error(ops.post("/v1/auth/tokens", &json!({"name": "x", "expires_in_days": 400})).await, 400, "invalid_expires_in_days").await;
     }
 }

@@ -24,6 +24,8 @@ mod foundation;
 mod isolation;
 mod jwt;
 mod openapi;
+mod operator_cli;
+mod operators;
 mod policies;
 mod policy_cli;
 mod replicas;

@@ -121,11 +121,15 @@ impl AuditStore for SqlStore {
         f.text("event_type = ?", query.event_type.as_deref());
         f.int("created_at >= ?", query.start_ms);
         f.int("created_at < ?", query.end_ms);
-        f.cursor(query.after.as_ref());
+        f.cursor_in(query.after.as_ref(), query.oldest_first);
+        let order = if query.oldest_first { "ASC" } else { "DESC" };
         let sql = f.sql(
             "SELECT id, workspace_id, created_at, event_type, agent_id, action, decision, policy_id, policy_hash, \
              trace_id, reasons, reason_codes, actor, details FROM audit_events",
-            &format!("ORDER BY created_at DESC, id DESC LIMIT {}", query.limit),
+            &format!(
+                "ORDER BY created_at {order}, id {order} LIMIT {}",
+                query.limit
+            ),
         );
         let rows = f.fetch(&self.read, &sql).await?;
         Ok(rows.iter().map(audit_from_row).collect::<Result<_, _>>()?)

@@ -252,13 +252,13 @@ fn string_list(text: &str) -> Vec<String> {
 }
 
 /// A value for a statement built at run time (filters that may or may not apply).
-enum Arg {
+pub(super) enum Arg {
     Text(String),
     Int(i64),
 }
 
 /// Builds `WHERE` clauses with `$N` placeholders for optional filters.
-struct Filters {
+pub(super) struct Filters {
     clauses: Vec<String>,
     args: Vec<Arg>,
 }
@@ -300,10 +300,20 @@ impl Filters {
         }
     }
 
+    /// Rows past `cursor` in newest-first order.
     fn cursor(&mut self, cursor: Option<&Cursor>) {
+        self.cursor_in(cursor, false);
+    }
+
+    /// Rows past `cursor` in newest-first order, or in oldest-first order.
+    fn cursor_in(&mut self, cursor: Option<&Cursor>, oldest_first: bool) {
         if let Some(c) = cursor {
             self.push(
-                "(created_at < ? OR (created_at = ? AND id < ?))",
+                if oldest_first {
+                    "(created_at > ? OR (created_at = ? AND id > ?))"
+                } else {
+                    "(created_at < ? OR (created_at = ? AND id < ?))"
+                },
                 [
                     Arg::Int(c.created_at),
                     Arg::Int(c.created_at),

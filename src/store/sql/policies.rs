@@ -5,7 +5,7 @@ use serde_json::Value;
 use sqlx::any::AnyRow;
 use sqlx::{Any, AnyPool, Row, Transaction};
 
-use super::{affected_or_conflict, changed_rows, SqlStore};
+use super::{affected_or_conflict, changed_rows, Arg, Filters, SqlStore};
 use crate::domain::ChallengeStatus;
 use crate::store::*;
 
@@ -399,6 +399,42 @@ impl PolicyStore for SqlStore {
         token_hash: &str,
     ) -> Result<Option<PolicyChallenge>, StoreError> {
         policy_challenge(&self.read, "token_hash", token_hash).await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn policy_challenges(
+        &self,
+        query: &ChallengeQuery,
+    ) -> Result<Vec<PolicyChallenge>, StoreError> {
+        let mut f = Filters::new();
+        f.text("workspace_id = ?", Some(&query.workspace_id));
+        f.text("agent_id = ?", query.agent_id.as_deref());
+        match query.status {
+            None => {}
+            Some(ChallengeStatus::Pending) => {
+                f.push(
+                    "status = 'pending' AND expires_at > ?",
+                    [Arg::Int(query.now)],
+                );
+            }
+            Some(ChallengeStatus::Expired) => {
+                f.push(
+                    "status = 'pending' AND expires_at <= ?",
+                    [Arg::Int(query.now)],
+                );
+            }
+            Some(decided) => f.text("status = ?", Some(decided.as_str())),
+        }
+        f.cursor(query.after.as_ref());
+        let sql = f.sql(
+            &format!("SELECT {CHALLENGE_COLUMNS} FROM policy_challenges"),
+            &format!("ORDER BY created_at DESC, id DESC LIMIT {}", query.limit),
+        );
+        let rows = f.fetch(&self.read, &sql).await?;
+        Ok(rows
+            .iter()
+            .map(challenge_from_row)
+            .collect::<Result<_, _>>()?)
     }
 
     #[tracing::instrument(level = "debug", skip_all)]

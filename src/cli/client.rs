@@ -1,0 +1,307 @@
+//! What every command that talks to a server shares: which server, which credential and which
+//! workspace (flags, then `ACP_` variables, then the stored login of `acp login`), the HTTP
+//! calls, and the server's refusals turned into exit codes.
+//!
+//! Exit codes of the client commands: 0 success; 1 any other error (bad flags, the server
+//! unreachable, bad input, a server error, a confirmation declined); 3 conflict (409, 410: already
+//! decided, not at the expected hash); 4 not logged in or the credential is not valid (401);
+//! 5 refused by role or scope (403); 6 not found (404). `acp policy rollback --dry-run` adds 2
+//! (changes found), as `acp sync` does.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use serde_json::Value;
+
+use super::credentials::Credentials;
+use super::output::{eline, line, Output};
+
+/// The flags of every client command (global: they go before or after the subcommand).
+#[derive(Debug, Clone, clap::Args)]
+pub struct ClientArgs {
+    /// Base URL of the acp server [default: the server of the last `acp login`]
+    #[arg(long, env = "ACP_SERVER", global = true)]
+    pub server: Option<String>,
+    /// A personal access token (`svc_pat_...`) or a workspace API key [default: the stored
+    /// login's token for the server]
+    #[arg(long, env = "ACP_TOKEN", hide_env_values = true, global = true)]
+    pub token: Option<String>,
+    /// The workspace to act on (`ws_...`) [default: the one of `acp workspaces use`, else your
+    /// only one]
+    #[arg(long, env = "ACP_WORKSPACE", global = true)]
+    pub workspace: Option<String>,
+    /// The file of stored logins [default: $XDG_CONFIG_HOME/acp/credentials.json, else
+    /// ~/.config/acp/credentials.json]
+    #[arg(long, env = "ACP_CREDENTIALS", global = true, value_name = "PATH")]
+    pub credentials: Option<PathBuf>,
+    /// `text` (tables) for people, `json` (the server's answer) for tools
+    #[arg(long, value_enum, default_value_t = Output::Text, global = true)]
+    pub output: Output,
+    /// Do not ask before destructive changes (needed when stdin is not a terminal)
+    #[arg(long, short = 'y', global = true)]
+    pub yes: bool,
+}
+
+impl ClientArgs {
+    pub fn json(&self) -> bool {
+        self.output == Output::Json
+    }
+
+    pub fn credentials_path(&self) -> anyhow::Result<PathBuf> {
+        match &self.credentials {
+            Some(p) => Ok(p.clone()),
+            None => Credentials::default_path(),
+        }
+    }
+
+    /// The server, credential and workspace to use, or an error that says how to log in.
+    pub fn connect(&self) -> anyhow::Result<Client> {
+        let stored = Credentials::load(&self.credentials_path()?)?;
+        let server = match &self.server {
+            Some(s) => normalize(s),
+            None => stored.current.clone().ok_or_else(|| {
+                Failure::local(
+                    4,
+                    "not logged in: run `acp login --server URL`, or pass --server and --token",
+                )
+            })?,
+        };
+        let login = stored.servers.get(&server).cloned();
+        let token = match (&self.token, &login) {
+            (Some(t), _) => t.clone(),
+            (None, Some(l)) => l.token.clone(),
+            (None, None) => return Err(Failure::local(
+                4,
+                format!(
+                    "not logged in to {server}: run `acp login --server {server}`, or pass --token"
+                ),
+            )
+            .into()),
+        };
+        let workspace = self
+            .workspace
+            .clone()
+            .or_else(|| login.and_then(|l| l.workspace));
+        Ok(Client::new(server, token, workspace))
+    }
+
+    /// Asks on a terminal before `what`; without a terminal, only `--yes` goes ahead.
+    pub fn confirm(&self, what: &str) -> anyhow::Result<()> {
+        if self.yes {
+            return Ok(());
+        }
+        if !std::io::stdin().is_terminal() {
+            return Err(Failure::local(
+                1,
+                format!("refusing to {what} without confirmation: pass --yes"),
+            )
+            .into());
+        }
+        eprint!("{what}? [y/N] ");
+        let mut answer = String::new();
+        std::io::stdin().read_line(&mut answer)?;
+        if matches!(answer.trim(), "y" | "Y" | "yes" | "YES" | "Yes") {
+            Ok(())
+        } else {
+            Err(Failure::local(1, "not confirmed; nothing changed").into())
+        }
+    }
+}
+
+/// A server base URL without its trailing slashes.
+pub fn normalize(server: &str) -> String {
+    server.trim().trim_end_matches('/').to_owned()
+}
+
+/// A refusal to report: the server's (status, code, message, body) or one of the command's own.
+#[derive(Debug)]
+pub struct Failure {
+    pub exit: i32,
+    pub status: Option<u16>,
+    pub code: String,
+    pub message: String,
+    pub body: Value,
+}
+
+impl Failure {
+    pub fn local(exit: i32, message: impl Into<String>) -> Self {
+        let message = message.into();
+        Self {
+            exit,
+            status: None,
+            code: String::new(),
+            body: serde_json::json!({"ok": false, "error": "cli", "message": message}),
+            message,
+        }
+    }
+
+    fn from_answer(status: u16, body: Value) -> Self {
+        let exit = match status {
+            401 => 4,
+            403 => 5,
+            404 => 6,
+            409 | 410 => 3,
+            _ => 1,
+        };
+        Self {
+            exit,
+            status: Some(status),
+            code: body["error"].as_str().unwrap_or("unknown").to_owned(),
+            message: body["message"].as_str().unwrap_or("").to_owned(),
+            body,
+        }
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.status {
+            Some(status) => write!(f, "{} (HTTP {status}): {}", self.code, self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}
+
+impl std::error::Error for Failure {}
+
+/// Reports what a client command ended with and answers its exit code.
+pub fn finish(result: anyhow::Result<i32>, json: bool) -> anyhow::Result<i32> {
+    match result {
+        Ok(code) => Ok(code),
+        Err(err) => match err.downcast_ref::<Failure>() {
+            Some(f) => {
+                if json {
+                    line(&f.body)?;
+                } else {
+                    eline(format!("error: {f}"))?;
+                    if let Some(scope) = f.body["required_scope"].as_str() {
+                        eline(format!("  required scope: {scope}"))?;
+                    }
+                }
+                Ok(f.exit)
+            }
+            None => Err(err),
+        },
+    }
+}
+
+/// An acp server as one credential sees it.
+pub struct Client {
+    http: reqwest::Client,
+    pub server: String,
+    token: String,
+    pub workspace: Option<String>,
+}
+
+impl Client {
+    pub fn new(server: String, token: String, workspace: Option<String>) -> Self {
+        Self {
+            http: reqwest::Client::new(),
+            server,
+            token,
+            workspace,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.server)
+    }
+
+    /// A request with the credential and the workspace.
+    pub fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let mut req = self.http.request(method, self.url(path));
+        req = if self.token.starts_with("svc_live_") || self.token.starts_with("svc_test_") {
+            req.header("X-Service-Api-Key", &self.token)
+        } else {
+            req.bearer_auth(&self.token)
+        };
+        if let Some(ws) = &self.workspace {
+            req = req.header("X-Service-Workspace", ws);
+        }
+        req
+    }
+
+    pub async fn get(&self, path: &str) -> anyhow::Result<Value> {
+        self.send(self.request(reqwest::Method::GET, path)).await
+    }
+
+    pub async fn post(&self, path: &str, body: &Value) -> anyhow::Result<Value> {
+        self.send(self.request(reqwest::Method::POST, path).json(body))
+            .await
+    }
+
+    /// Sends `req`; a 2xx answer's JSON, else the server's refusal as a [`Failure`].
+    pub async fn send(&self, req: reqwest::RequestBuilder) -> anyhow::Result<Value> {
+        let res = req
+            .send()
+            .await
+            .with_context(|| format!("cannot reach the acp server at {}", self.server))?;
+        answer(res).await
+    }
+}
+
+/// The JSON of a 2xx answer, else the refusal it carries.
+pub async fn answer(res: reqwest::Response) -> anyhow::Result<Value> {
+    let status = res.status().as_u16();
+    let body: Value = res.json().await.unwrap_or(Value::Null);
+    if (200..300).contains(&status) {
+        Ok(body)
+    } else {
+        Err(Failure::from_answer(status, body).into())
+    }
+}
+
+/// Prints `rows` under `headers` in aligned columns (the text output of list commands).
+pub fn table(headers: &[&str], rows: &[Vec<String>]) -> anyhow::Result<()> {
+    if rows.is_empty() {
+        return eline("(none)");
+    }
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let render = |cells: &mut dyn Iterator<Item = &str>| {
+        let parts: Vec<String> = cells
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        parts.join("  ").trim_end().to_owned()
+    };
+    let mut out = render(&mut headers.iter().copied());
+    out.push('\n');
+    for row in rows {
+        out.push_str(&render(&mut row.iter().map(String::as_str)));
+        out.push('\n');
+    }
+    super::output::print(&out)
+}
+
+/// A JSON value as a table cell: strings as they are, null as `-`, lists joined.
+pub fn cell(v: &Value) -> String {
+    match v {
+        Value::Null => "-".into(),
+        Value::String(s) if s.is_empty() => "-".into(),
+        Value::String(s) => s.clone(),
+        Value::Array(items) if items.is_empty() => "-".into(),
+        Value::Array(items) => items.iter().map(cell).collect::<Vec<_>>().join(","),
+        other => other.to_string(),
+    }
+}
+
+/// Prints `pairs` as `key: value` lines (the text output of show commands).
+pub fn fields(value: &Value, keys: &[&str]) -> anyhow::Result<()> {
+    let width = keys.iter().map(|k| k.len()).max().unwrap_or(0);
+    let mut out = String::new();
+    for key in keys {
+        out.push_str(&format!("{key:<width$}  {}\n", cell(&value[*key])));
+    }
+    super::output::print(&out)
+}
+
+/// Prints the server's answer as JSON (for `--output json`).
+pub fn print_json(value: &Value) -> anyhow::Result<()> {
+    line(serde_json::to_string_pretty(value)?)
+}

@@ -1,0 +1,309 @@
+//! `acp api-keys`, `acp members` and `acp workspaces`: the workspace's keys and people, and
+//! which workspace the stored login acts on. (`acp api-key` and `acp workspace`, singular, are
+//! the admin commands that work on the database directly.)
+
+use clap::Subcommand;
+use serde_json::json;
+
+use super::client::{cell, finish, normalize, print_json, table, ClientArgs, Failure};
+use super::credentials::Credentials;
+use super::login::rows;
+use super::output::{eline, line};
+
+#[derive(Debug, clap::Args)]
+pub struct ApiKeysArgs {
+    #[command(subcommand)]
+    pub command: ApiKeysCommand,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ApiKeysCommand {
+    /// The workspace's API keys (never the keys themselves)
+    List,
+    /// Make an API key (printed once)
+    Create {
+        /// What it is for, e.g. `gateway`
+        #[arg(long)]
+        name: String,
+        /// Narrow it, e.g. `check,verify` (repeat or separate with commas); see docs/api.md
+        #[arg(long = "scope", value_delimiter = ',')]
+        scopes: Vec<String>,
+        /// A live key (`svc_live_...`) instead of a test key
+        #[arg(long)]
+        live: bool,
+    },
+    /// Revoke an API key; it stops working at once
+    Revoke { key_id: String },
+}
+
+pub async fn api_keys(args: &ApiKeysArgs) -> anyhow::Result<i32> {
+    let result = async {
+        let client = args.client.connect()?;
+        match &args.command {
+            ApiKeysCommand::List => {
+                let listed = client.get("/v1/workspace/api-keys").await?;
+                if args.client.json() {
+                    print_json(&listed)?;
+                } else {
+                    table(
+                        &[
+                            "KEY",
+                            "NAME",
+                            "MODE",
+                            "LAST FOUR",
+                            "SCOPES",
+                            "LAST USED",
+                            "REVOKED",
+                        ],
+                        &rows(
+                            &listed,
+                            &[
+                                "key_id",
+                                "name",
+                                "mode",
+                                "last_four",
+                                "scopes",
+                                "last_used_at",
+                                "revoked_at",
+                            ],
+                        ),
+                    )?;
+                }
+            }
+            ApiKeysCommand::Create { name, scopes, live } => {
+                let made = client
+                    .post(
+                        "/v1/workspace/api-keys",
+                        &json!({"name": name, "scopes": scopes, "live": live}),
+                    )
+                    .await?;
+                if args.client.json() {
+                    print_json(&made)?;
+                } else {
+                    line(cell(&made["key"]))?;
+                    eline(format!(
+                        "API key {} ({name}); it is shown only this once",
+                        cell(&made["api_key"]["key_id"])
+                    ))?;
+                }
+            }
+            ApiKeysCommand::Revoke { key_id } => {
+                args.client.confirm(&format!("revoke API key {key_id}"))?;
+                let done = client
+                    .post(
+                        &format!("/v1/workspace/api-keys/{key_id}/revoke"),
+                        &json!({}),
+                    )
+                    .await?;
+                if args.client.json() {
+                    print_json(&done)?;
+                } else {
+                    line(format!("revoked {key_id}"))?;
+                }
+            }
+        }
+        Ok(0)
+    }
+    .await;
+    finish(result, args.client.json())
+}
+
+#[derive(Debug, clap::Args)]
+pub struct MembersArgs {
+    #[command(subcommand)]
+    pub command: MembersCommand,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum MembersCommand {
+    /// The workspace's members and their roles
+    List,
+    /// Add a person (or change their role): owner, admin, member or approver
+    Add {
+        #[arg(long)]
+        email: String,
+        #[arg(long, default_value = "member")]
+        role: String,
+    },
+    /// Remove a member, by user id (`usr_...`) or email address
+    Remove { member: String },
+}
+
+pub async fn members(args: &MembersArgs) -> anyhow::Result<i32> {
+    let result = async {
+        let client = args.client.connect()?;
+        match &args.command {
+            MembersCommand::List => {
+                let listed = client.get("/v1/workspace/members").await?;
+                if args.client.json() {
+                    print_json(&listed)?;
+                } else {
+                    table(
+                        &["USER", "EMAIL", "ROLE"],
+                        &rows(&listed, &["user_id", "email", "role"]),
+                    )?;
+                }
+            }
+            MembersCommand::Add { email, role } => {
+                let added = client
+                    .post(
+                        "/v1/workspace/members",
+                        &json!({"email": email, "role": role}),
+                    )
+                    .await?;
+                if args.client.json() {
+                    print_json(&added)?;
+                } else {
+                    line(format!(
+                        "{} ({}): {}",
+                        cell(&added["member"]["email"]),
+                        cell(&added["member"]["user_id"]),
+                        cell(&added["member"]["role"])
+                    ))?;
+                }
+            }
+            MembersCommand::Remove { member } => {
+                let user_id = if member.contains('@') {
+                    let listed = client.get("/v1/workspace/members").await?;
+                    listed["items"]
+                        .as_array()
+                        .and_then(|items| {
+                            items.iter().find(|m| {
+                                m["email"]
+                                    .as_str()
+                                    .is_some_and(|e| e.eq_ignore_ascii_case(member))
+                            })
+                        })
+                        .and_then(|m| m["user_id"].as_str())
+                        .map(str::to_owned)
+                        .ok_or_else(|| {
+                            Failure::local(6, format!("{member} is not a member here"))
+                        })?
+                } else {
+                    member.clone()
+                };
+                args.client
+                    .confirm(&format!("remove {member} from the workspace"))?;
+                let done = client
+                    .post(
+                        &format!("/v1/workspace/members/{user_id}/remove"),
+                        &json!({}),
+                    )
+                    .await?;
+                if args.client.json() {
+                    print_json(&done)?;
+                } else {
+                    line(format!("removed {member}"))?;
+                }
+            }
+        }
+        Ok(0)
+    }
+    .await;
+    finish(result, args.client.json())
+}
+
+#[derive(Debug, clap::Args)]
+pub struct WorkspacesArgs {
+    #[command(subcommand)]
+    pub command: WorkspacesCommand,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WorkspacesCommand {
+    /// Your workspaces and your role in each (`*` marks the one commands act on)
+    List,
+    /// Make a workspace, with you as its owner
+    Create { name: String },
+    /// Act on this workspace from now on (stored with the login)
+    Use { workspace_id: String },
+}
+
+pub async fn workspaces(args: &WorkspacesArgs) -> anyhow::Result<i32> {
+    let result = async {
+        let client = args.client.connect()?;
+        match &args.command {
+            WorkspacesCommand::List => {
+                let listed = client.get("/v1/workspaces").await?;
+                if args.client.json() {
+                    print_json(&listed)?;
+                } else {
+                    let rows: Vec<Vec<String>> = listed["items"]
+                        .as_array()
+                        .map(Vec::as_slice)
+                        .unwrap_or_default()
+                        .iter()
+                        .map(|w| {
+                            let id = cell(&w["workspace_id"]);
+                            let mark = if client.workspace.as_deref() == Some(id.as_str()) {
+                                "*"
+                            } else {
+                                ""
+                            };
+                            vec![mark.to_owned(), id, cell(&w["name"]), cell(&w["role"])]
+                        })
+                        .collect();
+                    table(&["", "WORKSPACE", "NAME", "ROLE"], &rows)?;
+                }
+            }
+            WorkspacesCommand::Create { name } => {
+                let made = client
+                    .post("/v1/workspaces", &json!({"name": name}))
+                    .await?;
+                if args.client.json() {
+                    print_json(&made)?;
+                } else {
+                    line(format!(
+                        "{} ({}); act on it with `acp workspaces use {}`",
+                        cell(&made["workspace"]["workspace_id"]),
+                        name,
+                        cell(&made["workspace"]["workspace_id"])
+                    ))?;
+                }
+            }
+            WorkspacesCommand::Use { workspace_id } => {
+                let listed = client.get("/v1/workspaces").await?;
+                let known = listed["items"].as_array().is_some_and(|items| {
+                    items
+                        .iter()
+                        .any(|w| w["workspace_id"].as_str() == Some(workspace_id))
+                });
+                if !known {
+                    return Err(Failure::local(
+                        6,
+                        format!("{workspace_id} is not one of your workspaces"),
+                    )
+                    .into());
+                }
+                let path = args.client.credentials_path()?;
+                let mut stored = Credentials::load(&path)?;
+                let server = normalize(&client.server);
+                let Some(login) = stored.servers.get_mut(&server) else {
+                    return Err(Failure::local(
+                        4,
+                        format!("not logged in to {server}: `use` is stored with a login"),
+                    )
+                    .into());
+                };
+                login.workspace = Some(workspace_id.clone());
+                stored.save(&path)?;
+                if args.client.json() {
+                    print_json(
+                        &json!({"ok": true, "server": server, "workspace_id": workspace_id}),
+                    )?;
+                } else {
+                    line(format!("acting on {workspace_id} on {server}"))?;
+                }
+            }
+        }
+        Ok(0)
+    }
+    .await;
+    finish(result, args.client.json())
+}
