@@ -24,4 +24,35 @@ pat=$(cat "$dir/pat")
 ws=$(sed -n 's/^Created the default workspace \([^.]*\)\..*/\1/p' "$dir/out.txt")
 target/debug/acp sync policies/payments-enforcement.yaml --server "$url" --token "$pat" --apply > /dev/null
 ACP_URL="$url" ACP_API_KEY="$key" target/debug/examples/enforcement_flow
-echo "quickstart: 3 passed, 0 failed"
+# "Operating acp": an operator logs in from the terminal, pasting the link from the outbox,
+# and does day-two work with the stored login.
+creds="$dir/credentials.json"
+acpdb() { ACP_DATABASE_URL="sqlite:$dir/acp.db" target/debug/acp "$@"; }
+acpdb workspace add-member --workspace "$ws" --email operator@example.com --role admin > /dev/null
+newest() { acpdb outbox list --limit 1 --output json | grep -o 'http[^"]*verify-login?token=[A-Za-z0-9_-]*' | head -1 || true; }
+before=$(newest)
+mkfifo "$dir/paste"
+ACP_CREDENTIALS="$creds" target/debug/acp login --server "$url" --email operator@example.com \
+    < "$dir/paste" > "$dir/login.out" 2> "$dir/login.err" &
+login_pid=$!
+exec 3> "$dir/paste"
+link=
+for _ in $(seq 100); do
+    link=$(newest)
+    [ -n "$link" ] && [ "$link" != "$before" ] && break
+    sleep 0.1
+done
+echo "$link" >&3
+exec 3>&-
+wait "$login_pid" || { cat "$dir/login.err"; exit 1; }
+grep -q 'acp outbox list' "$dir/login.err" || { echo "acp login did not say where the mail is"; cat "$dir/login.err"; exit 1; }
+[ "$(stat -c %a "$creds")" = 600 ] || { echo "the credentials file is not private"; exit 1; }
+export ACP_CREDENTIALS="$creds"
+target/debug/acp whoami | grep -q operator@example.com
+target/debug/acp agents list | grep -q approval-example
+target/debug/acp agents suspend "$agent" --reason quickstart --yes > /dev/null
+target/debug/acp audit search --agent "$agent" --event-type agent.suspended | grep -q agent.suspended
+target/debug/acp kill-switch pause --reason quickstart --yes | grep -q 'minting_paused *true'
+target/debug/acp kill-switch resume > /dev/null
+target/debug/acp logout > /dev/null
+echo "quickstart: 4 passed, 0 failed"

@@ -71,13 +71,15 @@ impl ClientArgs {
         let token = match (&self.token, &login) {
             (Some(t), _) => t.clone(),
             (None, Some(l)) => l.token.clone(),
-            (None, None) => return Err(Failure::local(
-                4,
-                format!(
+            (None, None) => {
+                return Err(Failure::local(
+                    4,
+                    format!(
                     "not logged in to {server}: run `acp login --server {server}`, or pass --token"
                 ),
-            )
-            .into()),
+                )
+                .into())
+            }
         };
         let workspace = self
             .workspace

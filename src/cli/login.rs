@@ -130,7 +130,7 @@ fn session_cookie(res: &reqwest::Response) -> Option<String> {
         .get_all(reqwest::header::SET_COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .filter_map(|v| axum_extra::extract::cookie::Cookie::parse(v.to_owned()).ok())
+        .filter_map(|v| cookie::Cookie::parse(v.to_owned()).ok())
         .find(|c| c.name().ends_with("acp_session") && !c.value().is_empty())
         .map(|c| format!("{}={}", c.name(), c.value()))
 }
