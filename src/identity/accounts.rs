@@ -575,11 +575,21 @@ pub fn api_key_wire(k: &ApiKeyRecord) -> api::ApiKeyInfo {
     }
 }
 
+/// The most scopes one key or token request may list.
+pub const MAX_SCOPES: usize = 16;
+
 /// The scopes a request asks for, checked against those of its kind.
 fn requested_scopes(
     scopes: Option<&[String]>,
     known: &'static [&'static str],
 ) -> IdentityResult<Scopes> {
+    // As the OpenAPI document says (`maxItems`): a list, not a bag of repeats.
+    if scopes.is_some_and(|s| s.len() > MAX_SCOPES) {
+        return Err(IdentityError::invalid(
+            "scopes",
+            format!("must list at most {MAX_SCOPES} scopes"),
+        ));
+    }
     Scopes::parse(scopes.unwrap_or(&[]).iter().map(String::as_str), known)
         .map_err(|e| IdentityError::invalid("scopes", e.to_string()))
 }

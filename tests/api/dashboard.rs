@@ -358,6 +358,8 @@ both_engines! {
         let res = app.client.post(app.url("/v1/auth/tokens")).bearer_auth(&narrow).json(&json!({"name": "wider"})).send().await.unwrap();
         let body = assert_error(res, 403, "insufficient_scope").await;
         assert!(body["message"].as_str().unwrap().contains("scopes"), "{body}");
+        let res = app.client.post(app.url("/v1/auth/tokens")).bearer_auth(&token).json(&json!({"name": "many", "scopes": vec!["read"; 17]})).send().await.unwrap();
+        assert_error(res, 400, "invalid_scopes").await;
         let res = app.client.post(app.url("/v1/workspaces")).bearer_auth(&narrow).json(&json!({"name": "mine"})).send().await.unwrap();
         assert_error(res, 403, "insufficient_scope").await;
         let res = app.client.post(app.url("/v1/auth/tokens/pat_00000000000000000000000000000000/revoke")).bearer_auth(&scoped).json(&json!({})).send().await.unwrap();

@@ -169,6 +169,13 @@ both_engines! {
         let ran = owner.run(&["agents", "suspend", &agent.id, "--reason", "drill", "--yes"]).await;
         assert_eq!((ran.code, ran.out.trim()), (0, format!("{}: suspended", agent.id).as_str()), "{ran:?}");
         assert_eq!(owner.run(&["agents", "show", "agt_00000000000000000000000000000000"]).await.code, 6);
+        // A pending agent approved, another revoked.
+        let pending = TestAgent::new();
+        let pending_id = pending.register(&app, Some(&app.key), "cli-pending").await;
+        assert_eq!(owner.json(&["agents", "list", "--status", "pending"]).await["items"][0]["agent_id"], pending_id.as_str());
+        assert_eq!(owner.run(&["agents", "approve", &pending_id]).await.out.trim(), format!("{pending_id}: active"));
+        let doomed = app.active_agent("cli-doomed").await;
+        assert_eq!(owner.run(&["agents", "revoke", &doomed.id, "--yes"]).await.out.trim(), format!("{}: revoked", doomed.id));
 
         // What it did: the audit trail, searched and followed.
         let found = owner.json(&["audit", "search", "--agent", &agent.id, "--event-type", "agent.suspended", "--since", "10m"]).await;
@@ -197,6 +204,9 @@ both_engines! {
 
         // Credentials.
         assert_eq!(owner.json(&["credentials", "revoke-agent", &agent.id, "--yes"]).await["revoked"], 0);
+        let ran = owner.run(&["credentials", "revoke", "--cred-id", "crd_00000000000000000000000000000000", "--yes"]).await;
+        assert_eq!((ran.code, ran.out.trim()), (0, "revoked 0 credential(s)"), "{ran:?}");
+        assert_eq!(owner.run(&["credentials", "revoke", "--yes"]).await.code, 1, "a credential or its id is required");
         assert_eq!(owner.json(&["credentials", "introspect", "not-a-credential"]).await["active"], false);
 
         // Challenges: listed, approved and denied by id.
@@ -255,7 +265,12 @@ both_engines! {
         assert_eq!(ran.code, 5, "{ran:?}");
         assert!(ran.err.contains("insufficient_scope"), "{ran:?}");
         let tokens = owner.json(&["token", "list"]).await;
-        assert!(tokens["items"].as_array().unwrap().iter().any(|t| t["name"] == "ci" && t["scopes"] == json!(["read"])));
+        let ci_item = tokens["items"].as_array().unwrap().iter().find(|t| t["name"] == "ci" && t["scopes"] == json!(["read"])).unwrap().clone();
+        // The read token cannot make or revoke tokens; the login's token revokes it.
+        let ran = nobody.run_env(&["token", "create", "--name", "wider"], &ci_env).await;
+        assert_eq!(ran.code, 5, "{ran:?}");
+        assert_eq!(owner.run(&["token", "revoke", ci_item["token_id"].as_str().unwrap(), "--yes"]).await.code, 0);
+        assert_eq!(nobody.run_env(&["agents", "list"], &ci_env).await.code, 4);
 
         // Members: a member reads, and may not suspend (exit 5, insufficient_role).
         let member = Terminal::new();
