@@ -192,6 +192,17 @@ impl App {
         crate::enforce::jwt::ensure_key(store.as_ref(), &master_key)
             .await
             .context("cannot make the JWT signing key")?;
+        // Refuse to serve a vault whose secrets this key cannot open (rather than fail on use).
+        let unreadable =
+            crate::enforce::vault::unreadable_sets(store.as_ref(), &master_key).await?;
+        if let Some(first) = unreadable.first() {
+            anyhow::bail!(
+                "the vault holds {} secret set(s) this master key cannot open (first: {first}): start with the \
+                 master key that sealed them (ACP_MASTER_KEY, or the key file), or, after rotating the master \
+                 key, run `acp vault rewrap --from-key OLD_KEY` with the new key configured",
+                unreadable.len()
+            );
+        }
         let listener = TcpListener::bind(config.addr)
             .await
             .with_context(|| format!("cannot listen on {}", config.addr))?;

@@ -73,6 +73,9 @@ pub struct Settings {
     /// Registrations without an API key one client IP may make per 10 minutes [default: 60]
     #[arg(long, env = "ACP_REGISTER_LIMIT_PER_IP")]
     pub register_limit_per_ip: Option<i64>,
+    /// Versions kept of each vault secret set (older ones are dropped) [default: 10]
+    #[arg(long, env = "ACP_VAULT_HISTORY")]
+    pub vault_history: Option<i64>,
     /// Contact submissions one client IP may send per hour [default: 5]
     #[arg(long, env = "ACP_CONTACT_LIMIT_PER_IP")]
     pub contact_limit_per_ip: Option<i64>,
@@ -142,6 +145,7 @@ pub struct Config {
     pub login_limit_per_ip: i64,
     pub contact_limit_per_ip: i64,
     pub register_limit_per_ip: i64,
+    pub vault_history: i64,
 }
 
 pub const DEFAULT_DATABASE_URL: &str = "sqlite:./data/acp.db";
@@ -179,6 +183,7 @@ impl Settings {
             login_limit_per_ip: self.login_limit_per_ip.or(lower.login_limit_per_ip),
             contact_limit_per_ip: self.contact_limit_per_ip.or(lower.contact_limit_per_ip),
             register_limit_per_ip: self.register_limit_per_ip.or(lower.register_limit_per_ip),
+            vault_history: self.vault_history.or(lower.vault_history),
         }
     }
 
@@ -271,6 +276,7 @@ impl Settings {
             login_limit_per_ip: limit("login_limit_per_ip", self.login_limit_per_ip, 30)?,
             contact_limit_per_ip: limit("contact_limit_per_ip", self.contact_limit_per_ip, 5)?,
             register_limit_per_ip: limit("register_limit_per_ip", self.register_limit_per_ip, 60)?,
+            vault_history: limit("vault_history", self.vault_history, 10)?,
         })
     }
 }

@@ -102,43 +102,92 @@ impl MasterKey {
         Secret::new(STANDARD.encode(self.0))
     }
 
-    fn cipher(&self) -> ChaCha20Poly1305 {
-        ChaCha20Poly1305::new((&self.0).into())
-    }
-
     /// `v1:` + base64(nonce ‖ ciphertext), bound to `context` (e.g. the record's id).
     pub fn seal(&self, plaintext: &[u8], context: &str) -> Result<String, String> {
-        let nonce: [u8; 12] = random_bytes();
-        let payload = Payload {
-            msg: plaintext,
-            aad: context.as_bytes(),
-        };
-        let sealed = self
-            .cipher()
-            .encrypt((&nonce).into(), payload)
-            .map_err(|_| "encryption failed".to_owned())?;
-        Ok(format!(
-            "{SEALED_PREFIX}{}",
-            STANDARD.encode([&nonce[..], &sealed].concat())
-        ))
+        seal_with(&self.0, plaintext, context)
     }
 
     /// Opens what [`seal`](Self::seal) made with this key and `context`.
     pub fn open(&self, sealed: &str, context: &str) -> Result<Vec<u8>, String> {
-        let bytes = sealed
-            .strip_prefix(SEALED_PREFIX)
-            .and_then(|b| STANDARD.decode(b).ok())
-            .filter(|b| b.len() > 12)
-            .ok_or("not a sealed value")?;
-        let (nonce, ciphertext) = bytes.split_at(12);
-        let payload = Payload {
-            msg: ciphertext,
-            aad: context.as_bytes(),
-        };
-        self.cipher().decrypt(nonce.into(), payload).map_err(|_| {
+        open_with(&self.0, sealed, context).map_err(|()| {
             "cannot decrypt: a different master key (ACP_MASTER_KEY) sealed it".to_owned()
         })
     }
+}
+
+/// A vault secret set's own key (envelope encryption: the values are sealed with it, and it is
+/// sealed with the master key). Never printed.
+pub struct DataKey([u8; 32]);
+
+impl fmt::Debug for DataKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("DataKey([redacted])")
+    }
+}
+
+impl DataKey {
+    pub fn generate() -> DataKey {
+        DataKey(random_bytes())
+    }
+
+    /// The key sealed with `master`, bound to `context`.
+    pub fn wrap(&self, master: &MasterKey, context: &str) -> Result<String, String> {
+        master.seal(&self.0, context)
+    }
+
+    /// The key that [`wrap`](Self::wrap) sealed.
+    pub fn unwrap_with(
+        master: &MasterKey,
+        wrapped: &str,
+        context: &str,
+    ) -> Result<DataKey, String> {
+        let bytes = master.open(wrapped, context)?;
+        <[u8; 32]>::try_from(bytes)
+            .map(DataKey)
+            .map_err(|_| "a wrapped data key is not 32 bytes".to_owned())
+    }
+
+    pub fn seal(&self, plaintext: &[u8], context: &str) -> Result<String, String> {
+        seal_with(&self.0, plaintext, context)
+    }
+
+    pub fn open(&self, sealed: &str, context: &str) -> Result<Vec<u8>, String> {
+        open_with(&self.0, sealed, context)
+            .map_err(|()| "cannot decrypt: the value is not this record's".to_owned())
+    }
+}
+
+/// ChaCha20-Poly1305 with a random nonce: `v1:` + base64(nonce ‖ ciphertext), the associated
+/// data `context` binding the value to its place.
+fn seal_with(key: &[u8; 32], plaintext: &[u8], context: &str) -> Result<String, String> {
+    let nonce: [u8; 12] = random_bytes();
+    let payload = Payload {
+        msg: plaintext,
+        aad: context.as_bytes(),
+    };
+    let sealed = ChaCha20Poly1305::new(key.into())
+        .encrypt((&nonce).into(), payload)
+        .map_err(|_| "encryption failed".to_owned())?;
+    Ok(format!(
+        "{SEALED_PREFIX}{}",
+        STANDARD.encode([&nonce[..], &sealed].concat())
+    ))
+}
+
+fn open_with(key: &[u8; 32], sealed: &str, context: &str) -> Result<Vec<u8>, ()> {
+    let bytes = sealed
+        .strip_prefix(SEALED_PREFIX)
+        .and_then(|b| STANDARD.decode(b).ok())
+        .filter(|b| b.len() > 12)
+        .ok_or(())?;
+    let (nonce, ciphertext) = bytes.split_at(12);
+    let payload = Payload {
+        msg: ciphertext,
+        aad: context.as_bytes(),
+    };
+    ChaCha20Poly1305::new(key.into())
+        .decrypt(nonce.into(), payload)
+        .map_err(|_| ())
 }
 
 /// The URL without its password, for messages.

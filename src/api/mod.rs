@@ -1311,3 +1311,185 @@ mod scope_tests {
         );
     }
 }
+
+// ---- vault ----------------------------------------------------------------------------------
+
+/// A secret set as administrators see it: key names, versions and profiles, never values.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SecretSetInfo {
+    /// `ss_...`
+    pub secret_set_id: String,
+    /// The workspace-local number (any `secret_set_id` accepts it too).
+    pub number: i64,
+    pub name: String,
+    pub provider: String,
+    pub environment: String,
+    /// The current version.
+    pub version: i64,
+    /// The current version's key names, sorted.
+    pub keys: Vec<String>,
+    /// The proxy profiles: `{NAME: {hosts, methods?, path_prefixes?, allow_http?, inject: {headers?, query?}}}`.
+    #[schema(value_type = Object)]
+    pub profiles: Value,
+    pub created_at: String,
+    pub updated_at: String,
+    pub deleted_at: Option<String>,
+    pub destroyed_at: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct SecretSetResponse {
+    pub ok: bool,
+    pub secret_set: SecretSetInfo,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct SecretSetList {
+    pub ok: bool,
+    pub items: Vec<SecretSetInfo>,
+}
+
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct SecretSetListParams {
+    /// List soft-deleted sets too.
+    pub include_deleted: Option<bool>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct CreateSecretSetRequest {
+    /// 1 to 100 printable characters, unique among the workspace's sets.
+    #[schema(max_length = 100)]
+    pub name: String,
+    /// What the secrets are for, e.g. `stripe` (1 to 64 printable characters).
+    #[schema(max_length = 64)]
+    pub provider: String,
+    /// e.g. `production` (1 to 64 printable characters).
+    #[schema(max_length = 64)]
+    pub environment: String,
+    /// `{KEY: value}`: keys `[A-Za-z_][A-Za-z0-9_]*` (at most 128 characters, 256 keys), values
+    /// at most 64 KiB.
+    #[schema(value_type = Object)]
+    pub entries: Value,
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub profiles: Option<Value>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ImportSecretSetRequest {
+    #[schema(max_length = 100)]
+    pub name: String,
+    #[schema(max_length = 64)]
+    pub provider: String,
+    #[schema(max_length = 64)]
+    pub environment: String,
+    /// dotenv text: `KEY=value` lines, `export ` prefixes, quotes and `#` comments.
+    pub dotenv: String,
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub profiles: Option<Value>,
+}
+
+/// A new version: `entries` replaces every entry, or `set` adds and changes and `unset`
+/// removes some; `profiles` replaces the profiles. With `expected_version`, refused (409
+/// `version_conflict`) unless the set is at that version.
+#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
+pub struct UpdateSecretSetRequest {
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub entries: Option<Value>,
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub set: Option<Value>,
+    #[serde(default)]
+    pub unset: Option<Vec<String>>,
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub profiles: Option<Value>,
+    #[serde(default, deserialize_with = "int::optional")]
+    pub expected_version: Option<i64>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct SecretRollbackRequest {
+    /// The version whose entries and profiles become the new version.
+    #[serde(deserialize_with = "int::required")]
+    #[schema(minimum = 1)]
+    pub version: i64,
+    #[serde(default, deserialize_with = "int::optional")]
+    pub expected_version: Option<i64>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct SecretVersionItem {
+    pub version: i64,
+    pub keys: Vec<String>,
+    pub author: String,
+    pub created_at: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct SecretVersionList {
+    pub ok: bool,
+    /// The versions kept (the last `ACP_VAULT_HISTORY` by default 10), newest first.
+    pub items: Vec<SecretVersionItem>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct GrantInfo {
+    /// `grt_...`
+    pub grant_id: String,
+    pub secret_set_id: String,
+    pub number: i64,
+    pub agent_id: Option<String>,
+    pub group: Option<String>,
+    /// `"*"` or a list of key names.
+    #[schema(value_type = Object)]
+    pub allowed_keys: Value,
+    pub allowed_actions: Vec<String>,
+    pub expires_at: Option<String>,
+    pub created_at: String,
+    pub created_by: String,
+    pub revoked_at: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct GrantResponse {
+    pub ok: bool,
+    pub grant: GrantInfo,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct GrantList {
+    pub ok: bool,
+    pub items: Vec<GrantInfo>,
+}
+
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct GrantListParams {
+    /// Only this set's grants (`ss_...` or its number).
+    pub secret_set_id: Option<String>,
+}
+
+/// Grants one agent, or every member of one agent group, the use of a secret set.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct CreateGrantRequest {
+    /// `ss_...` or the set's number.
+    #[schema(value_type = Object)]
+    pub secret_set_id: Value,
+    #[serde(default)]
+    pub agent_id: Option<String>,
+    /// An agent group of the workspace's policy specs.
+    #[serde(default)]
+    pub group: Option<String>,
+    /// `"*"` or a list of key names.
+    #[schema(value_type = Object)]
+    pub allowed_keys: Value,
+    /// Some of `proxy_use`, `read`, `mint_request_lease` (`read` is never implied).
+    pub allowed_actions: Vec<String>,
+    /// RFC 3339; absent for a grant that does not expire.
+    #[serde(default)]
+    pub expires_at: Option<String>,
+}

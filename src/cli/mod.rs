@@ -26,6 +26,7 @@ mod policy;
 mod policy_remote;
 mod serve;
 mod sync;
+mod vault;
 mod workspace;
 
 use std::collections::BTreeSet;
@@ -72,6 +73,8 @@ pub enum Command {
     Sync(sync::SyncArgs),
     /// Manage the JWT issuer's signing keys
     Keys(keys::KeysArgs),
+    /// The vault's keys: re-wrap every secret set's data key after a master-key rotation
+    Vault(vault::VaultArgs),
     /// Log in to a server from this terminal (magic link) and store a token for it
     Login(login::LoginArgs),
     /// Revoke and forget the stored login of a server
@@ -213,6 +216,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Policy(PolicyCli::Rollback(args)) => policy_remote::rollback(args).await,
         Command::Sync(args) => sync::run(args).await,
         Command::Keys(args) => keys::run(args).await,
+        Command::Vault(args) => vault::run(args).await,
         Command::Login(args) => login::login(args).await,
         Command::Logout(args) => login::logout(args).await,
         Command::Whoami(args) => login::whoami(args).await,

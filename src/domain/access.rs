@@ -49,6 +49,10 @@ pub enum Need {
     WorkspaceRead,
     /// The workspace's settings, members and API keys: change.
     WorkspaceChange,
+    /// The vault's secret sets (names, keys, versions: never values) and grants: read.
+    VaultRead,
+    /// The vault's secret sets and grants: change.
+    VaultChange,
 }
 
 /// The scopes an API key may be narrowed to.
@@ -80,6 +84,7 @@ impl Need {
                 | Self::PoliciesRead
                 | Self::ChallengesRead
                 | Self::WorkspaceRead
+                | Self::VaultRead
         )
     }
 
@@ -101,7 +106,9 @@ impl Need {
             Self::PolicySync
             | Self::ChallengesDecide
             | Self::WorkspaceRead
-            | Self::WorkspaceChange => return None,
+            | Self::WorkspaceChange
+            | Self::VaultRead
+            | Self::VaultChange => return None,
         })
     }
 

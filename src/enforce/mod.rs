@@ -6,5 +6,6 @@ pub mod credentials;
 pub mod email;
 pub mod error;
 pub mod jwt;
+pub mod vault;
 
 pub use error::{EnforceError, EnforceResult};

@@ -29,6 +29,7 @@ pub mod shape;
 pub mod site;
 pub mod token_exchange;
 pub mod tokens;
+pub mod vault;
 pub mod verify;
 pub mod well_known;
 pub mod wire;
@@ -71,6 +72,7 @@ use crate::store::Cursor;
         (name = "decisions", description = "Decisions (`/v1/check`) and policy as code"),
         (name = "approvals", description = "Approval links and policy challenges"),
         (name = "credentials", description = "Short-lived credentials and the kill switch"),
+        (name = "vault", description = "Secret sets, grants, leases and the injecting proxy"),
         (name = "operations", description = "Health and discovery")
     )
 )]
@@ -196,6 +198,17 @@ fn routes() -> OpenApiRouter<SharedContext> {
         .routes(routes!(well_known::jwks)) // GET /.well-known/jwks.json
         .routes(routes!(well_known::openid_configuration)) // GET /.well-known/openid-configuration
         .routes(routes!(email::send_email)) // POST /v1/email/send
+        // The vault
+        .routes(routes!(vault::list, vault::create)) // GET, POST /v1/vault/secret-sets
+        .routes(routes!(vault::import)) // POST /v1/vault/secret-sets/import
+        .routes(routes!(vault::get, vault::update)) // GET, POST /v1/vault/secret-sets/{secret_set_id}
+        .routes(routes!(vault::versions)) // GET /v1/vault/secret-sets/{secret_set_id}/versions
+        .routes(routes!(vault::rollback)) // POST /v1/vault/secret-sets/{secret_set_id}/rollback
+        .routes(routes!(vault::delete)) // POST /v1/vault/secret-sets/{secret_set_id}/delete
+        .routes(routes!(vault::undelete)) // POST /v1/vault/secret-sets/{secret_set_id}/undelete
+        .routes(routes!(vault::destroy)) // POST /v1/vault/secret-sets/{secret_set_id}/destroy
+        .routes(routes!(vault::list_grants, vault::create_grant)) // GET, POST /v1/vault/grants
+        .routes(routes!(vault::revoke_grant)) // POST /v1/vault/grants/{grant_id}/revoke
         // Telemetry
         .routes(routes!(heartbeats::heartbeat)) // POST /v1/telemetry/heartbeat
         .routes(routes!(heartbeats::ingest)) // POST /v1/telemetry/heartbeat/ingest

@@ -55,6 +55,8 @@ pub mod needs {
         ChallengesDecide,
         WorkspaceRead,
         WorkspaceChange,
+        VaultRead,
+        VaultChange,
     );
 }
 

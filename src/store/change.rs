@@ -7,7 +7,7 @@
 
 use super::{
     AccountOp, AgentOp, AgentRecord, AuditRecord, CredentialOp, EmailOp, NonceClaim, PolicyOp,
-    SiteOp, Supersedes, TelemetryOp, User,
+    SiteOp, Supersedes, TelemetryOp, User, VaultOp,
 };
 
 /// One atomic write: an optional nonce claim, a state change and its audit records.
@@ -67,6 +67,7 @@ pub enum Op {
     Email(EmailOp),
     Telemetry(TelemetryOp),
     Site(SiteOp),
+    Vault(VaultOp),
     /// Several operations applied in order, all or none; answers the last one's result.
     Batch(Vec<Op>),
 }
@@ -86,6 +87,7 @@ impl Op {
             Op::Email(op) => op.supersedes(),
             Op::Telemetry(op) => op.supersedes(),
             Op::Site(op) => op.supersedes(),
+            Op::Vault(op) => op.supersedes(),
         }
     }
 }
@@ -108,6 +110,7 @@ area_into_op! {
     EmailOp => Email,
     TelemetryOp => Telemetry,
     SiteOp => Site,
+    VaultOp => Vault,
 }
 
 /// What applying a change answers, besides success: the row it produced when the caller

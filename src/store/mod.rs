@@ -25,6 +25,7 @@ mod policies;
 mod site;
 mod sql;
 mod telemetry;
+mod vault;
 
 pub use accounts::{AccountOp, AccountStore};
 pub use agents::{AgentOp, AgentStore};
@@ -38,6 +39,7 @@ pub use policies::{PolicyOp, PolicyStore};
 pub use site::{SiteOp, SiteStore};
 pub use sql::{sqlite_file, OpenOptions, SqlStore, SqliteSynchronous, IDEMPOTENCY_KEY_TAKEN};
 pub use telemetry::{TelemetryOp, TelemetryStore};
+pub use vault::{VaultOp, VaultStore};
 
 use async_trait::async_trait;
 
@@ -134,6 +136,7 @@ pub trait Store:
     + AuditStore
     + TelemetryStore
     + SiteStore
+    + VaultStore
     + Send
     + Sync
     + 'static

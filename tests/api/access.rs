@@ -23,6 +23,8 @@ enum Need {
     ChallengesDecide,
     WorkspaceRead,
     WorkspaceChange,
+    VaultRead,
+    VaultChange,
 }
 
 impl Need {
@@ -35,6 +37,7 @@ impl Need {
                 | Need::PoliciesRead
                 | Need::ChallengesRead
                 | Need::WorkspaceRead
+                | Need::VaultRead
         )
     }
 
@@ -42,7 +45,12 @@ impl Need {
     fn for_keys(self) -> bool {
         !matches!(
             self,
-            Need::PolicySync | Need::ChallengesDecide | Need::WorkspaceRead | Need::WorkspaceChange
+            Need::PolicySync
+                | Need::ChallengesDecide
+                | Need::WorkspaceRead
+                | Need::WorkspaceChange
+                | Need::VaultRead
+                | Need::VaultChange
         )
     }
 
@@ -208,6 +216,32 @@ fn endpoints(agent_id: &str) -> Vec<Endpoint> {
             "/v1/policies/pol_default/rollback",
             Some(json!({"version": 1, "dry_run": true})),
             Need::PolicySync,
+        ),
+        e(get.clone(), "/v1/vault/secret-sets", None, Need::VaultRead),
+        e(
+            get.clone(),
+            "/v1/vault/secret-sets/1/versions",
+            None,
+            Need::VaultRead,
+        ),
+        e(get.clone(), "/v1/vault/grants", None, Need::VaultRead),
+        e(
+            post.clone(),
+            "/v1/vault/secret-sets",
+            Some(json!({"name": "", "provider": "p", "environment": "e", "entries": {}})),
+            Need::VaultChange,
+        ),
+        e(
+            post.clone(),
+            "/v1/vault/secret-sets/1/delete",
+            None,
+            Need::VaultChange,
+        ),
+        e(
+            post.clone(),
+            "/v1/vault/grants/grt_00000000000000000000000000000000/revoke",
+            None,
+            Need::VaultChange,
         ),
         e(
             get.clone(),

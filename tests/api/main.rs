@@ -32,4 +32,5 @@ mod replicas;
 mod reputation;
 mod spec_limits;
 mod telemetry;
+mod vault;
 mod verify;

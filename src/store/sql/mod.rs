@@ -32,6 +32,7 @@ mod email;
 mod policies;
 mod site;
 mod telemetry;
+mod vault;
 pub use policies::IDEMPOTENCY_KEY_TAKEN;
 
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");

@@ -1,0 +1,393 @@
+//! SQL of the vault: secret sets, their sealed versions, grants.
+
+use async_trait::async_trait;
+use sqlx::any::AnyRow;
+use sqlx::{Any, Row, Transaction};
+
+use super::{changed_rows, SqlStore};
+use crate::store::*;
+
+const SET_COLUMNS: &str =
+    "id, workspace_id, number, name, provider, environment, current_version, data_key, \
+     key_version, created_at, updated_at, deleted_at, destroyed_at";
+const VERSION_COLUMNS: &str = "secret_set_id, version, sealed, keys, profiles, author, created_at";
+const GRANT_COLUMNS: &str =
+    "id, workspace_id, secret_set_id, agent_id, group_name, allowed_keys, allowed_actions, \
+     expires_at, created_at, created_by, revoked_at";
+
+fn set_from_row(row: &AnyRow) -> Result<SecretSetRecord, sqlx::Error> {
+    Ok(SecretSetRecord {
+        id: row.try_get("id")?,
+        workspace_id: row.try_get("workspace_id")?,
+        number: row.try_get("number")?,
+        name: row.try_get("name")?,
+        provider: row.try_get("provider")?,
+        environment: row.try_get("environment")?,
+        current_version: row.try_get("current_version")?,
+        data_key: row.try_get("data_key")?,
+        key_version: row.try_get("key_version")?,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+        deleted_at: row.try_get("deleted_at")?,
+        destroyed_at: row.try_get("destroyed_at")?,
+    })
+}
+
+fn version_from_row(row: &AnyRow) -> Result<SecretVersion, sqlx::Error> {
+    Ok(SecretVersion {
+        secret_set_id: row.try_get("secret_set_id")?,
+        version: row.try_get("version")?,
+        sealed: row.try_get("sealed")?,
+        keys: serde_json::from_str(&row.try_get::<String, _>("keys")?).unwrap_or_default(),
+        profiles: serde_json::from_str(&row.try_get::<String, _>("profiles")?)
+            .unwrap_or(serde_json::Value::Null),
+        author: row.try_get("author")?,
+        created_at: row.try_get("created_at")?,
+    })
+}
+
+fn grant_from_row(row: &AnyRow) -> Result<GrantRecord, sqlx::Error> {
+    let keys: String = row.try_get("allowed_keys")?;
+    Ok(GrantRecord {
+        id: row.try_get("id")?,
+        workspace_id: row.try_get("workspace_id")?,
+        secret_set_id: row.try_get("secret_set_id")?,
+        agent_id: row.try_get("agent_id")?,
+        group_name: row.try_get("group_name")?,
+        allowed_keys: if keys == "*" {
+            None
+        } else {
+            Some(serde_json::from_str(&keys).unwrap_or_default())
+        },
+        allowed_actions: serde_json::from_str(&row.try_get::<String, _>("allowed_actions")?)
+            .unwrap_or_default(),
+        expires_at: row.try_get("expires_at")?,
+        created_at: row.try_get("created_at")?,
+        created_by: row.try_get("created_by")?,
+        revoked_at: row.try_get("revoked_at")?,
+    })
+}
+
+async fn insert_version(
+    tx: &mut Transaction<'_, Any>,
+    v: &SecretVersion,
+) -> Result<(), StoreError> {
+    sqlx::query(&format!(
+        "INSERT INTO vault_secret_versions ({VERSION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7)"
+    ))
+    .bind(&v.secret_set_id)
+    .bind(v.version)
+    .bind(&v.sealed)
+    .bind(serde_json::to_string(&v.keys).unwrap_or_else(|_| "[]".into()))
+    .bind(v.profiles.to_string())
+    .bind(&v.author)
+    .bind(v.created_at)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Applies a vault operation inside `tx`.
+pub(super) async fn apply(
+    tx: &mut Transaction<'_, Any>,
+    op: &VaultOp,
+) -> Result<Applied, StoreError> {
+    match op {
+        VaultOp::CreateSet { set, version } => {
+            let taken = sqlx::query(
+                "SELECT 1 FROM vault_secret_sets WHERE workspace_id = $1 AND name = $2 AND destroyed_at IS NULL",
+            )
+            .bind(&set.workspace_id)
+            .bind(&set.name)
+            .fetch_optional(&mut **tx)
+            .await?;
+            if taken.is_some() {
+                return Err(StoreError::Conflict("secret_set_exists".into()));
+            }
+            // The workspace's next number. Writes of one replica are serialised by its writer;
+            // two replicas racing for a number meet the unique index, and one is refused.
+            let number: i64 = sqlx::query(
+                "SELECT COALESCE(MAX(number), 0) + 1 AS n FROM vault_secret_sets WHERE workspace_id = $1",
+            )
+            .bind(&set.workspace_id)
+            .fetch_one(&mut **tx)
+            .await?
+            .try_get("n")?;
+            sqlx::query(&format!(
+                "INSERT INTO vault_secret_sets ({SET_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, NULL, NULL)"
+            ))
+            .bind(&set.id)
+            .bind(&set.workspace_id)
+            .bind(number)
+            .bind(&set.name)
+            .bind(&set.provider)
+            .bind(&set.environment)
+            .bind(set.current_version)
+            .bind(&set.data_key)
+            .bind(set.key_version)
+            .bind(set.created_at)
+            .bind(set.updated_at)
+            .execute(&mut **tx)
+            .await
+            .map_err(unique_is_conflict)?;
+            insert_version(tx, version).await?;
+            Ok(Applied::Count(number))
+        }
+        VaultOp::AddVersion {
+            workspace_id,
+            secret_set_id,
+            expected_version,
+            version,
+            keep_from,
+        } => {
+            let rows = sqlx::query(
+                "UPDATE vault_secret_sets SET current_version = $1, updated_at = $2 \
+                 WHERE id = $3 AND workspace_id = $4 AND current_version = $5 \
+                 AND deleted_at IS NULL AND destroyed_at IS NULL",
+            )
+            .bind(version.version)
+            .bind(version.created_at)
+            .bind(secret_set_id)
+            .bind(workspace_id)
+            .bind(expected_version)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected();
+            changed_rows(rows, || StoreError::Conflict("version_conflict".into()))?;
+            insert_version(tx, version).await?;
+            sqlx::query(
+                "DELETE FROM vault_secret_versions WHERE secret_set_id = $1 AND version < $2",
+            )
+            .bind(secret_set_id)
+            .bind(keep_from)
+            .execute(&mut **tx)
+            .await?;
+            Ok(Applied::Done)
+        }
+        VaultOp::SetDeleted {
+            workspace_id,
+            secret_set_id,
+            deleted_at,
+            at,
+        } => {
+            let rows = sqlx::query(
+                "UPDATE vault_secret_sets SET deleted_at = $1, updated_at = $2 \
+                 WHERE id = $3 AND workspace_id = $4 AND destroyed_at IS NULL",
+            )
+            .bind(deleted_at)
+            .bind(at)
+            .bind(secret_set_id)
+            .bind(workspace_id)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected();
+            changed_rows(rows, || StoreError::NotFound)?;
+            Ok(Applied::Done)
+        }
+        VaultOp::Destroy {
+            workspace_id,
+            secret_set_id,
+            at,
+        } => {
+            let rows = sqlx::query(
+                "UPDATE vault_secret_sets SET destroyed_at = $1, updated_at = $1, data_key = '', \
+                 deleted_at = COALESCE(deleted_at, $1) \
+                 WHERE id = $2 AND workspace_id = $3 AND destroyed_at IS NULL",
+            )
+            .bind(at)
+            .bind(secret_set_id)
+            .bind(workspace_id)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected();
+            changed_rows(rows, || StoreError::NotFound)?;
+            sqlx::query("DELETE FROM vault_secret_versions WHERE secret_set_id = $1")
+                .bind(secret_set_id)
+                .execute(&mut **tx)
+                .await?;
+            sqlx::query(
+                "UPDATE vault_grants SET revoked_at = $1 WHERE secret_set_id = $2 AND revoked_at IS NULL",
+            )
+            .bind(at)
+            .bind(secret_set_id)
+            .execute(&mut **tx)
+            .await?;
+            Ok(Applied::Done)
+        }
+        VaultOp::Rewrap {
+            secret_set_id,
+            previous,
+            data_key,
+            key_version,
+        } => {
+            let rows = sqlx::query(
+                "UPDATE vault_secret_sets SET data_key = $1, key_version = $2 WHERE id = $3 AND data_key = $4",
+            )
+            .bind(data_key)
+            .bind(key_version)
+            .bind(secret_set_id)
+            .bind(previous)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected();
+            changed_rows(rows, || {
+                StoreError::Conflict("the data key changed meanwhile".into())
+            })?;
+            Ok(Applied::Done)
+        }
+        VaultOp::CreateGrant(g) => {
+            sqlx::query(&format!(
+                "INSERT INTO vault_grants ({GRANT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, NULL)"
+            ))
+            .bind(&g.id)
+            .bind(&g.workspace_id)
+            .bind(&g.secret_set_id)
+            .bind(&g.agent_id)
+            .bind(&g.group_name)
+            .bind(match &g.allowed_keys {
+                None => "*".to_owned(),
+                Some(keys) => serde_json::to_string(keys).unwrap_or_else(|_| "[]".into()),
+            })
+            .bind(serde_json::to_string(&g.allowed_actions).unwrap_or_else(|_| "[]".into()))
+            .bind(g.expires_at)
+            .bind(g.created_at)
+            .bind(&g.created_by)
+            .execute(&mut **tx)
+            .await?;
+            Ok(Applied::Done)
+        }
+        VaultOp::RevokeGrant {
+            workspace_id,
+            grant_id,
+            at,
+        } => {
+            let rows = sqlx::query(
+                "UPDATE vault_grants SET revoked_at = $1 WHERE id = $2 AND workspace_id = $3 AND revoked_at IS NULL",
+            )
+            .bind(at)
+            .bind(grant_id)
+            .bind(workspace_id)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected();
+            changed_rows(rows, || StoreError::NotFound)?;
+            Ok(Applied::Done)
+        }
+    }
+}
+
+/// A unique index refusing a row (two replicas numbering a set at once) is a conflict.
+fn unique_is_conflict(err: sqlx::Error) -> StoreError {
+    let unique = err
+        .as_database_error()
+        .is_some_and(|e| e.kind() == sqlx::error::ErrorKind::UniqueViolation);
+    if unique {
+        StoreError::Conflict("secret_set_exists".into())
+    } else {
+        err.into()
+    }
+}
+
+#[async_trait]
+impl VaultStore for SqlStore {
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn secret_sets(
+        &self,
+        workspace_id: &str,
+        include_deleted: bool,
+    ) -> Result<Vec<SecretSetRecord>, StoreError> {
+        let deleted = if include_deleted {
+            ""
+        } else {
+            " AND deleted_at IS NULL"
+        };
+        let rows = sqlx::query(&format!(
+            "SELECT {SET_COLUMNS} FROM vault_secret_sets WHERE workspace_id = $1 AND destroyed_at IS NULL{deleted} ORDER BY number"
+        ))
+        .bind(workspace_id)
+        .fetch_all(&self.read)
+        .await?;
+        Ok(rows.iter().map(set_from_row).collect::<Result<_, _>>()?)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn secret_set(
+        &self,
+        workspace_id: &str,
+        set: &SetRef,
+    ) -> Result<Option<SecretSetRecord>, StoreError> {
+        let by_id = format!(
+            "SELECT {SET_COLUMNS} FROM vault_secret_sets WHERE workspace_id = $1 AND id = $2"
+        );
+        let by_number = format!(
+            "SELECT {SET_COLUMNS} FROM vault_secret_sets WHERE workspace_id = $1 AND number = $2"
+        );
+        let query = match set {
+            SetRef::Id(id) => sqlx::query(&by_id).bind(workspace_id).bind(id.clone()),
+            SetRef::Number(n) => sqlx::query(&by_number).bind(workspace_id).bind(*n),
+        };
+        let row = query.fetch_optional(&self.read).await?;
+        Ok(row.as_ref().map(set_from_row).transpose()?)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn all_secret_sets(&self) -> Result<Vec<SecretSetRecord>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {SET_COLUMNS} FROM vault_secret_sets WHERE destroyed_at IS NULL ORDER BY created_at"
+        ))
+        .fetch_all(&self.read)
+        .await?;
+        Ok(rows.iter().map(set_from_row).collect::<Result<_, _>>()?)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn secret_version(
+        &self,
+        secret_set_id: &str,
+        version: i64,
+    ) -> Result<Option<SecretVersion>, StoreError> {
+        let row = sqlx::query(&format!(
+            "SELECT {VERSION_COLUMNS} FROM vault_secret_versions WHERE secret_set_id = $1 AND version = $2"
+        ))
+        .bind(secret_set_id)
+        .bind(version)
+        .fetch_optional(&self.read)
+        .await?;
+        Ok(row.as_ref().map(version_from_row).transpose()?)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn secret_versions(&self, secret_set_id: &str) -> Result<Vec<SecretVersion>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {VERSION_COLUMNS} FROM vault_secret_versions WHERE secret_set_id = $1 ORDER BY version DESC"
+        ))
+        .bind(secret_set_id)
+        .fetch_all(&self.read)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(version_from_row)
+            .collect::<Result<_, _>>()?)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn vault_grants(
+        &self,
+        workspace_id: &str,
+        secret_set_id: Option<&str>,
+    ) -> Result<Vec<GrantRecord>, StoreError> {
+        let of_set = format!(
+            "SELECT {GRANT_COLUMNS} FROM vault_grants WHERE workspace_id = $1 AND secret_set_id = $2 ORDER BY created_at DESC, id DESC"
+        );
+        let all = format!(
+            "SELECT {GRANT_COLUMNS} FROM vault_grants WHERE workspace_id = $1 ORDER BY created_at DESC, id DESC"
+        );
+        let rows = match secret_set_id {
+            Some(set) => sqlx::query(&of_set).bind(workspace_id).bind(set),
+            None => sqlx::query(&all).bind(workspace_id),
+        }
+        .fetch_all(&self.read)
+        .await?;
+        Ok(rows.iter().map(grant_from_row).collect::<Result<_, _>>()?)
+    }
+}

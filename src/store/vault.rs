@@ -1,0 +1,91 @@
+//! The vault: secret sets and their versions (sealed), and grants of them to agents.
+
+use async_trait::async_trait;
+
+use super::{GrantRecord, SecretSetRecord, SecretVersion, SetRef, StoreError, Supersedes};
+
+/// Reads of the vault.
+#[async_trait]
+pub trait VaultStore: Send + Sync {
+    /// The workspace's secret sets (not destroyed), by number; deleted ones only when asked.
+    async fn secret_sets(
+        &self,
+        workspace_id: &str,
+        include_deleted: bool,
+    ) -> Result<Vec<SecretSetRecord>, StoreError>;
+    /// A secret set of the workspace by id or number (deleted and destroyed ones too).
+    async fn secret_set(
+        &self,
+        workspace_id: &str,
+        set: &SetRef,
+    ) -> Result<Option<SecretSetRecord>, StoreError>;
+    /// Every secret set that still has a data key (start-up check, re-wrap).
+    async fn all_secret_sets(&self) -> Result<Vec<SecretSetRecord>, StoreError>;
+    async fn secret_version(
+        &self,
+        secret_set_id: &str,
+        version: i64,
+    ) -> Result<Option<SecretVersion>, StoreError>;
+    /// The versions kept, newest first.
+    async fn secret_versions(&self, secret_set_id: &str) -> Result<Vec<SecretVersion>, StoreError>;
+    /// The workspace's grants, newest first (of one set when given).
+    async fn vault_grants(
+        &self,
+        workspace_id: &str,
+        secret_set_id: Option<&str>,
+    ) -> Result<Vec<GrantRecord>, StoreError>;
+}
+
+/// Changes to the vault.
+#[derive(Debug, Clone)]
+pub enum VaultOp {
+    /// A new set and its version 1; the set's number is the workspace's next (answered as
+    /// `Applied::Count`). `Conflict` when a live set has the name.
+    CreateSet {
+        set: Box<SecretSetRecord>,
+        version: Box<SecretVersion>,
+    },
+    /// A new version, if the set is still at `expected_version` and not deleted (else
+    /// `Conflict`); versions older than `keep_from` are dropped.
+    AddVersion {
+        workspace_id: String,
+        secret_set_id: String,
+        expected_version: i64,
+        version: Box<SecretVersion>,
+        keep_from: i64,
+    },
+    /// Soft delete (`deleted_at` set) or undelete (`None`); `NotFound` for a destroyed set.
+    SetDeleted {
+        workspace_id: String,
+        secret_set_id: String,
+        deleted_at: Option<i64>,
+        at: i64,
+    },
+    /// Forgets the values for good: every version and the data key; revokes the set's grants.
+    Destroy {
+        workspace_id: String,
+        secret_set_id: String,
+        at: i64,
+    },
+    /// A data key sealed again (after a master-key rotation), if it is still `previous`.
+    Rewrap {
+        secret_set_id: String,
+        previous: String,
+        data_key: String,
+        key_version: i64,
+    },
+    CreateGrant(Box<GrantRecord>),
+    /// `NotFound` unless a live grant of the workspace.
+    RevokeGrant {
+        workspace_id: String,
+        grant_id: String,
+        at: i64,
+    },
+}
+
+impl VaultOp {
+    /// See [`super::Op::supersedes`]: the vault's state is read from the database when used.
+    pub fn supersedes(&self) -> Option<Supersedes<'_>> {
+        None
+    }
+}

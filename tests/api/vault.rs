@@ -1,0 +1,252 @@
+//! The vault's administration (CONTRACT section 11): secret sets sealed at rest with envelope
+//! encryption, their versions, lifecycle and grants; the master-key check at start and
+//! `acp vault rewrap`. On both engines.
+
+use serde_json::{json, Value};
+
+use crate::both_engines;
+use crate::helpers::*;
+
+const STRIPE_KEY: &str = "sk_live_plaintext-canary-4242";
+
+fn stripe_set() -> Value {
+    json!({
+        "name": "stripe-prod", "provider": "stripe", "environment": "production",
+        "entries": {"STRIPE_SECRET_KEY": STRIPE_KEY, "ACCOUNT": "acct_1"},
+        "profiles": {"stripe": {"hosts": ["api.stripe.com"], "methods": ["GET", "POST"], "path_prefixes": ["/v1/"],
+            "inject": {"headers": {"Authorization": "Bearer ${STRIPE_SECRET_KEY}"}}}}
+    })
+}
+
+/// Every text column of the vault's tables, as the database holds them.
+async fn stored_text(app: &TestApp) -> String {
+    use sqlx::Row;
+    sqlx::any::install_default_drivers();
+    let pool = sqlx::AnyPool::connect(&app.db_url).await.unwrap();
+    let mut all = String::new();
+    for sql in [
+        "SELECT id || ' ' || name || ' ' || data_key AS t FROM vault_secret_sets",
+        "SELECT sealed || ' ' || keys || ' ' || profiles AS t FROM vault_secret_versions",
+        "SELECT COALESCE(details, '') AS t FROM audit_events",
+    ] {
+        for row in sqlx::query(sql).fetch_all(&pool).await.unwrap() {
+            all.push_str(&row.try_get::<String, _>("t").unwrap());
+            all.push('\n');
+        }
+    }
+    pool.close().await;
+    all
+}
+
+both_engines! {
+    async fn secret_sets_are_versioned_and_sealed_at_rest(app) {
+        app.grant(&app.workspace_id, "owner@example.com", "owner").await;
+        app.grant(&app.workspace_id, "member@example.com", "member").await;
+        let owner = app.login("owner@example.com").await;
+        let member = app.login("member@example.com").await;
+
+        let (s, made) = status_json(owner.post("/v1/vault/secret-sets", &stripe_set()).await).await;
+        assert_eq!(s, 200, "{made}");
+        let set = &made["secret_set"];
+        let id = set["secret_set_id"].as_str().unwrap().to_owned();
+        assert!(id.starts_with("ss_"));
+        assert_eq!((set["number"].as_i64(), set["version"].as_i64()), (Some(1), Some(1)));
+        assert_eq!(set["keys"], json!(["ACCOUNT", "STRIPE_SECRET_KEY"]));
+        assert!(!made.to_string().contains(STRIPE_KEY), "no value in an answer");
+
+        // Readers see names, never values; the number works wherever the id does.
+        let (_, listed) = status_json(member.get("/v1/vault/secret-sets").await).await;
+        assert_eq!(listed["items"][0]["secret_set_id"], id.as_str());
+        let (_, by_number) = status_json(member.get("/v1/vault/secret-sets/1").await).await;
+        assert_eq!(by_number["secret_set"]["secret_set_id"], id.as_str());
+        assert!(!listed.to_string().contains(STRIPE_KEY));
+        assert_error(member.post("/v1/vault/secret-sets", &stripe_set()).await, 403, "insufficient_role").await;
+        assert_error(app.get("/v1/vault/secret-sets").await, 401, "session_required").await;
+        assert_error(owner.post("/v1/vault/secret-sets", &stripe_set()).await, 409, "secret_set_exists").await;
+        assert_error(owner.get("/v1/vault/secret-sets/99").await, 404, "unknown_secret_set").await;
+
+        // Bad input: key names, profiles naming missing keys, a header value with a newline.
+        let mut bad = stripe_set();
+        bad["name"] = json!("other");
+        bad["entries"]["9BAD"] = json!("x");
+        assert_error(owner.post("/v1/vault/secret-sets", &bad).await, 400, "invalid_entries").await;
+        let mut bad = stripe_set();
+        bad["name"] = json!("other");
+        bad["profiles"]["stripe"]["inject"]["headers"]["Authorization"] = json!("Bearer ${NOPE}");
+        assert_error(owner.post("/v1/vault/secret-sets", &bad).await, 400, "invalid_profiles").await;
+        let mut bad = stripe_set();
+        bad["name"] = json!("other");
+        bad["entries"]["STRIPE_SECRET_KEY"] = json!("sk\r\nX-Injected: 1");
+        assert_error(owner.post("/v1/vault/secret-sets", &bad).await, 400, "invalid_entries").await;
+
+        // Versions with check-and-set.
+        let path = format!("/v1/vault/secret-sets/{id}");
+        let (s, v2) = status_json(owner.post(&path, &json!({"set": {"WEBHOOK": "whsec_1"}, "expected_version": 1})).await).await;
+        assert_eq!(s, 200, "{v2}");
+        assert_eq!(v2["secret_set"]["version"], 2);
+        assert_eq!(v2["secret_set"]["keys"], json!(["ACCOUNT", "STRIPE_SECRET_KEY", "WEBHOOK"]));
+        assert_error(owner.post(&path, &json!({"unset": ["ACCOUNT"], "expected_version": 1})).await, 409, "version_conflict").await;
+        let (_, v3) = status_json(owner.post(&path, &json!({"unset": ["ACCOUNT"]})).await).await;
+        assert_eq!(v3["secret_set"]["keys"], json!(["STRIPE_SECRET_KEY", "WEBHOOK"]));
+        // Back to version 1's entries, as version 4.
+        let (s, v4) = status_json(owner.post(&format!("{path}/rollback"), &json!({"version": 1})).await).await;
+        assert_eq!(s, 200, "{v4}");
+        assert_eq!((v4["secret_set"]["version"].as_i64(), &v4["secret_set"]["keys"]), (Some(4), &json!(["ACCOUNT", "STRIPE_SECRET_KEY"])));
+        let (_, versions) = status_json(member.get(&format!("{path}/versions")).await).await;
+        let numbers: Vec<i64> = versions["items"].as_array().unwrap().iter().map(|v| v["version"].as_i64().unwrap()).collect();
+        assert_eq!(numbers, [4, 3, 2, 1]);
+        assert_error(owner.post(&format!("{path}/rollback"), &json!({"version": 9})).await, 404, "unknown_version").await;
+
+        // Nothing in the database, nor in the audit trail, holds a value in the clear.
+        let stored = stored_text(&app).await;
+        assert!(stored.contains(&id) && stored.contains("STRIPE_SECRET_KEY"));
+        assert!(!stored.contains(STRIPE_KEY) && !stored.contains("whsec_1"), "a value in the clear");
+        if let Some(file) = app.db_url.strip_prefix("sqlite:") {
+            let file = file.split('?').next().unwrap();
+            let mut bytes = std::fs::read(file).unwrap();
+            if let Ok(wal) = std::fs::read(format!("{file}-wal")) {
+                bytes.extend(wal);
+            }
+            let needle = STRIPE_KEY.as_bytes();
+            assert!(!bytes.windows(needle.len()).any(|w| w == needle), "the value is in the SQLite file");
+        }
+
+        // Audited with the person, key names only.
+        let events = audit_events(&app, "event_type=vault.secret_set.updated").await;
+        assert_eq!(events.len(), 2);
+        assert!(events[0]["actor"].as_str().unwrap().starts_with("user:"));
+        assert_eq!(events[0]["details"]["secret_set_id"], id.as_str());
+
+        // Delete hides it, undelete brings it back, destroy forgets the values.
+        let (_, deleted) = status_json(owner.post(&format!("{path}/delete"), &json!({})).await).await;
+        assert!(deleted["secret_set"]["deleted_at"].is_string());
+        let (_, listed) = status_json(owner.get("/v1/vault/secret-sets").await).await;
+        assert_eq!(listed["items"], json!([]));
+        let (_, listed) = status_json(owner.get("/v1/vault/secret-sets?include_deleted=true").await).await;
+        assert_eq!(listed["items"].as_array().unwrap().len(), 1);
+        assert_error(owner.post(&path, &json!({"set": {"X": "y"}})).await, 404, "unknown_secret_set").await;
+        let (_, back) = status_json(owner.post(&format!("{path}/undelete"), &json!({})).await).await;
+        assert!(back["secret_set"]["deleted_at"].is_null());
+        let (s, gone) = status_json(owner.post(&format!("{path}/destroy"), &json!({})).await).await;
+        assert_eq!(s, 200, "{gone}");
+        assert!(gone["secret_set"]["destroyed_at"].is_string());
+        assert_error(owner.get(&format!("{path}/versions")).await, 404, "unknown_secret_set").await;
+        assert_error(owner.post(&format!("{path}/undelete"), &json!({})).await, 404, "unknown_secret_set").await;
+        // The name is free again.
+        assert_eq!(owner.post("/v1/vault/secret-sets", &stripe_set()).await.status(), 200);
+        app.stop().await;
+    }
+}
+
+both_engines! {
+    async fn dotenv_imports_and_history_is_bounded(app) {
+        app.grant(&app.workspace_id, "owner@example.com", "owner").await;
+        let owner = app.login("owner@example.com").await;
+        let dotenv = "# payments\nexport DB_URL=postgres://u:p@db/x\nAPI_KEY='k 1'\nMULTI=\"a\\nb\"\n";
+        let (s, made) = status_json(owner.post("/v1/vault/secret-sets/import", &json!({
+            "name": "env", "provider": "generic", "environment": "staging", "dotenv": dotenv})).await).await;
+        assert_eq!(s, 200, "{made}");
+        assert_eq!(made["secret_set"]["keys"], json!(["API_KEY", "DB_URL", "MULTI"]));
+        assert_error(owner.post("/v1/vault/secret-sets/import", &json!({
+            "name": "bad", "provider": "generic", "environment": "staging", "dotenv": "1X=y\n"})).await, 400, "invalid_dotenv").await;
+        // Eleven more versions: the default history keeps the last ten.
+        let id = made["secret_set"]["secret_set_id"].as_str().unwrap().to_owned();
+        for n in 0..11 {
+            let res = owner.post(&format!("/v1/vault/secret-sets/{id}"), &json!({"set": {"N": n.to_string()}})).await;
+            assert_eq!(res.status(), 200);
+        }
+        let (_, versions) = status_json(owner.get(&format!("/v1/vault/secret-sets/{id}/versions")).await).await;
+        let numbers: Vec<i64> = versions["items"].as_array().unwrap().iter().map(|v| v["version"].as_i64().unwrap()).collect();
+        assert_eq!(numbers, (3..=12).rev().collect::<Vec<_>>());
+        assert_error(owner.post(&format!("/v1/vault/secret-sets/{id}/rollback"), &json!({"version": 1})).await, 404, "unknown_version").await;
+        app.stop().await;
+    }
+}
+
+both_engines! {
+    async fn grants_name_an_agent_or_a_group(app) {
+        app.grant(&app.workspace_id, "owner@example.com", "owner").await;
+        let owner = app.login("owner@example.com").await;
+        let agent = app.active_agent("payer").await;
+        let (_, made) = status_json(owner.post("/v1/vault/secret-sets", &stripe_set()).await).await;
+        let id = made["secret_set"]["secret_set_id"].as_str().unwrap().to_owned();
+
+        // By number (as the public client sends it) or by id.
+        let (s, g) = status_json(owner.post("/v1/vault/grants", &json!({
+            "secret_set_id": 1, "agent_id": agent.id, "allowed_keys": ["STRIPE_SECRET_KEY"], "allowed_actions": ["proxy_use"]})).await).await;
+        assert_eq!(s, 200, "{g}");
+        let grant = &g["grant"];
+        assert_eq!((grant["secret_set_id"].as_str(), grant["number"].as_i64()), (Some(id.as_str()), Some(1)));
+        assert_eq!(grant["allowed_actions"], json!(["proxy_use"]));
+        let (s, g2) = status_json(owner.post("/v1/vault/grants", &json!({
+            "secret_set_id": id, "group": "finance", "allowed_keys": "*", "allowed_actions": ["read", "mint_request_lease"],
+            "expires_at": "2099-01-01T00:00:00Z"})).await).await;
+        assert_eq!(s, 200, "{g2}");
+        assert_eq!(g2["grant"]["allowed_keys"], "*");
+
+        for (body, code) in [
+            (json!({"secret_set_id": 1, "allowed_keys": "*", "allowed_actions": ["read"]}), "missing_agent_id"),
+            (json!({"secret_set_id": 1, "agent_id": agent.id, "allowed_keys": "*", "allowed_actions": ["write"]}), "invalid_allowed_actions"),
+            (json!({"secret_set_id": 1, "agent_id": agent.id, "allowed_keys": [], "allowed_actions": ["read"]}), "invalid_allowed_keys"),
+            (json!({"secret_set_id": 1, "agent_id": agent.id, "allowed_keys": "*", "allowed_actions": ["read"], "expires_at": "2001-01-01T00:00:00Z"}), "invalid_expires_at"),
+        ] {
+            assert_error(owner.post("/v1/vault/grants", &body).await, 400, code).await;
+        }
+        assert_error(owner.post("/v1/vault/grants", &json!({"secret_set_id": 7, "agent_id": agent.id, "allowed_keys": "*", "allowed_actions": ["read"]})).await, 404, "unknown_secret_set").await;
+        assert_error(owner.post("/v1/vault/grants", &json!({"secret_set_id": 1, "agent_id": "agt_00000000000000000000000000000000", "allowed_keys": "*", "allowed_actions": ["read"]})).await, 404, "unknown_agent").await;
+
+        let (_, listed) = status_json(owner.get("/v1/vault/grants?secret_set_id=1").await).await;
+        assert_eq!(listed["items"].as_array().unwrap().len(), 2);
+        let grant_id = grant["grant_id"].as_str().unwrap();
+        assert_eq!(owner.post(&format!("/v1/vault/grants/{grant_id}/revoke"), &json!({})).await.status(), 200);
+        assert_error(owner.post(&format!("/v1/vault/grants/{grant_id}/revoke"), &json!({})).await, 404, "unknown_grant").await;
+        let (_, listed) = status_json(owner.get("/v1/vault/grants").await).await;
+        let revoked = listed["items"].as_array().unwrap().iter().find(|g| g["grant_id"] == grant_id).unwrap();
+        assert!(revoked["revoked_at"].is_string());
+        let events = audit_events(&app, "event_type=vault.grant.created").await;
+        assert_eq!(events.len(), 2);
+
+        // Another workspace sees none of it.
+        let (other_ws, _) = app.other_workspace().await;
+        app.grant(&other_ws, "owner@example.com", "owner").await;
+        let (_, token) = status_json(owner.post("/v1/auth/tokens", &json!({"name": "t"})).await).await;
+        let res = app.client.get(app.url("/v1/vault/secret-sets/1")).bearer_auth(token["token"].as_str().unwrap())
+            .header("X-Service-Workspace", &other_ws).send().await.unwrap();
+        assert_error(res, 404, "unknown_secret_set").await;
+        app.stop().await;
+    }
+}
+
+both_engines! {
+    async fn a_server_refuses_a_vault_its_master_key_cannot_open(app) {
+        app.grant(&app.workspace_id, "owner@example.com", "owner").await;
+        let owner = app.login("owner@example.com").await;
+        assert_eq!(owner.post("/v1/vault/secret-sets", &stripe_set()).await.status(), 200);
+        let db_url = app.db_url.clone();
+        let new_key = "bmV3LW1hc3Rlci1rZXktb2YtdGhlLWFjcC10ZXN0cyE=";
+        let start = |key: &str| {
+            let mut config = acp::config::Config::for_database(&db_url).expect("config");
+            config.addr = "127.0.0.1:0".parse().unwrap();
+            config.master_key = Some(acp::secret::Secret::new(key.to_owned()));
+            config.email_url = "outbox".into();
+            acp::app::App::build(config)
+        };
+        let refused = start(new_key).await.err().expect("refused").to_string();
+        assert!(refused.contains("vault") && refused.contains("acp vault rewrap"), "{refused}");
+
+        // Re-wrapped with the new key: the server starts, and the old key is refused.
+        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_acp"))
+            .args(["vault", "rewrap", "--output", "json"])
+            .env("ACP_DATABASE_URL", &db_url)
+            .env("ACP_MASTER_KEY", new_key)
+            .env("ACP_OLD_MASTER_KEY", TEST_MASTER_KEY)
+            .output().await.unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let done: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(done["rewrapped"], 1);
+        let started = start(new_key).await.expect("starts with the new key");
+        drop(started);
+        assert!(start(TEST_MASTER_KEY).await.is_err());
+        app.stop().await;
+    }
+}
