@@ -1,6 +1,6 @@
 //! `acp vault rewrap --from-key OLD`: after the master key is rotated, seals every vault data
-//! key again with the new master key (the configured one), so that the server starts and the
-//! secrets stay readable. The values themselves are not touched: only the per-set data keys,
+//! key and every JWT signing key again with the new master key (the configured one), so that
+//! the server starts and the secrets stay readable. The values themselves are not touched: only the per-set data keys,
 //! each in one compare-and-set write. Run it with the servers stopped or running (a set whose
 //! data key changed meanwhile is reported), then start them with the new key.
 
@@ -54,11 +54,13 @@ pub async fn run(args: &VaultArgs) -> anyhow::Result<i32> {
     store.close().await;
     let done = done.map_err(anyhow::Error::msg)?;
     if output.json() {
-        line(json!({"ok": true, "rewrapped": done.rewrapped, "already_current": done.current}))?;
+        line(
+            json!({"ok": true, "rewrapped": done.rewrapped, "already_current": done.current, "signing_keys_resealed": done.signing_keys}),
+        )?;
     } else {
         line(format!(
-            "Re-wrapped {} secret set data key(s) with the new master key ({} already used it).",
-            done.rewrapped, done.current
+            "Re-wrapped {} secret set data key(s) with the new master key ({} already used it), and re-sealed {} JWT signing key(s).",
+            done.rewrapped, done.current, done.signing_keys
         ))?;
     }
     Ok(0)

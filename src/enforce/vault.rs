@@ -999,15 +999,17 @@ pub async fn unreadable_sets(
 /// What `acp vault rewrap` did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Rewrapped {
-    /// Sealed again with the new key.
+    /// Data keys sealed again with the new key.
     pub rewrapped: usize,
-    /// Already sealed with the new key.
+    /// Data keys already sealed with the new key.
     pub current: usize,
+    /// JWT signing keys sealed again with the new key (the master key seals them too).
+    pub signing_keys: usize,
 }
 
-/// Seals every data key that `old` opens again with `new` (after a master-key rotation). A key
-/// neither opens is an error naming its set; nothing is half-done per set (each re-wrap is one
-/// compare-and-set write).
+/// Seals every data key, and every JWT signing key, that `old` opens again with `new` (after a
+/// master-key rotation). A key neither opens is an error naming it; nothing is half-done per
+/// key (each re-wrap is one compare-and-set write), and running it again finishes the rest.
 pub async fn rewrap(
     store: &dyn Store,
     old: &MasterKey,
@@ -1040,6 +1042,31 @@ pub async fn rewrap(
         .await
         .map_err(|e| e.to_string())?;
         done.rewrapped += 1;
+    }
+    // The JWT issuer's private keys are sealed with the master key as well.
+    let keys = store.signing_keys(0).await.map_err(|e| e.to_string())?;
+    for k in keys {
+        if new.open(k.private_key.expose(), &k.kid).is_ok() {
+            continue;
+        }
+        let seed = old.open(k.private_key.expose(), &k.kid).map_err(|_| {
+            format!(
+                "the signing key {} opens with neither the old nor the new master key",
+                k.kid
+            )
+        })?;
+        let sealed = new.seal(&seed, &k.kid)?;
+        crate::store::apply_one(
+            store,
+            Change::new(crate::store::CredentialOp::ResealSigningKey {
+                kid: k.kid.clone(),
+                previous: k.private_key.clone(),
+                sealed: crate::secret::Secret::new(sealed),
+            }),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        done.signing_keys += 1;
     }
     Ok(done)
 }

@@ -52,6 +52,13 @@ pub enum CredentialOp {
         rotate: bool,
         publish_until: i64,
     },
+    /// A signing key's private part sealed again (after a master-key rotation), if it is still
+    /// `previous`; `Conflict` otherwise.
+    ResealSigningKey {
+        kid: String,
+        previous: crate::secret::Secret,
+        sealed: crate::secret::Secret,
+    },
 }
 
 impl CredentialOp {
@@ -65,7 +72,8 @@ impl CredentialOp {
             CredentialOp::Create(_)
             | CredentialOp::Revoke { .. }
             | CredentialOp::Use { .. }
-            | CredentialOp::AddSigningKey { .. } => None,
+            | CredentialOp::AddSigningKey { .. }
+            | CredentialOp::ResealSigningKey { .. } => None,
         }
     }
 }

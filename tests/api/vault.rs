@@ -243,9 +243,17 @@ both_engines! {
             .output().await.unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let done: Value = serde_json::from_slice(&out.stdout).unwrap();
-        assert_eq!(done["rewrapped"], 1);
+        assert_eq!((done["rewrapped"].as_i64(), done["signing_keys_resealed"].as_i64()), (Some(1), Some(1)), "{done}");
         let started = start(new_key).await.expect("starts with the new key");
         drop(started);
+        // The JWT issuer still signs: its key opens with the new master key.
+        let store = acp::store::SqlStore::open(&db_url, &Default::default()).await.unwrap();
+        let new_master = acp::secret::MasterKey::from_base64(new_key).unwrap();
+        use acp::store::CredentialStore;
+        for k in store.signing_keys(0).await.unwrap() {
+            assert!(new_master.open(k.private_key.expose(), &k.kid).is_ok(), "{}", k.kid);
+        }
+        store.close().await;
         assert!(start(TEST_MASTER_KEY).await.is_err());
         app.stop().await;
     }

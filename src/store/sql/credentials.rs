@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
 
-use super::{affected_or_conflict, SqlStore};
+use super::{affected_or_conflict, changed_rows, SqlStore};
 use crate::store::*;
 
 fn credential_from_row(row: &AnyRow) -> Result<CredentialRecord, sqlx::Error> {
@@ -171,6 +171,25 @@ pub(super) async fn apply(
             .await?
             .rows_affected();
             Applied::Count(i64::try_from(added).unwrap_or(0))
+        }
+        CredentialOp::ResealSigningKey {
+            kid,
+            previous,
+            sealed,
+        } => {
+            let rows = sqlx::query(
+                "UPDATE signing_keys SET private_key = $1 WHERE kid = $2 AND private_key = $3",
+            )
+            .bind(sealed.expose())
+            .bind(kid)
+            .bind(previous.expose())
+            .execute(&mut **tx)
+            .await?
+            .rows_affected();
+            changed_rows(rows, || {
+                StoreError::Conflict("the signing key changed meanwhile".into())
+            })?;
+            Applied::Done
         }
     };
     Ok(applied)
