@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use crate::api;
 use crate::audit::{self, Actor};
@@ -1069,16 +1069,6 @@ pub async fn rewrap(
         done.signing_keys += 1;
     }
     Ok(done)
-}
-
-/// The entries of an object as JSON, for tests and tools that build requests.
-pub fn entries_json(entries: &[(&str, &str)]) -> Value {
-    Value::Object(
-        entries
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), Value::String((*v).to_owned())))
-            .collect::<Map<String, Value>>(),
-    )
 }
 
 #[cfg(test)]

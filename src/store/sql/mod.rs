@@ -253,13 +253,13 @@ fn string_list(text: &str) -> Vec<String> {
 }
 
 /// A value for a statement built at run time (filters that may or may not apply).
-pub(super) enum Arg {
+enum Arg {
     Text(String),
     Int(i64),
 }
 
 /// Builds `WHERE` clauses with `$N` placeholders for optional filters.
-pub(super) struct Filters {
+struct Filters {
     clauses: Vec<String>,
     args: Vec<Arg>,
 }
