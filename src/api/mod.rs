@@ -1039,7 +1039,7 @@ pub struct UpdateWorkspaceSettings {
 /// A scope of a workspace API key (see `domain::access::KEY_SCOPES`).
 #[derive(ToSchema)]
 #[schema(
-    pattern = "^(check|verify|email|credentials|telemetry|agents:read|agents:write|audit:read|kill-switch|policies:read|challenges:read)$"
+    pattern = "^(check|verify|email|credentials|telemetry|agents:read|agents:write|audit:read|kill-switch|policies:read|challenges:read|vault:lease)$"
 )]
 pub struct KeyScope(pub String);
 
@@ -1492,4 +1492,86 @@ pub struct CreateGrantRequest {
     /// RFC 3339; absent for a grant that does not expire.
     #[serde(default)]
     pub expires_at: Option<String>,
+}
+
+/// Issues a workflow lease: the agent may then mint short request leases for `actions` on
+/// the set with its signed requests.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct WorkflowLeaseRequest {
+    pub agent_id: String,
+    /// `ss_...` or the set's number.
+    #[schema(value_type = Object)]
+    pub secret_set_id: Value,
+    /// Why (1 to 200 printable characters; audited).
+    #[schema(max_length = 200)]
+    pub purpose: String,
+    /// Some of `read`, `proxy_use` (`proxy` is read as `proxy_use`).
+    pub actions: Vec<String>,
+    /// 1 to 86,400, default 3,600.
+    #[serde(default, deserialize_with = "int::optional")]
+    #[schema(minimum = 1, maximum = 86400)]
+    pub ttl_seconds: Option<i64>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct WorkflowLeaseResponse {
+    pub ok: bool,
+    /// `ls_...`
+    pub lease_id: String,
+    /// Shown this once; stored as a hash.
+    pub workflow_lease_token: String,
+    pub expires_at: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct LeaseInfo {
+    pub lease_id: String,
+    /// `workflow` or `request`.
+    pub kind: String,
+    pub workflow_lease_id: Option<String>,
+    pub agent_id: String,
+    pub secret_set_id: String,
+    pub purpose: String,
+    pub actions: Vec<String>,
+    pub keys: Option<Vec<String>>,
+    pub uses_left: Option<i64>,
+    pub expires_at: String,
+    /// When it stopped counting: revoked by id, agent, set or the kill switch.
+    pub revoked_at: Option<String>,
+    pub created_at: String,
+    pub created_by: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct LeaseList {
+    pub ok: bool,
+    /// Newest first, at most 200.
+    pub items: Vec<LeaseInfo>,
+}
+
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct LeaseListParams {
+    pub agent_id: Option<String>,
+    /// `ss_...` or the set's number.
+    pub secret_set_id: Option<String>,
+    /// `workflow` or `request`.
+    #[param(pattern = "^(|workflow|request)$")]
+    pub kind: Option<String>,
+}
+
+/// Revokes every live lease of an agent, of a set, or of both.
+#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
+pub struct RevokeLeasesRequest {
+    #[serde(default)]
+    pub agent_id: Option<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub secret_set_id: Option<Value>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct RevokedCount {
+    pub ok: bool,
+    pub revoked: i64,
 }

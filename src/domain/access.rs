@@ -53,6 +53,10 @@ pub enum Need {
     VaultRead,
     /// The vault's secret sets and grants: change.
     VaultChange,
+    /// Vault leases: list.
+    VaultLeasesRead,
+    /// Vault workflow leases: issue and revoke.
+    VaultLeases,
 }
 
 /// The scopes an API key may be narrowed to.
@@ -68,6 +72,7 @@ pub const KEY_SCOPES: &[&str] = &[
     "kill-switch",
     "policies:read",
     "challenges:read",
+    "vault:lease",
 ];
 
 /// The scopes a personal access token may be narrowed to.
@@ -85,6 +90,7 @@ impl Need {
                 | Self::ChallengesRead
                 | Self::WorkspaceRead
                 | Self::VaultRead
+                | Self::VaultLeasesRead
         )
     }
 
@@ -103,6 +109,7 @@ impl Need {
             Self::KillSwitchRead | Self::KillSwitch => "kill-switch",
             Self::PoliciesRead => "policies:read",
             Self::ChallengesRead => "challenges:read",
+            Self::VaultLeasesRead | Self::VaultLeases => "vault:lease",
             Self::PolicySync
             | Self::ChallengesDecide
             | Self::WorkspaceRead

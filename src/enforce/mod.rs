@@ -6,6 +6,7 @@ pub mod credentials;
 pub mod email;
 pub mod error;
 pub mod jwt;
+pub mod leases;
 pub mod vault;
 
 pub use error::{EnforceError, EnforceResult};

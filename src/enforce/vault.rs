@@ -91,6 +91,24 @@ async fn find_set(
     found.ok_or_else(unknown_set)
 }
 
+/// A live set (not deleted, not destroyed) of the workspace.
+pub async fn live_set(
+    ctx: &Context,
+    workspace_id: &str,
+    set: &SetRef,
+) -> EnforceResult<SecretSetRecord> {
+    find_set(ctx, workspace_id, set, false).await
+}
+
+/// A set of the workspace that is not destroyed (deleted ones too).
+pub async fn any_set(
+    ctx: &Context,
+    workspace_id: &str,
+    set: &SetRef,
+) -> EnforceResult<SecretSetRecord> {
+    find_set(ctx, workspace_id, set, true).await
+}
+
 fn label(field: &'static str, value: &str, max: usize) -> EnforceResult<String> {
     let value = value.trim();
     if value.is_empty() {

@@ -209,6 +209,10 @@ fn routes() -> OpenApiRouter<SharedContext> {
         .routes(routes!(vault::destroy)) // POST /v1/vault/secret-sets/{secret_set_id}/destroy
         .routes(routes!(vault::list_grants, vault::create_grant)) // GET, POST /v1/vault/grants
         .routes(routes!(vault::revoke_grant)) // POST /v1/vault/grants/{grant_id}/revoke
+        .routes(routes!(vault::issue_workflow_lease)) // POST /v1/vault/leases/workflow
+        .routes(routes!(vault::list_leases)) // GET /v1/vault/leases
+        .routes(routes!(vault::revoke_leases)) // POST /v1/vault/leases/revoke
+        .routes(routes!(vault::revoke_lease)) // POST /v1/vault/leases/{lease_id}/revoke
         // Telemetry
         .routes(routes!(heartbeats::heartbeat)) // POST /v1/telemetry/heartbeat
         .routes(routes!(heartbeats::ingest)) // POST /v1/telemetry/heartbeat/ingest

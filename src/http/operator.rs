@@ -57,6 +57,8 @@ pub mod needs {
         WorkspaceChange,
         VaultRead,
         VaultChange,
+        VaultLeasesRead,
+        VaultLeases,
     );
 }
 

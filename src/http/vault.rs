@@ -6,10 +6,13 @@ use axum::Json;
 
 use crate::api::{
     CreateGrantRequest, CreateSecretSetRequest, ErrorBody, GrantList, GrantListParams,
-    GrantResponse, ImportSecretSetRequest, OkResponse, SecretRollbackRequest, SecretSetList,
-    SecretSetListParams, SecretSetResponse, SecretVersionList, UpdateSecretSetRequest,
+    GrantResponse, ImportSecretSetRequest, LeaseList, LeaseListParams, OkResponse,
+    RevokeLeasesRequest, RevokedCount, SecretRollbackRequest, SecretSetList, SecretSetListParams,
+    SecretSetResponse, SecretVersionList, UpdateSecretSetRequest, WorkflowLeaseRequest,
+    WorkflowLeaseResponse,
 };
 use crate::context::SharedContext;
+use crate::enforce::leases;
 use crate::enforce::vault::{self, Lifecycle};
 use crate::error::ApiResult;
 
@@ -237,4 +240,67 @@ pub async fn revoke_grant(
 ) -> ApiResult<Json<OkResponse>> {
     vault::revoke_grant(&ctx, &op.workspace_id, &op.actor(), &grant_id).await?;
     Ok(Json(OkResponse { ok: true }))
+}
+
+/// Issues a workflow lease for an agent (person or token by role, or an API key with the
+/// `vault:lease` scope). The token is shown once.
+#[utoipa::path(post, path = "/v1/vault/leases/workflow", tag = "vault", request_body = WorkflowLeaseRequest,
+    security(("api_key" = []), ("session" = []), ("access_token" = [])),
+    responses((status = 200, body = WorkflowLeaseResponse),
+        (status = 400, description = "`missing_purpose`, `invalid_actions`, `invalid_ttl_seconds`, ...", body = ErrorBody),
+        (status = 403, description = "`minting_paused`, `agent_not_active`", body = ErrorBody),
+        (status = 404, description = "`unknown_secret_set`, `unknown_agent`", body = ErrorBody)))]
+#[tracing::instrument(level = "debug", skip_all)]
+pub async fn issue_workflow_lease(
+    State(ctx): State<SharedContext>,
+    op: Authorized<needs::VaultLeases>,
+    AppJson(req): AppJson<WorkflowLeaseRequest>,
+) -> ApiResult<Json<WorkflowLeaseResponse>> {
+    Ok(Json(
+        leases::issue_workflow(&ctx, &op.workspace_id, &op.actor(), req).await?,
+    ))
+}
+
+/// The workspace's leases, newest first (at most 200); never their tokens.
+#[utoipa::path(get, path = "/v1/vault/leases", tag = "vault", params(LeaseListParams),
+    security(("api_key" = []), ("session" = []), ("access_token" = [])),
+    responses((status = 200, body = LeaseList), (status = 400, body = ErrorBody),
+        (status = 404, description = "`unknown_secret_set`", body = ErrorBody)))]
+#[tracing::instrument(level = "debug", skip_all)]
+pub async fn list_leases(
+    State(ctx): State<SharedContext>,
+    op: Authorized<needs::VaultLeasesRead>,
+    AppQuery(params): AppQuery<LeaseListParams>,
+) -> ApiResult<Json<LeaseList>> {
+    let items = leases::list(&ctx, &op.workspace_id, params).await?;
+    Ok(Json(LeaseList { ok: true, items }))
+}
+
+/// Revokes a lease, and the request leases minted from a workflow lease.
+#[utoipa::path(post, path = "/v1/vault/leases/{lease_id}/revoke", tag = "vault", params(("lease_id" = String, Path)),
+    security(("api_key" = []), ("session" = []), ("access_token" = [])),
+    responses((status = 200, body = RevokedCount), (status = 404, description = "`unknown_lease`", body = ErrorBody)))]
+#[tracing::instrument(level = "debug", skip_all)]
+pub async fn revoke_lease(
+    State(ctx): State<SharedContext>,
+    op: Authorized<needs::VaultLeases>,
+    AppPath(lease_id): AppPath<String>,
+) -> ApiResult<Json<RevokedCount>> {
+    let revoked = leases::revoke(&ctx, &op.workspace_id, &op.actor(), &lease_id).await?;
+    Ok(Json(RevokedCount { ok: true, revoked }))
+}
+
+/// Revokes every live lease of an agent, of a secret set, or of both.
+#[utoipa::path(post, path = "/v1/vault/leases/revoke", tag = "vault", request_body = RevokeLeasesRequest,
+    security(("api_key" = []), ("session" = []), ("access_token" = [])),
+    responses((status = 200, body = RevokedCount), (status = 400, description = "`missing_agent_id`: neither given", body = ErrorBody),
+        (status = 404, description = "`unknown_secret_set`", body = ErrorBody)))]
+#[tracing::instrument(level = "debug", skip_all)]
+pub async fn revoke_leases(
+    State(ctx): State<SharedContext>,
+    op: Authorized<needs::VaultLeases>,
+    AppJson(req): AppJson<RevokeLeasesRequest>,
+) -> ApiResult<Json<RevokedCount>> {
+    let revoked = leases::revoke_matching(&ctx, &op.workspace_id, &op.actor(), req).await?;
+    Ok(Json(RevokedCount { ok: true, revoked }))
 }

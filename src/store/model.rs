@@ -518,3 +518,36 @@ pub struct GrantRecord {
     pub created_by: String,
     pub revoked_at: Option<i64>,
 }
+
+/// A vault lease: a workflow lease (issued for an agent by a person, token or API key) or a
+/// request lease (minted by the agent from a workflow lease, short and counted).
+#[derive(Debug, Clone)]
+pub struct LeaseRecord {
+    pub id: String,
+    pub workspace_id: String,
+    /// `workflow` or `request`.
+    pub kind: String,
+    /// For a request lease: the workflow lease it was minted from.
+    pub workflow_id: Option<String>,
+    pub agent_id: String,
+    pub secret_set_id: String,
+    pub purpose: String,
+    pub actions: Vec<String>,
+    /// `None` is every key the grant allows.
+    pub keys: Option<Vec<String>>,
+    pub token_hash: String,
+    /// Uses left (request leases); `None` for workflow leases.
+    pub uses_left: Option<i64>,
+    pub expires_at: i64,
+    pub revoked_at: Option<i64>,
+    pub created_at: i64,
+    pub created_by: String,
+}
+
+/// Which leases to list or revoke.
+#[derive(Debug, Clone, Default)]
+pub struct LeaseFilter {
+    pub agent_id: Option<String>,
+    pub secret_set_id: Option<String>,
+    pub kind: Option<String>,
+}

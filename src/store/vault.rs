@@ -2,7 +2,10 @@
 
 use async_trait::async_trait;
 
-use super::{GrantRecord, SecretSetRecord, SecretVersion, SetRef, StoreError, Supersedes};
+use super::{
+    GrantRecord, LeaseFilter, LeaseRecord, SecretSetRecord, SecretVersion, SetRef, StoreError,
+    Supersedes,
+};
 
 /// Reads of the vault.
 #[async_trait]
@@ -34,6 +37,13 @@ pub trait VaultStore: Send + Sync {
         workspace_id: &str,
         secret_set_id: Option<&str>,
     ) -> Result<Vec<GrantRecord>, StoreError>;
+    /// The workspace's leases, newest first, at most `limit`.
+    async fn vault_leases(
+        &self,
+        workspace_id: &str,
+        filter: &LeaseFilter,
+        limit: i64,
+    ) -> Result<Vec<LeaseRecord>, StoreError>;
 }
 
 /// Changes to the vault.
@@ -75,6 +85,16 @@ pub enum VaultOp {
         key_version: i64,
     },
     CreateGrant(Box<GrantRecord>),
+    /// A new lease, unless the workspace's minting is paused (`Conflict("minting_paused")`).
+    CreateLease(Box<LeaseRecord>),
+    /// Revokes the workspace's live leases that match (a lease's id, with the request leases
+    /// minted from it; or by agent and set). Answers `Count`; `NotFound` for an unknown id.
+    RevokeLeases {
+        workspace_id: String,
+        lease_id: Option<String>,
+        filter: LeaseFilter,
+        at: i64,
+    },
     /// `NotFound` unless a live grant of the workspace.
     RevokeGrant {
         workspace_id: String,

@@ -25,6 +25,8 @@ enum Need {
     WorkspaceChange,
     VaultRead,
     VaultChange,
+    VaultLeasesRead,
+    VaultLeases,
 }
 
 impl Need {
@@ -38,6 +40,7 @@ impl Need {
                 | Need::ChallengesRead
                 | Need::WorkspaceRead
                 | Need::VaultRead
+                | Need::VaultLeasesRead
         )
     }
 
@@ -225,6 +228,13 @@ fn endpoints(agent_id: &str) -> Vec<Endpoint> {
             Need::VaultRead,
         ),
         e(get.clone(), "/v1/vault/grants", None, Need::VaultRead),
+        e(get.clone(), "/v1/vault/leases", None, Need::VaultLeasesRead),
+        e(
+            post.clone(),
+            "/v1/vault/leases/ls_00000000000000000000000000000000/revoke",
+            None,
+            Need::VaultLeases,
+        ),
         e(
             post.clone(),
             "/v1/vault/secret-sets",

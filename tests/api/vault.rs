@@ -258,3 +258,89 @@ both_engines! {
         app.stop().await;
     }
 }
+
+both_engines! {
+    async fn workflow_leases_are_issued_listed_and_revoked(app) {
+        app.grant(&app.workspace_id, "owner@example.com", "owner").await;
+        app.grant(&app.workspace_id, "member@example.com", "member").await;
+        let owner = app.login("owner@example.com").await;
+        let member = app.login("member@example.com").await;
+        let agent = app.active_agent("lessee").await;
+        assert_eq!(owner.post("/v1/vault/secret-sets", &stripe_set()).await.status(), 200);
+        let lease = |secret_set_id: Value| json!({"agent_id": agent.id, "secret_set_id": secret_set_id,
+            "purpose": "nightly payouts", "actions": ["proxy", "read"], "ttl_seconds": 600});
+
+        // A person by role, or an API key (unscoped, or scoped `vault:lease`).
+        let (s, issued) = status_json(owner.post("/v1/vault/leases/workflow", &lease(json!(1))).await).await;
+        assert_eq!(s, 200, "{issued}");
+        let token = issued["workflow_lease_token"].as_str().unwrap().to_owned();
+        assert!(token.starts_with("vwl_") && issued["lease_id"].as_str().unwrap().starts_with("ls_"));
+        let (s, by_key) = status_json(app.post("/v1/vault/leases/workflow", &lease(json!(1))).await).await;
+        assert_eq!(s, 200, "{by_key}");
+        assert_error(member.post("/v1/vault/leases/workflow", &lease(json!(1))).await, 403, "insufficient_role").await;
+        let (_, gateway) = status_json(owner.post("/v1/workspace/api-keys", &json!({"name": "gw", "scopes": ["check"]})).await).await;
+        let res = app.post_as(gateway["key"].as_str().unwrap(), "/v1/vault/leases/workflow", &lease(json!(1))).await;
+        let body = assert_error(res, 403, "insufficient_scope").await;
+        assert_eq!(body["required_scope"], "vault:lease");
+
+        // Listed without tokens, actions normalised; members read.
+        let (s, listed) = status_json(member.get("/v1/vault/leases?kind=workflow").await).await;
+        assert_eq!(s, 200, "{listed}");
+        assert_eq!(listed["items"].as_array().unwrap().len(), 2);
+        assert_eq!(listed["items"][1]["actions"], json!(["proxy_use", "read"]));
+        assert_eq!(listed["items"][1]["purpose"], "nightly payouts");
+        assert!(!listed.to_string().contains(&token));
+
+        // Refusals.
+        let mut bad = lease(json!(1));
+        bad["actions"] = json!(["write"]);
+        assert_error(owner.post("/v1/vault/leases/workflow", &bad).await, 400, "invalid_actions").await;
+        bad = lease(json!(1));
+        bad["ttl_seconds"] = json!(0);
+        assert_error(owner.post("/v1/vault/leases/workflow", &bad).await, 400, "invalid_ttl_seconds").await;
+        bad = lease(json!(1));
+        bad["purpose"] = json!(" ");
+        assert_error(owner.post("/v1/vault/leases/workflow", &bad).await, 400, "missing_purpose").await;
+        bad = lease(json!(1));
+        bad["agent_id"] = json!("agt_00000000000000000000000000000000");
+        assert_error(owner.post("/v1/vault/leases/workflow", &bad).await, 404, "unknown_agent").await;
+        assert_error(owner.post("/v1/vault/leases/workflow", &lease(json!(5))).await, 404, "unknown_secret_set").await;
+        assert_eq!(app.post(&format!("/v1/agents/{}/suspend", agent.id), &json!({})).await.status(), 200);
+        assert_error(owner.post("/v1/vault/leases/workflow", &lease(json!(1))).await, 403, "agent_not_active").await;
+        assert_eq!(app.post(&format!("/v1/agents/{}/resume", agent.id), &json!({})).await.status(), 200);
+
+        // The kill switch: paused minting issues nothing; revoke-all revokes what was issued.
+        assert_eq!(app.post("/v1/identity/kill-switch/minting", &json!({"paused": true})).await.status(), 200);
+        assert_error(owner.post("/v1/vault/leases/workflow", &lease(json!(1))).await, 403, "minting_paused").await;
+        assert_eq!(app.post("/v1/identity/kill-switch/minting", &json!({"paused": false})).await.status(), 200);
+        assert_eq!(app.post("/v1/identity/kill-switch/revoke-all", &json!({"reason": "drill"})).await.status(), 200);
+        let (_, listed) = status_json(owner.get("/v1/vault/leases").await).await;
+        assert!(listed["items"].as_array().unwrap().iter().all(|l| l["revoked_at"].is_string()), "{listed}");
+
+        // Revoked by id (once), by agent, and with its set.
+        let (_, fresh) = status_json(owner.post("/v1/vault/leases/workflow", &lease(json!(1))).await).await;
+        let id = fresh["lease_id"].as_str().unwrap().to_owned();
+        let (_, listed) = status_json(owner.get(&format!("/v1/vault/leases?agent_id={}", agent.id)).await).await;
+        assert!(listed["items"][0]["revoked_at"].is_null(), "a lease after the cutoff counts");
+        let (s, done) = status_json(owner.post(&format!("/v1/vault/leases/{id}/revoke"), &json!({})).await).await;
+        assert_eq!((s.as_u16(), done["revoked"].as_i64()), (200, Some(1)), "{done}");
+        assert_error(owner.post(&format!("/v1/vault/leases/{id}/revoke"), &json!({})).await, 404, "unknown_lease").await;
+        assert_eq!(owner.post("/v1/vault/leases/workflow", &lease(json!(1))).await.status(), 200);
+        assert_eq!(owner.post("/v1/vault/leases/workflow", &lease(json!(1))).await.status(), 200);
+        let (_, done) = status_json(app.post("/v1/vault/leases/revoke", &json!({"agent_id": agent.id})).await).await;
+        assert_eq!(done["revoked"], 2);
+        assert_error(app.post("/v1/vault/leases/revoke", &json!({})).await, 400, "missing_agent_id").await;
+        assert_eq!(owner.post("/v1/vault/leases/workflow", &lease(json!(1))).await.status(), 200);
+        assert_eq!(owner.post("/v1/vault/secret-sets/1/destroy", &json!({})).await.status(), 200);
+        let (_, listed) = status_json(owner.get("/v1/vault/leases").await).await;
+        assert!(listed["items"].as_array().unwrap().iter().all(|l| l["revoked_at"].is_string()), "destroy revokes: {listed}");
+
+        // Audited without the token; the database keeps only its hash.
+        let events = audit_events(&app, "event_type=vault.lease.minted").await;
+        assert_eq!(events.len(), 6);
+        assert_eq!(events[0]["agent_id"], agent.id.as_str());
+        let stored = stored_text(&app).await;
+        assert!(!stored.contains(&token));
+        app.stop().await;
+    }
+}

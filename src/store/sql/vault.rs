@@ -11,6 +11,12 @@ const SET_COLUMNS: &str =
     "id, workspace_id, number, name, provider, environment, current_version, data_key, \
      key_version, created_at, updated_at, deleted_at, destroyed_at";
 const VERSION_COLUMNS: &str = "secret_set_id, version, sealed, keys, profiles, author, created_at";
+const LEASE_COLUMNS: &str =
+    "id, workspace_id, kind, workflow_id, agent_id, secret_set_id, purpose, actions, keys, \
+     token_hash, uses_left, expires_at, revoked_at, created_at, created_by";
+/// A lease the workspace's last revoke-all did not revoke (issued at or after its cutoff).
+const AFTER_CUTOFF: &str = "created_at >= COALESCE((SELECT k.all_revoked_at FROM kill_switches k \
+     WHERE k.workspace_id = vault_leases.workspace_id), 0)";
 const GRANT_COLUMNS: &str =
     "id, workspace_id, secret_set_id, agent_id, group_name, allowed_keys, allowed_actions, \
      expires_at, created_at, created_by, revoked_at";
@@ -65,6 +71,27 @@ fn grant_from_row(row: &AnyRow) -> Result<GrantRecord, sqlx::Error> {
         created_at: row.try_get("created_at")?,
         created_by: row.try_get("created_by")?,
         revoked_at: row.try_get("revoked_at")?,
+    })
+}
+
+fn lease_from_row(row: &AnyRow) -> Result<LeaseRecord, sqlx::Error> {
+    let keys: Option<String> = row.try_get("keys")?;
+    Ok(LeaseRecord {
+        id: row.try_get("id")?,
+        workspace_id: row.try_get("workspace_id")?,
+        kind: row.try_get("kind")?,
+        workflow_id: row.try_get("workflow_id")?,
+        agent_id: row.try_get("agent_id")?,
+        secret_set_id: row.try_get("secret_set_id")?,
+        purpose: row.try_get("purpose")?,
+        actions: serde_json::from_str(&row.try_get::<String, _>("actions")?).unwrap_or_default(),
+        keys: keys.map(|k| serde_json::from_str(&k).unwrap_or_default()),
+        token_hash: row.try_get("token_hash")?,
+        uses_left: row.try_get("uses_left")?,
+        expires_at: row.try_get("expires_at")?,
+        revoked_at: row.try_get("revoked_at")?,
+        created_at: row.try_get("created_at")?,
+        created_by: row.try_get("created_by")?,
     })
 }
 
@@ -205,13 +232,15 @@ pub(super) async fn apply(
                 .bind(secret_set_id)
                 .execute(&mut **tx)
                 .await?;
-            sqlx::query(
-                "UPDATE vault_grants SET revoked_at = $1 WHERE secret_set_id = $2 AND revoked_at IS NULL",
-            )
-            .bind(at)
-            .bind(secret_set_id)
-            .execute(&mut **tx)
-            .await?;
+            for table in ["vault_grants", "vault_leases"] {
+                sqlx::query(&format!(
+                    "UPDATE {table} SET revoked_at = $1 WHERE secret_set_id = $2 AND revoked_at IS NULL"
+                ))
+                .bind(at)
+                .bind(secret_set_id)
+                .execute(&mut **tx)
+                .await?;
+            }
             Ok(Applied::Done)
         }
         VaultOp::Rewrap {
@@ -255,6 +284,68 @@ pub(super) async fn apply(
             .execute(&mut **tx)
             .await?;
             Ok(Applied::Done)
+        }
+        VaultOp::CreateLease(l) => {
+            // Minting and the pause commit in some order: a lease is never written after the
+            // pause it should have seen.
+            let rows = sqlx::query(&format!(
+                "INSERT INTO vault_leases ({LEASE_COLUMNS}) SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, NULL, $13, $14 \
+                 WHERE NOT EXISTS (SELECT 1 FROM kill_switches WHERE workspace_id = $2 AND minting_paused = 1)"
+            ))
+            .bind(&l.id)
+            .bind(&l.workspace_id)
+            .bind(&l.kind)
+            .bind(&l.workflow_id)
+            .bind(&l.agent_id)
+            .bind(&l.secret_set_id)
+            .bind(&l.purpose)
+            .bind(serde_json::to_string(&l.actions).unwrap_or_else(|_| "[]".into()))
+            .bind(l.keys.as_ref().map(|k| serde_json::to_string(k).unwrap_or_else(|_| "[]".into())))
+            .bind(&l.token_hash)
+            .bind(l.uses_left)
+            .bind(l.expires_at)
+            .bind(l.created_at)
+            .bind(&l.created_by)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected();
+            changed_rows(rows, || StoreError::Conflict("minting_paused".into()))?;
+            Ok(Applied::Done)
+        }
+        VaultOp::RevokeLeases {
+            workspace_id,
+            lease_id,
+            filter,
+            at,
+        } => {
+            let rows = match lease_id {
+                Some(id) => {
+                    let rows = sqlx::query(
+                        &format!("UPDATE vault_leases SET revoked_at = $1 WHERE workspace_id = $2 AND revoked_at IS NULL \
+                         AND {AFTER_CUTOFF} AND (id = $3 OR workflow_id = $3)"),
+                    )
+                    .bind(at)
+                    .bind(workspace_id)
+                    .bind(id)
+                    .execute(&mut **tx)
+                    .await?
+                    .rows_affected();
+                    changed_rows(rows, || StoreError::NotFound)?;
+                    rows
+                }
+                None => sqlx::query(&format!(
+                    "UPDATE vault_leases SET revoked_at = $1 WHERE workspace_id = $2 AND revoked_at IS NULL \
+                     AND {AFTER_CUTOFF} AND ($3 = '' OR agent_id = $3) AND ($4 = '' OR secret_set_id = $4)"
+                ))
+                .bind(at)
+                .bind(workspace_id)
+                .bind(filter.agent_id.clone().unwrap_or_default())
+                .bind(filter.secret_set_id.clone().unwrap_or_default())
+                .execute(&mut **tx)
+                .await?
+                .rows_affected(),
+            };
+            Ok(Applied::Count(i64::try_from(rows).unwrap_or(i64::MAX)))
         }
         VaultOp::RevokeGrant {
             workspace_id,
@@ -389,5 +480,26 @@ impl VaultStore for SqlStore {
         .fetch_all(&self.read)
         .await?;
         Ok(rows.iter().map(grant_from_row).collect::<Result<_, _>>()?)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn vault_leases(
+        &self,
+        workspace_id: &str,
+        filter: &LeaseFilter,
+        limit: i64,
+    ) -> Result<Vec<LeaseRecord>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {LEASE_COLUMNS} FROM vault_leases WHERE workspace_id = $1 AND ($2 = '' OR agent_id = $2) \
+             AND ($3 = '' OR secret_set_id = $3) AND ($4 = '' OR kind = $4) ORDER BY created_at DESC, id DESC LIMIT $5"
+        ))
+        .bind(workspace_id)
+        .bind(filter.agent_id.clone().unwrap_or_default())
+        .bind(filter.secret_set_id.clone().unwrap_or_default())
+        .bind(filter.kind.clone().unwrap_or_default())
+        .bind(limit)
+        .fetch_all(&self.read)
+        .await?;
+        Ok(rows.iter().map(lease_from_row).collect::<Result<_, _>>()?)
     }
 }
