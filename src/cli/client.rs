@@ -281,6 +281,39 @@ pub fn table(headers: &[&str], rows: &[Vec<String>]) -> anyhow::Result<()> {
     super::output::print(&out)
 }
 
+/// A list answer as the command's output: the JSON itself, or a table of `columns` (header,
+/// key) over its `items`.
+pub fn show_list(json: bool, listed: &Value, columns: &[(&str, &str)]) -> anyhow::Result<()> {
+    if json {
+        return print_json(listed);
+    }
+    let headers: Vec<&str> = columns.iter().map(|(h, _)| *h).collect();
+    let rows: Vec<Vec<String>> = listed["items"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .map(|item| columns.iter().map(|(_, k)| cell(&item[*k])).collect())
+        .collect();
+    table(&headers, &rows)
+}
+
+/// Workspaces (`workspace_id`, `name`, `role`) as a table, `*` marking the `active` one.
+pub fn workspace_table(workspaces: &Value, active: Option<&str>) -> anyhow::Result<()> {
+    let rows: Vec<Vec<String>> = workspaces
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .map(|w| {
+            let id = cell(&w["workspace_id"]);
+            let mark = if active == Some(id.as_str()) { "*" } else { "" };
+            vec![mark.to_owned(), id, cell(&w["name"]), cell(&w["role"])]
+        })
+        .collect();
+    table(&["", "WORKSPACE", "NAME", "ROLE"], &rows)
+}
+
 /// A JSON value as a table cell: strings as they are, null as `-`, lists joined.
 pub fn cell(v: &Value) -> String {
     match v {

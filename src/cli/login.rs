@@ -11,10 +11,11 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Subcommand;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use super::client::{
-    answer, cell, finish, normalize, print_json, table, Client, ClientArgs, Failure,
+    answer, cell, finish, normalize, print_json, show_list, workspace_table, Client, ClientArgs,
+    Failure,
 };
 use super::credentials::{Credentials, Login};
 use super::output::{eline, line};
@@ -329,22 +330,7 @@ pub async fn whoami(args: &WhoamiArgs) -> anyhow::Result<i32> {
             .workspace
             .clone()
             .or_else(|| me["active_workspace_id"].as_str().map(str::to_owned));
-        let rows: Vec<Vec<String>> = me["workspaces"]
-            .as_array()
-            .map(Vec::as_slice)
-            .unwrap_or_default()
-            .iter()
-            .map(|w| {
-                let id = cell(&w["workspace_id"]);
-                let mark = if active.as_deref() == Some(id.as_str()) {
-                    "*"
-                } else {
-                    ""
-                };
-                vec![mark.to_owned(), id, cell(&w["name"]), cell(&w["role"])]
-            })
-            .collect();
-        table(&["", "WORKSPACE", "NAME", "ROLE"], &rows)?;
+        workspace_table(&me["workspaces"], active.as_deref())?;
         Ok(0)
     }
     .await;
@@ -381,24 +367,18 @@ pub async fn token(args: &TokenArgs) -> anyhow::Result<i32> {
             }
             TokenCommand::List => {
                 let listed = client.get("/v1/auth/tokens").await?;
-                if args.client.json() {
-                    print_json(&listed)?;
-                } else {
-                    table(
-                        &["TOKEN", "NAME", "SCOPES", "EXPIRES", "LAST USED", "REVOKED"],
-                        &rows(
-                            &listed,
-                            &[
-                                "token_id",
-                                "name",
-                                "scopes",
-                                "expires_at",
-                                "last_used_at",
-                                "revoked_at",
-                            ],
-                        ),
-                    )?;
-                }
+                show_list(
+                    args.client.json(),
+                    &listed,
+                    &[
+                        ("TOKEN", "token_id"),
+                        ("NAME", "name"),
+                        ("SCOPES", "scopes"),
+                        ("EXPIRES", "expires_at"),
+                        ("LAST USED", "last_used_at"),
+                        ("REVOKED", "revoked_at"),
+                    ],
+                )?;
             }
             TokenCommand::Revoke { token_id } => {
                 args.client.confirm(&format!("revoke token {token_id}"))?;
@@ -416,17 +396,6 @@ pub async fn token(args: &TokenArgs) -> anyhow::Result<i32> {
     }
     .await;
     finish(result, args.client.json())
-}
-
-/// The table rows of a list answer's `items`, one column per key.
-pub fn rows(listed: &Value, keys: &[&str]) -> Vec<Vec<String>> {
-    listed["items"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-        .iter()
-        .map(|item| keys.iter().map(|k| cell(&item[*k])).collect())
-        .collect()
 }
 
 #[cfg(test)]

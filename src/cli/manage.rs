@@ -5,9 +5,10 @@
 use clap::Subcommand;
 use serde_json::json;
 
-use super::client::{cell, finish, normalize, print_json, table, ClientArgs, Failure};
+use super::client::{
+    cell, finish, normalize, print_json, show_list, workspace_table, ClientArgs, Failure,
+};
 use super::credentials::Credentials;
-use super::login::rows;
 use super::output::{eline, line};
 
 #[derive(Debug, clap::Args)]
@@ -44,33 +45,19 @@ pub async fn api_keys(args: &ApiKeysArgs) -> anyhow::Result<i32> {
         match &args.command {
             ApiKeysCommand::List => {
                 let listed = client.get("/v1/workspace/api-keys").await?;
-                if args.client.json() {
-                    print_json(&listed)?;
-                } else {
-                    table(
-                        &[
-                            "KEY",
-                            "NAME",
-                            "MODE",
-                            "LAST FOUR",
-                            "SCOPES",
-                            "LAST USED",
-                            "REVOKED",
-                        ],
-                        &rows(
-                            &listed,
-                            &[
-                                "key_id",
-                                "name",
-                                "mode",
-                                "last_four",
-                                "scopes",
-                                "last_used_at",
-                                "revoked_at",
-                            ],
-                        ),
-                    )?;
-                }
+                show_list(
+                    args.client.json(),
+                    &listed,
+                    &[
+                        ("KEY", "key_id"),
+                        ("NAME", "name"),
+                        ("MODE", "mode"),
+                        ("LAST FOUR", "last_four"),
+                        ("SCOPES", "scopes"),
+                        ("LAST USED", "last_used_at"),
+                        ("REVOKED", "revoked_at"),
+                    ],
+                )?;
             }
             ApiKeysCommand::Create { name, scopes, live } => {
                 let made = client
@@ -139,14 +126,11 @@ pub async fn members(args: &MembersArgs) -> anyhow::Result<i32> {
         match &args.command {
             MembersCommand::List => {
                 let listed = client.get("/v1/workspace/members").await?;
-                if args.client.json() {
-                    print_json(&listed)?;
-                } else {
-                    table(
-                        &["USER", "EMAIL", "ROLE"],
-                        &rows(&listed, &["user_id", "email", "role"]),
-                    )?;
-                }
+                show_list(
+                    args.client.json(),
+                    &listed,
+                    &[("USER", "user_id"), ("EMAIL", "email"), ("ROLE", "role")],
+                )?;
             }
             MembersCommand::Add { email, role } => {
                 let added = client
@@ -234,22 +218,7 @@ pub async fn workspaces(args: &WorkspacesArgs) -> anyhow::Result<i32> {
                 if args.client.json() {
                     print_json(&listed)?;
                 } else {
-                    let rows: Vec<Vec<String>> = listed["items"]
-                        .as_array()
-                        .map(Vec::as_slice)
-                        .unwrap_or_default()
-                        .iter()
-                        .map(|w| {
-                            let id = cell(&w["workspace_id"]);
-                            let mark = if client.workspace.as_deref() == Some(id.as_str()) {
-                                "*"
-                            } else {
-                                ""
-                            };
-                            vec![mark.to_owned(), id, cell(&w["name"]), cell(&w["role"])]
-                        })
-                        .collect();
-                    table(&["", "WORKSPACE", "NAME", "ROLE"], &rows)?;
+                    workspace_table(&listed["items"], client.workspace.as_deref())?;
                 }
             }
             WorkspacesCommand::Create { name } => {

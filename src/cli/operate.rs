@@ -5,8 +5,7 @@
 use clap::Subcommand;
 use serde_json::{json, Value};
 
-use super::client::{cell, fields, finish, print_json, table, ClientArgs};
-use super::login::rows;
+use super::client::{cell, fields, finish, print_json, show_list, ClientArgs};
 use super::output::line;
 
 #[derive(Debug, clap::Args)]
@@ -60,15 +59,6 @@ pub enum AgentsCommand {
     },
 }
 
-const AGENT_COLUMNS: &[&str] = &[
-    "agent_id",
-    "name",
-    "status",
-    "risk_tier",
-    "last_seen_at",
-    "created_at",
-];
-
 /// Follows `next_cursor` until `limit` items (the list endpoints give at most 200 a page).
 pub async fn list_all(
     client: &super::client::Client,
@@ -117,14 +107,18 @@ pub async fn agents(args: &AgentsArgs) -> anyhow::Result<i32> {
                     *limit,
                 )
                 .await?;
-                if args.client.json() {
-                    print_json(&listed)?;
-                } else {
-                    table(
-                        &["AGENT", "NAME", "STATUS", "RISK", "LAST SEEN", "CREATED"],
-                        &rows(&listed, AGENT_COLUMNS),
-                    )?;
-                }
+                show_list(
+                    args.client.json(),
+                    &listed,
+                    &[
+                        ("AGENT", "agent_id"),
+                        ("NAME", "name"),
+                        ("STATUS", "status"),
+                        ("RISK", "risk_tier"),
+                        ("LAST SEEN", "last_seen_at"),
+                        ("CREATED", "created_at"),
+                    ],
+                )?;
                 return Ok(0);
             }
             AgentsCommand::Show { agent_id } => {
@@ -394,31 +388,18 @@ pub async fn challenges(args: &ChallengesArgs) -> anyhow::Result<i32> {
                     *limit,
                 )
                 .await?;
-                if args.client.json() {
-                    print_json(&listed)?;
-                } else {
-                    table(
-                        &[
-                            "CHALLENGE",
-                            "STATUS",
-                            "AGENT",
-                            "ACTION",
-                            "REASONS",
-                            "EXPIRES",
-                        ],
-                        &rows(
-                            &listed,
-                            &[
-                                "challenge_id",
-                                "status",
-                                "agent_id",
-                                "action",
-                                "reasons",
-                                "expires_at",
-                            ],
-                        ),
-                    )?;
-                }
+                show_list(
+                    args.client.json(),
+                    &listed,
+                    &[
+                        ("CHALLENGE", "challenge_id"),
+                        ("STATUS", "status"),
+                        ("AGENT", "agent_id"),
+                        ("ACTION", "action"),
+                        ("REASONS", "reasons"),
+                        ("EXPIRES", "expires_at"),
+                    ],
+                )?;
                 return Ok(0);
             }
             ChallengesCommand::Approve { challenge_id } => ("approve", challenge_id),

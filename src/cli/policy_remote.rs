@@ -3,8 +3,7 @@
 
 use serde_json::{json, Value};
 
-use super::client::{cell, fields, finish, print_json, table, Client, ClientArgs};
-use super::login::rows;
+use super::client::{cell, fields, finish, print_json, show_list, Client, ClientArgs};
 use super::output::{colours_on, line, print};
 use super::sync::diff_text;
 use crate::policy::diff::diff;
@@ -113,14 +112,16 @@ pub async fn versions(args: &PolicyVersionsArgs) -> anyhow::Result<i32> {
         let listed = client
             .get(&format!("/v1/policies/{}/versions", args.policy))
             .await?;
-        if args.client.json() {
-            print_json(&listed)?;
-        } else {
-            table(
-                &["VERSION", "HASH", "AUTHOR", "CREATED"],
-                &rows(&listed, &["version", "policy_hash", "author", "created_at"]),
-            )?;
-        }
+        show_list(
+            args.client.json(),
+            &listed,
+            &[
+                ("VERSION", "version"),
+                ("HASH", "policy_hash"),
+                ("AUTHOR", "author"),
+                ("CREATED", "created_at"),
+            ],
+        )?;
         Ok(0)
     }
     .await;
