@@ -1575,3 +1575,14 @@ pub struct RevokedCount {
     pub ok: bool,
     pub revoked: i64,
 }
+
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct VaultAuditParams {
+    /// Only this set's events (`ss_...` or its number); every vault event without it.
+    pub secret_set_id: Option<String>,
+    /// 1 to 200, default 50.
+    #[param(minimum = 1, maximum = 200)]
+    pub limit: Option<i64>,
+    pub cursor: Option<String>,
+}

@@ -971,13 +971,21 @@ pub async fn revoke_grant(
     if !ids::has_shape(grant_id, GRANT) {
         return Err(unknown());
     }
+    // The set it was of, for the set's audit trail.
+    let grant = ctx
+        .store
+        .vault_grants(workspace_id, None)
+        .await?
+        .into_iter()
+        .find(|g| g.id == grant_id)
+        .ok_or_else(unknown)?;
     let record = audit::state_change(
         "vault.grant.revoked",
         "revoke",
         Some(workspace_id),
-        None,
+        grant.agent_id.as_deref(),
         actor,
-        json!({ "grant_id": grant_id }),
+        json!({ "grant_id": grant_id, "secret_set_id": grant.secret_set_id }),
     );
     match ctx
         .writer
@@ -995,6 +1003,46 @@ pub async fn revoke_grant(
         Err(StoreError::NotFound) => Err(unknown()),
         Err(e) => Err(e.into()),
     }
+}
+
+/// The vault's audit events of one set (or of every set), newest first: `limit` after
+/// `after`, plus one to tell whether there is a next page.
+pub async fn audit_of(
+    ctx: &Context,
+    workspace_id: &str,
+    set: Option<&str>,
+    after: Option<crate::store::Cursor>,
+    limit: i64,
+) -> EnforceResult<Vec<crate::store::AuditRecord>> {
+    let secret_set_id = match set.filter(|s| !s.is_empty()) {
+        Some(text) => Some(any_or_destroyed(ctx, workspace_id, &set_ref_text(text)?).await?),
+        None => None,
+    };
+    Ok(ctx
+        .store
+        .audit_events(&crate::store::AuditQuery {
+            workspace_id: workspace_id.to_owned(),
+            event_type_prefix: Some("vault.".into()),
+            secret_set_id,
+            after,
+            limit,
+            ..Default::default()
+        })
+        .await?)
+}
+
+/// The id of a set of the workspace, destroyed ones included (their trail outlives them).
+async fn any_or_destroyed(
+    ctx: &Context,
+    workspace_id: &str,
+    set: &SetRef,
+) -> EnforceResult<String> {
+    Ok(ctx
+        .store
+        .secret_set(workspace_id, set)
+        .await?
+        .ok_or_else(unknown_set)?
+        .id)
 }
 
 /// Checked at start: every live secret set's data key opens with `master`. Answers the sets

@@ -49,6 +49,8 @@ fn query(
         after,
         limit,
         oldest_first: false,
+        event_type_prefix: None,
+        secret_set_id: None,
     })
 }
 

@@ -213,6 +213,7 @@ fn routes() -> OpenApiRouter<SharedContext> {
         .routes(routes!(vault::list_leases)) // GET /v1/vault/leases
         .routes(routes!(vault::revoke_leases)) // POST /v1/vault/leases/revoke
         .routes(routes!(vault::revoke_lease)) // POST /v1/vault/leases/{lease_id}/revoke
+        .routes(routes!(vault::audit)) // GET /v1/vault/audit
         // Telemetry
         .routes(routes!(heartbeats::heartbeat)) // POST /v1/telemetry/heartbeat
         .routes(routes!(heartbeats::ingest)) // POST /v1/telemetry/heartbeat/ingest

@@ -4,12 +4,13 @@
 use axum::extract::State;
 use axum::Json;
 
+use crate::api::AuditListResponse;
 use crate::api::{
     CreateGrantRequest, CreateSecretSetRequest, ErrorBody, GrantList, GrantListParams,
     GrantResponse, ImportSecretSetRequest, LeaseList, LeaseListParams, OkResponse,
     RevokeLeasesRequest, RevokedCount, SecretRollbackRequest, SecretSetList, SecretSetListParams,
-    SecretSetResponse, SecretVersionList, UpdateSecretSetRequest, WorkflowLeaseRequest,
-    WorkflowLeaseResponse,
+    SecretSetResponse, SecretVersionList, UpdateSecretSetRequest, VaultAuditParams,
+    WorkflowLeaseRequest, WorkflowLeaseResponse,
 };
 use crate::context::SharedContext;
 use crate::enforce::leases;
@@ -303,4 +304,34 @@ pub async fn revoke_leases(
 ) -> ApiResult<Json<RevokedCount>> {
     let revoked = leases::revoke_matching(&ctx, &op.workspace_id, &op.actor(), req).await?;
     Ok(Json(RevokedCount { ok: true, revoked }))
+}
+
+/// The vault's audit trail (of one set, or of all): `vault.*` events, newest first, with a
+/// cursor. The same events are in the workspace's audit trail.
+#[utoipa::path(get, path = "/v1/vault/audit", tag = "vault", params(VaultAuditParams),
+    security(("session" = []), ("access_token" = [])),
+    responses((status = 200, body = AuditListResponse),
+        (status = 400, description = "`invalid_limit`, `invalid_cursor`", body = ErrorBody),
+        (status = 404, description = "`unknown_secret_set`", body = ErrorBody)))]
+#[tracing::instrument(level = "debug", skip_all)]
+pub async fn audit(
+    State(ctx): State<SharedContext>,
+    op: Authorized<needs::VaultRead>,
+    AppQuery(params): AppQuery<VaultAuditParams>,
+) -> ApiResult<Json<AuditListResponse>> {
+    let limit = super::page_limit(params.limit, 50, 200)?;
+    let mut rows = vault::audit_of(
+        &ctx,
+        &op.workspace_id,
+        params.secret_set_id.as_deref(),
+        super::page_cursor(params.cursor.as_deref())?,
+        limit + 1,
+    )
+    .await?;
+    let next_cursor = super::next_cursor(&mut rows, limit, |e| (e.created_at, e.id.clone()));
+    Ok(Json(AuditListResponse {
+        ok: true,
+        items: rows.into_iter().map(crate::audit::to_wire).collect(),
+        next_cursor,
+    }))
 }

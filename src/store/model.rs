@@ -163,6 +163,10 @@ pub struct AuditQuery {
     pub limit: i64,
     /// Oldest first (the audit stream) instead of newest first.
     pub oldest_first: bool,
+    /// Only event types starting with this (e.g. `vault.`).
+    pub event_type_prefix: Option<String>,
+    /// Only events whose details name this secret set (`GET /v1/vault/audit`).
+    pub secret_set_id: Option<String>,
 }
 
 /// Which policy challenges to list (newest first).

@@ -228,6 +228,7 @@ fn endpoints(agent_id: &str) -> Vec<Endpoint> {
             Need::VaultRead,
         ),
         e(get.clone(), "/v1/vault/grants", None, Need::VaultRead),
+        e(get.clone(), "/v1/vault/audit", None, Need::VaultRead),
         e(get.clone(), "/v1/vault/leases", None, Need::VaultLeasesRead),
         e(
             post.clone(),

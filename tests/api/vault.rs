@@ -344,3 +344,43 @@ both_engines! {
         app.stop().await;
     }
 }
+
+both_engines! {
+    async fn the_vault_audit_trail_is_kept_per_set(app) {
+        app.grant(&app.workspace_id, "owner@example.com", "owner").await;
+        app.grant(&app.workspace_id, "member@example.com", "member").await;
+        let owner = app.login("owner@example.com").await;
+        let member = app.login("member@example.com").await;
+        let agent = app.active_agent("audited").await;
+        assert_eq!(owner.post("/v1/vault/secret-sets", &stripe_set()).await.status(), 200);
+        let mut other = stripe_set();
+        other["name"] = json!("other_set%");
+        assert_eq!(owner.post("/v1/vault/secret-sets", &other).await.status(), 200);
+        assert_eq!(owner.post("/v1/vault/secret-sets/1", &json!({"set": {"X": "y"}})).await.status(), 200);
+        let (_, g) = status_json(owner.post("/v1/vault/grants", &json!({"secret_set_id": 1, "agent_id": agent.id,
+            "allowed_keys": "*", "allowed_actions": ["read"]})).await).await;
+        let grant_id = g["grant"]["grant_id"].as_str().unwrap().to_owned();
+        assert_eq!(owner.post(&format!("/v1/vault/grants/{grant_id}/revoke"), &json!({})).await.status(), 200);
+        assert_eq!(app.post("/v1/vault/leases/workflow", &json!({"agent_id": agent.id, "secret_set_id": 1,
+            "purpose": "p", "actions": ["read"]})).await.status(), 200);
+        assert_eq!(app.post(&format!("/v1/agents/{}/suspend", agent.id), &json!({})).await.status(), 200);
+
+        // Set 1's trail: its own vault events only, newest first; members read it.
+        let (s, trail) = status_json(member.get("/v1/vault/audit?secret_set_id=1").await).await;
+        assert_eq!(s, 200, "{trail}");
+        let types: Vec<&str> = trail["items"].as_array().unwrap().iter().map(|e| e["event_type"].as_str().unwrap()).collect();
+        assert_eq!(types, ["vault.lease.minted", "vault.grant.revoked", "vault.grant.created", "vault.secret_set.updated", "vault.secret_set.created"]);
+        let (_, page) = status_json(member.get("/v1/vault/audit?secret_set_id=1&limit=2").await).await;
+        assert_eq!(page["items"].as_array().unwrap().len(), 2);
+        let cursor = page["next_cursor"].as_str().unwrap();
+        let (_, rest) = status_json(member.get(&format!("/v1/vault/audit?secret_set_id=1&cursor={cursor}")).await).await;
+        assert_eq!(rest["items"].as_array().unwrap().len(), 3);
+        // Every set's vault events, and not the agent's suspension.
+        let (_, all) = status_json(owner.get("/v1/vault/audit").await).await;
+        assert_eq!(all["items"].as_array().unwrap().len(), 6);
+        assert!(all["items"].as_array().unwrap().iter().all(|e| e["event_type"].as_str().unwrap().starts_with("vault.")));
+        assert_error(owner.get("/v1/vault/audit?secret_set_id=9").await, 404, "unknown_secret_set").await;
+        assert_error(app.get("/v1/vault/audit").await, 401, "session_required").await;
+        app.stop().await;
+    }
+}

@@ -119,6 +119,30 @@ impl AuditStore for SqlStore {
         f.text("decision = ?", query.decision.as_deref());
         f.text("trace_id = ?", query.trace_id.as_deref());
         f.text("event_type = ?", query.event_type.as_deref());
+        // LIKE patterns with `\` escaping `%`, `_` and itself: the values match literally.
+        let like = |text: &str| {
+            text.replace('\\', "\\\\")
+                .replace('%', "\\%")
+                .replace('_', "\\_")
+        };
+        f.text(
+            "event_type LIKE ? ESCAPE '\\'",
+            query
+                .event_type_prefix
+                .as_deref()
+                .map(|p| format!("{}%", like(p)))
+                .as_deref(),
+        );
+        // Details are written by serde_json (compact, keys as given): the set's id appears as
+        // `"secret_set_id":"ss_..."` exactly.
+        f.text(
+            "details LIKE ? ESCAPE '\\'",
+            query
+                .secret_set_id
+                .as_deref()
+                .map(|id| format!("%{}%", like(&format!("\"secret_set_id\":\"{id}\""))))
+                .as_deref(),
+        );
         f.int("created_at >= ?", query.start_ms);
         f.int("created_at < ?", query.end_ms);
         f.cursor_in(query.after.as_ref(), query.oldest_first);
