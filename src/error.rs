@@ -263,6 +263,19 @@ impl From<EnforceError> for ApiError {
                     .with("challenge_id", d.challenge_id.clone())
                     .with("challenge", challenge_of(&d))
             }
+            EnforceError::Denied(d) => with_decision(forbidden("policy_denied"), &d, true),
+            EnforceError::Challenged(d) => with_decision(forbidden("policy_challenge"), &d, true)
+                .with("challenge_id", d.challenge_id.clone())
+                .with("challenge", challenge_of(&d)),
+            EnforceError::Upstream { code, timeout, .. } => Self::new(
+                if timeout {
+                    StatusCode::GATEWAY_TIMEOUT
+                } else {
+                    StatusCode::BAD_GATEWAY
+                },
+                code,
+                message,
+            ),
             EnforceError::EmailBlocked(d) => with_decision(forbidden("policy_blocked"), &d, true)
                 .with("challenge_id", d.challenge_id.clone())
                 .with("challenge", challenge_of(&d)),

@@ -1586,3 +1586,111 @@ pub struct VaultAuditParams {
     pub limit: Option<i64>,
     pub cursor: Option<String>,
 }
+
+/// An agent asks how the policy would decide a vault action (nothing is consumed).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct VaultEvalRequest {
+    /// `ss_...` or the set's number.
+    #[schema(value_type = Object)]
+    pub secret_set_id: Value,
+    /// `read`, `proxy` or `mint_lease` (`vault.read`, `vault.proxy`, `vault.mint_lease`).
+    pub action: String,
+    /// The keys the action would touch (default: every key of the set).
+    #[serde(default)]
+    pub keys: Option<Vec<String>>,
+    /// Must be the set's environment when given.
+    #[serde(default)]
+    pub environment: Option<String>,
+    /// Must be the set's provider when given.
+    #[serde(default)]
+    pub provider: Option<String>,
+    /// For `proxy`: the profile and the call, so host rules can be judged.
+    #[serde(default)]
+    pub profile: Option<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub request: Option<Value>,
+}
+
+/// An agent mints a short request lease from its workflow lease.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct RequestLeaseMintRequest {
+    /// The `vwl_...` token a person or pipeline handed the agent.
+    pub workflow_lease_token: String,
+    #[schema(value_type = Object)]
+    pub secret_set_id: Value,
+    /// `read` or `proxy` (`proxy_use`): what the request lease is for.
+    pub action: String,
+    /// The keys it may touch (default: every key the grant allows).
+    #[serde(default)]
+    pub keys: Option<Vec<String>>,
+    /// 1 to 900, default 60 (never past the workflow lease).
+    #[serde(default, deserialize_with = "int::optional")]
+    #[schema(minimum = 1, maximum = 900)]
+    pub ttl_seconds: Option<i64>,
+    /// 1 to 100, default 1.
+    #[serde(default, deserialize_with = "int::optional")]
+    #[schema(minimum = 1, maximum = 100)]
+    pub uses: Option<i64>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct RequestLeaseResponse {
+    pub ok: bool,
+    pub lease_id: String,
+    /// Shown this once; stored as a hash.
+    pub request_lease_token: String,
+    pub expires_at: String,
+    pub uses_left: i64,
+}
+
+/// An agent reads secrets with a request lease (`read` granted).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct SecretsReadRequest {
+    pub request_lease_token: String,
+    #[schema(value_type = Object)]
+    pub secret_set_id: Value,
+    pub keys: Vec<String>,
+    #[serde(default)]
+    pub environment: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct SecretsReadResponse {
+    pub ok: bool,
+    /// The keys asked for, with their values.
+    pub secrets: std::collections::BTreeMap<String, String>,
+    pub version: i64,
+    pub trace_id: String,
+}
+
+/// An agent has acp call an upstream with the set's secrets injected by a profile.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ProxyRequest {
+    pub request_lease_token: String,
+    #[schema(value_type = Object)]
+    pub secret_set_id: Value,
+    /// The profile of the set that says where the secrets may go and how.
+    pub profile: String,
+    /// `{method, url, headers?: {NAME: value}, body?: text, body_base64?: base64}`.
+    #[schema(value_type = Object)]
+    pub request: Value,
+    #[serde(default)]
+    pub environment: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ProxyResponse {
+    pub ok: bool,
+    /// The upstream's status (a redirect is returned, never followed).
+    pub status: u16,
+    /// The upstream's headers (hop-by-hop ones dropped; repeated ones joined with `, `).
+    pub headers: std::collections::BTreeMap<String, String>,
+    /// The body when it is UTF-8 text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+    /// The body otherwise, in standard base64.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub body_base64: Option<String>,
+    pub trace_id: String,
+}

@@ -27,6 +27,20 @@ pub enum EnforceError {
     /// A credential the policy wants a human to approve first.
     #[error("minting needs a human's approval")]
     CredentialChallenged(Box<DecisionResponse>),
+    /// A vault action the policy denies; the decision is shown to the caller.
+    #[error("the policy does not allow this")]
+    Denied(Box<DecisionResponse>),
+    /// A vault action the policy wants a human to approve first.
+    #[error("this needs a human's approval first")]
+    Challenged(Box<DecisionResponse>),
+    /// The proxy's upstream could not be reached (`upstream_unavailable`, 502), answered too
+    /// much (`upstream_response_too_large`, 502) or too late (`upstream_timeout`, 504).
+    #[error("{message}")]
+    Upstream {
+        code: &'static str,
+        message: String,
+        timeout: bool,
+    },
     /// An email the policy does not allow (deny or challenge); nothing was sent.
     #[error("the policy does not allow this email; nothing was sent")]
     EmailBlocked(Box<DecisionResponse>),

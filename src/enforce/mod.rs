@@ -8,5 +8,6 @@ pub mod error;
 pub mod jwt;
 pub mod leases;
 pub mod vault;
+pub mod vault_agent;
 
 pub use error::{EnforceError, EnforceResult};

@@ -451,6 +451,29 @@ impl SignedRequest {
     }
 }
 
+impl SignedRequest {
+    /// Parses a body that names no agent (the vault's agent endpoints, whose public client
+    /// sends none): the signer is the agent. An `agent_id` it does send must be the signer's.
+    pub fn json_of_signer<T: DeserializeOwned>(&self) -> Result<T, ApiError> {
+        #[derive(serde::Deserialize)]
+        struct Named {
+            #[serde(default)]
+            agent_id: Option<String>,
+        }
+        let named: Named = parse_json(&self.body)?;
+        if named
+            .agent_id
+            .is_some_and(|a| !a.is_empty() && a != self.agent.id)
+        {
+            return Err(ApiError::unauthorized(
+                "agent_header_mismatch",
+                "the body `agent_id` differs from `X-Service-Agent-Id`",
+            ));
+        }
+        parse_json(&self.body)
+    }
+}
+
 fn header_text<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers
         .get(name)

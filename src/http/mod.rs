@@ -30,6 +30,7 @@ pub mod site;
 pub mod token_exchange;
 pub mod tokens;
 pub mod vault;
+pub mod vault_agent;
 pub mod verify;
 pub mod well_known;
 pub mod wire;
@@ -214,6 +215,9 @@ fn routes() -> OpenApiRouter<SharedContext> {
         .routes(routes!(vault::revoke_leases)) // POST /v1/vault/leases/revoke
         .routes(routes!(vault::revoke_lease)) // POST /v1/vault/leases/{lease_id}/revoke
         .routes(routes!(vault::audit)) // GET /v1/vault/audit
+        .routes(routes!(vault_agent::eval)) // POST /v1/vault/policy/eval
+        .routes(routes!(vault_agent::mint_request_lease)) // POST /v1/vault/leases/request/mint
+        .routes(routes!(vault_agent::read_secrets)) // POST /v1/vault/secrets/read
         // Telemetry
         .routes(routes!(heartbeats::heartbeat)) // POST /v1/telemetry/heartbeat
         .routes(routes!(heartbeats::ingest)) // POST /v1/telemetry/heartbeat/ingest

@@ -16,7 +16,9 @@ use crate::domain::challenge::{self, ChallengeStatus};
 use crate::domain::ids;
 use crate::domain::Refusal;
 use crate::secret::{random_base62, sha256_hex};
-use crate::store::{AuditRecord, Change, EmailOp, Op, PolicyChallenge, PolicyOp, StoreError};
+use crate::store::{
+    AuditRecord, Change, EmailOp, NonceClaim, Op, PolicyChallenge, PolicyOp, StoreError,
+};
 use crate::time::{iso, now_ms};
 
 use super::cache::{CachedAgent, KeyAccess, LoadedPolicy, View, DEFAULT_POLICY_ID};
@@ -55,7 +57,7 @@ pub async fn check(
     actor: &Actor,
     req: api::CheckRequest,
 ) -> CheckResult<api::DecisionResponse> {
-    check_with(ctx, access, actor, req, None, RESERVE_ATTEMPTS).await
+    check_with(ctx, Ground::Key(access), actor, req, None, RESERVE_ATTEMPTS).await
 }
 
 /// A `send_email` check whose allow also reserves the send (see `check_with`).
@@ -66,17 +68,87 @@ pub async fn check_reserving(
     req: api::CheckRequest,
     reserve: &EmailReservation,
 ) -> CheckResult<api::DecisionResponse> {
-    check_with(ctx, access, actor, req, Some(reserve), RESERVE_ATTEMPTS).await
+    check_with(
+        ctx,
+        Ground::Key(access),
+        actor,
+        req,
+        Some(reserve),
+        RESERVE_ATTEMPTS,
+    )
+    .await
+}
+
+/// A check an agent asks for itself, in a signed request of its own (the vault's actions): the
+/// decision is made under `view` (of the agent's workspace) and commits with the request's
+/// nonce, so a replay is refused and a request refused for another reason does not spend it.
+pub async fn check_for_agent(
+    ctx: &Context,
+    view: View,
+    nonce: NonceClaim,
+    actor: &Actor,
+    req: api::CheckRequest,
+) -> CheckResult<api::DecisionResponse> {
+    check_with(
+        ctx,
+        Ground::Agent(view, nonce),
+        actor,
+        req,
+        None,
+        RESERVE_ATTEMPTS,
+    )
+    .await
+}
+
+/// What a check stands on: an API key's access (renewed through the key when its workspace
+/// moved on, so a key revoked meanwhile is refused), or an agent's signed request.
+enum Ground<'a> {
+    Key(&'a KeyAccess),
+    RenewedKey(Box<KeyAccess>),
+    Agent(View, NonceClaim),
+}
+
+impl Ground<'_> {
+    fn view(&self) -> &View {
+        match self {
+            Ground::Key(access) => &access.view,
+            Ground::RenewedKey(access) => &access.view,
+            Ground::Agent(view, _) => view,
+        }
+    }
+
+    /// The same ground on the workspace's state at `version` (read by a batch that found the
+    /// decision stale).
+    async fn renewed(self, ctx: &Context, version: i64) -> CheckResult<Self> {
+        let store = ctx.store.as_ref();
+        Ok(match self {
+            Ground::Key(access) => Ground::RenewedKey(Box::new(
+                ctx.caches
+                    .renew(store, access, version)
+                    .await?
+                    .ok_or_else(Refusal::invalid_api_key)?,
+            )),
+            Ground::RenewedKey(access) => Ground::RenewedKey(Box::new(
+                ctx.caches
+                    .renew(store, &access, version)
+                    .await?
+                    .ok_or_else(Refusal::invalid_api_key)?,
+            )),
+            Ground::Agent(view, nonce) => {
+                Ground::Agent(ctx.caches.advance(&view.workspace_id, version), nonce)
+            }
+        })
+    }
 }
 
 /// A check; with `reserve`, an allow also reserves the email send in the same transaction as
 /// the decision's audit event, against the very counts the decision saw (deciding again, at
 /// most `attempts` times in all, when other sends of the agent got in first). The decision is
-/// made on cached state under the access's view and commits only if that view is still
+/// made on cached state under the ground's view and commits only if that view is still
 /// current; otherwise it is made again on fresh state (a key revoked meanwhile answers 401).
 async fn check_with(
     ctx: &Context,
-    access: &KeyAccess,
+    ground: Ground<'_>,
     actor: &Actor,
     req: api::CheckRequest,
     reserve: Option<&EmailReservation>,
@@ -84,10 +156,12 @@ async fn check_with(
 ) -> CheckResult<api::DecisionResponse> {
     let input = CheckInput::read(req)?;
     let mut attempts = attempts;
-    let mut renewed: Option<KeyAccess> = None;
+    let mut ground = ground;
     loop {
-        let access = renewed.as_ref().unwrap_or(access);
-        let (change, decided) = decide(ctx, &access.view, actor, &input, reserve).await?;
+        let (mut change, decided) = decide(ctx, ground.view(), actor, &input, reserve).await?;
+        if let Ground::Agent(_, nonce) = &ground {
+            change = change.with_nonce(nonce.clone());
+        }
         match ctx.writer.commit(change).await {
             Ok(_) => {
                 decided.notify_approvers(ctx).await;
@@ -95,12 +169,7 @@ async fn check_with(
             }
             // Decided on state another request replaced meanwhile: decide again on fresh state.
             Err(StoreError::Stale(version)) if attempts > 1 => {
-                let fresh = ctx
-                    .caches
-                    .renew(ctx.store.as_ref(), access, version)
-                    .await?
-                    .ok_or_else(Refusal::invalid_api_key)?;
-                renewed = Some(fresh);
+                ground = ground.renewed(ctx, version).await?;
                 attempts -= 1;
             }
             // The approval was used by a concurrent re-check: this request asks again.

@@ -37,6 +37,12 @@ pub trait VaultStore: Send + Sync {
         workspace_id: &str,
         secret_set_id: Option<&str>,
     ) -> Result<Vec<GrantRecord>, StoreError>;
+    /// The lease whose token has this hash; a lease issued before its workspace's last
+    /// revoke-all is answered with `revoked_at` set to that cutoff.
+    async fn vault_lease_by_token(
+        &self,
+        token_hash: &str,
+    ) -> Result<Option<LeaseRecord>, StoreError>;
     /// The workspace's leases, newest first, at most `limit`.
     async fn vault_leases(
         &self,
@@ -93,6 +99,27 @@ pub enum VaultOp {
         workspace_id: String,
         lease_id: Option<String>,
         filter: LeaseFilter,
+        at: i64,
+    },
+    /// A request lease minted from its workflow lease, written only if, in the same
+    /// transaction: minting is not paused (`Conflict("minting_paused")`), the workflow lease
+    /// is live (`Conflict("lease_revoked" | "lease_expired")`), the grant `grant_id` is live
+    /// on a live set (`Conflict("no_grant")`) and the agent active (`AgentNotActive`).
+    MintRequestLease {
+        lease: Box<LeaseRecord>,
+        grant_id: String,
+        at: i64,
+    },
+    /// One use of a request lease, taken only if, in the same transaction: the lease is the
+    /// agent's, live and has a use left (`Conflict("lease_revoked" | "lease_expired" |
+    /// "lease_used")`), the grant `grant_id` is live on a live set (`Conflict("no_grant")`)
+    /// and the agent active (`AgentNotActive`). Two replicas racing for the last use: one
+    /// takes it, the other is answered `lease_used`.
+    UseLease {
+        workspace_id: String,
+        lease_id: String,
+        agent_id: String,
+        grant_id: String,
         at: i64,
     },
     /// `NotFound` unless a live grant of the workspace.

@@ -33,4 +33,5 @@ mod reputation;
 mod spec_limits;
 mod telemetry;
 mod vault;
+mod vault_agent;
 mod verify;

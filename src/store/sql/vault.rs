@@ -17,6 +17,9 @@ const LEASE_COLUMNS: &str =
 /// A lease the workspace's last revoke-all did not revoke (issued at or after its cutoff).
 const AFTER_CUTOFF: &str = "created_at >= COALESCE((SELECT k.all_revoked_at FROM kill_switches k \
      WHERE k.workspace_id = vault_leases.workspace_id), 0)";
+/// The workspace's last revoke-all (a lease issued before it is revoked).
+const CUTOFF: &str = "(SELECT k.all_revoked_at FROM kill_switches k \
+     WHERE k.workspace_id = vault_leases.workspace_id)";
 const GRANT_COLUMNS: &str =
     "id, workspace_id, secret_set_id, agent_id, group_name, allowed_keys, allowed_actions, \
      expires_at, created_at, created_by, revoked_at";
@@ -312,6 +315,98 @@ pub(super) async fn apply(
             changed_rows(rows, || StoreError::Conflict("minting_paused".into()))?;
             Ok(Applied::Done)
         }
+        VaultOp::MintRequestLease {
+            lease,
+            grant_id,
+            at,
+        } => {
+            let l = lease;
+            let rows = sqlx::query(&format!(
+                "INSERT INTO vault_leases ({LEASE_COLUMNS}) SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, NULL, $13, $14 \
+                 WHERE NOT EXISTS (SELECT 1 FROM kill_switches WHERE workspace_id = $2 AND minting_paused = 1) \
+                 AND EXISTS (SELECT 1 FROM vault_leases w WHERE w.id = $4 AND w.workspace_id = $2 AND w.agent_id = $5 \
+                     AND w.kind = 'workflow' AND w.revoked_at IS NULL AND w.expires_at > $15 AND w.created_at >= \
+                     COALESCE((SELECT k.all_revoked_at FROM kill_switches k WHERE k.workspace_id = $2), 0)) \
+                 AND {} AND {}",
+                live_grant("$16", "$6", "$2", "$15"),
+                active_agent("$5", "$2"),
+            ))
+            .bind(&l.id)
+            .bind(&l.workspace_id)
+            .bind(&l.kind)
+            .bind(&l.workflow_id)
+            .bind(&l.agent_id)
+            .bind(&l.secret_set_id)
+            .bind(&l.purpose)
+            .bind(serde_json::to_string(&l.actions).unwrap_or_else(|_| "[]".into()))
+            .bind(l.keys.as_ref().map(|k| serde_json::to_string(k).unwrap_or_else(|_| "[]".into())))
+            .bind(&l.token_hash)
+            .bind(l.uses_left)
+            .bind(l.expires_at)
+            .bind(l.created_at)
+            .bind(&l.created_by)
+            .bind(at)
+            .bind(grant_id)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected();
+            if rows == 0 {
+                let paused = sqlx::query(
+                    "SELECT 1 FROM kill_switches WHERE workspace_id = $1 AND minting_paused = 1",
+                )
+                .bind(&l.workspace_id)
+                .fetch_optional(&mut **tx)
+                .await?;
+                if paused.is_some() {
+                    return Err(StoreError::Conflict("minting_paused".into()));
+                }
+                let workflow_id = l.workflow_id.as_deref().unwrap_or_default();
+                let lease = Usable {
+                    workspace_id: &l.workspace_id,
+                    lease_id: workflow_id,
+                    agent_id: &l.agent_id,
+                    at: *at,
+                    counted: false,
+                };
+                return Err(lease.why_not(tx).await);
+            }
+            Ok(Applied::Done)
+        }
+        VaultOp::UseLease {
+            workspace_id,
+            lease_id,
+            agent_id,
+            grant_id,
+            at,
+        } => {
+            let rows = sqlx::query(&format!(
+                "UPDATE vault_leases SET uses_left = uses_left - 1 \
+                 WHERE id = $1 AND workspace_id = $2 AND agent_id = $3 AND kind = 'request' \
+                 AND revoked_at IS NULL AND expires_at > $4 AND uses_left > 0 AND {AFTER_CUTOFF} \
+                 AND {} AND {}",
+                live_grant("$5", "vault_leases.secret_set_id", "$2", "$4"),
+                active_agent("$3", "$2"),
+            ))
+            .bind(lease_id)
+            .bind(workspace_id)
+            .bind(agent_id)
+            .bind(at)
+            .bind(grant_id)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected();
+            if rows == 0 {
+                let lease = Usable {
+                    workspace_id,
+                    lease_id,
+                    agent_id,
+                    at: *at,
+                    counted: true,
+                };
+                return Err(lease.why_not(tx).await);
+            }
+            Ok(Applied::Done)
+        }
         VaultOp::RevokeLeases {
             workspace_id,
             lease_id,
@@ -364,6 +459,79 @@ pub(super) async fn apply(
             changed_rows(rows, || StoreError::NotFound)?;
             Ok(Applied::Done)
         }
+    }
+}
+
+/// The grant (SQL parameter `grant`) is live, of the workspace and the set, on a live set.
+fn live_grant(grant: &str, set: &str, workspace: &str, at: &str) -> String {
+    format!(
+        "EXISTS (SELECT 1 FROM vault_grants g JOIN vault_secret_sets s ON s.id = g.secret_set_id \
+         WHERE g.id = {grant} AND g.workspace_id = {workspace} AND g.secret_set_id = {set} \
+         AND g.revoked_at IS NULL AND (g.expires_at IS NULL OR g.expires_at > {at}) \
+         AND s.deleted_at IS NULL AND s.destroyed_at IS NULL)"
+    )
+}
+
+/// The agent is an active agent of the workspace.
+fn active_agent(agent: &str, workspace: &str) -> String {
+    format!(
+        "EXISTS (SELECT 1 FROM agents a WHERE a.id = {agent} AND a.workspace_id = {workspace} \
+         AND a.status = 'active')"
+    )
+}
+
+/// A lease a mint or a use found unusable, to say why (read in the transaction that refused
+/// it, so the reason is the one that held).
+struct Usable<'a> {
+    workspace_id: &'a str,
+    lease_id: &'a str,
+    agent_id: &'a str,
+    at: i64,
+    /// A request lease, whose uses are counted.
+    counted: bool,
+}
+
+impl Usable<'_> {
+    async fn why_not(&self, tx: &mut Transaction<'_, Any>) -> StoreError {
+        match self.read(tx).await {
+            Ok(err) | Err(err) => err,
+        }
+    }
+
+    async fn read(&self, tx: &mut Transaction<'_, Any>) -> Result<StoreError, StoreError> {
+        let row = sqlx::query(&format!(
+            "SELECT revoked_at, expires_at, uses_left, created_at, {CUTOFF} AS cutoff FROM vault_leases \
+             WHERE id = $1 AND workspace_id = $2 AND agent_id = $3"
+        ))
+        .bind(self.lease_id)
+        .bind(self.workspace_id)
+        .bind(self.agent_id)
+        .fetch_optional(&mut **tx)
+        .await?;
+        let Some(row) = row else {
+            return Ok(StoreError::Conflict("lease_invalid".into()));
+        };
+        let revoked: Option<i64> = row.try_get("revoked_at")?;
+        let cutoff: Option<i64> = row.try_get("cutoff")?;
+        let created_at: i64 = row.try_get("created_at")?;
+        if revoked.is_some() || cutoff.is_some_and(|c| created_at < c) {
+            return Ok(StoreError::Conflict("lease_revoked".into()));
+        }
+        if row.try_get::<i64, _>("expires_at")? <= self.at {
+            return Ok(StoreError::Conflict("lease_expired".into()));
+        }
+        if self.counted && row.try_get::<Option<i64>, _>("uses_left")?.unwrap_or(0) <= 0 {
+            return Ok(StoreError::Conflict("lease_used".into()));
+        }
+        let active = sqlx::query(&format!("SELECT 1 WHERE {}", active_agent("$1", "$2")))
+            .bind(self.agent_id)
+            .bind(self.workspace_id)
+            .fetch_optional(&mut **tx)
+            .await?;
+        if active.is_none() {
+            return Ok(StoreError::AgentNotActive);
+        }
+        Ok(StoreError::Conflict("no_grant".into()))
     }
 }
 
@@ -480,6 +648,28 @@ impl VaultStore for SqlStore {
         .fetch_all(&self.read)
         .await?;
         Ok(rows.iter().map(grant_from_row).collect::<Result<_, _>>()?)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn vault_lease_by_token(
+        &self,
+        token_hash: &str,
+    ) -> Result<Option<LeaseRecord>, StoreError> {
+        let row = sqlx::query(&format!(
+            "SELECT {LEASE_COLUMNS}, {CUTOFF} AS cutoff FROM vault_leases WHERE token_hash = $1"
+        ))
+        .bind(token_hash)
+        .fetch_optional(&self.read)
+        .await?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let mut lease = lease_from_row(&row)?;
+        let cutoff: Option<i64> = row.try_get("cutoff")?;
+        if lease.revoked_at.is_none() && cutoff.is_some_and(|c| lease.created_at < c) {
+            lease.revoked_at = cutoff;
+        }
+        Ok(Some(lease))
     }
 
     #[tracing::instrument(level = "debug", skip_all)]

@@ -1,0 +1,603 @@
+//! The vault, the agent's side (CONTRACT section 11): an agent, with its own signed requests,
+//! asks how the policy would judge a vault action, mints short request leases from the
+//! workflow lease a person handed it, and reads secrets with them (the proxy, which uses
+//! secrets without handing them over, is in `vault_proxy.rs`).
+//!
+//! Every action is judged three ways, in this order: the lease (the agent's, for this set and
+//! action, live, with uses left), the grants (a live grant of the set to the agent or one of
+//! its groups allowing the action and every key), then the policy (actions `vault.read`,
+//! `vault.proxy`, `vault.mint_lease`, whose decision is committed and audited as any check's).
+//! Only then is a lease's use consumed, in one transaction that checks again the lease, the
+//! grant, the agent's status and the kill switch, so two replicas racing for the last use of a
+//! lease cannot both succeed.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{json, Map, Value};
+
+use crate::api;
+use crate::audit::{self, Actor};
+use crate::context::Context;
+use crate::domain::ids;
+use crate::policy::cache::DEFAULT_POLICY_ID;
+use crate::policy::check::check_for_agent;
+use crate::policy::evaluate::groups_of;
+use crate::secret::{random_base62, sha256_hex};
+use crate::store::{
+    AgentRecord, AuditRecord, Change, GrantRecord, LeaseRecord, NonceClaim, SecretSetRecord,
+    SecretVersion, StoreError, VaultOp,
+};
+use crate::time::{iso, now_ms};
+
+use super::leases::{lease_action, LEASE};
+use super::vault::{live_set, open_entries, set_ref};
+use super::{EnforceError, EnforceResult};
+
+pub const REQUEST_TOKEN_PREFIX: &str = "vrl_";
+const DEFAULT_REQUEST_TTL_SECS: i64 = 60;
+const MAX_REQUEST_TTL_SECS: i64 = 900;
+const MAX_USES: i64 = 100;
+
+/// An agent's signed request: who signed it, and the nonce its first commit spends.
+pub struct Signer<'a> {
+    pub agent: &'a AgentRecord,
+    pub nonce: NonceClaim,
+}
+
+impl Signer<'_> {
+    fn workspace_id(&self) -> EnforceResult<&str> {
+        self.agent
+            .workspace_id
+            .as_deref()
+            .ok_or_else(EnforceError::unknown_agent)
+    }
+
+    fn actor(&self) -> Actor {
+        Actor::Agent(self.agent.id.clone())
+    }
+}
+
+/// A vault action as the policy names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VaultAction {
+    Read,
+    Proxy,
+    MintLease,
+}
+
+impl VaultAction {
+    pub fn parse(text: &str) -> Option<Self> {
+        match text.trim() {
+            "read" | "vault.read" => Some(Self::Read),
+            "proxy" | "proxy_use" | "vault.proxy" => Some(Self::Proxy),
+            "mint_lease" | "mint_request_lease" | "vault.mint_lease" => Some(Self::MintLease),
+            _ => None,
+        }
+    }
+
+    pub fn policy_action(self) -> &'static str {
+        match self {
+            Self::Read => "vault.read",
+            Self::Proxy => "vault.proxy",
+            Self::MintLease => "vault.mint_lease",
+        }
+    }
+
+    /// The grant action that allows it.
+    pub fn grant_action(self) -> &'static str {
+        match self {
+            Self::Read => "read",
+            Self::Proxy => "proxy_use",
+            Self::MintLease => "mint_request_lease",
+        }
+    }
+}
+
+/// The set a request names, live, with its current version.
+pub(super) struct Scene {
+    pub workspace_id: String,
+    pub set: SecretSetRecord,
+    pub version: SecretVersion,
+}
+
+impl Scene {
+    pub(super) async fn load(
+        ctx: &Context,
+        workspace_id: &str,
+        secret_set_id: &Value,
+    ) -> EnforceResult<Scene> {
+        let set = live_set(ctx, workspace_id, &set_ref(secret_set_id)?).await?;
+        let version = ctx
+            .store
+            .secret_version(&set.id, set.current_version)
+            .await?
+            .ok_or_else(|| EnforceError::internal("a secret set's current version is missing"))?;
+        Ok(Scene {
+            workspace_id: workspace_id.to_owned(),
+            set,
+            version,
+        })
+    }
+
+    /// A request's `environment` or `provider`, when given, must be the set's.
+    pub(super) fn check_claims(
+        &self,
+        environment: Option<&str>,
+        provider: Option<&str>,
+    ) -> EnforceResult<()> {
+        for (field, claimed, actual) in [
+            ("environment", environment, &self.set.environment),
+            ("provider", provider, &self.set.provider),
+        ] {
+            if let Some(claimed) = claimed.filter(|c| !c.is_empty()) {
+                if claimed != actual {
+                    return Err(EnforceError::invalid(
+                        field,
+                        format!(
+                            "the secret set `{}` is for {field} `{actual}`, not `{claimed}`",
+                            self.set.name
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The context of a vault check (see docs/policy-spec.md, "Vault checks").
+    pub(super) fn context(&self, keys: &[String]) -> Map<String, Value> {
+        let mut context = Map::new();
+        context.insert("secret_set".into(), json!(self.set.name));
+        context.insert("secret_set_id".into(), json!(self.set.id));
+        if !self.set.provider.is_empty() {
+            context.insert("provider".into(), json!(self.set.provider));
+        }
+        if !self.set.environment.is_empty() {
+            context.insert("environment".into(), json!(self.set.environment));
+        }
+        context.insert("keys".into(), json!(keys));
+        context
+    }
+
+    /// Keys a request names: each a key of the set (`unknown_key`), in order, once.
+    pub(super) fn keys(&self, asked: Option<&[String]>) -> EnforceResult<Vec<String>> {
+        let Some(asked) = asked else {
+            return Ok(self.version.keys.clone());
+        };
+        let mut keys: Vec<String> = Vec::new();
+        for key in asked {
+            if !self.version.keys.contains(key) {
+                return Err(EnforceError::not_found(
+                    "unknown_key",
+                    format!("the secret set `{}` has no key `{key}`", self.set.name),
+                ));
+            }
+            if !keys.contains(key) {
+                keys.push(key.clone());
+            }
+        }
+        Ok(keys)
+    }
+
+    /// The live grant of this set to the agent (or one of its groups) that allows `action`
+    /// on every key: `no_grant` when none allows the action, `key_not_granted` when none
+    /// covers some key.
+    pub(super) async fn grant(
+        &self,
+        ctx: &Context,
+        agent: &AgentRecord,
+        action: &str,
+        keys: &[String],
+    ) -> EnforceResult<GrantRecord> {
+        let now = now_ms();
+        let groups = agent_groups(ctx, &self.workspace_id, agent).await?;
+        let grants = ctx
+            .store
+            .vault_grants(&self.workspace_id, Some(&self.set.id))
+            .await?;
+        let usable: Vec<GrantRecord> = grants
+            .into_iter()
+            .filter(|g| g.revoked_at.is_none() && g.expires_at.is_none_or(|e| e > now))
+            .filter(|g| match (&g.agent_id, &g.group_name) {
+                (Some(a), _) => *a == agent.id,
+                (None, Some(group)) => groups.contains(group),
+                (None, None) => false,
+            })
+            .filter(|g| g.allowed_actions.iter().any(|a| a == action))
+            .collect();
+        if usable.is_empty() {
+            return Err(EnforceError::forbidden(
+                "no_grant",
+                format!(
+                    "no grant lets this agent `{action}` the secret set `{}`",
+                    self.set.name
+                ),
+            ));
+        }
+        let covers = |g: &GrantRecord, key: &String| {
+            g.allowed_keys
+                .as_ref()
+                .is_none_or(|allowed| allowed.contains(key))
+        };
+        if let Some(g) = usable.iter().find(|g| keys.iter().all(|k| covers(g, k))) {
+            return Ok(g.clone());
+        }
+        let missing = keys
+            .iter()
+            .find(|k| !usable.iter().any(|g| covers(g, k)))
+            .or_else(|| keys.first())
+            .cloned()
+            .unwrap_or_default();
+        Err(key_not_granted(&missing, &self.set.name))
+    }
+}
+
+pub(super) fn key_not_granted(key: &str, set_name: &str) -> EnforceError {
+    EnforceError::forbidden(
+        "key_not_granted",
+        format!("no grant lets this agent use `{key}` of the secret set `{set_name}`"),
+    )
+}
+
+/// The agent's groups under the workspace's default policy (grants to a group name the
+/// groups of the workspace's policy specs).
+async fn agent_groups(
+    ctx: &Context,
+    workspace_id: &str,
+    agent: &AgentRecord,
+) -> EnforceResult<BTreeSet<String>> {
+    let store = ctx.store.as_ref();
+    let view = ctx.caches.view(store, workspace_id).await?;
+    let Some(cached) = ctx.caches.agent_in(store, &view, &agent.id).await? else {
+        return Err(EnforceError::unknown_agent());
+    };
+    let Some(policy) = ctx.caches.policy(store, &view, DEFAULT_POLICY_ID).await? else {
+        return Ok(BTreeSet::new());
+    };
+    let facts = cached.facts("", &Value::Null, None, (0, 0));
+    Ok(groups_of(&policy.compiled, &facts).into_iter().collect())
+}
+
+/// Asks the policy about a vault action; the decision is committed (and audited, and a
+/// challenge made) with the request's nonce. Deny and challenge answer 403.
+pub(super) async fn decide(
+    ctx: &Context,
+    signer: &Signer<'_>,
+    action: VaultAction,
+    context: Map<String, Value>,
+) -> EnforceResult<api::DecisionResponse> {
+    let decision = judge(ctx, signer, action, context).await?;
+    match decision.decision.as_str() {
+        "allow" => Ok(decision),
+        "challenge" => Err(EnforceError::Challenged(Box::new(decision))),
+        _ => Err(EnforceError::Denied(Box::new(decision))),
+    }
+}
+
+async fn judge(
+    ctx: &Context,
+    signer: &Signer<'_>,
+    action: VaultAction,
+    context: Map<String, Value>,
+) -> EnforceResult<api::DecisionResponse> {
+    let workspace_id = signer.workspace_id()?;
+    let view = ctx.caches.view(ctx.store.as_ref(), workspace_id).await?;
+    Ok(check_for_agent(
+        ctx,
+        view,
+        signer.nonce.clone(),
+        &signer.actor(),
+        api::CheckRequest {
+            agent_id: signer.agent.id.clone(),
+            action: action.policy_action().into(),
+            context: Some(Value::Object(context)),
+            email: None,
+            policy_id: None,
+        },
+    )
+    .await?)
+}
+
+/// `POST /v1/vault/policy/eval`: the decision, committed and audited like any check, with
+/// nothing consumed.
+pub async fn eval(
+    ctx: &Context,
+    signer: Signer<'_>,
+    req: api::VaultEvalRequest,
+) -> EnforceResult<api::DecisionResponse> {
+    let workspace_id = signer.workspace_id()?;
+    let action = VaultAction::parse(&req.action).ok_or_else(|| {
+        EnforceError::invalid(
+            "action",
+            "must be `read`, `proxy` or `mint_lease` (or `vault.read`, `vault.proxy`, `vault.mint_lease`)",
+        )
+    })?;
+    let scene = Scene::load(ctx, workspace_id, &req.secret_set_id).await?;
+    scene.check_claims(req.environment.as_deref(), req.provider.as_deref())?;
+    let mut context = scene.context(&scene.keys(req.keys.as_deref())?);
+    if action == VaultAction::MintLease {
+        context.insert("lease_action".into(), json!("read"));
+    }
+    judge(ctx, &signer, action, context).await
+}
+
+/// A lease a token names, as the signing agent may use it for `action` on the scene's set:
+/// `invalid_lease` unless it is the agent's, of that kind and set, and not revoked;
+/// `lease_expired`; `lease_used` when no use is left.
+pub(super) async fn lease_of(
+    ctx: &Context,
+    signer: &Signer<'_>,
+    scene: &Scene,
+    token: &str,
+    kind: &str,
+) -> EnforceResult<LeaseRecord> {
+    if token.is_empty() {
+        return Err(EnforceError::missing(if kind == "workflow" {
+            "workflow_lease_token"
+        } else {
+            "request_lease_token"
+        }));
+    }
+    let invalid = |why: &str| EnforceError::unauthenticated("invalid_lease", why.to_owned());
+    let lease = ctx
+        .store
+        .vault_lease_by_token(&sha256_hex(token.as_bytes()))
+        .await?
+        .filter(|l| l.kind == kind && l.agent_id == signer.agent.id)
+        .filter(|l| l.workspace_id == scene.workspace_id)
+        .ok_or_else(|| invalid(&format!("no {kind} lease of this agent has this token")))?;
+    if lease.secret_set_id != scene.set.id {
+        return Err(invalid("the lease is for another secret set"));
+    }
+    if lease.revoked_at.is_some() {
+        return Err(invalid("the lease was revoked"));
+    }
+    if lease.expires_at <= now_ms() {
+        return Err(EnforceError::gone("lease_expired", "the lease has expired"));
+    }
+    if lease.uses_left.is_some_and(|n| n <= 0) {
+        return Err(EnforceError::conflict(
+            "lease_used",
+            "the lease has no use left",
+        ));
+    }
+    Ok(lease)
+}
+
+/// The refusal a store conflict over a lease stands for (read in the transaction that refused).
+pub(super) fn lease_refusal(err: StoreError) -> EnforceError {
+    match err {
+        StoreError::Conflict(why) => match why.as_str() {
+            "minting_paused" => EnforceError::MintingPaused { reason: None },
+            "lease_used" => EnforceError::conflict("lease_used", "the lease has no use left"),
+            "lease_expired" => EnforceError::gone("lease_expired", "the lease has expired"),
+            "lease_revoked" => {
+                EnforceError::unauthenticated("invalid_lease", "the lease was revoked")
+            }
+            "no_grant" => EnforceError::forbidden(
+                "no_grant",
+                "the grant was revoked or expired, or its secret set deleted",
+            ),
+            _ => EnforceError::unauthenticated("invalid_lease", "the lease is not valid"),
+        },
+        StoreError::AgentNotActive => EnforceError::agent_not_active("inactive"),
+        e => e.into(),
+    }
+}
+
+/// The keys a lease covers, checked against what is asked: `key_not_granted` for one outside.
+pub(super) fn within_lease(
+    lease: &LeaseRecord,
+    keys: &[String],
+    set_name: &str,
+) -> EnforceResult<()> {
+    if let Some(allowed) = &lease.keys {
+        if let Some(k) = keys.iter().find(|k| !allowed.contains(k)) {
+            return Err(key_not_granted(k, set_name));
+        }
+    }
+    Ok(())
+}
+
+/// The lease's use, with the grant, the agent and the kill switch checked again, audited.
+pub(super) async fn use_lease(
+    ctx: &Context,
+    signer: &Signer<'_>,
+    scene: &Scene,
+    lease: &LeaseRecord,
+    grant: &GrantRecord,
+    events: Vec<AuditRecord>,
+) -> EnforceResult<()> {
+    let mut change = Change::new(VaultOp::UseLease {
+        workspace_id: scene.workspace_id.clone(),
+        lease_id: lease.id.clone(),
+        agent_id: signer.agent.id.clone(),
+        grant_id: grant.id.clone(),
+        at: now_ms(),
+    });
+    change.audit = events;
+    ctx.writer.commit(change).await.map_err(lease_refusal)?;
+    Ok(())
+}
+
+/// A vault event of the agent's (never a value or a token in `details`).
+pub(super) fn event(
+    signer: &Signer<'_>,
+    scene: &Scene,
+    event_type: &str,
+    action: &str,
+    trace_id: &str,
+    mut details: Value,
+) -> AuditRecord {
+    if let Value::Object(d) = &mut details {
+        d.insert("secret_set_id".into(), json!(scene.set.id));
+        d.insert("number".into(), json!(scene.set.number));
+    }
+    let mut event = audit::state_change(
+        event_type,
+        action,
+        Some(&scene.workspace_id),
+        Some(&signer.agent.id),
+        &signer.actor(),
+        details,
+    );
+    event.trace_id = Some(trace_id.to_owned());
+    event
+}
+
+/// `POST /v1/vault/leases/request/mint`: a short request lease from a workflow lease.
+pub async fn mint(
+    ctx: &Context,
+    signer: Signer<'_>,
+    req: api::RequestLeaseMintRequest,
+) -> EnforceResult<api::RequestLeaseResponse> {
+    let workspace_id = signer.workspace_id()?;
+    let scene = Scene::load(ctx, workspace_id, &req.secret_set_id).await?;
+    let workflow = lease_of(ctx, &signer, &scene, &req.workflow_lease_token, "workflow").await?;
+    let action = lease_action(req.action.trim()).ok_or_else(|| {
+        EnforceError::invalid("action", "must be `read` or `proxy` (`proxy_use`)")
+    })?;
+    if !workflow.actions.iter().any(|a| a == action) {
+        return Err(EnforceError::forbidden(
+            "action_not_leased",
+            format!("the workflow lease does not allow `{action}`"),
+        ));
+    }
+    let ttl = req.ttl_seconds.unwrap_or(DEFAULT_REQUEST_TTL_SECS);
+    if !(1..=MAX_REQUEST_TTL_SECS).contains(&ttl) {
+        return Err(EnforceError::invalid(
+            "ttl_seconds",
+            format!("must be between 1 and {MAX_REQUEST_TTL_SECS}"),
+        ));
+    }
+    let uses = req.uses.unwrap_or(1);
+    if !(1..=MAX_USES).contains(&uses) {
+        return Err(EnforceError::invalid(
+            "uses",
+            format!("must be between 1 and {MAX_USES}"),
+        ));
+    }
+    let keys = scene.keys(req.keys.as_deref())?;
+    // The grant that allows minting is checked again when the lease is written; the one that
+    // allows the lease's action, again at each use.
+    let grant = scene
+        .grant(ctx, signer.agent, "mint_request_lease", &keys)
+        .await?;
+    scene.grant(ctx, signer.agent, action, &keys).await?;
+    let mut context = scene.context(&keys);
+    context.insert(
+        "lease_action".into(),
+        json!(if action == "read" { "read" } else { "proxy" }),
+    );
+    let decision = decide(ctx, &signer, VaultAction::MintLease, context).await?;
+
+    let token = format!("{REQUEST_TOKEN_PREFIX}{}", random_base62(43));
+    let now = now_ms();
+    let lease = LeaseRecord {
+        id: ids::new_id(LEASE),
+        workspace_id: workspace_id.to_owned(),
+        kind: "request".into(),
+        workflow_id: Some(workflow.id.clone()),
+        agent_id: signer.agent.id.clone(),
+        secret_set_id: scene.set.id.clone(),
+        purpose: workflow.purpose.clone(),
+        actions: vec![action.to_owned()],
+        keys: req.keys.is_some().then(|| keys.clone()),
+        token_hash: sha256_hex(token.as_bytes()),
+        uses_left: Some(uses),
+        expires_at: (now + ttl * 1000).min(workflow.expires_at),
+        revoked_at: None,
+        created_at: now,
+        created_by: signer.actor().label(),
+    };
+    let event = event(
+        &signer,
+        &scene,
+        "vault.lease.minted",
+        "mint_request_lease",
+        &decision.trace_id,
+        json!({
+            "lease_id": lease.id, "kind": "request", "workflow_lease_id": workflow.id,
+            "actions": lease.actions, "keys": lease.keys, "uses": uses,
+            "expires_at": iso(lease.expires_at), "grant_id": grant.id,
+        }),
+    );
+    let answer = api::RequestLeaseResponse {
+        ok: true,
+        lease_id: lease.id.clone(),
+        request_lease_token: token,
+        expires_at: iso(lease.expires_at),
+        uses_left: uses,
+    };
+    ctx.writer
+        .commit(
+            Change::new(VaultOp::MintRequestLease {
+                lease: Box::new(lease),
+                grant_id: grant.id.clone(),
+                at: now,
+            })
+            .audited(event),
+        )
+        .await
+        .map_err(lease_refusal)?;
+    Ok(answer)
+}
+
+/// `POST /v1/vault/secrets/read`: the values of granted keys, for one use of a request lease
+/// minted for `read`.
+pub async fn read(
+    ctx: &Context,
+    signer: Signer<'_>,
+    req: api::SecretsReadRequest,
+) -> EnforceResult<api::SecretsReadResponse> {
+    let workspace_id = signer.workspace_id()?;
+    let scene = Scene::load(ctx, workspace_id, &req.secret_set_id).await?;
+    scene.check_claims(req.environment.as_deref(), None)?;
+    let lease = lease_of(ctx, &signer, &scene, &req.request_lease_token, "request").await?;
+    if !lease.actions.iter().any(|a| a == "read") {
+        return Err(EnforceError::forbidden(
+            "action_not_leased",
+            "the request lease was minted for `proxy_use`, not `read`",
+        ));
+    }
+    if req.keys.is_empty() {
+        return Err(EnforceError::missing("keys"));
+    }
+    let keys = scene.keys(Some(&req.keys))?;
+    within_lease(&lease, &keys, &scene.set.name)?;
+    let grant = scene.grant(ctx, signer.agent, "read", &keys).await?;
+    let decision = decide(ctx, &signer, VaultAction::Read, scene.context(&keys)).await?;
+
+    // Opened before the use is spent, so a failure here does not cost the agent its lease.
+    let mut entries = open_entries(ctx, &scene.set, &scene.version)?;
+    let secrets: BTreeMap<String, String> = keys
+        .iter()
+        .filter_map(|k| entries.remove_entry(k))
+        .collect();
+    let details = json!({"lease_id": lease.id, "version": scene.version.version, "keys": keys});
+    let events = vec![
+        event(
+            &signer,
+            &scene,
+            "vault.lease.used",
+            "read",
+            &decision.trace_id,
+            details.clone(),
+        ),
+        event(
+            &signer,
+            &scene,
+            "vault.secret.read",
+            "read",
+            &decision.trace_id,
+            details,
+        ),
+    ];
+    use_lease(ctx, &signer, &scene, &lease, &grant, events).await?;
+    Ok(api::SecretsReadResponse {
+        ok: true,
+        secrets,
+        version: scene.version.version,
+        trace_id: decision.trace_id,
+    })
+}

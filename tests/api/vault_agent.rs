@@ -1,0 +1,298 @@
+//! The vault's agent side (CONTRACT section 11), driven the way the public client's
+//! `VaultProvider` drives it: signed requests with no `agent_id` in the body and an integer
+//! `secret_set_id`. Every refusal, the audit trail without values, and two processes racing for
+//! one one-use lease. On both engines.
+
+use serde_json::{json, Value};
+
+use crate::both_engines;
+use crate::helpers::*;
+
+pub const STRIPE_KEY: &str = "sk_live_agent-side-canary-4242";
+
+pub fn stripe_set() -> Value {
+    json!({
+        "name": "stripe-prod", "provider": "stripe", "environment": "production",
+        "entries": {"STRIPE_SECRET_KEY": STRIPE_KEY, "ACCOUNT": "acct_agent_1"},
+        "profiles": {"stripe": {"hosts": ["api.stripe.com"], "methods": ["GET", "POST"], "path_prefixes": ["/v1/"],
+            "inject": {"headers": {"Authorization": "Bearer ${STRIPE_SECRET_KEY}"}}}}
+    })
+}
+
+/// A policy that allows every vault action; reads in production need approval when
+/// `approve_reads` is set.
+pub fn vault_policy(approve_reads: bool) -> Value {
+    let mut spec = json!({
+        "global_guardrails": {"actions": {"allow": ["vault.read", "vault.proxy", "vault.mint_lease"]}},
+    });
+    if approve_reads {
+        spec["global_guardrails"]["cedar"] = json!([{
+            "name": "production-reads", "outcome": "challenge", "reason_code": "production_read",
+            "reason": "reading production secrets needs approval",
+            "when": "context.action == \"vault.read\" && context.fields.contains(\"environment=production\")"}]);
+    }
+    spec
+}
+
+/// The owner's session, a set, and an active agent holding a grant and a workflow lease.
+pub struct Setup {
+    pub owner: Browser,
+    pub agent: TestAgent,
+    pub workflow_token: String,
+    pub grant_id: String,
+}
+
+pub async fn setup(app: &TestApp, set: Value, grant: Value, lease_actions: Value) -> Setup {
+    app.apply_policy(vault_policy(false)).await;
+    let owner = app.login("owner@example.com").await;
+    let (s, made) = status_json(owner.post("/v1/vault/secret-sets", &set).await).await;
+    assert_eq!(s, 200, "{made}");
+    let agent = app.active_agent("payer").await;
+    let mut grant = grant;
+    grant["secret_set_id"] = json!(1);
+    grant["agent_id"] = json!(agent.id);
+    let (s, g) = status_json(owner.post("/v1/vault/grants", &grant).await).await;
+    assert_eq!(s, 200, "{g}");
+    let (s, lease) = status_json(
+        app.post(
+            "/v1/vault/leases/workflow",
+            &json!({"agent_id": agent.id, "secret_set_id": 1, "purpose": "payouts", "actions": lease_actions, "ttl_seconds": 600}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(s, 200, "{lease}");
+    Setup {
+        owner,
+        agent,
+        workflow_token: lease["workflow_lease_token"].as_str().unwrap().to_owned(),
+        grant_id: g["grant"]["grant_id"].as_str().unwrap().to_owned(),
+    }
+}
+
+impl Setup {
+    /// `POST /v1/vault/leases/request/mint` as the client sends it.
+    pub async fn mint(&self, app: &TestApp, action: &str, extra: Value) -> reqwest::Response {
+        let mut body = json!({"workflow_lease_token": self.workflow_token, "secret_set_id": 1, "action": action});
+        if let Value::Object(extra) = extra {
+            body.as_object_mut().unwrap().extend(extra);
+        }
+        self.agent
+            .signed_post(app, "/v1/vault/leases/request/mint", &body)
+            .await
+    }
+
+    pub async fn minted(&self, app: &TestApp, action: &str, extra: Value) -> String {
+        let (s, lease) = status_json(self.mint(app, action, extra).await).await;
+        assert_eq!(s, 200, "{lease}");
+        lease["request_lease_token"].as_str().unwrap().to_owned()
+    }
+
+    pub async fn read(&self, app: &TestApp, token: &str, keys: Value) -> reqwest::Response {
+        self.agent
+            .signed_post(
+                app,
+                "/v1/vault/secrets/read",
+                &json!({"request_lease_token": token, "secret_set_id": 1, "keys": keys}),
+            )
+            .await
+    }
+}
+
+fn read_grant() -> Value {
+    json!({"allowed_keys": "*", "allowed_actions": ["read", "mint_request_lease"]})
+}
+
+both_engines! {
+    async fn the_public_clients_flow_reads_granted_keys_once(app) {
+        let s = setup(&app, stripe_set(), read_grant(), json!(["read"])).await;
+
+        // Policy eval: the decision, nothing consumed.
+        let (st, eval) = status_json(s.agent.signed_post(&app, "/v1/vault/policy/eval",
+            &json!({"secret_set_id": 1, "action": "read", "keys": ["STRIPE_SECRET_KEY"], "environment": "production", "provider": "stripe"})).await).await;
+        assert_eq!(st, 200, "{eval}");
+        assert_eq!(eval["decision"], "allow");
+        assert!(eval["trace_id"].as_str().unwrap().starts_with("trc_"));
+
+        let (st, minted) = status_json(s.mint(&app, "read", json!({"keys": ["STRIPE_SECRET_KEY"]})).await).await;
+        assert_eq!(st, 200, "{minted}");
+        let token = minted["request_lease_token"].as_str().unwrap().to_owned();
+        assert!(token.starts_with("vrl_") && minted["lease_id"].as_str().unwrap().starts_with("ls_"));
+        assert_eq!(minted["uses_left"], 1);
+
+        let (st, read) = status_json(s.read(&app, &token, json!(["STRIPE_SECRET_KEY"])).await).await;
+        assert_eq!(st, 200, "{read}");
+        assert_eq!(read["secrets"], json!({"STRIPE_SECRET_KEY": STRIPE_KEY}));
+        // One use: the second read is refused.
+        assert_error(s.read(&app, &token, json!(["STRIPE_SECRET_KEY"])).await, 409, "lease_used").await;
+
+        // A lease minted for one key reads no other.
+        let token = s.minted(&app, "read", json!({"keys": ["ACCOUNT"]})).await;
+        assert_error(s.read(&app, &token, json!(["STRIPE_SECRET_KEY"])).await, 403, "key_not_granted").await;
+        assert_error(s.read(&app, &token, json!(["NOPE"])).await, 404, "unknown_key").await;
+
+        // The trail: minted, used, read, with key names and never a value or a token.
+        for kind in ["vault.lease.minted", "vault.lease.used", "vault.secret.read"] {
+            let events = audit_events(&app, &format!("event_type={kind}")).await;
+            assert!(!events.is_empty(), "{kind}");
+            assert_eq!(events[0]["actor"], format!("agent:{}", s.agent.id));
+        }
+        let read_event = &audit_events(&app, "event_type=vault.secret.read").await[0];
+        assert_eq!(read_event["details"]["keys"], json!(["STRIPE_SECRET_KEY"]));
+        let (_, vault_trail) = status_json(s.owner.get("/v1/vault/audit?secret_set_id=1&limit=200").await).await;
+        let trail = vault_trail.to_string();
+        assert!(trail.contains("vault.secret.read"));
+        assert!(!trail.contains(STRIPE_KEY) && !trail.contains(&token) && !trail.contains(&s.workflow_token));
+        let decisions = audit_events(&app, "action=vault.read").await;
+        assert!(decisions.iter().any(|e| e["event_type"] == "decision.check"));
+        app.stop().await;
+    }
+}
+
+both_engines! {
+    async fn every_refusal_has_its_code(app) {
+        let s = setup(&app, stripe_set(), json!({"allowed_keys": ["ACCOUNT"], "allowed_actions": ["read", "mint_request_lease"]}), json!(["read"])).await;
+
+        // Input.
+        assert_error(s.mint(&app, "write", json!({})).await, 400, "invalid_action").await;
+        assert_error(s.mint(&app, "read", json!({"ttl_seconds": 901})).await, 400, "invalid_ttl_seconds").await;
+        assert_error(s.mint(&app, "proxy", json!({"keys": ["ACCOUNT"]})).await, 403, "action_not_leased").await;
+        let res = s.agent.signed_post(&app, "/v1/vault/leases/request/mint",
+            &json!({"workflow_lease_token": "vwl_unknown", "secret_set_id": 1, "action": "read"})).await;
+        assert_error(res, 401, "invalid_lease").await;
+        let res = s.agent.signed_post(&app, "/v1/vault/leases/request/mint",
+            &json!({"workflow_lease_token": s.workflow_token, "secret_set_id": 9, "action": "read"})).await;
+        assert_error(res, 404, "unknown_secret_set").await;
+        let res = s.agent.signed_post(&app, "/v1/vault/secrets/read",
+            &json!({"request_lease_token": "x", "secret_set_id": 1, "keys": ["ACCOUNT"], "environment": "staging"})).await;
+        assert_error(res, 400, "invalid_environment").await;
+        // Another agent's body names the signer: refused.
+        let res = s.agent.signed_post(&app, "/v1/vault/leases/request/mint",
+            &json!({"agent_id": "agt_00000000000000000000000000000000", "workflow_lease_token": s.workflow_token, "secret_set_id": 1, "action": "read"})).await;
+        assert_error(res, 401, "agent_header_mismatch").await;
+
+        // Grants: a key the grant does not allow; no grant for another agent.
+        assert_error(s.mint(&app, "read", json!({"keys": ["STRIPE_SECRET_KEY"]})).await, 403, "key_not_granted").await;
+        let (_, first) = status_json(s.mint(&app, "read", json!({"keys": ["ACCOUNT"]})).await).await;
+        let token = first["request_lease_token"].as_str().unwrap().to_owned();
+        assert_error(s.read(&app, &token, json!(["STRIPE_SECRET_KEY"])).await, 403, "key_not_granted").await;
+        let other = app.active_agent("other").await;
+        let (_, lease) = status_json(app.post("/v1/vault/leases/workflow",
+            &json!({"agent_id": other.id, "secret_set_id": 1, "purpose": "p", "actions": ["read"]})).await).await;
+        let res = other.signed_post(&app, "/v1/vault/leases/request/mint",
+            &json!({"workflow_lease_token": lease["workflow_lease_token"], "secret_set_id": 1, "action": "read"})).await;
+        assert_error(res, 403, "no_grant").await;
+        // A workflow lease is not the signer's: invalid for another agent.
+        let res = other.signed_post(&app, "/v1/vault/leases/request/mint",
+            &json!({"workflow_lease_token": s.workflow_token, "secret_set_id": 1, "action": "read"})).await;
+        assert_error(res, 401, "invalid_lease").await;
+
+        // Expired.
+        let short = s.minted(&app, "read", json!({"keys": ["ACCOUNT"], "ttl_seconds": 1})).await;
+        tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+        assert_error(s.read(&app, &short, json!(["ACCOUNT"])).await, 410, "lease_expired").await;
+
+        // Revoked by id.
+        let request_lease_id = first["lease_id"].as_str().unwrap();
+        assert_eq!(s.owner.post(&format!("/v1/vault/leases/{request_lease_id}/revoke"), &json!({})).await.status(), 200);
+        assert_error(s.read(&app, &token, json!(["ACCOUNT"])).await, 401, "invalid_lease").await;
+        let token = s.minted(&app, "read", json!({"keys": ["ACCOUNT"]})).await;
+
+        // A revoked grant: the lease in hand no longer reads.
+        assert_eq!(s.owner.post(&format!("/v1/vault/grants/{}/revoke", s.grant_id), &json!({})).await.status(), 200);
+        assert_error(s.read(&app, &token, json!(["ACCOUNT"])).await, 403, "no_grant").await;
+        let (_, g) = status_json(s.owner.post("/v1/vault/grants", &json!({"secret_set_id": 1, "agent_id": s.agent.id,
+            "allowed_keys": "*", "allowed_actions": ["read", "mint_request_lease"]})).await).await;
+        assert!(g["grant"]["grant_id"].is_string(), "{g}");
+
+        // The kill switch: paused minting mints nothing; revoke-all revokes what was minted.
+        let token = s.minted(&app, "read", json!({})).await;
+        assert_eq!(app.post("/v1/identity/kill-switch/minting", &json!({"paused": true})).await.status(), 200);
+        let body = assert_error(s.mint(&app, "read", json!({})).await, 403, "minting_paused").await;
+        assert!(body["message"].is_string());
+        assert_eq!(app.post("/v1/identity/kill-switch/minting", &json!({"paused": false})).await.status(), 200);
+        assert_eq!(app.post("/v1/identity/kill-switch/revoke-all", &json!({"reason": "drill"})).await.status(), 200);
+        assert_error(s.read(&app, &token, json!(["ACCOUNT"])).await, 401, "invalid_lease").await;
+        assert_error(s.mint(&app, "read", json!({})).await, 401, "invalid_lease").await;
+
+        // A suspended agent signs nothing that verifies.
+        let (_, fresh) = status_json(app.post("/v1/vault/leases/workflow",
+            &json!({"agent_id": s.agent.id, "secret_set_id": 1, "purpose": "p", "actions": ["read"]})).await).await;
+        let s2 = Setup { workflow_token: fresh["workflow_lease_token"].as_str().unwrap().to_owned(), ..s };
+        let token = s2.minted(&app, "read", json!({})).await;
+        assert_eq!(app.post(&format!("/v1/agents/{}/suspend", s2.agent.id), &json!({})).await.status(), 200);
+        assert_error(s2.read(&app, &token, json!(["ACCOUNT"])).await, 403, "agent_not_active").await;
+        app.stop().await;
+    }
+}
+
+both_engines! {
+    async fn the_policy_denies_and_challenges_vault_actions(app) {
+        let s = setup(&app, stripe_set(), read_grant(), json!(["read"])).await;
+        // Reads in production need a human; the approval allows that very read once.
+        app.apply_policy(vault_policy(true)).await;
+        let token = s.minted(&app, "read", json!({"keys": ["ACCOUNT"]})).await;
+        let body = assert_error(s.read(&app, &token, json!(["ACCOUNT"])).await, 403, "policy_challenge").await;
+        assert_eq!(body["decision"], "challenge");
+        assert_eq!(body["reason_codes"], json!(["production_read"]));
+        let url = body["challenge"]["url"].as_str().unwrap().to_owned();
+        let challenge_id = body["challenge_id"].as_str().unwrap().to_owned();
+        // The lease was not spent by the refused read.
+        let (_, listed) = status_json(s.owner.get("/v1/vault/leases?kind=request").await).await;
+        assert_eq!(listed["items"][0]["uses_left"], 1);
+        assert!(url.contains("/v1/approval-links/"));
+        let (st, decided) = status_json(s.owner.post(&format!("/v1/policy-challenges/{challenge_id}/decide"), &json!({"decision": "approve"})).await).await;
+        assert_eq!(st, 200, "{decided}");
+        let (st, read) = status_json(s.read(&app, &token, json!(["ACCOUNT"])).await).await;
+        assert_eq!(st, 200, "{read}");
+        assert_eq!(read["secrets"]["ACCOUNT"], "acct_agent_1");
+
+        // No rule allows it: denied, and nothing is consumed.
+        app.apply_policy(json!({})).await;
+        let owner = app.login("owner@example.com").await;
+        let _ = owner;
+        let body = assert_error(s.mint(&app, "read", json!({})).await, 403, "policy_denied").await;
+        assert_eq!(body["reason_codes"], json!(["no_matching_rule"]));
+        let (st, eval) = status_json(s.agent.signed_post(&app, "/v1/vault/policy/eval",
+            &json!({"secret_set_id": 1, "action": "vault.mint_lease"})).await).await;
+        assert_eq!((st.as_u16(), eval["decision"].as_str()), (200, Some("deny")), "{eval}");
+        assert_error(s.agent.signed_post(&app, "/v1/vault/policy/eval", &json!({"secret_set_id": 1, "action": "write"})).await, 400, "invalid_action").await;
+        app.stop().await;
+    }
+}
+
+/// Two server processes on one database, the same one-use lease read on both at once: exactly
+/// one read succeeds, every time.
+async fn one_use_is_one_success_across_processes(engine: Engine) {
+    let app = TestApp::spawn(engine).await;
+    let s = setup(&app, stripe_set(), read_grant(), json!(["read"])).await;
+    let (mut one, base_one) = crate::replicas::start_replica(&app.db_url, &app.key).await;
+    let (mut two, base_two) = crate::replicas::start_replica(&app.db_url, &app.key).await;
+    let (r1, r2) = (app.at(base_one), app.at(base_two));
+    for _ in 0..8 {
+        let token = s.minted(&app, "read", json!({"keys": ["ACCOUNT"]})).await;
+        let (a, b) = tokio::join!(
+            s.read(&r1, &token, json!(["ACCOUNT"])),
+            s.read(&r2, &token, json!(["ACCOUNT"]))
+        );
+        let mut codes = vec![a.status().as_u16(), b.status().as_u16()];
+        codes.sort();
+        assert_eq!(codes, vec![200, 409], "one use, one success");
+    }
+    let reads = audit_events(&app, "event_type=vault.secret.read&limit=200").await;
+    assert_eq!(reads.len(), 8);
+    one.kill().await.unwrap();
+    two.kill().await.unwrap();
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_use_is_one_success_across_processes_sqlite() {
+    one_use_is_one_success_across_processes(Engine::Sqlite).await;
+}
+
+#[cfg(acp_postgres)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_use_is_one_success_across_processes_postgres() {
+    one_use_is_one_success_across_processes(Engine::Postgres).await;
+}
