@@ -118,6 +118,10 @@ pub struct Block {
     pub amount: Option<AmountRules>,
     #[serde(default)]
     pub actions: Option<ActionRules>,
+    /// Rules for the vault's actions. Left out of the canonical form when absent, so the
+    /// hashes of specs written before it existed stay what they were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vault: Option<VaultRules>,
     #[serde(default)]
     pub status: Option<StatusRules>,
     #[serde(default)]
@@ -127,10 +131,6 @@ pub struct Block {
     /// Who is asked when a rule of this block challenges, and for how long.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<ApprovalRules>,
-    /// Rules for the vault's actions. Left out of the canonical form when absent, so the
-    /// hashes of specs written before it existed stay what they were.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub vault: Option<VaultRules>,
 }
 
 /// Approvers of the challenges a block produces.
@@ -162,6 +162,10 @@ pub struct Guardrails {
     pub amount: Option<AmountRules>,
     #[serde(default)]
     pub actions: Option<ActionRules>,
+    /// Rules for the vault's actions. Left out of the canonical form when absent, so the
+    /// hashes of specs written before it existed stay what they were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vault: Option<VaultRules>,
     #[serde(default)]
     pub status: Option<StatusRules>,
     #[serde(default)]
@@ -170,8 +174,6 @@ pub struct Guardrails {
     pub cedar: Vec<CedarRule>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<ApprovalRules>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub vault: Option<VaultRules>,
 }
 
 impl Guardrails {
