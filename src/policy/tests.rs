@@ -1186,7 +1186,14 @@ fn the_vault_block() {
     // context has none of that, and the approver is shown only what the context has.
     assert_eq!(
         d.reads,
-        codes(&["environment", "keys", "method", "path", "secret_set", "target_host"])
+        codes(&[
+            "environment",
+            "keys",
+            "method",
+            "path",
+            "secret_set",
+            "target_host"
+        ])
     );
     let d = rep("vault.mint_lease", "reports");
     assert_eq!(
@@ -1471,6 +1478,12 @@ fn a_vault_spec_keeps_the_hashes_of_specs_without_one() {
     // existed keep their hash.
     let spec = parse(ACTIONS, Format::Yaml).unwrap();
     assert!(!spec.canonical_json().contains("vault"));
+    // The hash docs/policy-spec.md shows for this shipped spec, made before the block existed.
+    let shipped = include_str!("../../policies/devops-deploys.yaml");
+    assert_eq!(
+        parse(shipped, Format::Yaml).unwrap().hash(),
+        "sha256:0e322f332e4a678a03bb7f684a55bd447da3a3d660e4a0094feca9f7fbbea6ad"
+    );
     let with = parse(VAULT, Format::Yaml).unwrap();
     assert!(with
         .canonical_json()
