@@ -7,10 +7,14 @@ use crate::api;
 
 use super::evaluate::EmailFacts;
 
+/// At most this many elements of an array are shown; a longer array is not shown at all
+/// (like a string over 200 bytes), rather than cut short where the approver cannot see it.
+const MAX_SHOWN_ELEMENTS: usize = 100;
+
 /// What an approver is shown of a challenged request (stored with the challenge): the agent's
-/// name, the values the deciding rules read (`values`: amount and currency, environment, ...;
-/// `recipients` when they read the email) and, as before, the context's field names and the
-/// email's counts. Values the deciding rules did not read are not kept.
+/// name, the values the deciding rules read (`values`: amount and currency, environment, the
+/// vault's keys, ...; `recipients` when they read the email) and, as before, the context's
+/// field names and the email's counts. Values the deciding rules did not read are not kept.
 pub fn request_summary(
     agent_name: &str,
     reads: &[String],
@@ -19,10 +23,8 @@ pub fn request_summary(
 ) -> Value {
     let mut values = Map::new();
     for field in reads {
-        if let Some(v) = context.get(field).filter(|v| {
-            v.is_number() || v.is_boolean() || v.as_str().is_some_and(|s| s.len() <= 200)
-        }) {
-            values.insert(field.clone(), v.clone());
+        if let Some(v) = context.get(field).and_then(shown_value) {
+            values.insert(field.clone(), v);
         }
     }
     let reads_email = reads.iter().any(|r| r == "email");
@@ -44,9 +46,35 @@ pub fn request_summary(
     })
 }
 
+/// A string of at most 200 bytes.
+fn short_text(v: &Value) -> bool {
+    v.as_str().is_some_and(|s| s.len() <= 200)
+}
+
+/// A context value as an approver is shown it: a number, a boolean, a short string, or the
+/// strings and booleans of an array (what rules read of it; its other elements are left out).
+fn shown_value(v: &Value) -> Option<Value> {
+    match v {
+        Value::Number(_) | Value::Bool(_) => Some(v.clone()),
+        Value::String(_) => short_text(v).then(|| v.clone()),
+        Value::Array(items) => {
+            let read: Vec<&Value> = items
+                .iter()
+                .filter(|i| i.is_string() || i.is_boolean())
+                .collect();
+            let fits = read.len() <= MAX_SHOWN_ELEMENTS
+                && read.iter().all(|i| i.is_boolean() || short_text(i));
+            fits.then(|| Value::Array(read.into_iter().cloned().collect()))
+        }
+        _ => None,
+    }
+}
+
 fn scalar(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
+        // An array's elements, as a list (`keys: STRIPE_SECRET_KEY, ACCOUNT`).
+        Value::Array(items) => items.iter().map(scalar).collect::<Vec<_>>().join(", "),
         other => other.to_string(),
     }
 }

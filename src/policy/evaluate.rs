@@ -237,6 +237,15 @@ fn pairs(source: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// A string or boolean context value as its `context.fields` entry, `name=value`.
+fn field(name: &str, value: &Value) -> Option<String> {
+    match value {
+        Value::String(s) => Some(format!("{name}={s}")),
+        Value::Bool(b) => Some(format!("{name}={b}")),
+        _ => None,
+    }
+}
+
 fn authorizer() -> &'static Authorizer {
     static AUTHORIZER: OnceLock<Authorizer> = OnceLock::new();
     AUTHORIZER.get_or_init(Authorizer::new)
@@ -428,9 +437,12 @@ fn evaluate_in(
                         numbers.push((k.clone(), value));
                     }
                 }
-                Value::String(s) => fields.push(format!("{k}={s}")),
-                Value::Bool(b) => fields.push(format!("{k}={b}")),
-                _ => {}
+                // Each string or boolean of an array is a field of its own (`keys=A`,
+                // `keys=B`), so rules can test membership; other elements stay invisible.
+                Value::Array(items) => {
+                    fields.extend(items.iter().filter_map(|item| field(k, item)));
+                }
+                other => fields.extend(field(k, other)),
             }
         }
     }
@@ -623,8 +635,9 @@ fn decision_key(
 const CONTEXT_KEY_MAX: usize = 512;
 
 /// The key of a check without email facts (nor email counts) in the decision cache: its
-/// action and its context fields, each with its length first so that no two checks share a
-/// key. `None` for other checks, and for keys too long to keep.
+/// action and its context fields (every element of an array among them, so two checks that
+/// differ only in an array's elements never share a key), each with its length first so that
+/// no two checks share a key. `None` for other checks, and for keys too long to keep.
 fn plain_key(facts: &Facts<'_>, fields: &[String]) -> Option<String> {
     let plain = facts.email.is_none()
         && facts.emails_sent_last_minute == 0
@@ -641,8 +654,8 @@ fn plain_key(facts: &Facts<'_>, fields: &[String]) -> Option<String> {
     (key.len() <= CONTEXT_KEY_MAX).then_some(key)
 }
 
-/// The Cedar context of a check: its action, its context fields (`name=value`) and its email
-/// facts.
+/// The Cedar context of a check: its action, its context fields (`name=value`, one per string
+/// or boolean value and per string or boolean element of an array) and its email facts.
 fn build_context(facts: &Facts<'_>, fields: Vec<String>) -> Result<Context, String> {
     let empty = EmailFacts::default();
     let email = facts.email.unwrap_or(&empty);

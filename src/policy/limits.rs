@@ -27,8 +27,8 @@ pub const MAX_GROUPS: usize = 10_000;
 pub const MAX_BINDINGS: usize = 10_000;
 /// Most group members and selectors, over all groups.
 pub const MAX_MEMBERS: usize = 100_000;
-/// Most names (actions, domains, attachment types, approvers, currencies, blocks a binding
-/// lists), over the whole spec.
+/// Most names (actions, domains, attachment types, approvers, currencies, the vault block's
+/// actions, sets, environments and hosts, blocks a binding lists), over the whole spec.
 pub const MAX_NAMES: usize = 100_000;
 /// Most raw `cedar` rules, over the whole spec.
 pub const MAX_CEDAR_RULES: usize = 1_000;
@@ -127,6 +127,13 @@ fn block_names(block: &Block) -> usize {
     if let Some(a) = &block.approval {
         n += a.approvers.len();
     }
+    if let Some(v) = &block.vault {
+        let len = |list: &Option<Vec<String>>| list.as_ref().map_or(0, Vec::len);
+        n += len(&v.allow) + len(&v.secret_sets) + len(&v.environments) + len(&v.proxy_hosts);
+        if let Some(r) = &v.require_approval {
+            n += len(&r.actions) + len(&r.environments);
+        }
+    }
     n
 }
 
@@ -179,7 +186,7 @@ pub fn check_spec(spec: &PolicySpec) -> Vec<SpecError> {
                 members,
                 MAX_MEMBERS,
             ),
-            over("", "names (actions, domains, attachment types, approvers, currencies, block references)", names, MAX_NAMES),
+            over("", "names (actions, domains, attachment types, approvers, currencies, vault sets, environments and hosts, block references)", names, MAX_NAMES),
             over("", "raw cedar rules", cedar_rules, MAX_CEDAR_RULES),
             over("tests", "test cases", spec.tests.len(), MAX_TESTS),
         ]
@@ -238,7 +245,8 @@ fn rule_estimate(block: &Block) -> usize {
     let email = block.email.as_ref().map_or(0, |_| 8);
     let amount = block.amount.as_ref().map_or(0, |a| 3 * a.limits.len() + 2);
     let actions = block.actions.as_ref().map_or(0, |_| 3);
-    email + amount + actions + 1 + 2 + block.cedar.len()
+    let vault = block.vault.as_ref().map_or(0, |_| 5);
+    email + amount + actions + vault + 1 + 2 + block.cedar.len()
 }
 
 fn check_cedar_rules(block: &Block, path: &str, errors: &mut Vec<SpecError>) {

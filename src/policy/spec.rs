@@ -118,6 +118,10 @@ pub struct Block {
     pub amount: Option<AmountRules>,
     #[serde(default)]
     pub actions: Option<ActionRules>,
+    /// Rules for the vault's actions. Left out of the canonical form when absent, so the
+    /// hashes of specs written before it existed stay what they were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vault: Option<VaultRules>,
     #[serde(default)]
     pub status: Option<StatusRules>,
     #[serde(default)]
@@ -158,6 +162,10 @@ pub struct Guardrails {
     pub amount: Option<AmountRules>,
     #[serde(default)]
     pub actions: Option<ActionRules>,
+    /// Rules for the vault's actions. Left out of the canonical form when absent, so the
+    /// hashes of specs written before it existed stay what they were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vault: Option<VaultRules>,
     #[serde(default)]
     pub status: Option<StatusRules>,
     #[serde(default)]
@@ -171,15 +179,28 @@ pub struct Guardrails {
 impl Guardrails {
     /// The inline rules as a block.
     pub fn inline_block(&self) -> Block {
+        // Written out field by field (no `..`): a part added to both types must be added here.
+        let Guardrails {
+            blocks: _,
+            email,
+            amount,
+            actions,
+            status,
+            reputation,
+            cedar,
+            approval,
+            vault,
+        } = self;
         Block {
             description: None,
-            email: self.email.clone(),
-            amount: self.amount.clone(),
-            actions: self.actions.clone(),
-            status: self.status.clone(),
-            reputation: self.reputation.clone(),
-            cedar: self.cedar.clone(),
-            approval: self.approval.clone(),
+            email: email.clone(),
+            amount: amount.clone(),
+            actions: actions.clone(),
+            status: status.clone(),
+            reputation: reputation.clone(),
+            cedar: cedar.clone(),
+            approval: approval.clone(),
+            vault: vault.clone(),
         }
     }
 }
@@ -206,6 +227,47 @@ pub struct EmailRules {
     /// What a violation of the rules above produces: `deny` (default) or `challenge`.
     #[serde(default)]
     pub on_violation: Outcome,
+}
+
+/// Rules for the vault's actions (`vault.read`, `vault.proxy`, `vault.mint_lease`), which the
+/// vault decides as ordinary checks with the secret set, its environment, the keys and (for a
+/// proxied request) the target host in the context.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VaultRules {
+    /// The vault actions allowed: `read`, `proxy`, `mint_lease` (or their `vault.` names), or
+    /// `*` alone for all three. Not emitted in guardrails, like `email`'s allow.
+    #[serde(default)]
+    pub allow: Option<Vec<String>>,
+    /// Vault actions only on these secret sets (by name).
+    #[serde(default)]
+    pub secret_sets: Option<Vec<String>>,
+    /// Vault actions only on secret sets of these environments.
+    #[serde(default)]
+    pub environments: Option<Vec<String>>,
+    /// `vault.proxy` only to these hosts: `api.example.com`, or `*.example.com` for any host
+    /// below it.
+    #[serde(default)]
+    pub proxy_hosts: Option<Vec<String>>,
+    /// Vault actions that need a human's approval.
+    #[serde(default)]
+    pub require_approval: Option<VaultApproval>,
+    /// What a violation of `secret_sets`, `environments` or `proxy_hosts` produces: `deny`
+    /// (default) or `challenge`.
+    #[serde(default)]
+    pub on_violation: Outcome,
+}
+
+/// Which vault actions need a human's approval.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VaultApproval {
+    /// These actions (short or `vault.` names, or `*`); default every vault action.
+    #[serde(default)]
+    pub actions: Option<Vec<String>>,
+    /// Only on secret sets of these environments; default every environment.
+    #[serde(default)]
+    pub environments: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

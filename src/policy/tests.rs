@@ -946,3 +946,580 @@ global_guardrails:
     assert_eq!(suspended[0].0.outcome, Outcome::Deny);
     assert_eq!(suspended[0].0, suspended[0].1);
 }
+
+#[test]
+fn the_strings_and_booleans_of_a_context_array_are_fields() {
+    let p = policy(
+        r#"
+global_guardrails:
+  actions: { allow: ["*"] }
+  cedar:
+    - { name: b, when: 'context.fields.contains("keys=B")', outcome: deny, reason_code: key_b, reason: "B is not to be read" }
+    - { name: flag, when: 'context.fields.contains("flags=true")', outcome: challenge, reason_code: flagged, reason: "flagged" }
+"#,
+    );
+    let check = |context: Value| {
+        outcome(
+            &p,
+            Check {
+                context,
+                ..Check::default()
+            },
+        )
+    };
+    assert_eq!(
+        check(json!({"keys": ["A", "B"]})),
+        (Outcome::Deny, codes(&["key_b"]))
+    );
+    assert_eq!(
+        check(json!({"keys": "B"})),
+        (Outcome::Deny, codes(&["key_b"]))
+    );
+    assert_eq!(check(json!({"keys": ["A"]})).0, Outcome::Allow);
+    assert_eq!(check(json!({"keys": []})).0, Outcome::Allow);
+    assert_eq!(
+        check(json!({"flags": [false, true]})),
+        (Outcome::Challenge, codes(&["flagged"]))
+    );
+    // Other elements, and anything nested, stay invisible.
+    for invisible in [
+        json!({"keys": [["B"]]}),
+        json!({"keys": [{"B": true}]}),
+        json!({"keys": [1, null]}),
+        json!({"keys": {"0": "B"}}),
+        json!({"other": ["keys=B"]}),
+    ] {
+        assert_eq!(check(invisible.clone()).0, Outcome::Allow, "{invisible}");
+    }
+}
+
+#[test]
+fn checks_that_differ_only_in_an_array_do_not_share_a_kept_decision() {
+    let p = policy(
+        r#"
+global_guardrails:
+  actions: { allow: ["*"] }
+  cedar:
+    - { name: b, when: 'context.fields.contains("keys=B")', outcome: deny, reason_code: key_b, reason: "B is not to be read" }
+"#,
+    );
+    clear_decision_cache();
+    let checks = [
+        ("read", json!({"keys": ["A"]})),
+        ("read", json!({"keys": ["A", "B"]})),
+        ("read", json!({"keys": ["B"]})),
+        ("read", json!({"keys": ["A"]})),
+    ];
+    let answers = prepared_checks(&p, "active", json!({}), &checks);
+    let outcomes: Vec<Outcome> = answers.iter().map(|(kept, _)| kept.outcome).collect();
+    assert_eq!(
+        outcomes,
+        [Outcome::Allow, Outcome::Deny, Outcome::Deny, Outcome::Allow]
+    );
+    for (kept, every_rule) in &answers {
+        assert_eq!(kept, every_rule);
+    }
+    // Three distinct checks, three entries: the fourth was the first one again.
+    assert_eq!(decision_cache_len(), 3);
+}
+
+const VAULT: &str = r#"
+reusable_policy_blocks:
+  payments-vault:
+    vault:
+      allow: [mint_lease, read, proxy]
+      secret_sets: [stripe-prod, stripe-test]
+      environments: [staging, production]
+      proxy_hosts: [API.stripe.com, "*.stripe.com"]
+      require_approval: { actions: [read], environments: [production] }
+  reports-vault:
+    vault:
+      allow: [vault.read]
+      secret_sets: [reports]
+      on_violation: challenge
+agent_groups:
+  - { name: payments, selectors: [{ metadata: { team: payments } }] }
+  - { name: reporting, selectors: [{ metadata: { team: reporting } }] }
+bindings:
+  - { group: payments, blocks: [payments-vault] }
+  - { group: reporting, blocks: [reports-vault] }
+"#;
+
+/// The context the vault sends with its checks (`host`: a proxied request's target host).
+fn vault_context(set: &str, environment: Option<&str>, host: Option<&str>) -> Value {
+    let mut context = json!({
+        "secret_set": set,
+        "secret_set_id": "ss_0123456789abcdef0123456789abcdef",
+        "provider": "stripe",
+        "keys": ["STRIPE_SECRET_KEY", "ACCOUNT"],
+    });
+    if let Some(env) = environment {
+        context["environment"] = json!(env);
+    }
+    if let Some(host) = host {
+        // The host and each `*.parent` of it.
+        let labels: Vec<&str> = host.split('.').collect();
+        let mut patterns = vec![host.to_owned()];
+        patterns.extend((1..labels.len()).map(|i| format!("*.{}", labels[i..].join("."))));
+        context["profile"] = json!("stripe");
+        context["method"] = json!("POST");
+        context["path"] = json!("/v1/charges");
+        context["target_host"] = json!(host);
+        context["target_host_patterns"] = json!(patterns);
+    }
+    context
+}
+
+fn vault_check(team: &str, action: &'static str, context: Value) -> Check {
+    Check {
+        action,
+        metadata: json!({ "team": team }),
+        context,
+        ..Check::default()
+    }
+}
+
+#[test]
+fn the_vault_block() {
+    let p = policy(VAULT);
+    let pay = |action, context| outcome(&p, vault_check("payments", action, context));
+    let prod = || vault_context("stripe-prod", Some("production"), None);
+    let test = |env| vault_context("stripe-test", env, None);
+    let mut lease = prod();
+    lease["lease_action"] = json!("read");
+    assert_eq!(
+        pay("vault.mint_lease", lease),
+        (Outcome::Allow, codes(&["vault_allowed"]))
+    );
+    assert_eq!(
+        pay("vault.read", test(Some("staging"))),
+        (Outcome::Allow, codes(&["vault_allowed"]))
+    );
+    // Reads in production need a human; the approver is shown the set, environment and keys.
+    let d = run(&p, &vault_check("payments", "vault.read", prod()));
+    assert_eq!(
+        (d.outcome, d.reason_codes.clone()),
+        (Outcome::Challenge, codes(&["vault_requires_approval"]))
+    );
+    assert_eq!(d.reads, codes(&["environment", "keys", "secret_set"]));
+    assert_eq!(
+        d.determining_policies,
+        codes(&["payments:payments-vault/payments-vault"])
+    );
+    // Sets and environments that are not listed (or no environment at all).
+    assert_eq!(
+        pay(
+            "vault.read",
+            vault_context("hr-prod", Some("staging"), None)
+        ),
+        (Outcome::Deny, codes(&["secret_set_not_allowed"]))
+    );
+    assert_eq!(
+        pay("vault.mint_lease", test(Some("dev"))),
+        (Outcome::Deny, codes(&["environment_not_allowed"]))
+    );
+    assert_eq!(
+        pay("vault.read", test(None)),
+        (Outcome::Deny, codes(&["environment_not_allowed"]))
+    );
+    // Proxying: exact hosts and `*.parent` patterns (written in any case in the spec).
+    let proxy = |host| vault_context("stripe-prod", Some("production"), Some(host));
+    assert_eq!(
+        pay("vault.proxy", proxy("api.stripe.com")),
+        (Outcome::Allow, codes(&["vault_allowed"]))
+    );
+    assert_eq!(
+        pay("vault.proxy", proxy("files.eu.stripe.com")).0,
+        Outcome::Allow
+    );
+    for foreign in ["api.evil.com", "stripe.com", "api.stripe.com.evil.com"] {
+        assert_eq!(
+            pay("vault.proxy", proxy(foreign)),
+            (Outcome::Deny, codes(&["proxy_host_not_allowed"])),
+            "{foreign}"
+        );
+    }
+    // Without the host patterns nothing can be proxied.
+    assert_eq!(
+        pay("vault.proxy", prod()),
+        (Outcome::Deny, codes(&["proxy_host_not_allowed"]))
+    );
+    // Several violations are all reported.
+    assert_eq!(
+        pay(
+            "vault.proxy",
+            vault_context("hr-prod", Some("production"), Some("api.evil.com"))
+        ),
+        (
+            Outcome::Deny,
+            codes(&["proxy_host_not_allowed", "secret_set_not_allowed"])
+        )
+    );
+    // The block says nothing of other actions.
+    assert_eq!(
+        pay("read", prod()),
+        (Outcome::Deny, codes(&["no_matching_rule"]))
+    );
+
+    // `on_violation: challenge`, and an allow of one action only.
+    let rep = |action, set| {
+        run(
+            &p,
+            &vault_check(
+                "reporting",
+                action,
+                vault_context(set, Some("production"), None),
+            ),
+        )
+    };
+    let d = rep("vault.read", "reports");
+    assert_eq!(
+        (d.outcome, d.reason_codes),
+        (Outcome::Allow, codes(&["vault_allowed"]))
+    );
+    let d = rep("vault.read", "stripe-prod");
+    assert_eq!(
+        (d.outcome, d.reason_codes),
+        (Outcome::Challenge, codes(&["secret_set_not_allowed"]))
+    );
+    // The set rule holds for proxied requests too, so it reads where they go; a read's
+    // context has none of that, and the approver is shown only what the context has.
+    assert_eq!(
+        d.reads,
+        codes(&[
+            "environment",
+            "keys",
+            "method",
+            "path",
+            "secret_set",
+            "target_host"
+        ])
+    );
+    let d = rep("vault.mint_lease", "reports");
+    assert_eq!(
+        (d.outcome, d.reason_codes),
+        (Outcome::Deny, codes(&["no_matching_rule"]))
+    );
+    // A proxy restriction shows the approver where the request goes.
+    let d = run(
+        &p,
+        &vault_check(
+            "reporting",
+            "vault.proxy",
+            vault_context("stripe-prod", Some("production"), Some("api.stripe.com")),
+        ),
+    );
+    assert_eq!(
+        (d.outcome, d.reason_codes),
+        (Outcome::Challenge, codes(&["secret_set_not_allowed"]))
+    );
+    assert_eq!(
+        d.reads,
+        codes(&[
+            "environment",
+            "keys",
+            "method",
+            "path",
+            "secret_set",
+            "target_host"
+        ])
+    );
+}
+
+#[test]
+fn the_vault_block_in_guardrails_and_narrowed_bindings() {
+    // In the guardrails the block restricts and never allows.
+    let guard = policy(
+        r#"
+global_guardrails:
+  vault: { allow: ["*"], environments: [staging], proxy_hosts: [api.stripe.com] }
+"#,
+    );
+    let check = |p: &CompiledPolicy, action, context| outcome(p, vault_check("x", action, context));
+    assert_eq!(
+        check(
+            &guard,
+            "vault.read",
+            vault_context("s", Some("staging"), None)
+        ),
+        (Outcome::Deny, codes(&["no_matching_rule"]))
+    );
+    assert_eq!(
+        check(
+            &guard,
+            "vault.read",
+            vault_context("s", Some("production"), None)
+        ),
+        (Outcome::Deny, codes(&["environment_not_allowed"]))
+    );
+    assert!(!guard.cedar.contains("vault/allow"));
+    let with_allow = policy(
+        r#"
+global_guardrails:
+  actions: { allow: ["*"] }
+  vault: { proxy_hosts: ["*.stripe.com"] }
+"#,
+    );
+    assert_eq!(
+        check(
+            &with_allow,
+            "vault.proxy",
+            vault_context("s", None, Some("api.stripe.com"))
+        ),
+        (Outcome::Allow, codes(&["action_allowed"]))
+    );
+    assert_eq!(
+        check(
+            &with_allow,
+            "vault.proxy",
+            vault_context("s", None, Some("api.evil.com"))
+        ),
+        (Outcome::Deny, codes(&["proxy_host_not_allowed"]))
+    );
+    // The proxy restriction leaves reads alone.
+    assert_eq!(
+        check(&with_allow, "vault.read", vault_context("s", None, None)).0,
+        Outcome::Allow
+    );
+
+    // A binding's `actions` narrow every rule of the vault block, restrictions included.
+    let narrowed = policy(
+        r#"
+reusable_policy_blocks:
+  v: { vault: { allow: ["*"], secret_sets: [a], require_approval: {} } }
+agent_groups: [{ name: g, selectors: [{ metadata: { team: x } }] }]
+bindings: [{ group: g, blocks: [v], actions: [vault.read, vault.mint_lease] }]
+"#,
+    );
+    assert_eq!(
+        check(&narrowed, "vault.read", vault_context("a", None, None)),
+        (Outcome::Challenge, codes(&["vault_requires_approval"]))
+    );
+    assert_eq!(
+        check(
+            &narrowed,
+            "vault.mint_lease",
+            vault_context("b", None, None)
+        ),
+        (Outcome::Deny, codes(&["secret_set_not_allowed"]))
+    );
+    assert_eq!(
+        check(
+            &narrowed,
+            "vault.proxy",
+            vault_context("b", None, Some("a.com"))
+        ),
+        (Outcome::Deny, codes(&["no_matching_rule"]))
+    );
+    let set = &narrowed.groups["g"];
+    let ids: Vec<String> = set
+        .for_action("vault.proxy")
+        .pick(&[], &[])
+        .policies()
+        .map(|p| p.id().to_string())
+        .collect();
+    assert!(ids.iter().all(|id| !id.contains("vault/")), "{ids:?}");
+}
+
+#[test]
+fn the_vault_indexes_agree_with_every_rule() {
+    // Every combination of action, set, environment and target host decides as evaluating
+    // every rule does (`run` checks that), including a set named twice in one array.
+    let p = policy(VAULT);
+    let mut seen = std::collections::BTreeSet::new();
+    for team in ["payments", "reporting", "none"] {
+        for action in ["vault.read", "vault.proxy", "vault.mint_lease", "read"] {
+            for set in ["stripe-prod", "stripe-test", "reports", "other"] {
+                for env in [Some("staging"), Some("production"), Some("dev"), None] {
+                    for host in [
+                        None,
+                        Some("api.stripe.com"),
+                        Some("x.stripe.com"),
+                        Some("evil.com"),
+                    ] {
+                        let d = run(
+                            &p,
+                            &vault_check(team, action, vault_context(set, env, host)),
+                        );
+                        seen.insert((d.outcome, d.reason_codes));
+                    }
+                }
+            }
+        }
+        let mut two_sets = vault_context("stripe-prod", Some("staging"), None);
+        two_sets["secret_set"] = json!(["other", "stripe-prod"]);
+        run(&p, &vault_check(team, "vault.read", two_sets));
+    }
+    for code in [
+        "vault_allowed",
+        "secret_set_not_allowed",
+        "environment_not_allowed",
+        "proxy_host_not_allowed",
+        "vault_requires_approval",
+        "no_matching_rule",
+    ] {
+        assert!(
+            seen.iter()
+                .any(|(_, codes)| codes.iter().any(|c| c == code)),
+            "no check answered {code}: {seen:?}"
+        );
+    }
+    // A check of one set skips the set rule of the block when the set is listed.
+    let ids = |fields: &[&str]| -> Vec<String> {
+        let fields: Vec<String> = fields.iter().map(|f| f.to_string()).collect();
+        p.groups["payments"]
+            .for_action("vault.read")
+            .pick(&fields, &[])
+            .policies()
+            .map(|p| p.id().to_string())
+            .collect()
+    };
+    let listed = ids(&["secret_set=stripe-prod"]);
+    assert!(
+        !listed.iter().any(|id| id.ends_with("#vault/secret_sets")),
+        "{listed:?}"
+    );
+    assert!(
+        listed.iter().any(|id| id.ends_with("#vault/allow")),
+        "{listed:?}"
+    );
+    let other = ids(&["secret_set=other"]);
+    assert!(
+        other.iter().any(|id| id.ends_with("#vault/secret_sets")),
+        "{other:?}"
+    );
+    // And no read reaches the proxy rule.
+    assert!(
+        !other.iter().any(|id| id.ends_with("#vault/proxy_hosts")),
+        "{other:?}"
+    );
+}
+
+#[test]
+fn vault_block_mistakes_are_errors_with_their_paths() {
+    let errors = |yaml: &str| -> Vec<(String, String)> {
+        compile(&parse(yaml, Format::Yaml).unwrap())
+            .unwrap_err()
+            .into_iter()
+            .map(|e| (e.path, e.message))
+            .collect()
+    };
+    let found = errors(
+        r#"
+reusable_policy_blocks:
+  v:
+    vault:
+      allow: [read, "*"]
+      secret_sets: []
+      environments: ["  ", staging]
+      proxy_hosts: ["api stripe.com", "*.", ok.example.com, "a..b"]
+      require_approval: { actions: [reed, vault.proxy], environments: [] }
+      on_violation: allow
+agent_groups: [{ name: g, members: [agt_0123456789abcdef0123456789abcdef] }]
+bindings: [{ group: g, blocks: [v] }]
+"#,
+    );
+    let at = |path: &str, words: &str| {
+        assert!(
+            found.iter().any(|(p, m)| p == path && m.contains(words)),
+            "no `{words}` at {path}: {found:?}"
+        );
+    };
+    let v = "reusable_policy_blocks.v.vault";
+    at(&format!("{v}.allow"), "`*` stands for every vault action");
+    at(&format!("{v}.secret_sets"), "list one or more");
+    at(&format!("{v}.environments[0]"), "1-64 printable characters");
+    at(
+        &format!("{v}.proxy_hosts[0]"),
+        "`api stripe.com` is not a host name",
+    );
+    at(&format!("{v}.proxy_hosts[1]"), "`*.domain` pattern");
+    at(&format!("{v}.proxy_hosts[3]"), "`a..b`");
+    at(
+        &format!("{v}.require_approval.actions[0]"),
+        "did you mean `read`?",
+    );
+    at(
+        &format!("{v}.require_approval.environments"),
+        "list one or more",
+    );
+    at(
+        &format!("{v}.on_violation"),
+        "must be `deny` or `challenge`",
+    );
+    assert_eq!(found.len(), 9, "{found:?}");
+    let found = errors("global_guardrails:\n  vault: { allow: [delete], proxy_hosts: [] }\n");
+    assert_eq!(
+        found,
+        [
+            (
+                "global_guardrails.vault.allow[0]".to_owned(),
+                "`delete` is not a vault action; use `read`, `proxy` or `mint_lease`".to_owned()
+            ),
+            (
+                "global_guardrails.vault.proxy_hosts".to_owned(),
+                "list one or more hosts (leave the key out for any)".to_owned()
+            ),
+        ]
+    );
+    // Unknown keys are caught when the spec is read.
+    let err = parse(
+        "reusable_policy_blocks:\n  v:\n    vault: { hosts: [a.com] }\n",
+        Format::Yaml,
+    )
+    .unwrap_err();
+    assert_eq!(err[0].path, "reusable_policy_blocks.v.vault.hosts");
+    assert!(err[0].message.contains("proxy_hosts"), "{}", err[0].message);
+}
+
+#[test]
+fn a_vault_spec_keeps_the_hashes_of_specs_without_one() {
+    // The vault block is left out of the canonical form when absent: specs written before it
+    // existed keep their hash.
+    let spec = parse(ACTIONS, Format::Yaml).unwrap();
+    assert!(!spec.canonical_json().contains("vault"));
+    // The hash docs/policy-spec.md shows for this shipped spec, made before the block existed.
+    let shipped = include_str!("../../policies/devops-deploys.yaml");
+    assert_eq!(
+        parse(shipped, Format::Yaml).unwrap().hash(),
+        "sha256:0e322f332e4a678a03bb7f684a55bd447da3a3d660e4a0094feca9f7fbbea6ad"
+    );
+    let with = parse(VAULT, Format::Yaml).unwrap();
+    assert!(with
+        .canonical_json()
+        .contains("\"vault\":{\"allow\":[\"mint_lease\""));
+}
+
+#[test]
+fn an_approver_is_shown_the_values_of_an_array() {
+    let context = json!({
+        "secret_set": "stripe-prod",
+        "environment": "production",
+        "keys": ["STRIPE_SECRET_KEY", "ACCOUNT", 7, ["nested"]],
+        "target_host_patterns": ["api.stripe.com", "*.stripe.com", "*.com"],
+        "long": ["x".repeat(201)],
+        "many": vec!["k"; 101],
+    });
+    let reads = codes(&["environment", "keys", "long", "many", "secret_set"]);
+    let summary = super::challenge::request_summary("pay-bot", &reads, &context, None);
+    assert_eq!(
+        summary["values"]["keys"],
+        json!(["STRIPE_SECRET_KEY", "ACCOUNT"])
+    );
+    // A value the rules did not read is not kept; nor one too long to show whole.
+    for absent in ["target_host_patterns", "long", "many"] {
+        assert!(
+            summary["values"].get(absent).is_none(),
+            "{absent}: {summary}"
+        );
+    }
+    let lines = super::challenge::summary_lines(&summary);
+    assert!(
+        lines.contains(&("keys".to_owned(), "STRIPE_SECRET_KEY, ACCOUNT".to_owned())),
+        "{lines:?}"
+    );
+    assert!(
+        lines.contains(&("environment".to_owned(), "production".to_owned())),
+        "{lines:?}"
+    );
+}

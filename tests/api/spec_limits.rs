@@ -432,10 +432,12 @@ fn the_json_schema_has_exactly_the_keys_of_the_spec_types() {
     let defs = &schema["$defs"];
     let full_block = Block {
         approval: Some(ApprovalRules::default()),
+        vault: Some(VaultRules::default()),
         ..Block::default()
     };
     let full_guardrails = Guardrails {
         approval: Some(ApprovalRules::default()),
+        vault: Some(VaultRules::default()),
         ..Guardrails::default()
     };
     let amount = AmountRules {
@@ -462,6 +464,14 @@ fn the_json_schema_has_exactly_the_keys_of_the_spec_types() {
         (
             "EmailRules",
             serde_json::to_value(EmailRules::default()).unwrap(),
+        ),
+        (
+            "VaultRules",
+            serde_json::to_value(VaultRules::default()).unwrap(),
+        ),
+        (
+            "VaultApproval",
+            serde_json::to_value(VaultApproval::default()).unwrap(),
         ),
         ("AmountRules", serde_json::to_value(&amount).unwrap()),
         (

@@ -16,6 +16,7 @@ use serde_json::Value;
 use crate::domain::RiskTier;
 use crate::policy::spec::{
     ActionRules, AmountRules, ApprovalRules, Block, EmailRules, Outcome, PolicySpec, SpecError,
+    VaultRules,
 };
 
 use super::index::{Compiled, FieldGuard, Placed, RuleMeta, TagRange};
@@ -244,6 +245,9 @@ impl Emitter<'_> {
         }
         if let Some(actions) = &block.actions {
             self.actions(actions, &format!("{path}.actions"));
+        }
+        if let Some(vault) = &block.vault {
+            self.vault(vault, &format!("{path}.vault"));
         }
         self.scope = None;
         if let Some(status) = &block.status {
@@ -537,6 +541,163 @@ impl Emitter<'_> {
             );
         }
         self.guard = None;
+        self.reads = Reads::default();
+    }
+
+    /// The vault block. Its restrictions hold for every vault action (`proxy_hosts` for
+    /// `vault.proxy`), whatever the block allows; what they read is what an approver of a vault
+    /// check is shown: the set, its environment, the keys and, for a proxied request, where it
+    /// goes.
+    fn vault(&mut self, v: &VaultRules, path: &str) {
+        let bad = v.on_violation;
+        validate::on_violation(bad, path, self.errors);
+        let every: Vec<String> = validate::VAULT_ACTIONS
+            .iter()
+            .map(|(_, full)| (*full).to_owned())
+            .collect();
+        let is_vault = actions_condition(&every);
+        let reads = |actions: &[String]| {
+            let mut fields = vec!["secret_set", "environment", "keys"];
+            if actions.iter().any(|a| a == "vault.proxy") {
+                fields.extend(["method", "target_host", "path"]);
+            }
+            Reads::fields(fields)
+        };
+        // `name=value` fields, as `context.fields` holds them.
+        let fields = |name: &str, values: &[String]| -> Vec<String> {
+            values.iter().map(|v| format!("{name}={v}")).collect()
+        };
+        if let Some(allow) = &v.allow {
+            let allowed: Vec<String> =
+                validate::vault_actions(allow, &format!("{path}.allow"), self.errors)
+                    .into_iter()
+                    .collect();
+            if self.allows && !allowed.is_empty() {
+                self.scope = action_scope(&allowed);
+                self.rule(
+                    "vault/allow",
+                    Outcome::Allow,
+                    "vault_allowed",
+                    "the vault action is allowed".into(),
+                    actions_condition(&allowed),
+                );
+            }
+        }
+        self.scope = action_scope(&every);
+        self.reads = reads(&every);
+        if let Some(sets) = &v.secret_sets {
+            let sets = validate::vault_names(
+                sets,
+                "secret set name",
+                100,
+                &format!("{path}.secret_sets"),
+                self.errors,
+            );
+            let sets_fields = fields("secret_set", &sets);
+            self.guard = Some(FieldGuard::HasNone(sets_fields.iter().cloned().collect()));
+            self.rule(
+                "vault/secret_sets",
+                bad,
+                "secret_set_not_allowed",
+                format!(
+                    "vault actions are allowed only on the secret sets {}",
+                    sets.join(", ")
+                ),
+                format!(
+                    "{is_vault} && !context.fields.containsAny({})",
+                    set_lit(&sets_fields)
+                ),
+            );
+        }
+        if let Some(envs) = &v.environments {
+            let envs = validate::vault_names(
+                envs,
+                "environment",
+                64,
+                &format!("{path}.environments"),
+                self.errors,
+            );
+            let env_fields = fields("environment", &envs);
+            self.guard = Some(FieldGuard::HasNone(env_fields.iter().cloned().collect()));
+            self.rule(
+                "vault/environments",
+                bad,
+                "environment_not_allowed",
+                format!(
+                    "vault actions are allowed only on secret sets of the environments {}",
+                    envs.join(", ")
+                ),
+                format!(
+                    "{is_vault} && !context.fields.containsAny({})",
+                    set_lit(&env_fields)
+                ),
+            );
+        }
+        if let Some(hosts) = &v.proxy_hosts {
+            let hosts = validate::proxy_hosts(hosts, &format!("{path}.proxy_hosts"), self.errors);
+            // The vault sends the target host and each `*.parent` of it as
+            // `target_host_patterns`: a pattern of the spec matches when it is one of them.
+            let host_fields = fields("target_host_patterns", &hosts);
+            let proxy = vec!["vault.proxy".to_owned()];
+            self.scope = action_scope(&proxy);
+            self.reads = reads(&proxy);
+            self.guard = Some(FieldGuard::HasNone(host_fields.iter().cloned().collect()));
+            self.rule(
+                "vault/proxy_hosts",
+                bad,
+                "proxy_host_not_allowed",
+                format!("the vault proxies only to {}", hosts.join(", ")),
+                format!(
+                    "{} && !context.fields.containsAny({})",
+                    actions_condition(&proxy),
+                    set_lit(&host_fields)
+                ),
+            );
+        }
+        self.guard = None;
+        if let Some(approval) = &v.require_approval {
+            let apath = format!("{path}.require_approval");
+            let actions: Vec<String> = match &approval.actions {
+                Some(list) => {
+                    validate::vault_actions(list, &format!("{apath}.actions"), self.errors)
+                        .into_iter()
+                        .collect()
+                }
+                None => every.clone(),
+            };
+            let mut condition = actions_condition(&actions);
+            let mut reason = "the vault action needs a human's approval".to_owned();
+            if let Some(envs) = &approval.environments {
+                let envs = validate::vault_names(
+                    envs,
+                    "environment",
+                    64,
+                    &format!("{apath}.environments"),
+                    self.errors,
+                );
+                let env_fields = fields("environment", &envs);
+                if let [only] = env_fields.as_slice() {
+                    self.guard = Some(FieldGuard::Has(only.clone()));
+                }
+                condition = format!(
+                    "{condition} && context.fields.containsAny({})",
+                    set_lit(&env_fields)
+                );
+                reason = format!("{reason} in {}", envs.join(", "));
+            }
+            if !actions.is_empty() {
+                self.scope = action_scope(&actions);
+                self.reads = reads(&actions);
+                self.rule(
+                    "vault/require_approval",
+                    Outcome::Challenge,
+                    "vault_requires_approval",
+                    reason,
+                    condition,
+                );
+            }
+            self.guard = None;
+        }
         self.reads = Reads::default();
     }
 

@@ -189,7 +189,8 @@ impl TagRange {
 }
 
 /// What a rule's condition requires of the check's `context.fields` (the `name=value` pairs of
-/// its string and boolean values), besides everything else it tests.
+/// its string and boolean values, and of the string and boolean elements of its arrays: a
+/// check may then hold several values of one name), besides everything else it tests.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum FieldGuard {
     /// `context.fields.contains(f)`.

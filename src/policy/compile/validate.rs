@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 use cedar_policy::{PolicyId, PolicySet, Schema, ValidationMode, Validator};
 
 use crate::policy::spec::{
-    ActionRules, AmountRules, ApprovalRules, CedarRule, Outcome, PolicySpec, SpecError,
+    nearest, ActionRules, AmountRules, ApprovalRules, CedarRule, Outcome, PolicySpec, SpecError,
     StatusRules, Threshold,
 };
 
@@ -249,7 +249,7 @@ pub(super) fn raw_rule(raw: &CedarRule, path: &str, errors: &mut Vec<SpecError>)
     true
 }
 
-/// An email block's outcome for a violation: `deny` or `challenge`.
+/// An email or vault block's outcome for a violation: `deny` or `challenge`.
 pub(super) fn on_violation(outcome: Outcome, path: &str, errors: &mut Vec<SpecError>) {
     if outcome == Outcome::Allow {
         errors.push(SpecError::new(
@@ -371,6 +371,125 @@ pub(super) fn action_lists(a: &ActionRules, path: &str, errors: &mut Vec<SpecErr
             ));
         }
     }
+}
+
+/// The vault's actions: the short name a spec may write, and the action the vault checks.
+pub(super) const VAULT_ACTIONS: [(&str, &str); 3] = [
+    ("mint_lease", "vault.mint_lease"),
+    ("proxy", "vault.proxy"),
+    ("read", "vault.read"),
+];
+
+/// A vault block's list of actions (`allow`, `require_approval.actions`) at `path`: the
+/// actions it names, by the names checks use (`*` alone for all three).
+pub(super) fn vault_actions(
+    list: &[String],
+    path: &str,
+    errors: &mut Vec<SpecError>,
+) -> BTreeSet<String> {
+    let every = || VAULT_ACTIONS.iter().map(|(_, a)| (*a).to_owned()).collect();
+    if list.is_empty() {
+        errors.push(SpecError::new(
+            path,
+            "list one or more of `read`, `proxy`, `mint_lease` (or `*` for all three)",
+        ));
+        return BTreeSet::new();
+    }
+    if list.iter().any(|a| a.trim() == "*") {
+        if list.len() > 1 {
+            errors.push(SpecError::new(
+                path,
+                "`*` stands for every vault action: write it alone",
+            ));
+        }
+        return every();
+    }
+    let mut actions = BTreeSet::new();
+    for (i, entry) in list.iter().enumerate() {
+        let entry = entry.trim();
+        match VAULT_ACTIONS
+            .iter()
+            .find(|(short, full)| entry == *short || entry == *full)
+        {
+            Some((_, full)) => {
+                actions.insert((*full).to_owned());
+            }
+            None => {
+                let shorts: Vec<&str> = VAULT_ACTIONS.iter().map(|(short, _)| *short).collect();
+                let hint = nearest(entry.trim_start_matches("vault."), &shorts)
+                    .map(|n| format!(" (did you mean `{n}`?)"))
+                    .unwrap_or_default();
+                errors.push(SpecError::new(
+                    format!("{path}[{i}]"),
+                    format!("`{entry}` is not a vault action; use `read`, `proxy` or `mint_lease`{hint}"),
+                ));
+            }
+        }
+    }
+    actions
+}
+
+/// A vault block's secret set names or environments at `path` (trimmed, sorted, without
+/// repeats): each as the vault accepts it, at most `max` printable characters.
+pub(super) fn vault_names(
+    list: &[String],
+    what: &str,
+    max: usize,
+    path: &str,
+    errors: &mut Vec<SpecError>,
+) -> Vec<String> {
+    if list.is_empty() {
+        errors.push(SpecError::new(
+            path,
+            format!("list one or more {what}s (leave the key out for any)"),
+        ));
+    }
+    let mut names = BTreeSet::new();
+    for (i, name) in list.iter().enumerate() {
+        let name = name.trim();
+        if name.is_empty() || name.chars().count() > max || name.chars().any(char::is_control) {
+            errors.push(SpecError::new(
+                format!("{path}[{i}]"),
+                format!("a {what} is 1-{max} printable characters"),
+            ));
+            continue;
+        }
+        names.insert(name.to_owned());
+    }
+    names.into_iter().collect()
+}
+
+/// A vault block's proxy hosts at `path` (trimmed, lower-cased, sorted, without repeats): host
+/// names or `*.domain` patterns, as the vault's proxy profiles write them.
+pub(super) fn proxy_hosts(list: &[String], path: &str, errors: &mut Vec<SpecError>) -> Vec<String> {
+    if list.is_empty() {
+        errors.push(SpecError::new(
+            path,
+            "list one or more hosts (leave the key out for any)",
+        ));
+    }
+    let mut hosts = BTreeSet::new();
+    for (i, written) in list.iter().enumerate() {
+        let host = written.trim().to_ascii_lowercase();
+        let bare = host.strip_prefix("*.").unwrap_or(&host);
+        let ok = !bare.is_empty()
+            && bare.len() <= 253
+            && !bare.starts_with('.')
+            && !bare.ends_with('.')
+            && !bare.contains("..")
+            && bare
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
+        if !ok {
+            errors.push(SpecError::new(
+                format!("{path}[{i}]"),
+                format!("`{written}` is not a host name or `*.domain` pattern"),
+            ));
+            continue;
+        }
+        hosts.insert(host);
+    }
+    hosts.into_iter().collect()
 }
 
 /// Rule ids (with their sources) are unique: a block bound twice to one binding would repeat
