@@ -794,7 +794,7 @@ pub struct Leak {
     pub key: String,
     /// `body` or `header:<name>`.
     pub place: String,
-    /// `raw`, `base64` or `hex`.
+    /// `raw`, `base64`, `hex`, or `url` (form-encoded, as in a query string).
     pub form: &'static str,
 }
 
@@ -827,6 +827,11 @@ fn spellings(value: &str) -> Vec<(&'static str, Vec<u8>)> {
             }
         }
     }
+    // As a query parameter carries it (an upstream echoing the URL it was called with).
+    let in_query: String = form_urlencoded::byte_serialize(raw).collect();
+    if in_query.as_bytes() != raw {
+        forms.push(("url", in_query.into_bytes()));
+    }
     forms.push(("hex", hex::encode(raw).into_bytes()));
     forms.push(("hex", hex::encode_upper(raw).into_bytes()));
     forms.retain(|(_, f)| f.len() >= MIN_SCRUB_LEN);
@@ -857,7 +862,7 @@ fn replace_all(haystack: &[u8], needle: &[u8], with: &[u8]) -> Option<Vec<u8>> {
 /// Filters the answer's headers (hop-by-hop and framing ones dropped; `Set-Cookie` kept) and
 /// replaces every secret injected into the call with `[REDACTED]` in the body and the header
 /// values: raw, standard and url-safe base64 (padded, unpadded, and inside a longer base64
-/// text), lower- and upper-case hex. Values shorter than [`MIN_SCRUB_LEN`] bytes are not
+/// text), lower- and upper-case hex, and form-encoded as in a query string. Values shorter than [`MIN_SCRUB_LEN`] bytes are not
 /// scrubbed: they occur by chance in ordinary answers, and replacing them would mangle them.
 /// Answers where each secret was found, and in which form.
 pub fn scrub(upstream: &mut Upstream, outbound: &Outbound) -> Vec<Leak> {
@@ -1713,6 +1718,7 @@ mod tests {
             ("base64", STANDARD.encode(format!("abc{secret}"))),
             ("hex", hex::encode(secret)),
             ("hex", hex::encode_upper(secret)),
+            ("url", "tok_%3F%3E%3F%3E%7E%7E%7E_secret".to_owned()),
         ];
         for (form, spelled) in &forms {
             let body = format!("before {spelled} after");
@@ -1898,13 +1904,7 @@ mod tests {
 
     #[tokio::test]
     async fn metadata_names_and_refused_addresses_are_never_contacted() {
-        let egress = Egress::new(EgressSettings {
-            allow: Vec::new(),
-            ca_pem: None,
-            timeout: Duration::from_secs(5),
-            max_response_bytes: 1024,
-        })
-        .unwrap();
+        let egress = Egress::new(plain_settings()).unwrap();
         for (host, shown) in [
             ("metadata.google.internal", "metadata.google.internal"),
             ("metadata", "metadata"),
@@ -1936,6 +1936,83 @@ mod tests {
                 other => panic!("{host}: {other:?}"),
             }
         }
+    }
+
+    fn plain_settings() -> EgressSettings {
+        EgressSettings {
+            allow: Vec::new(),
+            ca_pem: None,
+            timeout: Duration::from_secs(5),
+            max_response_bytes: 1024,
+        }
+    }
+
+    /// A one-shot HTTP server on loopback that answers `pinned`.
+    async fn plain_server() -> (SocketAddr, tokio::task::JoinHandle<()>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let task = tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let mut buf = [0u8; 4096];
+                let _ = conn.read(&mut buf).await;
+                let _ = conn
+                    .write_all(
+                        b"HTTP/1.1 200 OK\r\ncontent-length: 6\r\nconnection: close\r\n\r\npinned",
+                    )
+                    .await;
+            }
+        });
+        (addr, task)
+    }
+
+    #[tokio::test]
+    async fn clients_connect_to_the_checked_addresses_and_look_up_nothing() {
+        let egress = Egress::new(plain_settings()).unwrap();
+        let (addr, server) = plain_server().await;
+        // `pinned.invalid` resolves nowhere: the answer proves the connection went to the
+        // address the client was built with, not to what a lookup would say.
+        let client = egress
+            .client(ClientKey {
+                host: "pinned.invalid".into(),
+                addrs: vec![addr],
+                https_only: false,
+            })
+            .unwrap();
+        let url = format!("http://pinned.invalid:{}/", addr.port());
+        let answer = client.get(&url).send().await.unwrap();
+        assert_eq!(answer.text().await.unwrap(), "pinned");
+        // Any other name is refused by the client's resolver rather than looked up.
+        let err = client
+            .get(format!("http://localhost:{}/", addr.port()))
+            .send()
+            .await
+            .unwrap_err();
+        let mut chain = String::new();
+        let mut source: Option<&dyn std::error::Error> = Some(&err);
+        while let Some(e) = source {
+            chain.push_str(&e.to_string());
+            source = e.source();
+        }
+        assert!(
+            chain.contains("was not checked by the vault proxy"),
+            "{chain}"
+        );
+        // The same destination gets the same client back; another pinning, another client.
+        let again = ClientKey {
+            host: "pinned.invalid".into(),
+            addrs: vec![addr],
+            https_only: false,
+        };
+        egress.client(again.clone()).unwrap();
+        egress
+            .client(ClientKey {
+                addrs: vec![SocketAddr::new(ip("127.0.0.2"), addr.port())],
+                ..again
+            })
+            .unwrap();
+        assert_eq!(egress.clients.lock().unwrap().len(), 2);
+        server.abort();
     }
 
     #[test]
