@@ -217,6 +217,13 @@ impl App {
         let mailer =
             crate::mail::from_url(&config.email_url, &config.email_from, dyn_store.clone())
                 .map_err(anyhow::Error::msg)?;
+        let egress = crate::enforce::egress::Egress::new(crate::enforce::egress::EgressSettings {
+            allow: config.vault_proxy_allow.clone(),
+            ca_pem: config.vault_proxy_ca_pem.clone(),
+            timeout: std::time::Duration::from_secs(config.vault_proxy_timeout_secs),
+            max_response_bytes: config.vault_proxy_max_response_bytes,
+        })
+        .map_err(anyhow::Error::msg)?;
         let bootstrap = bootstrap(store.as_ref(), &config).await?;
         let (commits, writer) = GroupCommit::start(dyn_store.clone(), config.commit_batch_max);
         let ctx = Arc::new(Context {
@@ -229,6 +236,7 @@ impl App {
             public_url,
             master_key,
             closing: tokio::sync::watch::Sender::new(false),
+            egress,
         });
         Ok(App {
             ctx,

@@ -2,9 +2,10 @@
 //! `ACP_CONFIG`), then `ACP_*` environment variables, then command-line flags. Secrets are
 //! redacted in `Debug`.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 
+use ipnet::IpNet;
 use serde::Deserialize;
 
 use crate::secret::Secret;
@@ -79,6 +80,20 @@ pub struct Settings {
     /// Contact submissions one client IP may send per hour [default: 5]
     #[arg(long, env = "ACP_CONTACT_LIMIT_PER_IP")]
     pub contact_limit_per_ip: Option<i64>,
+    /// IP addresses or CIDRs the vault proxy may reach although they are loopback, private or
+    /// link-local, comma-separated, e.g. `10.0.0.5,192.168.7.0/24` [default: none]
+    #[arg(long, env = "ACP_VAULT_PROXY_ALLOW")]
+    pub vault_proxy_allow: Option<String>,
+    /// PEM file of root certificates the vault proxy trusts beside the built-in ones (a private
+    /// CA), read at start
+    #[arg(long, env = "ACP_VAULT_PROXY_CA_FILE")]
+    pub vault_proxy_ca_file: Option<String>,
+    /// Longest a vault proxy call may take, connection to last byte, seconds [default: 30]
+    #[arg(long, env = "ACP_VAULT_PROXY_TIMEOUT_SECS")]
+    pub vault_proxy_timeout_secs: Option<u64>,
+    /// Largest upstream answer body the vault proxy relays, bytes [default: 4194304]
+    #[arg(long, env = "ACP_VAULT_PROXY_MAX_RESPONSE_BYTES")]
+    pub vault_proxy_max_response_bytes: Option<usize>,
     /// Key of the default workspace on first start (must be a well-formed `svc_` key)
     #[arg(long, env = "ACP_BOOTSTRAP_API_KEY", hide_env_values = true)]
     #[serde(default, deserialize_with = "deserialize_secret")]
@@ -146,6 +161,12 @@ pub struct Config {
     pub contact_limit_per_ip: i64,
     pub register_limit_per_ip: i64,
     pub vault_history: i64,
+    /// Networks the vault proxy may reach although they are not public.
+    pub vault_proxy_allow: Vec<IpNet>,
+    /// Extra trusted roots of the vault proxy, the PEM text of `vault_proxy_ca_file`.
+    pub vault_proxy_ca_pem: Option<Vec<u8>>,
+    pub vault_proxy_timeout_secs: u64,
+    pub vault_proxy_max_response_bytes: usize,
 }
 
 pub const DEFAULT_DATABASE_URL: &str = "sqlite:./data/acp.db";
@@ -184,6 +205,14 @@ impl Settings {
             contact_limit_per_ip: self.contact_limit_per_ip.or(lower.contact_limit_per_ip),
             register_limit_per_ip: self.register_limit_per_ip.or(lower.register_limit_per_ip),
             vault_history: self.vault_history.or(lower.vault_history),
+            vault_proxy_allow: self.vault_proxy_allow.or(lower.vault_proxy_allow),
+            vault_proxy_ca_file: self.vault_proxy_ca_file.or(lower.vault_proxy_ca_file),
+            vault_proxy_timeout_secs: self
+                .vault_proxy_timeout_secs
+                .or(lower.vault_proxy_timeout_secs),
+            vault_proxy_max_response_bytes: self
+                .vault_proxy_max_response_bytes
+                .or(lower.vault_proxy_max_response_bytes),
         }
     }
 
@@ -247,7 +276,34 @@ impl Settings {
                     .to_string(),
             ),
         };
+        let vault_proxy_allow = match self.vault_proxy_allow.as_deref() {
+            None => Vec::new(),
+            Some(text) => parse_networks(text)?,
+        };
+        // Read now, so a missing or broken file stops the start rather than the first call.
+        let vault_proxy_ca_pem = match self.vault_proxy_ca_file.as_deref() {
+            None | Some("") => None,
+            Some(path) => Some(read_ca_file(Path::new(path))?),
+        };
+        let vault_proxy_timeout_secs = self.vault_proxy_timeout_secs.unwrap_or(30);
+        if !(1..=300).contains(&vault_proxy_timeout_secs) {
+            return Err(format!(
+                "`vault_proxy_timeout_secs` must be between 1 and 300, got {vault_proxy_timeout_secs}"
+            ));
+        }
+        let vault_proxy_max_response_bytes = self
+            .vault_proxy_max_response_bytes
+            .unwrap_or(4 * 1024 * 1024);
+        if !(1..=MAX_PROXY_RESPONSE_BYTES).contains(&vault_proxy_max_response_bytes) {
+            return Err(format!(
+                "`vault_proxy_max_response_bytes` must be between 1 and {MAX_PROXY_RESPONSE_BYTES}, got {vault_proxy_max_response_bytes}"
+            ));
+        }
         Ok(Config {
+            vault_proxy_allow,
+            vault_proxy_ca_pem,
+            vault_proxy_timeout_secs,
+            vault_proxy_max_response_bytes,
             sqlite_synchronous,
             database_url: self
                 .database_url
@@ -278,6 +334,44 @@ impl Settings {
             register_limit_per_ip: limit("register_limit_per_ip", self.register_limit_per_ip, 60)?,
             vault_history: limit("vault_history", self.vault_history, 10)?,
         })
+    }
+}
+
+/// The vault proxy holds a whole answer in memory (to scrub secrets from it), so its cap stays
+/// well below what a server can hold for several calls at once.
+const MAX_PROXY_RESPONSE_BYTES: usize = 256 * 1024 * 1024;
+
+/// `10.0.0.5, 192.168.7.0/24, ::1`: addresses (one-address networks) and CIDRs.
+fn parse_networks(text: &str) -> Result<Vec<IpNet>, String> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|item| !item.is_empty())
+        .map(|item| {
+            item.parse::<IpNet>()
+                .or_else(|_| item.parse::<IpAddr>().map(IpNet::from))
+                .map_err(|_| format!("`vault_proxy_allow`: `{item}` is not an IP address or CIDR"))
+        })
+        .collect()
+}
+
+/// The PEM text of a CA file, with at least one certificate in it.
+fn read_ca_file(path: &Path) -> Result<Vec<u8>, String> {
+    let pem = std::fs::read(path).map_err(|e| {
+        format!(
+            "`vault_proxy_ca_file`: cannot read `{}`: {e}",
+            path.display()
+        )
+    })?;
+    match reqwest::Certificate::from_pem_bundle(&pem) {
+        Ok(certs) if !certs.is_empty() => Ok(pem),
+        Ok(_) => Err(format!(
+            "`vault_proxy_ca_file`: `{}` holds no PEM certificate",
+            path.display()
+        )),
+        Err(e) => Err(format!(
+            "`vault_proxy_ca_file`: `{}` is not a PEM certificate file: {e}",
+            path.display()
+        )),
     }
 }
 
@@ -336,5 +430,63 @@ mod tests {
         assert_eq!(good.contact_email.as_deref(), Some("ops@example.com"));
         let secret: Settings = toml::from_str("bootstrap_api_key = \"svc_test_x\"").unwrap();
         assert!(!format!("{secret:?}").contains("svc_test_x"));
+    }
+
+    #[test]
+    fn vault_proxy_settings_resolve_and_refuse_bad_values() {
+        let defaults = Settings::default().resolve().unwrap();
+        assert!(defaults.vault_proxy_allow.is_empty() && defaults.vault_proxy_ca_pem.is_none());
+        assert_eq!(defaults.vault_proxy_timeout_secs, 30);
+        assert_eq!(defaults.vault_proxy_max_response_bytes, 4_194_304);
+
+        let file: Settings = toml::from_str(
+            "vault_proxy_allow = \"10.0.0.5, 192.168.7.0/24,::1\"\nvault_proxy_timeout_secs = 5\n",
+        )
+        .unwrap();
+        let config = file.resolve().unwrap();
+        let allow: Vec<String> = config
+            .vault_proxy_allow
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(allow, ["10.0.0.5/32", "192.168.7.0/24", "::1/128"]);
+        assert_eq!(config.vault_proxy_timeout_secs, 5);
+
+        for bad in [
+            Settings {
+                vault_proxy_allow: Some("10.0.0.300".into()),
+                ..Settings::default()
+            },
+            Settings {
+                vault_proxy_timeout_secs: Some(0),
+                ..Settings::default()
+            },
+            Settings {
+                vault_proxy_timeout_secs: Some(301),
+                ..Settings::default()
+            },
+            Settings {
+                vault_proxy_max_response_bytes: Some(0),
+                ..Settings::default()
+            },
+        ] {
+            let shown = format!("{bad:?}");
+            assert!(bad.resolve().is_err(), "{shown}");
+        }
+
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("missing.pem");
+        let garbage = dir.path().join("garbage.pem");
+        std::fs::write(&garbage, "not a certificate\n").unwrap();
+        for path in [&missing, &garbage] {
+            let err = Settings {
+                vault_proxy_ca_file: Some(path.display().to_string()),
+                ..Settings::default()
+            }
+            .resolve()
+            .unwrap_err();
+            assert!(err.starts_with("`vault_proxy_ca_file`"), "{err}");
+            assert!(err.contains(&path.display().to_string()), "{err}");
+        }
     }
 }

@@ -24,6 +24,8 @@ pub struct Context {
     pub master_key: crate::secret::MasterKey,
     /// Turns true when the server starts shutting down (long-lived streams end).
     pub closing: tokio::sync::watch::Sender<bool>,
+    /// The vault proxy's outbound HTTPS, with its operator allow-list and pooled clients.
+    pub egress: crate::enforce::egress::Egress,
 }
 
 pub type SharedContext = Arc<Context>;

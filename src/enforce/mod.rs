@@ -3,6 +3,7 @@
 
 pub mod approvals;
 pub mod credentials;
+pub mod egress;
 pub mod email;
 pub mod error;
 pub mod jwt;

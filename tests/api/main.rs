@@ -7,6 +7,7 @@
 
 mod helpers;
 mod smtp;
+mod upstream;
 
 mod access;
 mod agents;
@@ -19,6 +20,7 @@ mod cli;
 mod consistency;
 mod credentials;
 mod dashboard;
+mod egress;
 mod email;
 mod foundation;
 mod isolation;

@@ -1,0 +1,239 @@
+//! A real HTTPS upstream on loopback for the vault proxy's tests and benches: a certificate for
+//! `localhost` and `127.0.0.1` issued at start by a CA of its own (whose PEM the caller trusts),
+//! served with rustls and hyper on `127.0.0.1:0`. Self-contained (crates only, nothing of the
+//! test helpers), so a bench can include it with `#[path]`.
+//!
+//! Routes: `/echo/*` answers JSON `{method, path, query, headers, body}` of what it received;
+//! `/redirect` a 302 to `https://example.com/`; `/leak` the `Authorization` bearer token raw, in
+//! base64 and in hex, and in an `X-Echo-Token` header; `/big?bytes=N` N bytes; `/slow?ms=N`
+//! sleeps first; `/big?bytes=N&chunked=true` streams them; `/binary` bytes that are not UTF-8; `/encoded` a body labelled
+//! `Content-Encoding: gzip`.
+
+// Whoever includes this file uses part of it; a broken start is a broken test.
+#![allow(dead_code, clippy::expect_used, clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::Query;
+use axum::http::{header, HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::any;
+use axum::Router;
+use base64::Engine as _;
+use tokio_rustls::rustls;
+use tower::ServiceExt as _;
+
+/// Bytes that are not UTF-8, as `/binary` answers them.
+pub const BINARY: &[u8] = &[0xff, 0xfe, 0x00, 0x80, 0xc3, 0x28, 0x01, 0x7f, 0xf0, 0x9f];
+
+pub struct UpstreamServer {
+    pub port: u16,
+    /// The PEM of the CA that issued the server's certificate.
+    pub ca_pem: String,
+    hits: Arc<AtomicUsize>,
+    connections: Arc<AtomicUsize>,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for UpstreamServer {
+    fn drop(&mut self) {
+        self.accept.abort();
+    }
+}
+
+impl UpstreamServer {
+    pub async fn start() -> UpstreamServer {
+        let (ca_pem, tls) = tls_config();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the upstream");
+        let port = listener.local_addr().expect("upstream address").port();
+        let hits = Arc::new(AtomicUsize::new(0));
+        let router = routes();
+        let connections = Arc::new(AtomicUsize::new(0));
+        let (counter, accepted) = (hits.clone(), connections.clone());
+        let accept = tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                accepted.fetch_add(1, Ordering::SeqCst);
+                let (acceptor, router, counter) =
+                    (acceptor.clone(), router.clone(), counter.clone());
+                tokio::spawn(async move {
+                    // A client that gives up on the handshake (an untrusted CA) is no failure.
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let service = hyper::service::service_fn(move |request| {
+                        counter.fetch_add(1, Ordering::SeqCst);
+                        router.clone().oneshot(request)
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                        .await;
+                });
+            }
+        });
+        UpstreamServer {
+            port,
+            ca_pem,
+            hits,
+            connections,
+            accept,
+        }
+    }
+
+    /// `https://localhost:{port}{path}`
+    pub fn url(&self, path: &str) -> String {
+        format!("https://localhost:{}{path}", self.port)
+    }
+
+    /// Requests received so far (every route, every connection).
+    pub fn hits(&self) -> usize {
+        self.hits.load(Ordering::SeqCst)
+    }
+
+    /// TCP connections accepted so far (a client that keeps its connection makes one).
+    pub fn connections(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
+    }
+}
+
+/// A CA and a server certificate for `localhost` and `127.0.0.1` it issued; the CA's PEM and
+/// the server's TLS configuration.
+fn tls_config() -> (String, rustls::ServerConfig) {
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA params");
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params.key_usages = vec![
+        rcgen::KeyUsagePurpose::KeyCertSign,
+        rcgen::KeyUsagePurpose::CrlSign,
+        rcgen::KeyUsagePurpose::DigitalSignature,
+    ];
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "acp test upstream CA");
+    let ca_key = rcgen::KeyPair::generate().expect("CA key");
+    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).expect("CA certificate");
+
+    let mut params =
+        rcgen::CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
+            .expect("server params");
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "localhost");
+    let key = rcgen::KeyPair::generate().expect("server key");
+    let cert = params.signed_by(&key, &ca).expect("server certificate");
+
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![cert.der().clone()],
+            rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+        )
+        .expect("server TLS config");
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    (ca.pem(), config)
+}
+
+fn routes() -> Router {
+    Router::new()
+        .route("/echo", any(echo))
+        .route("/echo/{*rest}", any(echo))
+        .route("/redirect", any(redirect))
+        .route("/leak", any(leak))
+        .route("/big", any(big))
+        .route("/slow", any(slow))
+        .route("/binary", any(binary))
+        .route("/encoded", any(encoded))
+}
+
+async fn echo(method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+    let mut seen: BTreeMap<String, String> = BTreeMap::new();
+    for (name, value) in &headers {
+        let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+        seen.entry(name.as_str().to_owned())
+            .and_modify(|v| {
+                v.push_str(", ");
+                v.push_str(&value);
+            })
+            .or_insert(value);
+    }
+    axum::Json(serde_json::json!({
+        "method": method.as_str(),
+        "path": uri.path(),
+        "query": uri.query().unwrap_or(""),
+        "headers": seen,
+        "body": String::from_utf8_lossy(&body),
+    }))
+    .into_response()
+}
+
+async fn redirect() -> Response {
+    (
+        StatusCode::FOUND,
+        [(header::LOCATION, "https://example.com/")],
+        "moved",
+    )
+        .into_response()
+}
+
+async fn leak(headers: HeaderMap) -> Response {
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.strip_prefix("Bearer ").unwrap_or(v).to_owned())
+        .unwrap_or_default();
+    let body = format!(
+        "raw={token}\nbase64={}\nhex={}\n",
+        base64::engine::general_purpose::STANDARD.encode(&token),
+        hex::encode(&token)
+    );
+    ([("x-echo-token", token)], body).into_response()
+}
+
+#[derive(serde::Deserialize)]
+struct Size {
+    bytes: Option<usize>,
+    ms: Option<u64>,
+    /// `/big?chunked=true`: sent in 1 KiB chunks without a `Content-Length`.
+    chunked: Option<bool>,
+}
+
+async fn big(Query(size): Query<Size>) -> Response {
+    let bytes = size.bytes.unwrap_or(1024);
+    if size.chunked != Some(true) {
+        return vec![b'x'; bytes].into_response();
+    }
+    let chunks = (0..bytes.div_ceil(1024)).map(move |i| {
+        let len = (bytes - i * 1024).min(1024);
+        Ok::<_, std::convert::Infallible>(Bytes::from(vec![b'x'; len]))
+    });
+    axum::body::Body::from_stream(futures::stream::iter(chunks)).into_response()
+}
+
+async fn slow(Query(size): Query<Size>) -> Response {
+    tokio::time::sleep(Duration::from_millis(size.ms.unwrap_or(1000))).await;
+    "slept".into_response()
+}
+
+async fn binary() -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/octet-stream")],
+        BINARY.to_vec(),
+    )
+        .into_response()
+}
+
+async fn encoded() -> Response {
+    (
+        [(header::CONTENT_ENCODING, "gzip")],
+        b"\x1f\x8b\x08\x00 not really gzip".to_vec(),
+    )
+        .into_response()
+}
