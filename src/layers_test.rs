@@ -25,6 +25,7 @@ const LAYERS: &[(&str, u8)] = &[
     // and compiled policies, and the errors and texts of its use cases. Pure but for the
     // caches, which read the store.
     ("policy", 1),
+    ("enforce::egress", 1),
     // 2. The use cases and the run-time context they share.
     ("context", 2),
     ("policy::check", 2),

@@ -1054,6 +1054,14 @@ impl reqwest::dns::Resolve for NoLookups {
 }
 
 /// Sends rendered calls: resolution checked, connection pinned, answer capped.
+/// A host's addresses, resolved and found allowed: the only addresses a call to it connects to.
+#[derive(Debug, Clone)]
+pub struct Destination {
+    host: String,
+    port: u16,
+    addrs: Vec<SocketAddr>,
+}
+
 pub struct Egress {
     settings: EgressSettings,
     roots: Vec<reqwest::Certificate>,
@@ -1170,19 +1178,65 @@ impl Egress {
         Ok(addrs)
     }
 
+    /// The target's addresses, resolved and checked now, so that a destination the proxy may
+    /// not reach is refused before anything is spent on the call (the vault checks it before
+    /// a lease's use is taken). Bounded by the proxy's timeout.
+    pub async fn destination(&self, target: &Target) -> Result<Destination, EgressError> {
+        let host = target.host.trim_end_matches('.').to_owned();
+        let resolved =
+            tokio::time::timeout(self.settings.timeout, self.resolve(&host, target.port));
+        let addrs = match resolved.await {
+            Ok(addrs) => addrs?,
+            Err(_) => return Err(EgressError::Timeout),
+        };
+        Ok(Destination {
+            host,
+            port: target.port,
+            addrs,
+        })
+    }
+
     /// Sends the call to the checked addresses of its host and reads the answer (not scrubbed:
     /// see [`scrub`]). Redirects are answered as they are, never followed.
     pub async fn send(&self, out: Outbound) -> Result<Upstream, EgressError> {
         let started = Instant::now();
-        let exchange = self.exchange(&out, started);
+        let addrs = self.resolve(&out.host, out.port).await?;
+        self.timed(&out, addrs, started).await
+    }
+
+    /// [`Egress::send`] to a destination checked earlier: connects to exactly those addresses.
+    pub async fn send_to(
+        &self,
+        out: &Outbound,
+        dest: &Destination,
+    ) -> Result<Upstream, EgressError> {
+        if dest.host != out.host || dest.port != out.port {
+            return Err(EgressError::Unavailable(
+                "the call does not go to the destination that was checked".into(),
+            ));
+        }
+        self.timed(out, dest.addrs.clone(), Instant::now()).await
+    }
+
+    async fn timed(
+        &self,
+        out: &Outbound,
+        addrs: Vec<SocketAddr>,
+        started: Instant,
+    ) -> Result<Upstream, EgressError> {
+        let exchange = self.exchange(out, addrs, started);
         match tokio::time::timeout(self.settings.timeout, exchange).await {
             Ok(answer) => answer,
             Err(_) => Err(EgressError::Timeout),
         }
     }
 
-    async fn exchange(&self, out: &Outbound, started: Instant) -> Result<Upstream, EgressError> {
-        let addrs = self.resolve(&out.host, out.port).await?;
+    async fn exchange(
+        &self,
+        out: &Outbound,
+        addrs: Vec<SocketAddr>,
+        started: Instant,
+    ) -> Result<Upstream, EgressError> {
         // The override is looked up by the URL's host as sent: for a name exactly `out.host`
         // (trailing dot dropped by `parse_url`); an IP address is connected to as it is.
         let client = self

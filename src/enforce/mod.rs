@@ -10,5 +10,6 @@ pub mod jwt;
 pub mod leases;
 pub mod vault;
 pub mod vault_agent;
+pub mod vault_proxy;
 
 pub use error::{EnforceError, EnforceResult};

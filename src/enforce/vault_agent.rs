@@ -314,7 +314,13 @@ pub async fn eval(
     })?;
     let scene = Scene::load(ctx, workspace_id, &req.secret_set_id).await?;
     scene.check_claims(req.environment.as_deref(), req.provider.as_deref())?;
-    let mut context = scene.context(&scene.keys(req.keys.as_deref())?);
+    let keys = scene.keys(req.keys.as_deref())?;
+    let mut context = match (action, &req.profile, &req.request) {
+        (VaultAction::Proxy, Some(profile), Some(request)) => {
+            super::vault_proxy::Call::read(&scene, profile, request)?.context(&scene, &keys)
+        }
+        _ => scene.context(&keys),
+    };
     if action == VaultAction::MintLease {
         context.insert("lease_action".into(), json!("read"));
     }
@@ -477,13 +483,28 @@ pub async fn mint(
             format!("must be between 1 and {MAX_USES}"),
         ));
     }
-    let keys = scene.keys(req.keys.as_deref())?;
+    // Without `keys`, the lease covers every key the grants allow (checked at each use).
+    let asked = match &req.keys {
+        Some(keys) => scene.keys(Some(keys))?,
+        None => Vec::new(),
+    };
     // The grant that allows minting is checked again when the lease is written; the one that
     // allows the lease's action, again at each use.
     let grant = scene
-        .grant(ctx, signer.agent, "mint_request_lease", &keys)
+        .grant(ctx, signer.agent, "mint_request_lease", &asked)
         .await?;
-    scene.grant(ctx, signer.agent, action, &keys).await?;
+    let using = scene.grant(ctx, signer.agent, action, &asked).await?;
+    let keys = match (&req.keys, &using.allowed_keys) {
+        (Some(_), _) => asked,
+        (None, None) => scene.version.keys.clone(),
+        (None, Some(allowed)) => scene
+            .version
+            .keys
+            .iter()
+            .filter(|k| allowed.contains(k))
+            .cloned()
+            .collect(),
+    };
     let mut context = scene.context(&keys);
     context.insert(
         "lease_action".into(),

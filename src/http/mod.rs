@@ -218,6 +218,7 @@ fn routes() -> OpenApiRouter<SharedContext> {
         .routes(routes!(vault_agent::eval)) // POST /v1/vault/policy/eval
         .routes(routes!(vault_agent::mint_request_lease)) // POST /v1/vault/leases/request/mint
         .routes(routes!(vault_agent::read_secrets)) // POST /v1/vault/secrets/read
+        .routes(routes!(vault_agent::proxy_request)) // POST /v1/vault/proxy/request
         // Telemetry
         .routes(routes!(heartbeats::heartbeat)) // POST /v1/telemetry/heartbeat
         .routes(routes!(heartbeats::ingest)) // POST /v1/telemetry/heartbeat/ingest

@@ -6,11 +6,12 @@ use axum::extract::State;
 use axum::Json;
 
 use crate::api::{
-    DecisionResponse, ErrorBody, RequestLeaseMintRequest, RequestLeaseResponse, SecretsReadRequest,
-    SecretsReadResponse, VaultEvalRequest,
+    DecisionResponse, ErrorBody, ProxyRequest, ProxyResponse, RequestLeaseMintRequest,
+    RequestLeaseResponse, SecretsReadRequest, SecretsReadResponse, VaultEvalRequest,
 };
 use crate::context::SharedContext;
 use crate::enforce::vault_agent::{self, Signer};
+use crate::enforce::vault_proxy;
 use crate::error::ApiResult;
 
 use super::extract::SignedRequest;
@@ -78,4 +79,27 @@ pub async fn read_secrets(
 ) -> ApiResult<Json<SecretsReadResponse>> {
     let req: SecretsReadRequest = signed.json_of_signer()?;
     Ok(Json(vault_agent::read(&ctx, signer(&signed), req).await?))
+}
+
+/// Has acp make an HTTPS call with the set's secrets injected into a profile's slots, with
+/// one use of a request lease minted for `proxy`; the answer comes back with the secrets
+/// scrubbed out. Redirects are returned, never followed.
+#[utoipa::path(post, path = "/v1/vault/proxy/request", tag = "vault", request_body = ProxyRequest,
+    security(("agent_signature" = [])),
+    responses((status = 200, body = ProxyResponse),
+        (status = 400, description = "`missing_*`, `invalid_request`, `invalid_environment`", body = ErrorBody),
+        (status = 401, description = "`invalid_lease` and the signature codes", body = ErrorBody),
+        (status = 403, description = "`host_not_allowed`, `scheme_not_allowed`, `request_not_allowed`, `destination_not_allowed`, `no_grant`, `key_not_granted`, `action_not_leased`, `policy_denied`, `policy_challenge`, `agent_not_active`", body = ErrorBody),
+        (status = 404, description = "`unknown_agent`, `unknown_secret_set`, `unknown_profile`", body = ErrorBody),
+        (status = 409, description = "`lease_used`", body = ErrorBody),
+        (status = 410, description = "`lease_expired`", body = ErrorBody),
+        (status = 502, description = "`upstream_unavailable`, `upstream_response_too_large`", body = ErrorBody),
+        (status = 504, description = "`upstream_timeout`", body = ErrorBody)))]
+#[tracing::instrument(level = "debug", skip_all)]
+pub async fn proxy_request(
+    State(ctx): State<SharedContext>,
+    signed: SignedRequest,
+) -> ApiResult<Json<ProxyResponse>> {
+    let req: ProxyRequest = signed.json_of_signer()?;
+    Ok(Json(vault_proxy::proxy(&ctx, signer(&signed), req).await?))
 }

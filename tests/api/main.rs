@@ -36,4 +36,5 @@ mod spec_limits;
 mod telemetry;
 mod vault;
 mod vault_agent;
+mod vault_proxy;
 mod verify;

@@ -296,3 +296,52 @@ async fn one_use_is_one_success_across_processes_sqlite() {
 async fn one_use_is_one_success_across_processes_postgres() {
     one_use_is_one_success_across_processes(Engine::Postgres).await;
 }
+
+both_engines! {
+    async fn a_specs_vault_block_judges_grants_to_groups(app) {
+        app.grant(&app.workspace_id, "owner@example.com", "owner").await;
+        let owner = app.login("owner@example.com").await;
+        let agent = app.active_agent("payer").await;
+        for set in [stripe_set(), json!({"name": "other", "provider": "x", "environment": "staging", "entries": {"K": "v-other-0001"}})] {
+            let (s, made) = status_json(owner.post("/v1/vault/secret-sets", &set).await).await;
+            assert_eq!(s, 200, "{made}");
+        }
+        // The spec's group `payers` holds the agent; the grants name the group, not the agent.
+        app.apply_policy(json!({
+            "reusable_policy_blocks": {"payer-vault": {"vault": {
+                "allow": ["mint_lease", "read"], "secret_sets": ["stripe-prod"],
+                "require_approval": {"actions": ["read"], "environments": ["production"]}}}},
+            "agent_groups": [{"name": "payers", "members": [agent.id]}],
+            "bindings": [{"group": "payers", "blocks": ["payer-vault"]}],
+        })).await;
+        for set in [1, 2] {
+            let (s, g) = status_json(owner.post("/v1/vault/grants", &json!({"secret_set_id": set, "group": "payers",
+                "allowed_keys": "*", "allowed_actions": ["read", "mint_request_lease"]})).await).await;
+            assert_eq!(s, 200, "{g}");
+        }
+        let agent_id = agent.id.clone();
+        let workflow = |set: i64| json!({"agent_id": agent_id, "secret_set_id": set, "purpose": "p", "actions": ["read"]});
+        let (_, lease) = status_json(app.post("/v1/vault/leases/workflow", &workflow(1)).await).await;
+        let s = Setup { owner, agent, workflow_token: lease["workflow_lease_token"].as_str().unwrap().to_owned(),
+            grant_id: String::new() };
+
+        // Reads in production wait for a human.
+        let token = s.minted(&app, "read", json!({"keys": ["ACCOUNT"]})).await;
+        let body = assert_error(s.read(&app, &token, json!(["ACCOUNT"])).await, 403, "policy_challenge").await;
+        assert_eq!(body["reason_codes"], json!(["vault_requires_approval"]));
+        let challenge_id = body["challenge_id"].as_str().unwrap();
+        let (_, shown) = status_json(s.owner.get(&format!("/v1/policy-challenges/{challenge_id}")).await).await;
+        assert!(shown.to_string().contains("ACCOUNT"), "the approver sees the keys: {shown}");
+        assert_eq!(s.owner.post(&format!("/v1/policy-challenges/{challenge_id}/decide"), &json!({"decision": "approve"})).await.status(), 200);
+        let (st, read) = status_json(s.read(&app, &token, json!(["ACCOUNT"])).await).await;
+        assert_eq!(st, 200, "{read}");
+
+        // A set the block does not list: the grant is there, the policy says no.
+        let (_, lease) = status_json(app.post("/v1/vault/leases/workflow", &workflow(2)).await).await;
+        let res = s.agent.signed_post(&app, "/v1/vault/leases/request/mint",
+            &json!({"workflow_lease_token": lease["workflow_lease_token"], "secret_set_id": 2, "action": "read"})).await;
+        let body = assert_error(res, 403, "policy_denied").await;
+        assert_eq!(body["reason_codes"], json!(["secret_set_not_allowed"]));
+        app.stop().await;
+    }
+}

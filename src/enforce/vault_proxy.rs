@@ -1,0 +1,256 @@
+//! `POST /v1/vault/proxy/request`: acp makes the agent's call with the set's secrets injected
+//! into a profile's declared slots, so the agent uses a secret it never holds. The call is
+//! judged like every vault action (lease, grant, policy, with the target host in the policy's
+//! context), the lease's use is spent before the upstream is called, and what comes back is
+//! scrubbed of the secrets before the agent sees it. The egress itself (address checks,
+//! pinned connection, bounds) is `egress.rs`.
+
+use std::collections::BTreeMap;
+
+use base64::Engine;
+use serde_json::{json, Map, Value};
+
+use crate::api;
+use crate::context::Context;
+
+use super::egress::{self, EgressError, Profile, ProxyCall, Target};
+use super::vault_agent::{self, Scene, Signer, VaultAction};
+use super::{EnforceError, EnforceResult};
+
+/// A proxy call read against its profile: where it goes, checked against where the profile
+/// lets the secrets go.
+pub(super) struct Call {
+    profile_name: String,
+    profile: Profile,
+    call: ProxyCall,
+    target: Target,
+}
+
+impl Call {
+    pub(super) fn read(scene: &Scene, profile_name: &str, request: &Value) -> EnforceResult<Call> {
+        let stored = scene
+            .version
+            .profiles
+            .get(profile_name)
+            .filter(|_| !profile_name.is_empty())
+            .ok_or_else(|| {
+                EnforceError::not_found(
+                    "unknown_profile",
+                    format!(
+                        "the secret set `{}` has no profile `{profile_name}`",
+                        scene.set.name
+                    ),
+                )
+            })?;
+        let profile = Profile::from_json(stored).map_err(EnforceError::internal)?;
+        let call = ProxyCall::from_json(request).map_err(refusal)?;
+        let target = egress::target(&profile, &call).map_err(refusal)?;
+        Ok(Call {
+            profile_name: profile_name.to_owned(),
+            profile,
+            call,
+            target,
+        })
+    }
+
+    /// The keys the profile injects, in order.
+    fn keys(&self) -> Vec<String> {
+        self.profile.keys().into_iter().collect()
+    }
+
+    /// The context of a `vault.proxy` check (see docs/policy-spec.md, "Vault checks").
+    pub(super) fn context(&self, scene: &Scene, keys: &[String]) -> Map<String, Value> {
+        let mut context = scene.context(keys);
+        let t = &self.target;
+        context.insert("profile".into(), json!(self.profile_name));
+        context.insert("method".into(), json!(t.method));
+        context.insert("path".into(), json!(t.path));
+        context.insert("target_host".into(), json!(t.host));
+        context.insert("target_host_patterns".into(), json!(t.host_patterns));
+        context
+    }
+}
+
+/// The answer to an egress refusal or failure.
+fn refusal(err: EgressError) -> EnforceError {
+    let message = err.to_string();
+    match err {
+        EgressError::InvalidRequest { field, message } => {
+            EnforceError::invalid("request", format!("`request.{field}`: {message}"))
+        }
+        EgressError::SchemeNotAllowed => EnforceError::forbidden("scheme_not_allowed", message),
+        EgressError::HostNotAllowed(_) => EnforceError::forbidden("host_not_allowed", message),
+        EgressError::MethodNotAllowed(_) | EgressError::PathNotAllowed(_) => {
+            EnforceError::forbidden("request_not_allowed", message)
+        }
+        EgressError::DestinationNotAllowed(_) => {
+            EnforceError::forbidden("destination_not_allowed", message)
+        }
+        EgressError::InvalidSecret(_) => EnforceError::forbidden("invalid_secret", message),
+        EgressError::KeyMissing(_) => EnforceError::internal(message),
+        EgressError::Unresolvable(_) | EgressError::Unavailable(_) => EnforceError::Upstream {
+            code: "upstream_unavailable",
+            message,
+            timeout: false,
+        },
+        EgressError::ResponseTooLarge(_) => EnforceError::Upstream {
+            code: "upstream_response_too_large",
+            message,
+            timeout: false,
+        },
+        EgressError::Timeout => EnforceError::Upstream {
+            code: "upstream_timeout",
+            message,
+            timeout: true,
+        },
+    }
+}
+
+/// The code an egress failure is audited with.
+fn failure_code(err: &EnforceError) -> &'static str {
+    match err {
+        EnforceError::Upstream { code, .. } => code,
+        EnforceError::Refused(r) if r.code == "destination_not_allowed" => {
+            "destination_not_allowed"
+        }
+        _ => "failed",
+    }
+}
+
+pub async fn proxy(
+    ctx: &Context,
+    signer: Signer<'_>,
+    req: api::ProxyRequest,
+) -> EnforceResult<api::ProxyResponse> {
+    let workspace_id = signer
+        .agent
+        .workspace_id
+        .as_deref()
+        .ok_or_else(EnforceError::unknown_agent)?;
+    let scene = Scene::load(ctx, workspace_id, &req.secret_set_id).await?;
+    scene.check_claims(req.environment.as_deref(), None)?;
+    let lease =
+        vault_agent::lease_of(ctx, &signer, &scene, &req.request_lease_token, "request").await?;
+    if !lease.actions.iter().any(|a| a == "proxy_use") {
+        return Err(EnforceError::forbidden(
+            "action_not_leased",
+            "the request lease was minted for `read`, not `proxy_use`",
+        ));
+    }
+    let call = Call::read(&scene, &req.profile, &req.request)?;
+    let keys = call.keys();
+    vault_agent::within_lease(&lease, &keys, &scene.set.name)?;
+    let grant = scene.grant(ctx, signer.agent, "proxy_use", &keys).await?;
+    // The destination is checked before the use is spent: an address the proxy may not reach
+    // costs the agent nothing.
+    let addrs = ctx
+        .egress
+        .destination(&call.target)
+        .await
+        .map_err(refusal)?;
+    let decision = vault_agent::decide(
+        ctx,
+        &signer,
+        VaultAction::Proxy,
+        call.context(&scene, &keys),
+    )
+    .await?;
+    let trace_id = decision.trace_id;
+
+    let entries = super::vault::open_entries(ctx, &scene.set, &scene.version)?;
+    let secrets: BTreeMap<String, String> = entries
+        .into_iter()
+        .filter(|(k, _)| keys.contains(k))
+        .collect();
+    let outbound =
+        egress::render(&call.profile, &call.call, &call.target, &secrets).map_err(refusal)?;
+    drop(secrets);
+    let t = &call.target;
+    let base = json!({
+        "lease_id": lease.id, "profile": call.profile_name, "method": t.method,
+        "host": t.host, "path": t.path, "keys": keys,
+    });
+    let used = vault_agent::event(
+        &signer,
+        &scene,
+        "vault.lease.used",
+        "proxy",
+        &trace_id,
+        base.clone(),
+    );
+    vault_agent::use_lease(ctx, &signer, &scene, &lease, &grant, vec![used]).await?;
+
+    let sent = ctx.egress.send_to(&outbound, &addrs).await.map_err(refusal);
+    let mut details = base.clone();
+    let mut events = Vec::new();
+    let answered = match sent {
+        Ok(mut upstream) => {
+            let leaks = egress::scrub(&mut upstream, &outbound);
+            details["status"] = json!(upstream.status);
+            details["latency_ms"] = json!(upstream.latency_ms);
+            if !leaks.is_empty() {
+                let mut leak = base.clone();
+                leak["leaks"] = leaks
+                    .iter()
+                    .map(|l| json!({"key": l.key, "place": l.place, "form": l.form}))
+                    .collect();
+                events.push(vault_agent::event(
+                    &signer,
+                    &scene,
+                    "vault.proxy.leak_scrubbed",
+                    "proxy",
+                    &trace_id,
+                    leak,
+                ));
+            }
+            Ok(upstream)
+        }
+        Err(err) => {
+            details["error"] = json!(failure_code(&err));
+            Err(err)
+        }
+    };
+    events.insert(
+        0,
+        vault_agent::event(
+            &signer,
+            &scene,
+            "vault.proxy.request",
+            "proxy",
+            &trace_id,
+            details,
+        ),
+    );
+    let change = crate::store::Change {
+        audit: events,
+        ..Default::default()
+    };
+    ctx.writer.commit(change).await?;
+    let upstream = answered?;
+
+    let mut headers: BTreeMap<String, String> = BTreeMap::new();
+    for (name, value) in upstream.headers {
+        headers
+            .entry(name)
+            .and_modify(|v| {
+                v.push_str(", ");
+                v.push_str(&value);
+            })
+            .or_insert(value);
+    }
+    let (body, body_base64) = match String::from_utf8(upstream.body) {
+        Ok(text) => (Some(text), None),
+        Err(e) => (
+            None,
+            Some(base64::engine::general_purpose::STANDARD.encode(e.as_bytes())),
+        ),
+    };
+    Ok(api::ProxyResponse {
+        ok: true,
+        status: upstream.status,
+        headers,
+        body,
+        body_base64,
+        trace_id,
+    })
+}
