@@ -1,0 +1,311 @@
+//! The vault's benchmark: what the injecting proxy adds to a call, and how many secret reads a
+//! server answers.
+//!
+//! It starts a real HTTPS upstream on loopback (the test suite's, with a CA of its own) and an
+//! in-process acp server on a temporary SQLite file (or the empty Postgres database named by
+//! `ACP_BENCH_DATABASE_URL`), trusting that CA and allowing loopback through the operator
+//! allow-list, as an operator would configure it. Then, in one run:
+//!
+//! 1. **Proxy overhead.** Pairs of the same call, one straight to the upstream (a pooled HTTPS
+//!    client, as an agent holding the key would make it) and one through
+//!    `POST /v1/vault/proxy/request` (signed, with a request lease minted beforehand and not
+//!    timed), in alternating order; p50 and p99 of each side and of the per-pair difference.
+//! 2. **Secret reads.** `ACP_BENCH_CONCURRENCY` agents' clients read one key each through
+//!    `POST /v1/vault/secrets/read` for `ACP_BENCH_READ_SECS`, each lease good for 100 reads
+//!    (the mints, one per 100 reads, are inside the measured time).
+//!
+//! Run: `cargo bench --bench vault` (settings: `ACP_BENCH_PROXY_PAIRS`, default 300;
+//! `ACP_BENCH_READ_SECS`, default 5; `ACP_BENCH_CONCURRENCY`, default 16).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _, Result};
+use ed25519_dalek::SigningKey;
+use rand::RngCore;
+use serde_json::{json, Value};
+
+#[path = "../examples/common/mod.rs"]
+mod common;
+#[path = "../tests/api/upstream.rs"]
+mod upstream;
+
+use acp::audit::Actor;
+
+const MASTER_KEY: &str = "YmVuY2gtbWFzdGVyLWtleS1vZi10aGUtYWNwLWJlbmNo";
+
+fn env_number(name: &str, default: u64) -> Result<u64> {
+    match std::env::var(name) {
+        Ok(v) => v.parse().with_context(|| format!("{name} must be a number")),
+        Err(_) => Ok(default),
+    }
+}
+
+struct Agent {
+    http: reqwest::Client,
+    base: String,
+    id: String,
+    key: SigningKey,
+}
+
+impl Agent {
+    /// The request, signed now, ready to send.
+    fn signed(&self, path: &str, body: &Value) -> reqwest::RequestBuilder {
+        let bytes = serde_json::to_vec(body).expect("json");
+        let mut nonce = [0u8; 16];
+        rand::thread_rng().fill_bytes(&mut nonce);
+        let nonce = hex::encode(nonce);
+        let timestamp = common::now_ms().expect("clock").to_string();
+        let signature = common::sign_request(&self.key, "POST", path, &timestamp, &nonce, &bytes);
+        self.http
+            .post(format!("{}{path}", self.base))
+            .header("Content-Type", "application/json")
+            .header("X-Service-Agent-Id", &self.id)
+            .header("X-Service-Timestamp", timestamp)
+            .header("X-Service-Nonce", nonce)
+            .header("X-Service-Signature", signature)
+            .body(bytes)
+    }
+
+    async fn mint(&self, workflow_token: &str, action: &str, uses: i64) -> Result<String> {
+        let body = json!({"workflow_lease_token": workflow_token, "secret_set_id": 1,
+            "action": action, "uses": uses, "ttl_seconds": 900});
+        let answer = common::json_of(
+            self.signed("/v1/vault/leases/request/mint", &body)
+                .send()
+                .await?,
+            "mint",
+        )
+        .await?;
+        Ok(answer["request_lease_token"]
+            .as_str()
+            .context("token")?
+            .to_owned())
+    }
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+fn sorted(mut v: Vec<f64>) -> Vec<f64> {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> Result<()> {
+    let pairs = env_number("ACP_BENCH_PROXY_PAIRS", 300)? as usize;
+    let read_secs = env_number("ACP_BENCH_READ_SECS", 5)?;
+    let concurrency = env_number("ACP_BENCH_CONCURRENCY", 16)? as usize;
+
+    let upstream = upstream::UpstreamServer::start().await;
+    let dir = tempfile::tempdir()?;
+    let database_url = std::env::var("ACP_BENCH_DATABASE_URL")
+        .unwrap_or_else(|_| format!("sqlite:{}/acp.db", dir.path().display()));
+    let mut config = acp::config::Config::for_database(&database_url).map_err(anyhow::Error::msg)?;
+    config.addr = "127.0.0.1:0".parse()?;
+    config.email_url = "outbox".into();
+    config.master_key = Some(acp::secret::Secret::new(MASTER_KEY.to_owned()));
+    config.vault_proxy_allow = vec!["127.0.0.1/32".parse()?];
+    config.vault_proxy_ca_pem = Some(upstream.ca_pem.clone().into_bytes());
+    let app = acp::app::App::build(config).await?;
+    let ctx = app.context().clone();
+    let bootstrap = app.bootstrap.as_ref().context("a fresh database")?;
+    let workspace_id = bootstrap.workspace_id.clone();
+    let api_key = bootstrap
+        .generated_key
+        .as_ref()
+        .context("generated key")?
+        .expose()
+        .to_owned();
+    let base = format!("http://{}", app.local_addr());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(app.run(async move {
+        let _ = stopped.await;
+    }));
+
+    // The scene: an agent, a policy allowing the vault, a set, grants, a workflow lease.
+    let http = reqwest::Client::new();
+    let (agent_id, key) =
+        common::register_and_attest(&http, &base, &api_key, "bench", json!({})).await?;
+    let actor = Actor::Cli;
+    let host = "localhost";
+    acp::policy::sync::sync(
+        &ctx,
+        &workspace_id,
+        &actor,
+        serde_json::from_value(json!({"spec": {
+            "global_guardrails": {"vault": {"proxy_hosts": [host]}},
+            "reusable_policy_blocks": {"all": {"vault": {"allow": ["*"]}}},
+            "agent_groups": [{"name": "bench", "members": [agent_id]}],
+            "bindings": [{"group": "bench", "blocks": ["all"]}],
+        }}))?,
+        None,
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("policy: {e}"))?;
+    acp::enforce::vault::create_set(
+        &ctx,
+        &workspace_id,
+        &actor,
+        serde_json::from_value(json!({
+            "name": "bench", "provider": "echo", "environment": "production",
+            "entries": {"TOKEN": "sk_bench_0123456789abcdef", "ACCOUNT": "acct_bench"},
+            "profiles": {"api": {"hosts": [host], "path_prefixes": ["/echo/"],
+                "inject": {"headers": {"Authorization": "Bearer ${TOKEN}"}}}}
+        }))?,
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("set: {e}"))?;
+    acp::enforce::vault::create_grant(
+        &ctx,
+        &workspace_id,
+        &actor,
+        serde_json::from_value(json!({"secret_set_id": 1, "agent_id": agent_id, "allowed_keys": "*",
+            "allowed_actions": ["read", "proxy_use", "mint_request_lease"]}))?,
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("grant: {e}"))?;
+    let workflow = acp::enforce::leases::issue_workflow(
+        &ctx,
+        &workspace_id,
+        &actor,
+        serde_json::from_value(json!({"agent_id": agent_id, "secret_set_id": 1, "purpose": "bench",
+            "actions": ["read", "proxy"], "ttl_seconds": 86400}))?,
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("workflow lease: {e}"))?;
+    let agent = Arc::new(Agent {
+        http: reqwest::Client::new(),
+        base: base.clone(),
+        id: agent_id,
+        key,
+    });
+    let workflow_token = workflow.workflow_lease_token;
+
+    // 1. The proxy's overhead, in pairs.
+    let direct_client = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(upstream.ca_pem.as_bytes())?)
+        .build()?;
+    let url = upstream.url("/echo/v1/charges");
+    let call = json!({"method": "POST", "url": url, "body": "{\"amount\":5}",
+        "headers": {"Content-Type": "application/json"}});
+    let (mut direct, mut proxied, mut overhead) = (Vec::new(), Vec::new(), Vec::new());
+    let warm = 20;
+    for i in 0..pairs + warm {
+        let token = agent.mint(&workflow_token, "proxy", 1).await?;
+        let request = agent.signed(
+            "/v1/vault/proxy/request",
+            &json!({"request_lease_token": token, "secret_set_id": 1, "profile": "api", "request": call}),
+        );
+        let straight = direct_client
+            .post(&url)
+            .header("Authorization", "Bearer sk_bench_0123456789abcdef")
+            .header("Content-Type", "application/json")
+            .body("{\"amount\":5}");
+        let time_direct = || async {
+            let t = Instant::now();
+            let res = straight.send().await?;
+            let ok = res.status().is_success();
+            res.bytes().await?;
+            if !ok {
+                bail!("direct call failed");
+            }
+            Ok::<f64, anyhow::Error>(t.elapsed().as_secs_f64() * 1000.0)
+        };
+        let time_proxy = || async {
+            let t = Instant::now();
+            let res = request.send().await?;
+            let status = res.status();
+            let body = res.bytes().await?;
+            if !status.is_success() {
+                bail!("proxy call failed: {status} {}", String::from_utf8_lossy(&body));
+            }
+            Ok::<f64, anyhow::Error>(t.elapsed().as_secs_f64() * 1000.0)
+        };
+        let (d, p) = if i % 2 == 0 {
+            let d = time_direct().await?;
+            (d, time_proxy().await?)
+        } else {
+            let p = time_proxy().await?;
+            (time_direct().await?, p)
+        };
+        if i >= warm {
+            direct.push(d);
+            proxied.push(p);
+            overhead.push(p - d);
+        }
+    }
+    let (direct, proxied, overhead) = (sorted(direct), sorted(proxied), sorted(overhead));
+
+    // 2. Secret reads.
+    let deadline = Instant::now() + Duration::from_secs(read_secs);
+    let reads = Arc::new(AtomicUsize::new(0));
+    let mints = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..concurrency {
+        let (agent, workflow_token, reads, mints) = (
+            agent.clone(),
+            workflow_token.clone(),
+            reads.clone(),
+            mints.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let mut token = agent.mint(&workflow_token, "read", 100).await?;
+            mints.fetch_add(1, Ordering::Relaxed);
+            let mut left = 100;
+            while Instant::now() < deadline {
+                if left == 0 {
+                    token = agent.mint(&workflow_token, "read", 100).await?;
+                    mints.fetch_add(1, Ordering::Relaxed);
+                    left = 100;
+                }
+                let body = json!({"request_lease_token": token, "secret_set_id": 1, "keys": ["ACCOUNT"]});
+                let res = agent.signed("/v1/vault/secrets/read", &body).send().await?;
+                if !res.status().is_success() {
+                    bail!("read failed: {}", res.text().await?);
+                }
+                res.bytes().await?;
+                left -= 1;
+                reads.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok::<(), anyhow::Error>(())
+        }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let reads = reads.load(Ordering::Relaxed);
+
+    println!("## The vault's proxy and secret reads");
+    println!();
+    println!(
+        "Engine: {}; {} proxy pairs (after {warm} warm-up pairs); reads with {concurrency} concurrent clients for {read_secs} s.",
+        if database_url.starts_with("postgres") { "Postgres" } else { "SQLite (synchronous=FULL)" },
+        pairs
+    );
+    println!();
+    println!("| call | p50 ms | p99 ms |");
+    println!("|---|---:|---:|");
+    println!("| straight to the upstream (HTTPS, pooled) | {:.2} | {:.2} |", percentile(&direct, 50.0), percentile(&direct, 99.0));
+    println!("| through `POST /v1/vault/proxy/request` | {:.2} | {:.2} |", percentile(&proxied, 50.0), percentile(&proxied, 99.0));
+    println!("| added by the proxy (per pair) | {:.2} | {:.2} |", percentile(&overhead, 50.0), percentile(&overhead, 99.0));
+    println!();
+    println!(
+        "Secret reads: {reads} in {elapsed:.1} s = **{:.0} reads/s** ({} request leases minted within the time).",
+        reads as f64 / elapsed,
+        mints.load(Ordering::Relaxed)
+    );
+    let _ = stop.send(());
+    server.await??;
+    Ok(())
+}
