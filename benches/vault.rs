@@ -38,7 +38,9 @@ const MASTER_KEY: &str = "9pt6wChGrj9fIlNeGz7qy3cv4caw0MidFMP3XvbV9KU=";
 
 fn env_number(name: &str, default: u64) -> Result<u64> {
     match std::env::var(name) {
-        Ok(v) => v.parse().with_context(|| format!("{name} must be a number")),
+        Ok(v) => v
+            .parse()
+            .with_context(|| format!("{name} must be a number")),
         Err(_) => Ok(default),
     }
 }
@@ -109,7 +111,8 @@ async fn main() -> Result<()> {
     let dir = tempfile::tempdir()?;
     let database_url = std::env::var("ACP_BENCH_DATABASE_URL")
         .unwrap_or_else(|_| format!("sqlite:{}/acp.db", dir.path().display()));
-    let mut config = acp::config::Config::for_database(&database_url).map_err(anyhow::Error::msg)?;
+    let mut config =
+        acp::config::Config::for_database(&database_url).map_err(anyhow::Error::msg)?;
     config.addr = "127.0.0.1:0".parse()?;
     config.email_url = "outbox".into();
     config.master_key = Some(acp::secret::Secret::new(MASTER_KEY.to_owned()));
@@ -168,8 +171,10 @@ async fn main() -> Result<()> {
         &ctx,
         &workspace_id,
         &actor,
-        serde_json::from_value(json!({"secret_set_id": 1, "agent_id": agent_id, "allowed_keys": "*",
-            "allowed_actions": ["read", "proxy_use", "mint_request_lease"]}))?,
+        serde_json::from_value(
+            json!({"secret_set_id": 1, "agent_id": agent_id, "allowed_keys": "*",
+            "allowed_actions": ["read", "proxy_use", "mint_request_lease"]}),
+        )?,
     )
     .await
     .map_err(|e| anyhow::anyhow!("grant: {e}"))?;
@@ -177,8 +182,10 @@ async fn main() -> Result<()> {
         &ctx,
         &workspace_id,
         &actor,
-        serde_json::from_value(json!({"agent_id": agent_id, "secret_set_id": 1, "purpose": "bench",
-            "actions": ["read", "proxy"], "ttl_seconds": 86400}))?,
+        serde_json::from_value(
+            json!({"agent_id": agent_id, "secret_set_id": 1, "purpose": "bench",
+            "actions": ["read", "proxy"], "ttl_seconds": 86400}),
+        )?,
     )
     .await
     .map_err(|e| anyhow::anyhow!("workflow lease: {e}"))?;
@@ -226,7 +233,10 @@ async fn main() -> Result<()> {
             let status = res.status();
             let body = res.bytes().await?;
             if !status.is_success() {
-                bail!("proxy call failed: {status} {}", String::from_utf8_lossy(&body));
+                bail!(
+                    "proxy call failed: {status} {}",
+                    String::from_utf8_lossy(&body)
+                );
             }
             Ok::<f64, anyhow::Error>(t.elapsed().as_secs_f64() * 1000.0)
         };
@@ -268,7 +278,8 @@ async fn main() -> Result<()> {
                     mints.fetch_add(1, Ordering::Relaxed);
                     left = 100;
                 }
-                let body = json!({"request_lease_token": token, "secret_set_id": 1, "keys": ["ACCOUNT"]});
+                let body =
+                    json!({"request_lease_token": token, "secret_set_id": 1, "keys": ["ACCOUNT"]});
                 let res = agent.signed("/v1/vault/secrets/read", &body).send().await?;
                 if !res.status().is_success() {
                     bail!("read failed: {}", res.text().await?);
@@ -296,9 +307,21 @@ async fn main() -> Result<()> {
     println!();
     println!("| call | p50 ms | p99 ms |");
     println!("|---|---:|---:|");
-    println!("| straight to the upstream (HTTPS, pooled) | {:.2} | {:.2} |", percentile(&direct, 50.0), percentile(&direct, 99.0));
-    println!("| through `POST /v1/vault/proxy/request` | {:.2} | {:.2} |", percentile(&proxied, 50.0), percentile(&proxied, 99.0));
-    println!("| added by the proxy (per pair) | {:.2} | {:.2} |", percentile(&overhead, 50.0), percentile(&overhead, 99.0));
+    println!(
+        "| straight to the upstream (HTTPS, pooled) | {:.2} | {:.2} |",
+        percentile(&direct, 50.0),
+        percentile(&direct, 99.0)
+    );
+    println!(
+        "| through `POST /v1/vault/proxy/request` | {:.2} | {:.2} |",
+        percentile(&proxied, 50.0),
+        percentile(&proxied, 99.0)
+    );
+    println!(
+        "| added by the proxy (per pair) | {:.2} | {:.2} |",
+        percentile(&overhead, 50.0),
+        percentile(&overhead, 99.0)
+    );
     println!();
     println!(
         "Secret reads: {reads} in {elapsed:.1} s = **{:.0} reads/s** ({} request leases minted within the time).",

@@ -210,12 +210,20 @@ pub async fn revoke(
     if !ids::has_shape(lease_id, LEASE) {
         return Err(unknown_lease());
     }
+    // Read to name the lease's agent and set in the event (the set's vault trail shows it).
+    let lease = ctx
+        .store
+        .vault_lease(workspace_id, lease_id)
+        .await?
+        .ok_or_else(unknown_lease)?;
+    let named = (Some(lease.agent_id), Some(lease.secret_set_id));
     revoke_where(
         ctx,
         workspace_id,
         actor,
         Some(lease_id.to_owned()),
         LeaseFilter::default(),
+        named,
     )
     .await
 }
@@ -245,10 +253,11 @@ pub async fn revoke_matching(
         actor,
         None,
         LeaseFilter {
-            agent_id,
-            secret_set_id,
+            agent_id: agent_id.clone(),
+            secret_set_id: secret_set_id.clone(),
             kind: None,
         },
+        (agent_id, secret_set_id),
     )
     .await
 }
@@ -263,14 +272,15 @@ async fn revoke_where(
     actor: &Actor,
     lease_id: Option<String>,
     filter: LeaseFilter,
+    (agent_id, secret_set_id): (Option<String>, Option<String>),
 ) -> EnforceResult<i64> {
     let event = audit::state_change(
         "vault.lease.revoked",
         "revoke_lease",
         Some(workspace_id),
-        filter.agent_id.as_deref(),
+        agent_id.as_deref(),
         actor,
-        json!({ "lease_id": lease_id, "secret_set_id": filter.secret_set_id }),
+        json!({ "lease_id": lease_id, "secret_set_id": secret_set_id }),
     );
     let change = Change::new(VaultOp::RevokeLeases {
         workspace_id: workspace_id.to_owned(),

@@ -37,6 +37,12 @@ pub trait VaultStore: Send + Sync {
         workspace_id: &str,
         secret_set_id: Option<&str>,
     ) -> Result<Vec<GrantRecord>, StoreError>;
+    /// A lease of the workspace by id.
+    async fn vault_lease(
+        &self,
+        workspace_id: &str,
+        lease_id: &str,
+    ) -> Result<Option<LeaseRecord>, StoreError>;
     /// The lease whose token has this hash; a lease issued before its workspace's last
     /// revoke-all is answered with `revoked_at` set to that cutoff.
     async fn vault_lease_by_token(

@@ -196,6 +196,10 @@ both_engines! {
         let request_lease_id = first["lease_id"].as_str().unwrap();
         assert_eq!(s.owner.post(&format!("/v1/vault/leases/{request_lease_id}/revoke"), &json!({})).await.status(), 200);
         assert_error(s.read(&app, &token, json!(["ACCOUNT"])).await, 401, "invalid_lease").await;
+        // The revocation is in the set's own trail, naming the agent.
+        let (_, trail) = status_json(s.owner.get("/v1/vault/audit?secret_set_id=1&limit=200").await).await;
+        let revoked = trail["items"].as_array().unwrap().iter().find(|e| e["event_type"] == "vault.lease.revoked").unwrap();
+        assert_eq!((revoked["agent_id"].as_str(), revoked["details"]["lease_id"].as_str()), (Some(s.agent.id.as_str()), Some(request_lease_id)));
         let token = s.minted(&app, "read", json!({"keys": ["ACCOUNT"]})).await;
 
         // A revoked grant: the lease in hand no longer reads.

@@ -651,6 +651,22 @@ impl VaultStore for SqlStore {
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
+    async fn vault_lease(
+        &self,
+        workspace_id: &str,
+        lease_id: &str,
+    ) -> Result<Option<LeaseRecord>, StoreError> {
+        let row = sqlx::query(&format!(
+            "SELECT {LEASE_COLUMNS} FROM vault_leases WHERE workspace_id = $1 AND id = $2"
+        ))
+        .bind(workspace_id)
+        .bind(lease_id)
+        .fetch_optional(&self.read)
+        .await?;
+        Ok(row.as_ref().map(lease_from_row).transpose()?)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn vault_lease_by_token(
         &self,
         token_hash: &str,
