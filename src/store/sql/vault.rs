@@ -291,27 +291,14 @@ pub(super) async fn apply(
         VaultOp::CreateLease(l) => {
             // Minting and the pause commit in some order: a lease is never written after the
             // pause it should have seen.
-            let rows = sqlx::query(&format!(
-                "INSERT INTO vault_leases ({LEASE_COLUMNS}) SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, NULL, $13, $14 \
+            let sql = format!(
+                "INSERT INTO vault_leases ({LEASE_COLUMNS}) {LEASE_VALUES} \
                  WHERE NOT EXISTS (SELECT 1 FROM kill_switches WHERE workspace_id = $2 AND minting_paused = 1)"
-            ))
-            .bind(&l.id)
-            .bind(&l.workspace_id)
-            .bind(&l.kind)
-            .bind(&l.workflow_id)
-            .bind(&l.agent_id)
-            .bind(&l.secret_set_id)
-            .bind(&l.purpose)
-            .bind(serde_json::to_string(&l.actions).unwrap_or_else(|_| "[]".into()))
-            .bind(l.keys.as_ref().map(|k| serde_json::to_string(k).unwrap_or_else(|_| "[]".into())))
-            .bind(&l.token_hash)
-            .bind(l.uses_left)
-            .bind(l.expires_at)
-            .bind(l.created_at)
-            .bind(&l.created_by)
-            .execute(&mut **tx)
-            .await?
-            .rows_affected();
+            );
+            let rows = bind_lease(sqlx::query(&sql), l)
+                .execute(&mut **tx)
+                .await?
+                .rows_affected();
             changed_rows(rows, || StoreError::Conflict("minting_paused".into()))?;
             Ok(Applied::Done)
         }
@@ -321,8 +308,8 @@ pub(super) async fn apply(
             at,
         } => {
             let l = lease;
-            let rows = sqlx::query(&format!(
-                "INSERT INTO vault_leases ({LEASE_COLUMNS}) SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, NULL, $13, $14 \
+            let sql = format!(
+                "INSERT INTO vault_leases ({LEASE_COLUMNS}) {LEASE_VALUES} \
                  WHERE NOT EXISTS (SELECT 1 FROM kill_switches WHERE workspace_id = $2 AND minting_paused = 1) \
                  AND EXISTS (SELECT 1 FROM vault_leases w WHERE w.id = $4 AND w.workspace_id = $2 AND w.agent_id = $5 \
                      AND w.kind = 'workflow' AND w.revoked_at IS NULL AND w.expires_at > $15 AND w.created_at >= \
@@ -330,26 +317,13 @@ pub(super) async fn apply(
                  AND {} AND {}",
                 live_grant("$16", "$6", "$2", "$15"),
                 active_agent("$5", "$2"),
-            ))
-            .bind(&l.id)
-            .bind(&l.workspace_id)
-            .bind(&l.kind)
-            .bind(&l.workflow_id)
-            .bind(&l.agent_id)
-            .bind(&l.secret_set_id)
-            .bind(&l.purpose)
-            .bind(serde_json::to_string(&l.actions).unwrap_or_else(|_| "[]".into()))
-            .bind(l.keys.as_ref().map(|k| serde_json::to_string(k).unwrap_or_else(|_| "[]".into())))
-            .bind(&l.token_hash)
-            .bind(l.uses_left)
-            .bind(l.expires_at)
-            .bind(l.created_at)
-            .bind(&l.created_by)
-            .bind(at)
-            .bind(grant_id)
-            .execute(&mut **tx)
-            .await?
-            .rows_affected();
+            );
+            let rows = bind_lease(sqlx::query(&sql), l)
+                .bind(at)
+                .bind(grant_id)
+                .execute(&mut **tx)
+                .await?
+                .rows_affected();
             if rows == 0 {
                 let paused = sqlx::query(
                     "SELECT 1 FROM kill_switches WHERE workspace_id = $1 AND minting_paused = 1",
@@ -460,6 +434,35 @@ pub(super) async fn apply(
             Ok(Applied::Done)
         }
     }
+}
+
+/// A lease row's values as `$1` to `$14` (`revoked_at` NULL), for `INSERT ... SELECT ... WHERE`.
+const LEASE_VALUES: &str =
+    "SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, NULL, $13, $14";
+
+fn bind_lease<'q>(
+    query: sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>>,
+    l: &'q LeaseRecord,
+) -> sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>> {
+    query
+        .bind(&l.id)
+        .bind(&l.workspace_id)
+        .bind(&l.kind)
+        .bind(&l.workflow_id)
+        .bind(&l.agent_id)
+        .bind(&l.secret_set_id)
+        .bind(&l.purpose)
+        .bind(serde_json::to_string(&l.actions).unwrap_or_else(|_| "[]".into()))
+        .bind(
+            l.keys
+                .as_ref()
+                .map(|k| serde_json::to_string(k).unwrap_or_else(|_| "[]".into())),
+        )
+        .bind(&l.token_hash)
+        .bind(l.uses_left)
+        .bind(l.expires_at)
+        .bind(l.created_at)
+        .bind(&l.created_by)
 }
 
 /// The grant (SQL parameter `grant`) is live, of the workspace and the set, on a live set.
