@@ -161,7 +161,7 @@ async fn main() -> Result<()> {
         serde_json::from_value(json!({
             "name": "bench", "provider": "echo", "environment": "production",
             "entries": {"TOKEN": "sk_bench_0123456789abcdef", "ACCOUNT": "acct_bench"},
-            "profiles": {"api": {"hosts": [host], "path_prefixes": ["/echo/"],
+            "profiles": {"api": {"hosts": [host], "ports": [upstream.port], "path_prefixes": ["/echo/"],
                 "inject": {"headers": {"Authorization": "Bearer ${TOKEN}"}}}}
         }))?,
     )

@@ -134,11 +134,14 @@ async fn main() -> Result<()> {
     let upstream = std::env::var("UPSTREAM_URL")
         .context("set UPSTREAM_URL to the HTTPS echo server, e.g. https://localhost:8443")?;
     let upstream = upstream.trim_end_matches('/').to_owned();
-    let host = url::Url::parse(&upstream)
-        .context("UPSTREAM_URL is not a URL")?
+    let parsed = url::Url::parse(&upstream).context("UPSTREAM_URL is not a URL")?;
+    let host = parsed
         .host_str()
         .context("UPSTREAM_URL names no host")?
         .to_owned();
+    let port = parsed
+        .port_or_known_default()
+        .context("UPSTREAM_URL names no port")?;
     let acp = Acp {
         http: reqwest::Client::new(),
         base,
@@ -156,7 +159,7 @@ async fn main() -> Result<()> {
             "/v1/vault/secret-sets",
             &json!({"name": "payments-api", "provider": "example", "environment": "production",
                 "entries": {"API_TOKEN": api_token, "ACCOUNT_ID": ACCOUNT_ID},
-                "profiles": {"api": {"hosts": [host], "path_prefixes": ["/echo/"],
+                "profiles": {"api": {"hosts": [host], "ports": [port], "path_prefixes": ["/echo/"],
                     "inject": {"headers": {"Authorization": "Bearer ${API_TOKEN}"}}}}}),
         )
         .await?,

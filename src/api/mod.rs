@@ -1604,6 +1604,9 @@ pub struct VaultEvalRequest {
     /// Must be the set's provider when given.
     #[serde(default)]
     pub provider: Option<String>,
+    /// For `mint_lease`: what the lease would be for, `read` (default) or `proxy`.
+    #[serde(default)]
+    pub lease_action: Option<String>,
     /// For `proxy`: the profile and the call, so host rules can be judged.
     #[serde(default)]
     pub profile: Option<String>,

@@ -53,6 +53,8 @@ pub enum EgressError {
     SchemeNotAllowed,
     #[error("host `{0}` is not among the profile's hosts")]
     HostNotAllowed(String),
+    #[error("port {0} is not among the profile's ports (without `ports`, only the scheme's own)")]
+    PortNotAllowed(u16),
     #[error("method `{0}` is not among the profile's methods")]
     MethodNotAllowed(String),
     #[error("path `{0}` is not under the profile's path prefixes")]
@@ -93,6 +95,9 @@ pub struct Profile {
     /// Path prefixes; empty: any path.
     pub path_prefixes: Vec<String>,
     pub allow_http: bool,
+    /// Ports a call may go to; empty: the scheme's own (443, or 80 for plain http), so a
+    /// profile for an internal host on the allow-list does not open its every service.
+    pub ports: Vec<u16>,
     /// Header name → template with `${KEY}` references.
     pub headers: BTreeMap<String, String>,
     /// Query parameter name → template.
@@ -100,8 +105,8 @@ pub struct Profile {
 }
 
 impl Profile {
-    /// Reads the stored shape `{hosts, methods?, path_prefixes?, allow_http?, inject: {headers?,
-    /// query?}}`.
+    /// Reads the stored shape `{hosts, methods?, path_prefixes?, allow_http?, ports?, inject:
+    /// {headers?, query?}}`.
     pub fn from_json(v: &Value) -> Result<Profile, String> {
         let Value::Object(p) = v else {
             return Err("a profile must be an object".into());
@@ -173,11 +178,25 @@ impl Profile {
             return Err(format!("`{bad}` is not a header name"));
         }
         let query = slot("query")?;
+        let ports = match p.get("ports") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|i| {
+                    i.as_u64()
+                        .and_then(|n| u16::try_from(n).ok())
+                        .filter(|n| *n > 0)
+                        .ok_or_else(|| "`ports` must list port numbers (1 to 65535)".to_owned())
+                })
+                .collect::<Result<_, _>>()?,
+            Some(_) => return Err("`ports` must be a list of port numbers".into()),
+        };
         Ok(Profile {
             hosts,
             methods,
             path_prefixes,
             allow_http,
+            ports,
             headers,
             query,
         })
@@ -444,6 +463,15 @@ pub fn target(profile: &Profile, call: &ProxyCall) -> Result<Target, EgressError
     let port = url
         .port_or_known_default()
         .ok_or_else(|| invalid("request.url", "has no port"))?;
+    let default_port = if scheme == "https" { 443 } else { 80 };
+    let port_allowed = if profile.ports.is_empty() {
+        port == default_port
+    } else {
+        profile.ports.contains(&port)
+    };
+    if !port_allowed {
+        return Err(EgressError::PortNotAllowed(port));
+    }
     let method = call.method.to_ascii_uppercase();
     if !profile.methods.is_empty() && !profile.methods.contains(&method) {
         return Err(EgressError::MethodNotAllowed(method));
@@ -1475,11 +1503,27 @@ mod tests {
             "https://api.stripe.com/v1/x",
             "https://a.b.stripe.com/v1/x",
             "https://API.Stripe.COM./v1/x",
-            "https://files.stripe.com:8443/v1/x",
         ] {
             let t = target(&p, &call("GET", ok)).unwrap();
             assert!(t.host.ends_with("stripe.com"), "{ok}");
         }
+        // Another port only where the profile lists it.
+        assert!(matches!(
+            target(&p, &call("GET", "https://files.stripe.com:8443/v1/x")),
+            Err(EgressError::PortNotAllowed(8443))
+        ));
+        let mut with_port = p.clone();
+        with_port.ports = vec![8443];
+        let t = target(
+            &with_port,
+            &call("GET", "https://files.stripe.com:8443/v1/x"),
+        )
+        .unwrap();
+        assert_eq!(t.port, 8443);
+        assert!(matches!(
+            target(&with_port, &call("GET", "https://files.stripe.com/v1/x")),
+            Err(EgressError::PortNotAllowed(443))
+        ));
         let t = target(&p, &call("GET", "https://a.b.stripe.com./v1/x")).unwrap();
         assert_eq!(t.host, "a.b.stripe.com");
         assert_eq!(

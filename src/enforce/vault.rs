@@ -229,11 +229,18 @@ fn check_profiles(profiles: &Value, entries: &BTreeMap<String, String>) -> Enfor
             return Err(bad(format!("`{name}` must be an object")));
         };
         for key in p.keys() {
-            if !["hosts", "methods", "path_prefixes", "allow_http", "inject"]
-                .contains(&key.as_str())
+            if ![
+                "hosts",
+                "methods",
+                "path_prefixes",
+                "allow_http",
+                "ports",
+                "inject",
+            ]
+            .contains(&key.as_str())
             {
                 return Err(bad(format!(
-                    "`{name}.{key}` is not a profile field: hosts, methods, path_prefixes, allow_http, inject"
+                    "`{name}.{key}` is not a profile field: hosts, methods, path_prefixes, allow_http, ports, inject"
                 )));
             }
         }
@@ -282,6 +289,18 @@ fn check_profiles(profiles: &Value, entries: &BTreeMap<String, String>) -> Enfor
             if !ok {
                 return Err(bad(format!(
                     "`{name}.path_prefixes` must list paths starting with `/`"
+                )));
+            }
+        }
+        if let Some(ports) = p.get("ports") {
+            let ok = ports.as_array().is_some_and(|ports| {
+                ports
+                    .iter()
+                    .all(|n| n.as_u64().is_some_and(|n| (1..=65535).contains(&n)))
+            });
+            if !ok {
+                return Err(bad(format!(
+                    "`{name}.ports` must list port numbers (1 to 65535)"
                 )));
             }
         }

@@ -20,12 +20,13 @@ use crate::audit::{self, Actor};
 use crate::context::Context;
 use crate::domain::ids;
 use crate::policy::cache::DEFAULT_POLICY_ID;
-use crate::policy::check::check_for_agent;
+use crate::policy::check::{check_for_agent, AgentCheck, Effect};
+use crate::policy::error::CheckError;
 use crate::policy::evaluate::groups_of;
 use crate::secret::{random_base62, sha256_hex};
 use crate::store::{
-    AgentRecord, AuditRecord, Change, GrantRecord, LeaseRecord, NonceClaim, SecretSetRecord,
-    SecretVersion, StoreError, VaultOp,
+    AgentRecord, AuditRecord, GrantRecord, LeaseRecord, NonceClaim, SecretSetRecord, SecretVersion,
+    StoreError, VaultOp,
 };
 use crate::time::{iso, now_ms};
 
@@ -179,6 +180,20 @@ impl Scene {
         Ok(keys)
     }
 
+    /// The set's keys that every one of `grants` allows.
+    pub(super) fn granted_keys(&self, grants: &[&GrantRecord]) -> Vec<String> {
+        self.version
+            .keys
+            .iter()
+            .filter(|k| {
+                grants
+                    .iter()
+                    .all(|g| g.allowed_keys.as_ref().is_none_or(|a| a.contains(k)))
+            })
+            .cloned()
+            .collect()
+    }
+
     /// The live grant of this set to the agent (or one of its groups) that allows `action`
     /// on every key: `no_grant` when none allows the action, `key_not_granted` when none
     /// covers some key.
@@ -258,15 +273,22 @@ async fn agent_groups(
     Ok(groups_of(&policy.compiled, &facts).into_iter().collect())
 }
 
-/// Asks the policy about a vault action; the decision is committed (and audited, and a
-/// challenge made) with the request's nonce. Deny and challenge answer 403.
+/// Asks the policy about a vault action and, on allow, commits `effect` (the lease's use or
+/// mint, with its events) in the same transaction as the decision and the request's nonce:
+/// both happen or neither does. Deny and challenge answer 403; a refused effect answers why.
 pub(super) async fn decide(
     ctx: &Context,
     signer: &Signer<'_>,
     action: VaultAction,
     context: Map<String, Value>,
+    effect: &Effect,
 ) -> EnforceResult<api::DecisionResponse> {
-    let decision = judge(ctx, signer, action, context).await?;
+    let decision = judge(ctx, signer, action, context, AgentCheck::Act(effect))
+        .await
+        .map_err(|e| match e {
+            EnforceError::Check(CheckError::Store(refused)) => lease_refusal(refused),
+            other => other,
+        })?;
     match decision.decision.as_str() {
         "allow" => Ok(decision),
         "challenge" => Err(EnforceError::Challenged(Box::new(decision))),
@@ -279,6 +301,7 @@ async fn judge(
     signer: &Signer<'_>,
     action: VaultAction,
     context: Map<String, Value>,
+    mode: AgentCheck<'_>,
 ) -> EnforceResult<api::DecisionResponse> {
     let workspace_id = signer.workspace_id()?;
     let view = ctx.caches.view(ctx.store.as_ref(), workspace_id).await?;
@@ -294,12 +317,14 @@ async fn judge(
             email: None,
             policy_id: None,
         },
+        mode,
     )
     .await?)
 }
 
 /// `POST /v1/vault/policy/eval`: the decision, committed and audited like any check, with
-/// nothing consumed.
+/// nothing consumed (a person's approval of the same request is reported, not used up). The
+/// agent must hold a grant of the set for the action: the set's details are for its grantees.
 pub async fn eval(
     ctx: &Context,
     signer: Signer<'_>,
@@ -313,18 +338,48 @@ pub async fn eval(
         )
     })?;
     let scene = Scene::load(ctx, workspace_id, &req.secret_set_id).await?;
-    scene.check_claims(req.environment.as_deref(), req.provider.as_deref())?;
-    let keys = scene.keys(req.keys.as_deref())?;
-    let mut context = match (action, &req.profile, &req.request) {
+    let lease_action = match req.lease_action.as_deref() {
+        None => "read",
+        Some(a) => lease_action(a.trim()).ok_or_else(|| {
+            EnforceError::invalid("lease_action", "must be `read` or `proxy` (`proxy_use`)")
+        })?,
+    };
+    let call = match (action, &req.profile, &req.request) {
         (VaultAction::Proxy, Some(profile), Some(request)) => {
-            super::vault_proxy::Call::read(&scene, profile, request)?.context(&scene, &keys)
+            Some(super::vault_proxy::Call::read(&scene, profile, request)?)
         }
-        _ => scene.context(&keys),
+        _ => None,
+    };
+    // The keys the action would touch: a proxy call's are its profile's.
+    let keys = match &call {
+        Some(call) => scene.keys(Some(&call.keys()))?,
+        None => match &req.keys {
+            Some(keys) => scene.keys(Some(keys))?,
+            None => Vec::new(),
+        },
+    };
+    let grant = scene
+        .grant(ctx, signer.agent, action.grant_action(), &keys)
+        .await?;
+    scene.check_claims(req.environment.as_deref(), req.provider.as_deref())?;
+    let keys = if keys.is_empty() {
+        scene.granted_keys(&[&grant])
+    } else {
+        keys
+    };
+    let mut context = match &call {
+        Some(call) => call.context(&scene, &keys),
+        None => scene.context(&keys),
     };
     if action == VaultAction::MintLease {
-        context.insert("lease_action".into(), json!("read"));
+        let short = if lease_action == "read" {
+            "read"
+        } else {
+            "proxy"
+        };
+        context.insert("lease_action".into(), json!(short));
     }
-    judge(ctx, &signer, action, context).await
+    judge(ctx, &signer, action, context, AgentCheck::Ask).await
 }
 
 /// A lease a token names, as the signing agent may use it for `action` on the scene's set:
@@ -405,50 +460,44 @@ pub(super) fn within_lease(
     Ok(())
 }
 
-/// The lease's use, with the grant, the agent and the kill switch checked again, audited.
-pub(super) async fn use_lease(
-    ctx: &Context,
+/// One use of the lease, taken in the transaction that commits the decision (see [`decide`]):
+/// the lease, the grant, the agent and the kill switch are checked again there.
+pub(super) fn use_of(
     signer: &Signer<'_>,
     scene: &Scene,
     lease: &LeaseRecord,
     grant: &GrantRecord,
-    events: Vec<AuditRecord>,
-) -> EnforceResult<()> {
-    let mut change = Change::new(VaultOp::UseLease {
+) -> VaultOp {
+    VaultOp::UseLease {
         workspace_id: scene.workspace_id.clone(),
         lease_id: lease.id.clone(),
         agent_id: signer.agent.id.clone(),
         grant_id: grant.id.clone(),
         at: now_ms(),
-    });
-    change.audit = events;
-    ctx.writer.commit(change).await.map_err(lease_refusal)?;
-    Ok(())
+    }
 }
 
 /// A vault event of the agent's (never a value or a token in `details`).
+/// Its `trace_id` is the decision's: set when it commits with the decision, or by the caller.
 pub(super) fn event(
     signer: &Signer<'_>,
     scene: &Scene,
     event_type: &str,
     action: &str,
-    trace_id: &str,
     mut details: Value,
 ) -> AuditRecord {
     if let Value::Object(d) = &mut details {
         d.insert("secret_set_id".into(), json!(scene.set.id));
         d.insert("number".into(), json!(scene.set.number));
     }
-    let mut event = audit::state_change(
+    audit::state_change(
         event_type,
         action,
         Some(&scene.workspace_id),
         Some(&signer.agent.id),
         &signer.actor(),
         details,
-    );
-    event.trace_id = Some(trace_id.to_owned());
-    event
+    )
 }
 
 /// `POST /v1/vault/leases/request/mint`: a short request lease from a workflow lease.
@@ -483,34 +532,37 @@ pub async fn mint(
             format!("must be between 1 and {MAX_USES}"),
         ));
     }
-    // Without `keys`, the lease covers every key the grants allow (checked at each use).
     let asked = match &req.keys {
         Some(keys) => scene.keys(Some(keys))?,
         None => Vec::new(),
     };
-    // The grant that allows minting is checked again when the lease is written; the one that
-    // allows the lease's action, again at each use.
+    // A grant must allow minting and one the lease's action, on every key asked for. Without
+    // `keys` the lease gets the keys both allow, written into it. The minting grant is checked
+    // again when the lease is written, the action's at each use.
     let grant = scene
         .grant(ctx, signer.agent, "mint_request_lease", &asked)
         .await?;
     let using = scene.grant(ctx, signer.agent, action, &asked).await?;
-    let keys = match (&req.keys, &using.allowed_keys) {
-        (Some(_), _) => asked,
-        (None, None) => scene.version.keys.clone(),
-        (None, Some(allowed)) => scene
-            .version
-            .keys
-            .iter()
-            .filter(|k| allowed.contains(k))
-            .cloned()
-            .collect(),
+    let keys = if asked.is_empty() {
+        let keys = scene.granted_keys(&[&grant, &using]);
+        if keys.is_empty() {
+            return Err(EnforceError::forbidden(
+                "key_not_granted",
+                format!(
+                    "no key of the secret set `{}` is granted both for minting and for `{action}`",
+                    scene.set.name
+                ),
+            ));
+        }
+        keys
+    } else {
+        asked
     };
     let mut context = scene.context(&keys);
     context.insert(
         "lease_action".into(),
         json!(if action == "read" { "read" } else { "proxy" }),
     );
-    let decision = decide(ctx, &signer, VaultAction::MintLease, context).await?;
 
     let token = format!("{REQUEST_TOKEN_PREFIX}{}", random_base62(43));
     let now = now_ms();
@@ -523,7 +575,7 @@ pub async fn mint(
         secret_set_id: scene.set.id.clone(),
         purpose: workflow.purpose.clone(),
         actions: vec![action.to_owned()],
-        keys: req.keys.is_some().then(|| keys.clone()),
+        keys: Some(keys),
         token_hash: sha256_hex(token.as_bytes()),
         uses_left: Some(uses),
         expires_at: (now + ttl * 1000).min(workflow.expires_at),
@@ -531,12 +583,11 @@ pub async fn mint(
         created_at: now,
         created_by: signer.actor().label(),
     };
-    let event = event(
+    let minted = event(
         &signer,
         &scene,
         "vault.lease.minted",
         "mint_request_lease",
-        &decision.trace_id,
         json!({
             "lease_id": lease.id, "kind": "request", "workflow_lease_id": workflow.id,
             "actions": lease.actions, "keys": lease.keys, "uses": uses,
@@ -550,17 +601,16 @@ pub async fn mint(
         expires_at: iso(lease.expires_at),
         uses_left: uses,
     };
-    ctx.writer
-        .commit(
-            Change::new(VaultOp::MintRequestLease {
-                lease: Box::new(lease),
-                grant_id: grant.id.clone(),
-                at: now,
-            })
-            .audited(event),
-        )
-        .await
-        .map_err(lease_refusal)?;
+    let effect = Effect {
+        op: VaultOp::MintRequestLease {
+            lease: Box::new(lease),
+            grant_id: grant.id.clone(),
+            at: now,
+        }
+        .into(),
+        audit: vec![minted],
+    };
+    decide(ctx, &signer, VaultAction::MintLease, context, &effect).await?;
     Ok(answer)
 }
 
@@ -573,7 +623,6 @@ pub async fn read(
 ) -> EnforceResult<api::SecretsReadResponse> {
     let workspace_id = signer.workspace_id()?;
     let scene = Scene::load(ctx, workspace_id, &req.secret_set_id).await?;
-    scene.check_claims(req.environment.as_deref(), None)?;
     let lease = lease_of(ctx, &signer, &scene, &req.request_lease_token, "request").await?;
     if !lease.actions.iter().any(|a| a == "read") {
         return Err(EnforceError::forbidden(
@@ -587,34 +636,30 @@ pub async fn read(
     let keys = scene.keys(Some(&req.keys))?;
     within_lease(&lease, &keys, &scene.set.name)?;
     let grant = scene.grant(ctx, signer.agent, "read", &keys).await?;
-    let decision = decide(ctx, &signer, VaultAction::Read, scene.context(&keys)).await?;
+    scene.check_claims(req.environment.as_deref(), None)?;
 
-    // Opened before the use is spent, so a failure here does not cost the agent its lease.
     let mut entries = open_entries(ctx, &scene.set, &scene.version)?;
     let secrets: BTreeMap<String, String> = keys
         .iter()
         .filter_map(|k| entries.remove_entry(k))
         .collect();
+    drop(entries);
     let details = json!({"lease_id": lease.id, "version": scene.version.version, "keys": keys});
-    let events = vec![
-        event(
-            &signer,
-            &scene,
-            "vault.lease.used",
-            "read",
-            &decision.trace_id,
-            details.clone(),
-        ),
-        event(
-            &signer,
-            &scene,
-            "vault.secret.read",
-            "read",
-            &decision.trace_id,
-            details,
-        ),
-    ];
-    use_lease(ctx, &signer, &scene, &lease, &grant, events).await?;
+    let effect = Effect {
+        op: use_of(&signer, &scene, &lease, &grant).into(),
+        audit: vec![
+            event(&signer, &scene, "vault.lease.used", "read", details.clone()),
+            event(&signer, &scene, "vault.secret.read", "read", details),
+        ],
+    };
+    let decision = decide(
+        ctx,
+        &signer,
+        VaultAction::Read,
+        scene.context(&keys),
+        &effect,
+    )
+    .await?;
     Ok(api::SecretsReadResponse {
         ok: true,
         secrets,

@@ -16,6 +16,7 @@ use crate::context::Context;
 use super::egress::{self, EgressError, Profile, ProxyCall, Target};
 use super::vault_agent::{self, Scene, Signer, VaultAction};
 use super::{EnforceError, EnforceResult};
+use crate::policy::check::Effect;
 
 /// A proxy call read against its profile: where it goes, checked against where the profile
 /// lets the secrets go.
@@ -54,7 +55,7 @@ impl Call {
     }
 
     /// The keys the profile injects, in order.
-    fn keys(&self) -> Vec<String> {
+    pub(super) fn keys(&self) -> Vec<String> {
         self.profile.keys().into_iter().collect()
     }
 
@@ -80,14 +81,14 @@ fn refusal(err: EgressError) -> EnforceError {
         }
         EgressError::SchemeNotAllowed => EnforceError::forbidden("scheme_not_allowed", message),
         EgressError::HostNotAllowed(_) => EnforceError::forbidden("host_not_allowed", message),
-        EgressError::MethodNotAllowed(_) | EgressError::PathNotAllowed(_) => {
-            EnforceError::forbidden("request_not_allowed", message)
-        }
+        EgressError::MethodNotAllowed(_)
+        | EgressError::PathNotAllowed(_)
+        | EgressError::PortNotAllowed(_) => EnforceError::forbidden("request_not_allowed", message),
         EgressError::DestinationNotAllowed(_) => {
             EnforceError::forbidden("destination_not_allowed", message)
         }
         EgressError::InvalidSecret(_) => EnforceError::forbidden("invalid_secret", message),
-        EgressError::KeyMissing(_) => EnforceError::internal(message),
+        EgressError::KeyMissing(_) => EnforceError::not_found("unknown_key", message),
         EgressError::Unresolvable(_) | EgressError::Unavailable(_) => EnforceError::Upstream {
             code: "upstream_unavailable",
             message,
@@ -128,7 +129,6 @@ pub async fn proxy(
         .as_deref()
         .ok_or_else(EnforceError::unknown_agent)?;
     let scene = Scene::load(ctx, workspace_id, &req.secret_set_id).await?;
-    scene.check_claims(req.environment.as_deref(), None)?;
     let lease =
         vault_agent::lease_of(ctx, &signer, &scene, &req.request_lease_token, "request").await?;
     if !lease.actions.iter().any(|a| a == "proxy_use") {
@@ -138,25 +138,17 @@ pub async fn proxy(
         ));
     }
     let call = Call::read(&scene, &req.profile, &req.request)?;
-    let keys = call.keys();
+    let keys = scene.keys(Some(&call.keys()))?;
     vault_agent::within_lease(&lease, &keys, &scene.set.name)?;
     let grant = scene.grant(ctx, signer.agent, "proxy_use", &keys).await?;
-    // The destination is checked before the use is spent: an address the proxy may not reach
-    // costs the agent nothing.
-    let addrs = ctx
+    scene.check_claims(req.environment.as_deref(), None)?;
+    // Everything the agent's own input can fail is checked before the decision and the use:
+    // the destination's addresses, then the call with the secrets in their slots.
+    let destination = ctx
         .egress
         .destination(&call.target)
         .await
         .map_err(refusal)?;
-    let decision = vault_agent::decide(
-        ctx,
-        &signer,
-        VaultAction::Proxy,
-        call.context(&scene, &keys),
-    )
-    .await?;
-    let trace_id = decision.trace_id;
-
     let entries = super::vault::open_entries(ctx, &scene.set, &scene.version)?;
     let secrets: BTreeMap<String, String> = entries
         .into_iter()
@@ -168,19 +160,33 @@ pub async fn proxy(
     let t = &call.target;
     let base = json!({
         "lease_id": lease.id, "profile": call.profile_name, "method": t.method,
-        "host": t.host, "path": t.path, "keys": keys,
+        "host": t.host, "port": t.port, "path": t.path, "keys": keys,
     });
-    let used = vault_agent::event(
+    let effect = Effect {
+        op: vault_agent::use_of(&signer, &scene, &lease, &grant).into(),
+        audit: vec![vault_agent::event(
+            &signer,
+            &scene,
+            "vault.lease.used",
+            "proxy",
+            base.clone(),
+        )],
+    };
+    let decision = vault_agent::decide(
+        ctx,
         &signer,
-        &scene,
-        "vault.lease.used",
-        "proxy",
-        &trace_id,
-        base.clone(),
-    );
-    vault_agent::use_lease(ctx, &signer, &scene, &lease, &grant, vec![used]).await?;
+        VaultAction::Proxy,
+        call.context(&scene, &keys),
+        &effect,
+    )
+    .await?;
+    let trace_id = decision.trace_id;
 
-    let sent = ctx.egress.send_to(&outbound, &addrs).await.map_err(refusal);
+    let sent = ctx
+        .egress
+        .send_to(&outbound, &destination)
+        .await
+        .map_err(refusal);
     let mut details = base.clone();
     let mut events = Vec::new();
     let answered = match sent {
@@ -199,7 +205,6 @@ pub async fn proxy(
                     &scene,
                     "vault.proxy.leak_scrubbed",
                     "proxy",
-                    &trace_id,
                     leak,
                 ));
             }
@@ -212,15 +217,11 @@ pub async fn proxy(
     };
     events.insert(
         0,
-        vault_agent::event(
-            &signer,
-            &scene,
-            "vault.proxy.request",
-            "proxy",
-            &trace_id,
-            details,
-        ),
+        vault_agent::event(&signer, &scene, "vault.proxy.request", "proxy", details),
     );
+    for event in &mut events {
+        event.trace_id = Some(trace_id.clone());
+    }
     let change = crate::store::Change {
         audit: events,
         ..Default::default()

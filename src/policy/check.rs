@@ -18,6 +18,7 @@ use crate::domain::Refusal;
 use crate::secret::{random_base62, sha256_hex};
 use crate::store::{
     AuditRecord, Change, EmailOp, NonceClaim, Op, PolicyChallenge, PolicyOp, StoreError,
+    APPROVAL_USED,
 };
 use crate::time::{iso, now_ms};
 
@@ -79,6 +80,24 @@ pub async fn check_reserving(
     .await
 }
 
+/// What an agent's own check does besides deciding.
+pub enum AgentCheck<'a> {
+    /// Only asks (`/v1/vault/policy/eval`): a person's approval of the same request is reported
+    /// as an allow but not used up.
+    Ask,
+    /// Acts: with an allow, `effect` commits in the same transaction as the decision, so both
+    /// happen or neither does (a refused effect is answered as its store error, the decision
+    /// still audited, an approval not used up).
+    Act(&'a Effect),
+}
+
+/// The change an allowed action makes, and its events (their `trace_id` is the decision's).
+#[derive(Debug, Clone)]
+pub struct Effect {
+    pub op: Op,
+    pub audit: Vec<AuditRecord>,
+}
+
 /// A check an agent asks for itself, in a signed request of its own (the vault's actions): the
 /// decision is made under `view` (of the agent's workspace) and commits with the request's
 /// nonce, so a replay is refused and a request refused for another reason does not spend it.
@@ -88,16 +107,69 @@ pub async fn check_for_agent(
     nonce: NonceClaim,
     actor: &Actor,
     req: api::CheckRequest,
+    mode: AgentCheck<'_>,
 ) -> CheckResult<api::DecisionResponse> {
-    check_with(
-        ctx,
-        Ground::Agent(view, nonce),
-        actor,
-        req,
-        None,
-        RESERVE_ATTEMPTS,
-    )
-    .await
+    let input = CheckInput::read(req)?;
+    let mut ground = Ground::Agent(view, nonce);
+    for _ in 1..RESERVE_ATTEMPTS {
+        let dry = matches!(mode, AgentCheck::Ask);
+        let (mut change, decided) = decide(ctx, ground.view(), actor, &input, None, dry).await?;
+        if let Ground::Agent(_, nonce) = &ground {
+            change = change.with_nonce(nonce.clone());
+        }
+        let effect = match mode {
+            AgentCheck::Act(effect) if decided.decision.outcome == Outcome::Allow => Some(effect),
+            _ => None,
+        };
+        // The decision alone, to audit it when the effect is refused (nothing else of it
+        // happens: no approval is used up).
+        let alone = effect.map(|_| Change {
+            op: Op::Nothing,
+            ..change.clone()
+        });
+        if let Some(effect) = effect {
+            change.op = one_op(
+                [
+                    std::mem::replace(&mut change.op, Op::Nothing),
+                    effect.op.clone(),
+                ]
+                .into_iter()
+                .filter(|op| !matches!(op, Op::Nothing))
+                .collect(),
+            );
+            change
+                .audit
+                .extend(effect.audit.iter().cloned().map(|mut e| {
+                    e.trace_id = Some(decided.trace_id.clone());
+                    e
+                }));
+        }
+        match ctx.writer.commit(change).await {
+            Ok(_) => {
+                decided.notify_approvers(ctx).await;
+                return Ok(decided.answer(input.policy_id));
+            }
+            Err(StoreError::Stale(version)) => {
+                ground = ground.renewed(ctx, version).await?;
+            }
+            // The approval was used by a concurrent request: decide again.
+            Err(StoreError::Conflict(why)) if why == APPROVAL_USED && decided.human.is_some() => {}
+            Err(refused) => {
+                if let Some(mut alone) = alone {
+                    for event in &mut alone.audit {
+                        event.details["effect_refused"] = serde_json::json!(true);
+                    }
+                    if let Err(err) = ctx.writer.commit(alone).await {
+                        tracing::warn!(error = %err, "the decision of a refused vault action was not recorded");
+                    }
+                }
+                return Err(refused.into());
+            }
+        }
+    }
+    Err(CheckError::internal(
+        "the workspace kept changing while this request was decided; retry",
+    ))
 }
 
 /// What a check stands on: an API key's access (renewed through the key when its workspace
@@ -158,10 +230,7 @@ async fn check_with(
     let mut attempts = attempts;
     let mut ground = ground;
     loop {
-        let (mut change, decided) = decide(ctx, ground.view(), actor, &input, reserve).await?;
-        if let Ground::Agent(_, nonce) = &ground {
-            change = change.with_nonce(nonce.clone());
-        }
+        let (change, decided) = decide(ctx, ground.view(), actor, &input, reserve, false).await?;
         match ctx.writer.commit(change).await {
             Ok(_) => {
                 decided.notify_approvers(ctx).await;
@@ -280,6 +349,7 @@ async fn decide(
     actor: &Actor,
     input: &CheckInput,
     reserve: Option<&EmailReservation>,
+    dry: bool,
 ) -> CheckResult<(Change, Decided)> {
     let at = Attempt::load(ctx, view, input).await?;
     let counts = at.email_counts().await?;
@@ -292,7 +362,10 @@ async fn decide(
         None => None,
     };
     if let Some(human) = &human {
-        ops.extend(at.apply_human(&mut decision, human));
+        let used = at.apply_human(&mut decision, human);
+        if !dry {
+            ops.extend(used);
+        }
     }
     let trace_id = ids::new_id(ids::TRACE);
     let challenge = match fingerprint.filter(|_| decision.outcome == Outcome::Challenge) {

@@ -35,7 +35,7 @@ pub use credentials::{CredentialOp, CredentialStore};
 pub use email::{EmailOp, EmailStore};
 pub use group_commit::{GroupCommit, Writer};
 pub use model::*;
-pub use policies::{PolicyOp, PolicyStore};
+pub use policies::{PolicyOp, PolicyStore, APPROVAL_USED};
 pub use site::{SiteOp, SiteStore};
 pub use sql::{sqlite_file, OpenOptions, SqlStore, SqliteSynchronous, IDEMPOTENCY_KEY_TAKEN};
 pub use telemetry::{TelemetryOp, TelemetryStore};

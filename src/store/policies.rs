@@ -8,6 +8,9 @@ use super::{
     StoreError, Supersedes,
 };
 
+/// The conflict of `PolicyOp::ConsumeApproval` when the approval was used meanwhile.
+pub const APPROVAL_USED: &str = "the approval was used meanwhile";
+
 /// Reads of policies, their versions, idempotency records and policy challenges.
 #[async_trait]
 pub trait PolicyStore: Send + Sync {

@@ -43,9 +43,10 @@ fn egress(up: &UpstreamServer) -> Egress {
     )
 }
 
-fn profile(extra: Value) -> Profile {
+fn profile(up: &UpstreamServer, extra: Value) -> Profile {
     let mut p = json!({
         "hosts": ["localhost", "127.0.0.1"],
+        "ports": [up.port],
         "inject": {
             "headers": {"Authorization": "Bearer ${TOKEN}"},
             "query": {"key": "${QK}"}
@@ -79,7 +80,7 @@ async fn send(egress: &Egress, profile: &Profile, request: Value) -> Result<Upst
 async fn injected_secrets_reach_the_upstream_and_are_scrubbed_from_its_answer() {
     let up = UpstreamServer::start().await;
     let egress = egress(&up);
-    let p = profile(json!({}));
+    let p = profile(&up, json!({}));
     let out = outbound(
         &p,
         json!({
@@ -131,7 +132,7 @@ async fn injected_secrets_reach_the_upstream_and_are_scrubbed_from_its_answer() 
 async fn a_secret_echoed_in_every_form_is_scrubbed_from_body_and_headers() {
     let up = UpstreamServer::start().await;
     let egress = egress(&up);
-    let p = profile(json!({}));
+    let p = profile(&up, json!({}));
     let request = json!({"method": "GET", "url": up.url("/leak")});
     let mut answer = send(&egress, &p, request.clone()).await.unwrap();
     let raw = String::from_utf8(answer.body.clone()).unwrap();
@@ -167,7 +168,7 @@ async fn a_secret_echoed_in_every_form_is_scrubbed_from_body_and_headers() {
 async fn loopback_is_refused_without_the_allow_list_entry() {
     let up = UpstreamServer::start().await;
     let egress = egress_with(&up, "", Duration::from_secs(10), 1 << 20);
-    let p = profile(json!({}));
+    let p = profile(&up, json!({}));
     for url in [
         up.url("/echo/x"),
         format!("https://127.0.0.1:{}/echo/x", up.port),
@@ -233,14 +234,14 @@ async fn redirects_are_returned_not_followed() {
     let egress = egress(&up);
     let mut answer = send(
         &egress,
-        &profile(json!({})),
+        &profile(&up, json!({})),
         json!({"method": "GET", "url": up.url("/redirect")}),
     )
     .await
     .unwrap();
     assert_eq!(answer.status, 302);
     let out = outbound(
-        &profile(json!({})),
+        &profile(&up, json!({})),
         json!({"method": "GET", "url": up.url("/redirect")}),
     )
     .unwrap();
@@ -262,7 +263,7 @@ async fn a_slow_upstream_times_out() {
     let started = Instant::now();
     let result = send(
         &egress,
-        &profile(json!({})),
+        &profile(&up, json!({})),
         json!({"method": "GET", "url": up.url("/slow?ms=5000")}),
     )
     .await;
@@ -275,7 +276,7 @@ async fn a_slow_upstream_times_out() {
     // Within the timeout it answers.
     let answer = send(
         &egress,
-        &profile(json!({})),
+        &profile(&up, json!({})),
         json!({"method": "GET", "url": up.url("/slow?ms=10")}),
     )
     .await
@@ -287,7 +288,7 @@ async fn a_slow_upstream_times_out() {
 async fn answers_past_the_cap_are_refused() {
     let up = UpstreamServer::start().await;
     let egress = egress_with(&up, "127.0.0.0/8,::1", Duration::from_secs(10), 4096);
-    let p = profile(json!({}));
+    let p = profile(&up, json!({}));
     for url in ["/big?bytes=5000", "/big?bytes=5000&chunked=true"] {
         let result = send(&egress, &p, json!({"method": "GET", "url": up.url(url)})).await;
         assert!(
@@ -307,7 +308,7 @@ async fn answers_past_the_cap_are_refused() {
 async fn binary_bodies_pass_both_ways() {
     let up = UpstreamServer::start().await;
     let egress = egress(&up);
-    let p = profile(json!({}));
+    let p = profile(&up, json!({}));
     let answer = send(
         &egress,
         &p,
@@ -352,7 +353,7 @@ async fn plain_http_is_refused_unless_the_profile_allows_it() {
     assert!(matches!(
         send(
             &egress,
-            &profile(json!({})),
+            &profile(&up, json!({"ports": [port]})),
             json!({"method": "GET", "url": url})
         )
         .await,
@@ -360,7 +361,7 @@ async fn plain_http_is_refused_unless_the_profile_allows_it() {
     ));
     let answer = send(
         &egress,
-        &profile(json!({"allow_http": true})),
+        &profile(&up, json!({"allow_http": true, "ports": [port]})),
         json!({"method": "GET", "url": url}),
     )
     .await
@@ -380,7 +381,7 @@ async fn an_untrusted_certificate_or_a_compressed_answer_is_unavailable() {
         max_response_bytes: 1 << 20,
     })
     .unwrap();
-    let p = profile(json!({}));
+    let p = profile(&up, json!({}));
     match send(
         &untrusting,
         &p,
@@ -426,7 +427,7 @@ async fn a_closed_port_is_unavailable_without_the_secret_in_the_message() {
     let url = format!("https://127.0.0.1:{port}/echo/x");
     match send(
         &egress,
-        &profile(json!({})),
+        &profile(&up, json!({"ports": [port]})),
         json!({"method": "GET", "url": url}),
     )
     .await
@@ -447,7 +448,7 @@ async fn a_closed_port_is_unavailable_without_the_secret_in_the_message() {
 async fn repeated_calls_reuse_one_connection() {
     let up = UpstreamServer::start().await;
     let egress = egress(&up);
-    let p = profile(json!({}));
+    let p = profile(&up, json!({}));
     for _ in 0..5 {
         let answer = send(
             &egress,

@@ -163,8 +163,13 @@ both_engines! {
         let res = s.agent.signed_post(&app, "/v1/vault/leases/request/mint",
             &json!({"workflow_lease_token": s.workflow_token, "secret_set_id": 9, "action": "read"})).await;
         assert_error(res, 404, "unknown_secret_set").await;
+        // The set's details are for those holding a lease of it: a bad token is refused first.
         let res = s.agent.signed_post(&app, "/v1/vault/secrets/read",
             &json!({"request_lease_token": "x", "secret_set_id": 1, "keys": ["ACCOUNT"], "environment": "staging"})).await;
+        assert_error(res, 401, "invalid_lease").await;
+        let token = s.minted(&app, "read", json!({"keys": ["ACCOUNT"]})).await;
+        let res = s.agent.signed_post(&app, "/v1/vault/secrets/read",
+            &json!({"request_lease_token": token, "secret_set_id": 1, "keys": ["ACCOUNT"], "environment": "staging"})).await;
         assert_error(res, 400, "invalid_environment").await;
         // Another agent's body names the signer: refused.
         let res = s.agent.signed_post(&app, "/v1/vault/leases/request/mint",
@@ -176,11 +181,24 @@ both_engines! {
         let (_, first) = status_json(s.mint(&app, "read", json!({"keys": ["ACCOUNT"]})).await).await;
         let token = first["request_lease_token"].as_str().unwrap().to_owned();
         assert_error(s.read(&app, &token, json!(["STRIPE_SECRET_KEY"])).await, 403, "key_not_granted").await;
+        // A lease minted without keys gets the keys both the minting and the reading grant
+        // allow, however wide the reading one is.
+        let (_, wide) = status_json(s.owner.post("/v1/vault/grants", &json!({"secret_set_id": 1, "agent_id": s.agent.id,
+            "allowed_keys": "*", "allowed_actions": ["read"]})).await).await;
+        let (st, unkeyed) = status_json(s.mint(&app, "read", json!({})).await).await;
+        assert_eq!(st, 200, "{unkeyed}");
+        let unkeyed = unkeyed["request_lease_token"].as_str().unwrap().to_owned();
+        assert_error(s.read(&app, &unkeyed, json!(["STRIPE_SECRET_KEY"])).await, 403, "key_not_granted").await;
+        let wide_id = wide["grant"]["grant_id"].as_str().unwrap();
+        assert_eq!(s.owner.post(&format!("/v1/vault/grants/{wide_id}/revoke"), &json!({})).await.status(), 200);
         let other = app.active_agent("other").await;
         let (_, lease) = status_json(app.post("/v1/vault/leases/workflow",
             &json!({"agent_id": other.id, "secret_set_id": 1, "purpose": "p", "actions": ["read"]})).await).await;
         let res = other.signed_post(&app, "/v1/vault/leases/request/mint",
             &json!({"workflow_lease_token": lease["workflow_lease_token"], "secret_set_id": 1, "action": "read"})).await;
+        assert_error(res, 403, "no_grant").await;
+        // Nor may it ask the policy about the set.
+        let res = other.signed_post(&app, "/v1/vault/policy/eval", &json!({"secret_set_id": 1, "action": "read"})).await;
         assert_error(res, 403, "no_grant").await;
         // A workflow lease is not the signer's: invalid for another agent.
         let res = other.signed_post(&app, "/v1/vault/leases/request/mint",
@@ -247,6 +265,13 @@ both_engines! {
         assert!(url.contains("/v1/approval-links/"));
         let (st, decided) = status_json(s.owner.post(&format!("/v1/policy-challenges/{challenge_id}/decide"), &json!({"decision": "approve"})).await).await;
         assert_eq!(st, 200, "{decided}");
+        // Asking does not use the approval up.
+        for _ in 0..2 {
+            let (st, eval) = status_json(s.agent.signed_post(&app, "/v1/vault/policy/eval",
+                &json!({"secret_set_id": 1, "action": "read", "keys": ["ACCOUNT"]})).await).await;
+            assert_eq!((st.as_u16(), eval["decision"].as_str()), (200, Some("allow")), "{eval}");
+            assert_eq!(eval["reason_codes"], json!(["approved"]));
+        }
         let (st, read) = status_json(s.read(&app, &token, json!(["ACCOUNT"])).await).await;
         assert_eq!(st, 200, "{read}");
         assert_eq!(read["secrets"]["ACCOUNT"], "acct_agent_1");

@@ -25,15 +25,15 @@ async fn spawn(engine: Engine, upstream: &UpstreamServer, allow_loopback: bool) 
     .await
 }
 
-fn proxied_set() -> Value {
+fn proxied_set(port: u16) -> Value {
     json!({
         "name": "upstream", "provider": "echo", "environment": "production",
         "entries": {"TOKEN": TOKEN, "QUERY_KEY": QUERY_KEY, "UNUSED": "never-sent-value-1"},
         "profiles": {
-            "api": {"hosts": ["localhost"], "methods": ["GET", "POST"], "path_prefixes": ["/echo/"],
+            "api": {"hosts": ["localhost"], "ports": [port], "methods": ["GET", "POST"], "path_prefixes": ["/echo/"],
                     "inject": {"headers": {"Authorization": "Bearer ${TOKEN}"}, "query": {"key": "${QUERY_KEY}"}}},
-            "wide": {"hosts": ["localhost"], "inject": {"headers": {"Authorization": "Bearer ${TOKEN}"}}},
-            "plain": {"hosts": ["localhost"], "allow_http": true, "inject": {"headers": {"X-Token": "${TOKEN}"}}},
+            "wide": {"hosts": ["localhost"], "ports": [port], "inject": {"headers": {"Authorization": "Bearer ${TOKEN}"}}},
+            "plain": {"hosts": ["localhost"], "ports": [port], "allow_http": true, "inject": {"headers": {"X-Token": "${TOKEN}"}}},
             "inside": {"hosts": ["10.0.0.1", "169.254.169.254", "metadata.google.internal"],
                        "inject": {"headers": {"Authorization": "Bearer ${TOKEN}"}}}
         }
@@ -66,7 +66,7 @@ async fn the_proxy_injects_scrubs_and_refuses(engine: Engine) {
     let app = spawn(engine, &upstream, true).await;
     let s = crate::vault_agent::setup(
         &app,
-        proxied_set(),
+        proxied_set(upstream.port),
         json!({"allowed_keys": ["TOKEN", "QUERY_KEY"], "allowed_actions": ["proxy_use", "mint_request_lease"]}),
         json!(["proxy"]),
     )
@@ -219,6 +219,18 @@ async fn the_proxy_injects_scrubs_and_refuses(engine: Engine) {
         ),
         (
             "api",
+            json!({"method": "GET", "url": "https://localhost:6379/echo/x"}),
+            403,
+            "request_not_allowed",
+        ),
+        (
+            "inside",
+            json!({"method": "GET", "url": "https://10.0.0.1:2375/"}),
+            403,
+            "request_not_allowed",
+        ),
+        (
+            "api",
             json!({"method": "GET", "url": upstream.url("/echo/../admin")}),
             403,
             "request_not_allowed",
@@ -354,7 +366,7 @@ async fn loopback_needs_the_allow_list(engine: Engine) {
     let app = spawn(engine, &upstream, false).await;
     let s = crate::vault_agent::setup(
         &app,
-        proxied_set(),
+        proxied_set(upstream.port),
         json!({"allowed_keys": "*", "allowed_actions": ["proxy_use", "mint_request_lease"]}),
         json!(["proxy"]),
     )

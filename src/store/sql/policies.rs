@@ -123,7 +123,7 @@ pub(super) async fn apply(
             .bind(id)
             .execute(&mut **tx)
             .await?;
-            affected_or_conflict(done.rows_affected(), "the approval was used meanwhile")?
+            affected_or_conflict(done.rows_affected(), APPROVAL_USED)?
         }
         PolicyOp::CreateChallenge(c) => {
             sqlx::query(

@@ -17,6 +17,12 @@ const LEASE_COLUMNS: &str =
 /// A lease the workspace's last revoke-all did not revoke (issued at or after its cutoff).
 const AFTER_CUTOFF: &str = "created_at >= COALESCE((SELECT k.all_revoked_at FROM kill_switches k \
      WHERE k.workspace_id = vault_leases.workspace_id), 0)";
+/// A request lease's workflow lease is still live: not revoked, and issued after the last
+/// revoke-all (so a request lease minted on one replica while another revoked its workflow
+/// lease, or threw revoke-all by a clock behind the minting one, dies with it).
+const LIVE_PARENT: &str = "(vault_leases.workflow_id IS NULL OR EXISTS (SELECT 1 FROM vault_leases w \
+     WHERE w.id = vault_leases.workflow_id AND w.revoked_at IS NULL AND w.created_at >= \
+     COALESCE((SELECT k.all_revoked_at FROM kill_switches k WHERE k.workspace_id = w.workspace_id), 0)))";
 /// The workspace's last revoke-all (a lease issued before it is revoked).
 const CUTOFF: &str = "(SELECT k.all_revoked_at FROM kill_switches k \
      WHERE k.workspace_id = vault_leases.workspace_id)";
@@ -357,7 +363,7 @@ pub(super) async fn apply(
                 "UPDATE vault_leases SET uses_left = uses_left - 1 \
                  WHERE id = $1 AND workspace_id = $2 AND agent_id = $3 AND kind = 'request' \
                  AND revoked_at IS NULL AND expires_at > $4 AND uses_left > 0 AND {AFTER_CUTOFF} \
-                 AND {} AND {}",
+                 AND {LIVE_PARENT} AND {} AND {}",
                 live_grant("$5", "vault_leases.secret_set_id", "$2", "$4"),
                 active_agent("$3", "$2"),
             ))
@@ -503,7 +509,8 @@ impl Usable<'_> {
 
     async fn read(&self, tx: &mut Transaction<'_, Any>) -> Result<StoreError, StoreError> {
         let row = sqlx::query(&format!(
-            "SELECT revoked_at, expires_at, uses_left, created_at, {CUTOFF} AS cutoff FROM vault_leases \
+            "SELECT revoked_at, expires_at, uses_left, created_at, {CUTOFF} AS cutoff, \
+             CASE WHEN {LIVE_PARENT} THEN 1 ELSE 0 END AS parent_live FROM vault_leases \
              WHERE id = $1 AND workspace_id = $2 AND agent_id = $3"
         ))
         .bind(self.lease_id)
@@ -517,7 +524,11 @@ impl Usable<'_> {
         let revoked: Option<i64> = row.try_get("revoked_at")?;
         let cutoff: Option<i64> = row.try_get("cutoff")?;
         let created_at: i64 = row.try_get("created_at")?;
-        if revoked.is_some() || cutoff.is_some_and(|c| created_at < c) {
+        let parent_live: i64 = row
+            .try_get::<i32, _>("parent_live")
+            .map(i64::from)
+            .or_else(|_| row.try_get("parent_live"))?;
+        if revoked.is_some() || cutoff.is_some_and(|c| created_at < c) || parent_live == 0 {
             return Ok(StoreError::Conflict("lease_revoked".into()));
         }
         if row.try_get::<i64, _>("expires_at")? <= self.at {
