@@ -126,8 +126,9 @@ pub async fn list(
         name: params.name.filter(|n| !n.is_empty()),
         after: super::page_cursor(params.cursor.as_deref())?,
         limit: limit + 1,
+        ..AgentQuery::default()
     };
-    let mut rows = ctx.store.list_agents(&query).await?;
+    let mut rows = agents::list(&ctx, &query).await?;
     let next_cursor = super::next_cursor(&mut rows, limit, |a| (a.created_at, a.id.clone()));
     Ok(Json(AgentListResponse {
         ok: true,

@@ -10,6 +10,7 @@ pub mod approval_links;
 pub mod audit;
 pub mod auth;
 pub mod check;
+pub mod console;
 pub mod credentials;
 pub mod email;
 pub mod extract;
@@ -248,7 +249,14 @@ fn routes() -> OpenApiRouter<SharedContext> {
         .routes(routes!(settings::get_settings, settings::update_settings)) // GET, POST /v1/workspace/settings
         // Pages and the site
         .routes(routes!(pages::login_page)) // GET /login
-        .routes(routes!(pages::dashboard)) // GET /dashboard
+        .routes(routes!(console::dashboard)) // GET /dashboard
+        .routes(routes!(console::switch_workspace)) // POST /dashboard/workspace
+        .routes(routes!(console::agents_page)) // GET /dashboard/agents
+        .routes(routes!(console::agent_page)) // GET /dashboard/agents/{agent_id}
+        .routes(routes!(
+            console::confirm_agent_action,
+            console::agent_action
+        )) // GET, POST /dashboard/agents/{agent_id}/{action}
         .routes(routes!(site::home)) // GET /
         .routes(routes!(site::summary)) // GET /v1/status/summary
         .routes(routes!(site::run_checks)) // POST /v1/status/checks/run

@@ -10,7 +10,8 @@ use crate::domain::ids;
 use crate::domain::{AgentStatus, RiskTier};
 use crate::secret::{random_base62, random_bytes, sha256_hex};
 use crate::store::{
-    AgentOp, AgentRecord, Applied, ChallengeRecord, Change, ClaimCodeRecord, Op, StoreError,
+    AgentOp, AgentQuery, AgentRecord, Applied, ChallengeRecord, Change, ClaimCodeRecord, Op,
+    StoreError,
 };
 use crate::time::{iso, now_ms};
 
@@ -56,6 +57,33 @@ pub async fn agent_in_workspace(
         Some(agent) if agent.in_workspace(workspace_id) => Ok(agent),
         _ => Err(IdentityError::unknown_agent()),
     }
+}
+
+/// The workspace's agents as the query filters and pages them, newest first.
+pub async fn list(ctx: &Context, query: &AgentQuery) -> IdentityResult<Vec<AgentRecord>> {
+    Ok(ctx.store.list_agents(query).await?)
+}
+
+/// How many of the workspace's agents have each status, in the order pending, active,
+/// suspended, revoked (a status without agents counts 0).
+pub async fn status_counts(
+    ctx: &Context,
+    workspace_id: &str,
+) -> IdentityResult<[(AgentStatus, i64); 4]> {
+    let stored = ctx.store.agent_status_counts(workspace_id).await?;
+    Ok([
+        AgentStatus::Pending,
+        AgentStatus::Active,
+        AgentStatus::Suspended,
+        AgentStatus::Revoked,
+    ]
+    .map(|status| {
+        let n = stored
+            .iter()
+            .find(|(s, _)| *s == status)
+            .map_or(0, |(_, n)| *n);
+        (status, n)
+    }))
 }
 
 fn new_challenge(

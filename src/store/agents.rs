@@ -23,6 +23,11 @@ pub trait AgentStore: Send + Sync {
         ids: &[String],
     ) -> Result<Vec<AgentRecord>, StoreError>;
     async fn list_agents(&self, query: &AgentQuery) -> Result<Vec<AgentRecord>, StoreError>;
+    /// How many agents of the workspace have each status (statuses without agents left out).
+    async fn agent_status_counts(
+        &self,
+        workspace_id: &str,
+    ) -> Result<Vec<(AgentStatus, i64)>, StoreError>;
     async fn challenge(&self, id: &str) -> Result<Option<ChallengeRecord>, StoreError>;
     async fn claim_code(&self, code_hash: &str) -> Result<Option<ClaimCodeRecord>, StoreError>;
 }

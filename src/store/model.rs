@@ -186,6 +186,11 @@ pub struct AgentQuery {
     pub workspace_id: String,
     pub status: Option<AgentStatus>,
     pub name: Option<String>,
+    pub risk_tier: Option<RiskTier>,
+    /// Agents whose id is this, or whose name holds it (case-insensitive for ASCII).
+    pub search: Option<String>,
+    /// Only these agents (an empty list matches none).
+    pub ids: Option<Vec<String>>,
     pub after: Option<Cursor>,
     pub limit: i64,
 }

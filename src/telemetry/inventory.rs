@@ -197,3 +197,25 @@ pub async fn list(
         items,
     })
 }
+
+/// One agent's labels as policies read them (merged over its inventory entries), each as
+/// `label` (a listed label) or `key=value`.
+pub async fn agent_labels(
+    ctx: &Context,
+    workspace_id: &str,
+    agent_id: &str,
+) -> TelemetryResult<Vec<String>> {
+    let merged = ctx.store.agent_labels(workspace_id, agent_id).await?;
+    Ok(merged
+        .as_object()
+        .map(|pairs| {
+            pairs
+                .iter()
+                .map(|(key, value)| match value.as_str() {
+                    Some("true") | None => key.clone(),
+                    Some(value) => format!("{key}={value}"),
+                })
+                .collect()
+        })
+        .unwrap_or_default())
+}

@@ -1,6 +1,8 @@
 //! End-to-end in a real browser (headless Chromium driven by chromedriver over the WebDriver
 //! protocol): a person opens an approval link and clicks Approve, and the backend's re-check is
-//! allowed; an admin opens a claim link and claims an agent. Compiled when
+//! allowed; an admin opens a claim link and claims an agent; in the console an admin suspends an
+//! agent through its confirmation, and a member sees no action and has a forged POST refused.
+//! Compiled when
 //! `ACP_TEST_BROWSER` is set at build time (`.ci/run` installs Chromium and sets it).
 
 use std::time::Duration;
@@ -142,6 +144,47 @@ impl Browser {
         panic!("`{css}` shows `{last}`, expected `{want}`");
     }
 
+    /// True when an element matches now (no waiting).
+    async fn exists(&self, css: &str) -> bool {
+        let found = self
+            .call(
+                reqwest::Method::POST,
+                "/elements",
+                json!({"using": "css selector", "value": css}),
+            )
+            .await;
+        found.as_array().is_some_and(|all| !all.is_empty())
+    }
+
+    /// Types `text` into the element.
+    async fn type_into(&self, css: &str, text: &str) {
+        let id = self.element(css).await;
+        self.call(
+            reqwest::Method::POST,
+            &format!("/element/{id}/value"),
+            json!({"text": text}),
+        )
+        .await;
+    }
+
+    /// Runs `script` in the page, with `args`.
+    async fn execute(&self, script: &str, args: Value) -> Value {
+        self.call(
+            reqwest::Method::POST,
+            "/execute/sync",
+            json!({"script": script, "args": args}),
+        )
+        .await
+    }
+
+    /// Opens the app's login page and sets the person's session cookie, as after following a
+    /// login link in this browser.
+    async fn log_in_as(&self, app: &TestApp, person: &crate::helpers::Browser) {
+        self.open(&app.url("/login")).await;
+        let (name, value) = person.cookie.split_once('=').unwrap();
+        self.set_cookie(name, value).await;
+    }
+
     async fn set_cookie(&self, name: &str, value: &str) {
         self.call(
             reqwest::Method::POST,
@@ -220,4 +263,111 @@ async fn an_admin_claims_an_agent_in_a_browser() {
         (200, Some(app.workspace_id.as_str()))
     );
     app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_suspends_an_agent_through_the_confirmation() {
+    let app = TestApp::spawn(Engine::Sqlite).await;
+    let agent = app.active_agent("worker").await;
+    app.grant(&app.workspace_id, "admin@example.com", "admin")
+        .await;
+    let admin = app.login("admin@example.com").await;
+
+    let browser = Browser::start().await;
+    browser.log_in_as(&app, &admin).await;
+    browser.open(&app.url("/dashboard/agents")).await;
+    assert_eq!(browser.text("#role").await, "admin");
+    browser
+        .click(&format!("a[href$=\"/dashboard/agents/{}\"]", agent.id))
+        .await;
+    browser.wait_text("#agent-status", "active").await;
+    browser.click("#action-suspend").await;
+    // The confirmation step: nothing has changed yet.
+    assert_eq!(browser.text("#agent-name").await, "worker");
+    assert_eq!(status_of(&app, &agent.id).await, "active");
+    browser.type_into("#reason", "rotating its key").await;
+    browser.click("#confirm-action").await;
+    browser.wait_text("#agent-status", "suspended").await;
+    assert_eq!(browser.text("#done").await, "Agent suspended.");
+    assert!(browser.exists("#action-resume").await);
+    browser.quit().await;
+
+    assert_eq!(status_of(&app, &agent.id).await, "suspended");
+    let events = audit_events(
+        &app,
+        &format!("event_type=agent.suspended&agent_id={}", agent.id),
+    )
+    .await;
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["details"]["reason"], "rotating its key");
+    assert!(events[0]["actor"].as_str().unwrap().starts_with("user:"));
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_sees_no_action_and_a_forged_post_is_refused() {
+    let app = TestApp::spawn(Engine::Sqlite).await;
+    let agent = app.active_agent("worker").await;
+    app.grant(&app.workspace_id, "member@example.com", "member")
+        .await;
+    let member = app.login("member@example.com").await;
+
+    let browser = Browser::start().await;
+    browser.log_in_as(&app, &member).await;
+    browser
+        .open(&app.url(&format!("/dashboard/agents/{}", agent.id)))
+        .await;
+    browser.wait_text("#agent-status", "active").await;
+    assert_eq!(browser.text("#role").await, "member");
+    assert!(!browser.exists("#actions").await, "a member sees no action");
+
+    // A form the page never offered, posted from the page with the member's own token: the
+    // server refuses the role.
+    let forge = r#"const f = document.createElement('form'); f.method = 'post'; f.action = arguments[0];
+        if (arguments[1]) { const i = document.createElement('input'); i.type = 'hidden'; i.name = 'csrf'; i.value = arguments[1]; f.appendChild(i); }
+        document.body.appendChild(f); f.submit();"#;
+    let suspend = format!("/dashboard/agents/{}/suspend", agent.id);
+    let token = browser
+        .execute(
+            "return document.querySelector('input[name=csrf]').value;",
+            json!([]),
+        )
+        .await;
+    assert_eq!(token.as_str(), Some(member.csrf.as_str()));
+    browser.execute(forge, json!([suspend, token])).await;
+    browser.wait_text("h1", "Not allowed").await;
+    assert_eq!(
+        browser
+            .execute(
+                "return document.getElementById('error').dataset.code;",
+                json!([])
+            )
+            .await,
+        "insufficient_role"
+    );
+    // Without the token it is refused before the role is even asked.
+    browser
+        .open(&app.url(&format!("/dashboard/agents/{}", agent.id)))
+        .await;
+    browser.wait_text("#agent-status", "active").await;
+    browser.execute(forge, json!([suspend, ""])).await;
+    browser.wait_text("h1", "That did not work").await;
+    assert_eq!(
+        browser
+            .execute(
+                "return document.getElementById('error').dataset.code;",
+                json!([])
+            )
+            .await,
+        "csrf_failed"
+    );
+    browser.quit().await;
+
+    assert_eq!(status_of(&app, &agent.id).await, "active");
+    app.stop().await;
+}
+
+async fn status_of(app: &TestApp, agent_id: &str) -> String {
+    let (_, got) = status_json(app.get(&format!("/v1/agents/{agent_id}")).await).await;
+    got["agent"]["status"].as_str().unwrap_or("").to_owned()
 }

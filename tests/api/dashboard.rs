@@ -531,3 +531,231 @@ both_engines! {
         assert_eq!(events["items"].as_array().map(Vec::len), Some(1), "{events}");
     }
 }
+
+// ---- the console --------------------------------------------------------------------------
+
+/// Posts a console form (`application/x-www-form-urlencoded`) with the person's cookie.
+async fn post_form(browser: &Browser, path: &str, fields: &[(&str, &str)]) -> reqwest::Response {
+    let body = fields
+        .iter()
+        .map(|(k, v)| format!("{}={}", urlencode(k), urlencode(v)))
+        .collect::<Vec<_>>()
+        .join("&");
+    browser
+        .app
+        .client
+        .post(browser.app.url(path))
+        .header("Cookie", &browser.cookie)
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body(body)
+        .send()
+        .await
+        .unwrap()
+}
+
+fn urlencode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+async fn page(browser: &Browser, path: &str) -> (u16, String) {
+    let res = browser.get(path).await;
+    let status = res.status().as_u16();
+    (status, res.text().await.unwrap())
+}
+
+async fn agent_status(app: &TestApp, agent_id: &str) -> String {
+    let (s, got) = status_json(app.get(&format!("/v1/agents/{agent_id}")).await).await;
+    assert_eq!(s, 200, "{got}");
+    got["agent"]["status"].as_str().unwrap().to_owned()
+}
+
+const HOSTILE: &str = "<script>alert(1)</script>\"&'";
+
+both_engines! {
+    async fn console_pages_render_for_each_role_and_escape_what_agents_send(app) {
+        let hostile = app.active_agent(HOSTILE).await;
+        let calm = app.active_agent("calm-bot").await;
+        let (s, body) = status_json(app.post("/v1/workspace/agents/upsert", &json!({
+            "external_agent_key": "ext-1", "agent_id": hostile.id, "labels": ["payments"]
+        })).await).await;
+        assert_eq!(s, 200, "{body}");
+
+        for role in ["owner", "admin", "member", "approver"] {
+            let email = format!("{role}@example.com");
+            app.grant(&app.workspace_id, &email, role).await;
+            let person = app.login(&email).await;
+
+            let (s, html) = page(&person, "/dashboard").await;
+            assert_eq!(s, 200, "{role}: {html}");
+            assert!(html.contains(&format!("id=\"role\" title=\"your role in this workspace\">{role}</span>")), "{role}");
+            assert!(html.contains("href=\"/dashboard/agents\""), "{role}: every role reads agents");
+            assert!(html.contains(&format!("name=\"csrf\" value=\"{}\"", person.csrf)), "the switcher carries the token");
+
+            let (s, html) = page(&person, "/dashboard/agents").await;
+            assert_eq!(s, 200, "{role}: {html}");
+            assert!(html.contains("aria-current=\"page\">Agents</a>"));
+            assert!(html.contains(&hostile.id) && html.contains(&calm.id));
+            assert!(html.contains("&#60;script&#62;alert(1)&#60;/script&#62;&#34;&#38;&#39;"), "{html}");
+            assert!(!html.contains("<script>alert(1)"), "{role}: the name is escaped");
+
+            let (s, html) = page(&person, &format!("/dashboard/agents/{}", hostile.id)).await;
+            assert_eq!(s, 200, "{role}: {html}");
+            assert!(!html.contains("<script>alert(1)"));
+            assert!(html.contains("<span class=\"badge\">payments</span>"), "labels are shown");
+            assert!(html.contains("agent.registered"), "{role}: its audit events");
+            let may_change = role == "owner" || role == "admin";
+            assert_eq!(html.contains("id=\"action-suspend\""), may_change, "{role}: actions only for those who may");
+
+            let (s, html) = page(&person, &format!("/dashboard/agents/{}/suspend", hostile.id)).await;
+            if may_change {
+                assert_eq!(s, 200, "{role}: {html}");
+                assert!(html.contains("method=\"post\"") && html.contains(&format!("name=\"csrf\" value=\"{}\"", person.csrf)));
+            } else {
+                assert_eq!(s, 403, "{role}: the server refuses the confirmation page too");
+                assert!(html.contains("data-code=\"insufficient_role\""), "{html}");
+            }
+        }
+
+        // Filters and pages.
+        let owner = app.login("owner@example.com").await;
+        let listed = |html: &str, agent: &TestAgent| html.contains(&format!("<code>{}</code>", agent.id));
+        let (_, html) = page(&owner, "/dashboard/agents?q=CALM").await;
+        assert!(listed(&html, &calm) && !listed(&html, &hostile), "search by part of the name");
+        let (_, html) = page(&owner, &format!("/dashboard/agents?q={}", hostile.id)).await;
+        assert!(listed(&html, &hostile) && !listed(&html, &calm), "search by id");
+        let (_, html) = page(&owner, "/dashboard/agents?q=%25").await;
+        assert!(!listed(&html, &hostile) && !listed(&html, &calm) && html.contains("id=\"empty\""), "a % is a character, not a wildcard");
+        let (_, html) = page(&owner, "/dashboard/agents?label=payments").await;
+        assert!(listed(&html, &hostile) && !listed(&html, &calm), "by label");
+        let (_, html) = page(&owner, "/dashboard/agents?label=nothing").await;
+        assert!(html.contains("No agent matches these filters."));
+        let (_, html) = page(&owner, "/dashboard/agents?status=active&risk_tier=low").await;
+        assert!(listed(&html, &hostile) && listed(&html, &calm));
+        let (_, html) = page(&owner, "/dashboard/agents?status=suspended").await;
+        assert!(!listed(&html, &hostile) && !listed(&html, &calm));
+        let (s, html) = page(&owner, "/dashboard/agents?risk_tier=extreme").await;
+        assert_eq!(s, 400);
+        assert!(html.contains("data-code=\"invalid_risk_tier\""), "{html}");
+
+        let (_, first) = page(&owner, "/dashboard/agents?limit=1").await;
+        assert!(listed(&first, &calm) && !listed(&first, &hostile), "newest first");
+        let next = first.split("id=\"next-page\"").next().unwrap().rsplit("href=\"").next().unwrap().split('"').next().unwrap().replace("&#38;", "&");
+        let (s, second) = page(&owner, &next).await;
+        assert_eq!(s, 200, "{next}");
+        assert!(listed(&second, &hostile) && !listed(&second, &calm));
+        assert!(!second.contains("id=\"next-page\"") && second.contains("id=\"first-page\""));
+
+        // Not logged in: to the login page.
+        let res = app.client.get(app.url("/dashboard/agents")).send().await.unwrap();
+        assert_eq!((res.status().as_u16(), res.headers()["location"].to_str().unwrap()), (303, "/login"));
+        let (s, _) = page(&owner, "/dashboard/agents/agt_nope").await;
+        assert_eq!(s, 404);
+    }
+}
+
+both_engines! {
+    async fn agent_actions_are_forms_for_admins_with_the_csrf_token(app) {
+        let agent = app.active_agent("worker").await;
+        app.grant(&app.workspace_id, "member@example.com", "member").await;
+        app.grant(&app.workspace_id, "admin@example.com", "admin").await;
+        let member = app.login("member@example.com").await;
+        let admin = app.login("admin@example.com").await;
+        let suspend = format!("/dashboard/agents/{}/suspend", agent.id);
+
+        // A member's POST is refused by the server, with the right token.
+        let res = post_form(&member, &suspend, &[("csrf", &member.csrf)]).await;
+        assert_eq!(res.status(), 403);
+        assert!(res.text().await.unwrap().contains("Not allowed"));
+        assert_eq!(agent_status(&app, &agent.id).await, "active");
+
+        // CSRF: no token, a wrong token, or another site's request are refused.
+        let res = post_form(&admin, &suspend, &[]).await;
+        assert_eq!(res.status(), 403);
+        assert!(res.text().await.unwrap().contains("data-code=\"csrf_failed\""));
+        assert_eq!(post_form(&admin, &suspend, &[("csrf", "forged")]).await.status(), 403);
+        let cross = admin.app.client.post(app.url(&suspend)).header("Cookie", &admin.cookie)
+            .header("Content-Type", "application/x-www-form-urlencoded").header("Origin", "https://evil.example")
+            .body(format!("csrf={}", admin.csrf)).send().await.unwrap();
+        assert_eq!(cross.status(), 403);
+        assert_eq!(agent_status(&app, &agent.id).await, "active");
+
+        // The admin's form, with the token: done, audited with the admin as actor.
+        let res = post_form(&admin, &suspend, &[("csrf", &admin.csrf), ("reason", "looks <odd>")]).await;
+        assert_eq!(res.status(), 303);
+        let location = res.headers()["location"].to_str().unwrap().to_owned();
+        assert_eq!(location, format!("/dashboard/agents/{}?done=suspend", agent.id));
+        assert_eq!(agent_status(&app, &agent.id).await, "suspended");
+        let me: Value = app.client.get(app.url("/auth/me")).header("Cookie", &admin.cookie).send().await.unwrap().json().await.unwrap();
+        let events = audit_events(&app, &format!("event_type=agent.suspended&agent_id={}", agent.id)).await;
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0]["actor"], format!("user:{}", me["user"]["user_id"].as_str().unwrap()));
+        assert_eq!(events[0]["details"]["reason"], "looks <odd>");
+        let (s, html) = page(&admin, &location).await;
+        assert_eq!(s, 200);
+        assert!(html.contains("Agent suspended.") && html.contains("id=\"agent-status\">suspended<"));
+        assert!(html.contains("id=\"action-resume\"") && !html.contains("id=\"action-suspend\""));
+        assert!(html.contains("<td>agent.suspended</td>"), "the agent's audit events show the change");
+
+        // Resume, and a move the status does not allow.
+        let res = post_form(&admin, &format!("/dashboard/agents/{}/resume", agent.id), &[("csrf", &admin.csrf)]).await;
+        assert_eq!(res.status(), 303);
+        assert_eq!(agent_status(&app, &agent.id).await, "active");
+        let res = post_form(&admin, &format!("/dashboard/agents/{}/approve", agent.id), &[("csrf", &admin.csrf)]).await;
+        assert_eq!(res.status(), 303, "approving an active agent changes nothing");
+        let res = post_form(&admin, &format!("/dashboard/agents/{}/revoke", agent.id), &[("csrf", &admin.csrf)]).await;
+        assert_eq!(res.status(), 303);
+        let res = post_form(&admin, &format!("/dashboard/agents/{}/resume", agent.id), &[("csrf", &admin.csrf)]).await;
+        assert_eq!(res.status(), 409);
+        assert!(res.text().await.unwrap().contains("data-code=\"invalid_status_transition\""));
+        let res = post_form(&admin, &format!("/dashboard/agents/{}/delete", agent.id), &[("csrf", &admin.csrf)]).await;
+        assert_eq!(res.status(), 404);
+
+        // The workspace switcher is a form too.
+        let (other, _) = app.other_workspace().await;
+        app.grant(&other, "admin@example.com", "member").await;
+        assert_eq!(post_form(&admin, "/dashboard/workspace", &[("workspace_id", &other)]).await.status(), 403, "no token");
+        let res = post_form(&admin, "/dashboard/workspace", &[("csrf", &admin.csrf), ("workspace_id", &other)]).await;
+        assert_eq!((res.status().as_u16(), res.headers()["location"].to_str().unwrap()), (303, "/dashboard"));
+        let (_, html) = page(&admin, "/dashboard").await;
+        assert!(html.contains("id=\"role\" title=\"your role in this workspace\">member</span>"), "the role in the new workspace");
+        let (s, _) = page(&admin, &format!("/dashboard/agents/{}", agent.id)).await;
+        assert_eq!(s, 404, "the agent is in the other workspace");
+    }
+}
+
+both_engines! {
+    async fn the_overview_shows_agents_decisions_approvals_and_the_kill_switch(app) {
+        let agent = crate::approvals::setup(&app).await;
+        let idle = app.active_agent("idle").await;
+        assert_eq!(app.post(&format!("/v1/agents/{}/suspend", idle.id), &json!({})).await.status(), 200);
+        let pending = TestAgent::new();
+        pending.register(&app, Some(&app.key), "pending-bot").await;
+        for amount in [50, 60, 2000, 400] {
+            let body = json!({"agent_id": agent.id, "action": "refund", "context": {"currency": "USD", "amount": amount}});
+            assert_eq!(app.post("/v1/check", &body).await.status(), 200);
+        }
+        let (s, body) = status_json(app.post("/v1/identity/kill-switch/minting", &json!({"paused": true, "reason": "drill <now>"})).await).await;
+        assert_eq!(s, 200, "{body}");
+
+        let owner = app.login("owner@example.com").await;
+        let (s, html) = page(&owner, "/dashboard").await;
+        assert_eq!(s, 200, "{html}");
+        for (status, n) in [("pending", 1), ("active", 1), ("suspended", 1), ("revoked", 0)] {
+            assert!(html.contains(&format!("data-status=\"{status}\">{n}<")), "{status}: {html}");
+        }
+        for (outcome, n) in [("allow", 2), ("deny", 1), ("challenge", 1)] {
+            for window in ["hour", "day"] {
+                assert!(html.contains(&format!("data-window=\"{window}\" data-outcome=\"{outcome}\">{n}<")), "{outcome} {window}: {html}");
+            }
+        }
+        assert!(html.contains("id=\"pending-approvals\">1<"));
+        assert!(html.contains("id=\"minting\">minting paused</strong>: drill &#60;now&#62;"), "{html}");
+        assert!(html.contains("id=\"denials\"") && html.contains(&format!("/dashboard/agents/{}", agent.id)));
+        assert!(html.contains("id=\"api-keys\"") && !html.contains(&app.key), "keys by their last four only");
+    }
+}

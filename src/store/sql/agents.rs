@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
 
-use super::{changed_rows, is_unique_violation, json_text, json_value, Filters, SqlStore};
+use super::{changed_rows, is_unique_violation, json_text, json_value, Arg, Filters, SqlStore};
 use crate::domain::{AgentStatus, RiskTier};
 use crate::store::*;
 
@@ -300,6 +300,33 @@ impl AgentStore for SqlStore {
         f.text("workspace_id = ?", Some(&query.workspace_id));
         f.text("status = ?", query.status.map(AgentStatus::as_str));
         f.text("name = ?", query.name.as_deref());
+        f.text("risk_tier = ?", query.risk_tier.map(RiskTier::as_str));
+        if let Some(search) = query.search.as_deref() {
+            let mut pattern = String::with_capacity(search.len() + 2);
+            pattern.push('%');
+            for ch in search.to_ascii_lowercase().chars() {
+                if matches!(ch, '%' | '_' | '\\') {
+                    pattern.push('\\');
+                }
+                pattern.push(ch);
+            }
+            pattern.push('%');
+            f.push(
+                "(id = ? OR LOWER(name) LIKE ? ESCAPE '\\')",
+                [Arg::Text(search.to_owned()), Arg::Text(pattern)],
+            );
+        }
+        if let Some(ids) = &query.ids {
+            if ids.is_empty() {
+                f.push("1 = 0", []);
+            } else {
+                let marks = vec!["?"; ids.len()].join(", ");
+                f.push(
+                    &format!("id IN ({marks})"),
+                    ids.iter().map(|id| Arg::Text(id.clone())),
+                );
+            }
+        }
         f.cursor(query.after.as_ref());
         let sql = f.sql(
             &format!("SELECT {AGENT_COLUMNS} FROM agents"),
@@ -307,6 +334,27 @@ impl AgentStore for SqlStore {
         );
         let rows = f.fetch(&self.read, &sql).await?;
         Ok(rows.iter().map(agent_from_row).collect::<Result<_, _>>()?)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn agent_status_counts(
+        &self,
+        workspace_id: &str,
+    ) -> Result<Vec<(AgentStatus, i64)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT status, COUNT(*) AS n FROM agents WHERE workspace_id = $1 GROUP BY status",
+        )
+        .bind(workspace_id)
+        .fetch_all(&self.read)
+        .await?;
+        let mut counts = Vec::with_capacity(rows.len());
+        for row in rows {
+            let status: String = row.try_get("status")?;
+            let status = AgentStatus::parse(&status)
+                .ok_or_else(|| sqlx::Error::Decode(format!("agent status `{status}`").into()))?;
+            counts.push((status, row.try_get::<i64, _>("n")?));
+        }
+        Ok(counts)
     }
 
     #[tracing::instrument(level = "debug", skip_all)]

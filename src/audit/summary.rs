@@ -1,0 +1,124 @@
+//! What the console's overview reads of the audit trail: decisions by outcome over the last
+//! hour and day, the recent denials, and an agent's recent events.
+
+use crate::api;
+use crate::context::Context;
+use crate::store::{AuditQuery, StoreError};
+
+use super::to_wire;
+
+/// At most this many decisions are read to count a day; past it the counts say "at least".
+pub const DECISIONS_COUNTED: i64 = 5_000;
+
+const HOUR_MS: i64 = 3_600_000;
+const DAY_MS: i64 = 24 * HOUR_MS;
+
+/// Decisions by outcome in one window.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DecisionCounts {
+    pub allow: i64,
+    pub deny: i64,
+    pub challenge: i64,
+    /// True when the window held more decisions than were read: the counts are lower bounds.
+    pub at_least: bool,
+}
+
+impl DecisionCounts {
+    fn add(&mut self, outcome: Option<&str>) {
+        match outcome {
+            Some("allow") => self.allow += 1,
+            Some("deny") => self.deny += 1,
+            Some("challenge") => self.challenge += 1,
+            _ => {}
+        }
+    }
+}
+
+/// Decisions by outcome over the last hour and the last day.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DecisionSummary {
+    pub hour: DecisionCounts,
+    pub day: DecisionCounts,
+}
+
+/// Counts the workspace's decisions (`decision.*` events) of the last day and hour before
+/// `now`, reading at most [`DECISIONS_COUNTED`] of them (newest first).
+pub async fn decision_summary(
+    ctx: &Context,
+    workspace_id: &str,
+    now: i64,
+) -> Result<DecisionSummary, StoreError> {
+    let rows = ctx
+        .store
+        .audit_events(&AuditQuery {
+            workspace_id: workspace_id.to_owned(),
+            event_type_prefix: Some("decision.".into()),
+            start_ms: Some(now - DAY_MS),
+            limit: DECISIONS_COUNTED + 1,
+            ..AuditQuery::default()
+        })
+        .await?;
+    let counted = usize::try_from(DECISIONS_COUNTED).unwrap_or(usize::MAX);
+    let more = rows.len() > counted;
+    let mut summary = DecisionSummary::default();
+    let mut oldest_in_hour = true;
+    for row in rows.iter().take(counted) {
+        summary.day.add(row.decision.as_deref());
+        if row.created_at >= now - HOUR_MS {
+            summary.hour.add(row.decision.as_deref());
+        } else {
+            oldest_in_hour = false;
+        }
+    }
+    summary.day.at_least = more;
+    // Newest first: only when every row read is within the hour can the hour hold more.
+    summary.hour.at_least = more && oldest_in_hour;
+    Ok(summary)
+}
+
+/// The workspace's newest `limit` denied decisions.
+pub async fn recent_denials(
+    ctx: &Context,
+    workspace_id: &str,
+    limit: i64,
+) -> Result<Vec<api::AuditEvent>, StoreError> {
+    recent(
+        ctx,
+        AuditQuery {
+            workspace_id: workspace_id.to_owned(),
+            decision: Some("deny".into()),
+            limit,
+            ..AuditQuery::default()
+        },
+    )
+    .await
+}
+
+/// The newest `limit` events about one agent of the workspace.
+pub async fn recent_for_agent(
+    ctx: &Context,
+    workspace_id: &str,
+    agent_id: &str,
+    limit: i64,
+) -> Result<Vec<api::AuditEvent>, StoreError> {
+    recent(
+        ctx,
+        AuditQuery {
+            workspace_id: workspace_id.to_owned(),
+            agent_id: Some(agent_id.to_owned()),
+            limit,
+            ..AuditQuery::default()
+        },
+    )
+    .await
+}
+
+async fn recent(ctx: &Context, query: AuditQuery) -> Result<Vec<api::AuditEvent>, StoreError> {
+    Ok(ctx
+        .store
+        .audit_events(&query)
+        .await?
+        .into_iter()
+        .map(to_wire)
+        .collect())
+}
