@@ -11,6 +11,7 @@ pub mod audit;
 pub mod auth;
 pub mod check;
 pub mod console;
+pub mod console_policies;
 pub mod credentials;
 pub mod email;
 pub mod extract;
@@ -257,6 +258,22 @@ fn routes() -> OpenApiRouter<SharedContext> {
             console::confirm_agent_action,
             console::agent_action
         )) // GET, POST /dashboard/agents/{agent_id}/{action}
+        .routes(routes!(console_policies::policies_page)) // GET /dashboard/policies
+        .routes(routes!(console_policies::policy_page)) // GET /dashboard/policies/{policy_id}
+        .routes(routes!(console_policies::diff_page)) // GET /dashboard/policies/{policy_id}/diff
+        .routes(routes!(
+            console_policies::dry_run_form,
+            console_policies::dry_run
+        )) // GET, POST /dashboard/policies/{policy_id}/dry-run
+        .routes(routes!(console_policies::apply)) // POST /dashboard/policies/{policy_id}/apply
+        .routes(routes!(
+            console_policies::confirm_rollback,
+            console_policies::rollback
+        )) // GET, POST /dashboard/policies/{policy_id}/rollback/{version}
+        .routes(routes!(
+            console_policies::bench_form,
+            console_policies::bench_run
+        )) // GET, POST /dashboard/policies/{policy_id}/test
         .routes(routes!(site::home)) // GET /
         .routes(routes!(site::summary)) // GET /v1/status/summary
         .routes(routes!(site::run_checks)) // POST /v1/status/checks/run

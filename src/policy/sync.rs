@@ -32,7 +32,7 @@ const COMPILE_STACK_BYTES: usize = 16 * 1024 * 1024;
 
 /// Compiles on a thread of its own; the work stops when the returned future is dropped (the
 /// client went away, or the request timed out) or when it runs over its budget.
-async fn compile_in_background(
+pub async fn compile_in_background(
     spec: PolicySpec,
 ) -> SyncResult<Result<CompiledPolicy, Vec<SpecError>>> {
     let cancel = Arc::new(AtomicBool::new(false));

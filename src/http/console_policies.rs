@@ -1,0 +1,1189 @@
+//! The console's policies: the list, a policy's spec, compiled Cedar and versions, a diff
+//! between two versions, a dry run of a pasted (or uploaded) spec with its apply, a rollback to
+//! an earlier version, and the test bench.
+//!
+//! The pages call the use cases of the policies API: [`sync::sync`] (dry run, then apply with
+//! `expected_policy_hash` and an `Idempotency-Key`), [`sync::rollback`], [`sync::policy_detail`],
+//! [`diff`], and for the bench the compiled policy `/v1/check` uses (or a draft compiled as
+//! sync compiles) evaluated by [`bench::run`], as `acp policy test` evaluates a case. Reading
+//! needs `policies:read` (every role); dry runs, applies and rollbacks are for owners and admins,
+//! checked by the server on every request, GET or POST.
+
+use askama::Template;
+use axum::body::Bytes;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::Response;
+use serde_json::{json, Value};
+
+use crate::api;
+use crate::context::{Context, SharedContext};
+use crate::domain::access::Need;
+use crate::error::ApiError;
+use crate::identity::accounts::Principal;
+use crate::policy::cache::{default_policy, DEFAULT_POLICY_ID};
+use crate::policy::diff::diff;
+use crate::policy::error::SyncError;
+use crate::policy::spec::{from_value, parse_located, Format, PolicySpec, SpecError};
+use crate::policy::{bench, sync, Decision};
+use crate::secret::{random_base62, sha256_hex};
+use crate::time::iso;
+
+use super::console::{answer, base, field, form_person, person, see_other, shell, Section, Shell};
+use super::operator::person_requires;
+use super::pages::render;
+
+/// The most spec text a form may carry (a spec's own limits apply after parsing).
+const MAX_SPEC_TEXT: usize = 512 * 1024;
+/// The most text of each JSON field of the bench.
+const MAX_BENCH_FIELD: usize = 64 * 1024;
+
+/// The person's workspace, when their role may dry-run, apply and roll back policies.
+fn may_sync(principal: &Principal) -> Result<String, ApiError> {
+    person_requires(principal, Need::PolicySync)?;
+    let (workspace_id, _) = principal.admin_of()?;
+    Ok(workspace_id)
+}
+
+fn readable(principal: &Principal) -> Result<String, ApiError> {
+    person_requires(principal, Need::PoliciesRead)?;
+    Ok(principal.membership()?.0)
+}
+
+fn policy_href(base: &str, policy_id: &str) -> String {
+    format!("{base}/dashboard/policies/{policy_id}")
+}
+
+/// A spec as a person reads it: YAML of the stored JSON.
+fn yaml_of(spec: &Value) -> String {
+    serde_yaml_ng::to_string(spec).unwrap_or_else(|_| spec.to_string())
+}
+
+fn query_pairs(raw: Option<&str>) -> Vec<(String, String)> {
+    form_urlencoded::parse(raw.unwrap_or_default().as_bytes())
+        .into_owned()
+        .collect()
+}
+
+// ---- the diff, as the pages show it -------------------------------------------------------------
+
+struct ChangeRow {
+    kind: &'static str,
+    change: &'static str,
+    names: String,
+}
+
+struct DiffLine {
+    class: &'static str,
+    text: String,
+}
+
+struct DiffView {
+    changed: bool,
+    rows: Vec<ChangeRow>,
+    lines: Vec<DiffLine>,
+}
+
+/// The summary (blocks, groups, bindings, memberships added, removed or changed) and the Cedar
+/// diff line by line.
+fn diff_view(changed: bool, summary: &Value, cedar_diff: &str) -> DiffView {
+    let mut rows = Vec::new();
+    for kind in ["blocks", "groups", "bindings", "memberships"] {
+        for change in ["added", "removed", "changed"] {
+            let names: Vec<&str> = summary[kind][change]
+                .as_array()
+                .map(|items| items.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            if !names.is_empty() {
+                rows.push(ChangeRow {
+                    kind,
+                    change,
+                    names: names.join(", "),
+                });
+            }
+        }
+    }
+    let lines = cedar_diff
+        .lines()
+        .map(|line| DiffLine {
+            class: match line.as_bytes().first() {
+                Some(b'+') if !line.starts_with("+++") => "add",
+                Some(b'-') if !line.starts_with("---") => "del",
+                Some(b'@') => "hunk",
+                _ => "",
+            },
+            text: line.to_owned(),
+        })
+        .collect();
+    DiffView {
+        changed,
+        rows,
+        lines,
+    }
+}
+
+// ---- the list -----------------------------------------------------------------------------------
+
+#[derive(Template)]
+#[template(path = "policies.html", config = "src/http/templates/askama.toml")]
+struct PoliciesPage {
+    shell: Shell,
+    policies: Vec<PolicyRow>,
+}
+
+struct PolicyRow {
+    href: String,
+    id: String,
+    name: String,
+    version: i64,
+    hash: String,
+    updated: String,
+}
+
+/// The workspace's policies (`pol_default` always among them): id, name, version, hash and
+/// when it last changed.
+#[utoipa::path(get, path = "/dashboard/policies", tag = "dashboard",
+    responses((status = 200, description = "HTML list of policies"), (status = 303, description = "not logged in: to /login"),
+        (status = 403, description = "HTML page: the role may not read policies")))]
+#[tracing::instrument(level = "debug", skip_all)]
+pub async fn policies_page(State(ctx): State<SharedContext>, headers: HeaderMap) -> Response {
+    let principal = match person(&ctx, &Method::GET, &headers).await {
+        Ok(p) => p,
+        Err(response) => return response,
+    };
+    let result = policies_list(&ctx, &principal).await;
+    answer(&ctx, &principal, Section::Policies, result).await
+}
+
+async fn policies_list(ctx: &Context, principal: &Principal) -> Result<Response, ApiError> {
+    let workspace_id = readable(principal)?;
+    let shell = shell(ctx, principal, Section::Policies).await?;
+    let base = shell.base.clone();
+    let mut policies: Vec<PolicyRow> = ctx
+        .store
+        .policies(&workspace_id)
+        .await?
+        .into_iter()
+        .map(|p| PolicyRow {
+            href: policy_href(&base, &p.id),
+            id: p.id,
+            name: p.name,
+            version: p.current_version,
+            hash: p.current_hash,
+            updated: iso(p.updated_at),
+        })
+        .collect();
+    if !policies.iter().any(|p| p.id == DEFAULT_POLICY_ID) {
+        let d = default_policy()?;
+        policies.insert(
+            0,
+            PolicyRow {
+                href: policy_href(&base, DEFAULT_POLICY_ID),
+                id: DEFAULT_POLICY_ID.into(),
+                name: d.name.clone(),
+                version: 0,
+                hash: d.compiled.hash.clone(),
+                updated: "built in, never synced".into(),
+            },
+        );
+    }
+    Ok(render(&PoliciesPage { shell, policies }))
+}
+
+// ---- a policy -----------------------------------------------------------------------------------
+
+#[derive(Template)]
+#[template(path = "policy.html", config = "src/http/templates/askama.toml")]
+struct PolicyPage {
+    shell: Shell,
+    policy: api::PolicyDetail,
+    href: String,
+    spec_yaml: String,
+    spec_json: String,
+    versions: Vec<VersionRow>,
+    /// The two versions the diff form proposes (the previous and the current).
+    diff_from: i64,
+    done: Option<String>,
+}
+
+struct VersionRow {
+    version: i64,
+    hash: String,
+    author: String,
+    created: String,
+    current: bool,
+    rollback_href: String,
+}
+
+/// The version list of a policy (the built-in default has none until a sync).
+async fn version_rows(
+    ctx: &Context,
+    workspace_id: &str,
+    policy: &api::PolicyDetail,
+    href: &str,
+) -> Result<Vec<VersionRow>, ApiError> {
+    Ok(ctx
+        .store
+        .policy_versions(workspace_id, &policy.policy_id)
+        .await?
+        .into_iter()
+        .map(|v| VersionRow {
+            current: v.version == policy.version,
+            rollback_href: format!("{href}/rollback/{}", v.version),
+            version: v.version,
+            hash: v.hash,
+            author: v.author,
+            created: iso(v.created_at),
+        })
+        .collect())
+}
+
+/// A policy: its current spec (YAML and JSON), compiled Cedar, hash and versions, with the
+/// diff form and (for owners and admins) dry run and rollback.
+#[utoipa::path(get, path = "/dashboard/policies/{policy_id}", tag = "dashboard",
+    params(("policy_id" = String, Path), ("done" = Option<String>, Query, description = "`applied`, `unchanged` or `rolled_back`, for its notice")),
+    responses((status = 200, description = "HTML page of the policy"), (status = 303, description = "not logged in: to /login"),
+        (status = 403, description = "HTML page: the role may not read policies"), (status = 404, description = "HTML page: `unknown_policy`")))]
+#[tracing::instrument(level = "debug", skip_all)]
+pub async fn policy_page(
+    State(ctx): State<SharedContext>,
+    headers: HeaderMap,
+    Path(policy_id): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Response {
+    let principal = match person(&ctx, &Method::GET, &headers).await {
+        Ok(p) => p,
+        Err(response) => return response,
+    };
+    let done = query_pairs(query.as_deref())
+        .into_iter()
+        .find(|(k, _)| k == "done")
+        .and_then(|(_, v)| done_notice(&v));
+    let result = policy_detail(&ctx, &principal, &policy_id, done).await;
+    answer(&ctx, &principal, Section::Policies, result).await
+}
+
+fn done_notice(done: &str) -> Option<String> {
+    match done {
+        "applied" => Some("Applied: the policy is live at the version below.".into()),
+        "unchanged" => Some("Nothing to apply: the spec is the current policy.".into()),
+        "rolled_back" => Some("Rolled back: the earlier spec is live as a new version.".into()),
+        _ => None,
+    }
+}
+
+async fn policy_detail(
+    ctx: &Context,
+    principal: &Principal,
+    policy_id: &str,
+    done: Option<String>,
+) -> Result<Response, ApiError> {
+    let workspace_id = readable(principal)?;
+    let policy = sync::policy_detail(ctx, &workspace_id, policy_id, None).await?;
+    let shell = shell(ctx, principal, Section::Policies).await?;
+    let href = policy_href(&shell.base, &policy.policy_id);
+    let versions = version_rows(ctx, &workspace_id, &policy, &href).await?;
+    Ok(render(&PolicyPage {
+        spec_yaml: yaml_of(&policy.spec),
+        spec_json: serde_json::to_string_pretty(&policy.spec).unwrap_or_default(),
+        diff_from: (policy.version - 1).max(1),
+        versions,
+        policy,
+        href,
+        done,
+        shell,
+    }))
+}
+
+// ---- the diff between two versions --------------------------------------------------------------
+
+#[derive(Template)]
+#[template(path = "policy_diff.html", config = "src/http/templates/askama.toml")]
+struct DiffPage {
+    shell: Shell,
+    policy_id: String,
+    href: String,
+    from: api::PolicyDetail,
+    to: api::PolicyDetail,
+    diff: DiffView,
+}
+
+/// What changed from one version of a policy to another (`from` and `to`, any order): the
+/// summary of blocks, groups, bindings and memberships, and the diff of the compiled Cedar.
+#[utoipa::path(get, path = "/dashboard/policies/{policy_id}/diff", tag = "dashboard",
+    params(("policy_id" = String, Path), ("from" = i64, Query), ("to" = i64, Query)),
+    responses((status = 200, description = "HTML diff"), (status = 303, description = "not logged in: to /login"),
+        (status = 400, description = "HTML page: `invalid_from`, `invalid_to`"),
+        (status = 403, description = "HTML page: the role may not read policies"),
+        (status = 404, description = "HTML page: `unknown_policy`, `unknown_version`")))]
+#[tracing::instrument(level = "debug", skip_all)]
+pub async fn diff_page(
+    State(ctx): State<SharedContext>,
+    headers: HeaderMap,
+    Path(policy_id): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Response {
+    let principal = match person(&ctx, &Method::GET, &headers).await {
+        Ok(p) => p,
+        Err(response) => return response,
+    };
+    let result = versions_diff(&ctx, &principal, &policy_id, query.as_deref()).await;
+    answer(&ctx, &principal, Section::Policies, result).await
+}
+
+fn version_param(pairs: &[(String, String)], name: &'static str) -> Result<i64, ApiError> {
+    pairs
+        .iter()
+        .find(|(k, _)| k == name)
+        .and_then(|(_, v)| v.trim().parse::<i64>().ok())
+        .filter(|v| *v >= 0)
+        .ok_or_else(|| ApiError::invalid(name, "must be a version number"))
+}
+
+async fn versions_diff(
+    ctx: &Context,
+    principal: &Principal,
+    policy_id: &str,
+    query: Option<&str>,
+) -> Result<Response, ApiError> {
+    let workspace_id = readable(principal)?;
+    let pairs = query_pairs(query);
+    let (from_v, to_v) = (version_param(&pairs, "from")?, version_param(&pairs, "to")?);
+    let from = sync::policy_detail(ctx, &workspace_id, policy_id, Some(from_v)).await?;
+    let to = sync::policy_detail(ctx, &workspace_id, policy_id, Some(to_v)).await?;
+    let spec_of = |d: &api::PolicyDetail| -> Result<PolicySpec, ApiError> {
+        from_value(&d.spec).map_err(|e| {
+            ApiError::internal(format!(
+                "stored spec of version {}: {}",
+                d.version,
+                SpecError::list(&e)
+            ))
+        })
+    };
+    let (from_spec, to_spec) = (spec_of(&from)?, spec_of(&to)?);
+    let d = diff(Some((&from_spec, &from.cedar)), &to_spec, &to.cedar);
+    let summary = serde_json::to_value(&d.summary).unwrap_or(Value::Null);
+    let shell = shell(ctx, principal, Section::Policies).await?;
+    Ok(render(&DiffPage {
+        href: policy_href(&shell.base, policy_id),
+        policy_id: policy_id.to_owned(),
+        diff: diff_view(d.changed, &summary, &d.cedar_diff),
+        from,
+        to,
+        shell,
+    }))
+}
+
+// ---- dry run and apply --------------------------------------------------------------------------
+
+#[derive(Template)]
+#[template(path = "policy_sync.html", config = "src/http/templates/askama.toml")]
+struct SyncPage {
+    shell: Shell,
+    policy_id: String,
+    href: String,
+    /// The spec text as written.
+    spec: String,
+    errors: Vec<String>,
+    /// The policy changed since the dry run: its hash now.
+    conflict: Option<String>,
+    result: Option<DryRun>,
+}
+
+struct DryRun {
+    current_hash: String,
+    desired_hash: String,
+    diff: DiffView,
+    /// The key the apply form carries, so a second click replays the first answer.
+    idempotency_key: String,
+}
+
+/// The dry-run form: a spec (YAML or JSON) to paste or load from a file, prefilled with the
+/// current one. Owners and admins only.
+#[utoipa::path(get, path = "/dashboard/policies/{policy_id}/dry-run", tag = "dashboard",
+    params(("policy_id" = String, Path)),
+    responses((status = 200, description = "HTML form"), (status = 303, description = "not logged in: to /login"),
+        (status = 403, description = "HTML page: the role may not sync policies"), (status = 404, description = "HTML page: `unknown_policy`")))]
+#[tracing::instrument(level = "debug", skip_all)]
+pub async fn dry_run_form(
+    State(ctx): State<SharedContext>,
+    headers: HeaderMap,
+    Path(policy_id): Path<String>,
+) -> Response {
+    let principal = match person(&ctx, &Method::GET, &headers).await {
+        Ok(p) => p,
+        Err(response) => return response,
+    };
+    let result = sync_form(&ctx, &principal, &policy_id).await;
+    answer(&ctx, &principal, Section::Policies, result).await
+}
+
+async fn sync_form(
+    ctx: &Context,
+    principal: &Principal,
+    policy_id: &str,
+) -> Result<Response, ApiError> {
+    let workspace_id = may_sync(principal)?;
+    let policy = sync::policy_detail(ctx, &workspace_id, policy_id, None).await?;
+    let shell = shell(ctx, principal, Section::Policies).await?;
+    Ok(render(&SyncPage {
+        href: policy_href(&shell.base, policy_id),
+        policy_id: policy.policy_id,
+        spec: yaml_of(&policy.spec),
+        errors: Vec::new(),
+        conflict: None,
+        result: None,
+        shell,
+    }))
+}
+
+/// Reads spec text (JSON when it starts with `{`, else YAML) strictly, as `acp sync` reads a
+/// file: every error with its line and column.
+fn spec_value(text: &str) -> Result<Value, Vec<String>> {
+    if text.len() > MAX_SPEC_TEXT {
+        return Err(vec![format!(
+            "the spec is over {} KiB",
+            MAX_SPEC_TEXT / 1024
+        )]);
+    }
+    if text.trim().is_empty() {
+        return Err(vec!["the spec is empty".into()]);
+    }
+    let format = if text.trim_start().starts_with('{') {
+        Format::Json
+    } else {
+        Format::Yaml
+    };
+    parse_located(text, format)
+        .map(|(_, located)| located.to_value())
+        .map_err(|errors| errors.iter().map(spec_error_text).collect())
+}
+
+fn spec_error_text(e: &SpecError) -> String {
+    match (e.line, e.column) {
+        (Some(line), Some(column)) => format!("line {line}, column {column}: {e}"),
+        _ => e.to_string(),
+    }
+}
+
+/// The page again with `spec` as written and what went wrong, with the status it deserves.
+fn sync_page_with(
+    shell: Shell,
+    policy_id: &str,
+    spec: &str,
+    errors: Vec<String>,
+    conflict: Option<String>,
+    status: StatusCode,
+) -> Response {
+    let mut response = render(&SyncPage {
+        href: policy_href(&shell.base, policy_id),
+        policy_id: policy_id.to_owned(),
+        spec: spec.to_owned(),
+        errors,
+        conflict,
+        result: None,
+        shell,
+    });
+    if response.status().is_success() {
+        *response.status_mut() = status;
+    }
+    response
+}
+
+/// Dry-runs the posted spec (a form: `csrf`, `spec`) against the policy: the diff, the current
+/// and the new hash, and the form that applies exactly this spec if the policy is still at the
+/// current hash. Owners and admins only.
+#[utoipa::path(post, path = "/dashboard/policies/{policy_id}/dry-run", tag = "dashboard",
+    params(("policy_id" = String, Path)),
+    request_body(content = String, content_type = "application/x-www-form-urlencoded", description = "`csrf` (the session's token) and `spec` (YAML or JSON)"),
+    responses((status = 200, description = "HTML page: the diff and hashes, and the apply form"), (status = 303, description = "not logged in: to /login"),
+        (status = 403, description = "HTML page: `csrf_failed`, or the role may not sync policies"),
+        (status = 404, description = "HTML page: `unknown_policy`"), (status = 422, description = "HTML page: the spec's errors")))]
+#[tracing::instrument(level = "debug", skip_all)]
+pub async fn dry_run(
+    State(ctx): State<SharedContext>,
+    headers: HeaderMap,
+    Path(policy_id): Path<String>,
+    body: Bytes,
+) -> Response {
+    let (principal, fields) = match form_person(&ctx, &headers, &body).await {
+        Ok(found) => found,
+        Err(response) => return response,
+    };
+    let spec = field(&fields, "spec").unwrap_or("");
+    let result = run_dry_run(&ctx, &principal, &policy_id, spec).await;
+    answer(&ctx, &principal, Section::Policies, result).await
+}
+
+async fn run_dry_run(
+    ctx: &Context,
+    principal: &Principal,
+    policy_id: &str,
+    text: &str,
+) -> Result<Response, ApiError> {
+    let workspace_id = may_sync(principal)?;
+    sync::policy_detail(ctx, &workspace_id, policy_id, None).await?;
+    let shell = shell(ctx, principal, Section::Policies).await?;
+    let value = match spec_value(text) {
+        Ok(value) => value,
+        Err(errors) => {
+            let status = StatusCode::UNPROCESSABLE_ENTITY;
+            return Ok(sync_page_with(shell, policy_id, text, errors, None, status));
+        }
+    };
+    let req = api::SyncRequest {
+        policy_id: Some(policy_id.to_owned()),
+        policy_name: None,
+        dry_run: true,
+        expected_policy_hash: None,
+        spec: value,
+    };
+    let answer = match sync::sync(ctx, &workspace_id, &principal.actor(), req, None).await {
+        Ok(answer) => answer,
+        Err(SyncError::InvalidSpec(errors)) => {
+            let errors = errors.iter().map(spec_error_text).collect();
+            let status = StatusCode::UNPROCESSABLE_ENTITY;
+            return Ok(sync_page_with(shell, policy_id, text, errors, None, status));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    Ok(render(&SyncPage {
+        href: policy_href(&shell.base, policy_id),
+        policy_id: policy_id.to_owned(),
+        spec: text.to_owned(),
+        errors: Vec::new(),
+        conflict: None,
+        result: Some(DryRun {
+            current_hash: answer.current_policy_hash.unwrap_or_default(),
+            desired_hash: answer.desired_policy_hash,
+            diff: diff_view(
+                answer.diff.changed,
+                &answer.diff.summary,
+                &answer.diff.cedar_diff,
+            ),
+            idempotency_key: format!("console-{}", random_base62(24)),
+        }),
+        shell,
+    }))
+}
+
+/// Applies the spec a dry run showed (a form: `csrf`, `spec`, `expected_policy_hash`,
+/// `idempotency_key`), under the rules of sync: a policy that changed since the dry run is a
+/// conflict shown on the page, not overwritten; the same form posted twice is applied once.
+#[utoipa::path(post, path = "/dashboard/policies/{policy_id}/apply", tag = "dashboard",
+    params(("policy_id" = String, Path)),
+    request_body(content = String, content_type = "application/x-www-form-urlencoded",
+        description = "`csrf`, `spec` (YAML or JSON), `expected_policy_hash` (from the dry run) and `idempotency_key`"),
+    responses((status = 303, description = "applied (or unchanged): to the policy's page (or not logged in: to /login)"),
+        (status = 400, description = "HTML page: `invalid_idempotency_key`"),
+        (status = 403, description = "HTML page: `csrf_failed`, or the role may not sync policies"),
+        (status = 404, description = "HTML page: `unknown_policy`"),
+        (status = 409, description = "HTML page: the policy changed since the dry run, with its hash now"),
+        (status = 422, description = "HTML page: the spec's errors, or `idempotency_key_reused`")))]
+#[tracing::instrument(level = "debug", skip_all)]
+pub async fn apply(
+    State(ctx): State<SharedContext>,
+    headers: HeaderMap,
+    Path(policy_id): Path<String>,
+    body: Bytes,
+) -> Response {
+    let (principal, fields) = match form_person(&ctx, &headers, &body).await {
+        Ok(found) => found,
+        Err(response) => return response,
+    };
+    let result = run_apply(&ctx, &principal, &policy_id, &fields).await;
+    answer(&ctx, &principal, Section::Policies, result).await
+}
+
+async fn run_apply(
+    ctx: &Context,
+    principal: &Principal,
+    policy_id: &str,
+    fields: &[(String, String)],
+) -> Result<Response, ApiError> {
+    let workspace_id = may_sync(principal)?;
+    sync::policy_detail(ctx, &workspace_id, policy_id, None).await?;
+    let text = field(fields, "spec").unwrap_or("");
+    let expected = field(fields, "expected_policy_hash")
+        .map(str::trim)
+        .filter(|h| !h.is_empty())
+        .ok_or_else(|| {
+            ApiError::invalid(
+                "expected_policy_hash",
+                "is required: dry-run the spec first",
+            )
+        })?;
+    let key = sync::IdempotencyKey::parse(field(fields, "idempotency_key"))?;
+    let value = match spec_value(text) {
+        Ok(value) => value,
+        Err(errors) => {
+            let shell = shell(ctx, principal, Section::Policies).await?;
+            let status = StatusCode::UNPROCESSABLE_ENTITY;
+            return Ok(sync_page_with(shell, policy_id, text, errors, None, status));
+        }
+    };
+    // The fingerprint of this apply: the same form posted again is a retry.
+    let request_hash = sha256_hex(
+        json!({"console_apply": policy_id, "spec": value, "expected_policy_hash": expected})
+            .to_string()
+            .as_bytes(),
+    );
+    let replay = match &key {
+        Some(key) => sync::replayed(ctx, &workspace_id, key, &request_hash).await?,
+        None => None,
+    };
+    let answer = match replay {
+        Some(first) => Ok(first),
+        None => {
+            let req = api::SyncRequest {
+                policy_id: Some(policy_id.to_owned()),
+                policy_name: None,
+                dry_run: false,
+                expected_policy_hash: Some(expected.to_owned()),
+                spec: value,
+            };
+            let retry = key.map(|key| (key, request_hash));
+            sync::sync(ctx, &workspace_id, &principal.actor(), req, retry).await
+        }
+    };
+    match answer {
+        Ok(answer) => {
+            let done = if answer.applied == Some(true) {
+                "applied"
+            } else {
+                "unchanged"
+            };
+            Ok(see_other(format!(
+                "{}?done={done}",
+                policy_href(&base(ctx), policy_id)
+            )))
+        }
+        Err(SyncError::Conflict {
+            current_policy_hash,
+            ..
+        }) => {
+            let shell = shell(ctx, principal, Section::Policies).await?;
+            Ok(sync_page_with(
+                shell,
+                policy_id,
+                text,
+                Vec::new(),
+                Some(current_policy_hash.unwrap_or_default()),
+                StatusCode::CONFLICT,
+            ))
+        }
+        Err(SyncError::InvalidSpec(errors)) => {
+            let shell = shell(ctx, principal, Section::Policies).await?;
+            let errors = errors.iter().map(spec_error_text).collect();
+            let status = StatusCode::UNPROCESSABLE_ENTITY;
+            Ok(sync_page_with(shell, policy_id, text, errors, None, status))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+// ---- rollback -----------------------------------------------------------------------------------
+
+#[derive(Template)]
+#[template(
+    path = "policy_rollback.html",
+    config = "src/http/templates/askama.toml"
+)]
+struct RollbackPage {
+    shell: Shell,
+    policy_id: String,
+    href: String,
+    action_href: String,
+    version: i64,
+    current_hash: String,
+    desired_hash: String,
+    diff: DiffView,
+    idempotency_key: String,
+}
+
+/// The confirmation of a rollback: what applying the version's spec again would change (a dry
+/// run of the rollback), and the form that does it. Owners and admins only.
+#[utoipa::path(get, path = "/dashboard/policies/{policy_id}/rollback/{version}", tag = "dashboard",
+    params(("policy_id" = String, Path), ("version" = i64, Path)),
+    responses((status = 200, description = "HTML confirmation with the diff"), (status = 303, description = "not logged in: to /login"),
+        (status = 403, description = "HTML page: the role may not sync policies"),
+        (status = 404, description = "HTML page: `unknown_policy`, `unknown_version`")))]
+#[tracing::instrument(level = "debug", skip_all)]
+pub async fn confirm_rollback(
+    State(ctx): State<SharedContext>,
+    headers: HeaderMap,
+    Path((policy_id, version)): Path<(String, i64)>,
+) -> Response {
+    let principal = match person(&ctx, &Method::GET, &headers).await {
+        Ok(p) => p,
+        Err(response) => return response,
+    };
+    let result = rollback_confirmation(&ctx, &principal, &policy_id, version).await;
+    answer(&ctx, &principal, Section::Policies, result).await
+}
+
+async fn rollback_confirmation(
+    ctx: &Context,
+    principal: &Principal,
+    policy_id: &str,
+    version: i64,
+) -> Result<Response, ApiError> {
+    let workspace_id = may_sync(principal)?;
+    let req = api::RollbackRequest {
+        version,
+        dry_run: true,
+        expected_policy_hash: None,
+    };
+    let answer =
+        sync::rollback(ctx, &workspace_id, &principal.actor(), policy_id, req, None).await?;
+    let shell = shell(ctx, principal, Section::Policies).await?;
+    let href = policy_href(&shell.base, policy_id);
+    Ok(render(&RollbackPage {
+        action_href: format!("{href}/rollback/{version}"),
+        href,
+        policy_id: policy_id.to_owned(),
+        version,
+        current_hash: answer.current_policy_hash.unwrap_or_default(),
+        desired_hash: answer.desired_policy_hash,
+        diff: diff_view(
+            answer.diff.changed,
+            &answer.diff.summary,
+            &answer.diff.cedar_diff,
+        ),
+        idempotency_key: format!("console-{}", random_base62(24)),
+        shell,
+    }))
+}
+
+/// Rolls back to a version (a form: `csrf`, `expected_policy_hash`, `idempotency_key`): its spec
+/// applied again as a new version, audited as `policy.rolled_back`, under the rules of sync.
+#[utoipa::path(post, path = "/dashboard/policies/{policy_id}/rollback/{version}", tag = "dashboard",
+    params(("policy_id" = String, Path), ("version" = i64, Path)),
+    request_body(content = String, content_type = "application/x-www-form-urlencoded",
+        description = "`csrf`, `expected_policy_hash` (from the confirmation) and `idempotency_key`"),
+    responses((status = 303, description = "rolled back: to the policy's page (or not logged in: to /login)"),
+        (status = 403, description = "HTML page: `csrf_failed`, or the role may not sync policies"),
+        (status = 404, description = "HTML page: `unknown_policy`, `unknown_version`"),
+        (status = 409, description = "HTML page: `sync_conflict`, the policy changed since the confirmation"),
+        (status = 422, description = "HTML page: `idempotency_key_reused`")))]
+#[tracing::instrument(level = "debug", skip_all)]
+pub async fn rollback(
+    State(ctx): State<SharedContext>,
+    headers: HeaderMap,
+    Path((policy_id, version)): Path<(String, i64)>,
+    body: Bytes,
+) -> Response {
+    let (principal, fields) = match form_person(&ctx, &headers, &body).await {
+        Ok(found) => found,
+        Err(response) => return response,
+    };
+    let result = run_rollback(&ctx, &principal, &policy_id, version, &fields).await;
+    answer(&ctx, &principal, Section::Policies, result).await
+}
+
+async fn run_rollback(
+    ctx: &Context,
+    principal: &Principal,
+    policy_id: &str,
+    version: i64,
+    fields: &[(String, String)],
+) -> Result<Response, ApiError> {
+    let workspace_id = may_sync(principal)?;
+    let expected = field(fields, "expected_policy_hash")
+        .map(str::trim)
+        .filter(|h| !h.is_empty())
+        .ok_or_else(|| ApiError::invalid("expected_policy_hash", "is required"))?;
+    let key = sync::IdempotencyKey::parse(field(fields, "idempotency_key"))?;
+    let request_hash = sha256_hex(
+        json!({"console_rollback": policy_id, "version": version, "expected_policy_hash": expected})
+            .to_string()
+            .as_bytes(),
+    );
+    let replay = match &key {
+        Some(key) => sync::replayed(ctx, &workspace_id, key, &request_hash).await?,
+        None => None,
+    };
+    if replay.is_none() {
+        let req = api::RollbackRequest {
+            version,
+            dry_run: false,
+            expected_policy_hash: Some(expected.to_owned()),
+        };
+        let retry = key.map(|key| (key, request_hash));
+        sync::rollback(
+            ctx,
+            &workspace_id,
+            &principal.actor(),
+            policy_id,
+            req,
+            retry,
+        )
+        .await?;
+    }
+    Ok(see_other(format!(
+        "{}?done=rolled_back",
+        policy_href(&base(ctx), policy_id)
+    )))
+}
+
+// ---- the test bench -----------------------------------------------------------------------------
+
+#[derive(Template)]
+#[template(path = "policy_bench.html", config = "src/http/templates/askama.toml")]
+struct BenchPage {
+    shell: Shell,
+    policy_id: String,
+    href: String,
+    form: BenchForm,
+    status_options: Vec<(&'static str, bool)>,
+    risk_options: Vec<(&'static str, bool)>,
+    errors: Vec<String>,
+    decision: Option<BenchDecision>,
+}
+
+/// The bench's fields as written.
+struct BenchForm {
+    agent_id: String,
+    status: String,
+    risk_tier: String,
+    metadata: String,
+    labels: String,
+    action: String,
+    context: String,
+    email: String,
+    /// `current` or `draft`.
+    against: String,
+    draft: String,
+}
+
+impl Default for BenchForm {
+    fn default() -> Self {
+        Self {
+            agent_id: "agt_bench".into(),
+            status: "active".into(),
+            risk_tier: "low".into(),
+            metadata: "{}".into(),
+            labels: "{}".into(),
+            action: String::new(),
+            context: "{}".into(),
+            email: String::new(),
+            against: "current".into(),
+            draft: String::new(),
+        }
+    }
+}
+
+impl BenchForm {
+    fn from_fields(fields: &[(String, String)]) -> Self {
+        let get = |name: &str| field(fields, name).unwrap_or("").to_owned();
+        Self {
+            agent_id: get("agent_id"),
+            status: get("status"),
+            risk_tier: get("risk_tier"),
+            metadata: get("metadata"),
+            labels: get("labels"),
+            action: get("action"),
+            context: get("context"),
+            email: get("email"),
+            against: if field(fields, "against") == Some("draft") {
+                "draft".into()
+            } else {
+                "current".into()
+            },
+            draft: get("draft"),
+        }
+    }
+
+    /// The request, or every field that does not read.
+    fn request(&self) -> Result<bench::BenchRequest, Vec<String>> {
+        let mut errors = Vec::new();
+        let mut json_field = |name: &str, text: &str| -> Value {
+            let text = text.trim();
+            if text.is_empty() {
+                return Value::Null;
+            }
+            if text.len() > MAX_BENCH_FIELD {
+                errors.push(format!("`{name}` is over {} KiB", MAX_BENCH_FIELD / 1024));
+                return Value::Null;
+            }
+            serde_json::from_str(text).unwrap_or_else(|e| {
+                errors.push(format!("`{name}` is not JSON: {e}"));
+                Value::Null
+            })
+        };
+        let metadata = json_field("agent.metadata", &self.metadata);
+        let labels = json_field("agent.labels", &self.labels);
+        let context = json_field("context", &self.context);
+        let email = json_field("email", &self.email);
+        if self.agent_id.chars().count() > 200 || self.action.chars().count() > 200 {
+            errors.push("`agent.id` and `action` are at most 200 characters".into());
+        }
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        let agent_id = match self.agent_id.trim() {
+            "" => "agt_bench".to_owned(),
+            id => id.to_owned(),
+        };
+        Ok(bench::BenchRequest {
+            agent_id,
+            status: self.status.trim().to_owned(),
+            risk_tier: self.risk_tier.trim().to_owned(),
+            metadata,
+            labels,
+            action: self.action.trim().to_owned(),
+            context,
+            email: Some(email).filter(|e| !e.is_null()),
+        })
+    }
+}
+
+struct BenchDecision {
+    against: String,
+    policy_hash: String,
+    outcome: &'static str,
+    reason_codes: Vec<String>,
+    reasons: Vec<String>,
+    determining: Vec<String>,
+}
+
+fn bench_page(
+    shell: Shell,
+    policy_id: &str,
+    form: BenchForm,
+    errors: Vec<String>,
+    decision: Option<BenchDecision>,
+) -> BenchPage {
+    let options =
+        |values: &[&'static str], chosen: &str| values.iter().map(|v| (*v, *v == chosen)).collect();
+    BenchPage {
+        href: policy_href(&shell.base, policy_id),
+        policy_id: policy_id.to_owned(),
+        status_options: options(&bench::STATUSES, &form.status),
+        risk_options: options(&bench::RISK_TIERS, &form.risk_tier),
+        form,
+        errors,
+        decision,
+        shell,
+    }
+}
+
+/// The test bench: a hand-written request (the agent's id, status, risk tier, metadata and
+/// labels, the action, the context and an optional email) to evaluate against the current policy
+/// or a draft. Every role that reads policies.
+#[utoipa::path(get, path = "/dashboard/policies/{policy_id}/test", tag = "dashboard",
+    params(("policy_id" = String, Path)),
+    responses((status = 200, description = "HTML form"), (status = 303, description = "not logged in: to /login"),
+        (status = 403, description = "HTML page: the role may not read policies"), (status = 404, description = "HTML page: `unknown_policy`")))]
+#[tracing::instrument(level = "debug", skip_all)]
+pub async fn bench_form(
+    State(ctx): State<SharedContext>,
+    headers: HeaderMap,
+    Path(policy_id): Path<String>,
+) -> Response {
+    let principal = match person(&ctx, &Method::GET, &headers).await {
+        Ok(p) => p,
+        Err(response) => return response,
+    };
+    let result = async {
+        let workspace_id = readable(&principal)?;
+        let policy = sync::policy_detail(&ctx, &workspace_id, &policy_id, None).await?;
+        let shell = shell(&ctx, &principal, Section::Policies).await?;
+        let form = BenchForm {
+            draft: yaml_of(&policy.spec),
+            ..BenchForm::default()
+        };
+        Ok(render(&bench_page(
+            shell,
+            &policy.policy_id,
+            form,
+            Vec::new(),
+            None,
+        )))
+    }
+    .await;
+    answer(&ctx, &principal, Section::Policies, result).await
+}
+
+/// Evaluates the bench's request (a form: `csrf` and the fields) against the current policy or
+/// the draft in the form, and shows the decision, its reason codes and reasons and the
+/// determining policies. Evaluation only: nothing is recorded.
+#[utoipa::path(post, path = "/dashboard/policies/{policy_id}/test", tag = "dashboard",
+    params(("policy_id" = String, Path)),
+    request_body(content = String, content_type = "application/x-www-form-urlencoded",
+        description = "`csrf`, `agent_id`, `status`, `risk_tier`, `metadata`, `labels` (JSON objects), `action`, `context` (JSON object), `email` (optional JSON), `against` (`current` or `draft`) and `draft` (YAML or JSON)"),
+    responses((status = 200, description = "HTML page with the decision"), (status = 303, description = "not logged in: to /login"),
+        (status = 400, description = "HTML page: a field of the request does not read"),
+        (status = 403, description = "HTML page: `csrf_failed`, or the role may not read policies"),
+        (status = 404, description = "HTML page: `unknown_policy`"), (status = 422, description = "HTML page: the draft's errors")))]
+#[tracing::instrument(level = "debug", skip_all)]
+pub async fn bench_run(
+    State(ctx): State<SharedContext>,
+    headers: HeaderMap,
+    Path(policy_id): Path<String>,
+    body: Bytes,
+) -> Response {
+    let (principal, fields) = match form_person(&ctx, &headers, &body).await {
+        Ok(found) => found,
+        Err(response) => return response,
+    };
+    let form = BenchForm::from_fields(&fields);
+    let result = evaluate_bench(&ctx, &principal, &policy_id, form).await;
+    answer(&ctx, &principal, Section::Policies, result).await
+}
+
+fn with_status(mut response: Response, status: StatusCode) -> Response {
+    if response.status().is_success() {
+        *response.status_mut() = status;
+    }
+    response
+}
+
+async fn evaluate_bench(
+    ctx: &Context,
+    principal: &Principal,
+    policy_id: &str,
+    form: BenchForm,
+) -> Result<Response, ApiError> {
+    let workspace_id = readable(principal)?;
+    // Answers 404 for a policy the workspace does not have.
+    sync::policy_detail(ctx, &workspace_id, policy_id, None).await?;
+    let shell = shell(ctx, principal, Section::Policies).await?;
+    let request = match form.request() {
+        Ok(request) => request,
+        Err(errors) => {
+            let page = bench_page(shell, policy_id, form, errors, None);
+            return Ok(with_status(render(&page), StatusCode::BAD_REQUEST));
+        }
+    };
+    let compiled = if form.against == "draft" {
+        let draft = spec_value(&form.draft).and_then(|value| {
+            from_value(&value).map_err(|errors| errors.iter().map(spec_error_text).collect())
+        });
+        let spec = match draft {
+            Ok(spec) => spec,
+            Err(errors) => {
+                let page = bench_page(shell, policy_id, form, errors, None);
+                return Ok(with_status(render(&page), StatusCode::UNPROCESSABLE_ENTITY));
+            }
+        };
+        match sync::compile_in_background(spec).await? {
+            Ok(compiled) => std::sync::Arc::new(compiled),
+            Err(errors) => {
+                let errors = errors.iter().map(spec_error_text).collect();
+                let page = bench_page(shell, policy_id, form, errors, None);
+                return Ok(with_status(render(&page), StatusCode::UNPROCESSABLE_ENTITY));
+            }
+        }
+    } else {
+        let view = ctx.caches.view(&*ctx.store, &workspace_id).await?;
+        let loaded = ctx
+            .caches
+            .policy(&*ctx.store, &view, policy_id)
+            .await?
+            .ok_or_else(|| ApiError::from(crate::policy::check::unknown_policy()))?;
+        return Ok(bench_decide(
+            shell,
+            policy_id,
+            form,
+            &request,
+            &loaded.compiled,
+        ));
+    };
+    Ok(bench_decide(shell, policy_id, form, &request, &compiled))
+}
+
+fn bench_decide(
+    shell: Shell,
+    policy_id: &str,
+    form: BenchForm,
+    request: &bench::BenchRequest,
+    policy: &crate::policy::CompiledPolicy,
+) -> Response {
+    match bench::run(policy, request) {
+        Ok(decision) => {
+            let decision = decided(&form.against, &policy.hash, decision);
+            render(&bench_page(
+                shell,
+                policy_id,
+                form,
+                Vec::new(),
+                Some(decision),
+            ))
+        }
+        Err(why) => with_status(
+            render(&bench_page(shell, policy_id, form, vec![why], None)),
+            StatusCode::BAD_REQUEST,
+        ),
+    }
+}
+
+fn decided(against: &str, hash: &str, d: Decision) -> BenchDecision {
+    BenchDecision {
+        against: against.to_owned(),
+        policy_hash: hash.to_owned(),
+        outcome: d.outcome.as_str(),
+        reason_codes: d.reason_codes,
+        reasons: d.reasons,
+        determining: d.determining_policies,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_diff_view_lists_changes_and_marks_lines() {
+        let summary = json!({"blocks": {"added": ["a"], "removed": [], "changed": ["b", "c"]},
+            "groups": {"added": [], "removed": ["g"], "changed": []}});
+        let view = diff_view(
+            true,
+            &summary,
+            "--- current\n+++ desired\n@@ -1 +1 @@\n-x\n+y\n z\n",
+        );
+        let rows: Vec<_> = view
+            .rows
+            .iter()
+            .map(|r| (r.kind, r.change, r.names.as_str()))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("blocks", "added", "a"),
+                ("blocks", "changed", "b, c"),
+                ("groups", "removed", "g")
+            ]
+        );
+        let classes: Vec<_> = view.lines.iter().map(|l| l.class).collect();
+        assert_eq!(classes, ["", "", "hunk", "del", "add", ""]);
+    }
+
+    #[test]
+    fn spec_text_is_read_strictly_as_json_or_yaml() {
+        assert!(spec_value("{\"agent_groups\": []}").is_ok());
+        assert!(spec_value("agent_groups: []\n").is_ok());
+        let errors = spec_value("agent_groups: []\nagent_groups: []\n").unwrap_err();
+        assert!(errors[0].starts_with("line 2"), "{errors:?}");
+        assert!(spec_value("  ").is_err());
+    }
+
+    #[test]
+    fn bench_fields_that_are_not_json_are_named() {
+        let form = BenchForm {
+            context: "{nope".into(),
+            action: "read".into(),
+            ..BenchForm::default()
+        };
+        let errors = form.request().unwrap_err();
+        assert!(errors[0].contains("`context` is not JSON"), "{errors:?}");
+        let form = BenchForm {
+            action: "read".into(),
+            agent_id: String::new(),
+            ..BenchForm::default()
+        };
+        let request = form.request().unwrap();
+        assert_eq!(request.agent_id, "agt_bench");
+        assert!(request.email.is_none());
+    }
+}
