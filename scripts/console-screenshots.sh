@@ -19,5 +19,7 @@ for name in payments-bot support-bot reporting; do
 done
 agent=$(curl -sf "$url/v1/agents" -H "X-Service-Api-Key: $key" |
     python3 -c 'import json, sys; print(json.load(sys.stdin)["items"][0]["agent_id"])')
-python3 scripts/console_screenshots.py "$url" "$dir/acp.db" docs/console "$ws" "agent=/dashboard/agents/$agent"
+python3 scripts/console_screenshots.py "$url" "$dir/acp.db" docs/console "$ws" "agent=/dashboard/agents/$agent" \
+    policies=/dashboard/policies policy=/dashboard/policies/pol_default policy-dry-run=/dashboard/policies/pol_default/dry-run \
+    policy-bench=/dashboard/policies/pol_default/test
 echo "console screenshots: $(ls docs/console | wc -l) written to docs/console/"
