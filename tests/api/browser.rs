@@ -371,3 +371,41 @@ async fn status_of(app: &TestApp, agent_id: &str) -> String {
     let (_, got) = status_json(app.get(&format!("/v1/agents/{agent_id}")).await).await;
     got["agent"]["status"].as_str().unwrap_or("").to_owned()
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_dry_runs_and_applies_a_pasted_spec() {
+    let app = TestApp::spawn(Engine::Sqlite).await;
+    app.grant(&app.workspace_id, "admin@example.com", "admin")
+        .await;
+    let admin = app.login("admin@example.com").await;
+
+    let browser = Browser::start().await;
+    browser.log_in_as(&app, &admin).await;
+    browser
+        .open(&app.url("/dashboard/policies/pol_default/dry-run"))
+        .await;
+    // Paste a spec over the current one.
+    let spec = "global_guardrails:\n  actions:\n    allow: [deploy]\n";
+    browser
+        .execute(
+            "document.querySelector('#spec').value = arguments[0];",
+            json!([spec]),
+        )
+        .await;
+    browser.click("#run-dry-run").await;
+    let desired = browser.text("#desired-hash").await;
+    assert!(desired.starts_with("sha256:"), "{desired}");
+    // Nothing is applied by the dry run.
+    let (_, before) = status_json(app.get("/v1/policies/pol_default").await).await;
+    assert_ne!(before["policy_hash"].as_str(), Some(desired.as_str()));
+    browser.click("#apply").await;
+    browser.wait_text("#policy-version", "1").await;
+    assert!(browser.exists("#done").await);
+    browser.quit().await;
+
+    let (_, after) = status_json(app.get("/v1/policies/pol_default").await).await;
+    assert_eq!(after["policy_hash"].as_str(), Some(desired.as_str()), "{after}");
+    let applied = audit_events(&app, "event_type=policy.applied").await;
+    assert!(applied[0]["actor"].as_str().unwrap().starts_with("user:"));
+    app.stop().await;
+}
