@@ -37,7 +37,7 @@ use super::pages::{error_page, login_url, render};
 use super::session::authenticate_user;
 
 /// Rows of a list page unless `limit` says otherwise.
-const PAGE_ROWS: i64 = 25;
+pub(super) const PAGE_ROWS: i64 = 25;
 /// Heartbeats and audit events on an agent's page, and denials on the overview.
 const RECENT_ROWS: i64 = 10;
 /// Pending approvals counted on the overview; more are shown as "100+".
@@ -46,41 +46,43 @@ const PENDING_COUNTED: i64 = 100;
 /// What every console page shows around its content.
 pub struct Shell {
     /// The path prefix the server runs under ("" at the root).
-    base: String,
-    email: String,
-    csrf: String,
+    pub(super) base: String,
+    pub(super) email: String,
+    pub(super) csrf: String,
     /// The person's role in the selected workspace.
-    role: &'static str,
-    has_selection: bool,
-    workspaces: Vec<WorkspaceRow>,
-    nav: Vec<NavItem>,
+    pub(super) role: &'static str,
+    pub(super) has_selection: bool,
+    pub(super) workspaces: Vec<WorkspaceRow>,
+    pub(super) nav: Vec<NavItem>,
     /// Whether the role may suspend, resume, revoke and approve agents (the server checks
     /// again on every such request).
-    can_change_agents: bool,
+    pub(super) can_change_agents: bool,
 }
 
-struct WorkspaceRow {
-    id: String,
-    name: String,
-    role: &'static str,
-    selected: bool,
+pub(super) struct WorkspaceRow {
+    pub(super) id: String,
+    pub(super) name: String,
+    pub(super) role: &'static str,
+    pub(super) selected: bool,
 }
 
-struct NavItem {
-    href: String,
-    label: &'static str,
-    current: bool,
+pub(super) struct NavItem {
+    pub(super) href: String,
+    pub(super) label: &'static str,
+    pub(super) current: bool,
 }
 
 /// The sections of the navigation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Section {
+pub(super) enum Section {
     Overview,
     Agents,
+    Approvals,
+    Audit,
 }
 
 /// Each section, its label, path and what a role needs to read it (`None`: anyone logged in).
-const SECTIONS: [(Section, &str, &str, Option<Need>); 2] = [
+const SECTIONS: [(Section, &str, &str, Option<Need>); 4] = [
     (Section::Overview, "Overview", "/dashboard", None),
     (
         Section::Agents,
@@ -88,13 +90,29 @@ const SECTIONS: [(Section, &str, &str, Option<Need>); 2] = [
         "/dashboard/agents",
         Some(Need::AgentsRead),
     ),
+    (
+        Section::Approvals,
+        "Approvals",
+        "/dashboard/approvals",
+        Some(Need::ChallengesRead),
+    ),
+    (
+        Section::Audit,
+        "Audit",
+        "/dashboard/audit",
+        Some(Need::AuditRead),
+    ),
 ];
 
-fn base(ctx: &Context) -> String {
+pub(super) fn base(ctx: &Context) -> String {
     ctx.config.path_prefix.clone().unwrap_or_default()
 }
 
-async fn shell(ctx: &Context, principal: &Principal, current: Section) -> Result<Shell, ApiError> {
+pub(super) async fn shell(
+    ctx: &Context,
+    principal: &Principal,
+    current: Section,
+) -> Result<Shell, ApiError> {
     let memberships = ctx.store.memberships(&principal.user.id).await?;
     let active = principal.workspace_id.as_deref();
     let role = principal.membership().ok().map(|(_, role)| role);
@@ -131,14 +149,14 @@ async fn shell(ctx: &Context, principal: &Principal, current: Section) -> Result
     })
 }
 
-fn see_other(location: String) -> Response {
+pub(super) fn see_other(location: String) -> Response {
     (StatusCode::SEE_OTHER, [(header::LOCATION, location)]).into_response()
 }
 
 /// The person behind a console request, by session cookie (tokens and API keys open no
 /// pages), or the answer to send instead: the login page without a session, an error page
 /// for a refused request (a failed CSRF check).
-async fn person(
+pub(super) async fn person(
     ctx: &Context,
     method: &Method,
     headers: &HeaderMap,
@@ -154,7 +172,7 @@ async fn person(
 /// The person behind a form posted to the console and the form's fields. The form's `csrf`
 /// field counts as the `X-CSRF-Token` header, so the cookie request passes the same CSRF
 /// check as any other.
-async fn form_person(
+pub(super) async fn form_person(
     ctx: &Context,
     headers: &HeaderMap,
     body: &[u8],
@@ -170,7 +188,7 @@ async fn form_person(
     Ok((principal, fields))
 }
 
-fn field<'a>(fields: &'a [(String, String)], name: &str) -> Option<&'a str> {
+pub(super) fn field<'a>(fields: &'a [(String, String)], name: &str) -> Option<&'a str> {
     fields
         .iter()
         .find(|(k, _)| k == name)
@@ -189,7 +207,7 @@ struct ConsoleError<'a> {
 }
 
 /// The page's answer, or its error as a page inside the shell, with the error's status.
-async fn answer(
+pub(super) async fn answer(
     ctx: &Context,
     principal: &Principal,
     section: Section,
@@ -212,6 +230,14 @@ async fn answer(
     let (back_href, back_label) = match section {
         Section::Agents => (format!("{}/dashboard/agents", shell.base), "Back to agents"),
         Section::Overview => (format!("{}/dashboard", shell.base), "Back to the overview"),
+        Section::Approvals => (
+            format!("{}/dashboard/approvals", shell.base),
+            "Back to approvals",
+        ),
+        Section::Audit => (
+            format!("{}/dashboard/audit", shell.base),
+            "Back to the audit trail",
+        ),
     };
     let mut response = render(&ConsoleError {
         shell,
@@ -480,12 +506,12 @@ impl AgentFilters {
     }
 }
 
-struct SelectOption {
-    value: &'static str,
-    selected: bool,
+pub(super) struct SelectOption {
+    pub(super) value: &'static str,
+    pub(super) selected: bool,
 }
 
-fn options(values: &[&'static str], chosen: &str) -> Vec<SelectOption> {
+pub(super) fn options(values: &[&'static str], chosen: &str) -> Vec<SelectOption> {
     values
         .iter()
         .map(|value| SelectOption {

@@ -11,6 +11,8 @@ pub mod audit;
 pub mod auth;
 pub mod check;
 pub mod console;
+pub mod console_approvals;
+pub mod console_audit;
 pub mod credentials;
 pub mod email;
 pub mod extract;
@@ -257,6 +259,11 @@ fn routes() -> OpenApiRouter<SharedContext> {
             console::confirm_agent_action,
             console::agent_action
         )) // GET, POST /dashboard/agents/{agent_id}/{action}
+        .routes(routes!(console_approvals::approvals_page)) // GET /dashboard/approvals
+        .routes(routes!(console_approvals::decide)) // POST /dashboard/approvals/{challenge_id}
+        .routes(routes!(console_audit::audit_page)) // GET /dashboard/audit
+        .routes(routes!(console_audit::export)) // GET /dashboard/audit/export
+        .routes(routes!(console_audit::event_page)) // GET /dashboard/audit/{event_id}
         .routes(routes!(site::home)) // GET /
         .routes(routes!(site::summary)) // GET /v1/status/summary
         .routes(routes!(site::run_checks)) // POST /v1/status/checks/run
