@@ -1,8 +1,9 @@
-//! What the console's overview reads of the audit trail: decisions by outcome over the last
-//! hour and day, the recent denials, and an agent's recent events.
+//! What the console reads of the audit trail: decisions by outcome over the last hour and day,
+//! the recent denials, an agent's recent events, and one event by id.
 
 use crate::api;
 use crate::context::Context;
+use crate::domain::ids;
 use crate::store::{AuditQuery, StoreError};
 
 use super::to_wire;
@@ -111,6 +112,39 @@ pub async fn recent_for_agent(
         },
     )
     .await
+}
+
+/// How far from the time in its id an event's `created_at` is looked for: ids are UUIDv7 made
+/// as the event is, so the two are milliseconds apart; the bound lets the read use the
+/// (workspace, time) index rather than scan the workspace's trail.
+const EVENT_TIME_SLACK_MS: i64 = HOUR_MS;
+
+/// One event of the workspace by its id (`evt_` and a UUIDv7), if there is one.
+pub async fn event(
+    ctx: &Context,
+    workspace_id: &str,
+    event_id: &str,
+) -> Result<Option<api::AuditEvent>, StoreError> {
+    if !ids::has_shape(event_id, ids::EVENT) {
+        return Ok(None);
+    }
+    // The UUIDv7's first 48 bits: milliseconds since the epoch.
+    let made_at = event_id
+        .get(ids::EVENT.len() + 1..ids::EVENT.len() + 13)
+        .and_then(|hex| i64::from_str_radix(hex, 16).ok());
+    let rows = recent(
+        ctx,
+        AuditQuery {
+            workspace_id: workspace_id.to_owned(),
+            event_id: Some(event_id.to_owned()),
+            start_ms: made_at.map(|t| t - EVENT_TIME_SLACK_MS),
+            end_ms: made_at.map(|t| t + EVENT_TIME_SLACK_MS),
+            limit: 1,
+            ..AuditQuery::default()
+        },
+    )
+    .await?;
+    Ok(rows.into_iter().next())
 }
 
 async fn recent(ctx: &Context, query: AuditQuery) -> Result<Vec<api::AuditEvent>, StoreError> {

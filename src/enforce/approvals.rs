@@ -88,7 +88,7 @@ pub async fn decide(
             return Err(crate::identity::accounts::not_a_member().into());
         }
     }
-    record_decision(ctx, challenge, status, decision, &actor).await
+    record_decision(ctx, challenge, status, decision, None, &actor).await
 }
 
 /// `approve` or `deny`.
@@ -104,18 +104,30 @@ fn parse_decision(decision: &str) -> EnforceResult<ChallengeStatus> {
     }
 }
 
-/// Records the decision of an approver acting by role (`POST /v1/policy-challenges/{id}/decide`)
-/// on a challenge of `workspace_id`.
+/// At most this many characters of an approver's reason are kept.
+const MAX_REASON_CHARS: usize = 500;
+
+/// Records the decision of an approver acting by role (`POST /v1/policy-challenges/{id}/decide`,
+/// and the console's approvals page) on a challenge of `workspace_id`; `reason`, if given, is
+/// kept in the audit event's details.
 pub async fn decide_by_id(
     ctx: &Context,
     workspace_id: &str,
     id: &str,
     decision: &str,
+    reason: Option<&str>,
     actor: &Actor,
 ) -> EnforceResult<api::PolicyChallengeInfo> {
     let status = parse_decision(decision)?;
+    let reason = reason.map(str::trim).filter(|r| !r.is_empty());
+    if reason.is_some_and(|r| r.chars().count() > MAX_REASON_CHARS) {
+        return Err(EnforceError::invalid(
+            "reason",
+            "must be at most 500 characters",
+        ));
+    }
     let challenge = in_workspace(ctx, workspace_id, id).await?;
-    record_decision(ctx, challenge, status, decision, actor).await
+    record_decision(ctx, challenge, status, decision, reason, actor).await
 }
 
 /// Records a decision on a challenge the caller may decide; the audit event names `actor`.
@@ -124,6 +136,7 @@ async fn record_decision(
     challenge: PolicyChallenge,
     status: ChallengeStatus,
     decision: &str,
+    reason: Option<&str>,
     actor: &Actor,
 ) -> EnforceResult<api::PolicyChallengeInfo> {
     let by = actor.label();
@@ -144,13 +157,17 @@ async fn record_decision(
         }
         _ => return Err(decided()),
     }
+    let mut details = json!({ "challenge_id": challenge.id, "action": challenge.action });
+    if let Some(reason) = reason {
+        details["reason"] = json!(reason);
+    }
     let mut event = audit::state_change(
         &format!("approval.{}", status.as_str()),
         decision,
         Some(&challenge.workspace_id),
         Some(&challenge.agent_id),
         actor,
-        json!({ "challenge_id": challenge.id, "action": challenge.action }),
+        details,
     );
     event.policy_id = Some(challenge.policy_id.clone());
     event.trace_id = Some(challenge.trace_id.clone());
@@ -240,7 +257,32 @@ pub async fn list(
         .policy_challenges(&ChallengeQuery {
             workspace_id: workspace_id.to_owned(),
             status,
+            decided: false,
             agent_id: agent_id.filter(|a| !a.is_empty()).map(str::to_owned),
+            now,
+            after,
+            limit,
+        })
+        .await?;
+    Ok(rows.iter().map(|c| to_wire(c, now)).collect())
+}
+
+/// The workspace's decided challenges (approved or denied), newest first: `limit` rows after
+/// `after` (the console's history).
+pub async fn history(
+    ctx: &Context,
+    workspace_id: &str,
+    after: Option<Cursor>,
+    limit: i64,
+) -> EnforceResult<Vec<api::PolicyChallengeInfo>> {
+    let now = now_ms();
+    let rows = ctx
+        .store
+        .policy_challenges(&ChallengeQuery {
+            workspace_id: workspace_id.to_owned(),
+            status: None,
+            decided: true,
+            agent_id: None,
             now,
             after,
             limit,

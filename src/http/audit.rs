@@ -13,12 +13,12 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::Stream;
 
 use crate::api::{
-    AuditExportRequest, AuditExportResponse, AuditFilters, AuditListResponse, AuditPageParams,
-    AuditStreamParams, ErrorBody,
+    AuditEvent, AuditExportRequest, AuditExportResponse, AuditFilters, AuditListResponse,
+    AuditPageParams, AuditStreamParams, ErrorBody,
 };
 use crate::audit;
 use crate::audit::tail::Tail;
-use crate::context::SharedContext;
+use crate::context::{Context, SharedContext};
 use crate::error::{ApiError, ApiResult};
 use crate::store::{AuditQuery, Cursor};
 
@@ -51,7 +51,47 @@ fn query(
         oldest_first: false,
         event_type_prefix: None,
         secret_set_id: None,
+        event_id: None,
     })
+}
+
+/// One page of the workspace's events, newest first, and the next page's cursor: what
+/// `GET /v1/workspace/audit/events` answers and the console's audit page shows.
+pub(super) async fn list_events(
+    ctx: &Context,
+    workspace_id: String,
+    filters: AuditFilters,
+    page: AuditPageParams,
+) -> ApiResult<(Vec<AuditEvent>, Option<String>)> {
+    let limit = super::page_limit(page.limit, 50, 200)?;
+    let q = query(
+        workspace_id,
+        filters,
+        super::page_cursor(page.cursor.as_deref())?,
+        limit + 1,
+    )?;
+    let mut rows = ctx.store.audit_events(&q).await?;
+    let next_cursor = super::next_cursor(&mut rows, limit, |e| (e.created_at, e.id.clone()));
+    Ok((rows.into_iter().map(audit::to_wire).collect(), next_cursor))
+}
+
+/// The events an export holds (newest first, `limit` up to 10,000, default 1,000): what
+/// `POST /v1/workspace/audit/export` answers and the console's export links download.
+pub(super) async fn export_events(
+    ctx: &Context,
+    workspace_id: String,
+    filters: AuditFilters,
+    limit: Option<i64>,
+) -> ApiResult<Vec<AuditEvent>> {
+    let limit = super::page_limit(limit, 1000, 10_000)?;
+    let q = query(workspace_id, filters, None, limit)?;
+    Ok(ctx
+        .store
+        .audit_events(&q)
+        .await?
+        .into_iter()
+        .map(audit::to_wire)
+        .collect())
 }
 
 /// Audit events of the workspace, newest first, with filters and an opaque cursor.
@@ -65,18 +105,10 @@ pub async fn events(
     AppQuery(filters): AppQuery<AuditFilters>,
     AppQuery(page): AppQuery<AuditPageParams>,
 ) -> ApiResult<Json<AuditListResponse>> {
-    let limit = super::page_limit(page.limit, 50, 200)?;
-    let q = query(
-        op.workspace_id,
-        filters,
-        super::page_cursor(page.cursor.as_deref())?,
-        limit + 1,
-    )?;
-    let mut rows = ctx.store.audit_events(&q).await?;
-    let next_cursor = super::next_cursor(&mut rows, limit, |e| (e.created_at, e.id.clone()));
+    let (items, next_cursor) = list_events(&ctx, op.workspace_id, filters, page).await?;
     Ok(Json(AuditListResponse {
         ok: true,
-        items: rows.into_iter().map(audit::to_wire).collect(),
+        items,
         next_cursor,
     }))
 }
@@ -93,25 +125,18 @@ pub async fn export(
     op: Authorized<needs::AuditRead>,
     AppJson(req): AppJson<AuditExportRequest>,
 ) -> ApiResult<Response> {
-    let limit = super::page_limit(req.limit, 1000, 10_000)?;
     let csv = match req.format.as_deref() {
         None | Some("json") => false,
         Some("csv") => true,
         Some(_) => return Err(ApiError::invalid("format", "must be `json` or `csv`")),
     };
-    let q = query(
+    let items = export_events(
+        &ctx,
         op.workspace_id,
         req.filters.unwrap_or_default(),
-        None,
-        limit,
-    )?;
-    let items: Vec<_> = ctx
-        .store
-        .audit_events(&q)
-        .await?
-        .into_iter()
-        .map(audit::to_wire)
-        .collect();
+        req.limit,
+    )
+    .await?;
     Ok(if csv {
         (
             [

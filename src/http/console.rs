@@ -37,7 +37,7 @@ use super::pages::{error_page, login_url, render};
 use super::session::authenticate_user;
 
 /// Rows of a list page unless `limit` says otherwise.
-const PAGE_ROWS: i64 = 25;
+pub(super) const PAGE_ROWS: i64 = 25;
 /// Heartbeats and audit events on an agent's page, and denials on the overview.
 const RECENT_ROWS: i64 = 10;
 /// Pending approvals counted on the overview; more are shown as "100+".
@@ -81,10 +81,12 @@ pub(super) enum Section {
     Overview,
     Agents,
     Policies,
+    Approvals,
+    Audit,
 }
 
 /// Each section, its label, path and what a role needs to read it (`None`: anyone logged in).
-const SECTIONS: [(Section, &str, &str, Option<Need>); 3] = [
+const SECTIONS: [(Section, &str, &str, Option<Need>); 5] = [
     (Section::Overview, "Overview", "/dashboard", None),
     (
         Section::Agents,
@@ -97,6 +99,18 @@ const SECTIONS: [(Section, &str, &str, Option<Need>); 3] = [
         "Policies",
         "/dashboard/policies",
         Some(Need::PoliciesRead),
+    ),
+    (
+        Section::Approvals,
+        "Approvals",
+        "/dashboard/approvals",
+        Some(Need::ChallengesRead),
+    ),
+    (
+        Section::Audit,
+        "Audit",
+        "/dashboard/audit",
+        Some(Need::AuditRead),
     ),
 ];
 
@@ -232,6 +246,14 @@ pub(super) async fn answer(
             "Back to policies",
         ),
         Section::Overview => (format!("{}/dashboard", shell.base), "Back to the overview"),
+        Section::Approvals => (
+            format!("{}/dashboard/approvals", shell.base),
+            "Back to approvals",
+        ),
+        Section::Audit => (
+            format!("{}/dashboard/audit", shell.base),
+            "Back to the audit trail",
+        ),
     };
     let mut response = render(&ConsoleError {
         shell,
@@ -500,12 +522,12 @@ impl AgentFilters {
     }
 }
 
-struct SelectOption {
-    value: &'static str,
-    selected: bool,
+pub(super) struct SelectOption {
+    pub(super) value: &'static str,
+    pub(super) selected: bool,
 }
 
-fn options(values: &[&'static str], chosen: &str) -> Vec<SelectOption> {
+pub(super) fn options(values: &[&'static str], chosen: &str) -> Vec<SelectOption> {
     values
         .iter()
         .map(|value| SelectOption {

@@ -12,6 +12,8 @@ pub mod auth;
 pub mod check;
 pub mod console;
 pub mod console_policies;
+pub mod console_approvals;
+pub mod console_audit;
 pub mod credentials;
 pub mod email;
 pub mod extract;
@@ -274,6 +276,11 @@ fn routes() -> OpenApiRouter<SharedContext> {
             console_policies::bench_form,
             console_policies::bench_run
         )) // GET, POST /dashboard/policies/{policy_id}/test
+        .routes(routes!(console_approvals::approvals_page)) // GET /dashboard/approvals
+        .routes(routes!(console_approvals::decide)) // POST /dashboard/approvals/{challenge_id}
+        .routes(routes!(console_audit::audit_page)) // GET /dashboard/audit
+        .routes(routes!(console_audit::export)) // GET /dashboard/audit/export
+        .routes(routes!(console_audit::event_page)) // GET /dashboard/audit/{event_id}
         .routes(routes!(site::home)) // GET /
         .routes(routes!(site::summary)) // GET /v1/status/summary
         .routes(routes!(site::run_checks)) // POST /v1/status/checks/run

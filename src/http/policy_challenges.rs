@@ -86,6 +86,7 @@ pub async fn decide(
         &op.workspace_id,
         &challenge_id,
         &req.decision,
+        None,
         &op.actor(),
     )
     .await?;

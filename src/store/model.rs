@@ -167,6 +167,8 @@ pub struct AuditQuery {
     pub event_type_prefix: Option<String>,
     /// Only events whose details name this secret set (`GET /v1/vault/audit`).
     pub secret_set_id: Option<String>,
+    /// Only the event with this id (the console's page of one event).
+    pub event_id: Option<String>,
 }
 
 /// Which policy challenges to list (newest first).
@@ -175,6 +177,8 @@ pub struct ChallengeQuery {
     pub workspace_id: String,
     /// Effective status: `pending` and `expired` both read stored pending rows, split at `now`.
     pub status: Option<crate::domain::ChallengeStatus>,
+    /// Only decided challenges (approved or denied): the console's history.
+    pub decided: bool,
     pub agent_id: Option<String>,
     pub now: i64,
     pub after: Option<Cursor>,

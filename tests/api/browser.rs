@@ -1,8 +1,9 @@
 //! End-to-end in a real browser (headless Chromium driven by chromedriver over the WebDriver
 //! protocol): a person opens an approval link and clicks Approve, and the backend's re-check is
 //! allowed; an admin opens a claim link and claims an agent; in the console an admin suspends an
-//! agent through its confirmation, and a member sees no action and has a forged POST refused.
-//! Compiled when
+//! agent through its confirmation, and a member sees no action and has a forged POST refused;
+//! an approver approves a pending challenge from the approvals queue; a member sees the queue
+//! without buttons, and the audit page's live tail shows a new event. Compiled when
 //! `ACP_TEST_BROWSER` is set at build time (`.ci/run` installs Chromium and sets it).
 
 use std::time::Duration;
@@ -364,6 +365,102 @@ async fn a_member_sees_no_action_and_a_forged_post_is_refused() {
     browser.quit().await;
 
     assert_eq!(status_of(&app, &agent.id).await, "active");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approver_approves_a_pending_challenge_from_the_queue() {
+    let app = TestApp::spawn(Engine::Sqlite).await;
+    let agent = crate::approvals::setup(&app).await;
+    let request = json!({"agent_id": agent.id, "action": "refund", "context": {"amount": 400, "currency": "USD"}});
+    let (_, first) = status_json(app.post("/v1/check", &request).await).await;
+    assert_eq!(first["decision"], "challenge");
+    let id = first["challenge_id"].as_str().unwrap().to_owned();
+    app.grant(&app.workspace_id, "approver@example.com", "approver")
+        .await;
+    let approver = app.login("approver@example.com").await;
+
+    let browser = Browser::start().await;
+    browser.log_in_as(&app, &approver).await;
+    browser.open(&app.url("/dashboard")).await;
+    browser.click("a[href$=\"/dashboard/approvals\"]").await;
+    assert_eq!(browser.text("#role").await, "approver");
+    assert_eq!(
+        browser
+            .text(&format!("#challenge-{id} dd[data-field=amount]"))
+            .await,
+        "400"
+    );
+    browser
+        .type_into(&format!("#reason-{id}"), "refund agreed on the phone")
+        .await;
+    browser.click(&format!("#approve-{id}")).await;
+    browser
+        .wait_text(
+            "#done",
+            "Approved: the agent's next check of this request is allowed once.",
+        )
+        .await;
+    assert!(!browser.exists(&format!("#challenge-{id}")).await);
+    assert_eq!(browser.text("#decided .badge").await, "approved");
+    browser.quit().await;
+
+    let events = audit_events(&app, "event_type=approval.approved").await;
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["details"]["reason"], "refund agreed on the phone");
+    assert!(events[0]["actor"].as_str().unwrap().starts_with("user:"));
+    let (_, again) = status_json(app.post("/v1/check", &request).await).await;
+    assert_eq!(again["decision"], "allow");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_reads_the_queue_without_buttons_and_the_audit_tail_is_live() {
+    let app = TestApp::spawn(Engine::Sqlite).await;
+    let agent = crate::approvals::setup(&app).await;
+    let request = json!({"agent_id": agent.id, "action": "refund", "context": {"amount": 400, "currency": "USD"}});
+    let (_, first) = status_json(app.post("/v1/check", &request).await).await;
+    let id = first["challenge_id"].as_str().unwrap().to_owned();
+    app.grant(&app.workspace_id, "member@example.com", "member")
+        .await;
+    let member = app.login("member@example.com").await;
+
+    let browser = Browser::start().await;
+    browser.log_in_as(&app, &member).await;
+    browser.open(&app.url("/dashboard/approvals")).await;
+    assert_eq!(browser.text("#role").await, "member");
+    assert_eq!(
+        browser.text(&format!("#title-{id} code")).await,
+        "refund",
+        "the member reads the queue"
+    );
+    assert!(browser.exists("#read-only").await);
+    assert!(!browser.exists("#queue form").await, "no form");
+    assert!(!browser.exists("#queue button").await, "no button");
+
+    // The audit page: a new event appears on top without a reload (the stream, by cookie).
+    browser.open(&app.url("/dashboard/audit")).await;
+    browser
+        .wait_text("#live", "Live: new events appear at the top.")
+        .await;
+    assert!(!browser.exists("#event-rows tr.fresh").await);
+    let worker = app.active_agent("late-bot").await;
+    browser
+        .wait_text(
+            &format!(
+                "#event-rows tr.fresh a[href$=\"/dashboard/agents/{}\"] code",
+                worker.id
+            ),
+            &worker.id,
+        )
+        .await;
+    browser.quit().await;
+    assert_eq!(
+        status_json(app.get(&format!("/v1/policy-challenges/{id}")).await)
+            .await
+            .1["challenge"]["status"],
+        "pending"
+    );
     app.stop().await;
 }
 

@@ -881,6 +881,165 @@ both_engines! {
         let (s, _) = page(&owner, "/dashboard/policies/pol_nope").await;
         assert_eq!(s, 404);
         let res = app.client.get(app.url("/dashboard/policies")).send().await.unwrap();
+// ---- approvals and the audit trail in the console -------------------------------------------
+
+/// An agent named `name` whose refunds over 100 USD wait for a human (up to 1000).
+async fn refunds_agent(app: &TestApp, name: &str) -> TestAgent {
+    let agent = app.active_agent(name).await;
+    app.apply_policy(json!({
+        "reusable_policy_blocks": {"refunds": {"amount": {"limits": {"USD": {"allow_up_to": 100, "challenge_up_to": 1000}}}}},
+        "agent_groups": [{"name": "finance", "members": [agent.id]}],
+        "bindings": [{"group": "finance", "blocks": ["refunds"]}]
+    }))
+    .await;
+    agent
+}
+
+/// Checks a refund of `amount` USD and answers the decision.
+async fn refund_check(app: &TestApp, agent: &TestAgent, amount: i64) -> Value {
+    let body = json!({"agent_id": agent.id, "action": "refund", "context": {"currency": "USD", "amount": amount}});
+    let (s, out) = status_json(app.post("/v1/check", &body).await).await;
+    assert_eq!(s, 200, "{out}");
+    out
+}
+
+async fn challenge_status(app: &TestApp, id: &str) -> String {
+    let (s, got) = status_json(app.get(&format!("/v1/policy-challenges/{id}")).await).await;
+    assert_eq!(s, 200, "{got}");
+    got["challenge"]["status"].as_str().unwrap().to_owned()
+}
+
+async fn user_actor(browser: &Browser) -> String {
+    let me: Value = browser.get("/auth/me").await.json().await.unwrap();
+    format!("user:{}", me["user"]["user_id"].as_str().unwrap())
+}
+
+/// The `href` of the link with this id in the page, unescaped.
+fn link_of(html: &str, id: &str) -> String {
+    html.split(&format!("id=\"{id}\""))
+        .next()
+        .unwrap()
+        .rsplit("href=\"")
+        .next()
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap()
+        .replace("&#38;", "&")
+}
+
+both_engines! {
+    async fn approvals_queue_decides_for_approvers_and_reads_for_members(app) {
+        let agent = refunds_agent(&app, HOSTILE).await;
+        let mut ids = Vec::new();
+        for amount in [500, 600, 700] {
+            let asked = refund_check(&app, &agent, amount).await;
+            assert_eq!(asked["decision"], "challenge", "{asked}");
+            ids.push(asked["challenge_id"].as_str().unwrap().to_owned());
+        }
+        let (first, second, third) = (&ids[0], &ids[1], &ids[2]);
+
+        for role in ["owner", "admin", "approver", "member"] {
+            let email = format!("{role}@example.com");
+            app.grant(&app.workspace_id, &email, role).await;
+            let person = app.login(&email).await;
+            let (s, html) = page(&person, "/dashboard").await;
+            assert_eq!(s, 200);
+            assert!(html.contains("href=\"/dashboard/approvals\">Approvals</a>") && html.contains("href=\"/dashboard/audit\">Audit</a>"), "{role}: both sections in the navigation");
+
+            let (s, html) = page(&person, "/dashboard/approvals").await;
+            assert_eq!(s, 200, "{role}: {html}");
+            assert!(html.contains("aria-current=\"page\">Approvals</a>"));
+            for id in &ids {
+                assert!(html.contains(&format!("id=\"challenge-{id}\"")), "{role}: {id} is in the queue");
+            }
+            assert!(html.contains("<code class=\"action\">refund</code>"));
+            assert!(html.contains("data-field=\"amount\">500<") && html.contains("data-field=\"currency\">USD<"), "the values the rule read: {html}");
+            assert!(html.contains(" min <span class=\"muted\">(until "), "time left: {html}");
+            assert!(html.contains("&#60;script&#62;alert(1)&#60;/script&#62;&#34;&#38;&#39;"), "{html}");
+            assert!(!html.contains("<script>alert(1)"), "{role}: the agent's name is escaped");
+            let decides = role != "member";
+            assert_eq!(html.contains(&format!("id=\"approve-{first}\"")), decides, "{role}: buttons only for those who decide");
+            assert_eq!(html.contains("id=\"read-only\""), !decides, "{role}");
+            if decides {
+                assert!(html.contains(&format!("action=\"/dashboard/approvals/{first}\"")) && html.contains(&format!("name=\"csrf\" value=\"{}\"", person.csrf)));
+            }
+            assert!(html.contains("id=\"history-empty\""), "nothing decided yet");
+        }
+
+        // A member's POST is refused by the server, with the right token.
+        let member = app.login("member@example.com").await;
+        let decide = format!("/dashboard/approvals/{first}");
+        let res = post_form(&member, &decide, &[("csrf", &member.csrf), ("decision", "approve")]).await;
+        assert_eq!(res.status(), 403);
+        assert!(res.text().await.unwrap().contains("data-code=\"insufficient_role\""));
+        assert_eq!(challenge_status(&app, first).await, "pending");
+
+        // CSRF: no token, a wrong one, another site.
+        let approver = app.login("approver@example.com").await;
+        let res = post_form(&approver, &decide, &[("decision", "approve")]).await;
+        assert_eq!(res.status(), 403);
+        assert!(res.text().await.unwrap().contains("data-code=\"csrf_failed\""));
+        assert_eq!(post_form(&approver, &decide, &[("csrf", "forged"), ("decision", "approve")]).await.status(), 403);
+        let cross = app.client.post(app.url(&decide)).header("Cookie", &approver.cookie)
+            .header("Content-Type", "application/x-www-form-urlencoded").header("Origin", "https://evil.example")
+            .body(format!("csrf={}&decision=approve", approver.csrf)).send().await.unwrap();
+        assert_eq!(cross.status(), 403);
+        assert_eq!(challenge_status(&app, first).await, "pending");
+
+        // The approver approves with a reason, the admin denies without one: audited as them.
+        let res = post_form(&approver, &decide, &[("csrf", &approver.csrf), ("decision", "approve"), ("reason", "known <customer>")]).await;
+        assert_eq!((res.status().as_u16(), res.headers()["location"].to_str().unwrap()), (303, "/dashboard/approvals?done=approve"));
+        assert_eq!(challenge_status(&app, first).await, "approved");
+        let events = audit_events(&app, "event_type=approval.approved").await;
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0]["actor"], user_actor(&approver).await.as_str());
+        assert_eq!((events[0]["details"]["challenge_id"].as_str(), events[0]["details"]["reason"].as_str()), (Some(first.as_str()), Some("known <customer>")));
+        let again = refund_check(&app, &agent, 500).await;
+        assert_eq!(again["decision"], "allow", "the approval counts for the agent's re-check: {again}");
+
+        let admin = app.login("admin@example.com").await;
+        let res = post_form(&admin, &format!("/dashboard/approvals/{second}"), &[("csrf", &admin.csrf), ("decision", "deny"), ("reason", "  ")]).await;
+        assert_eq!(res.status(), 303);
+        assert_eq!(challenge_status(&app, second).await, "denied");
+        let events = audit_events(&app, "event_type=approval.denied").await;
+        assert_eq!(events[0]["actor"], user_actor(&admin).await.as_str());
+        assert!(events[0]["details"].get("reason").is_none(), "a blank reason is none: {}", events[0]);
+
+        let (s, html) = page(&approver, "/dashboard/approvals?done=approve").await;
+        assert_eq!(s, 200);
+        assert!(html.contains("id=\"done\" role=\"status\">Approved"));
+        assert!(html.contains(&format!("id=\"challenge-{third}\"")) && !html.contains(&format!("id=\"challenge-{first}\"")), "decided ones leave the queue");
+        assert!(html.contains("<span class=\"badge approved\">approved</span>") && html.contains("<span class=\"badge denied\">denied</span>"));
+
+        // Refusals: decided already, a bad decision, a long reason, an unknown challenge.
+        let res = post_form(&approver, &decide, &[("csrf", &approver.csrf), ("decision", "deny")]).await;
+        assert_eq!(res.status(), 409);
+        assert!(res.text().await.unwrap().contains("data-code=\"challenge_already_decided\""));
+        let third_decide = format!("/dashboard/approvals/{third}");
+        let res = post_form(&approver, &third_decide, &[("csrf", &approver.csrf), ("decision", "maybe")]).await;
+        assert_eq!(res.status(), 400);
+        assert!(res.text().await.unwrap().contains("data-code=\"invalid_decision\""));
+        let long = "x".repeat(501);
+        let res = post_form(&approver, &third_decide, &[("csrf", &approver.csrf), ("decision", "deny"), ("reason", &long)]).await;
+        assert_eq!(res.status(), 400);
+        assert_eq!(challenge_status(&app, third).await, "pending");
+        let res = post_form(&approver, "/dashboard/approvals/pch_nope", &[("csrf", &approver.csrf), ("decision", "deny")]).await;
+        assert_eq!(res.status(), 404);
+
+        // The history, by pages.
+        let (_, first_page) = page(&approver, "/dashboard/approvals?limit=1").await;
+        assert!(first_page.contains("badge denied") && !first_page.contains("badge approved"), "newest first: {first_page}");
+        let next = link_of(&first_page, "next-page");
+        let (s, second_page) = page(&approver, &next).await;
+        assert_eq!(s, 200, "{next}");
+        assert!(second_page.contains("badge approved") && !second_page.contains("badge denied"));
+        assert!(!second_page.contains("id=\"next-page\"") && second_page.contains("id=\"first-page\""));
+        let (s, html) = page(&approver, "/dashboard/approvals?cursor=nope").await;
+        assert_eq!(s, 400);
+        assert!(html.contains("data-code=\"invalid_cursor\""));
+
+        let res = app.client.get(app.url("/dashboard/approvals")).send().await.unwrap();
         assert_eq!((res.status().as_u16(), res.headers()["location"].to_str().unwrap()), (303, "/login"));
     }
 }
@@ -1011,5 +1170,116 @@ both_engines! {
         let res = post_form(&member, "/dashboard/policies/pol_default/test", &[("action", "read")]).await;
         assert_eq!(res.status(), 403, "the bench's form needs the token too");
         assert_eq!(audit_events(&app, "limit=200").await.len(), before, "the bench records nothing");
+    async fn the_audit_trail_searches_pages_shows_one_event_and_exports(app) {
+        let agent = refunds_agent(&app, "fin").await;
+        let other = app.active_agent("other").await;
+        let mut traces = Vec::new();
+        for amount in [50, 2000, 500] {
+            traces.push(refund_check(&app, &agent, amount).await["trace_id"].as_str().unwrap().to_owned());
+        }
+        let (s, body) = status_json(app.post(&format!("/v1/agents/{}/suspend", other.id), &json!({"reason": HOSTILE})).await).await;
+        assert_eq!(s, 200, "{body}");
+        let suspended = audit_events(&app, "event_type=agent.suspended").await;
+        let suspended_id = suspended[0]["event_id"].as_str().unwrap().to_owned();
+
+        let shown = |html: &str, event: &Value| html.contains(&format!("href=\"/dashboard/audit/{}\"", event["event_id"].as_str().unwrap()));
+        for role in ["owner", "admin", "approver", "member"] {
+            let email = format!("{role}@example.com");
+            app.grant(&app.workspace_id, &email, role).await;
+            let person = app.login(&email).await;
+            let (s, html) = page(&person, "/dashboard/audit").await;
+            assert_eq!(s, 200, "{role}: {html}");
+            assert!(html.contains("aria-current=\"page\">Audit</a>"));
+            assert!(html.contains("data-stream=\"/v1/workspace/audit/stream?\""), "{role}: the live tail reads the stream");
+            assert!(html.contains("href=\"/dashboard/audit/export?format=csv\"") && html.contains("href=\"/dashboard/audit/export?format=json\""));
+            assert!(shown(&html, &suspended[0]), "{role}");
+            let (s, html) = page(&person, &format!("/dashboard/audit/{suspended_id}")).await;
+            assert_eq!(s, 200, "{role}: {html}");
+            assert!(html.contains(&format!("id=\"event-id\">{suspended_id}<")) && html.contains("id=\"event-type\">agent.suspended<"));
+            assert!(html.contains("&#60;script&#62;alert(1)&#60;/script&#62;"), "the reason in the details, escaped: {html}");
+            assert!(!html.contains("<script>alert(1)"), "{role}");
+        }
+        let owner = app.login("owner@example.com").await;
+
+        // Each filter shows what the API's same filter answers, and only that.
+        let all = audit_events(&app, "limit=200").await;
+        for (query, api_query) in [
+            ("decision=deny".to_owned(), "decision=deny".to_owned()),
+            (format!("agent_id={}", other.id), format!("agent_id={}", other.id)),
+            ("event_type=decision.check".to_owned(), "event_type=decision.check".to_owned()),
+            (format!("trace_id={}", traces[2]), format!("trace_id={}", traces[2])),
+            ("action=suspend".to_owned(), "action=suspend".to_owned()),
+            ("decision=challenge&event_type=decision.check".to_owned(), "decision=challenge&event_type=decision.check".to_owned()),
+        ] {
+            let want = audit_events(&app, &api_query).await;
+            assert!(!want.is_empty() && want.len() < all.len(), "{query}: a filter that narrows");
+            let (s, html) = page(&owner, &format!("/dashboard/audit?{query}&limit=200")).await;
+            assert_eq!(s, 200, "{query}: {html}");
+            for event in &all {
+                assert_eq!(shown(&html, event), want.contains(event), "{query}: {event}");
+            }
+        }
+        let (_, html) = page(&owner, "/dashboard/audit?from=2000-01-01T00:00&until=2000-01-02").await;
+        assert!(html.contains("No event matches this search.") && !html.contains("id=\"live\""), "a search with an end has no live tail");
+        let (_, html) = page(&owner, "/dashboard/audit?from=2000-01-01T00:00:00Z").await;
+        assert!(shown(&html, &suspended[0]));
+        let (s, html) = page(&owner, "/dashboard/audit?from=yesterday").await;
+        assert_eq!(s, 400);
+        assert!(html.contains("data-code=\"invalid_from\""), "{html}");
+        let (s, html) = page(&owner, "/dashboard/audit?from=2025-01-02&until=2025-01-01").await;
+        assert_eq!(s, 400);
+        assert!(html.contains("data-code=\"invalid_end_ms\""), "{html}");
+
+        // Pages: newest first, one at a time.
+        let (_, first) = page(&owner, "/dashboard/audit?limit=1&event_type=decision.check").await;
+        let checks = audit_events(&app, "event_type=decision.check").await;
+        assert!(shown(&first, &checks[0]) && !shown(&first, &checks[1]));
+        let next = link_of(&first, "next-page");
+        assert!(next.contains("event_type=decision.check") && next.contains("limit=1"), "{next}");
+        let (s, second) = page(&owner, &next).await;
+        assert_eq!(s, 200);
+        assert!(shown(&second, &checks[1]) && !shown(&second, &checks[0]));
+        assert!(second.contains("id=\"first-page\"") && !second.contains("id=\"live\""), "the live tail is for the first page");
+
+        // One event's page: unknown, malformed, and another workspace's.
+        let (s, html) = page(&owner, "/dashboard/audit/evt_0190aaaaaaaa7aaa8aaaaaaaaaaaaaaa").await;
+        assert_eq!(s, 404);
+        assert!(html.contains("data-code=\"unknown_event\""));
+        assert_eq!(page(&owner, "/dashboard/audit/nope").await.0, 404);
+        let (other_ws, _) = app.other_workspace().await;
+        app.grant(&other_ws, "owner@example.com", "owner").await;
+        assert_eq!(post_form(&owner, "/dashboard/workspace", &[("csrf", &owner.csrf), ("workspace_id", &other_ws)]).await.status(), 303);
+        assert_eq!(page(&owner, &format!("/dashboard/audit/{suspended_id}")).await.0, 404, "the event is in the other workspace");
+        assert_eq!(post_form(&owner, "/dashboard/workspace", &[("csrf", &owner.csrf), ("workspace_id", &app.workspace_id)]).await.status(), 303);
+
+        // Export: a file of what the API exports, with its headers.
+        let res = owner.get("/dashboard/audit/export?format=csv&decision=deny").await;
+        assert_eq!(res.status(), 200);
+        assert_eq!(res.headers()["content-type"], "text/csv; charset=utf-8");
+        assert_eq!(res.headers()["content-disposition"], "attachment; filename=\"audit-events.csv\"");
+        let csv = res.text().await.unwrap();
+        let denies = audit_events(&app, "decision=deny").await;
+        assert_eq!(csv.lines().count(), denies.len() + 1, "a header and one line an event: {csv}");
+        assert!(csv.contains(denies[0]["event_id"].as_str().unwrap()));
+        let res = owner.get("/dashboard/audit/export?format=json").await;
+        assert_eq!(res.status(), 200);
+        assert_eq!(res.headers()["content-disposition"], "attachment; filename=\"audit-events.json\"");
+        assert!(res.headers()["content-type"].to_str().unwrap().starts_with("application/json"));
+        let exported: Value = res.json().await.unwrap();
+        let (_, api_export) = status_json(app.post("/v1/workspace/audit/export", &json!({"format": "json"})).await).await;
+        assert_eq!(exported["count"], api_export["count"]);
+        assert_eq!(exported["items"][0]["event_id"], api_export["items"][0]["event_id"]);
+        let (s, html) = page(&owner, "/dashboard/audit/export?format=xml").await;
+        assert_eq!(s, 400);
+        assert!(html.contains("data-code=\"invalid_format\""));
+
+        // The stream the live tail reads accepts the session cookie.
+        let res = owner.get("/v1/workspace/audit/stream").await;
+        assert_eq!(res.status(), 200);
+        assert!(res.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+        drop(res);
+
+        let res = app.client.get(app.url("/dashboard/audit/export?format=csv")).send().await.unwrap();
+        assert_eq!((res.status().as_u16(), res.headers()["location"].to_str().unwrap()), (303, "/login"));
     }
 }

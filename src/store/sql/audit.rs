@@ -119,6 +119,7 @@ impl AuditStore for SqlStore {
         f.text("decision = ?", query.decision.as_deref());
         f.text("trace_id = ?", query.trace_id.as_deref());
         f.text("event_type = ?", query.event_type.as_deref());
+        f.text("id = ?", query.event_id.as_deref());
         // LIKE patterns with `\` escaping `%`, `_` and itself: the values match literally.
         let like = |text: &str| {
             text.replace('\\', "\\\\")

@@ -425,6 +425,9 @@ impl PolicyStore for SqlStore {
             }
             Some(decided) => f.text("status = ?", Some(decided.as_str())),
         }
+        if query.decided {
+            f.push("status IN ('approved', 'denied')", []);
+        }
         f.cursor(query.after.as_ref());
         let sql = f.sql(
             &format!("SELECT {CHALLENGE_COLUMNS} FROM policy_challenges"),

@@ -1,0 +1,472 @@
+//! The console's audit trail: the selected workspace's events searched with every filter of
+//! `GET /v1/workspace/audit/events` (agent, action, decision, event type, trace id, from and
+//! until), paged by cursor; one event's page with all its fields; the export as CSV or JSON
+//! (the same events `POST /v1/workspace/audit/export` answers, as a download); and a live tail:
+//! on the first page a small script reads `GET /v1/workspace/audit/stream` (the session cookie
+//! authenticates it) and puts new events on top. Without JavaScript the page is the plain list.
+
+use askama::Template;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{header, HeaderMap, Method};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use chrono::{NaiveDate, NaiveDateTime};
+
+use crate::api::{self, AuditExportResponse, AuditFilters, AuditPageParams};
+use crate::audit::{self, summary};
+use crate::context::{Context, SharedContext};
+use crate::domain::access::Need;
+use crate::error::ApiError;
+use crate::identity::accounts::Principal;
+use crate::time::parse_iso;
+
+use super::console::{answer, options, person, shell, Section, SelectOption, Shell, PAGE_ROWS};
+use super::operator::person_requires;
+use super::pages::render;
+
+/// The search as typed (empty when not set): the API's filters, with `from` and `until` as
+/// times rather than epoch milliseconds.
+#[derive(Debug, Default)]
+struct Search {
+    agent_id: String,
+    action: String,
+    decision: String,
+    event_type: String,
+    trace_id: String,
+    /// Inclusive: RFC 3339, or `YYYY-MM-DDTHH:MM[:SS]` / `YYYY-MM-DD` read as UTC.
+    from: String,
+    /// Exclusive, as `from`.
+    until: String,
+}
+
+impl Search {
+    /// The search and the page's cursor and limit from a query string.
+    fn parse(raw_query: &str) -> Result<(Search, Option<String>, Option<i64>), ApiError> {
+        let mut search = Search::default();
+        let (mut cursor, mut limit) = (None, None);
+        for (name, value) in form_urlencoded::parse(raw_query.as_bytes()) {
+            let value = value.trim().to_owned();
+            match name.as_ref() {
+                "agent_id" => search.agent_id = value,
+                "action" => search.action = value,
+                "decision" => search.decision = value,
+                "event_type" => search.event_type = value,
+                "trace_id" => search.trace_id = value,
+                "from" => search.from = value,
+                "until" => search.until = value,
+                "cursor" => cursor = Some(value).filter(|c| !c.is_empty()),
+                "limit" if !value.is_empty() => {
+                    limit = Some(
+                        value
+                            .parse::<i64>()
+                            .map_err(|_| ApiError::invalid("limit", "must be a whole number"))?,
+                    );
+                }
+                _ => {}
+            }
+        }
+        let too_long = [
+            &search.agent_id,
+            &search.action,
+            &search.decision,
+            &search.event_type,
+            &search.trace_id,
+            &search.from,
+            &search.until,
+        ]
+        .iter()
+        .any(|v| v.chars().count() > 200);
+        if too_long {
+            return Err(ApiError::invalid(
+                "filter",
+                "filters are at most 200 characters",
+            ));
+        }
+        Ok((search, cursor, limit))
+    }
+
+    fn is_set(&self) -> bool {
+        self.pairs().next().is_some()
+    }
+
+    /// The filters that are set, by their query names.
+    fn pairs(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        [
+            ("agent_id", self.agent_id.as_str()),
+            ("action", self.action.as_str()),
+            ("decision", self.decision.as_str()),
+            ("event_type", self.event_type.as_str()),
+            ("trace_id", self.trace_id.as_str()),
+            ("from", self.from.as_str()),
+            ("until", self.until.as_str()),
+        ]
+        .into_iter()
+        .filter(|(_, v)| !v.is_empty())
+    }
+
+    /// The API's filters: the same names, the times as epoch milliseconds.
+    fn filters(&self) -> Result<AuditFilters, ApiError> {
+        let keep = |v: &str| Some(v.to_owned()).filter(|v| !v.is_empty());
+        Ok(AuditFilters {
+            agent_id: keep(&self.agent_id),
+            action: keep(&self.action),
+            decision: keep(&self.decision),
+            trace_id: keep(&self.trace_id),
+            event_type: keep(&self.event_type),
+            start_ms: time_ms("from", &self.from)?,
+            end_ms: time_ms("until", &self.until)?,
+        })
+    }
+
+    /// `path` with these filters and the extra pairs given.
+    fn href(&self, base: &str, path: &str, extra: &[(&str, String)]) -> String {
+        let mut query = form_urlencoded::Serializer::new(String::new());
+        for (name, value) in self.pairs() {
+            query.append_pair(name, value);
+        }
+        for (name, value) in extra {
+            query.append_pair(name, value);
+        }
+        let query = query.finish();
+        if query.is_empty() {
+            format!("{base}{path}")
+        } else {
+            format!("{base}{path}?{query}")
+        }
+    }
+}
+
+/// A time filter as epoch milliseconds: RFC 3339 (`2025-01-31T09:00:00Z`), or what a
+/// `datetime-local` field or a date sends (`2025-01-31T09:00`, `2025-01-31`), read as UTC.
+fn time_ms(field: &'static str, text: &str) -> Result<Option<i64>, ApiError> {
+    if text.is_empty() {
+        return Ok(None);
+    }
+    let local = ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M"]
+        .iter()
+        .find_map(|f| NaiveDateTime::parse_from_str(text, f).ok())
+        .or_else(|| {
+            NaiveDate::parse_from_str(text, "%Y-%m-%d")
+                .ok()
+                .and_then(|d| d.and_hms_opt(0, 0, 0))
+        })
+        .map(|t| t.and_utc().timestamp_millis());
+    parse_iso(text).or(local).map(Some).ok_or_else(|| {
+        ApiError::invalid(
+            field,
+            "must be a time such as `2025-01-31T09:00:00Z` or `2025-01-31T09:00` (UTC)",
+        )
+    })
+}
+
+#[derive(Template)]
+#[template(path = "audit.html", config = "src/http/templates/askama.toml")]
+struct AuditPage {
+    shell: Shell,
+    search: Search,
+    filtered: bool,
+    decision_options: Vec<SelectOption>,
+    events: Vec<EventRow>,
+    first_href: Option<String>,
+    next_href: Option<String>,
+    csv_href: String,
+    json_href: String,
+    /// The stream the live tail reads: on the first page of a search without an end.
+    stream_href: Option<String>,
+}
+
+struct EventRow {
+    href: String,
+    created_at: String,
+    event_type: String,
+    agent_id: String,
+    agent_href: Option<String>,
+    action: String,
+    decision: String,
+    actor: String,
+}
+
+/// The workspace's audit events, newest first, with the API's filters, paged by cursor, with
+/// export links and (with JavaScript) a live tail.
+#[utoipa::path(get, path = "/dashboard/audit", tag = "dashboard",
+    params(("agent_id" = Option<String>, Query), ("action" = Option<String>, Query),
+        ("decision" = Option<String>, Query, description = "`allow`, `deny` or `challenge`"),
+        ("event_type" = Option<String>, Query), ("trace_id" = Option<String>, Query),
+        ("from" = Option<String>, Query, description = "inclusive: RFC 3339, or `YYYY-MM-DDTHH:MM` (UTC)"),
+        ("until" = Option<String>, Query, description = "exclusive, as `from`"),
+        ("limit" = Option<i64>, Query, description = "1 to 200, default 25"),
+        ("cursor" = Option<String>, Query, description = "the next page's cursor")),
+    responses((status = 200, description = "HTML list of audit events"), (status = 303, description = "not logged in: to /login"),
+        (status = 400, description = "HTML page: a filter, the limit or the cursor is not valid"),
+        (status = 403, description = "HTML page: the role may not read the audit trail")))]
+#[tracing::instrument(level = "debug", skip_all)]
+pub async fn audit_page(
+    State(ctx): State<SharedContext>,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+) -> Response {
+    let principal = match person(&ctx, &Method::GET, &headers).await {
+        Ok(p) => p,
+        Err(response) => return response,
+    };
+    let result = search_page(&ctx, &principal, query.as_deref().unwrap_or("")).await;
+    answer(&ctx, &principal, Section::Audit, result).await
+}
+
+async fn search_page(
+    ctx: &Context,
+    principal: &Principal,
+    raw_query: &str,
+) -> Result<Response, ApiError> {
+    person_requires(principal, Need::AuditRead)?;
+    let (workspace_id, _) = principal.membership()?;
+    let (search, cursor, limit) = Search::parse(raw_query)?;
+    let filters = search.filters()?;
+    let stream_filters = filters.clone();
+    let page = AuditPageParams {
+        limit: Some(limit.unwrap_or(PAGE_ROWS)),
+        cursor: cursor.clone(),
+    };
+    let (items, next) = super::audit::list_events(ctx, workspace_id, filters, page).await?;
+    let shell = shell(ctx, principal, Section::Audit).await?;
+    let base = shell.base.clone();
+    let events = items
+        .into_iter()
+        .map(|e| EventRow {
+            href: format!("{base}/dashboard/audit/{}", e.event_id),
+            agent_href: e
+                .agent_id
+                .as_ref()
+                .map(|id| format!("{base}/dashboard/agents/{id}")),
+            agent_id: e.agent_id.unwrap_or_default(),
+            created_at: e.created_at,
+            event_type: e.event_type,
+            action: e.action.unwrap_or_default(),
+            decision: e.decision.unwrap_or_default(),
+            actor: e.actor,
+        })
+        .collect();
+    let limit_kept: Vec<(&str, String)> = limit
+        .filter(|l| *l != PAGE_ROWS)
+        .map(|l| ("limit", l.to_string()))
+        .into_iter()
+        .collect();
+    let stream_href = (cursor.is_none() && stream_filters.end_ms.is_none()).then(|| {
+        let mut query = form_urlencoded::Serializer::new(String::new());
+        for (name, value) in [
+            ("agent_id", &stream_filters.agent_id),
+            ("action", &stream_filters.action),
+            ("decision", &stream_filters.decision),
+            ("event_type", &stream_filters.event_type),
+            ("trace_id", &stream_filters.trace_id),
+        ] {
+            if let Some(value) = value {
+                query.append_pair(name, value);
+            }
+        }
+        if let Some(start) = stream_filters.start_ms {
+            query.append_pair("start_ms", &start.to_string());
+        }
+        format!("{base}/v1/workspace/audit/stream?{}", query.finish())
+    });
+    let next_href = next.map(|c| {
+        let mut extra = limit_kept.clone();
+        extra.push(("cursor", c));
+        search.href(&base, "/dashboard/audit", &extra)
+    });
+    Ok(render(&AuditPage {
+        first_href: cursor.map(|_| search.href(&base, "/dashboard/audit", &limit_kept)),
+        next_href,
+        csv_href: search.href(
+            &base,
+            "/dashboard/audit/export",
+            &[("format", "csv".into())],
+        ),
+        json_href: search.href(
+            &base,
+            "/dashboard/audit/export",
+            &[("format", "json".into())],
+        ),
+        stream_href,
+        filtered: search.is_set(),
+        decision_options: options(&["allow", "deny", "challenge"], &search.decision),
+        search,
+        events,
+        shell,
+    }))
+}
+
+#[derive(Template)]
+#[template(path = "audit_event.html", config = "src/http/templates/askama.toml")]
+struct EventPage {
+    shell: Shell,
+    event: api::AuditEvent,
+    details: String,
+    agent_href: Option<String>,
+    trace_href: Option<String>,
+}
+
+/// One audit event: every field and its details.
+#[utoipa::path(get, path = "/dashboard/audit/{event_id}", tag = "dashboard",
+    params(("event_id" = String, Path)),
+    responses((status = 200, description = "HTML page of the event"), (status = 303, description = "not logged in: to /login"),
+        (status = 403, description = "HTML page: the role may not read the audit trail"),
+        (status = 404, description = "HTML page: `unknown_event`")))]
+#[tracing::instrument(level = "debug", skip_all)]
+pub async fn event_page(
+    State(ctx): State<SharedContext>,
+    headers: HeaderMap,
+    Path(event_id): Path<String>,
+) -> Response {
+    let principal = match person(&ctx, &Method::GET, &headers).await {
+        Ok(p) => p,
+        Err(response) => return response,
+    };
+    let result = event_detail(&ctx, &principal, &event_id).await;
+    answer(&ctx, &principal, Section::Audit, result).await
+}
+
+async fn event_detail(
+    ctx: &Context,
+    principal: &Principal,
+    event_id: &str,
+) -> Result<Response, ApiError> {
+    person_requires(principal, Need::AuditRead)?;
+    let (workspace_id, _) = principal.membership()?;
+    let event = summary::event(ctx, &workspace_id, event_id)
+        .await?
+        .ok_or_else(|| {
+            ApiError::not_found("unknown_event", "no such audit event in this workspace")
+        })?;
+    let shell = shell(ctx, principal, Section::Audit).await?;
+    let base = &shell.base;
+    Ok(render(&EventPage {
+        details: serde_json::to_string_pretty(&event.details).unwrap_or_default(),
+        agent_href: event
+            .agent_id
+            .as_ref()
+            .map(|id| format!("{base}/dashboard/agents/{id}")),
+        trace_href: event.trace_id.as_ref().map(|t| {
+            Search {
+                trace_id: t.clone(),
+                ..Search::default()
+            }
+            .href(base, "/dashboard/audit", &[])
+        }),
+        event,
+        shell,
+    }))
+}
+
+/// The events of a search as a file: `format` `csv` or `json` (the same rows and shapes as
+/// `POST /v1/workspace/audit/export`), `limit` up to 10,000 (default 1,000), newest first.
+#[utoipa::path(get, path = "/dashboard/audit/export", tag = "dashboard",
+    params(("format" = Option<String>, Query, description = "`csv` or `json` (default)"),
+        ("agent_id" = Option<String>, Query), ("action" = Option<String>, Query),
+        ("decision" = Option<String>, Query), ("event_type" = Option<String>, Query), ("trace_id" = Option<String>, Query),
+        ("from" = Option<String>, Query), ("until" = Option<String>, Query),
+        ("limit" = Option<i64>, Query, description = "1 to 10,000, default 1,000")),
+    responses((status = 200, description = "an attachment: `text/csv` or `application/json`"),
+        (status = 303, description = "not logged in: to /login"),
+        (status = 400, description = "HTML page: a filter, the format or the limit is not valid"),
+        (status = 403, description = "HTML page: the role may not read the audit trail")))]
+#[tracing::instrument(level = "debug", skip_all)]
+pub async fn export(
+    State(ctx): State<SharedContext>,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+) -> Response {
+    let principal = match person(&ctx, &Method::GET, &headers).await {
+        Ok(p) => p,
+        Err(response) => return response,
+    };
+    let result = export_file(&ctx, &principal, query.as_deref().unwrap_or("")).await;
+    answer(&ctx, &principal, Section::Audit, result).await
+}
+
+async fn export_file(
+    ctx: &Context,
+    principal: &Principal,
+    raw_query: &str,
+) -> Result<Response, ApiError> {
+    person_requires(principal, Need::AuditRead)?;
+    let (workspace_id, _) = principal.membership()?;
+    let (search, _, limit) = Search::parse(raw_query)?;
+    let format = form_urlencoded::parse(raw_query.as_bytes())
+        .find(|(k, _)| k == "format")
+        .map(|(_, v)| v.trim().to_owned())
+        .unwrap_or_default();
+    let csv = match format.as_str() {
+        "" | "json" => false,
+        "csv" => true,
+        _ => return Err(ApiError::invalid("format", "must be `json` or `csv`")),
+    };
+    let items = super::audit::export_events(ctx, workspace_id, search.filters()?, limit).await?;
+    Ok(if csv {
+        (
+            [
+                (header::CONTENT_TYPE, "text/csv; charset=utf-8"),
+                (
+                    header::CONTENT_DISPOSITION,
+                    "attachment; filename=\"audit-events.csv\"",
+                ),
+            ],
+            audit::to_csv(&items).map_err(ApiError::internal)?,
+        )
+            .into_response()
+    } else {
+        (
+            [(
+                header::CONTENT_DISPOSITION,
+                "attachment; filename=\"audit-events.json\"",
+            )],
+            Json(AuditExportResponse {
+                ok: true,
+                count: items.len(),
+                items,
+            }),
+        )
+            .into_response()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_are_rfc3339_or_local_fields_read_as_utc() {
+        assert_eq!(
+            time_ms("from", "2023-11-14T22:13:20.123Z").ok(),
+            Some(Some(1_700_000_000_123))
+        );
+        assert_eq!(
+            time_ms("from", "2023-11-14T22:13").ok(),
+            Some(Some(1_699_999_980_000))
+        );
+        assert_eq!(
+            time_ms("until", "2023-11-14").ok(),
+            Some(Some(1_699_920_000_000))
+        );
+        assert_eq!(time_ms("from", "").ok(), Some(None));
+        assert!(time_ms("from", "yesterday").is_err());
+    }
+
+    #[test]
+    fn links_keep_the_search() {
+        let (search, cursor, limit) =
+            Search::parse("agent_id=agt_1&decision=deny&from=2025-01-01&cursor=c&limit=5&x=1")
+                .unwrap_or_default();
+        assert_eq!((cursor.as_deref(), limit), (Some("c"), Some(5)));
+        assert_eq!(
+            search.href(
+                "/acp",
+                "/dashboard/audit/export",
+                &[("format", "csv".into())]
+            ),
+            "/acp/dashboard/audit/export?agent_id=agt_1&decision=deny&from=2025-01-01&format=csv"
+        );
+        assert!(search.is_set() && !Search::default().is_set());
+        assert!(Search::parse(&format!("action={}", "a".repeat(201))).is_err());
+    }
+}
