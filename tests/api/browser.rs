@@ -501,7 +501,11 @@ async fn an_admin_dry_runs_and_applies_a_pasted_spec() {
     browser.quit().await;
 
     let (_, after) = status_json(app.get("/v1/policies/pol_default").await).await;
-    assert_eq!(after["policy_hash"].as_str(), Some(desired.as_str()), "{after}");
+    assert_eq!(
+        after["policy_hash"].as_str(),
+        Some(desired.as_str()),
+        "{after}"
+    );
     let applied = audit_events(&app, "event_type=policy.applied").await;
     assert!(applied[0]["actor"].as_str().unwrap().starts_with("user:"));
     app.stop().await;
