@@ -146,6 +146,10 @@ pub async fn contact(
     req: api::ContactRequest,
     client_ip: &str,
 ) -> SiteResult<api::ContactResponse> {
+    // Lengths as sent (the OpenAPI document's `maxLength`), emptiness after trimming.
+    if req.name.chars().count() > 200 {
+        return Err(SiteError::invalid("name", "must be at most 200 characters"));
+    }
     let name = req.name.trim().to_owned();
     if name.is_empty() {
         return Err(SiteError::missing("name"));
@@ -154,6 +158,12 @@ pub async fn contact(
         return Err(SiteError::invalid("name", "must be at most 200 characters"));
     }
     let email = EmailAddress::from_field("email", &req.email)?.into_string();
+    if req.message.chars().count() > MAX_MESSAGE_CHARS {
+        return Err(SiteError::invalid(
+            "message",
+            format!("must be at most {MAX_MESSAGE_CHARS} characters"),
+        ));
+    }
     let message = req.message.trim().to_owned();
     if message.is_empty() {
         return Err(SiteError::missing("message"));

@@ -23,6 +23,7 @@ use crate::api;
 use crate::audit::summary::{self, DecisionCounts};
 use crate::context::{Context, SharedContext};
 use crate::domain::access::Need;
+use crate::domain::FieldError;
 use crate::domain::{AgentStatus, RiskTier};
 use crate::enforce::{approvals, credentials};
 use crate::error::ApiError;
@@ -163,6 +164,47 @@ pub(super) async fn shell(
 
 pub(super) fn see_other(location: String) -> Response {
     (StatusCode::SEE_OTHER, [(header::LOCATION, location)]).into_response()
+}
+
+/// The integer parameters of the pages that take a page size, and of the versions diff.
+pub(super) const LIMIT: &[(&str, i64, i64)] = &[("limit", 1, 200)];
+pub(super) const VERSIONS: &[(&str, i64, i64)] = &[("from", 1, i64::MAX), ("to", 1, i64::MAX)];
+
+/// A page's query, checked as the API checks its parameters, before anything else (a bad
+/// query is a 400 page whether or not the person is logged in): no NUL in a name or value, and
+/// each of `ints` (name, least, most) a whole number within its bounds.
+pub(super) fn checked_query(
+    ctx: &Context,
+    query: Option<&str>,
+    ints: &[(&'static str, i64, i64)],
+) -> Option<Response> {
+    for (name, value) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
+        if value.contains('\0') || name.contains('\0') {
+            return Some(error_page(
+                ctx,
+                ApiError::bad_request(
+                    "invalid_query",
+                    "a query parameter must not contain NUL characters",
+                ),
+            ));
+        }
+        if let Some((field, low, high)) = ints.iter().find(|(n, _, _)| *n == name) {
+            if !value
+                .parse::<i64>()
+                .is_ok_and(|n| (*low..=*high).contains(&n))
+            {
+                return Some(error_page(
+                    ctx,
+                    FieldError::invalid(
+                        *field,
+                        format!("must be a whole number from {low} to {high}"),
+                    )
+                    .into(),
+                ));
+            }
+        }
+    }
+    None
 }
 
 /// The person behind a console request, by session cookie (tokens and API keys open no
@@ -579,6 +621,9 @@ pub async fn agents_page(
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Response {
+    if let Some(refused) = checked_query(&ctx, query.as_deref(), LIMIT) {
+        return refused;
+    }
     let principal = match person(&ctx, &Method::GET, &headers).await {
         Ok(p) => p,
         Err(response) => return response,
@@ -793,6 +838,9 @@ pub async fn agent_page(
     Path(agent_id): Path<String>,
     RawQuery(query): RawQuery,
 ) -> Response {
+    if let Some(refused) = checked_query(&ctx, query.as_deref(), &[]) {
+        return refused;
+    }
     let principal = match person(&ctx, &Method::GET, &headers).await {
         Ok(p) => p,
         Err(response) => return response,

@@ -23,7 +23,8 @@ use crate::policy::challenge;
 use crate::time::{now_ms, parse_iso};
 
 use super::console::{
-    answer, base, field, form_person, person, see_other, shell, Section, Shell, PAGE_ROWS,
+    answer, base, checked_query, field, form_person, person, see_other, shell, Section, Shell,
+    LIMIT, PAGE_ROWS,
 };
 use super::operator::person_requires;
 use super::pages::render;
@@ -122,6 +123,9 @@ pub async fn approvals_page(
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Response {
+    if let Some(refused) = checked_query(&ctx, query.as_deref(), LIMIT) {
+        return refused;
+    }
     let principal = match person(&ctx, &Method::GET, &headers).await {
         Ok(p) => p,
         Err(response) => return response,

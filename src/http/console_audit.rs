@@ -20,7 +20,9 @@ use crate::error::ApiError;
 use crate::identity::accounts::Principal;
 use crate::time::parse_iso;
 
-use super::console::{answer, options, person, shell, Section, SelectOption, Shell, PAGE_ROWS};
+use super::console::{
+    answer, checked_query, options, person, shell, Section, SelectOption, Shell, LIMIT, PAGE_ROWS,
+};
 use super::operator::person_requires;
 use super::pages::render;
 
@@ -205,6 +207,9 @@ pub async fn audit_page(
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Response {
+    if let Some(refused) = checked_query(&ctx, query.as_deref(), LIMIT) {
+        return refused;
+    }
     let principal = match person(&ctx, &Method::GET, &headers).await {
         Ok(p) => p,
         Err(response) => return response,
@@ -376,6 +381,9 @@ pub async fn export(
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Response {
+    if let Some(refused) = checked_query(&ctx, query.as_deref(), &[]) {
+        return refused;
+    }
     let principal = match person(&ctx, &Method::GET, &headers).await {
         Ok(p) => p,
         Err(response) => return response,

@@ -29,7 +29,11 @@ use crate::policy::{bench, sync, Decision};
 use crate::secret::{random_base62, sha256_hex};
 use crate::time::iso;
 
-use super::console::{answer, base, field, form_person, person, see_other, shell, Section, Shell};
+use super::console::{
+    answer, base, checked_query, field, form_person, person, see_other, shell, Section, Shell,
+    VERSIONS,
+};
+use super::extract::AppPath;
 use super::operator::person_requires;
 use super::pages::render;
 
@@ -251,6 +255,9 @@ pub async fn policy_page(
     Path(policy_id): Path<String>,
     RawQuery(query): RawQuery,
 ) -> Response {
+    if let Some(refused) = checked_query(&ctx, query.as_deref(), &[]) {
+        return refused;
+    }
     let principal = match person(&ctx, &Method::GET, &headers).await {
         Ok(p) => p,
         Err(response) => return response,
@@ -323,6 +330,9 @@ pub async fn diff_page(
     Path(policy_id): Path<String>,
     RawQuery(query): RawQuery,
 ) -> Response {
+    if let Some(refused) = checked_query(&ctx, query.as_deref(), VERSIONS) {
+        return refused;
+    }
     let principal = match person(&ctx, &Method::GET, &headers).await {
         Ok(p) => p,
         Err(response) => return response,
@@ -712,7 +722,7 @@ struct RollbackPage {
 pub async fn confirm_rollback(
     State(ctx): State<SharedContext>,
     headers: HeaderMap,
-    Path((policy_id, version)): Path<(String, i64)>,
+    AppPath((policy_id, version)): AppPath<(String, i64)>,
 ) -> Response {
     let principal = match person(&ctx, &Method::GET, &headers).await {
         Ok(p) => p,
@@ -770,7 +780,7 @@ async fn rollback_confirmation(
 pub async fn rollback(
     State(ctx): State<SharedContext>,
     headers: HeaderMap,
-    Path((policy_id, version)): Path<(String, i64)>,
+    AppPath((policy_id, version)): AppPath<(String, i64)>,
     body: Bytes,
 ) -> Response {
     let (principal, fields) = match form_person(&ctx, &headers, &body).await {
