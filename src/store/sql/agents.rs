@@ -298,8 +298,23 @@ impl AgentStore for SqlStore {
     async fn list_agents(&self, query: &AgentQuery) -> Result<Vec<AgentRecord>, StoreError> {
         let mut f = Filters::new();
         f.text("workspace_id = ?", Some(&query.workspace_id));
-        f.text("status = ?", query.status.map(AgentStatus::as_str));
+        // A name is rarer than a status: with both, the name's index is read and the status
+        // filtered (`|| ''` keeps the planner off the status index, which would spare it the
+        // sort but read every agent of that status).
         f.text("name = ?", query.name.as_deref());
+        f.text(
+            if query.name.is_some() {
+                "status || '' = ?"
+            } else {
+                "status = ?"
+            },
+            query.status.map(AgentStatus::as_str),
+        );
+        // The cursor bounds `created_at` in the index too, not only as a filter.
+        f.int(
+            "created_at <= ?",
+            query.after.as_ref().map(|c| c.created_at),
+        );
         f.text("risk_tier = ?", query.risk_tier.map(RiskTier::as_str));
         if let Some(search) = query.search.as_deref() {
             let mut pattern = String::with_capacity(search.len() + 2);

@@ -114,11 +114,31 @@ impl AuditStore for SqlStore {
     async fn audit_events(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError> {
         let mut f = Filters::new();
         f.text("workspace_id = ?", Some(&query.workspace_id));
-        f.text("agent_id = ?", query.agent_id.as_deref());
-        f.text("action = ?", query.action.as_deref());
+        // Each of these filters has an index that gives the page's order too (migration 0016).
+        // With several, the search reads one index, the first given in this order, and the
+        // others are written so that no index serves them (`column || '' = ?`): without
+        // statistics (SQLite keeps none unless ANALYZE runs) the planner cannot tell which is
+        // rarer, and a guess that walks a common event type to find a rare agent's events
+        // reads the whole workspace.
+        let mut indexed = false;
+        for (column, value) in [
+            ("trace_id", &query.trace_id),
+            ("agent_id", &query.agent_id),
+            ("action", &query.action),
+            ("event_type", &query.event_type),
+        ] {
+            if let Some(value) = value.as_deref() {
+                let template = if indexed {
+                    format!("{column} || '' = ?")
+                } else {
+                    format!("{column} = ?")
+                };
+                f.text(&template, Some(value));
+                indexed = true;
+            }
+        }
+        // Not selective (allow, deny or challenge): filtered along the index read.
         f.text("decision = ?", query.decision.as_deref());
-        f.text("trace_id = ?", query.trace_id.as_deref());
-        f.text("event_type = ?", query.event_type.as_deref());
         f.text("id = ?", query.event_id.as_deref());
         // LIKE patterns with `\` escaping `%`, `_` and itself: the values match literally.
         let like = |text: &str| {
@@ -146,13 +166,30 @@ impl AuditStore for SqlStore {
         );
         f.int("created_at >= ?", query.start_ms);
         f.int("created_at < ?", query.end_ms);
+        // The cursor as a bound on the index's `created_at` too: the OR of the cursor's clause
+        // alone is a filter, and a page deep into the results would read every row before it.
+        f.int(
+            if query.oldest_first {
+                "created_at >= ?"
+            } else {
+                "created_at <= ?"
+            },
+            query.after.as_ref().map(|c| c.created_at),
+        );
         f.cursor_in(query.after.as_ref(), query.oldest_first);
         let order = if query.oldest_first { "ASC" } else { "DESC" };
+        // A trace's few rows are read through its index and sorted: `created_at + 0` keeps
+        // SQLite from reading the workspace's events in order instead, to spare the sort.
+        let by_time = if query.trace_id.is_some() {
+            "created_at + 0"
+        } else {
+            "created_at"
+        };
         let sql = f.sql(
             "SELECT id, workspace_id, created_at, event_type, agent_id, action, decision, policy_id, policy_hash, \
              trace_id, reasons, reason_codes, actor, details FROM audit_events",
             &format!(
-                "ORDER BY created_at {order}, id {order} LIMIT {}",
+                "ORDER BY {by_time} {order}, id {order} LIMIT {}",
                 query.limit
             ),
         );

@@ -1,0 +1,532 @@
+//! Latency of the console's lists on a large workspace: the audit search
+//! (`GET /v1/workspace/audit/events`) for each filter alone, the common pairs and pages deep
+//! into the results, and the agents lists (`GET /v1/agents`, `GET /v1/workspace/agents`), through
+//! the real HTTP API of the real binary, one request at a time, p50/p99 per filter.
+//!
+//! The database is one `scripts/seed-large.sh` seeded (the bench knows the seeded values: the
+//! rare and busy agents, the rare action and event type, the trace ids). Run:
+//!
+//! ```sh
+//! ACP_BIN=target/quick/acp ACP_CONSOLE_DATABASE_URL=sqlite:/tmp/large.db \
+//!   ACP_CONSOLE_API_KEY=svc_test_... cargo bench --bench console
+//! ```
+//!
+//! Settings (environment):
+//! - `ACP_BIN`: the server binary (default `target/release/acp`)
+//! - `ACP_CONSOLE_DATABASE_URL`: the seeded database (required)
+//! - `ACP_CONSOLE_API_KEY`: an API key of the seeded workspace, such as the
+//!   `ACP_BOOTSTRAP_API_KEY` the database was first served with (required)
+//! - `ACP_CONSOLE_EVENTS`: the number of events seeded (default 10000000; it locates the
+//!   middle event the deep pages start from)
+//! - `ACP_CONSOLE_REQUESTS`: measured requests per filter (default 200)
+//! - `ACP_CONSOLE_WARMUP`: unmeasured requests before them (default 3, at least 1)
+//! - `ACP_CONSOLE_SECS`: seconds per filter at most (default 10; at least 3 requests)
+//! - `ACP_MASTER_KEY` is passed to the server (Postgres has no key file beside the database).
+//!
+//! The server's start is timed too: a binary with new migrations builds their indexes then.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context as _};
+use serde_json::Value;
+
+/// Migrations building indexes over millions of rows run before the server listens.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(3600);
+
+struct Settings {
+    bin: PathBuf,
+    database_url: String,
+    api_key: String,
+    events: u64,
+    requests: usize,
+    warmup: usize,
+    secs: Duration,
+}
+
+fn env_number(name: &str, default: u64) -> anyhow::Result<u64> {
+    match std::env::var(name) {
+        Ok(text) if !text.trim().is_empty() => text
+            .trim()
+            .parse()
+            .with_context(|| format!("{name} must be a whole number, got `{text}`")),
+        _ => Ok(default),
+    }
+}
+
+fn required(name: &str) -> anyhow::Result<String> {
+    std::env::var(name)
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .ok_or_else(|| anyhow!("set {name} (see the comment at the top of benches/console.rs)"))
+}
+
+impl Settings {
+    fn from_env() -> anyhow::Result<Self> {
+        let bin = match std::env::var_os("ACP_BIN") {
+            Some(path) if !path.is_empty() => PathBuf::from(path),
+            _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/acp"),
+        };
+        if !bin.is_file() {
+            bail!("no server binary at `{}`: set ACP_BIN", bin.display());
+        }
+        Ok(Self {
+            bin,
+            database_url: required("ACP_CONSOLE_DATABASE_URL")?,
+            api_key: required("ACP_CONSOLE_API_KEY")?,
+            events: env_number("ACP_CONSOLE_EVENTS", 10_000_000)?.max(1),
+            requests: usize::try_from(env_number("ACP_CONSOLE_REQUESTS", 200)?.max(1))?,
+            warmup: usize::try_from(env_number("ACP_CONSOLE_WARMUP", 3)?.max(1))?,
+            secs: Duration::from_secs(env_number("ACP_CONSOLE_SECS", 10)?.max(1)),
+        })
+    }
+}
+
+/// The running server; killed on drop.
+struct Server {
+    child: Child,
+    base: String,
+}
+
+impl Server {
+    fn start(settings: &Settings) -> anyhow::Result<(Self, Duration)> {
+        let mut command = Command::new(&settings.bin);
+        for (name, _) in std::env::vars_os() {
+            let name_text = name.to_string_lossy();
+            if name_text.starts_with("ACP_") && name_text != "ACP_MASTER_KEY" {
+                command.env_remove(&name);
+            }
+        }
+        command
+            .args([
+                "serve",
+                "--addr",
+                "127.0.0.1:0",
+                "--database-url",
+                &settings.database_url,
+            ])
+            .env("TOKIO_WORKER_THREADS", "2")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let started = Instant::now();
+        let mut child = command
+            .spawn()
+            .with_context(|| format!("cannot start `{}`", settings.bin.display()))?;
+        let Some(stdout) = child.stdout.take() else {
+            let _ = child.kill();
+            bail!("the server's stdout was not captured");
+        };
+        let (found, address) = mpsc::channel::<String>();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(rest) = line.strip_prefix("acp listening on ") {
+                    let _ = found.send(rest.split_whitespace().next().unwrap_or("").to_owned());
+                }
+            }
+        });
+        let mut server = Server {
+            child,
+            base: String::new(),
+        };
+        match address.recv_timeout(STARTUP_TIMEOUT) {
+            Ok(base) if base.starts_with("http://127.0.0.1:") => server.base = base,
+            Ok(base) => bail!("the server listens on `{base}`, not on 127.0.0.1"),
+            Err(_) => bail!("the server printed no `acp listening on` line"),
+        }
+        Ok((server, started.elapsed()))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The seeded ids (`scripts/seed-large.sh`): a prefix and 32 hex digits of the number.
+fn seeded(prefix: &str, n: u64) -> String {
+    format!("{prefix}{n:032x}")
+}
+
+struct Client {
+    http: reqwest::Client,
+    base: String,
+    api_key: String,
+}
+
+impl Client {
+    async fn get(&self, path_and_query: &str) -> anyhow::Result<Value> {
+        let response = self
+            .http
+            .get(format!("{}{path_and_query}", self.base))
+            .header("x-service-api-key", &self.api_key)
+            .send()
+            .await?;
+        let status = response.status();
+        let body: Value = response.json().await?;
+        if !status.is_success() {
+            bail!("GET {path_and_query}: {status} {body}");
+        }
+        Ok(body)
+    }
+}
+
+/// One measured filter: its label, the path and query, and the fewest items an answer holds.
+struct Case {
+    label: String,
+    path: String,
+    min_items: usize,
+}
+
+fn case(label: &str, path: String, min_items: usize) -> Case {
+    Case {
+        label: label.to_owned(),
+        path,
+        min_items,
+    }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    // Nearest rank.
+    let rank = (p / 100.0 * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1}", d.as_secs_f64() * 1000.0)
+}
+
+async fn measure(client: &Client, settings: &Settings, c: &Case) -> anyhow::Result<String> {
+    let mut items = 0;
+    for _ in 0..settings.warmup {
+        let body = client.get(&c.path).await?;
+        items = body["items"].as_array().map_or(0, Vec::len);
+    }
+    if items < c.min_items {
+        bail!(
+            "{}: {items} items, expected at least {}",
+            c.label,
+            c.min_items
+        );
+    }
+    let mut times = Vec::with_capacity(settings.requests);
+    let started = Instant::now();
+    while times.len() < settings.requests && (times.len() < 3 || started.elapsed() < settings.secs)
+    {
+        let t = Instant::now();
+        client.get(&c.path).await?;
+        times.push(t.elapsed());
+    }
+    times.sort();
+    Ok(format!(
+        "| {} | {} | {} | {} | {} | {} |",
+        c.label,
+        times.len(),
+        items,
+        ms(percentile(&times, 50.0)),
+        ms(percentile(&times, 99.0)),
+        ms(times.last().copied().unwrap_or_default()),
+    ))
+}
+
+/// A cursor this server issued for the answer's last item.
+fn next_cursor(body: &Value) -> anyhow::Result<String> {
+    body["next_cursor"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| anyhow!("no next_cursor in {body}"))
+}
+
+async fn run(settings: &Settings) -> anyhow::Result<()> {
+    let (server, startup) = Server::start(settings)?;
+    println!(
+        "server `{}` on `{}` listening after {:.1} s (migrations included)\n",
+        settings.bin.display(),
+        acp::secret::redact_url(&settings.database_url),
+        startup.as_secs_f64()
+    );
+    let client = Client {
+        http: reqwest::Client::builder()
+            .timeout(Duration::from_secs(120))
+            .build()?,
+        base: server.base.clone(),
+        api_key: settings.api_key.clone(),
+    };
+    let audit = "/v1/workspace/audit/events";
+    let rare_agent = seeded("agt_5eed", 3);
+    let busy_agent = seeded("agt_5eed", 11);
+    let middle = settings.events / 2;
+    // The middle of the 30 days (from the newest event): pages deep into the results start
+    // after the last event before it, through the cursor the server gives for it.
+    let newest = client.get(&format!("{audit}?limit=1")).await?;
+    let newest_at = newest["items"][0]["created_at"]
+        .as_str()
+        .and_then(acp::time::parse_iso)
+        .ok_or_else(|| anyhow!("no events: {newest}"))?;
+    let at = newest_at - 15 * 86_400_000;
+    let deep = next_cursor(&client.get(&format!("{audit}?end_ms={at}&limit=1")).await?)?;
+    // A day and an hour in the middle of the 30 days.
+    let (day_start, day_end) = (at - 43_200_000, at + 43_200_000);
+    let (hour_start, hour_end) = (at - 1_800_000, at + 1_800_000);
+    // A cursor in the middle of the agents list: the one after agent 50,000's page of one.
+    let middle_agent = client.get("/v1/agents?name=agent-50000&limit=1").await?;
+    let agent_at = middle_agent["items"][0]["created_at"]
+        .as_str()
+        .and_then(acp::time::parse_iso)
+        .ok_or_else(|| anyhow!("no agent-50000: {middle_agent}"))?;
+    let agent_deep = acp::audit::encode_cursor(
+        agent_at,
+        middle_agent["items"][0]["agent_id"]
+            .as_str()
+            .unwrap_or_default(),
+    );
+    // A cursor 10 pages into the busy agent's events.
+    let mut busy_deep = String::new();
+    for _ in 0..10 {
+        let cursor = if busy_deep.is_empty() {
+            String::new()
+        } else {
+            format!("&cursor={busy_deep}")
+        };
+        let page = client
+            .get(&format!("{audit}?agent_id={busy_agent}&limit=200{cursor}"))
+            .await?;
+        busy_deep = next_cursor(&page)?;
+    }
+
+    let cases = [
+        case("audit: no filter", audit.to_owned(), 50),
+        case(
+            "audit: no filter, limit 200",
+            format!("{audit}?limit=200"),
+            200,
+        ),
+        case(
+            "audit: agent_id (rare, 10 events)",
+            format!("{audit}?agent_id={rare_agent}"),
+            1,
+        ),
+        case(
+            "audit: agent_id (busy, 0.08 %)",
+            format!("{audit}?agent_id={busy_agent}"),
+            50,
+        ),
+        case(
+            "audit: action (rare, 1 in 200,000)",
+            format!("{audit}?action=payments.wire.large"),
+            1,
+        ),
+        case(
+            "audit: action (common, 4.5 %)",
+            format!("{audit}?action=payments.refund"),
+            50,
+        ),
+        case(
+            "audit: decision=allow (81 %)",
+            format!("{audit}?decision=allow"),
+            50,
+        ),
+        case(
+            "audit: decision=challenge (1.8 %)",
+            format!("{audit}?decision=challenge"),
+            50,
+        ),
+        case(
+            "audit: trace_id",
+            format!("{audit}?trace_id={}", seeded("trc_", middle + 17)),
+            1,
+        ),
+        case(
+            "audit: event_type (rare, 1 in 100,000)",
+            format!("{audit}?event_type=agent.suspended"),
+            50,
+        ),
+        case(
+            "audit: event_type (0.1 %)",
+            format!("{audit}?event_type=credential.revoked"),
+            50,
+        ),
+        case(
+            "audit: event_type (common, 90 %)",
+            format!("{audit}?event_type=decision.check"),
+            50,
+        ),
+        case(
+            "audit: start_ms+end_ms (one hour)",
+            format!("{audit}?start_ms={hour_start}&end_ms={hour_end}"),
+            50,
+        ),
+        case(
+            "audit: start_ms (last day)",
+            format!("{audit}?start_ms={day_start}"),
+            50,
+        ),
+        case(
+            "audit: end_ms (older than the middle)",
+            format!("{audit}?end_ms={at}"),
+            50,
+        ),
+        case(
+            "audit: agent (busy) + event_type (0.1 %)",
+            format!("{audit}?agent_id={busy_agent}&event_type=credential.revoked"),
+            1,
+        ),
+        case(
+            "audit: agent (rare) + event_type decision.check",
+            format!("{audit}?agent_id={rare_agent}&event_type=decision.check"),
+            1,
+        ),
+        case(
+            "audit: agent (busy) + decision=challenge",
+            format!("{audit}?agent_id={busy_agent}&decision=challenge"),
+            50,
+        ),
+        case(
+            "audit: agent (busy) + action",
+            format!("{audit}?agent_id={busy_agent}&action=payments.refund"),
+            50,
+        ),
+        case(
+            "audit: agent (busy) + one day",
+            format!("{audit}?agent_id={busy_agent}&start_ms={day_start}&end_ms={day_end}"),
+            50,
+        ),
+        case(
+            "audit: action + decision=deny",
+            format!("{audit}?action=payments.refund&decision=deny"),
+            50,
+        ),
+        case(
+            "audit: event_type decision.check + decision=challenge",
+            format!("{audit}?event_type=decision.check&decision=challenge"),
+            50,
+        ),
+        case(
+            "audit: event_type (0.1 %) + one day",
+            format!("{audit}?event_type=credential.revoked&start_ms={day_start}&end_ms={day_end}"),
+            50,
+        ),
+        case(
+            "audit: trace_id + agent_id",
+            format!(
+                "{audit}?trace_id={}&agent_id={busy_agent}",
+                seeded("trc_", middle + 17)
+            ),
+            0,
+        ),
+        case(
+            "audit: cursor (middle of 30 days)",
+            format!("{audit}?cursor={deep}"),
+            50,
+        ),
+        case(
+            "audit: cursor (middle) + event_type (0.1 %)",
+            format!("{audit}?cursor={deep}&event_type=credential.revoked"),
+            50,
+        ),
+        case(
+            "audit: cursor (middle) + decision=challenge",
+            format!("{audit}?cursor={deep}&decision=challenge"),
+            50,
+        ),
+        case(
+            "audit: cursor (page 11) + agent (busy)",
+            format!("{audit}?agent_id={busy_agent}&cursor={busy_deep}"),
+            50,
+        ),
+        case("agents: no filter", "/v1/agents".into(), 50),
+        case("agents: limit 200", "/v1/agents?limit=200".into(), 200),
+        case(
+            "agents: status=active (83 %)",
+            "/v1/agents?status=active".into(),
+            50,
+        ),
+        case(
+            "agents: status=revoked (2 %)",
+            "/v1/agents?status=revoked".into(),
+            50,
+        ),
+        case(
+            "agents: status=suspended (5 %)",
+            "/v1/agents?status=suspended".into(),
+            50,
+        ),
+        case(
+            "agents: name (rare agent)",
+            "/v1/agents?name=rare-agent-3".into(),
+            1,
+        ),
+        case("agents: name", "/v1/agents?name=agent-77777".into(), 1),
+        case(
+            "agents: name + status",
+            "/v1/agents?name=agent-77777&status=active".into(),
+            1,
+        ),
+        case(
+            "agents: cursor (middle)",
+            format!("/v1/agents?cursor={agent_deep}"),
+            50,
+        ),
+        case(
+            "agents: cursor (middle) + status=revoked",
+            format!("/v1/agents?cursor={agent_deep}&status=revoked"),
+            50,
+        ),
+        case(
+            "inventory: no filter (every agent)",
+            "/v1/workspace/agents".into(),
+            50,
+        ),
+        case(
+            "inventory: label=rare",
+            "/v1/workspace/agents?label=rare".into(),
+            1,
+        ),
+        case(
+            "inventory: environment=prod",
+            "/v1/workspace/agents?environment=prod".into(),
+            50,
+        ),
+    ];
+    println!("| filter | requests | items | p50 ms | p99 ms | max ms |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: |");
+    for c in &cases {
+        match measure(&client, settings, c).await {
+            Ok(row) => println!("{row}"),
+            // A request the server gave up on (`408` after 30 s) is a result too.
+            Err(e) => println!(
+                "| {} | failed: {} | | | | |",
+                c.label,
+                e.to_string().replace('|', "/")
+            ),
+        }
+    }
+    drop(server);
+    Ok(())
+}
+
+fn main() -> anyhow::Result<()> {
+    let settings = Settings::from_env()?;
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(run(&settings))
+}
