@@ -107,7 +107,7 @@ fn strict_body(raw: &[u8]) -> ApiResult<()> {
 /// Dry-runs or applies a policy spec. Session or personal access token of a workspace owner or
 /// admin; an API key is refused.
 #[utoipa::path(post, path = "/v1/policies/sync", tag = "decisions", request_body = SyncRequest,
-    params(("Idempotency-Key" = Option<String>, Header, description = "the first response is replayed for 24 h; another body with the key is 422 `idempotency_key_reused`")),
+    params(("Idempotency-Key" = Option<String>, Header, max_length = 200, pattern = "^[ -~]*$", description = "at most 200 printable characters; the first response is replayed for 24 h; another body with the key is 422 `idempotency_key_reused`")),
     security(("session" = []), ("access_token" = [])),
     responses((status = 200, body = SyncResponse),
         (status = 409, description = "`sync_conflict` with `current_policy_hash`", body = ErrorBody),
@@ -141,7 +141,7 @@ pub async fn sync_alias(
 /// `Idempotency-Key` header, and an unchanged result is a no-op. Audited as `policy.rolled_back`.
 #[utoipa::path(post, path = "/v1/policies/{policy_id}/rollback", tag = "decisions", request_body = RollbackRequest,
     params(("policy_id" = String, Path),
-        ("Idempotency-Key" = Option<String>, Header, description = "the first response is replayed for 24 h; another body with the key is 422 `idempotency_key_reused`")),
+        ("Idempotency-Key" = Option<String>, Header, max_length = 200, pattern = "^[ -~]*$", description = "at most 200 printable characters; the first response is replayed for 24 h; another body with the key is 422 `idempotency_key_reused`")),
     security(("session" = []), ("access_token" = [])),
     responses((status = 200, body = SyncResponse),
         (status = 404, description = "`unknown_policy`, `unknown_version`", body = ErrorBody),
