@@ -173,7 +173,7 @@ pub(super) const VERSIONS: &[(&str, i64, i64)] = &[("from", 1, i64::MAX), ("to",
 /// A page's query, checked as the API checks its parameters, before anything else (a bad
 /// query is a 400 page whether or not the person is logged in): no NUL in a name or value, and
 /// each of `ints` (name, least, most) a whole number within its bounds.
-pub(super) fn checked_query(
+fn checked_query(
     ctx: &Context,
     query: Option<&str>,
     ints: &[(&'static str, i64, i64)],
@@ -205,6 +205,19 @@ pub(super) fn checked_query(
         }
     }
     None
+}
+
+/// The person behind a page's GET, after its query was checked (see [`checked_query`]).
+pub(super) async fn page_person(
+    ctx: &Context,
+    headers: &HeaderMap,
+    query: Option<&str>,
+    ints: &[(&'static str, i64, i64)],
+) -> Result<Principal, Response> {
+    if let Some(refused) = checked_query(ctx, query, ints) {
+        return Err(refused);
+    }
+    person(ctx, &Method::GET, headers).await
 }
 
 /// The person behind a console request, by session cookie (tokens and API keys open no
@@ -621,10 +634,7 @@ pub async fn agents_page(
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Response {
-    if let Some(refused) = checked_query(&ctx, query.as_deref(), LIMIT) {
-        return refused;
-    }
-    let principal = match person(&ctx, &Method::GET, &headers).await {
+    let principal = match page_person(&ctx, &headers, query.as_deref(), LIMIT).await {
         Ok(p) => p,
         Err(response) => return response,
     };
@@ -838,10 +848,7 @@ pub async fn agent_page(
     Path(agent_id): Path<String>,
     RawQuery(query): RawQuery,
 ) -> Response {
-    if let Some(refused) = checked_query(&ctx, query.as_deref(), &[]) {
-        return refused;
-    }
-    let principal = match person(&ctx, &Method::GET, &headers).await {
+    let principal = match page_person(&ctx, &headers, query.as_deref(), &[]).await {
         Ok(p) => p,
         Err(response) => return response,
     };

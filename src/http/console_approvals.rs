@@ -10,7 +10,7 @@
 use askama::Template;
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
-use axum::http::{HeaderMap, Method};
+use axum::http::HeaderMap;
 use axum::response::Response;
 
 use crate::api::PolicyChallengeInfo;
@@ -23,8 +23,8 @@ use crate::policy::challenge;
 use crate::time::{now_ms, parse_iso};
 
 use super::console::{
-    answer, base, checked_query, field, form_person, person, see_other, shell, Section, Shell,
-    LIMIT, PAGE_ROWS,
+    answer, base, field, form_person, page_person, see_other, shell, Section, Shell, LIMIT,
+    PAGE_ROWS,
 };
 use super::operator::person_requires;
 use super::pages::render;
@@ -123,10 +123,7 @@ pub async fn approvals_page(
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Response {
-    if let Some(refused) = checked_query(&ctx, query.as_deref(), LIMIT) {
-        return refused;
-    }
-    let principal = match person(&ctx, &Method::GET, &headers).await {
+    let principal = match page_person(&ctx, &headers, query.as_deref(), LIMIT).await {
         Ok(p) => p,
         Err(response) => return response,
     };

@@ -21,7 +21,7 @@ use crate::identity::accounts::Principal;
 use crate::time::parse_iso;
 
 use super::console::{
-    answer, checked_query, options, person, shell, Section, SelectOption, Shell, LIMIT, PAGE_ROWS,
+    answer, options, page_person, person, shell, Section, SelectOption, Shell, LIMIT, PAGE_ROWS,
 };
 use super::operator::person_requires;
 use super::pages::render;
@@ -207,10 +207,7 @@ pub async fn audit_page(
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Response {
-    if let Some(refused) = checked_query(&ctx, query.as_deref(), LIMIT) {
-        return refused;
-    }
-    let principal = match person(&ctx, &Method::GET, &headers).await {
+    let principal = match page_person(&ctx, &headers, query.as_deref(), LIMIT).await {
         Ok(p) => p,
         Err(response) => return response,
     };
@@ -381,10 +378,7 @@ pub async fn export(
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Response {
-    if let Some(refused) = checked_query(&ctx, query.as_deref(), &[]) {
-        return refused;
-    }
-    let principal = match person(&ctx, &Method::GET, &headers).await {
+    let principal = match page_person(&ctx, &headers, query.as_deref(), &[]).await {
         Ok(p) => p,
         Err(response) => return response,
     };

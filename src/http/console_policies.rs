@@ -30,7 +30,7 @@ use crate::secret::{random_base62, sha256_hex};
 use crate::time::iso;
 
 use super::console::{
-    answer, base, checked_query, field, form_person, person, see_other, shell, Section, Shell,
+    answer, base, field, form_person, page_person, person, see_other, shell, Section, Shell,
     VERSIONS,
 };
 use super::extract::AppPath;
@@ -255,10 +255,7 @@ pub async fn policy_page(
     Path(policy_id): Path<String>,
     RawQuery(query): RawQuery,
 ) -> Response {
-    if let Some(refused) = checked_query(&ctx, query.as_deref(), &[]) {
-        return refused;
-    }
-    let principal = match person(&ctx, &Method::GET, &headers).await {
+    let principal = match page_person(&ctx, &headers, query.as_deref(), &[]).await {
         Ok(p) => p,
         Err(response) => return response,
     };
@@ -330,10 +327,7 @@ pub async fn diff_page(
     Path(policy_id): Path<String>,
     RawQuery(query): RawQuery,
 ) -> Response {
-    if let Some(refused) = checked_query(&ctx, query.as_deref(), VERSIONS) {
-        return refused;
-    }
-    let principal = match person(&ctx, &Method::GET, &headers).await {
+    let principal = match page_person(&ctx, &headers, query.as_deref(), VERSIONS).await {
         Ok(p) => p,
         Err(response) => return response,
     };
