@@ -86,34 +86,61 @@ pub(super) enum Section {
     Audit,
 }
 
-/// Each section, its label, path and what a role needs to read it (`None`: anyone logged in).
-const SECTIONS: [(Section, &str, &str, Option<Need>); 5] = [
-    (Section::Overview, "Overview", "/dashboard", None),
-    (
-        Section::Agents,
-        "Agents",
-        "/dashboard/agents",
-        Some(Need::AgentsRead),
-    ),
-    (
-        Section::Policies,
-        "Policies",
-        "/dashboard/policies",
-        Some(Need::PoliciesRead),
-    ),
-    (
-        Section::Approvals,
-        "Approvals",
-        "/dashboard/approvals",
-        Some(Need::ChallengesRead),
-    ),
-    (
-        Section::Audit,
-        "Audit",
-        "/dashboard/audit",
-        Some(Need::AuditRead),
-    ),
+/// A section of the navigation: its label, path, what a role needs to read it (`None`: anyone
+/// logged in), and the link back to it from an error page.
+struct SectionInfo {
+    section: Section,
+    label: &'static str,
+    path: &'static str,
+    need: Option<Need>,
+    back: &'static str,
+}
+
+const SECTIONS: [SectionInfo; 5] = [
+    SectionInfo {
+        section: Section::Overview,
+        label: "Overview",
+        path: "/dashboard",
+        need: None,
+        back: "Back to the overview",
+    },
+    SectionInfo {
+        section: Section::Agents,
+        label: "Agents",
+        path: "/dashboard/agents",
+        need: Some(Need::AgentsRead),
+        back: "Back to agents",
+    },
+    SectionInfo {
+        section: Section::Policies,
+        label: "Policies",
+        path: "/dashboard/policies",
+        need: Some(Need::PoliciesRead),
+        back: "Back to policies",
+    },
+    SectionInfo {
+        section: Section::Approvals,
+        label: "Approvals",
+        path: "/dashboard/approvals",
+        need: Some(Need::ChallengesRead),
+        back: "Back to approvals",
+    },
+    SectionInfo {
+        section: Section::Audit,
+        label: "Audit",
+        path: "/dashboard/audit",
+        need: Some(Need::AuditRead),
+        back: "Back to the audit trail",
+    },
 ];
+
+/// The section's entry (the overview's for a section not in the navigation).
+fn section_info(section: Section) -> &'static SectionInfo {
+    SECTIONS
+        .iter()
+        .find(|s| s.section == section)
+        .unwrap_or(&SECTIONS[0])
+}
 
 pub(super) fn base(ctx: &Context) -> String {
     ctx.config.path_prefix.clone().unwrap_or_default()
@@ -130,14 +157,14 @@ pub(super) async fn shell(
     let base = base(ctx);
     let nav = SECTIONS
         .iter()
-        .filter(|(_, _, _, need)| match need {
+        .filter(|s| match s.need {
             None => true,
-            Some(need) => person_requires(principal, *need).is_ok(),
+            Some(need) => person_requires(principal, need).is_ok(),
         })
-        .map(|(section, label, path, _)| NavItem {
-            href: format!("{base}{path}"),
-            label,
-            current: *section == current,
+        .map(|s| NavItem {
+            href: format!("{base}{}", s.path),
+            label: s.label,
+            current: s.section == current,
         })
         .collect();
     Ok(Shell {
@@ -294,22 +321,8 @@ pub(super) async fn answer(
         StatusCode::NOT_FOUND => "Not found",
         _ => "That did not work",
     };
-    let (back_href, back_label) = match section {
-        Section::Agents => (format!("{}/dashboard/agents", shell.base), "Back to agents"),
-        Section::Policies => (
-            format!("{}/dashboard/policies", shell.base),
-            "Back to policies",
-        ),
-        Section::Overview => (format!("{}/dashboard", shell.base), "Back to the overview"),
-        Section::Approvals => (
-            format!("{}/dashboard/approvals", shell.base),
-            "Back to approvals",
-        ),
-        Section::Audit => (
-            format!("{}/dashboard/audit", shell.base),
-            "Back to the audit trail",
-        ),
-    };
+    let info = section_info(section);
+    let (back_href, back_label) = (format!("{}{}", shell.base, info.path), info.back);
     let mut response = render(&ConsoleError {
         shell,
         title,

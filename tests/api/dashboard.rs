@@ -535,7 +535,11 @@ both_engines! {
 // ---- the console --------------------------------------------------------------------------
 
 /// Posts a console form (`application/x-www-form-urlencoded`) with the person's cookie.
-async fn post_form(browser: &Browser, path: &str, fields: &[(&str, &str)]) -> reqwest::Response {
+pub(crate) async fn post_form(
+    browser: &Browser,
+    path: &str,
+    fields: &[(&str, &str)],
+) -> reqwest::Response {
     let body = fields
         .iter()
         .map(|(k, v)| format!("{}={}", urlencode(k), urlencode(v)))
@@ -553,7 +557,7 @@ async fn post_form(browser: &Browser, path: &str, fields: &[(&str, &str)]) -> re
         .unwrap()
 }
 
-fn urlencode(text: &str) -> String {
+pub(crate) fn urlencode(text: &str) -> String {
     text.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
@@ -562,19 +566,19 @@ fn urlencode(text: &str) -> String {
         .collect()
 }
 
-async fn page(browser: &Browser, path: &str) -> (u16, String) {
+pub(crate) async fn page(browser: &Browser, path: &str) -> (u16, String) {
     let res = browser.get(path).await;
     let status = res.status().as_u16();
     (status, res.text().await.unwrap())
 }
 
-async fn agent_status(app: &TestApp, agent_id: &str) -> String {
+pub(crate) async fn agent_status(app: &TestApp, agent_id: &str) -> String {
     let (s, got) = status_json(app.get(&format!("/v1/agents/{agent_id}")).await).await;
     assert_eq!(s, 200, "{got}");
     got["agent"]["status"].as_str().unwrap().to_owned()
 }
 
-const HOSTILE: &str = "<script>alert(1)</script>\"&'";
+pub(crate) const HOSTILE: &str = "<script>alert(1)</script>\"&'";
 
 both_engines! {
     async fn console_pages_render_for_each_role_and_escape_what_agents_send(app) {
@@ -777,7 +781,7 @@ fn finance_spec(agent_id: &str, allow_up_to: f64) -> Value {
 }
 
 /// The value of a form's hidden field, as the browser would post it.
-fn hidden(html: &str, name: &str) -> String {
+pub(crate) fn hidden(html: &str, name: &str) -> String {
     let marker = format!("name=\"{name}\" value=\"");
     let start = html
         .find(&marker)
@@ -1048,7 +1052,7 @@ async fn user_actor(browser: &Browser) -> String {
 }
 
 /// The `href` of the link with this id in the page, unescaped.
-fn link_of(html: &str, id: &str) -> String {
+pub(crate) fn link_of(html: &str, id: &str) -> String {
     html.split(&format!("id=\"{id}\""))
         .next()
         .unwrap()

@@ -38,3 +38,5 @@ mod vault;
 mod vault_agent;
 mod vault_proxy;
 mod verify;
+#[cfg(acp_browser)]
+mod webdriver;
