@@ -491,19 +491,49 @@ async fn run(settings: &Settings) -> anyhow::Result<()> {
             50,
         ),
         case(
-            "inventory: no filter (every agent)",
-            "/v1/workspace/agents".into(),
+            "agents: label=rare (10)",
+            "/v1/agents?label=rare".into(),
+            10,
+        ),
+        case(
+            "agents: label=team-7 (5 %)",
+            "/v1/agents?label=team-7".into(),
             50,
+        ),
+        case(
+            "agents: label=prod (33 %)",
+            "/v1/agents?label=prod".into(),
+            50,
+        ),
+        case(
+            "agents: label=prod + status=revoked",
+            "/v1/agents?label=prod&status=revoked".into(),
+            50,
+        ),
+        case(
+            "inventory: no filter (a page of 200)",
+            "/v1/workspace/agents".into(),
+            200,
+        ),
+        case(
+            "inventory: limit 1000",
+            "/v1/workspace/agents?limit=1000".into(),
+            1000,
         ),
         case(
             "inventory: label=rare",
             "/v1/workspace/agents?label=rare".into(),
-            1,
+            10,
+        ),
+        case(
+            "inventory: label=team-7 (5 %)",
+            "/v1/workspace/agents?label=team-7".into(),
+            200,
         ),
         case(
             "inventory: environment=prod",
             "/v1/workspace/agents?environment=prod".into(),
-            50,
+            200,
         ),
     ];
     println!("| filter | requests | items | p50 ms | p99 ms | max ms |");

@@ -230,6 +230,8 @@ pub struct AgentListParams {
     pub status: Option<String>,
     /// Exact agent name.
     pub name: Option<String>,
+    /// Agents with an inventory item whose labels hold this (as `GET /v1/workspace/agents?label=`).
+    pub label: Option<String>,
     /// 1 to 200, default 50.
     #[param(minimum = 1, maximum = 200)]
     pub limit: Option<i64>,
@@ -414,7 +416,11 @@ pub struct InventoryUpsertResponse {
 pub struct InventoryListResponse {
     pub ok: bool,
     pub items: Vec<InventoryItem>,
+    /// Items on this page.
     pub count: usize,
+    /// The next page's `cursor`; absent on the last page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize, IntoParams)]
@@ -424,6 +430,10 @@ pub struct InventoryListParams {
     pub status: Option<String>,
     /// Agents whose labels list contains this label; for object labels, `key` or `key=value`.
     pub label: Option<String>,
+    /// Items a page, 1 to 1000 (default 200), in the order of `external_agent_key`.
+    pub limit: Option<i64>,
+    /// The `next_cursor` of the previous page.
+    pub cursor: Option<String>,
 }
 
 // ---- audit --------------------------------------------------------------------------------

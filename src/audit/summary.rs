@@ -35,11 +35,17 @@ impl DecisionCounts {
     }
 }
 
-/// Decisions by outcome over the last hour and the last day.
+/// Hours in a day: the columns of the decisions chart.
+pub const HOURS: usize = 24;
+
+/// Decisions by outcome over the last hour and the last day, and the day hour by hour.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DecisionSummary {
     pub hour: DecisionCounts,
     pub day: DecisionCounts,
+    /// The last day's decisions in hours, oldest first: `hourly[HOURS - 1]` is the last hour.
+    /// Counted from the same rows as `day` (the newest [`DECISIONS_COUNTED`]).
+    pub hourly: [DecisionCounts; HOURS],
 }
 
 /// Counts the workspace's decisions (`decision.*` events) of the last day and hour before
@@ -65,6 +71,13 @@ pub async fn decision_summary(
     let mut oldest_in_hour = true;
     for row in rows.iter().take(counted) {
         summary.day.add(row.decision.as_deref());
+        let hours_ago = usize::try_from((now - row.created_at).max(0) / HOUR_MS).unwrap_or(HOURS);
+        if let Some(bucket) = HOURS
+            .checked_sub(hours_ago + 1)
+            .and_then(|i| summary.hourly.get_mut(i))
+        {
+            bucket.add(row.decision.as_deref());
+        }
         if row.created_at >= now - HOUR_MS {
             summary.hour.add(row.decision.as_deref());
         } else {
@@ -75,6 +88,25 @@ pub async fn decision_summary(
     // Newest first: only when every row read is within the hour can the hour hold more.
     summary.hour.at_least = more && oldest_in_hour;
     Ok(summary)
+}
+
+/// The workspace's newest `limit` events of `event_type` (the overview's vault leak events).
+pub async fn recent_of_type(
+    ctx: &Context,
+    workspace_id: &str,
+    event_type: &str,
+    limit: i64,
+) -> Result<Vec<api::AuditEvent>, StoreError> {
+    recent(
+        ctx,
+        AuditQuery {
+            workspace_id: workspace_id.to_owned(),
+            event_type: Some(event_type.to_owned()),
+            limit,
+            ..AuditQuery::default()
+        },
+    )
+    .await
 }
 
 /// The workspace's newest `limit` denied decisions.

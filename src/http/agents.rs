@@ -124,6 +124,7 @@ pub async fn list(
         workspace_id: op.workspace_id,
         status,
         name: params.name.filter(|n| !n.is_empty()),
+        label: params.label.filter(|l| !l.is_empty()),
         after: super::page_cursor(params.cursor.as_deref())?,
         limit: limit + 1,
         ..AgentQuery::default()

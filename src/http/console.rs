@@ -11,8 +11,6 @@
 //! applies [`super::session::csrf_refusal`] as for any cookie request (a cross-site request is
 //! refused, token or not). Every change is audited by its use case with the person as actor.
 
-use std::collections::BTreeSet;
-
 use askama::Template;
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
@@ -41,6 +39,8 @@ use super::session::authenticate_user;
 pub(super) const PAGE_ROWS: i64 = 25;
 /// Heartbeats and audit events on an agent's page, and denials on the overview.
 const RECENT_ROWS: i64 = 10;
+/// Heartbeats drawn in an agent's latency chart (the table lists the newest [`RECENT_ROWS`]).
+const CHARTED_HEARTBEATS: i64 = 60;
 /// Pending approvals counted on the overview; more are shown as "100+".
 const PENDING_COUNTED: i64 = 100;
 
@@ -350,12 +350,41 @@ struct OverviewPage {
 struct Overview {
     agents: Vec<StatusCount>,
     decisions: Vec<DecisionRow>,
+    chart: Vec<ChartColumn>,
+    /// True when the chart shows only the newest decisions read (the day held more).
+    chart_partial: bool,
     pending_approvals: String,
     minting_paused: bool,
     minting_paused_reason: Option<String>,
     all_revoked_at: Option<String>,
     denials: Vec<DenialRow>,
+    leaks: Vec<LeakRow>,
     api_keys: Vec<ApiKeyRow>,
+}
+
+/// One hour's column of the overview's decisions chart: its bars stacked from the bottom.
+struct ChartColumn {
+    title: String,
+    bars: Vec<ChartBar>,
+}
+
+/// A bar in SVG user units (see [`CHART_HEIGHT`]).
+struct ChartBar {
+    x: i64,
+    y: i64,
+    width: i64,
+    height: i64,
+    outcome: &'static str,
+}
+
+struct LeakRow {
+    created_at: String,
+    event_href: String,
+    agent_id: String,
+    profile: String,
+    host: String,
+    /// What was scrubbed: `key in place (form)`, never the value.
+    leaks: String,
 }
 
 struct StatusCount {
@@ -387,6 +416,61 @@ struct ApiKeyRow {
     state: &'static str,
 }
 
+/// The decisions chart's height and column width in SVG user units: 24 columns of 10, so the
+/// template's `viewBox` is 240 by 60.
+const CHART_HEIGHT: i64 = 60;
+const COLUMN_WIDTH: i64 = 10;
+
+/// The day's decisions hour by hour as stacked columns (allow at the bottom, then challenge,
+/// then deny), scaled to the busiest hour. Drawn by the template as SVG: no script, no library.
+fn decision_chart(hourly: &[DecisionCounts]) -> Vec<ChartColumn> {
+    let total = |c: &DecisionCounts| c.allow + c.challenge + c.deny;
+    let most = hourly.iter().map(total).max().unwrap_or(0).max(1);
+    let hours = i64::try_from(hourly.len()).unwrap_or(0);
+    (0_i64..)
+        .zip(hourly)
+        .map(|(i, counts)| {
+            let ago = hours - 1 - i;
+            let mut bottom = CHART_HEIGHT;
+            let mut bars = Vec::new();
+            for (outcome, n) in [
+                ("allow", counts.allow),
+                ("challenge", counts.challenge),
+                ("deny", counts.deny),
+            ] {
+                // At least one unit, so that a single decision in a busy day still shows.
+                let height = if n == 0 {
+                    0
+                } else {
+                    (n * CHART_HEIGHT / most).max(1)
+                };
+                if height > 0 {
+                    bottom -= height;
+                    bars.push(ChartBar {
+                        x: i * COLUMN_WIDTH + 1,
+                        y: bottom,
+                        width: COLUMN_WIDTH - 2,
+                        height,
+                        outcome,
+                    });
+                }
+            }
+            let when = match ago {
+                0 => "the last hour".to_owned(),
+                1 => "1 hour before".to_owned(),
+                n => format!("{n} hours before"),
+            };
+            ChartColumn {
+                title: format!(
+                    "{when}: {} allow, {} challenge, {} deny",
+                    counts.allow, counts.challenge, counts.deny
+                ),
+                bars,
+            }
+        })
+        .collect()
+}
+
 /// `n`, or `n+` when the count is a lower bound.
 fn count_text(n: i64, at_least: bool) -> String {
     if at_least {
@@ -394,6 +478,37 @@ fn count_text(n: i64, at_least: bool) -> String {
     } else {
         n.to_string()
     }
+}
+
+/// A string field of an event's details, or "" when it has none.
+fn detail_text(details: &serde_json::Value, name: &str) -> String {
+    details
+        .get(name)
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// A leak event's scrubbed places as `key in place (form)`, separated by `; `.
+fn leaks_text(details: &serde_json::Value) -> String {
+    details
+        .get("leaks")
+        .and_then(serde_json::Value::as_array)
+        .map(|leaks| {
+            leaks
+                .iter()
+                .map(|l| {
+                    format!(
+                        "{} in {} ({})",
+                        detail_text(l, "key"),
+                        detail_text(l, "place"),
+                        detail_text(l, "form")
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("; ")
+        })
+        .unwrap_or_default()
 }
 
 fn decision_rows(hour: DecisionCounts, day: DecisionCounts) -> Vec<DecisionRow> {
@@ -475,6 +590,19 @@ async fn overview_of(
     .len();
     let pending = i64::try_from(pending).unwrap_or(i64::MAX);
     let kill = credentials::kill_switch_status(ctx, workspace_id).await?;
+    let leaks =
+        summary::recent_of_type(ctx, workspace_id, "vault.proxy.leak_scrubbed", RECENT_ROWS)
+            .await?
+            .into_iter()
+            .map(|e| LeakRow {
+                created_at: e.created_at,
+                event_href: format!("{base}/dashboard/audit/{}", e.event_id),
+                agent_id: e.agent_id.unwrap_or_default(),
+                profile: detail_text(&e.details, "profile"),
+                host: detail_text(&e.details, "host"),
+                leaks: leaks_text(&e.details),
+            })
+            .collect();
     let denials = summary::recent_denials(ctx, workspace_id, RECENT_ROWS)
         .await?
         .into_iter()
@@ -510,6 +638,9 @@ async fn overview_of(
     Ok(Overview {
         agents,
         decisions: decision_rows(decisions.hour, decisions.day),
+        chart: decision_chart(&decisions.hourly),
+        chart_partial: decisions.day.at_least,
+        leaks,
         pending_approvals: count_text(pending.min(PENDING_COUNTED), pending > PENDING_COUNTED),
         minting_paused: kill.minting_paused,
         minting_paused_reason: kill.minting_paused_reason,
@@ -616,6 +747,7 @@ struct AgentsPage {
     agents: Vec<AgentRow>,
     first_href: Option<String>,
     next_href: Option<String>,
+    done: Option<&'static str>,
 }
 
 struct AgentRow {
@@ -663,7 +795,7 @@ async fn agents_list(
     person_requires(principal, Need::AgentsRead)?;
     let (workspace_id, _) = principal.membership()?;
     let mut filters = AgentFilters::default();
-    let (mut cursor, mut limit) = (None, None);
+    let (mut cursor, mut limit, mut done) = (None, None, None);
     for (name, value) in form_urlencoded::parse(raw_query.as_bytes()) {
         let value = value.trim().to_owned();
         match name.as_ref() {
@@ -672,6 +804,7 @@ async fn agents_list(
             "risk_tier" => filters.risk_tier = value,
             "label" => filters.label = value,
             "cursor" => cursor = Some(value),
+            "done" if value == "reject" => done = Some(CLAIM_REJECTED),
             "limit" if !value.is_empty() => {
                 limit = Some(
                     value
@@ -703,28 +836,13 @@ async fn agents_list(
     }
     let page_rows = super::page_limit(limit, PAGE_ROWS, 200)?;
     let after = super::page_cursor(cursor.as_deref())?;
-    // A label narrows to the agents the inventory lists under it.
-    let ids = if filters.label.is_empty() {
-        None
-    } else {
-        let listed = inventory::list(
-            ctx,
-            &workspace_id,
-            api::InventoryListParams {
-                label: Some(filters.label.clone()),
-                ..api::InventoryListParams::default()
-            },
-        )
-        .await?;
-        let ids: BTreeSet<String> = listed.items.into_iter().map(|i| i.agent_id).collect();
-        Some(ids.into_iter().collect())
-    };
     let query = AgentQuery {
         workspace_id,
         status,
         risk_tier,
         search: Some(filters.q.clone()).filter(|q| !q.is_empty()),
-        ids,
+        // As the inventory matches labels (`GET /v1/workspace/agents?label=`).
+        label: Some(filters.label.clone()).filter(|l| !l.is_empty()),
         after,
         limit: page_rows + 1,
         ..AgentQuery::default()
@@ -758,6 +876,7 @@ async fn agents_list(
             &filters.status,
         ),
         risk_options: options(&["low", "medium", "high"], &filters.risk_tier),
+        done,
         filters,
         agents,
         shell,
@@ -772,10 +891,64 @@ struct AgentPage {
     metadata: String,
     labels: Vec<String>,
     heartbeats: Vec<api::Heartbeat>,
+    latency: Option<LatencyChart>,
     /// `None` when the role may not read the audit trail.
     events: Option<Vec<api::AuditEvent>>,
     actions: Vec<ActionLink>,
     done: Option<&'static str>,
+}
+
+/// An agent's heartbeat latencies over time, oldest on the left, as an SVG polyline in a
+/// 240 by 60 `viewBox` (see [`latency_chart`]).
+struct LatencyChart {
+    points: String,
+    /// The last point, marked with a dot.
+    last_x: i64,
+    last_y: i64,
+    summary: String,
+}
+
+/// The latency chart of an agent's recent heartbeats, in the order they were observed; `None`
+/// without any.
+fn latency_chart(heartbeats: &[api::Heartbeat]) -> Option<LatencyChart> {
+    let mut observed: Vec<&api::Heartbeat> = heartbeats.iter().collect();
+    // The same ISO 8601 form (UTC, milliseconds) for every timestamp: text order is time order.
+    observed.sort_by(|a, b| a.observed_at.cmp(&b.observed_at));
+    let (first, latest) = (*observed.first()?, *observed.last()?);
+    let latencies = observed.iter().map(|h| h.latency_ms);
+    let highest = latencies.clone().fold(0.0_f64, f64::max);
+    let lowest = latencies.fold(f64::INFINITY, f64::min);
+    let n = observed.len();
+    // x across the width (one heartbeat alone sits at the right edge), y from the bottom (4
+    // units of margin at the top), in whole units: the chart is small.
+    let step = if n > 1 { 240.0 / (n - 1) as f64 } else { 0.0 };
+    let placed: Vec<(i64, i64)> = observed
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            let x = if n > 1 { i as f64 * step } else { 240.0 };
+            let y = if highest > 0.0 {
+                60.0 - h.latency_ms / highest * 56.0
+            } else {
+                60.0
+            };
+            (x.round() as i64, y.round() as i64)
+        })
+        .collect();
+    let (last_x, last_y) = placed.last().copied().unwrap_or((240, 60));
+    Some(LatencyChart {
+        points: placed
+            .iter()
+            .map(|(x, y)| format!("{x},{y}"))
+            .collect::<Vec<_>>()
+            .join(" "),
+        last_x,
+        last_y,
+        summary: format!(
+            "{n} heartbeats from {} to {}: latency from {lowest} to {highest} ms, last {} ms",
+            first.observed_at, latest.observed_at, latest.latency_ms
+        ),
+    })
 }
 
 struct ActionLink {
@@ -867,8 +1040,10 @@ pub async fn agent_page(
     };
     let done = form_urlencoded::parse(query.unwrap_or_default().as_bytes())
         .find(|(k, _)| k == "done")
-        .and_then(|(_, verb)| action_named(&verb).ok())
-        .map(|a| a.done);
+        .and_then(|(_, verb)| match verb.as_ref() {
+            "claim" => Some(CLAIMED),
+            verb => action_named(verb).ok().map(|a| a.done),
+        });
     let result = agent_detail(&ctx, &principal, &agent_id, done).await;
     answer(&ctx, &principal, Section::Agents, result).await
 }
@@ -883,8 +1058,16 @@ async fn agent_detail(
     let (workspace_id, _) = principal.membership()?;
     let agent = agents::to_wire(agents::agent_in_workspace(ctx, &workspace_id, agent_id).await?);
     let labels = inventory::agent_labels(ctx, &workspace_id, &agent.agent_id).await?;
-    let heartbeats =
-        heartbeats::recent(ctx, &workspace_id, Some(&agent.agent_id), RECENT_ROWS).await?;
+    let mut heartbeats = heartbeats::recent(
+        ctx,
+        &workspace_id,
+        Some(&agent.agent_id),
+        CHARTED_HEARTBEATS,
+    )
+    .await?
+    .items;
+    let latency = latency_chart(&heartbeats);
+    heartbeats.truncate(usize::try_from(RECENT_ROWS).unwrap_or(0));
     let events = match person_requires(principal, Need::AuditRead) {
         Ok(()) => {
             Some(summary::recent_for_agent(ctx, &workspace_id, &agent.agent_id, RECENT_ROWS).await?)
@@ -911,7 +1094,8 @@ async fn agent_detail(
         metadata: serde_json::to_string_pretty(&agent.metadata).unwrap_or_default(),
         agent,
         labels,
-        heartbeats: heartbeats.items,
+        heartbeats,
+        latency,
         events,
         actions,
         done,
@@ -1031,6 +1215,107 @@ async fn act(
     )))
 }
 
+// ---- claiming an agent ------------------------------------------------------------------------
+
+const CLAIMED: &str = "Agent claimed into this workspace.";
+const CLAIM_REJECTED: &str = "Claim rejected: the link is used up and the agent stays out.";
+
+/// The claim code in what was pasted: the code itself, or a claim link ending in it.
+fn claim_code_of(pasted: &str) -> &str {
+    let pasted = pasted.trim();
+    let path = pasted.split(['?', '#']).next().unwrap_or(pasted);
+    path.trim_end_matches('/')
+        .rsplit('/')
+        .next()
+        .unwrap_or(path)
+}
+
+#[derive(Template)]
+#[template(path = "agent_claim.html", config = "src/http/templates/askama.toml")]
+struct ClaimPage {
+    shell: Shell,
+    code: String,
+    agent: api::Agent,
+    metadata: String,
+    expires_at: String,
+    status: String,
+    pending: bool,
+}
+
+/// Claiming an agent that registered without a workspace, from its claim link (a form: `csrf`,
+/// `code` — the link or its code — and `decision`). Without a decision the page shows the agent
+/// and asks; `claim` brings it into the selected workspace and opens its page, `reject` uses
+/// the link up. The code travels in the form's body, never in a URL. Owners and admins only.
+#[utoipa::path(post, path = "/dashboard/agents/claim", tag = "dashboard",
+    request_body(content = String, content_type = "application/x-www-form-urlencoded", description = "`csrf`, `code` (the claim link or its code) and an optional `decision` (`claim` or `reject`)"),
+    responses((status = 200, description = "HTML page: the agent asking to join, with Claim and Reject"),
+        (status = 303, description = "claimed: to the agent's page; rejected: to the agents list (or not logged in: to /login)"),
+        (status = 400, description = "HTML page: `invalid_decision`"),
+        (status = 403, description = "HTML page: `csrf_failed`, or the role may not change agents"),
+        (status = 404, description = "HTML page: `unknown_claim_code`"),
+        (status = 409, description = "HTML page: `claim_code_used`"), (status = 410, description = "HTML page: `claim_code_expired`")))]
+#[tracing::instrument(level = "debug", skip_all)]
+pub async fn claim_agent(
+    State(ctx): State<SharedContext>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let (principal, fields) = match form_person(&ctx, &headers, &body).await {
+        Ok(found) => found,
+        Err(response) => return response,
+    };
+    let code = claim_code_of(field(&fields, "code").unwrap_or_default());
+    let result = match field(&fields, "decision") {
+        None | Some("") => claim_page(&ctx, &principal, code).await,
+        Some(decision) => claim(&ctx, &principal, code, decision).await,
+    };
+    answer(&ctx, &principal, Section::Agents, result).await
+}
+
+async fn claim_page(
+    ctx: &Context,
+    principal: &Principal,
+    code: &str,
+) -> Result<Response, ApiError> {
+    person_requires(principal, Need::AgentsChange)?;
+    principal.admin_of()?;
+    let info = agents::claim_info(ctx, code).await?;
+    let shell = shell(ctx, principal, Section::Agents).await?;
+    let mut response = render(&ClaimPage {
+        shell,
+        code: code.to_owned(),
+        metadata: serde_json::to_string_pretty(&info.agent.metadata).unwrap_or_default(),
+        agent: info.agent,
+        expires_at: info.expires_at,
+        pending: info.status == "pending",
+        status: info.status,
+    });
+    // The page carries the code in its form: not for caches.
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    Ok(response)
+}
+
+async fn claim(
+    ctx: &Context,
+    principal: &Principal,
+    code: &str,
+    decision: &str,
+) -> Result<Response, ApiError> {
+    person_requires(principal, Need::AgentsChange)?;
+    let agent = agents::redeem_claim(ctx, principal, code, decision).await?;
+    Ok(see_other(if decision == "claim" {
+        format!(
+            "{}/dashboard/agents/{}?done=claim",
+            base(ctx),
+            agent.agent_id
+        )
+    } else {
+        format!("{}/dashboard/agents?done=reject", base(ctx))
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1055,6 +1340,20 @@ mod tests {
     }
 
     #[test]
+    fn a_claim_link_or_its_code_gives_the_code() {
+        for pasted in [
+            "clm_abc",
+            "  clm_abc\n",
+            "https://acp.example/v1/agent-approval/clm_abc",
+            "https://acp.example/v1/agent-approval/clm_abc/",
+            "http://127.0.0.1:8080/base/v1/agent-approval/clm_abc?x=1#y",
+        ] {
+            assert_eq!(claim_code_of(pasted), "clm_abc", "{pasted}");
+        }
+        assert_eq!(claim_code_of(""), "");
+    }
+
+    #[test]
     fn each_status_offers_the_moves_it_allows() {
         let verbs = |s: &str| actions_for(s).map(|a| a.verb).collect::<Vec<_>>();
         assert_eq!(verbs("pending"), ["approve", "suspend", "revoke"]);
@@ -1062,6 +1361,47 @@ mod tests {
         assert_eq!(verbs("suspended"), ["resume", "revoke"]);
         assert!(verbs("revoked").is_empty());
         assert!(action_named("delete").is_err());
+    }
+
+    #[test]
+    fn the_chart_stacks_each_hour_scaled_to_the_busiest() {
+        let mut hourly = [DecisionCounts::default(); summary::HOURS];
+        hourly[0] = DecisionCounts {
+            allow: 1,
+            ..DecisionCounts::default()
+        };
+        hourly[23] = DecisionCounts {
+            allow: 60,
+            deny: 30,
+            challenge: 30,
+            at_least: false,
+        };
+        let chart = decision_chart(&hourly);
+        assert_eq!(chart.len(), 24);
+        assert_eq!(
+            chart[0].title,
+            "23 hours before: 1 allow, 0 challenge, 0 deny"
+        );
+        let one = &chart[0].bars;
+        assert_eq!(
+            (one.len(), one[0].height, one[0].y),
+            (1, 1, 59),
+            "one decision still shows"
+        );
+        let busy: Vec<_> = chart[23]
+            .bars
+            .iter()
+            .map(|b| (b.outcome, b.y, b.height, b.x))
+            .collect();
+        assert_eq!(
+            busy,
+            [
+                ("allow", 30, 30, 231),
+                ("challenge", 15, 15, 231),
+                ("deny", 0, 15, 231)
+            ]
+        );
+        assert!(chart[5].bars.is_empty() && chart[23].title.starts_with("the last hour"));
     }
 
     #[test]

@@ -2,6 +2,8 @@
 
 use axum::extract::State;
 use axum::Json;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
 
 use crate::api::{
     ErrorBody, InventoryListParams, InventoryListResponse, InventoryUpsertRequest,
@@ -9,7 +11,7 @@ use crate::api::{
 };
 use crate::context::SharedContext;
 use crate::domain::access::Need;
-use crate::error::ApiResult;
+use crate::error::{ApiError, ApiResult};
 use crate::telemetry::inventory;
 
 use super::extract::{AppJson, AppQuery, Caller};
@@ -33,15 +35,77 @@ pub async fn upsert_inventory(
     ))
 }
 
-/// The workspace's agent inventory.
+/// Inventory items a page unless `limit` says otherwise, and the most it may say.
+const INVENTORY_PAGE: i64 = 200;
+const INVENTORY_PAGE_MAX: i64 = 1000;
+
+/// The workspace's agent inventory, in the order of `external_agent_key`, paged by cursor.
 #[utoipa::path(get, path = "/v1/workspace/agents", tag = "inventory", params(InventoryListParams),
     security(("api_key" = []), ("session" = []), ("access_token" = [])),
-    responses((status = 200, body = InventoryListResponse), (status = 401, body = ErrorBody)))]
+    responses((status = 200, body = InventoryListResponse), (status = 400, body = ErrorBody, description = "`invalid_limit`, `invalid_cursor`"),
+        (status = 401, body = ErrorBody)))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn list_inventory(
     State(ctx): State<SharedContext>,
     op: Authorized<needs::AgentsRead>,
     AppQuery(params): AppQuery<InventoryListParams>,
 ) -> ApiResult<Json<InventoryListResponse>> {
-    Ok(Json(inventory::list(&ctx, &op.workspace_id, params).await?))
+    let limit = super::page_limit(params.limit, INVENTORY_PAGE, INVENTORY_PAGE_MAX)?;
+    let after = match params.cursor.as_deref().filter(|c| !c.is_empty()) {
+        None => None,
+        Some(cursor) => Some(
+            decode_key_cursor(cursor)
+                .ok_or_else(|| ApiError::invalid("cursor", "is not a cursor this server issued"))?,
+        ),
+    };
+    let mut items = inventory::list(&ctx, &op.workspace_id, &params, after, limit + 1).await?;
+    let page = usize::try_from(limit).unwrap_or(usize::MAX);
+    let next_cursor = if items.len() > page {
+        items.truncate(page);
+        items
+            .last()
+            .map(|i| encode_key_cursor(&i.external_agent_key))
+    } else {
+        None
+    };
+    Ok(Json(InventoryListResponse {
+        ok: true,
+        count: items.len(),
+        items,
+        next_cursor,
+    }))
+}
+
+/// The inventory's cursor: the last `external_agent_key` listed (any text up to 200 characters,
+/// so not the `(time, id)` cursor of the other lists), base64url without padding.
+fn encode_key_cursor(key: &str) -> String {
+    URL_SAFE_NO_PAD.encode(format!("k:{key}"))
+}
+
+fn decode_key_cursor(cursor: &str) -> Option<String> {
+    let raw = String::from_utf8(URL_SAFE_NO_PAD.decode(cursor).ok()?).ok()?;
+    raw.strip_prefix("k:")
+        .filter(|key| !key.is_empty() && key.chars().count() <= 200)
+        .map(str::to_owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_cursors_carry_any_key_and_refuse_others() {
+        for key in ["ops-1", "a b/c?d=e", "ключ"] {
+            assert_eq!(
+                decode_key_cursor(&encode_key_cursor(key)).as_deref(),
+                Some(key)
+            );
+        }
+        assert_eq!(decode_key_cursor("nope"), None);
+        assert_eq!(
+            decode_key_cursor(&crate::audit::encode_cursor(1, "agt_x")),
+            None
+        );
+        assert_eq!(decode_key_cursor(&encode_key_cursor("")), None);
+    }
 }

@@ -255,6 +255,7 @@ fn routes() -> OpenApiRouter<SharedContext> {
         .routes(routes!(console::dashboard)) // GET /dashboard
         .routes(routes!(console::switch_workspace)) // POST /dashboard/workspace
         .routes(routes!(console::agents_page)) // GET /dashboard/agents
+        .routes(routes!(console::claim_agent)) // POST /dashboard/agents/claim
         .routes(routes!(console::agent_page)) // GET /dashboard/agents/{agent_id}
         .routes(routes!(
             console::confirm_agent_action,

@@ -1,5 +1,7 @@
 //! Records as the store keeps them. Times are epoch milliseconds.
 
+use std::collections::BTreeSet;
+
 use serde_json::Value;
 
 use crate::domain::{AgentStatus, ChallengeStatus, RiskTier, Role};
@@ -193,8 +195,8 @@ pub struct AgentQuery {
     pub risk_tier: Option<RiskTier>,
     /// Agents whose id is this, or whose name holds it (case-insensitive for ASCII).
     pub search: Option<String>,
-    /// Only these agents (an empty list matches none).
-    pub ids: Option<Vec<String>>,
+    /// Only agents with an inventory item whose labels hold this (see [`label_terms`]).
+    pub label: Option<String>,
     pub after: Option<Cursor>,
     pub limit: i64,
 }
@@ -204,21 +206,34 @@ pub struct InventoryQuery {
     pub workspace_id: String,
     pub environment: Option<String>,
     pub status: Option<String>,
-    /// Matched by [`labels_hold`].
+    /// Items whose labels hold this (one of their [`label_terms`]).
     pub label: Option<String>,
+    /// Past this `external_agent_key` (items are listed in its order).
+    pub after: Option<String>,
+    pub limit: i64,
 }
 
-/// True when inventory `labels` hold `wanted`. Labels are a list of strings (the documented
-/// form), matched by an equal entry; or an object of string values, where `key` matches the key
-/// with any value and `key=value` the key with that value.
-pub fn labels_hold(labels: &Value, wanted: &str) -> bool {
+/// What `label=X` matches in inventory `labels`, as the terms stored beside each item
+/// (`agent_inventory_labels`): labels are a list of strings (the documented form), each entry
+/// a term; or an object of string values, each key a term (the key with any value) and
+/// `key=value` for each string value. A key holding `=` gives no term: `label=a=b` means the key
+/// `a` with the value `b`.
+pub fn label_terms(labels: &Value) -> BTreeSet<String> {
     match labels {
-        Value::Array(items) => items.iter().any(|item| item.as_str() == Some(wanted)),
-        Value::Object(map) => match wanted.split_once('=') {
-            Some((key, value)) => map.get(key).and_then(Value::as_str) == Some(value),
-            None => map.contains_key(wanted),
-        },
-        _ => false,
+        Value::Array(items) => items
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect(),
+        Value::Object(map) => map
+            .iter()
+            .filter(|(key, _)| !key.contains('='))
+            .flat_map(|(key, value)| {
+                let pair = value.as_str().map(|v| format!("{key}={v}"));
+                std::iter::once(key.clone()).chain(pair)
+            })
+            .collect(),
+        _ => BTreeSet::new(),
     }
 }
 
@@ -563,4 +578,47 @@ pub struct LeaseFilter {
     pub agent_id: Option<String>,
     pub secret_set_id: Option<String>,
     pub kind: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// What `label=` meant when items were matched one by one: the terms must agree with it.
+    fn labels_hold(labels: &Value, wanted: &str) -> bool {
+        match labels {
+            Value::Array(items) => items.iter().any(|item| item.as_str() == Some(wanted)),
+            Value::Object(map) => match wanted.split_once('=') {
+                Some((key, value)) => map.get(key).and_then(Value::as_str) == Some(value),
+                None => map.contains_key(wanted),
+            },
+            _ => false,
+        }
+    }
+
+    #[test]
+    fn label_terms_match_what_a_label_filter_means() {
+        let cases = [
+            json!(["payments", "env=prod", "", 3]),
+            json!({"env": "prod", "tier": 2, "team": "a=b", "x=y": "z", "": "e"}),
+            json!("payments"),
+            json!(null),
+        ];
+        let wanted = [
+            "payments", "env=prod", "env", "env=dev", "", "tier", "tier=2", "team", "team=a=b",
+            "x=y", "x=y=z", "x", "=e", "3",
+        ];
+        for labels in &cases {
+            let terms = label_terms(labels);
+            for w in wanted {
+                assert_eq!(terms.contains(w), labels_hold(labels, w), "{labels} / {w}");
+            }
+        }
+        assert_eq!(
+            label_terms(&cases[1]).into_iter().collect::<Vec<_>>(),
+            ["", "=e", "env", "env=prod", "team", "team=a=b", "tier"]
+        );
+    }
 }

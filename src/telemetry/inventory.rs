@@ -176,26 +176,25 @@ pub async fn upsert(
 pub async fn list(
     ctx: &Context,
     workspace_id: &str,
-    params: api::InventoryListParams,
-) -> TelemetryResult<api::InventoryListResponse> {
+    params: &api::InventoryListParams,
+    after: Option<String>,
+    limit: i64,
+) -> TelemetryResult<Vec<api::InventoryItem>> {
     let query = InventoryQuery {
         workspace_id: workspace_id.to_owned(),
-        environment: params.environment.filter(|e| !e.is_empty()),
-        status: params.status.filter(|s| !s.is_empty()),
-        label: params.label.filter(|l| !l.is_empty()),
+        environment: params.environment.clone().filter(|e| !e.is_empty()),
+        status: params.status.clone().filter(|s| !s.is_empty()),
+        label: params.label.clone().filter(|l| !l.is_empty()),
+        after,
+        limit,
     };
-    let items: Vec<_> = ctx
+    Ok(ctx
         .store
         .list_inventory(&query)
         .await?
         .into_iter()
         .map(to_wire)
-        .collect();
-    Ok(api::InventoryListResponse {
-        ok: true,
-        count: items.len(),
-        items,
-    })
+        .collect())
 }
 
 /// One agent's labels as policies read them (merged over its inventory entries), each as

@@ -320,3 +320,57 @@ async fn an_admin_dry_runs_and_applies_a_pasted_spec() {
     assert!(applied[0]["actor"].as_str().unwrap().starts_with("user:"));
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_claims_an_agent_from_the_console_and_a_member_cannot() {
+    let app = TestApp::spawn(Engine::Sqlite).await;
+    let mut agent = TestAgent::new();
+    agent.id = agent.register(&app, None, "stray-bot").await;
+    assert_eq!(agent.attest_latest(&app).await.status(), 200);
+    let (_, code) = status_json(
+        agent
+            .signed_post(
+                &app,
+                &format!("/v1/agents/{}/claim-code", agent.id),
+                &json!({}),
+            )
+            .await,
+    )
+    .await;
+    app.grant(&app.workspace_id, "admin@example.com", "admin")
+        .await;
+    app.grant(&app.workspace_id, "member@example.com", "member")
+        .await;
+
+    // A member's agents page has no claim form.
+    let member = app.login("member@example.com").await;
+    let browser = Browser::start().await;
+    browser.log_in_as(&app, &member).await;
+    browser.open(&app.url("/dashboard/agents")).await;
+    browser.element("#agents, #empty").await;
+    assert!(!browser.exists("#claim-an-agent").await);
+
+    // The admin pastes the link, sees the agent, and claims it.
+    let admin = app.login("admin@example.com").await;
+    browser.log_in_as(&app, &admin).await;
+    browser.open(&app.url("/dashboard/agents")).await;
+    browser.click("#claim-an-agent summary").await;
+    browser
+        .type_into("#claim-code", code["claim_url"].as_str().unwrap())
+        .await;
+    browser.click("#claim-an-agent button[type=submit]").await;
+    browser.wait_text("#agent-name", "stray-bot").await;
+    browser.click("#claim").await;
+    browser
+        .wait_text("#done", "Agent claimed into this workspace.")
+        .await;
+    assert_eq!(browser.text("#agent-id").await, agent.id);
+    browser.quit().await;
+
+    let (s, got) = status_json(app.get(&format!("/v1/agents/{}", agent.id)).await).await;
+    assert_eq!(
+        (s.as_u16(), got["agent"]["workspace_id"].as_str()),
+        (200, Some(app.workspace_id.as_str()))
+    );
+    app.stop().await;
+}

@@ -654,6 +654,19 @@ both_engines! {
         assert!(listed(&second, &hostile) && !listed(&second, &calm));
         assert!(!second.contains("id=\"next-page\"") && second.contains("id=\"first-page\""));
 
+        // An agent's heartbeats: a latency chart over time (oldest left) above the table.
+        let (_, html) = page(&owner, &format!("/dashboard/agents/{}", calm.id)).await;
+        assert!(html.contains("id=\"no-heartbeats\"") && !html.contains("id=\"latency-chart\""));
+        let items: Vec<Value> = [(40.0, "2026-01-01T00:00:00Z"), (80.0, "2026-01-01T00:01:00Z"), (20.0, "2026-01-01T00:02:00Z")]
+            .iter()
+            .map(|(ms, at)| json!({"agent_id": calm.id, "status": "ok", "latency_ms": ms, "observed_at": at}))
+            .collect();
+        let (s, body) = status_json(app.post("/v1/telemetry/heartbeat/ingest", &json!({"items": items})).await).await;
+        assert_eq!((s.as_u16(), body["accepted"].as_i64()), (200, Some(3)), "{body}");
+        let (_, html) = page(&owner, &format!("/dashboard/agents/{}", calm.id)).await;
+        assert!(html.contains("points=\"0,32 120,4 240,46\""), "40, 80, 20 ms scaled to the highest: {html}");
+        assert!(html.contains("3 heartbeats from 2026-01-01T00:00:00.000Z to 2026-01-01T00:02:00.000Z: latency from 20 to 80 ms, last 20 ms"), "{html}");
+
         // Not logged in: to the login page.
         let res = app.client.get(app.url("/dashboard/agents")).send().await.unwrap();
         assert_eq!((res.status().as_u16(), res.headers()["location"].to_str().unwrap()), (303, "/login"));
@@ -757,6 +770,12 @@ both_engines! {
                 assert!(html.contains(&format!("data-window=\"{window}\" data-outcome=\"{outcome}\">{n}<")), "{outcome} {window}: {html}");
             }
         }
+        // The chart: the day in 24 columns, this hour's stacked allow, challenge and deny.
+        assert!(html.contains("id=\"decisions-chart\""), "{html}");
+        assert_eq!(html.matches("<g><title>").count(), 24, "a column an hour");
+        assert!(html.contains("<title>the last hour: 2 allow, 1 challenge, 1 deny</title>"), "{html}");
+        assert_eq!(html.matches("<rect ").count(), 3, "only the last hour has bars");
+        assert!(html.contains("id=\"no-leaks\""), "no leak yet");
         assert!(html.contains("id=\"pending-approvals\">1<"));
         assert!(html.contains("id=\"minting\">minting paused</strong>: drill &#60;now&#62;"), "{html}");
         assert!(html.contains("id=\"denials\"") && html.contains(&format!("/dashboard/agents/{}", agent.id)));
@@ -1293,5 +1312,93 @@ both_engines! {
 
         let res = app.client.get(app.url("/dashboard/audit/export?format=csv")).send().await.unwrap();
         assert_eq!((res.status().as_u16(), res.headers()["location"].to_str().unwrap()), (303, "/login"));
+    }
+}
+
+/// An agent registered without a workspace and its claim link.
+async fn stray_agent(app: &TestApp, name: &str) -> (TestAgent, String) {
+    let mut agent = TestAgent::new();
+    agent.id = agent.register(app, None, name).await;
+    assert_eq!(agent.attest_latest(app).await.status(), 200);
+    let (s, code) = status_json(
+        agent
+            .signed_post(
+                app,
+                &format!("/v1/agents/{}/claim-code", agent.id),
+                &json!({}),
+            )
+            .await,
+    )
+    .await;
+    assert_eq!(s, 200, "{code}");
+    let url = code["claim_url"].as_str().unwrap().to_owned();
+    (agent, url)
+}
+
+both_engines! {
+    async fn admins_claim_and_reject_agents_from_the_console(app) {
+        let (agent, link) = stray_agent(&app, HOSTILE).await;
+        let code = link.rsplit('/').next().unwrap().to_owned();
+        app.grant(&app.workspace_id, "admin@example.com", "admin").await;
+        app.grant(&app.workspace_id, "member@example.com", "member").await;
+        let admin = app.login("admin@example.com").await;
+        let member = app.login("member@example.com").await;
+
+        let (_, html) = page(&admin, "/dashboard/agents").await;
+        assert!(html.contains("id=\"claim-an-agent\"") && html.contains("action=\"/dashboard/agents/claim\""));
+        let (_, html) = page(&member, "/dashboard/agents").await;
+        assert!(!html.contains("id=\"claim-an-agent\""), "no claim form for a member");
+
+        // A member may neither look the link up nor claim; nor may a request without the token.
+        for fields in [vec![("code", link.as_str())], vec![("code", link.as_str()), ("decision", "claim")]] {
+            let mut with_token = fields.clone();
+            with_token.push(("csrf", &member.csrf));
+            let res = post_form(&member, "/dashboard/agents/claim", &with_token).await;
+            assert_eq!(res.status(), 403);
+            assert!(res.text().await.unwrap().contains("data-code=\"insufficient_role\""));
+            let res = post_form(&admin, "/dashboard/agents/claim", &fields).await;
+            assert_eq!(res.status(), 403, "no CSRF token");
+        }
+
+        // The admin pastes the link: the agent is shown (escaped), the code only in the form.
+        let res = post_form(&admin, "/dashboard/agents/claim", &[("csrf", &admin.csrf), ("code", &link)]).await;
+        assert_eq!(res.status(), 200);
+        assert_eq!(res.headers()["cache-control"], "no-store");
+        let html = res.text().await.unwrap();
+        assert!(html.contains(&agent.id) && !html.contains("<script>alert(1)"), "{html}");
+        assert!(html.contains(&format!("name=\"code\" value=\"{code}\"")) && html.contains("id=\"claim\""));
+
+        let res = post_form(&admin, "/dashboard/agents/claim", &[("csrf", &admin.csrf), ("code", &code), ("decision", "adopt")]).await;
+        assert_eq!(res.status(), 400);
+        assert!(res.text().await.unwrap().contains("data-code=\"invalid_decision\""));
+        let res = post_form(&admin, "/dashboard/agents/claim", &[("csrf", &admin.csrf), ("code", &code), ("decision", "claim")]).await;
+        assert_eq!(res.status(), 303);
+        let location = res.headers()["location"].to_str().unwrap().to_owned();
+        assert_eq!(location, format!("/dashboard/agents/{}?done=claim", agent.id));
+        let (s, html) = page(&admin, &location).await;
+        assert_eq!(s, 200);
+        assert!(html.contains("Agent claimed into this workspace."));
+        let events = audit_events(&app, &format!("event_type=agent.claimed&agent_id={}", agent.id)).await;
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0]["actor"], user_actor(&admin).await);
+
+        // A used link, an unknown one.
+        let res = post_form(&admin, "/dashboard/agents/claim", &[("csrf", &admin.csrf), ("code", &code), ("decision", "claim")]).await;
+        assert_eq!(res.status(), 409);
+        assert!(res.text().await.unwrap().contains("data-code=\"claim_code_used\""));
+        let res = post_form(&admin, "/dashboard/agents/claim", &[("csrf", &admin.csrf), ("code", &code)]).await;
+        assert_eq!(res.status(), 200);
+        assert!(res.text().await.unwrap().contains("id=\"claim-closed\""), "a used link is shown, not offered");
+        let res = post_form(&admin, "/dashboard/agents/claim", &[("csrf", &admin.csrf), ("code", "clm_nope")]).await;
+        assert_eq!(res.status(), 404);
+
+        // Rejecting: the link is used up and the agent stays out.
+        let (other, link) = stray_agent(&app, "other-bot").await;
+        let res = post_form(&admin, "/dashboard/agents/claim", &[("csrf", &admin.csrf), ("code", &link), ("decision", "reject")]).await;
+        assert_eq!((res.status().as_u16(), res.headers()["location"].to_str().unwrap()), (303, "/dashboard/agents?done=reject"));
+        let (_, html) = page(&admin, "/dashboard/agents?done=reject").await;
+        assert!(html.contains("Claim rejected"));
+        let (s, _) = page(&admin, &format!("/dashboard/agents/{}", other.id)).await;
+        assert_eq!(s, 404, "not in the workspace");
     }
 }

@@ -218,6 +218,21 @@ both_engines! {
         }
         assert_eq!(list("").await, ["bare", "obj", "ops-1", "pay-1"], "refused upserts wrote nothing");
 
+        // Labels replaced by an upsert are no longer matched; pages follow the key's order.
+        let (s, moved) = status_json(app.post("/v1/workspace/agents/upsert", &json!({"external_agent_key": "obj", "agent_id": b.id, "labels": {"team": "ops"}})).await).await;
+        assert_eq!(s, 200, "{moved}");
+        assert_eq!(list("label=payments").await, ["pay-1"]);
+        assert_eq!(list("label=team=ops").await, ["obj"]);
+        let (_, first) = status_json(app.get("/v1/workspace/agents?limit=3").await).await;
+        assert_eq!((first["count"].as_i64(), first["items"][2]["external_agent_key"].as_str()), (Some(3), Some("ops-1")));
+        let cursor = first["next_cursor"].as_str().unwrap();
+        let (_, second) = status_json(app.get(&format!("/v1/workspace/agents?limit=3&cursor={cursor}")).await).await;
+        assert_eq!(second["items"].as_array().unwrap().len(), 1, "{second}");
+        assert_eq!(second["items"][0]["external_agent_key"], "pay-1");
+        assert!(second.get("next_cursor").is_none(), "the last page has no cursor");
+        assert_error(app.get("/v1/workspace/agents?limit=1001").await, 400, "invalid_limit").await;
+        assert_error(app.get("/v1/workspace/agents?cursor=nope").await, 400, "invalid_cursor").await;
+
         // Policies read a list label as that key with the value "true".
         app.apply_policy(json!({
             "reusable_policy_blocks": {"pay": {"actions": {"allow": ["refund"]}}},

@@ -133,6 +133,17 @@ async fn the_proxy_injects_scrubs_and_refuses(engine: Engine) {
     for form in ["raw", "base64", "hex"] {
         assert!(forms.contains(&form), "{form} in {forms:?}");
     }
+    // The console's overview lists the leak by key, place and form, never the value.
+    app.grant(&app.workspace_id, "owner@example.com", "owner")
+        .await;
+    let owner = app.login("owner@example.com").await;
+    let overview = owner.get("/dashboard").await.text().await.unwrap();
+    assert!(overview.contains("id=\"leaks\""), "{overview}");
+    assert!(
+        overview.contains("wide</td>") && overview.contains(" (raw)"),
+        "{overview}"
+    );
+    assert!(!overview.contains(TOKEN), "no secret on the page");
 
     // Redirects come back, never followed; binary bodies come back in base64.
     let hits = upstream.hits();

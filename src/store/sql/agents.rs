@@ -331,16 +331,14 @@ impl AgentStore for SqlStore {
                 [Arg::Text(search.to_owned()), Arg::Text(pattern)],
             );
         }
-        if let Some(ids) = &query.ids {
-            if ids.is_empty() {
-                f.push("1 = 0", []);
-            } else {
-                let marks = vec!["?"; ids.len()].join(", ");
-                f.push(
-                    &format!("id IN ({marks})"),
-                    ids.iter().map(|id| Arg::Text(id.clone())),
-                );
-            }
+        if let Some(label) = &query.label {
+            f.push(
+                "id IN (SELECT agent_id FROM agent_inventory_labels WHERE workspace_id = ? AND term = ?)",
+                [
+                    Arg::Text(query.workspace_id.clone()),
+                    Arg::Text(label.clone()),
+                ],
+            );
         }
         f.cursor(query.after.as_ref());
         let sql = f.sql(

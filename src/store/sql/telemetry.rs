@@ -7,7 +7,7 @@ use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
 
 use super::agents::{agent_from_row, AGENT_COLUMNS};
-use super::{changed_rows, json_text, json_value, Filters, SqlStore};
+use super::{changed_rows, json_text, json_value, Arg, Filters, SqlStore};
 use crate::domain::RiskTier;
 use crate::store::*;
 
@@ -103,6 +103,26 @@ pub(super) async fn apply(
                     item.external_agent_key
                 ))
             })?;
+            // The item's label terms, replaced with it (migration 0018).
+            sqlx::query(
+                "DELETE FROM agent_inventory_labels WHERE workspace_id = $1 AND external_agent_key = $2",
+            )
+            .bind(&item.workspace_id)
+            .bind(&item.external_agent_key)
+            .execute(&mut **tx)
+            .await?;
+            for term in label_terms(&item.labels) {
+                sqlx::query(
+                    "INSERT INTO agent_inventory_labels (workspace_id, term, external_agent_key, agent_id) \
+                     VALUES ($1, $2, $3, $4)",
+                )
+                .bind(&item.workspace_id)
+                .bind(term)
+                .bind(&item.external_agent_key)
+                .bind(&item.agent_id)
+                .execute(&mut **tx)
+                .await?;
+            }
             Ok(Applied::Done)
         }
         TelemetryOp::RecordFeedback {
@@ -214,24 +234,26 @@ impl TelemetryStore for SqlStore {
         f.text("workspace_id = ?", Some(&query.workspace_id));
         f.text("environment = ?", query.environment.as_deref());
         f.text("status = ?", query.status.as_deref());
+        f.text("external_agent_key > ?", query.after.as_deref());
+        if let Some(label) = &query.label {
+            f.push(
+                "external_agent_key IN (SELECT external_agent_key FROM agent_inventory_labels \
+                 WHERE workspace_id = ? AND term = ?)",
+                [
+                    Arg::Text(query.workspace_id.clone()),
+                    Arg::Text(label.clone()),
+                ],
+            );
+        }
         let sql = f.sql(
             &format!("SELECT {INVENTORY_COLUMNS} FROM agent_inventory"),
-            "ORDER BY external_agent_key",
+            &format!("ORDER BY external_agent_key LIMIT {}", query.limit),
         );
         let rows = f.fetch(&self.read, &sql).await?;
-        let items = rows
+        Ok(rows
             .iter()
             .map(inventory_from_row)
-            .collect::<Result<Vec<_>, _>>()?;
-        // Labels are JSON (a list or an object) in a TEXT column; matching here keeps the SQL
-        // portable.
-        Ok(match &query.label {
-            None => items,
-            Some(label) => items
-                .into_iter()
-                .filter(|item| labels_hold(&item.labels, label))
-                .collect(),
-        })
+            .collect::<Result<Vec<_>, _>>()?)
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
