@@ -16,7 +16,10 @@ use super::{EnforceError, EnforceResult};
 use crate::policy::cache::{KeyAccess, View};
 use crate::policy::check::check;
 use crate::secret::{random_base62, sha256_hex};
-use crate::store::{Applied, Change, CredentialOp, CredentialRecord, StoreError};
+use crate::store::{
+    ActiveCredential, Applied, AuditQuery, Change, CredentialOp, CredentialQuery, CredentialRecord,
+    Cursor, KillSwitch, StoreError,
+};
 use crate::time::{iso, now_ms};
 
 pub const DEFAULT_TTL_SECS: i64 = 300;
@@ -423,6 +426,126 @@ pub async fn revoke(
         return Err(EnforceError::missing("token"));
     }
     revoke_where(ctx, workspace_id, actor, token_hash, cred_id, None, reason).await
+}
+
+/// One credential of the workspace by its id, whatever its state; another workspace's, or
+/// none, is `unknown_credential`.
+pub async fn credential_in(
+    ctx: &Context,
+    workspace_id: &str,
+    cred_id: &str,
+) -> EnforceResult<CredentialRecord> {
+    let found = if ids::has_shape(cred_id, "crd") {
+        ctx.store.credential_in(workspace_id, cred_id).await?
+    } else {
+        None
+    };
+    found.ok_or_else(|| {
+        EnforceError::not_found("unknown_credential", "no such credential in this workspace")
+    })
+}
+
+/// Revokes one credential of the workspace by its id (the console's revoke): the same change
+/// and audit event (`credential.revoked`, naming the agent) as [`revoke`]. Another workspace's
+/// credential, or none, is `unknown_credential`; one no longer live revokes nothing.
+pub async fn revoke_by_id(
+    ctx: &Context,
+    workspace_id: &str,
+    actor: &Actor,
+    cred_id: &str,
+    reason: Option<String>,
+) -> EnforceResult<api::RevokeResponse> {
+    let reason = short_text("reason", reason)?;
+    let credential = credential_in(ctx, workspace_id, cred_id).await?;
+    revoke_where(
+        ctx,
+        workspace_id,
+        actor,
+        None,
+        Some(credential.id),
+        Some(&credential.agent_id),
+        reason,
+    )
+    .await
+}
+
+/// The workspace's active credentials, newest first (`limit` rows past `after`), all or one
+/// agent's: not revoked, not expired, not a used one-time credential, and not minted before
+/// the last revoke-all. A credential of a suspended agent is listed (it counts again when the
+/// agent is resumed). Never a token or its hash.
+pub async fn active(
+    ctx: &Context,
+    workspace_id: &str,
+    agent_id: Option<&str>,
+    after: Option<Cursor>,
+    limit: i64,
+) -> EnforceResult<Vec<ActiveCredential>> {
+    let now = now_ms();
+    let cutoff = ctx.store.kill_switch(workspace_id).await?.all_revoked_at;
+    // No credential lives longer than MAX_TTL_SECS: older ones are all expired.
+    let minted_from = (now - MAX_TTL_SECS * 1000).max(cutoff.unwrap_or(i64::MIN));
+    Ok(ctx
+        .store
+        .active_credentials(&CredentialQuery {
+            workspace_id: workspace_id.to_owned(),
+            agent_id: agent_id.map(str::to_owned),
+            now,
+            minted_from,
+            after,
+            limit,
+        })
+        .await?)
+}
+
+/// A change of the kill switch, from the audit trail: when, by whom, and the reason given.
+#[derive(Debug, Clone)]
+pub struct SwitchChange {
+    pub at: i64,
+    pub actor: String,
+    pub reason: Option<String>,
+}
+
+/// The kill switch with its last changes: the last pause or resume of minting and the last
+/// revoke-all.
+#[derive(Debug, Clone)]
+pub struct KillSwitchView {
+    pub switch: KillSwitch,
+    pub minting_changed: Option<SwitchChange>,
+    pub revoked_all: Option<SwitchChange>,
+}
+
+pub async fn kill_switch_view(ctx: &Context, workspace_id: &str) -> EnforceResult<KillSwitchView> {
+    let switch = ctx.store.kill_switch(workspace_id).await?;
+    // Each is the newest event along an index of the audit trail (action, or event type).
+    let last = |action: Option<&str>, event_type: Option<&str>| AuditQuery {
+        workspace_id: workspace_id.to_owned(),
+        action: action.map(str::to_owned),
+        event_type: event_type.map(str::to_owned),
+        limit: 1,
+        ..AuditQuery::default()
+    };
+    let change = |events: Vec<crate::store::AuditRecord>| {
+        events.into_iter().next().map(|e| SwitchChange {
+            at: e.created_at,
+            reason: e.details["reason"].as_str().map(str::to_owned),
+            actor: e.actor,
+        })
+    };
+    let minting_changed = change(
+        ctx.store
+            .audit_events(&last(Some("kill_switch_minting"), None))
+            .await?,
+    );
+    let revoked_all = change(
+        ctx.store
+            .audit_events(&last(None, Some("kill_switch.revoke_all")))
+            .await?,
+    );
+    Ok(KillSwitchView {
+        switch,
+        minting_changed,
+        revoked_all,
+    })
 }
 
 pub async fn revoke_by_agent(

@@ -84,6 +84,7 @@ pub(super) enum Section {
     Policies,
     Approvals,
     Audit,
+    Credentials,
 }
 
 /// A section of the navigation: its label, path, what a role needs to read it (`None`: anyone
@@ -96,7 +97,7 @@ struct SectionInfo {
     back: &'static str,
 }
 
-const SECTIONS: [SectionInfo; 5] = [
+const SECTIONS: [SectionInfo; 6] = [
     SectionInfo {
         section: Section::Overview,
         label: "Overview",
@@ -131,6 +132,13 @@ const SECTIONS: [SectionInfo; 5] = [
         path: "/dashboard/audit",
         need: Some(Need::AuditRead),
         back: "Back to the audit trail",
+    },
+    SectionInfo {
+        section: Section::Credentials,
+        label: "Credentials",
+        path: "/dashboard/credentials",
+        need: Some(Need::KillSwitchRead),
+        back: "Back to credentials",
     },
 ];
 
@@ -896,6 +904,8 @@ struct AgentPage {
     events: Option<Vec<api::AuditEvent>>,
     actions: Vec<ActionLink>,
     done: Option<&'static str>,
+    /// Its active credentials and live vault leases (`credentials_agent.html`).
+    holdings: super::console_credentials::AgentHoldings,
 }
 
 /// An agent's heartbeat latencies over time, oldest on the left, as an SVG polyline in a
@@ -1075,6 +1085,14 @@ async fn agent_detail(
         Err(_) => None,
     };
     let shell = shell(ctx, principal, Section::Agents).await?;
+    let holdings = super::console_credentials::agent_holdings(
+        ctx,
+        principal,
+        &workspace_id,
+        &agent.agent_id,
+        &shell.base,
+    )
+    .await?;
     let actions = if shell.can_change_agents {
         actions_for(&agent.status)
             .map(|a| ActionLink {
@@ -1099,6 +1117,7 @@ async fn agent_detail(
         events,
         actions,
         done,
+        holdings,
         shell,
     }))
 }

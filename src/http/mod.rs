@@ -13,6 +13,7 @@ pub mod check;
 pub mod console;
 pub mod console_approvals;
 pub mod console_audit;
+pub mod console_credentials;
 pub mod console_policies;
 pub mod credentials;
 pub mod email;
@@ -282,6 +283,17 @@ fn routes() -> OpenApiRouter<SharedContext> {
         .routes(routes!(console_audit::audit_page)) // GET /dashboard/audit
         .routes(routes!(console_audit::export)) // GET /dashboard/audit/export
         .routes(routes!(console_audit::event_page)) // GET /dashboard/audit/{event_id}
+        .routes(routes!(console_credentials::credentials_page)) // GET /dashboard/credentials
+        .routes(routes!(console_credentials::minting)) // POST /dashboard/credentials/minting
+        .routes(routes!(console_credentials::revoke_all)) // POST /dashboard/credentials/revoke-all
+        .routes(routes!(
+            console_credentials::confirm_revoke,
+            console_credentials::revoke
+        )) // GET, POST /dashboard/credentials/{cred_id}/revoke
+        .routes(routes!(
+            console_credentials::confirm_revoke_agent,
+            console_credentials::revoke_agent
+        )) // GET, POST /dashboard/credentials/agents/{agent_id}/revoke
         .routes(routes!(site::home)) // GET /
         .routes(routes!(site::summary)) // GET /v1/status/summary
         .routes(routes!(site::run_checks)) // POST /v1/status/checks/run

@@ -3,7 +3,41 @@
 
 use async_trait::async_trait;
 
-use super::{CredentialRecord, KillSwitch, SigningKeyRecord, StoreError, Supersedes};
+use super::{CredentialRecord, Cursor, KillSwitch, SigningKeyRecord, StoreError, Supersedes};
+
+/// Which active credentials to list, newest first (by `created_at, id`).
+#[derive(Debug, Clone, Default)]
+pub struct CredentialQuery {
+    pub workspace_id: String,
+    /// Only this agent's.
+    pub agent_id: Option<String>,
+    /// Only credentials that expire after this instant (now).
+    pub now: i64,
+    /// Only credentials minted at or after this instant: the workspace's revoke-all cutoff, or
+    /// the longest lifetime before now (nothing older can be unexpired), whichever is later.
+    /// It also bounds the index range the listing reads.
+    pub minted_from: i64,
+    /// Past this row in the order of the listing.
+    pub after: Option<Cursor>,
+    pub limit: i64,
+}
+
+/// A credential as a listing shows it: never its token or the token's hash.
+#[derive(Debug, Clone)]
+pub struct ActiveCredential {
+    pub id: String,
+    pub agent_id: String,
+    /// The agent's name (empty if the agent row is gone).
+    pub agent_name: String,
+    /// `opaque` or `jwt`.
+    pub token_type: String,
+    pub provider: Option<String>,
+    pub audience: Option<String>,
+    pub scopes: Vec<String>,
+    pub one_time: bool,
+    pub created_at: i64,
+    pub expires_at: i64,
+}
 
 /// Reads of credentials, the kill switch and signing keys.
 #[async_trait]
@@ -12,6 +46,18 @@ pub trait CredentialStore: Send + Sync {
         &self,
         token_hash: &str,
     ) -> Result<Option<CredentialRecord>, StoreError>;
+    /// One credential of the workspace by its id (revoked, expired or used ones too).
+    async fn credential_in(
+        &self,
+        workspace_id: &str,
+        id: &str,
+    ) -> Result<Option<CredentialRecord>, StoreError>;
+    /// The workspace's active credentials: not revoked, not expired at `now`, not a used
+    /// one-time credential, minted at or after `minted_from`; newest first, one indexed read.
+    async fn active_credentials(
+        &self,
+        query: &CredentialQuery,
+    ) -> Result<Vec<ActiveCredential>, StoreError>;
     async fn kill_switch(&self, workspace_id: &str) -> Result<KillSwitch, StoreError>;
     /// The signing keys published at `now`, newest first; the first unretired one signs.
     async fn signing_keys(&self, now: i64) -> Result<Vec<SigningKeyRecord>, StoreError>;

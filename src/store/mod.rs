@@ -31,7 +31,7 @@ pub use accounts::{AccountOp, AccountStore};
 pub use agents::{AgentOp, AgentStore};
 pub use audit::AuditStore;
 pub use change::{Applied, Basis, Change, Op};
-pub use credentials::{CredentialOp, CredentialStore};
+pub use credentials::{ActiveCredential, CredentialOp, CredentialQuery, CredentialStore};
 pub use email::{EmailOp, EmailStore};
 pub use group_commit::{GroupCommit, Writer};
 pub use model::*;

@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
 
-use super::{affected_or_conflict, changed_rows, SqlStore};
+use super::{affected_or_conflict, changed_rows, Arg, Filters, SqlStore};
 use crate::store::*;
 
 fn credential_from_row(row: &AnyRow) -> Result<CredentialRecord, sqlx::Error> {
@@ -210,6 +210,65 @@ impl CredentialStore for SqlStore {
         .fetch_optional(&self.read)
         .await?;
         Ok(row.map(|r| credential_from_row(&r)).transpose()?)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn credential_in(
+        &self,
+        workspace_id: &str,
+        id: &str,
+    ) -> Result<Option<CredentialRecord>, StoreError> {
+        let row = sqlx::query(
+            "SELECT id, workspace_id, agent_id, token_hash, token_type, provider, audience, scopes, one_time, created_at, \
+             expires_at, revoked_at, revoked_reason, used_at FROM credentials WHERE id = $1 AND workspace_id = $2",
+        )
+        .bind(id)
+        .bind(workspace_id)
+        .fetch_optional(&self.read)
+        .await?;
+        Ok(row.map(|r| credential_from_row(&r)).transpose()?)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn active_credentials(
+        &self,
+        query: &CredentialQuery,
+    ) -> Result<Vec<ActiveCredential>, StoreError> {
+        // Reads (workspace_id, created_at, id) or (workspace_id, agent_id, created_at, id)
+        // (migration 0017) from the newest down to `minted_from`, at most an hour of mints.
+        let mut f = Filters::new();
+        f.text("workspace_id = ?", Some(&query.workspace_id));
+        f.text("agent_id = ?", query.agent_id.as_deref());
+        f.push("created_at >= ?", [Arg::Int(query.minted_from)]);
+        f.push("expires_at > ?", [Arg::Int(query.now)]);
+        f.push("revoked_at IS NULL", []);
+        f.push("(one_time = 0 OR used_at IS NULL)", []);
+        f.cursor(query.after.as_ref());
+        let sql = f.sql(
+            "SELECT id, agent_id, token_type, provider, audience, scopes, one_time, created_at, expires_at, \
+             (SELECT a.name FROM agents a WHERE a.id = credentials.agent_id) AS agent_name FROM credentials",
+            &format!("ORDER BY created_at DESC, id DESC LIMIT {}", query.limit.max(0)),
+        );
+        let rows = f.fetch(&self.read, &sql).await?;
+        let mut listed = Vec::with_capacity(rows.len());
+        for r in rows {
+            listed.push(ActiveCredential {
+                id: r.try_get("id")?,
+                agent_id: r.try_get("agent_id")?,
+                agent_name: r
+                    .try_get::<Option<String>, _>("agent_name")?
+                    .unwrap_or_default(),
+                token_type: r.try_get("token_type")?,
+                provider: r.try_get("provider")?,
+                audience: r.try_get("audience")?,
+                scopes: serde_json::from_str(&r.try_get::<String, _>("scopes")?)
+                    .unwrap_or_default(),
+                one_time: r.try_get::<i64, _>("one_time")? != 0,
+                created_at: r.try_get("created_at")?,
+                expires_at: r.try_get("expires_at")?,
+            });
+        }
+        Ok(listed)
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
