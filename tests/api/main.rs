@@ -18,6 +18,7 @@ mod bad_input;
 mod browser;
 mod cli;
 mod consistency;
+mod console_vault;
 mod credentials;
 mod dashboard;
 mod egress;
