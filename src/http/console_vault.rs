@@ -1262,3 +1262,100 @@ async fn end_lease(
     leases::revoke(ctx, &workspace_id, &principal.actor(), lease_id).await?;
     Ok(done_at(ctx, &set.id, "lease_revoked"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn rows_pair_keys_and_values_and_never_name_a_value() {
+        let rows = form_rows(&fields(&[
+            ("key", " A "),
+            ("value", "one"),
+            ("key", ""),
+            ("value", ""),
+            ("key", "B"),
+            ("value", ""),
+        ]));
+        assert_eq!(
+            rows.ok(),
+            Some(vec![
+                ("A".into(), "one".into()),
+                ("B".into(), String::new())
+            ])
+        );
+        let err = form_rows(&fields(&[("key", ""), ("value", "s3cret-value")]))
+            .err()
+            .map(|e| (e.code.to_string(), e.message));
+        let (code, message) = err.unwrap_or_default();
+        assert_eq!(code, "invalid_entries");
+        assert!(!message.contains("s3cret-value"), "{message}");
+        assert!(form_rows(&fields(&[
+            ("key", "A"),
+            ("value", "x"),
+            ("key", "A"),
+            ("value", "y")
+        ]))
+        .is_err());
+        assert!(form_rows(&fields(&[("key", "A")])).is_err());
+    }
+
+    #[test]
+    fn a_local_time_is_read_as_utc() {
+        assert_eq!(
+            expiry("2099-01-31T09:00").as_deref(),
+            Some("2099-01-31T09:00:00Z")
+        );
+        assert_eq!(
+            expiry("2099-01-31T09:00:30").as_deref(),
+            Some("2099-01-31T09:00:30Z")
+        );
+        assert_eq!(
+            expiry("2099-01-31T09:00:00+02:00").as_deref(),
+            Some("2099-01-31T09:00:00+02:00")
+        );
+        assert_eq!(expiry("  "), None);
+    }
+
+    #[test]
+    fn versions_say_which_keys_came_and_went() {
+        let item = |version, keys: &[&str]| SecretVersionItem {
+            version,
+            keys: keys.iter().map(|k| (*k).to_owned()).collect(),
+            author: "user:usr_1".into(),
+            created_at: String::new(),
+        };
+        let rows = version_rows(
+            vec![item(3, &["A", "C"]), item(2, &["A", "B"]), item(1, &["A"])],
+            3,
+            Some("/dashboard/vault/ss_1"),
+        );
+        let shown: Vec<_> = rows
+            .iter()
+            .map(|r| {
+                (
+                    r.version,
+                    r.added.as_str(),
+                    r.removed.as_str(),
+                    r.rollback_href.is_some(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            shown,
+            [(3, "C", "B", false), (2, "B", "", true), (1, "", "", true)]
+        );
+        assert_eq!(
+            rows[1].rollback_href.as_deref(),
+            Some("/dashboard/vault/ss_1/rollback/2")
+        );
+        assert!(notice("updated").is_some() && notice("<script>").is_none());
+    }
+}

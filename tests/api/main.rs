@@ -16,6 +16,8 @@ mod audit;
 mod bad_input;
 #[cfg(acp_browser)]
 mod browser;
+#[cfg(acp_browser)]
+mod browser_vault;
 mod cli;
 mod consistency;
 mod console_vault;
