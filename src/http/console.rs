@@ -84,6 +84,7 @@ pub(super) enum Section {
     Policies,
     Approvals,
     Audit,
+    Vault,
     Credentials,
 }
 
@@ -97,7 +98,7 @@ struct SectionInfo {
     back: &'static str,
 }
 
-const SECTIONS: [SectionInfo; 6] = [
+const SECTIONS: [SectionInfo; 7] = [
     SectionInfo {
         section: Section::Overview,
         label: "Overview",
@@ -132,6 +133,13 @@ const SECTIONS: [SectionInfo; 6] = [
         path: "/dashboard/audit",
         need: Some(Need::AuditRead),
         back: "Back to the audit trail",
+    },
+    SectionInfo {
+        section: Section::Vault,
+        label: "Vault",
+        path: "/dashboard/vault",
+        need: Some(Need::VaultRead),
+        back: "Back to the vault",
     },
     SectionInfo {
         section: Section::Credentials,

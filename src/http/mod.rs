@@ -15,6 +15,7 @@ pub mod console_approvals;
 pub mod console_audit;
 pub mod console_credentials;
 pub mod console_policies;
+pub mod console_vault;
 pub mod credentials;
 pub mod email;
 pub mod extract;
@@ -294,6 +295,25 @@ fn routes() -> OpenApiRouter<SharedContext> {
             console_credentials::confirm_revoke_agent,
             console_credentials::revoke_agent
         )) // GET, POST /dashboard/credentials/agents/{agent_id}/revoke
+        .routes(routes!(
+            console_vault::vault_page,
+            console_vault::create_set
+        )) // GET, POST /dashboard/vault
+        .routes(routes!(
+            console_vault::set_page,
+            console_vault::write_values
+        )) // GET, POST /dashboard/vault/{secret_set_id}
+        .routes(routes!(
+            console_vault::confirm_lifecycle,
+            console_vault::lifecycle
+        )) // GET, POST /dashboard/vault/{secret_set_id}/{action}
+        .routes(routes!(
+            console_vault::confirm_rollback_set,
+            console_vault::rollback_set
+        )) // GET, POST /dashboard/vault/{secret_set_id}/rollback/{version}
+        .routes(routes!(console_vault::add_grant)) // POST /dashboard/vault/{secret_set_id}/grants
+        .routes(routes!(console_vault::revoke_set_grant)) // POST /dashboard/vault/{secret_set_id}/grants/{grant_id}/revoke
+        .routes(routes!(console_vault::revoke_set_lease)) // POST /dashboard/vault/{secret_set_id}/leases/{lease_id}/revoke
         .routes(routes!(site::home)) // GET /
         .routes(routes!(site::summary)) // GET /v1/status/summary
         .routes(routes!(site::run_checks)) // POST /v1/status/checks/run

@@ -18,9 +18,12 @@ mod bad_input;
 mod browser;
 #[cfg(acp_browser)]
 mod browser_credentials;
+#[cfg(acp_browser)]
+mod browser_vault;
 mod cli;
 mod consistency;
 mod console_credentials;
+mod console_vault;
 mod credentials;
 mod dashboard;
 mod egress;
