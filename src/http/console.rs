@@ -84,6 +84,7 @@ pub(super) enum Section {
     Policies,
     Approvals,
     Audit,
+    Workspace,
 }
 
 /// A section of the navigation: its label, path, what a role needs to read it (`None`: anyone
@@ -96,7 +97,7 @@ struct SectionInfo {
     back: &'static str,
 }
 
-const SECTIONS: [SectionInfo; 5] = [
+const SECTIONS: [SectionInfo; 6] = [
     SectionInfo {
         section: Section::Overview,
         label: "Overview",
@@ -131,6 +132,13 @@ const SECTIONS: [SectionInfo; 5] = [
         path: "/dashboard/audit",
         need: Some(Need::AuditRead),
         back: "Back to the audit trail",
+    },
+    SectionInfo {
+        section: Section::Workspace,
+        label: "Workspace",
+        path: "/dashboard/settings",
+        need: Some(Need::WorkspaceRead),
+        back: "Back to the workspace",
     },
 ];
 

@@ -16,8 +16,11 @@ mod audit;
 mod bad_input;
 #[cfg(acp_browser)]
 mod browser;
+#[cfg(acp_browser)]
+mod browser_workspace;
 mod cli;
 mod consistency;
+mod console_workspace;
 mod credentials;
 mod dashboard;
 mod egress;
