@@ -86,6 +86,7 @@ pub(super) enum Section {
     Audit,
     Vault,
     Credentials,
+    Workspace,
 }
 
 /// A section of the navigation: its label, path, what a role needs to read it (`None`: anyone
@@ -98,7 +99,7 @@ struct SectionInfo {
     back: &'static str,
 }
 
-const SECTIONS: [SectionInfo; 7] = [
+const SECTIONS: [SectionInfo; 8] = [
     SectionInfo {
         section: Section::Overview,
         label: "Overview",
@@ -147,6 +148,13 @@ const SECTIONS: [SectionInfo; 7] = [
         path: "/dashboard/credentials",
         need: Some(Need::KillSwitchRead),
         back: "Back to credentials",
+    },
+    SectionInfo {
+        section: Section::Workspace,
+        label: "Workspace",
+        path: "/dashboard/settings",
+        need: Some(Need::WorkspaceRead),
+        back: "Back to the workspace",
     },
 ];
 

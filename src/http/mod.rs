@@ -16,6 +16,7 @@ pub mod console_audit;
 pub mod console_credentials;
 pub mod console_policies;
 pub mod console_vault;
+pub mod console_workspace;
 pub mod credentials;
 pub mod email;
 pub mod extract;
@@ -314,6 +315,24 @@ fn routes() -> OpenApiRouter<SharedContext> {
         .routes(routes!(console_vault::add_grant)) // POST /dashboard/vault/{secret_set_id}/grants
         .routes(routes!(console_vault::revoke_set_grant)) // POST /dashboard/vault/{secret_set_id}/grants/{grant_id}/revoke
         .routes(routes!(console_vault::revoke_set_lease)) // POST /dashboard/vault/{secret_set_id}/leases/{lease_id}/revoke
+        .routes(routes!(console_workspace::workspace_page)) // GET /dashboard/settings
+        .routes(routes!(console_workspace::save_member)) // POST /dashboard/settings/members
+        .routes(routes!(
+            console_workspace::confirm_remove_member,
+            console_workspace::remove_member
+        )) // GET, POST /dashboard/settings/members/{user_id}/remove
+        .routes(routes!(console_workspace::create_api_key)) // POST /dashboard/settings/api-keys
+        .routes(routes!(
+            console_workspace::confirm_revoke_api_key,
+            console_workspace::revoke_api_key
+        )) // GET, POST /dashboard/settings/api-keys/{key_id}/revoke
+        .routes(routes!(console_workspace::create_token)) // POST /dashboard/settings/tokens
+        .routes(routes!(
+            console_workspace::confirm_revoke_token,
+            console_workspace::revoke_token
+        )) // GET, POST /dashboard/settings/tokens/{token_id}/revoke
+        .routes(routes!(console_workspace::save_settings)) // POST /dashboard/settings/approval
+        .routes(routes!(console_workspace::create_workspace)) // POST /dashboard/settings/workspaces
         .routes(routes!(site::home)) // GET /
         .routes(routes!(site::summary)) // GET /v1/status/summary
         .routes(routes!(site::run_checks)) // POST /v1/status/checks/run

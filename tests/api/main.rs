@@ -20,10 +20,13 @@ mod browser;
 mod browser_credentials;
 #[cfg(acp_browser)]
 mod browser_vault;
+#[cfg(acp_browser)]
+mod browser_workspace;
 mod cli;
 mod consistency;
 mod console_credentials;
 mod console_vault;
+mod console_workspace;
 mod credentials;
 mod dashboard;
 mod egress;
