@@ -138,11 +138,11 @@ SQL
 # The label terms `label=` matches (migration 0018), as the service writes them with each item.
 label_select() {
     cat <<SQL
-SELECT '$1', 'team-' || (i % 20), 'ext-' || i, 'agt_5eed' || HEX32(i) FROM SOURCE
+SELECT '$1', 'team-' || (i % 20), 'ext-' || i, 'agt_5eed' || HEX32(i), 'entry' FROM SOURCE
 UNION ALL
-SELECT '$1', CASE i % 3 WHEN 0 THEN 'prod' WHEN 1 THEN 'staging' ELSE 'dev' END, 'ext-' || i, 'agt_5eed' || HEX32(i) FROM SOURCE
+SELECT '$1', CASE i % 3 WHEN 0 THEN 'prod' WHEN 1 THEN 'staging' ELSE 'dev' END, 'ext-' || i, 'agt_5eed' || HEX32(i), 'entry' FROM SOURCE
 UNION ALL
-SELECT '$1', 'rare', 'ext-' || i, 'agt_5eed' || HEX32(i) FROM SOURCE WHERE i <= 10
+SELECT '$1', 'rare', 'ext-' || i, 'agt_5eed' || HEX32(i), 'entry' FROM SOURCE WHERE i <= 10
 SQL
 }
 
@@ -175,7 +175,7 @@ seed_sqlite() {
         echo "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < $agents)"
         inventory_select "$ws" | sed 's/FROM SOURCE/FROM n/'
         echo ";"
-        echo "INSERT INTO agent_inventory_labels (workspace_id, term, external_agent_key, agent_id)"
+        echo "INSERT INTO agent_inventory_labels (workspace_id, term, external_agent_key, agent_id, source)"
         echo "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < $agents)"
         label_select "$ws" | sed 's/FROM SOURCE/FROM n/'
         echo "; COMMIT;"
@@ -222,7 +222,7 @@ seed_postgres() {
         echo "INSERT INTO agent_inventory ($inventory_columns)"
         inventory_select "$ws" | sed 's/FROM SOURCE/FROM generate_series(1::bigint, '"$agents"') AS g(i)/'
         echo ";"
-        echo "INSERT INTO agent_inventory_labels (workspace_id, term, external_agent_key, agent_id)"
+        echo "INSERT INTO agent_inventory_labels (workspace_id, term, external_agent_key, agent_id, source)"
         label_select "$ws" | sed 's/FROM SOURCE/FROM generate_series(1::bigint, '"$agents"') AS g(i)/'
         echo "; COMMIT;"
     } | pg_hex | "${db[@]}" >/dev/null

@@ -232,6 +232,12 @@ pub struct AgentListParams {
     pub name: Option<String>,
     /// Agents with an inventory item whose labels hold this (as `GET /v1/workspace/agents?label=`).
     pub label: Option<String>,
+    /// Members of this group of the workspace's default policy (explicit or by selector).
+    pub group: Option<String>,
+    /// Last heartbeat: `hour` (in the last hour), `day` (in the last day), `stale` (seen, not in
+    /// the last day) or `never`.
+    #[param(pattern = "^(|hour|day|stale|never)$")]
+    pub seen: Option<String>,
     /// 1 to 200, default 50.
     #[param(minimum = 1, maximum = 200)]
     pub limit: Option<i64>,

@@ -17,6 +17,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::identity::accounts::enforce_rate_limit;
 use crate::identity::agents::{self, StatusAction};
 use crate::store::AgentQuery;
+use crate::time::now_ms;
 
 use super::extract::{presented_api_key, AppJson, AppPath, AppQuery, Caller, SignedRequest};
 use super::operator::{needs, Authorized};
@@ -120,11 +121,21 @@ pub async fn list(
         })?),
     };
     let limit = super::page_limit(params.limit, 50, 200)?;
+    let last_seen = match params.seen.as_deref().filter(|s| !s.is_empty()) {
+        None => None,
+        Some(seen) => Some(agents::last_seen(seen, now_ms())?),
+    };
+    let group = match params.group.as_deref().filter(|g| !g.is_empty()) {
+        None => None,
+        Some(group) => Some(agents::group_members(&ctx, &op.workspace_id, group).await?),
+    };
     let query = AgentQuery {
         workspace_id: op.workspace_id,
         status,
         name: params.name.filter(|n| !n.is_empty()),
         label: params.label.filter(|l| !l.is_empty()),
+        group,
+        last_seen,
         after: super::page_cursor(params.cursor.as_deref())?,
         limit: limit + 1,
         ..AgentQuery::default()

@@ -707,6 +707,8 @@ struct AgentFilters {
     status: String,
     risk_tier: String,
     label: String,
+    group: String,
+    seen: String,
 }
 
 impl AgentFilters {
@@ -714,7 +716,9 @@ impl AgentFilters {
         !(self.q.is_empty()
             && self.status.is_empty()
             && self.risk_tier.is_empty()
-            && self.label.is_empty())
+            && self.label.is_empty()
+            && self.group.is_empty()
+            && self.seen.is_empty())
     }
 
     /// The page's URL with these filters, and a cursor and limit if given.
@@ -725,6 +729,8 @@ impl AgentFilters {
             ("status", self.status.as_str()),
             ("risk_tier", self.risk_tier.as_str()),
             ("label", self.label.as_str()),
+            ("group", self.group.as_str()),
+            ("seen", self.seen.as_str()),
         ] {
             if !value.is_empty() {
                 query.append_pair(name, value);
@@ -750,6 +756,13 @@ pub(super) struct SelectOption {
     pub(super) selected: bool,
 }
 
+/// An option of a `<select>` whose value and words may differ, and need not be static.
+struct NamedOption {
+    value: String,
+    label: String,
+    selected: bool,
+}
+
 pub(super) fn options(values: &[&'static str], chosen: &str) -> Vec<SelectOption> {
     values
         .iter()
@@ -768,6 +781,8 @@ struct AgentsPage {
     filtered: bool,
     status_options: Vec<SelectOption>,
     risk_options: Vec<SelectOption>,
+    group_options: Vec<NamedOption>,
+    seen_options: Vec<NamedOption>,
     agents: Vec<AgentRow>,
     first_href: Option<String>,
     next_href: Option<String>,
@@ -827,6 +842,8 @@ async fn agents_list(
             "status" => filters.status = value,
             "risk_tier" => filters.risk_tier = value,
             "label" => filters.label = value,
+            "group" => filters.group = value,
+            "seen" => filters.seen = value,
             "cursor" => cursor = Some(value),
             "done" if value == "reject" => done = Some(CLAIM_REJECTED),
             "limit" if !value.is_empty() => {
@@ -855,9 +872,21 @@ async fn agents_list(
                 ApiError::invalid("risk_tier", "must be `low`, `medium` or `high`")
             })?),
         };
-    if filters.q.chars().count() > 200 || filters.label.chars().count() > 200 {
+    if [&filters.q, &filters.label, &filters.group]
+        .iter()
+        .any(|f| f.chars().count() > 200)
+    {
         return Err(ApiError::invalid("q", "filters are at most 200 characters"));
     }
+    let last_seen = match filters.seen.as_str() {
+        "" => None,
+        seen => Some(agents::last_seen(seen, now_ms())?),
+    };
+    let groups = agents::group_names(ctx, &workspace_id).await?;
+    let group = match filters.group.as_str() {
+        "" => None,
+        name => Some(agents::group_members(ctx, &workspace_id, name).await?),
+    };
     let page_rows = super::page_limit(limit, PAGE_ROWS, 200)?;
     let after = super::page_cursor(cursor.as_deref())?;
     let query = AgentQuery {
@@ -867,6 +896,8 @@ async fn agents_list(
         search: Some(filters.q.clone()).filter(|q| !q.is_empty()),
         // As the inventory matches labels (`GET /v1/workspace/agents?label=`).
         label: Some(filters.label.clone()).filter(|l| !l.is_empty()),
+        group,
+        last_seen,
         after,
         limit: page_rows + 1,
         ..AgentQuery::default()
@@ -900,6 +931,22 @@ async fn agents_list(
             &filters.status,
         ),
         risk_options: options(&["low", "medium", "high"], &filters.risk_tier),
+        group_options: groups
+            .into_iter()
+            .map(|name| NamedOption {
+                selected: name == filters.group,
+                label: name.clone(),
+                value: name,
+            })
+            .collect(),
+        seen_options: agents::SEEN_WINDOWS
+            .iter()
+            .map(|(value, label)| NamedOption {
+                value: (*value).to_owned(),
+                label: (*label).to_owned(),
+                selected: *value == filters.seen,
+            })
+            .collect(),
         done,
         filters,
         agents,
@@ -1362,10 +1409,12 @@ mod tests {
             status: "active".into(),
             risk_tier: String::new(),
             label: "env=prod".into(),
+            group: "finance".into(),
+            seen: "stale".into(),
         };
         assert_eq!(
             filters.href("/acp", Some("abc"), Some(10)),
-            "/acp/dashboard/agents?q=a%26b+c&status=active&label=env%3Dprod&limit=10&cursor=abc"
+            "/acp/dashboard/agents?q=a%26b+c&status=active&label=env%3Dprod&group=finance&seen=stale&limit=10&cursor=abc"
         );
         assert_eq!(
             AgentFilters::default().href("", None, None),

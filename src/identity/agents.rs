@@ -8,10 +8,11 @@ use crate::audit::{self, Actor};
 use crate::context::Context;
 use crate::domain::ids;
 use crate::domain::{AgentStatus, RiskTier};
+use crate::policy::cache::DEFAULT_POLICY_ID;
 use crate::secret::{random_base62, random_bytes, sha256_hex};
 use crate::store::{
-    AgentOp, AgentQuery, AgentRecord, Applied, ChallengeRecord, Change, ClaimCodeRecord, Op,
-    StoreError,
+    AgentOp, AgentQuery, AgentRecord, Applied, ChallengeRecord, Change, ClaimCodeRecord,
+    GroupMembers, LastSeen, Op, SelectorTerms, StoreError,
 };
 use crate::time::{iso, now_ms};
 
@@ -62,6 +63,83 @@ pub async fn agent_in_workspace(
 /// The workspace's agents as the query filters and pages them, newest first.
 pub async fn list(ctx: &Context, query: &AgentQuery) -> IdentityResult<Vec<AgentRecord>> {
     Ok(ctx.store.list_agents(query).await?)
+}
+
+/// The windows of an agent's last heartbeat a list filters by (`seen=`), and their words.
+pub const SEEN_WINDOWS: [(&str, &str); 4] = [
+    ("hour", "in the last hour"),
+    ("day", "in the last day"),
+    ("stale", "not in the last day"),
+    ("never", "never"),
+];
+
+/// The last-heartbeat window `seen` names (see [`SEEN_WINDOWS`]) at `now`; 400 `invalid_seen`
+/// for another word.
+pub fn last_seen(seen: &str, now: i64) -> IdentityResult<LastSeen> {
+    const HOUR_MS: i64 = 3_600_000;
+    match seen {
+        "hour" => Ok(LastSeen::Since(now - HOUR_MS)),
+        "day" => Ok(LastSeen::Since(now - 24 * HOUR_MS)),
+        "stale" => Ok(LastSeen::Before(now - 24 * HOUR_MS)),
+        "never" => Ok(LastSeen::Never),
+        _ => Err(IdentityError::invalid(
+            "seen",
+            "must be `hour`, `day`, `stale` or `never`",
+        )),
+    }
+}
+
+/// The names of the groups of the workspace's default policy (what the console's agents list
+/// filters by; vault grants to a group name these too), in the spec's order.
+pub async fn group_names(ctx: &Context, workspace_id: &str) -> IdentityResult<Vec<String>> {
+    with_default_groups(ctx, workspace_id, |groups| {
+        groups.iter().map(|g| g.name.clone()).collect()
+    })
+    .await
+}
+
+/// The members of `group` of the workspace's default policy, as the agents list matches them;
+/// 400 `invalid_group` when the policy has no such group.
+pub async fn group_members(
+    ctx: &Context,
+    workspace_id: &str,
+    group: &str,
+) -> IdentityResult<GroupMembers> {
+    with_default_groups(ctx, workspace_id, |groups| {
+        groups
+            .iter()
+            .find(|g| g.name == group)
+            .map(|found| GroupMembers {
+                ids: found.members.clone(),
+                selectors: found
+                    .selectors
+                    .iter()
+                    .map(|s| SelectorTerms {
+                        metadata: s.metadata.clone().into_iter().collect(),
+                        labels: s.labels.clone().into_iter().collect(),
+                    })
+                    .collect(),
+            })
+    })
+    .await?
+    .ok_or_else(|| {
+        IdentityError::invalid("group", "is not a group of the workspace's default policy")
+    })
+}
+
+/// What `read` makes of the groups of the workspace's default policy (none without one), read
+/// in the replica's cache of compiled policies.
+async fn with_default_groups<T>(
+    ctx: &Context,
+    workspace_id: &str,
+    read: impl FnOnce(&[crate::policy::spec::AgentGroup]) -> T,
+) -> IdentityResult<T> {
+    let store = ctx.store.as_ref();
+    let view = ctx.caches.view(store, workspace_id).await?;
+    let policy = ctx.caches.policy(store, &view, DEFAULT_POLICY_ID).await?;
+    Ok(read(policy.as_ref().map_or(&[][..], |p| {
+        p.compiled.spec.agent_groups.as_slice()
+    })))
 }
 
 /// How many of the workspace's agents have each status, in the order pending, active,

@@ -1,6 +1,6 @@
 //! Records as the store keeps them. Times are epoch milliseconds.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 
 use serde_json::Value;
 
@@ -197,8 +197,39 @@ pub struct AgentQuery {
     pub search: Option<String>,
     /// Only agents with an inventory item whose labels hold this (see [`label_terms`]).
     pub label: Option<String>,
+    /// Only the members of a policy group.
+    pub group: Option<GroupMembers>,
+    /// Only agents whose last heartbeat (`last_seen_at`) is in this window.
+    pub last_seen: Option<LastSeen>,
     pub after: Option<Cursor>,
     pub limit: i64,
+}
+
+/// The agents of a policy spec's group, as the store can match them: its explicit members, and
+/// any agent one of its selectors matches (every listed metadata key and inventory label with
+/// that value, compared as text; see `docs/policy-spec.md`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GroupMembers {
+    pub ids: Vec<String>,
+    pub selectors: Vec<SelectorTerms>,
+}
+
+/// One selector of a group: metadata and label keys with their values.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SelectorTerms {
+    pub metadata: Vec<(String, String)>,
+    pub labels: Vec<(String, String)>,
+}
+
+/// A window of an agent's last heartbeat, in epoch milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LastSeen {
+    /// Seen at or after this time.
+    Since(i64),
+    /// Seen, but last before this time.
+    Before(i64),
+    /// Never seen.
+    Never,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -213,27 +244,34 @@ pub struct InventoryQuery {
     pub limit: i64,
 }
 
+/// Where a label term comes from: an entry of a list, a key of an object, or `key=value` of an
+/// object's string value. A selector `labels: {k: v}` matches a `pair` `k=v`, or (for `v` =
+/// `"true"`) an `entry` `k`, as policies read labels.
+pub const TERM_ENTRY: &str = "entry";
+pub const TERM_KEY: &str = "key";
+pub const TERM_PAIR: &str = "pair";
+
 /// What `label=X` matches in inventory `labels`, as the terms stored beside each item
-/// (`agent_inventory_labels`): labels are a list of strings (the documented form), each entry
-/// a term; or an object of string values, each key a term (the key with any value) and
-/// `key=value` for each string value. A key holding `=` gives no term: `label=a=b` means the key
-/// `a` with the value `b`.
-pub fn label_terms(labels: &Value) -> BTreeSet<String> {
+/// (`agent_inventory_labels`) with where each comes from: labels are a list of strings (the
+/// documented form), each entry a term; or an object of string values, each key a term (the
+/// key with any value) and `key=value` for each string value. A key holding `=` gives no term:
+/// `label=a=b` means the key `a` with the value `b`.
+pub fn label_terms(labels: &Value) -> BTreeMap<String, &'static str> {
     match labels {
         Value::Array(items) => items
             .iter()
             .filter_map(Value::as_str)
-            .map(str::to_owned)
+            .map(|entry| (entry.to_owned(), TERM_ENTRY))
             .collect(),
         Value::Object(map) => map
             .iter()
             .filter(|(key, _)| !key.contains('='))
             .flat_map(|(key, value)| {
-                let pair = value.as_str().map(|v| format!("{key}={v}"));
-                std::iter::once(key.clone()).chain(pair)
+                let pair = value.as_str().map(|v| (format!("{key}={v}"), TERM_PAIR));
+                std::iter::once((key.clone(), TERM_KEY)).chain(pair)
             })
             .collect(),
-        _ => BTreeSet::new(),
+        _ => BTreeMap::new(),
     }
 }
 
@@ -613,12 +651,28 @@ mod tests {
         for labels in &cases {
             let terms = label_terms(labels);
             for w in wanted {
-                assert_eq!(terms.contains(w), labels_hold(labels, w), "{labels} / {w}");
+                assert_eq!(
+                    terms.contains_key(w),
+                    labels_hold(labels, w),
+                    "{labels} / {w}"
+                );
             }
         }
         assert_eq!(
-            label_terms(&cases[1]).into_iter().collect::<Vec<_>>(),
-            ["", "=e", "env", "env=prod", "team", "team=a=b", "tier"]
+            label_terms(&cases[1])
+                .iter()
+                .map(|(t, s)| (t.as_str(), *s))
+                .collect::<Vec<_>>(),
+            [
+                ("", TERM_KEY),
+                ("=e", TERM_PAIR),
+                ("env", TERM_KEY),
+                ("env=prod", TERM_PAIR),
+                ("team", TERM_KEY),
+                ("team=a=b", TERM_PAIR),
+                ("tier", TERM_KEY)
+            ]
         );
+        assert_eq!(label_terms(&cases[0]).get("payments"), Some(&TERM_ENTRY));
     }
 }

@@ -1402,3 +1402,65 @@ both_engines! {
         assert_eq!(s, 404, "not in the workspace");
     }
 }
+
+both_engines! {
+    async fn agents_filter_by_policy_group_and_last_heartbeat(app) {
+        let payer = app.active_agent("payer").await;
+        let gold = app.active_agent("gold").await;
+        let plain = app.active_agent("plain").await;
+        let picked = app.active_agent("picked").await;
+        for (key, agent, labels) in [("k-payer", &payer, json!(["payments"])), ("k-gold", &gold, json!({"tier": "gold"}))] {
+            let (s, body) = status_json(app.post("/v1/workspace/agents/upsert", &json!({"external_agent_key": key, "agent_id": agent.id, "labels": labels})).await).await;
+            assert_eq!(s, 200, "{body}");
+        }
+        app.apply_policy(json!({"agent_groups": [
+            {"name": "payers", "selectors": [{"labels": {"payments": "true"}}]},
+            {"name": "gold", "selectors": [{"labels": {"tier": "gold"}}]},
+            {"name": "picked", "members": [picked.id]},
+            {"name": "everyone", "selectors": [{"metadata": {"team": "t"}}]},
+            {"name": "nobody", "selectors": [{"metadata": {"team": "x"}}]},
+            {"name": "gold-or-picked", "members": [picked.id], "selectors": [{"metadata": {"team": "t"}, "labels": {"tier": "gold"}}]}
+        ]})).await;
+        // A heartbeat now for the payer, two days ago for the gold one.
+        let two_days_ago = chrono::Utc::now() - chrono::Duration::days(2);
+        let items = json!([
+            {"agent_id": payer.id, "status": "ok", "latency_ms": 5},
+            {"agent_id": gold.id, "status": "ok", "latency_ms": 5, "observed_at": two_days_ago.to_rfc3339()}
+        ]);
+        let (s, body) = status_json(app.post("/v1/telemetry/heartbeat/ingest", &json!({"items": items})).await).await;
+        assert_eq!((s.as_u16(), body["accepted"].as_i64()), (200, Some(2)), "{body}");
+
+        let names = |query: &str| { let app = app.clone(); let query = query.to_owned(); async move {
+            let (s, body) = status_json(app.get(&format!("/v1/agents?{query}")).await).await;
+            assert_eq!(s, 200, "{query}: {body}");
+            let mut names: Vec<String> = body["items"].as_array().unwrap().iter().map(|a| a["name"].as_str().unwrap().to_owned()).collect();
+            names.sort();
+            names
+        }};
+        assert_eq!(names("group=payers").await, ["payer"], "a list label reads as true");
+        assert_eq!(names("group=gold").await, ["gold"]);
+        assert_eq!(names("group=picked").await, ["picked"]);
+        assert_eq!(names("group=everyone").await, ["gold", "payer", "picked", "plain"]);
+        assert!(names("group=nobody").await.is_empty());
+        assert_eq!(names("group=gold-or-picked").await, ["gold", "picked"], "members or every key of a selector");
+        assert_eq!(names("group=everyone&status=active&label=payments").await, ["payer"]);
+        assert_eq!(names("seen=hour").await, ["payer"]);
+        assert_eq!(names("seen=day").await, ["payer"]);
+        assert_eq!(names("seen=stale").await, ["gold"]);
+        assert_eq!(names("seen=never").await, ["picked", "plain"]);
+        assert_error(app.get("/v1/agents?group=ghosts").await, 400, "invalid_group").await;
+        assert_error(app.get("/v1/agents?seen=week").await, 400, "invalid_seen").await;
+        let _ = plain;
+
+        // The console: the groups of the default policy to choose from, the filters kept.
+        let owner = app.login("owner@example.com").await;
+        let (s, html) = page(&owner, "/dashboard/agents?group=gold-or-picked&seen=never").await;
+        assert_eq!(s, 200, "{html}");
+        assert!(html.contains("<option value=\"gold-or-picked\" selected>gold-or-picked</option>"), "{html}");
+        assert!(html.contains("<option value=\"never\" selected>never</option>"));
+        assert!(html.contains(&format!("<code>{}</code>", picked.id)) && !html.contains(&format!("<code>{}</code>", gold.id)));
+        let (s, html) = page(&owner, "/dashboard/agents?group=ghosts").await;
+        assert_eq!(s, 400);
+        assert!(html.contains("data-code=\"invalid_group\""));
+    }
+}

@@ -331,6 +331,16 @@ impl AgentStore for SqlStore {
                 [Arg::Text(search.to_owned()), Arg::Text(pattern)],
             );
         }
+        if let Some(group) = &query.group {
+            let (clause, args) = self.group_clause(group);
+            f.push(&clause, args);
+        }
+        match query.last_seen {
+            Some(LastSeen::Since(at)) => f.push("last_seen_at >= ?", [Arg::Int(at)]),
+            Some(LastSeen::Before(at)) => f.push("last_seen_at < ?", [Arg::Int(at)]),
+            Some(LastSeen::Never) => f.push("last_seen_at IS NULL", []),
+            None => {}
+        }
         if let Some(label) = &query.label {
             f.push(
                 "id IN (SELECT agent_id FROM agent_inventory_labels WHERE workspace_id = ? AND term = ?)",
@@ -414,5 +424,72 @@ impl AgentStore for SqlStore {
             }),
             None => None,
         })
+    }
+}
+
+impl SqlStore {
+    /// The `WHERE` clause (with `?` marks) and its values that keep a group's members: its
+    /// explicit ids, or any selector's keys all holding their values. Metadata is JSON text: its
+    /// value for a key is compared as text as policies compare it (a string as is, `true`,
+    /// `false`, a number as written), read with each engine's JSON functions; labels are the
+    /// indexed terms of migration 0018. A group with neither members nor selectors keeps none.
+    fn group_clause(&self, group: &GroupMembers) -> (String, Vec<Arg>) {
+        let mut any = Vec::new();
+        let mut args = Vec::new();
+        if !group.ids.is_empty() {
+            any.push(format!("id IN ({})", vec!["?"; group.ids.len()].join(", ")));
+            args.extend(group.ids.iter().map(|id| Arg::Text(id.clone())));
+        }
+        for selector in &group.selectors {
+            let mut all = Vec::new();
+            for (key, value) in &selector.metadata {
+                if self.backend == Backend::Postgres {
+                    all.push(
+                        "(jsonb_typeof(metadata::jsonb -> ?) IN ('string', 'number', 'boolean') \
+                         AND metadata::jsonb ->> ? = ?)",
+                    );
+                    args.extend([
+                        Arg::Text(key.clone()),
+                        Arg::Text(key.clone()),
+                        Arg::Text(value.clone()),
+                    ]);
+                } else {
+                    all.push(
+                        "EXISTS (SELECT 1 FROM json_each(agents.metadata) m WHERE m.key = ? \
+                         AND m.type IN ('text', 'integer', 'real', 'true', 'false') \
+                         AND (CASE m.type WHEN 'true' THEN 'true' WHEN 'false' THEN 'false' \
+                         ELSE CAST(m.value AS TEXT) END) = ?)",
+                    );
+                    args.extend([Arg::Text(key.clone()), Arg::Text(value.clone())]);
+                }
+            }
+            for (key, value) in &selector.labels {
+                // A list entry `k` reads as `k` = "true".
+                if value == "true" {
+                    all.push(
+                        "EXISTS (SELECT 1 FROM agent_inventory_labels l WHERE l.workspace_id = agents.workspace_id \
+                         AND l.agent_id = agents.id AND ((l.term = ? AND l.source = 'pair') \
+                         OR (l.term = ? AND l.source = 'entry')))",
+                    );
+                    args.extend([Arg::Text(format!("{key}={value}")), Arg::Text(key.clone())]);
+                } else {
+                    all.push(
+                        "EXISTS (SELECT 1 FROM agent_inventory_labels l WHERE l.workspace_id = agents.workspace_id \
+                         AND l.agent_id = agents.id AND l.term = ? AND l.source = 'pair')",
+                    );
+                    args.push(Arg::Text(format!("{key}={value}")));
+                }
+            }
+            any.push(if all.is_empty() {
+                "1 = 1".to_owned()
+            } else {
+                format!("({})", all.join(" AND "))
+            });
+        }
+        if any.is_empty() {
+            ("1 = 0".to_owned(), args)
+        } else {
+            (format!("({})", any.join(" OR ")), args)
+        }
     }
 }

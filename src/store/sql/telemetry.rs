@@ -111,15 +111,16 @@ pub(super) async fn apply(
             .bind(&item.external_agent_key)
             .execute(&mut **tx)
             .await?;
-            for term in label_terms(&item.labels) {
+            for (term, source) in label_terms(&item.labels) {
                 sqlx::query(
-                    "INSERT INTO agent_inventory_labels (workspace_id, term, external_agent_key, agent_id) \
-                     VALUES ($1, $2, $3, $4)",
+                    "INSERT INTO agent_inventory_labels (workspace_id, term, external_agent_key, agent_id, source) \
+                     VALUES ($1, $2, $3, $4, $5)",
                 )
                 .bind(&item.workspace_id)
                 .bind(term)
                 .bind(&item.external_agent_key)
                 .bind(&item.agent_id)
+                .bind(source)
                 .execute(&mut **tx)
                 .await?;
             }
