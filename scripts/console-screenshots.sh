@@ -33,10 +33,49 @@ for amount in 250 40 2400 480 730; do
 done
 curl -sf -X POST "$url/v1/policy-challenges/$challenge/decide" -H "Authorization: Bearer $pat" -H "X-Service-Workspace: $ws" \
     -H 'Content-Type: application/json' -d '{"decision":"approve"}' > /dev/null
+# Heartbeats for the agent's latency chart (the last ten minutes, one a minute).
+beats=$(python3 -c 'import json, sys, datetime as d
+now = d.datetime.now(d.timezone.utc)
+print(json.dumps({"items": [{"agent_id": sys.argv[1], "status": "ok", "latency_ms": 40 + (i * 37) % 90,
+    "observed_at": (now - d.timedelta(minutes=10 - i)).isoformat()} for i in range(10)]}))' "$agent")
+curl -sf -X POST "$url/v1/telemetry/heartbeat/ingest" -H "X-Service-Api-Key: $key" -H 'Content-Type: application/json' -d "$beats" > /dev/null
+curl -sf -X POST "$url/v1/workspace/agents/upsert" -H "X-Service-Api-Key: $key" -H 'Content-Type: application/json' \
+    -d "{\"external_agent_key\":\"crm-42\",\"agent_id\":\"$agent\",\"labels\":[\"payments\",\"eu\"]}" > /dev/null
+# Credentials: minting allowed for the finance group, three credentials.
+curl -sf -X POST "$url/v1/policies/sync" -H "Authorization: Bearer $pat" -H "X-Service-Workspace: $ws" -H 'Content-Type: application/json' \
+    -d "{\"spec\":{\"reusable_policy_blocks\":{\"refunds\":{\"amount\":{\"limits\":{\"USD\":{\"allow_up_to\":100,\"challenge_up_to\":1000}}}},
+        \"minting\":{\"actions\":{\"allow\":[\"mint_credential\"]}}},
+        \"agent_groups\":[{\"name\":\"finance\",\"members\":[\"$agent\"]}],
+        \"bindings\":[{\"group\":\"finance\",\"blocks\":[\"refunds\"]},{\"group\":\"finance\",\"blocks\":[\"minting\"]}]}}" > /dev/null
+for body in '"audience":"payments-api","scopes":["refunds:write"],"provider":"stripe"' '"audience":"crm","scopes":["contacts:read"],"token_type":"jwt"' \
+    '"audience":"ledger","scopes":["entries:write"],"one_time":true'; do
+    curl -sf -X POST "$url/v1/identity/credentials/mint" -H "X-Service-Api-Key: $key" -H 'Content-Type: application/json' \
+        -d "{\"agent_id\":\"$agent\",$body,\"ttl_seconds\":3600}" > /dev/null
+done
+# The vault: two sets, a second version, a grant and a workflow lease.
+owner() { curl -sf -X POST "$url$1" -H "Authorization: Bearer $pat" -H "X-Service-Workspace: $ws" -H 'Content-Type: application/json' -d "$2" > /dev/null; }
+owner /v1/vault/secret-sets '{"name":"stripe-prod","provider":"stripe","environment":"production","entries":{"STRIPE_SECRET_KEY":"sk_test_x","ACCOUNT":"acct_1"},
+    "profiles":{"stripe":{"hosts":["api.stripe.com"],"methods":["GET","POST"],"path_prefixes":["/v1/"],"inject":{"headers":{"Authorization":"Bearer ${STRIPE_SECRET_KEY}"}}}}}'
+owner /v1/vault/secret-sets/1 '{"set":{"WEBHOOK_SECRET":"whsec_x"}}'
+owner /v1/vault/secret-sets '{"name":"openai-dev","provider":"openai","environment":"development","entries":{"OPENAI_API_KEY":"sk-x"}}'
+owner /v1/vault/grants "{\"secret_set_id\":1,\"agent_id\":\"$agent\",\"allowed_keys\":\"*\",\"allowed_actions\":[\"proxy_use\",\"mint_request_lease\"]}"
+owner /v1/vault/leases/workflow "{\"agent_id\":\"$agent\",\"secret_set_id\":1,\"purpose\":\"nightly payouts\",\"actions\":[\"proxy\"],\"ttl_seconds\":3600}"
+# The workspace: members, keys (one revoked), a token, the approval setting.
+owner /v1/workspace/members '{"email":"ada@example.com","role":"admin"}'
+owner /v1/workspace/members '{"email":"bob@example.com","role":"approver"}'
+owner /v1/workspace/members '{"email":"cy@example.com","role":"member"}'
+owner /v1/workspace/api-keys '{"name":"payments gateway","live":true,"scopes":["check","verify"]}'
+reader=$(curl -sf -X POST "$url/v1/workspace/api-keys" -H "Authorization: Bearer $pat" -H "X-Service-Workspace: $ws" -H 'Content-Type: application/json' \
+    -d '{"name":"ci reader","scopes":["agents:read","audit:read"]}' | python3 -c 'import json, sys; print(json.load(sys.stdin)["api_key"]["key_id"])')
+owner "/v1/workspace/api-keys/$reader/revoke" '{}'
+owner /v1/workspace/settings '{"require_member_approval":true}'
+# Last: minting paused (minting fails from here on).
+owner /v1/identity/kill-switch/minting '{"paused":true,"reason":"INC-42: suspected key leak"}'
 event=$(curl -sf "$url/v1/workspace/audit/events?event_type=decision.check&decision=challenge&limit=1" -H "X-Service-Api-Key: $key" |
     python3 -c 'import json, sys; print(json.load(sys.stdin)["items"][0]["event_id"])')
 python3 scripts/console_screenshots.py "$url" "$dir/acp.db" docs/console "$ws" "agent=/dashboard/agents/$agent" \
     "approvals=/dashboard/approvals" "audit=/dashboard/audit" "audit-event=/dashboard/audit/$event" \
     policies=/dashboard/policies policy=/dashboard/policies/pol_default policy-dry-run=/dashboard/policies/pol_default/dry-run \
-    policy-bench=/dashboard/policies/pol_default/test
+    policy-bench=/dashboard/policies/pol_default/test vault=/dashboard/vault vault-set=/dashboard/vault/1 \
+    credentials=/dashboard/credentials settings=/dashboard/settings
 echo "console screenshots: $(ls docs/console | wc -l) written to docs/console/"
