@@ -8,12 +8,15 @@
 //!
 //! ```sh
 //! ACP_BIN=target/quick/acp ACP_CONSOLE_DATABASE_URL=sqlite:/tmp/large.db \
-//!   ACP_CONSOLE_API_KEY=svc_test_... cargo bench --bench console
+//!   ACP_CONSOLE_API_KEY=svc_test_... ACP_CONSOLE_TOKEN=svc_pat_... cargo bench --bench console
 //! ```
 //!
 //! Settings (environment):
 //! - `ACP_BIN`: the server binary (default `target/release/acp`)
 //! - `ACP_CONSOLE_DATABASE_URL`: the seeded database (required)
+//! - `ACP_CONSOLE_TOKEN`: a personal access token of an owner of the seeded workspace (required:
+//!   the bench syncs the default policy's groups the agents list filters by, which takes a person;
+//!   `owner_token` in `scripts/server.sh` makes one)
 //! - `ACP_CONSOLE_API_KEY`: an API key of the seeded workspace, such as the
 //!   `ACP_BOOTSTRAP_API_KEY` the database was first served with (required)
 //! - `ACP_CONSOLE_EVENTS`: the number of events seeded (default 10000000; it locates the
@@ -41,6 +44,8 @@ struct Settings {
     bin: PathBuf,
     database_url: String,
     api_key: String,
+    /// A personal access token of an owner of the seeded workspace (the groups' policy sync).
+    token: String,
     events: u64,
     requests: usize,
     warmup: usize,
@@ -77,6 +82,7 @@ impl Settings {
             bin,
             database_url: required("ACP_CONSOLE_DATABASE_URL")?,
             api_key: required("ACP_CONSOLE_API_KEY")?,
+            token: required("ACP_CONSOLE_TOKEN")?,
             events: env_number("ACP_CONSOLE_EVENTS", 10_000_000)?.max(1),
             requests: usize::try_from(env_number("ACP_CONSOLE_REQUESTS", 200)?.max(1))?,
             warmup: usize::try_from(env_number("ACP_CONSOLE_WARMUP", 3)?.max(1))?,
@@ -167,6 +173,8 @@ struct Client {
     http: reqwest::Client,
     base: String,
     api_key: String,
+    /// A personal access token, sent instead of the API key.
+    token: Option<String>,
 }
 
 impl Client {
@@ -184,6 +192,37 @@ impl Client {
         }
         Ok(body)
     }
+
+    async fn post(&self, path: &str, body: &Value) -> anyhow::Result<Value> {
+        let request = self.http.post(format!("{}{path}", self.base));
+        let request = match &self.token {
+            Some(token) => request.bearer_auth(token),
+            None => request.header("x-service-api-key", &self.api_key),
+        };
+        let response = request.json(body).send().await?;
+        let status = response.status();
+        let answer: Value = response.json().await?;
+        if !status.is_success() {
+            bail!("POST {path}: {status} {answer}");
+        }
+        Ok(answer)
+    }
+}
+
+/// The default policy's groups the agents list filters by: explicit members, selectors on the
+/// seeded labels (`rare`: 10 agents, `team-7`: 5 %) and on the seeded metadata (`env` prod:
+/// 33 %, `n` = 77777: one agent). Applied before the cases (a no-op when already there).
+fn groups_spec() -> Value {
+    // Seeded ids are longer than agent ids (a spec refuses them): members are 10 well-formed
+    // ids no agent has, so the case measures the lookups of an explicit member list.
+    let members: Vec<String> = (1..=10).map(|n| seeded("agt_", n)).collect();
+    serde_json::json!({"spec": {"agent_groups": [
+        {"name": "picked", "members": members},
+        {"name": "rare-label", "selectors": [{"labels": {"rare": "true"}}]},
+        {"name": "team-7", "selectors": [{"labels": {"team-7": "true"}}]},
+        {"name": "prod-meta", "selectors": [{"metadata": {"env": "prod"}}]},
+        {"name": "one-meta", "selectors": [{"metadata": {"n": "77777"}}]}
+    ]}})
 }
 
 /// One measured filter: its label, the path and query, and the fewest items an answer holds.
@@ -269,6 +308,7 @@ async fn run(settings: &Settings) -> anyhow::Result<()> {
             .build()?,
         base: server.base.clone(),
         api_key: settings.api_key.clone(),
+        token: None,
     };
     let audit = "/v1/workspace/audit/events";
     let rare_agent = seeded("agt_5eed", 3);
@@ -311,6 +351,15 @@ async fn run(settings: &Settings) -> anyhow::Result<()> {
             .await?;
         busy_deep = next_cursor(&page)?;
     }
+
+    // A sync needs a person: the token of an owner of the seeded workspace.
+    let owner = Client {
+        http: client.http.clone(),
+        base: client.base.clone(),
+        api_key: String::new(),
+        token: Some(settings.token.clone()),
+    };
+    owner.post("/v1/policies/sync", &groups_spec()).await?;
 
     let cases = [
         case("audit: no filter", audit.to_owned(), 50),
@@ -494,6 +543,42 @@ async fn run(settings: &Settings) -> anyhow::Result<()> {
             "agents: label=rare (10)",
             "/v1/agents?label=rare".into(),
             10,
+        ),
+        case(
+            "agents: group, 10 members",
+            "/v1/agents?group=picked".into(),
+            10,
+        ),
+        case(
+            "agents: group, label selector (10)",
+            "/v1/agents?group=rare-label".into(),
+            10,
+        ),
+        case(
+            "agents: group, label selector (5 %)",
+            "/v1/agents?group=team-7".into(),
+            50,
+        ),
+        case(
+            "agents: group, metadata selector (33 %)",
+            "/v1/agents?group=prod-meta".into(),
+            50,
+        ),
+        case(
+            "agents: group, metadata selector (1)",
+            "/v1/agents?group=one-meta".into(),
+            1,
+        ),
+        case("agents: seen=hour (4 %)", "/v1/agents?seen=hour".into(), 50),
+        case(
+            "agents: seen=never (10 %)",
+            "/v1/agents?seen=never".into(),
+            50,
+        ),
+        case(
+            "agents: seen=stale (none)",
+            "/v1/agents?seen=stale".into(),
+            0,
         ),
         case(
             "agents: label=team-7 (5 %)",

@@ -14,7 +14,8 @@
 #   2 % revoked; risk tiers low/medium/high; metadata {team, env, n}; created over 30 days.
 #   Agents 1-10 are rare (`rare-agent-<n>`, label `rare`), agents 11-1010 are busy.
 # - one inventory row per agent (`ext-<n>`, environment prod/staging/dev, labels
-#   [team-<k>, <env>] plus `rare` for the rare agents), and its label terms.
+#   [team-<k>, <env>] plus `rare` for the rare agents), and its label terms; each agent's
+#   metadata pairs.
 # - events `evt_...` in time order, one every 30 days / EVENTS: 80 % from the 1,000 busy agents,
 #   the rest from all others, and each rare agent one event in 1,000,000; event types
 #   decision.check 90 %, credential.minted 5 %, vault.lease.used 3 %, inventory.upserted 1.5 %,
@@ -146,6 +147,17 @@ SELECT '$1', 'rare', 'ext-' || i, 'agt_5eed' || HEX32(i), 'entry' FROM SOURCE WH
 SQL
 }
 
+# The metadata pairs a group's selector matches (migration 0019), as the service writes them.
+pairs_select() {
+    cat <<SQL
+SELECT 'agt_5eed' || HEX32(i), 'team', 'team-' || (i % 20) FROM SOURCE
+UNION ALL
+SELECT 'agt_5eed' || HEX32(i), 'env', CASE i % 3 WHEN 0 THEN 'prod' WHEN 1 THEN 'staging' ELSE 'dev' END FROM SOURCE
+UNION ALL
+SELECT 'agt_5eed' || HEX32(i), 'n', '' || i FROM SOURCE
+SQL
+}
+
 agent_columns="id, workspace_id, name, public_key, key_type, metadata, status, risk_tier, created_at, updated_at, attested_at, last_seen_at"
 inventory_columns="workspace_id, external_agent_key, agent_id, display_name, labels, environment, source, status, created_at, updated_at"
 event_columns="id, workspace_id, created_at, event_type, agent_id, action, decision, policy_id, policy_hash, trace_id, reasons, reason_codes, actor, details"
@@ -178,6 +190,10 @@ seed_sqlite() {
         echo "INSERT INTO agent_inventory_labels (workspace_id, term, external_agent_key, agent_id, source)"
         echo "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < $agents)"
         label_select "$ws" | sed 's/FROM SOURCE/FROM n/'
+        echo ";"
+        echo "INSERT INTO agent_metadata_pairs (agent_id, key, value)"
+        echo "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < $agents)"
+        pairs_select | sed 's/FROM SOURCE/FROM n/'
         echo "; COMMIT;"
     } | hexify | "${db[@]}" >/dev/null
     echo "  agents and inventory: $(($(date +%s) - start)) s"
@@ -224,6 +240,9 @@ seed_postgres() {
         echo ";"
         echo "INSERT INTO agent_inventory_labels (workspace_id, term, external_agent_key, agent_id, source)"
         label_select "$ws" | sed 's/FROM SOURCE/FROM generate_series(1::bigint, '"$agents"') AS g(i)/'
+        echo ";"
+        echo "INSERT INTO agent_metadata_pairs (agent_id, key, value)"
+        pairs_select | sed 's/FROM SOURCE/FROM generate_series(1::bigint, '"$agents"') AS g(i)/'
         echo "; COMMIT;"
     } | pg_hex | "${db[@]}" >/dev/null
     echo "  agents and inventory: $(($(date +%s) - start)) s"
@@ -242,7 +261,7 @@ seed_postgres() {
         echo "  events to $to: $(($(date +%s) - start)) s"
         from=$((to + 1))
     done
-    "${db[@]}" -c "VACUUM ANALYZE agents" -c "VACUUM ANALYZE agent_inventory" -c "VACUUM ANALYZE agent_inventory_labels" -c "VACUUM ANALYZE audit_events" >/dev/null
+    "${db[@]}" -c "VACUUM ANALYZE agents" -c "VACUUM ANALYZE agent_inventory" -c "VACUUM ANALYZE agent_inventory_labels" -c "VACUUM ANALYZE agent_metadata_pairs" -c "VACUUM ANALYZE audit_events" >/dev/null
     echo "done in $(($(date +%s) - start)) s; $("${db[@]}" -c "SELECT pg_size_pretty(pg_total_relation_size('audit_events'))") of audit events"
 }
 

@@ -1,6 +1,30 @@
 //! An agent's lifecycle status and its risk tier.
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A metadata or label value as a group's selector compares it: a string as is, a boolean or a
+/// number as JSON writes it; nothing for other values (they never match).
+pub fn selector_text(value: &Value) -> Option<String> {
+    match value {
+        Value::String(s) => Some(s.clone()),
+        Value::Bool(b) => Some(b.to_string()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// An agent's metadata as the pairs a selector can match (see [`selector_text`]).
+pub fn metadata_pairs(metadata: &Value) -> Vec<(String, String)> {
+    metadata
+        .as_object()
+        .map(|map| {
+            map.iter()
+                .filter_map(|(k, v)| selector_text(v).map(|v| (k.clone(), v)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
 
 /// Where an agent is in its lifecycle: registered (`pending`), attested and claimed (`active`),
 /// paused by its workspace (`suspended`) or gone for good (`revoked`).

@@ -17,6 +17,7 @@ use serde_json::Value;
 use super::compile::{tag_value, CompiledPolicy, Picked, RuleMeta, RuleSet};
 use super::memo::Memo;
 use super::spec::{Outcome, Selector};
+use crate::domain::agent::selector_text;
 use crate::domain::RiskTier;
 
 /// Metadata of an attachment (never its content).
@@ -140,18 +141,9 @@ pub struct Decision {
     pub reads: Vec<String>,
 }
 
-fn scalar_text(v: &Value) -> Option<String> {
-    match v {
-        Value::String(s) => Some(s.clone()),
-        Value::Bool(b) => Some(b.to_string()),
-        Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    }
-}
-
 fn selector_matches(selector: &Selector, facts: &Facts<'_>) -> bool {
     let holds = |source: &Value, key: &str, want: &str| {
-        source.get(key).and_then(scalar_text).as_deref() == Some(want)
+        source.get(key).and_then(selector_text).as_deref() == Some(want)
     };
     selector
         .metadata
@@ -231,7 +223,7 @@ fn pairs(source: &Value) -> Vec<String> {
         .as_object()
         .map(|o| {
             o.iter()
-                .filter_map(|(k, v)| scalar_text(v).map(|t| format!("{k}={t}")))
+                .filter_map(|(k, v)| selector_text(v).map(|t| format!("{k}={t}")))
                 .collect()
         })
         .unwrap_or_default()

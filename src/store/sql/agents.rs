@@ -5,6 +5,7 @@ use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
 
 use super::{changed_rows, is_unique_violation, json_text, json_value, Arg, Filters, SqlStore};
+use crate::domain::agent::metadata_pairs;
 use crate::domain::{AgentStatus, RiskTier};
 use crate::store::*;
 
@@ -87,6 +88,27 @@ async fn redeem_claim_code(
     Ok(())
 }
 
+/// Replaces the agent's metadata pairs (migration 0019) with those of `metadata`.
+async fn write_metadata_pairs(
+    tx: &mut Transaction<'_, Any>,
+    agent_id: &str,
+    metadata: &serde_json::Value,
+) -> Result<(), StoreError> {
+    sqlx::query("DELETE FROM agent_metadata_pairs WHERE agent_id = $1")
+        .bind(agent_id)
+        .execute(&mut **tx)
+        .await?;
+    for (key, value) in metadata_pairs(metadata) {
+        sqlx::query("INSERT INTO agent_metadata_pairs (agent_id, key, value) VALUES ($1, $2, $3)")
+            .bind(agent_id)
+            .bind(key)
+            .bind(value)
+            .execute(&mut **tx)
+            .await?;
+    }
+    Ok(())
+}
+
 /// Applies an agent operation inside `tx`.
 pub(super) async fn apply(
     tx: &mut Transaction<'_, Any>,
@@ -119,6 +141,7 @@ pub(super) async fn apply(
                 }
                 other => other?,
             };
+            write_metadata_pairs(tx, &agent.id, &agent.metadata).await?;
             insert_challenge(tx, challenge).await?;
             Ok(Applied::Done)
         }
@@ -162,6 +185,7 @@ pub(super) async fn apply(
             let agent = select_agent(tx, agent_id)
                 .await?
                 .ok_or(StoreError::UnknownAgent)?;
+            write_metadata_pairs(tx, &agent.id, &agent.metadata).await?;
             Ok(Applied::Agent(Box::new(agent)))
         }
         AgentOp::CreateClaimCode(code) => {
@@ -332,7 +356,7 @@ impl AgentStore for SqlStore {
             );
         }
         if let Some(group) = &query.group {
-            let (clause, args) = self.group_clause(group);
+            let (clause, args) = Self::group_clause(&query.workspace_id, group);
             f.push(&clause, args);
         }
         match query.last_seen {
@@ -429,11 +453,10 @@ impl AgentStore for SqlStore {
 
 impl SqlStore {
     /// The `WHERE` clause (with `?` marks) and its values that keep a group's members: its
-    /// explicit ids, or any selector's keys all holding their values. Metadata is JSON text: its
-    /// value for a key is compared as text as policies compare it (a string as is, `true`,
-    /// `false`, a number as written), read with each engine's JSON functions; labels are the
-    /// indexed terms of migration 0018. A group with neither members nor selectors keeps none.
-    fn group_clause(&self, group: &GroupMembers) -> (String, Vec<Arg>) {
+    /// explicit ids, or any selector's keys all holding their values, read in the indexed
+    /// metadata pairs (migration 0019) and label terms (0018), compared as text as policies
+    /// compare them. A group with neither members nor selectors keeps none.
+    fn group_clause(workspace_id: &str, group: &GroupMembers) -> (String, Vec<Arg>) {
         let mut any = Vec::new();
         let mut args = Vec::new();
         if !group.ids.is_empty() {
@@ -443,41 +466,30 @@ impl SqlStore {
         for selector in &group.selectors {
             let mut all = Vec::new();
             for (key, value) in &selector.metadata {
-                if self.backend == Backend::Postgres {
-                    all.push(
-                        "(jsonb_typeof(metadata::jsonb -> ?) IN ('string', 'number', 'boolean') \
-                         AND metadata::jsonb ->> ? = ?)",
-                    );
-                    args.extend([
-                        Arg::Text(key.clone()),
-                        Arg::Text(key.clone()),
-                        Arg::Text(value.clone()),
-                    ]);
-                } else {
-                    all.push(
-                        "EXISTS (SELECT 1 FROM json_each(agents.metadata) m WHERE m.key = ? \
-                         AND m.type IN ('text', 'integer', 'real', 'true', 'false') \
-                         AND (CASE m.type WHEN 'true' THEN 'true' WHEN 'false' THEN 'false' \
-                         ELSE CAST(m.value AS TEXT) END) = ?)",
-                    );
-                    args.extend([Arg::Text(key.clone()), Arg::Text(value.clone())]);
-                }
+                all.push(
+                    "id IN (SELECT agent_id FROM agent_metadata_pairs WHERE key = ? AND value = ?)",
+                );
+                args.extend([Arg::Text(key.clone()), Arg::Text(value.clone())]);
             }
             for (key, value) in &selector.labels {
-                // A list entry `k` reads as `k` = "true".
+                args.extend([
+                    Arg::Text(workspace_id.to_owned()),
+                    Arg::Text(format!("{key}={value}")),
+                ]);
                 if value == "true" {
+                    // A list entry `k` reads as `k` = "true".
                     all.push(
-                        "EXISTS (SELECT 1 FROM agent_inventory_labels l WHERE l.workspace_id = agents.workspace_id \
-                         AND l.agent_id = agents.id AND ((l.term = ? AND l.source = 'pair') \
-                         OR (l.term = ? AND l.source = 'entry')))",
+                        "id IN (SELECT agent_id FROM agent_inventory_labels \
+                         WHERE workspace_id = ? AND term = ? AND source = 'pair' \
+                         UNION ALL SELECT agent_id FROM agent_inventory_labels \
+                         WHERE workspace_id = ? AND term = ? AND source = 'entry')",
                     );
-                    args.extend([Arg::Text(format!("{key}={value}")), Arg::Text(key.clone())]);
+                    args.extend([Arg::Text(workspace_id.to_owned()), Arg::Text(key.clone())]);
                 } else {
                     all.push(
-                        "EXISTS (SELECT 1 FROM agent_inventory_labels l WHERE l.workspace_id = agents.workspace_id \
-                         AND l.agent_id = agents.id AND l.term = ? AND l.source = 'pair')",
+                        "id IN (SELECT agent_id FROM agent_inventory_labels \
+                         WHERE workspace_id = ? AND term = ? AND source = 'pair')",
                     );
-                    args.push(Arg::Text(format!("{key}={value}")));
                 }
             }
             any.push(if all.is_empty() {
