@@ -434,8 +434,8 @@ async fn run(settings: &Settings) -> anyhow::Result<()> {
             50,
         ),
         case(
-            "audit: agent (busy) + event_type (0.1 %)",
-            format!("{audit}?agent_id={busy_agent}&event_type=credential.revoked"),
+            "audit: agent (busy) + event_type (0.4 %)",
+            format!("{audit}?agent_id={busy_agent}&event_type=vault.secret.read"),
             1,
         ),
         case(
@@ -545,9 +545,9 @@ async fn run(settings: &Settings) -> anyhow::Result<()> {
             10,
         ),
         case(
-            "agents: group, 10 members",
+            "agents: group, 10 members (none exist)",
             "/v1/agents?group=picked".into(),
-            10,
+            0,
         ),
         case(
             "agents: group, label selector (10)",
@@ -576,7 +576,7 @@ async fn run(settings: &Settings) -> anyhow::Result<()> {
             50,
         ),
         case(
-            "agents: seen=stale (none)",
+            "agents: seen=stale (few)",
             "/v1/agents?seen=stale".into(),
             0,
         ),
@@ -601,9 +601,9 @@ async fn run(settings: &Settings) -> anyhow::Result<()> {
             200,
         ),
         case(
-            "inventory: limit 1000",
-            "/v1/workspace/agents?limit=1000".into(),
-            1000,
+            "inventory: limit 500",
+            "/v1/workspace/agents?limit=500".into(),
+            500,
         ),
         case(
             "inventory: label=rare",

@@ -436,7 +436,7 @@ pub struct InventoryListParams {
     pub status: Option<String>,
     /// Agents whose labels list contains this label; for object labels, `key` or `key=value`.
     pub label: Option<String>,
-    /// Items a page, 1 to 1000 (default 200), in the order of `external_agent_key`.
+    /// Items a page, 1 to 500 (default 200), in the order of `external_agent_key`.
     pub limit: Option<i64>,
     /// The `next_cursor` of the previous page.
     pub cursor: Option<String>,

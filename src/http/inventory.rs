@@ -37,7 +37,7 @@ pub async fn upsert_inventory(
 
 /// Inventory items a page unless `limit` says otherwise, and the most it may say.
 const INVENTORY_PAGE: i64 = 200;
-const INVENTORY_PAGE_MAX: i64 = 1000;
+const INVENTORY_PAGE_MAX: i64 = 500;
 
 /// The workspace's agent inventory, in the order of `external_agent_key`, paged by cursor.
 #[utoipa::path(get, path = "/v1/workspace/agents", tag = "inventory", params(InventoryListParams),

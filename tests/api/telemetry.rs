@@ -230,7 +230,7 @@ both_engines! {
         assert_eq!(second["items"].as_array().unwrap().len(), 1, "{second}");
         assert_eq!(second["items"][0]["external_agent_key"], "pay-1");
         assert!(second.get("next_cursor").is_none(), "the last page has no cursor");
-        assert_error(app.get("/v1/workspace/agents?limit=1001").await, 400, "invalid_limit").await;
+        assert_error(app.get("/v1/workspace/agents?limit=501").await, 400, "invalid_limit").await;
         assert_error(app.get("/v1/workspace/agents?cursor=nope").await, 400, "invalid_cursor").await;
 
         // Policies read a list label as that key with the value "true".
