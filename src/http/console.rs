@@ -306,6 +306,41 @@ pub(super) async fn form_person(
     Ok((principal, fields))
 }
 
+/// A console form's answer: the person behind the POST (see [`form_person`]), then `act` with
+/// the form's fields, its error shown as a page of `section` (see [`answer`]).
+pub(super) async fn form_answer(
+    ctx: &Context,
+    headers: &HeaderMap,
+    body: &[u8],
+    section: Section,
+    act: impl AsyncFnOnce(&Principal, Vec<(String, String)>) -> Result<Response, ApiError>,
+) -> Response {
+    let (principal, fields) = match form_person(ctx, headers, body).await {
+        Ok(found) => found,
+        Err(response) => return response,
+    };
+    let result = act(&principal, fields).await;
+    answer(ctx, &principal, section, result).await
+}
+
+/// A console page's answer: the person behind the GET (see [`page_person`]), then `show`, its
+/// error shown as a page of `section` (see [`answer`]).
+pub(super) async fn page_answer(
+    ctx: &Context,
+    headers: &HeaderMap,
+    query: Option<&str>,
+    ints: &[(&'static str, i64, i64)],
+    section: Section,
+    show: impl AsyncFnOnce(&Principal) -> Result<Response, ApiError>,
+) -> Response {
+    let principal = match page_person(ctx, headers, query, ints).await {
+        Ok(p) => p,
+        Err(response) => return response,
+    };
+    let result = show(&principal).await;
+    answer(ctx, &principal, section, result).await
+}
+
 pub(super) fn field<'a>(fields: &'a [(String, String)], name: &str) -> Option<&'a str> {
     fields
         .iter()
@@ -818,12 +853,15 @@ pub async fn agents_page(
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Response {
-    let principal = match page_person(&ctx, &headers, query.as_deref(), LIMIT).await {
-        Ok(p) => p,
-        Err(response) => return response,
-    };
-    let result = agents_list(&ctx, &principal, query.as_deref().unwrap_or("")).await;
-    answer(&ctx, &principal, Section::Agents, result).await
+    page_answer(
+        &ctx,
+        &headers,
+        query.as_deref(),
+        LIMIT,
+        Section::Agents,
+        async |principal| agents_list(&ctx, principal, query.as_deref().unwrap_or("")).await,
+    )
+    .await
 }
 
 async fn agents_list(
@@ -1258,12 +1296,16 @@ pub async fn agent_action(
     Path((agent_id, verb)): Path<(String, String)>,
     body: Bytes,
 ) -> Response {
-    let (principal, fields) = match form_person(&ctx, &headers, &body).await {
-        Ok(found) => found,
-        Err(response) => return response,
-    };
-    let result = act(&ctx, &principal, &agent_id, &verb, field(&fields, "reason")).await;
-    answer(&ctx, &principal, Section::Agents, result).await
+    form_answer(
+        &ctx,
+        &headers,
+        &body,
+        Section::Agents,
+        async |principal, fields| {
+            act(&ctx, principal, &agent_id, &verb, field(&fields, "reason")).await
+        },
+    )
+    .await
 }
 
 async fn act(

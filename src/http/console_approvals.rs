@@ -23,8 +23,7 @@ use crate::policy::challenge;
 use crate::time::{now_ms, parse_iso};
 
 use super::console::{
-    answer, base, field, form_person, page_person, see_other, shell, Section, Shell, LIMIT,
-    PAGE_ROWS,
+    base, field, form_answer, page_answer, see_other, shell, Section, Shell, LIMIT, PAGE_ROWS,
 };
 use super::operator::person_requires;
 use super::pages::render;
@@ -123,12 +122,15 @@ pub async fn approvals_page(
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Response {
-    let principal = match page_person(&ctx, &headers, query.as_deref(), LIMIT).await {
-        Ok(p) => p,
-        Err(response) => return response,
-    };
-    let result = queue(&ctx, &principal, query.as_deref().unwrap_or("")).await;
-    answer(&ctx, &principal, Section::Approvals, result).await
+    page_answer(
+        &ctx,
+        &headers,
+        query.as_deref(),
+        LIMIT,
+        Section::Approvals,
+        async |principal| queue(&ctx, principal, query.as_deref().unwrap_or("")).await,
+    )
+    .await
 }
 
 async fn queue(
@@ -243,19 +245,23 @@ pub async fn decide(
     Path(challenge_id): Path<String>,
     body: Bytes,
 ) -> Response {
-    let (principal, fields) = match form_person(&ctx, &headers, &body).await {
-        Ok(found) => found,
-        Err(response) => return response,
-    };
-    let result = decide_challenge(
+    form_answer(
         &ctx,
-        &principal,
-        &challenge_id,
-        field(&fields, "decision").unwrap_or(""),
-        field(&fields, "reason"),
+        &headers,
+        &body,
+        Section::Approvals,
+        async |principal, fields| {
+            decide_challenge(
+                &ctx,
+                principal,
+                &challenge_id,
+                field(&fields, "decision").unwrap_or(""),
+                field(&fields, "reason"),
+            )
+            .await
+        },
     )
-    .await;
-    answer(&ctx, &principal, Section::Approvals, result).await
+    .await
 }
 
 async fn decide_challenge(

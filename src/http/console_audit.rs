@@ -21,7 +21,7 @@ use crate::identity::accounts::Principal;
 use crate::time::parse_iso;
 
 use super::console::{
-    answer, options, page_person, person, shell, Section, SelectOption, Shell, LIMIT, PAGE_ROWS,
+    answer, options, page_answer, person, shell, Section, SelectOption, Shell, LIMIT, PAGE_ROWS,
 };
 use super::operator::person_requires;
 use super::pages::render;
@@ -207,12 +207,15 @@ pub async fn audit_page(
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Response {
-    let principal = match page_person(&ctx, &headers, query.as_deref(), LIMIT).await {
-        Ok(p) => p,
-        Err(response) => return response,
-    };
-    let result = search_page(&ctx, &principal, query.as_deref().unwrap_or("")).await;
-    answer(&ctx, &principal, Section::Audit, result).await
+    page_answer(
+        &ctx,
+        &headers,
+        query.as_deref(),
+        LIMIT,
+        Section::Audit,
+        async |principal| search_page(&ctx, principal, query.as_deref().unwrap_or("")).await,
+    )
+    .await
 }
 
 async fn search_page(
@@ -378,12 +381,15 @@ pub async fn export(
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Response {
-    let principal = match page_person(&ctx, &headers, query.as_deref(), &[]).await {
-        Ok(p) => p,
-        Err(response) => return response,
-    };
-    let result = export_file(&ctx, &principal, query.as_deref().unwrap_or("")).await;
-    answer(&ctx, &principal, Section::Audit, result).await
+    page_answer(
+        &ctx,
+        &headers,
+        query.as_deref(),
+        &[],
+        Section::Audit,
+        async |principal| export_file(&ctx, principal, query.as_deref().unwrap_or("")).await,
+    )
+    .await
 }
 
 async fn export_file(

@@ -27,7 +27,7 @@ use crate::store::ActiveCredential;
 use crate::time::{iso, parse_iso};
 
 use super::console::{
-    answer, base, field, form_person, page_person, person, see_other, shell, Section, Shell,
+    answer, base, field, form_answer, page_answer, person, see_other, shell, Section, Shell,
     PAGE_ROWS,
 };
 use super::operator::person_requires;
@@ -181,12 +181,15 @@ pub async fn credentials_page(
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Response {
-    let principal = match page_person(&ctx, &headers, query.as_deref(), INTS).await {
-        Ok(p) => p,
-        Err(response) => return response,
-    };
-    let result = listing(&ctx, &principal, query.as_deref().unwrap_or("")).await;
-    answer(&ctx, &principal, Section::Credentials, result).await
+    page_answer(
+        &ctx,
+        &headers,
+        query.as_deref(),
+        INTS,
+        Section::Credentials,
+        async |principal| listing(&ctx, principal, query.as_deref().unwrap_or("")).await,
+    )
+    .await
 }
 
 async fn listing(
@@ -277,12 +280,14 @@ pub async fn minting(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let (principal, fields) = match form_person(&ctx, &headers, &body).await {
-        Ok(found) => found,
-        Err(response) => return response,
-    };
-    let result = switch_minting(&ctx, &principal, &fields).await;
-    answer(&ctx, &principal, Section::Credentials, result).await
+    form_answer(
+        &ctx,
+        &headers,
+        &body,
+        Section::Credentials,
+        async |principal, fields| switch_minting(&ctx, principal, &fields).await,
+    )
+    .await
 }
 
 async fn switch_minting(
@@ -335,12 +340,14 @@ pub async fn revoke_all(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let (principal, fields) = match form_person(&ctx, &headers, &body).await {
-        Ok(found) => found,
-        Err(response) => return response,
-    };
-    let result = kill_all(&ctx, &principal, &fields).await;
-    answer(&ctx, &principal, Section::Credentials, result).await
+    form_answer(
+        &ctx,
+        &headers,
+        &body,
+        Section::Credentials,
+        async |principal, fields| kill_all(&ctx, principal, &fields).await,
+    )
+    .await
 }
 
 /// Whether what was typed is the confirmation word (surrounding blanks aside).
@@ -471,12 +478,14 @@ pub async fn revoke(
     Path(cred_id): Path<String>,
     body: Bytes,
 ) -> Response {
-    let (principal, fields) = match form_person(&ctx, &headers, &body).await {
-        Ok(found) => found,
-        Err(response) => return response,
-    };
-    let result = revoke_one(&ctx, &principal, &cred_id, &fields).await;
-    answer(&ctx, &principal, Section::Credentials, result).await
+    form_answer(
+        &ctx,
+        &headers,
+        &body,
+        Section::Credentials,
+        async |principal, fields| revoke_one(&ctx, principal, &cred_id, &fields).await,
+    )
+    .await
 }
 
 async fn revoke_one(
@@ -562,12 +571,14 @@ pub async fn revoke_agent(
     Path(agent_id): Path<String>,
     body: Bytes,
 ) -> Response {
-    let (principal, fields) = match form_person(&ctx, &headers, &body).await {
-        Ok(found) => found,
-        Err(response) => return response,
-    };
-    let result = revoke_of_agent(&ctx, &principal, &agent_id, &fields).await;
-    answer(&ctx, &principal, Section::Credentials, result).await
+    form_answer(
+        &ctx,
+        &headers,
+        &body,
+        Section::Credentials,
+        async |principal, fields| revoke_of_agent(&ctx, principal, &agent_id, &fields).await,
+    )
+    .await
 }
 
 async fn revoke_of_agent(

@@ -30,8 +30,8 @@ use crate::secret::{random_base62, sha256_hex};
 use crate::time::iso;
 
 use super::console::{
-    answer, base, field, form_person, page_person, person, see_other, shell, Section, Shell,
-    VERSIONS,
+    answer, base, field, form_answer, form_person, page_answer, page_person, person, see_other,
+    shell, Section, Shell, VERSIONS,
 };
 use super::extract::AppPath;
 use super::operator::person_requires;
@@ -327,12 +327,15 @@ pub async fn diff_page(
     Path(policy_id): Path<String>,
     RawQuery(query): RawQuery,
 ) -> Response {
-    let principal = match page_person(&ctx, &headers, query.as_deref(), VERSIONS).await {
-        Ok(p) => p,
-        Err(response) => return response,
-    };
-    let result = versions_diff(&ctx, &principal, &policy_id, query.as_deref()).await;
-    answer(&ctx, &principal, Section::Policies, result).await
+    page_answer(
+        &ctx,
+        &headers,
+        query.as_deref(),
+        VERSIONS,
+        Section::Policies,
+        async |principal| versions_diff(&ctx, principal, &policy_id, query.as_deref()).await,
+    )
+    .await
 }
 
 fn version_param(pairs: &[(String, String)], name: &'static str) -> Result<i64, ApiError> {
@@ -591,12 +594,14 @@ pub async fn apply(
     Path(policy_id): Path<String>,
     body: Bytes,
 ) -> Response {
-    let (principal, fields) = match form_person(&ctx, &headers, &body).await {
-        Ok(found) => found,
-        Err(response) => return response,
-    };
-    let result = run_apply(&ctx, &principal, &policy_id, &fields).await;
-    answer(&ctx, &principal, Section::Policies, result).await
+    form_answer(
+        &ctx,
+        &headers,
+        &body,
+        Section::Policies,
+        async |principal, fields| run_apply(&ctx, principal, &policy_id, &fields).await,
+    )
+    .await
 }
 
 async fn run_apply(
@@ -777,12 +782,14 @@ pub async fn rollback(
     AppPath((policy_id, version)): AppPath<(String, i64)>,
     body: Bytes,
 ) -> Response {
-    let (principal, fields) = match form_person(&ctx, &headers, &body).await {
-        Ok(found) => found,
-        Err(response) => return response,
-    };
-    let result = run_rollback(&ctx, &principal, &policy_id, version, &fields).await;
-    answer(&ctx, &principal, Section::Policies, result).await
+    form_answer(
+        &ctx,
+        &headers,
+        &body,
+        Section::Policies,
+        async |principal, fields| run_rollback(&ctx, principal, &policy_id, version, &fields).await,
+    )
+    .await
 }
 
 async fn run_rollback(

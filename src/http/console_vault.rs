@@ -32,8 +32,7 @@ use crate::store::SetRef;
 use crate::time::{now_ms, parse_iso};
 
 use super::console::{
-    answer, base, field, form_person, page_person, see_other, shell, Section, Shell, LIMIT,
-    PAGE_ROWS,
+    base, field, form_answer, page_answer, see_other, shell, Section, Shell, LIMIT, PAGE_ROWS,
 };
 use super::operator::person_requires;
 use super::pages::render;
@@ -130,12 +129,15 @@ pub async fn vault_page(
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Response {
-    let principal = match page_person(&ctx, &headers, query.as_deref(), &[]).await {
-        Ok(p) => p,
-        Err(response) => return response,
-    };
-    let result = list_page(&ctx, &principal, query.as_deref().unwrap_or("")).await;
-    answer(&ctx, &principal, Section::Vault, result).await
+    page_answer(
+        &ctx,
+        &headers,
+        query.as_deref(),
+        &[],
+        Section::Vault,
+        async |principal| list_page(&ctx, principal, query.as_deref().unwrap_or("")).await,
+    )
+    .await
 }
 
 async fn list_page(
@@ -266,12 +268,14 @@ pub async fn create_set(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let (principal, fields) = match form_person(&ctx, &headers, &body).await {
-        Ok(found) => found,
-        Err(response) => return response,
-    };
-    let result = create(&ctx, &principal, &fields).await;
-    answer(&ctx, &principal, Section::Vault, result).await
+    form_answer(
+        &ctx,
+        &headers,
+        &body,
+        Section::Vault,
+        async |principal, fields| create(&ctx, principal, &fields).await,
+    )
+    .await
 }
 
 async fn create(
@@ -538,18 +542,23 @@ pub async fn set_page(
     Path(secret_set_id): Path<String>,
     RawQuery(query): RawQuery,
 ) -> Response {
-    let principal = match page_person(&ctx, &headers, query.as_deref(), LIMIT).await {
-        Ok(p) => p,
-        Err(response) => return response,
-    };
-    let result = set_detail(
+    page_answer(
         &ctx,
-        &principal,
-        &secret_set_id,
-        query.as_deref().unwrap_or(""),
+        &headers,
+        query.as_deref(),
+        LIMIT,
+        Section::Vault,
+        async |principal| {
+            set_detail(
+                &ctx,
+                principal,
+                &secret_set_id,
+                query.as_deref().unwrap_or(""),
+            )
+            .await
+        },
     )
-    .await;
-    answer(&ctx, &principal, Section::Vault, result).await
+    .await
 }
 
 async fn set_detail(
@@ -756,12 +765,14 @@ pub async fn write_values(
     Path(secret_set_id): Path<String>,
     body: Bytes,
 ) -> Response {
-    let (principal, fields) = match form_person(&ctx, &headers, &body).await {
-        Ok(found) => found,
-        Err(response) => return response,
-    };
-    let result = write(&ctx, &principal, &secret_set_id, &fields).await;
-    answer(&ctx, &principal, Section::Vault, result).await
+    form_answer(
+        &ctx,
+        &headers,
+        &body,
+        Section::Vault,
+        async |principal, fields| write(&ctx, principal, &secret_set_id, &fields).await,
+    )
+    .await
 }
 
 async fn write(
@@ -885,12 +896,15 @@ pub async fn confirm_lifecycle(
     Path((secret_set_id, verb)): Path<(String, String)>,
     RawQuery(query): RawQuery,
 ) -> Response {
-    let principal = match page_person(&ctx, &headers, query.as_deref(), &[]).await {
-        Ok(p) => p,
-        Err(response) => return response,
-    };
-    let result = confirm_lifecycle_page(&ctx, &principal, &secret_set_id, &verb).await;
-    answer(&ctx, &principal, Section::Vault, result).await
+    page_answer(
+        &ctx,
+        &headers,
+        query.as_deref(),
+        &[],
+        Section::Vault,
+        async |principal| confirm_lifecycle_page(&ctx, principal, &secret_set_id, &verb).await,
+    )
+    .await
 }
 
 async fn confirm_lifecycle_page(
@@ -935,12 +949,16 @@ pub async fn lifecycle(
     Path((secret_set_id, verb)): Path<(String, String)>,
     body: Bytes,
 ) -> Response {
-    let (principal, fields) = match form_person(&ctx, &headers, &body).await {
-        Ok(found) => found,
-        Err(response) => return response,
-    };
-    let result = change_lifecycle(&ctx, &principal, &secret_set_id, &verb, &fields).await;
-    answer(&ctx, &principal, Section::Vault, result).await
+    form_answer(
+        &ctx,
+        &headers,
+        &body,
+        Section::Vault,
+        async |principal, fields| {
+            change_lifecycle(&ctx, principal, &secret_set_id, &verb, &fields).await
+        },
+    )
+    .await
 }
 
 async fn change_lifecycle(
@@ -998,12 +1016,15 @@ pub async fn confirm_rollback_set(
     Path((secret_set_id, version)): Path<(String, String)>,
     RawQuery(query): RawQuery,
 ) -> Response {
-    let principal = match page_person(&ctx, &headers, query.as_deref(), &[]).await {
-        Ok(p) => p,
-        Err(response) => return response,
-    };
-    let result = confirm_rollback_page(&ctx, &principal, &secret_set_id, &version).await;
-    answer(&ctx, &principal, Section::Vault, result).await
+    page_answer(
+        &ctx,
+        &headers,
+        query.as_deref(),
+        &[],
+        Section::Vault,
+        async |principal| confirm_rollback_page(&ctx, principal, &secret_set_id, &version).await,
+    )
+    .await
 }
 
 async fn confirm_rollback_page(
@@ -1061,12 +1082,16 @@ pub async fn rollback_set(
     Path((secret_set_id, version)): Path<(String, String)>,
     body: Bytes,
 ) -> Response {
-    let (principal, fields) = match form_person(&ctx, &headers, &body).await {
-        Ok(found) => found,
-        Err(response) => return response,
-    };
-    let result = roll_back(&ctx, &principal, &secret_set_id, &version, &fields).await;
-    answer(&ctx, &principal, Section::Vault, result).await
+    form_answer(
+        &ctx,
+        &headers,
+        &body,
+        Section::Vault,
+        async |principal, fields| {
+            roll_back(&ctx, principal, &secret_set_id, &version, &fields).await
+        },
+    )
+    .await
 }
 
 async fn roll_back(
@@ -1131,12 +1156,14 @@ pub async fn add_grant(
     Path(secret_set_id): Path<String>,
     body: Bytes,
 ) -> Response {
-    let (principal, fields) = match form_person(&ctx, &headers, &body).await {
-        Ok(found) => found,
-        Err(response) => return response,
-    };
-    let result = grant(&ctx, &principal, &secret_set_id, &fields).await;
-    answer(&ctx, &principal, Section::Vault, result).await
+    form_answer(
+        &ctx,
+        &headers,
+        &body,
+        Section::Vault,
+        async |principal, fields| grant(&ctx, principal, &secret_set_id, &fields).await,
+    )
+    .await
 }
 
 async fn grant(
@@ -1195,12 +1222,14 @@ pub async fn revoke_set_grant(
     Path((secret_set_id, grant_id)): Path<(String, String)>,
     body: Bytes,
 ) -> Response {
-    let (principal, _) = match form_person(&ctx, &headers, &body).await {
-        Ok(found) => found,
-        Err(response) => return response,
-    };
-    let result = end_grant(&ctx, &principal, &secret_set_id, &grant_id).await;
-    answer(&ctx, &principal, Section::Vault, result).await
+    form_answer(
+        &ctx,
+        &headers,
+        &body,
+        Section::Vault,
+        async |principal, _| end_grant(&ctx, principal, &secret_set_id, &grant_id).await,
+    )
+    .await
 }
 
 async fn end_grant(
@@ -1242,12 +1271,14 @@ pub async fn revoke_set_lease(
     Path((secret_set_id, lease_id)): Path<(String, String)>,
     body: Bytes,
 ) -> Response {
-    let (principal, _) = match form_person(&ctx, &headers, &body).await {
-        Ok(found) => found,
-        Err(response) => return response,
-    };
-    let result = end_lease(&ctx, &principal, &secret_set_id, &lease_id).await;
-    answer(&ctx, &principal, Section::Vault, result).await
+    form_answer(
+        &ctx,
+        &headers,
+        &body,
+        Section::Vault,
+        async |principal, _| end_lease(&ctx, principal, &secret_set_id, &lease_id).await,
+    )
+    .await
 }
 
 async fn end_lease(

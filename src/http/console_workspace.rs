@@ -26,7 +26,7 @@ use crate::store::Cursor;
 use crate::time::iso;
 
 use super::console::{
-    answer, base, field, form_person, page_person, see_other, shell, Section, Shell, PAGE_ROWS,
+    base, field, form_answer, page_answer, see_other, shell, Section, Shell, PAGE_ROWS,
 };
 use super::operator::{person_requires, unscoped_required};
 use super::pages::render;
@@ -206,12 +206,15 @@ pub async fn workspace_page(
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Response {
-    let principal = match page_person(&ctx, &headers, query.as_deref(), &[]).await {
-        Ok(p) => p,
-        Err(response) => return response,
-    };
-    let result = overview(&ctx, &principal, query.as_deref().unwrap_or("")).await;
-    answer(&ctx, &principal, Section::Workspace, result).await
+    page_answer(
+        &ctx,
+        &headers,
+        query.as_deref(),
+        &[],
+        Section::Workspace,
+        async |principal| overview(&ctx, principal, query.as_deref().unwrap_or("")).await,
+    )
+    .await
 }
 
 async fn overview(
@@ -392,22 +395,26 @@ pub async fn save_member(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let (principal, fields) = match form_person(&ctx, &headers, &body).await {
-        Ok(found) => found,
-        Err(response) => return response,
-    };
-    let result = async {
-        person_requires(&principal, Need::WorkspaceChange)?;
-        clean(&fields)?;
-        let req = api::AddMemberRequest {
-            email: field(&fields, "email").unwrap_or("").trim().to_owned(),
-            role: field(&fields, "role").map(str::to_owned),
-        };
-        accounts::add_member(&ctx, &principal, req).await?;
-        Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "member")))
-    }
-    .await;
-    answer(&ctx, &principal, Section::Workspace, result).await
+    form_answer(
+        &ctx,
+        &headers,
+        &body,
+        Section::Workspace,
+        async |principal, fields| {
+            async {
+                person_requires(principal, Need::WorkspaceChange)?;
+                clean(&fields)?;
+                let req = api::AddMemberRequest {
+                    email: field(&fields, "email").unwrap_or("").trim().to_owned(),
+                    role: field(&fields, "role").map(str::to_owned),
+                };
+                accounts::add_member(&ctx, principal, req).await?;
+                Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "member")))
+            }
+            .await
+        },
+    )
+    .await
 }
 
 #[derive(Template)]
@@ -457,20 +464,17 @@ pub async fn confirm_remove_member(
     Path(user_id): Path<String>,
     RawQuery(query): RawQuery,
 ) -> Response {
-    let principal = match page_person(&ctx, &headers, query.as_deref(), &[]).await {
-        Ok(p) => p,
-        Err(response) => return response,
-    };
-    let result = async {
-        person_requires(&principal, Need::WorkspaceChange)?;
+    page_answer(&ctx, &headers, query.as_deref(), &[], Section::Workspace, async |principal| {
+        async {
+        person_requires(principal, Need::WorkspaceChange)?;
         principal.admin_of()?;
-        let members = accounts::list_members(&ctx, &principal).await?;
+        let members = accounts::list_members(&ctx, principal).await?;
         let member = members
             .items
             .into_iter()
             .find(|m| m.user_id == user_id)
             .ok_or_else(|| ApiError::not_found("unknown_member", "no such member of this workspace"))?;
-        let shell = shell(&ctx, &principal, Section::Workspace).await?;
+        let shell = shell(&ctx, principal, Section::Workspace).await?;
         let action_href = format!("{}/dashboard/settings/members/{}/remove", shell.base, member.user_id);
         Ok::<Response, ApiError>(confirm(
             shell,
@@ -481,8 +485,9 @@ pub async fn confirm_remove_member(
             action_href,
         ))
     }
-    .await;
-    answer(&ctx, &principal, Section::Workspace, result).await
+    .await
+    })
+    .await
 }
 
 /// Removes a member (a form: `csrf`), as `POST /v1/workspace/members/{user_id}/remove`; a
@@ -500,17 +505,21 @@ pub async fn remove_member(
     Path(user_id): Path<String>,
     body: Bytes,
 ) -> Response {
-    let (principal, _) = match form_person(&ctx, &headers, &body).await {
-        Ok(found) => found,
-        Err(response) => return response,
-    };
-    let result = async {
-        person_requires(&principal, Need::WorkspaceChange)?;
-        accounts::remove_member(&ctx, &principal, &user_id).await?;
-        Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "removed")))
-    }
-    .await;
-    answer(&ctx, &principal, Section::Workspace, result).await
+    form_answer(
+        &ctx,
+        &headers,
+        &body,
+        Section::Workspace,
+        async |principal, _| {
+            async {
+                person_requires(principal, Need::WorkspaceChange)?;
+                accounts::remove_member(&ctx, principal, &user_id).await?;
+                Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "removed")))
+            }
+            .await
+        },
+    )
+    .await
 }
 
 // ---- the page that shows a new secret once ---------------------------------------------------
@@ -565,42 +574,46 @@ pub async fn create_api_key(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let (principal, fields) = match form_person(&ctx, &headers, &body).await {
-        Ok(found) => found,
-        Err(response) => return response,
-    };
-    let result = async {
-        person_requires(&principal, Need::WorkspaceChange)?;
-        clean(&fields)?;
-        let live = match field(&fields, "mode").unwrap_or("test") {
-            "test" | "" => false,
-            "live" => true,
-            _ => return Err(ApiError::invalid("mode", "must be `test` or `live`")),
-        };
-        let req = api::CreateApiKeyRequest {
-            name: field(&fields, "name").map(str::to_owned),
-            live: Some(live),
-            scopes: all_of(&fields, "scopes"),
-        };
-        let created = accounts::create_api_key(&ctx, &principal, req).await?;
-        let shell = shell(&ctx, &principal, Section::Workspace).await?;
-        let key = created.api_key;
-        Ok::<Response, ApiError>(secret_page(
-            shell,
-            "API key",
-            "Send it in the X-Service-Api-Key header.",
-            created.key,
-            vec![
-                ("Name", key.name.unwrap_or_default()),
-                ("Mode", key.mode),
-                ("Ends in", key.last_four),
-                ("Scopes", scopes_text(&key.scopes)),
-                ("Created", key.created_at),
-            ],
-        ))
-    }
-    .await;
-    answer(&ctx, &principal, Section::Workspace, result).await
+    form_answer(
+        &ctx,
+        &headers,
+        &body,
+        Section::Workspace,
+        async |principal, fields| {
+            async {
+                person_requires(principal, Need::WorkspaceChange)?;
+                clean(&fields)?;
+                let live = match field(&fields, "mode").unwrap_or("test") {
+                    "test" | "" => false,
+                    "live" => true,
+                    _ => return Err(ApiError::invalid("mode", "must be `test` or `live`")),
+                };
+                let req = api::CreateApiKeyRequest {
+                    name: field(&fields, "name").map(str::to_owned),
+                    live: Some(live),
+                    scopes: all_of(&fields, "scopes"),
+                };
+                let created = accounts::create_api_key(&ctx, principal, req).await?;
+                let shell = shell(&ctx, principal, Section::Workspace).await?;
+                let key = created.api_key;
+                Ok::<Response, ApiError>(secret_page(
+                    shell,
+                    "API key",
+                    "Send it in the X-Service-Api-Key header.",
+                    created.key,
+                    vec![
+                        ("Name", key.name.unwrap_or_default()),
+                        ("Mode", key.mode),
+                        ("Ends in", key.last_four),
+                        ("Scopes", scopes_text(&key.scopes)),
+                        ("Created", key.created_at),
+                    ],
+                ))
+            }
+            .await
+        },
+    )
+    .await
 }
 
 /// The confirmation step of revoking an API key (owners and admins).
@@ -615,12 +628,9 @@ pub async fn confirm_revoke_api_key(
     Path(key_id): Path<String>,
     RawQuery(query): RawQuery,
 ) -> Response {
-    let principal = match page_person(&ctx, &headers, query.as_deref(), &[]).await {
-        Ok(p) => p,
-        Err(response) => return response,
-    };
-    let result = async {
-        person_requires(&principal, Need::WorkspaceChange)?;
+    page_answer(&ctx, &headers, query.as_deref(), &[], Section::Workspace, async |principal| {
+        async {
+        person_requires(principal, Need::WorkspaceChange)?;
         let (workspace_id, _) = principal.admin_of()?;
         let key = ctx
             .store
@@ -631,7 +641,7 @@ pub async fn confirm_revoke_api_key(
             .ok_or_else(|| {
                 ApiError::not_found("unknown_api_key", "no such live key in this workspace")
             })?;
-        let shell = shell(&ctx, &principal, Section::Workspace).await?;
+        let shell = shell(&ctx, principal, Section::Workspace).await?;
         let action_href = format!("{}/dashboard/settings/api-keys/{}/revoke", shell.base, key.id);
         let name = key.name.unwrap_or_else(|| "(no name)".into());
         Ok::<Response, ApiError>(confirm(
@@ -643,8 +653,9 @@ pub async fn confirm_revoke_api_key(
             action_href,
         ))
     }
-    .await;
-    answer(&ctx, &principal, Section::Workspace, result).await
+    .await
+    })
+    .await
 }
 
 /// Revokes an API key (a form: `csrf`), as `POST /v1/workspace/api-keys/{key_id}/revoke`.
@@ -661,17 +672,21 @@ pub async fn revoke_api_key(
     Path(key_id): Path<String>,
     body: Bytes,
 ) -> Response {
-    let (principal, _) = match form_person(&ctx, &headers, &body).await {
-        Ok(found) => found,
-        Err(response) => return response,
-    };
-    let result = async {
-        person_requires(&principal, Need::WorkspaceChange)?;
-        accounts::revoke_api_key(&ctx, &principal, &key_id).await?;
-        Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "key_revoked")))
-    }
-    .await;
-    answer(&ctx, &principal, Section::Workspace, result).await
+    form_answer(
+        &ctx,
+        &headers,
+        &body,
+        Section::Workspace,
+        async |principal, _| {
+            async {
+                person_requires(principal, Need::WorkspaceChange)?;
+                accounts::revoke_api_key(&ctx, principal, &key_id).await?;
+                Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "key_revoked")))
+            }
+            .await
+        },
+    )
+    .await
 }
 
 // ---- personal access tokens -------------------------------------------------------------------
@@ -689,12 +704,9 @@ pub async fn create_token(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let (principal, fields) = match form_person(&ctx, &headers, &body).await {
-        Ok(found) => found,
-        Err(response) => return response,
-    };
-    let result = async {
-        unscoped_required(&principal)?;
+    form_answer(&ctx, &headers, &body, Section::Workspace, async |principal, fields| {
+        async {
+        unscoped_required(principal)?;
         clean(&fields)?;
         let days = match field(&fields, "expires_in_days").map(str::trim) {
             None | Some("") => None,
@@ -707,8 +719,8 @@ pub async fn create_token(
             expires_in_days: days,
             scopes: all_of(&fields, "scopes"),
         };
-        let created = accounts::create_pat(&ctx, &principal, req).await?;
-        let shell = shell(&ctx, &principal, Section::Workspace).await?;
+        let created = accounts::create_pat(&ctx, principal, req).await?;
+        let shell = shell(&ctx, principal, Section::Workspace).await?;
         let token = created.access_token;
         Ok::<Response, ApiError>(secret_page(
             shell,
@@ -724,8 +736,9 @@ pub async fn create_token(
             ],
         ))
     }
-    .await;
-    answer(&ctx, &principal, Section::Workspace, result).await
+    .await
+    })
+    .await
 }
 
 /// The confirmation step of revoking one of the person's tokens.
@@ -740,34 +753,41 @@ pub async fn confirm_revoke_token(
     Path(token_id): Path<String>,
     RawQuery(query): RawQuery,
 ) -> Response {
-    let principal = match page_person(&ctx, &headers, query.as_deref(), &[]).await {
-        Ok(p) => p,
-        Err(response) => return response,
-    };
-    let result = async {
-        let token = ctx
-            .store
-            .pats(&principal.user.id)
-            .await?
-            .into_iter()
-            .find(|p| p.id == token_id && p.revoked_at.is_none())
-            .ok_or_else(|| ApiError::not_found("unknown_token", "no such live token of yours"))?;
-        let shell = shell(&ctx, &principal, Section::Workspace).await?;
-        let action_href = format!(
-            "{}/dashboard/settings/tokens/{}/revoke",
-            shell.base, token.id
-        );
-        Ok::<Response, ApiError>(confirm(
-            shell,
-            "Revoke this access token?",
-            format!("{} (…{})", token.name, token.last_four),
-            "Requests with this token fail at once, and it cannot be brought back.",
-            "Revoke",
-            action_href,
-        ))
-    }
-    .await;
-    answer(&ctx, &principal, Section::Workspace, result).await
+    page_answer(
+        &ctx,
+        &headers,
+        query.as_deref(),
+        &[],
+        Section::Workspace,
+        async |principal| {
+            async {
+                let token = ctx
+                    .store
+                    .pats(&principal.user.id)
+                    .await?
+                    .into_iter()
+                    .find(|p| p.id == token_id && p.revoked_at.is_none())
+                    .ok_or_else(|| {
+                        ApiError::not_found("unknown_token", "no such live token of yours")
+                    })?;
+                let shell = shell(&ctx, principal, Section::Workspace).await?;
+                let action_href = format!(
+                    "{}/dashboard/settings/tokens/{}/revoke",
+                    shell.base, token.id
+                );
+                Ok::<Response, ApiError>(confirm(
+                    shell,
+                    "Revoke this access token?",
+                    format!("{} (…{})", token.name, token.last_four),
+                    "Requests with this token fail at once, and it cannot be brought back.",
+                    "Revoke",
+                    action_href,
+                ))
+            }
+            .await
+        },
+    )
+    .await
 }
 
 /// Revokes one of the person's tokens (a form: `csrf`), as `POST /v1/auth/tokens/{token_id}/revoke`.
@@ -783,17 +803,21 @@ pub async fn revoke_token(
     Path(token_id): Path<String>,
     body: Bytes,
 ) -> Response {
-    let (principal, _) = match form_person(&ctx, &headers, &body).await {
-        Ok(found) => found,
-        Err(response) => return response,
-    };
-    let result = async {
-        unscoped_required(&principal)?;
-        accounts::revoke_pat(&ctx, &principal, &token_id).await?;
-        Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "token_revoked")))
-    }
-    .await;
-    answer(&ctx, &principal, Section::Workspace, result).await
+    form_answer(
+        &ctx,
+        &headers,
+        &body,
+        Section::Workspace,
+        async |principal, _| {
+            async {
+                unscoped_required(principal)?;
+                accounts::revoke_pat(&ctx, principal, &token_id).await?;
+                Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "token_revoked")))
+            }
+            .await
+        },
+    )
+    .await
 }
 
 // ---- approval settings and workspaces ---------------------------------------------------------
@@ -811,35 +835,39 @@ pub async fn save_settings(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let (principal, fields) = match form_person(&ctx, &headers, &body).await {
-        Ok(found) => found,
-        Err(response) => return response,
-    };
-    let result = async {
-        person_requires(&principal, Need::WorkspaceChange)?;
-        let wanted = match field(&fields, "require_member_approval") {
-            None | Some("") => return Err(ApiError::missing("require_member_approval")),
-            Some("true") => true,
-            Some("false") => false,
-            Some(_) => {
-                return Err(ApiError::invalid(
-                    "require_member_approval",
-                    "must be `true` or `false`",
-                ))
+    form_answer(
+        &ctx,
+        &headers,
+        &body,
+        Section::Workspace,
+        async |principal, fields| {
+            async {
+                person_requires(principal, Need::WorkspaceChange)?;
+                let wanted = match field(&fields, "require_member_approval") {
+                    None | Some("") => return Err(ApiError::missing("require_member_approval")),
+                    Some("true") => true,
+                    Some("false") => false,
+                    Some(_) => {
+                        return Err(ApiError::invalid(
+                            "require_member_approval",
+                            "must be `true` or `false`",
+                        ))
+                    }
+                };
+                approvals::update_settings(
+                    &ctx,
+                    principal,
+                    api::UpdateWorkspaceSettings {
+                        require_member_approval: Some(wanted),
+                    },
+                )
+                .await?;
+                Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "settings")))
             }
-        };
-        approvals::update_settings(
-            &ctx,
-            &principal,
-            api::UpdateWorkspaceSettings {
-                require_member_approval: Some(wanted),
-            },
-        )
-        .await?;
-        Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "settings")))
-    }
-    .await;
-    answer(&ctx, &principal, Section::Workspace, result).await
+            .await
+        },
+    )
+    .await
 }
 
 /// Creates a workspace with the person as owner and selects it (a form: `csrf`, `name`), as
@@ -855,18 +883,23 @@ pub async fn create_workspace(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let (principal, fields) = match form_person(&ctx, &headers, &body).await {
-        Ok(found) => found,
-        Err(response) => return response,
-    };
-    let result = async {
-        unscoped_required(&principal)?;
-        clean(&fields)?;
-        accounts::create_workspace(&ctx, &principal, field(&fields, "name").unwrap_or("")).await?;
-        Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "workspace")))
-    }
-    .await;
-    answer(&ctx, &principal, Section::Workspace, result).await
+    form_answer(
+        &ctx,
+        &headers,
+        &body,
+        Section::Workspace,
+        async |principal, fields| {
+            async {
+                unscoped_required(principal)?;
+                clean(&fields)?;
+                accounts::create_workspace(&ctx, principal, field(&fields, "name").unwrap_or(""))
+                    .await?;
+                Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "workspace")))
+            }
+            .await
+        },
+    )
+    .await
 }
 
 #[cfg(test)]
