@@ -437,6 +437,7 @@ pub struct InventoryListParams {
     /// Agents whose labels list contains this label; for object labels, `key` or `key=value`.
     pub label: Option<String>,
     /// Items a page, 1 to 500 (default 200), in the order of `external_agent_key`.
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<i64>,
     /// The `next_cursor` of the previous page.
     pub cursor: Option<String>,
