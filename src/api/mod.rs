@@ -232,7 +232,8 @@ pub struct AgentListParams {
     pub name: Option<String>,
     /// Agents with an inventory item whose labels hold this (as `GET /v1/workspace/agents?label=`).
     pub label: Option<String>,
-    /// Members of this group of the workspace's default policy (explicit or by selector).
+    /// Members of this group of the workspace's default policy (explicit or by selector); a
+    /// group the policy lacks has none.
     pub group: Option<String>,
     /// Last heartbeat: `hour` (in the last hour), `day` (in the last day), `stale` (seen, not in
     /// the last day) or `never`.

@@ -99,7 +99,7 @@ pub async fn group_names(ctx: &Context, workspace_id: &str) -> IdentityResult<Ve
 }
 
 /// The members of `group` of the workspace's default policy, as the agents list matches them;
-/// 400 `invalid_group` when the policy has no such group.
+/// none when the policy has no such group (as a label or a name no agent has matches none).
 pub async fn group_members(
     ctx: &Context,
     workspace_id: &str,
@@ -120,11 +120,9 @@ pub async fn group_members(
                     })
                     .collect(),
             })
+            .unwrap_or_default()
     })
-    .await?
-    .ok_or_else(|| {
-        IdentityError::invalid("group", "is not a group of the workspace's default policy")
-    })
+    .await
 }
 
 /// What `read` makes of the groups of the workspace's default policy (none without one), read
