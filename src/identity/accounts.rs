@@ -466,18 +466,21 @@ pub async fn list_workspaces(
     })
 }
 
-pub fn check_workspace_name(name: &str) -> IdentityResult<String> {
-    let name = name.trim();
-    if name.is_empty() {
-        return Err(IdentityError::missing("name"));
-    }
-    if name.chars().count() > 200 {
+/// A `name` as sent, at most `max` characters (counted before trimming, as the OpenAPI
+/// document's `maxLength` counts them), trimmed; `None` when only whitespace.
+fn bounded_name(raw: &str, max: usize) -> IdentityResult<Option<String>> {
+    if raw.chars().count() > max {
         return Err(IdentityError::invalid(
             "name",
-            "must be at most 200 characters",
+            format!("must be at most {max} characters"),
         ));
     }
-    Ok(name.to_owned())
+    let name = raw.trim();
+    Ok((!name.is_empty()).then(|| name.to_owned()))
+}
+
+pub fn check_workspace_name(name: &str) -> IdentityResult<String> {
+    bounded_name(name, 200)?.ok_or_else(|| IdentityError::missing("name"))
 }
 
 /// A new workspace with the caller as owner; a session switches to it.
@@ -600,16 +603,10 @@ pub async fn create_api_key(
     req: api::CreateApiKeyRequest,
 ) -> IdentityResult<api::CreateApiKeyResponse> {
     let (workspace_id, _) = principal.admin_of()?;
-    let name = req
-        .name
-        .map(|n| n.trim().to_owned())
-        .filter(|n| !n.is_empty());
-    if name.as_ref().is_some_and(|n| n.chars().count() > 100) {
-        return Err(IdentityError::invalid(
-            "name",
-            "must be at most 100 characters",
-        ));
-    }
+    let name = match req.name.as_deref() {
+        Some(raw) => bounded_name(raw, 100)?,
+        None => None,
+    };
     let scopes = requested_scopes(req.scopes.as_deref(), KEY_SCOPES)?;
     let key = NewApiKey::generate(req.live.unwrap_or(false));
     let record = ApiKeyRecord {
@@ -695,16 +692,7 @@ pub async fn create_pat(
     principal: &Principal,
     req: api::CreateTokenRequest,
 ) -> IdentityResult<api::CreateTokenResponse> {
-    let name = req.name.trim().to_owned();
-    if name.is_empty() {
-        return Err(IdentityError::missing("name"));
-    }
-    if name.chars().count() > 100 {
-        return Err(IdentityError::invalid(
-            "name",
-            "must be at most 100 characters",
-        ));
-    }
+    let name = bounded_name(&req.name, 100)?.ok_or_else(|| IdentityError::missing("name"))?;
     let days = req.expires_in_days.unwrap_or(90);
     if !(1..=365).contains(&days) {
         return Err(IdentityError::invalid(
@@ -916,6 +904,21 @@ fn last_owner() -> IdentityError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_are_bounded_as_sent_then_trimmed() {
+        let padded = format!("\r{}", "*".repeat(100));
+        assert!(
+            bounded_name(&padded, 100).is_err(),
+            "101 characters as sent"
+        );
+        assert_eq!(
+            bounded_name(&format!(" {} ", "*".repeat(98)), 100).unwrap(),
+            Some("*".repeat(98))
+        );
+        assert_eq!(bounded_name("  \t", 100).unwrap(), None);
+        assert!(check_workspace_name(" ").is_err());
+    }
 
     #[test]
     fn the_login_email_links_the_token_and_escapes_what_it_shows() {
