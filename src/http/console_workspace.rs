@@ -401,17 +401,14 @@ pub async fn save_member(
         &body,
         Section::Workspace,
         async |principal, fields| {
-            async {
-                person_requires(principal, Need::WorkspaceChange)?;
-                clean(&fields)?;
-                let req = api::AddMemberRequest {
-                    email: field(&fields, "email").unwrap_or("").trim().to_owned(),
-                    role: field(&fields, "role").map(str::to_owned),
-                };
-                accounts::add_member(&ctx, principal, req).await?;
-                Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "member")))
-            }
-            .await
+            person_requires(principal, Need::WorkspaceChange)?;
+            clean(&fields)?;
+            let req = api::AddMemberRequest {
+                email: field(&fields, "email").unwrap_or("").trim().to_owned(),
+                role: field(&fields, "role").map(str::to_owned),
+            };
+            accounts::add_member(&ctx, principal, req).await?;
+            Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "member")))
         },
     )
     .await
@@ -465,7 +462,6 @@ pub async fn confirm_remove_member(
     RawQuery(query): RawQuery,
 ) -> Response {
     page_answer(&ctx, &headers, query.as_deref(), &[], Section::Workspace, async |principal| {
-        async {
         person_requires(principal, Need::WorkspaceChange)?;
         principal.admin_of()?;
         let members = accounts::list_members(&ctx, principal).await?;
@@ -484,8 +480,6 @@ pub async fn confirm_remove_member(
             "Remove",
             action_href,
         ))
-    }
-    .await
     })
     .await
 }
@@ -511,12 +505,9 @@ pub async fn remove_member(
         &body,
         Section::Workspace,
         async |principal, _| {
-            async {
-                person_requires(principal, Need::WorkspaceChange)?;
-                accounts::remove_member(&ctx, principal, &user_id).await?;
-                Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "removed")))
-            }
-            .await
+            person_requires(principal, Need::WorkspaceChange)?;
+            accounts::remove_member(&ctx, principal, &user_id).await?;
+            Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "removed")))
         },
     )
     .await
@@ -580,37 +571,34 @@ pub async fn create_api_key(
         &body,
         Section::Workspace,
         async |principal, fields| {
-            async {
-                person_requires(principal, Need::WorkspaceChange)?;
-                clean(&fields)?;
-                let live = match field(&fields, "mode").unwrap_or("test") {
-                    "test" | "" => false,
-                    "live" => true,
-                    _ => return Err(ApiError::invalid("mode", "must be `test` or `live`")),
-                };
-                let req = api::CreateApiKeyRequest {
-                    name: field(&fields, "name").map(str::to_owned),
-                    live: Some(live),
-                    scopes: all_of(&fields, "scopes"),
-                };
-                let created = accounts::create_api_key(&ctx, principal, req).await?;
-                let shell = shell(&ctx, principal, Section::Workspace).await?;
-                let key = created.api_key;
-                Ok::<Response, ApiError>(secret_page(
-                    shell,
-                    "API key",
-                    "Send it in the X-Service-Api-Key header.",
-                    created.key,
-                    vec![
-                        ("Name", key.name.unwrap_or_default()),
-                        ("Mode", key.mode),
-                        ("Ends in", key.last_four),
-                        ("Scopes", scopes_text(&key.scopes)),
-                        ("Created", key.created_at),
-                    ],
-                ))
-            }
-            .await
+            person_requires(principal, Need::WorkspaceChange)?;
+            clean(&fields)?;
+            let live = match field(&fields, "mode").unwrap_or("test") {
+                "test" | "" => false,
+                "live" => true,
+                _ => return Err(ApiError::invalid("mode", "must be `test` or `live`")),
+            };
+            let req = api::CreateApiKeyRequest {
+                name: field(&fields, "name").map(str::to_owned),
+                live: Some(live),
+                scopes: all_of(&fields, "scopes"),
+            };
+            let created = accounts::create_api_key(&ctx, principal, req).await?;
+            let shell = shell(&ctx, principal, Section::Workspace).await?;
+            let key = created.api_key;
+            Ok::<Response, ApiError>(secret_page(
+                shell,
+                "API key",
+                "Send it in the X-Service-Api-Key header.",
+                created.key,
+                vec![
+                    ("Name", key.name.unwrap_or_default()),
+                    ("Mode", key.mode),
+                    ("Ends in", key.last_four),
+                    ("Scopes", scopes_text(&key.scopes)),
+                    ("Created", key.created_at),
+                ],
+            ))
         },
     )
     .await
@@ -629,7 +617,6 @@ pub async fn confirm_revoke_api_key(
     RawQuery(query): RawQuery,
 ) -> Response {
     page_answer(&ctx, &headers, query.as_deref(), &[], Section::Workspace, async |principal| {
-        async {
         person_requires(principal, Need::WorkspaceChange)?;
         let (workspace_id, _) = principal.admin_of()?;
         let key = ctx
@@ -652,8 +639,6 @@ pub async fn confirm_revoke_api_key(
             "Revoke",
             action_href,
         ))
-    }
-    .await
     })
     .await
 }
@@ -678,12 +663,9 @@ pub async fn revoke_api_key(
         &body,
         Section::Workspace,
         async |principal, _| {
-            async {
-                person_requires(principal, Need::WorkspaceChange)?;
-                accounts::revoke_api_key(&ctx, principal, &key_id).await?;
-                Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "key_revoked")))
-            }
-            .await
+            person_requires(principal, Need::WorkspaceChange)?;
+            accounts::revoke_api_key(&ctx, principal, &key_id).await?;
+            Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "key_revoked")))
         },
     )
     .await
@@ -705,7 +687,6 @@ pub async fn create_token(
     body: Bytes,
 ) -> Response {
     form_answer(&ctx, &headers, &body, Section::Workspace, async |principal, fields| {
-        async {
         unscoped_required(principal)?;
         clean(&fields)?;
         let days = match field(&fields, "expires_in_days").map(str::trim) {
@@ -735,8 +716,6 @@ pub async fn create_token(
                 ("Expires", token.expires_at),
             ],
         ))
-    }
-    .await
     })
     .await
 }
@@ -760,31 +739,28 @@ pub async fn confirm_revoke_token(
         &[],
         Section::Workspace,
         async |principal| {
-            async {
-                let token = ctx
-                    .store
-                    .pats(&principal.user.id)
-                    .await?
-                    .into_iter()
-                    .find(|p| p.id == token_id && p.revoked_at.is_none())
-                    .ok_or_else(|| {
-                        ApiError::not_found("unknown_token", "no such live token of yours")
-                    })?;
-                let shell = shell(&ctx, principal, Section::Workspace).await?;
-                let action_href = format!(
-                    "{}/dashboard/settings/tokens/{}/revoke",
-                    shell.base, token.id
-                );
-                Ok::<Response, ApiError>(confirm(
-                    shell,
-                    "Revoke this access token?",
-                    format!("{} (…{})", token.name, token.last_four),
-                    "Requests with this token fail at once, and it cannot be brought back.",
-                    "Revoke",
-                    action_href,
-                ))
-            }
-            .await
+            let token = ctx
+                .store
+                .pats(&principal.user.id)
+                .await?
+                .into_iter()
+                .find(|p| p.id == token_id && p.revoked_at.is_none())
+                .ok_or_else(|| {
+                    ApiError::not_found("unknown_token", "no such live token of yours")
+                })?;
+            let shell = shell(&ctx, principal, Section::Workspace).await?;
+            let action_href = format!(
+                "{}/dashboard/settings/tokens/{}/revoke",
+                shell.base, token.id
+            );
+            Ok::<Response, ApiError>(confirm(
+                shell,
+                "Revoke this access token?",
+                format!("{} (…{})", token.name, token.last_four),
+                "Requests with this token fail at once, and it cannot be brought back.",
+                "Revoke",
+                action_href,
+            ))
         },
     )
     .await
@@ -809,12 +785,9 @@ pub async fn revoke_token(
         &body,
         Section::Workspace,
         async |principal, _| {
-            async {
-                unscoped_required(principal)?;
-                accounts::revoke_pat(&ctx, principal, &token_id).await?;
-                Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "token_revoked")))
-            }
-            .await
+            unscoped_required(principal)?;
+            accounts::revoke_pat(&ctx, principal, &token_id).await?;
+            Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "token_revoked")))
         },
     )
     .await
@@ -841,30 +814,27 @@ pub async fn save_settings(
         &body,
         Section::Workspace,
         async |principal, fields| {
-            async {
-                person_requires(principal, Need::WorkspaceChange)?;
-                let wanted = match field(&fields, "require_member_approval") {
-                    None | Some("") => return Err(ApiError::missing("require_member_approval")),
-                    Some("true") => true,
-                    Some("false") => false,
-                    Some(_) => {
-                        return Err(ApiError::invalid(
-                            "require_member_approval",
-                            "must be `true` or `false`",
-                        ))
-                    }
-                };
-                approvals::update_settings(
-                    &ctx,
-                    principal,
-                    api::UpdateWorkspaceSettings {
-                        require_member_approval: Some(wanted),
-                    },
-                )
-                .await?;
-                Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "settings")))
-            }
-            .await
+            person_requires(principal, Need::WorkspaceChange)?;
+            let wanted = match field(&fields, "require_member_approval") {
+                None | Some("") => return Err(ApiError::missing("require_member_approval")),
+                Some("true") => true,
+                Some("false") => false,
+                Some(_) => {
+                    return Err(ApiError::invalid(
+                        "require_member_approval",
+                        "must be `true` or `false`",
+                    ))
+                }
+            };
+            approvals::update_settings(
+                &ctx,
+                principal,
+                api::UpdateWorkspaceSettings {
+                    require_member_approval: Some(wanted),
+                },
+            )
+            .await?;
+            Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "settings")))
         },
     )
     .await
@@ -889,14 +859,11 @@ pub async fn create_workspace(
         &body,
         Section::Workspace,
         async |principal, fields| {
-            async {
-                unscoped_required(principal)?;
-                clean(&fields)?;
-                accounts::create_workspace(&ctx, principal, field(&fields, "name").unwrap_or(""))
-                    .await?;
-                Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "workspace")))
-            }
-            .await
+            unscoped_required(principal)?;
+            clean(&fields)?;
+            accounts::create_workspace(&ctx, principal, field(&fields, "name").unwrap_or(""))
+                .await?;
+            Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "workspace")))
         },
     )
     .await
