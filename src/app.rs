@@ -224,6 +224,15 @@ impl App {
             max_response_bytes: config.vault_proxy_max_response_bytes,
         })
         .map_err(anyhow::Error::msg)?;
+        let sink_egress =
+            crate::enforce::egress::Egress::new(crate::enforce::egress::EgressSettings {
+                allow: config.vault_proxy_allow.clone(),
+                ca_pem: config.vault_proxy_ca_pem.clone(),
+                timeout: std::time::Duration::from_secs(config.audit_sink_timeout_secs),
+                // The receiver's answer is not read, only its status.
+                max_response_bytes: 64 * 1024,
+            })
+            .map_err(anyhow::Error::msg)?;
         let bootstrap = bootstrap(store.as_ref(), &config).await?;
         let (commits, writer) = GroupCommit::start(dyn_store.clone(), config.commit_batch_max);
         let ctx = Arc::new(Context {
@@ -237,6 +246,8 @@ impl App {
             master_key,
             closing: tokio::sync::watch::Sender::new(false),
             egress,
+            sink_egress,
+            instance_id: crate::domain::ids::new_id("rep"),
         });
         Ok(App {
             ctx,
@@ -278,6 +289,8 @@ impl App {
             .listen_url()
             .map(|url| tokio::spawn(listen_for_changes(ctx.clone(), url)));
         tokio::spawn(warm_policies(ctx.clone()));
+        let deliver = tokio::spawn(crate::audit::delivery::run(ctx.clone()));
+        let retain = tokio::spawn(crate::audit::retention::run(ctx.clone()));
         let router = crate::http::router(ctx.clone());
         let grace = Duration::from_secs(ctx.config.shutdown_grace_secs);
         let stopping = Arc::new(tokio::sync::Notify::new());
@@ -299,7 +312,16 @@ impl App {
                 tracing::warn!(seconds = grace.as_secs(), "grace period over; dropping the requests still running");
             }
         }
-        for task in [Some(cleanup), Some(follow), listen].into_iter().flatten() {
+        for task in [
+            Some(cleanup),
+            Some(follow),
+            Some(deliver),
+            Some(retain),
+            listen,
+        ]
+        .into_iter()
+        .flatten()
+        {
             task.abort();
             let _ = task.await;
         }

@@ -94,6 +94,17 @@ pub struct Settings {
     /// Largest upstream answer body the vault proxy relays, bytes [default: 4194304]
     #[arg(long, env = "ACP_VAULT_PROXY_MAX_RESPONSE_BYTES")]
     pub vault_proxy_max_response_bytes: Option<usize>,
+    /// Longest one delivery of a batch to an audit sink may take, connection to answer,
+    /// seconds [default: 10]
+    #[arg(long, env = "ACP_AUDIT_SINK_TIMEOUT_SECS")]
+    pub audit_sink_timeout_secs: Option<u64>,
+    /// Longest wait between two attempts at a failing audit sink, seconds (the wait doubles
+    /// from one second up to this) [default: 300]
+    #[arg(long, env = "ACP_AUDIT_SINK_BACKOFF_MAX_SECS")]
+    pub audit_sink_backoff_max_secs: Option<u64>,
+    /// How often retention prunes old audit events and heartbeats, seconds [default: 600]
+    #[arg(long, env = "ACP_RETENTION_INTERVAL_SECS")]
+    pub retention_interval_secs: Option<u64>,
     /// Key of the default workspace on first start (must be a well-formed `svc_` key)
     #[arg(long, env = "ACP_BOOTSTRAP_API_KEY", hide_env_values = true)]
     #[serde(default, deserialize_with = "deserialize_secret")]
@@ -167,6 +178,9 @@ pub struct Config {
     pub vault_proxy_ca_pem: Option<Vec<u8>>,
     pub vault_proxy_timeout_secs: u64,
     pub vault_proxy_max_response_bytes: usize,
+    pub audit_sink_timeout_secs: u64,
+    pub audit_sink_backoff_max_secs: u64,
+    pub retention_interval_secs: u64,
 }
 
 pub const DEFAULT_DATABASE_URL: &str = "sqlite:./data/acp.db";
@@ -213,6 +227,15 @@ impl Settings {
             vault_proxy_max_response_bytes: self
                 .vault_proxy_max_response_bytes
                 .or(lower.vault_proxy_max_response_bytes),
+            audit_sink_timeout_secs: self
+                .audit_sink_timeout_secs
+                .or(lower.audit_sink_timeout_secs),
+            audit_sink_backoff_max_secs: self
+                .audit_sink_backoff_max_secs
+                .or(lower.audit_sink_backoff_max_secs),
+            retention_interval_secs: self
+                .retention_interval_secs
+                .or(lower.retention_interval_secs),
         }
     }
 
@@ -299,7 +322,33 @@ impl Settings {
                 "`vault_proxy_max_response_bytes` must be between 1 and {MAX_PROXY_RESPONSE_BYTES}, got {vault_proxy_max_response_bytes}"
             ));
         }
+        let within = |name: &str, value: Option<u64>, default: u64, max: u64| {
+            let value = value.unwrap_or(default);
+            if (1..=max).contains(&value) {
+                Ok(value)
+            } else {
+                Err(format!("`{name}` must be between 1 and {max}, got {value}"))
+            }
+        };
         Ok(Config {
+            audit_sink_timeout_secs: within(
+                "audit_sink_timeout_secs",
+                self.audit_sink_timeout_secs,
+                10,
+                300,
+            )?,
+            audit_sink_backoff_max_secs: within(
+                "audit_sink_backoff_max_secs",
+                self.audit_sink_backoff_max_secs,
+                300,
+                86_400,
+            )?,
+            retention_interval_secs: within(
+                "retention_interval_secs",
+                self.retention_interval_secs,
+                600,
+                86_400,
+            )?,
             vault_proxy_allow,
             vault_proxy_ca_pem,
             vault_proxy_timeout_secs,

@@ -26,6 +26,10 @@ pub struct Context {
     pub closing: tokio::sync::watch::Sender<bool>,
     /// The vault proxy's outbound HTTPS, with its operator allow-list and pooled clients.
     pub egress: crate::enforce::egress::Egress,
+    /// The audit sinks' outbound HTTPS: the proxy's allow-list and roots, the sinks' timeout.
+    pub sink_egress: crate::enforce::egress::Egress,
+    /// This process among the replicas (holds audit sink leases): random per start.
+    pub instance_id: String,
 }
 
 pub type SharedContext = Arc<Context>;

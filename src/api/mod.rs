@@ -1044,12 +1044,109 @@ pub struct WorkspaceSettings {
     pub workspace_id: String,
     /// Approval links need a logged-in member of the workspace, not just the link.
     pub require_member_approval: bool,
+    /// Days audit events are kept; `null`: all are kept.
+    pub audit_retention_days: Option<i64>,
+    /// Days heartbeats are kept; `null`: all are kept.
+    pub heartbeat_retention_days: Option<i64>,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
 pub struct UpdateWorkspaceSettings {
     #[serde(default)]
     pub require_member_approval: Option<bool>,
+    /// Days to keep audit events (1 to 36500); `null` keeps everything. Absent: unchanged.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<i64>, minimum = 1, maximum = 36500)]
+    pub audit_retention_days: Option<Option<i64>>,
+    /// Days to keep heartbeats (1 to 36500); `null` keeps everything. Absent: unchanged.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<i64>, minimum = 1, maximum = 36500)]
+    pub heartbeat_retention_days: Option<Option<i64>>,
+}
+
+/// A field that is absent (`None`), `null` (`Some(None)`) or a value.
+fn present<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(deserializer).map(Some)
+}
+
+// ---- audit sinks ----------------------------------------------------------------------------
+
+#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
+pub struct CreateAuditSinkRequest {
+    /// A name for people (1 to 100 characters).
+    #[schema(min_length = 1, max_length = 100)]
+    pub name: String,
+    /// Where batches are POSTed: an `https://` URL without user info or fragment.
+    #[schema(max_length = 2048)]
+    pub url: String,
+    /// `false` creates it paused. Default `true`.
+    #[serde(default)]
+    pub enabled: Option<bool>,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
+pub struct UpdateAuditSinkRequest {
+    #[serde(default)]
+    #[schema(min_length = 1, max_length = 100)]
+    pub name: Option<String>,
+    #[serde(default)]
+    #[schema(max_length = 2048)]
+    pub url: Option<String>,
+    /// `false` pauses delivery (events wait, and are not pruned); `true` resumes it at once.
+    #[serde(default)]
+    pub enabled: Option<bool>,
+}
+
+/// An outbound audit sink and how its delivery goes.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AuditSink {
+    pub sink_id: String,
+    pub name: String,
+    pub url: String,
+    /// `https_ndjson`: signed NDJSON batches POSTed to `url`.
+    pub kind: String,
+    pub enabled: bool,
+    /// `paused`, `delivering` (caught up or on its way) or `retrying` (the last attempt failed).
+    pub state: String,
+    pub created_at: String,
+    pub created_by: String,
+    /// Events delivered since the sink was created.
+    pub delivered_events: i64,
+    pub last_delivered_at: Option<String>,
+    pub last_attempt_at: Option<String>,
+    /// Why the last attempt failed (status code or connection error; never the answer's body).
+    pub last_error: Option<String>,
+    pub consecutive_failures: i64,
+    pub next_attempt_at: Option<String>,
+    /// Events committed and not yet delivered, counted up to 100,000.
+    pub lag_events: i64,
+    /// Age in seconds of the oldest event not yet delivered (0 when caught up).
+    pub lag_seconds: f64,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct AuditSinkResponse {
+    pub ok: bool,
+    pub sink: AuditSink,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct AuditSinkListResponse {
+    pub ok: bool,
+    pub items: Vec<AuditSink>,
+}
+
+/// A new sink, or a sink's new secret: the secret is shown this once.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct AuditSinkSecretResponse {
+    pub ok: bool,
+    pub sink: AuditSink,
+    /// The HMAC-SHA256 key of the batches' `X-Service-Signature` (docs/operations.md).
+    pub secret: String,
 }
 
 // ---- credentials and kill switch ----------------------------------------------------------

@@ -5,6 +5,8 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use serde_json::Value;
 
+pub mod delivery;
+pub mod retention;
 pub mod summary;
 pub mod tail;
 

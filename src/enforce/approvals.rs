@@ -12,7 +12,8 @@ use crate::domain::ChallengeStatus;
 use crate::identity::accounts::Principal;
 use crate::secret::sha256_hex;
 use crate::store::{
-    AccountOp, ChallengeQuery, Change, Cursor, PolicyChallenge, PolicyOp, StoreError,
+    AccountOp, AuditOp, ChallengeQuery, Change, Cursor, Op, PolicyChallenge, PolicyOp, Retention,
+    StoreError,
 };
 use crate::time::{iso, now_ms};
 
@@ -296,11 +297,33 @@ pub async fn settings(
     principal: &Principal,
 ) -> EnforceResult<api::WorkspaceSettings> {
     let (workspace_id, _) = principal.membership()?;
+    let retention = ctx.store.retention(&workspace_id).await?;
     Ok(api::WorkspaceSettings {
         ok: true,
         workspace_id: workspace_id.clone(),
         require_member_approval: ctx.store.require_member_approval(&workspace_id).await?,
+        audit_retention_days: retention.audit_days,
+        heartbeat_retention_days: retention.heartbeat_days,
     })
+}
+
+/// The longest retention that may be set: a hundred years.
+pub const MAX_RETENTION_DAYS: i64 = 36_500;
+
+fn retention_days(
+    field: &str,
+    wanted: Option<Option<i64>>,
+    current: Option<i64>,
+) -> EnforceResult<Option<i64>> {
+    match wanted {
+        None => Ok(current),
+        Some(None) => Ok(None),
+        Some(Some(days)) if (1..=MAX_RETENTION_DAYS).contains(&days) => Ok(Some(days)),
+        Some(Some(_)) => Err(EnforceError::malformed(
+            "invalid_retention",
+            format!("`{field}` must be a number of days from 1 to {MAX_RETENTION_DAYS}, or null to keep everything"),
+        )),
+    }
 }
 
 pub async fn update_settings(
@@ -311,21 +334,48 @@ pub async fn update_settings(
     let (workspace_id, _) = principal.admin_of()?;
     let current = ctx.store.require_member_approval(&workspace_id).await?;
     let wanted = req.require_member_approval.unwrap_or(current);
+    let kept = ctx.store.retention(&workspace_id).await?;
+    let retention = Retention {
+        audit_days: retention_days(
+            "audit_retention_days",
+            req.audit_retention_days,
+            kept.audit_days,
+        )?,
+        heartbeat_days: retention_days(
+            "heartbeat_retention_days",
+            req.heartbeat_retention_days,
+            kept.heartbeat_days,
+        )?,
+    };
     let event = audit::state_change(
         "workspace.settings_changed",
         "update_settings",
         Some(&workspace_id),
         None,
         &principal.actor(),
-        json!({ "require_member_approval": wanted }),
+        json!({
+            "require_member_approval": wanted,
+            "audit_retention_days": retention.audit_days,
+            "heartbeat_retention_days": retention.heartbeat_days,
+        }),
     );
+    let at = now_ms();
     ctx.writer
         .commit(
-            Change::new(AccountOp::SetWorkspaceSettings {
-                workspace_id: workspace_id.clone(),
-                require_member_approval: wanted,
-                at: now_ms(),
-            })
+            Change::new(Op::Batch(vec![
+                AccountOp::SetWorkspaceSettings {
+                    workspace_id: workspace_id.clone(),
+                    require_member_approval: wanted,
+                    at,
+                }
+                .into(),
+                AuditOp::SetRetention {
+                    workspace_id: workspace_id.clone(),
+                    retention,
+                    at,
+                }
+                .into(),
+            ]))
             .audited(event),
         )
         .await?;
@@ -333,5 +383,7 @@ pub async fn update_settings(
         ok: true,
         workspace_id,
         require_member_approval: wanted,
+        audit_retention_days: retention.audit_days,
+        heartbeat_retention_days: retention.heartbeat_days,
     })
 }

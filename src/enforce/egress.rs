@@ -596,6 +596,37 @@ pub struct Outbound {
 }
 
 impl Outbound {
+    /// A POST of `body` to an `https://` URL with `headers` (audit sinks' batches): sent
+    /// through the same checks as the proxy's calls (public destinations unless allowed, no
+    /// redirects, the answer capped), with nothing to scrub.
+    pub fn post_https(
+        raw_url: &str,
+        headers: Vec<(String, String)>,
+        body: Vec<u8>,
+    ) -> Result<Outbound, EgressError> {
+        let url = parse_url(raw_url)?;
+        if url.scheme() != "https" {
+            return Err(EgressError::SchemeNotAllowed);
+        }
+        let host = match url.host() {
+            Some(url::Host::Domain(d)) => d.to_owned(),
+            Some(url::Host::Ipv4(ip)) => ip.to_string(),
+            Some(url::Host::Ipv6(ip)) => ip.to_string(),
+            None => return Err(invalid("url", "has no host")),
+        };
+        let port = url.port_or_known_default().unwrap_or(443);
+        Ok(Outbound {
+            method: reqwest::Method::POST,
+            url,
+            headers,
+            body: Some(body),
+            host,
+            port,
+            https_only: true,
+            secrets: Vec::new(),
+        })
+    }
+
     pub fn method(&self) -> &str {
         self.method.as_str()
     }

@@ -831,6 +831,7 @@ pub async fn save_settings(
                 principal,
                 api::UpdateWorkspaceSettings {
                     require_member_approval: Some(wanted),
+                    ..Default::default()
                 },
             )
             .await?;

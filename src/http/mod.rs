@@ -8,6 +8,7 @@ pub mod agents;
 pub mod api_keys;
 pub mod approval_links;
 pub mod audit;
+pub mod audit_sinks;
 pub mod auth;
 pub mod check;
 pub mod console;
@@ -236,6 +237,10 @@ fn routes() -> OpenApiRouter<SharedContext> {
         .routes(routes!(audit::events)) // GET /v1/workspace/audit/events
         .routes(routes!(audit::export)) // POST /v1/workspace/audit/export
         .routes(routes!(audit::stream)) // GET /v1/workspace/audit/stream
+        .routes(routes!(audit_sinks::list, audit_sinks::create)) // GET, POST /v1/workspace/audit/sinks
+        .routes(routes!(audit_sinks::get, audit_sinks::update)) // GET, POST /v1/workspace/audit/sinks/{sink_id}
+        .routes(routes!(audit_sinks::rotate_secret)) // POST /v1/workspace/audit/sinks/{sink_id}/rotate-secret
+        .routes(routes!(audit_sinks::delete)) // POST /v1/workspace/audit/sinks/{sink_id}/delete
         // People: login, workspaces and their management
         .routes(routes!(auth::start_login)) // POST /auth/start-login
         .routes(routes!(auth::verify_login_link, auth::verify_login)) // GET, POST /auth/verify-login

@@ -468,7 +468,7 @@ pub async fn list_workspaces(
 
 /// A `name` as sent, at most `max` characters (counted before trimming, as the OpenAPI
 /// document's `maxLength` counts them), trimmed; `None` when only whitespace.
-fn bounded_name(raw: &str, max: usize) -> IdentityResult<Option<String>> {
+pub fn bounded_name(raw: &str, max: usize) -> IdentityResult<Option<String>> {
     if raw.chars().count() > max {
         return Err(IdentityError::invalid(
             "name",

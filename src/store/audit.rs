@@ -1,13 +1,170 @@
 //! The audit trail as stored. Records are written only as part of a [`super::Change`] (with
-//! the state change they describe), so this area has reads and no operations of its own.
+//! the state change they describe). Sinks (outbound streams of a workspace's events) are
+//! configured through [`AuditOp`]; their delivery progress and the retention prunes are
+//! housekeeping, written directly (they are not state changes of the workspace, and the
+//! prunes are audited by the use case that runs them).
 
 use async_trait::async_trait;
 
 use super::{AuditQuery, AuditRecord, StoreError};
 
-/// Reads of the audit trail.
+/// A position in a workspace's commit order (see migration 0020): the last event delivered.
+/// On SQLite `seq` alone orders events; on Postgres `seq` is the writing transaction's id and
+/// `id` orders the events of one transaction.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SinkCursor {
+    pub seq: i64,
+    pub id: String,
+}
+
+/// An outbound audit sink as stored.
+#[derive(Debug, Clone)]
+pub struct SinkRecord {
+    pub id: String,
+    pub workspace_id: String,
+    pub name: String,
+    pub url: String,
+    /// The signing secret sealed with the master key.
+    pub secret_sealed: String,
+    pub enabled: bool,
+    pub created_at: i64,
+    pub created_by: String,
+    pub cursor: SinkCursor,
+    pub delivered_events: i64,
+    pub last_delivered_at: Option<i64>,
+    pub last_attempt_at: Option<i64>,
+    pub last_error: Option<String>,
+    pub failures: i64,
+    pub next_attempt_at: i64,
+}
+
+/// How far a sink is behind: events after its cursor (counted up to a cap) and the time of
+/// the oldest of them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SinkLag {
+    pub events: i64,
+    pub oldest_at: Option<i64>,
+}
+
+/// What a delivery attempt came to, recorded by the replica holding the sink's lease.
+#[derive(Debug, Clone)]
+pub enum DeliveryOutcome {
+    /// The batch up to `cursor` was accepted: `events` more delivered.
+    Delivered { cursor: SinkCursor, events: i64 },
+    /// Nothing was accepted; try again at `retry_at`.
+    Failed { error: String, retry_at: i64 },
+}
+
+/// A workspace's retention settings (days; `None` keeps everything).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Retention {
+    pub audit_days: Option<i64>,
+    pub heartbeat_days: Option<i64>,
+}
+
+/// What a retention prune removes: audit events or heartbeats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pruned {
+    AuditEvents,
+    Heartbeats,
+}
+
+/// Changes to sinks (configured by people, audited).
+#[derive(Debug, Clone)]
+pub enum AuditOp {
+    /// Stores a new sink whose cursor is the current end of the trail: it receives the events
+    /// committed after it (its own creation event first). `Conflict` beyond `max` sinks.
+    CreateSink { sink: SinkRecord, max: i64 },
+    /// Renames, moves, pauses or resumes a sink; resuming clears its backoff. `NotFound` when
+    /// the workspace has no such sink.
+    UpdateSink {
+        workspace_id: String,
+        sink_id: String,
+        name: Option<String>,
+        url: Option<String>,
+        enabled: Option<bool>,
+    },
+    RotateSinkSecret {
+        workspace_id: String,
+        sink_id: String,
+        secret_sealed: String,
+    },
+    DeleteSink {
+        workspace_id: String,
+        sink_id: String,
+    },
+    /// Sets the workspace's retention.
+    SetRetention {
+        workspace_id: String,
+        retention: Retention,
+        at: i64,
+    },
+}
+
+impl AuditOp {
+    /// See [`super::Op::supersedes`]: nothing here is read by decisions.
+    pub fn supersedes(&self) -> Option<super::Supersedes<'_>> {
+        None
+    }
+}
+
+/// Reads of the audit trail, and the sinks' and retention's housekeeping.
 #[async_trait]
 pub trait AuditStore: Send + Sync {
     /// Newest first, as the query filters and pages them.
     async fn audit_events(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError>;
+
+    /// The workspace's sinks, oldest first.
+    async fn sinks(&self, workspace_id: &str) -> Result<Vec<SinkRecord>, StoreError>;
+    async fn sink(&self, workspace_id: &str, sink_id: &str) -> Result<SinkRecord, StoreError>;
+    /// Events after `cursor`, counted up to `cap`, and the oldest one's time.
+    async fn sink_lag(
+        &self,
+        workspace_id: &str,
+        cursor: &SinkCursor,
+        cap: i64,
+    ) -> Result<SinkLag, StoreError>;
+    /// Enabled sinks whose next attempt is due at `now` and whose lease is free or `owner`'s.
+    async fn due_sinks(&self, now: i64, owner: &str) -> Result<Vec<SinkRecord>, StoreError>;
+    /// Takes (or extends) the sink's lease for `owner` until `until`; `false` when another
+    /// replica holds it, or the sink is gone or paused.
+    async fn lease_sink(
+        &self,
+        sink_id: &str,
+        owner: &str,
+        now: i64,
+        until: i64,
+    ) -> Result<bool, StoreError>;
+    /// Gives the lease up.
+    async fn release_sink(&self, sink_id: &str, owner: &str) -> Result<(), StoreError>;
+    /// Up to `limit` events after `cursor`, in commit order, each with its `seq`; only events
+    /// that no running transaction can precede (see migration 0020).
+    async fn events_after(
+        &self,
+        workspace_id: &str,
+        cursor: &SinkCursor,
+        limit: i64,
+    ) -> Result<Vec<(i64, AuditRecord)>, StoreError>;
+    /// Records an attempt, if `owner` still holds the lease (`false` otherwise: another replica
+    /// took over and nothing was recorded).
+    async fn record_delivery(
+        &self,
+        sink_id: &str,
+        owner: &str,
+        at: i64,
+        outcome: &DeliveryOutcome,
+    ) -> Result<bool, StoreError>;
+
+    /// Retention of every workspace that has some.
+    async fn retention_settings(&self) -> Result<Vec<(String, Retention)>, StoreError>;
+    async fn retention(&self, workspace_id: &str) -> Result<Retention, StoreError>;
+    /// Deletes up to `limit` of the workspace's rows of `what` created before `before`; audit
+    /// events only when every sink of the workspace has delivered them. Answers how many went.
+    async fn prune(
+        &self,
+        what: Pruned,
+        workspace_id: &str,
+        before: i64,
+        limit: i64,
+    ) -> Result<u64, StoreError>;
 }

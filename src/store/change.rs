@@ -6,8 +6,8 @@
 //! does not compile.
 
 use super::{
-    AccountOp, AgentOp, AgentRecord, AuditRecord, CredentialOp, EmailOp, NonceClaim, PolicyOp,
-    SiteOp, Supersedes, TelemetryOp, User, VaultOp,
+    AccountOp, AgentOp, AgentRecord, AuditOp, AuditRecord, CredentialOp, EmailOp, NonceClaim,
+    PolicyOp, SiteOp, Supersedes, TelemetryOp, User, VaultOp,
 };
 
 /// One atomic write: an optional nonce claim, a state change and its audit records.
@@ -68,6 +68,7 @@ pub enum Op {
     Telemetry(TelemetryOp),
     Site(SiteOp),
     Vault(VaultOp),
+    Audit(AuditOp),
     /// Several operations applied in order, all or none; answers the last one's result.
     Batch(Vec<Op>),
 }
@@ -88,6 +89,7 @@ impl Op {
             Op::Telemetry(op) => op.supersedes(),
             Op::Site(op) => op.supersedes(),
             Op::Vault(op) => op.supersedes(),
+            Op::Audit(op) => op.supersedes(),
         }
     }
 }
@@ -111,6 +113,7 @@ area_into_op! {
     TelemetryOp => Telemetry,
     SiteOp => Site,
     VaultOp => Vault,
+    AuditOp => Audit,
 }
 
 /// What applying a change answers, besides success: the row it produced when the caller

@@ -29,7 +29,9 @@ mod vault;
 
 pub use accounts::{AccountOp, AccountStore};
 pub use agents::{AgentOp, AgentStore};
-pub use audit::AuditStore;
+pub use audit::{
+    AuditOp, AuditStore, DeliveryOutcome, Pruned, Retention, SinkCursor, SinkLag, SinkRecord,
+};
 pub use change::{Applied, Basis, Change, Op};
 pub use credentials::{ActiveCredential, CredentialOp, CredentialQuery, CredentialStore};
 pub use email::{EmailOp, EmailStore};

@@ -323,7 +323,8 @@ async fn audit_events_survive_the_id_index_migration(engine: Engine) {
     expected.reverse();
     assert_eq!(store.audit_events(&query).await.unwrap(), expected);
     store.close().await;
-    // No index on `id` is left: only the workspace's and those of the selective filters (0016).
+    // No index on `id` is left: only the workspace's, those of the selective filters (0016)
+    // and the sinks' order (0020).
     let pool = sqlx::AnyPool::connect(&url).await.unwrap();
     let indexes = match engine {
         Engine::Sqlite => {
@@ -340,6 +341,7 @@ async fn audit_events_survive_the_id_index_migration(engine: Engine) {
         [
             "audit_events_action",
             "audit_events_agent",
+            "audit_events_sequence",
             "audit_events_trace",
             "audit_events_type",
             "audit_events_workspace"

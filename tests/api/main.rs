@@ -41,6 +41,7 @@ mod policies;
 mod policy_cli;
 mod replicas;
 mod reputation;
+mod sinks;
 mod spec_limits;
 mod telemetry;
 mod vault;

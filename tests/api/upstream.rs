@@ -104,7 +104,7 @@ impl UpstreamServer {
 
 /// A CA and a server certificate for `localhost` and `127.0.0.1` it issued; the CA's PEM and
 /// the server's TLS configuration.
-fn tls_config() -> (String, rustls::ServerConfig) {
+pub fn tls_config() -> (String, rustls::ServerConfig) {
     let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA params");
     ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
     ca_params.key_usages = vec![

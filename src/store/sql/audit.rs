@@ -196,4 +196,488 @@ impl AuditStore for SqlStore {
         let rows = f.fetch(&self.read, &sql).await?;
         Ok(rows.iter().map(audit_from_row).collect::<Result<_, _>>()?)
     }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn sinks(&self, workspace_id: &str) -> Result<Vec<SinkRecord>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {SINK_COLUMNS} FROM audit_sinks WHERE workspace_id = $1 ORDER BY created_at, id"
+        ))
+        .bind(workspace_id)
+        .fetch_all(&self.read)
+        .await?;
+        Ok(rows.iter().map(sink_from_row).collect::<Result<_, _>>()?)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn sink(&self, workspace_id: &str, sink_id: &str) -> Result<SinkRecord, StoreError> {
+        let row = sqlx::query(&format!(
+            "SELECT {SINK_COLUMNS} FROM audit_sinks WHERE workspace_id = $1 AND id = $2"
+        ))
+        .bind(workspace_id)
+        .bind(sink_id)
+        .fetch_optional(&self.read)
+        .await?;
+        match row {
+            Some(row) => Ok(sink_from_row(&row)?),
+            None => Err(StoreError::NotFound),
+        }
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn sink_lag(
+        &self,
+        workspace_id: &str,
+        cursor: &SinkCursor,
+        cap: i64,
+    ) -> Result<SinkLag, StoreError> {
+        let after = after_clause(self.sqlite());
+        let events: i64 = with_cursor(
+            sqlx::query_scalar(&format!(
+                "SELECT COUNT(*) FROM (SELECT 1 FROM audit_events WHERE {after} LIMIT {cap}) AS pending"
+            )),
+            workspace_id,
+            cursor,
+            self.sqlite(),
+        )
+        .fetch_one(&self.read)
+        .await?;
+        let oldest_at: Option<i64> = if events == 0 {
+            None
+        } else {
+            with_cursor(
+                sqlx::query_scalar(&format!(
+                    "SELECT created_at FROM audit_events WHERE {after} ORDER BY seq, id LIMIT 1"
+                )),
+                workspace_id,
+                cursor,
+                self.sqlite(),
+            )
+            .fetch_optional(&self.read)
+            .await?
+        };
+        Ok(SinkLag { events, oldest_at })
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn due_sinks(&self, now: i64, owner: &str) -> Result<Vec<SinkRecord>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {SINK_COLUMNS} FROM audit_sinks WHERE enabled = 1 AND next_attempt_at <= $1 \
+             AND (lease_until < $1 OR lease_owner = $2) ORDER BY next_attempt_at, id"
+        ))
+        .bind(now)
+        .bind(owner)
+        .fetch_all(&self.read)
+        .await?;
+        Ok(rows.iter().map(sink_from_row).collect::<Result<_, _>>()?)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn lease_sink(
+        &self,
+        sink_id: &str,
+        owner: &str,
+        now: i64,
+        until: i64,
+    ) -> Result<bool, StoreError> {
+        let mut conn = self.write_conn().await?;
+        let done = sqlx::query(
+            "UPDATE audit_sinks SET lease_owner = $2, lease_until = $4 \
+             WHERE id = $1 AND enabled = 1 AND (lease_until < $3 OR lease_owner = $2)",
+        )
+        .bind(sink_id)
+        .bind(owner)
+        .bind(now)
+        .bind(until)
+        .execute(&mut *conn)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn release_sink(&self, sink_id: &str, owner: &str) -> Result<(), StoreError> {
+        let mut conn = self.write_conn().await?;
+        sqlx::query(
+            "UPDATE audit_sinks SET lease_owner = NULL, lease_until = 0 WHERE id = $1 AND lease_owner = $2",
+        )
+        .bind(sink_id)
+        .bind(owner)
+        .execute(&mut *conn)
+        .await?;
+        Ok(())
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn events_after(
+        &self,
+        workspace_id: &str,
+        cursor: &SinkCursor,
+        limit: i64,
+    ) -> Result<Vec<(i64, AuditRecord)>, StoreError> {
+        let sqlite = self.sqlite();
+        let sql = format!(
+            "SELECT seq, id, workspace_id, created_at, event_type, agent_id, action, decision, policy_id, \
+             policy_hash, trace_id, reasons, reason_codes, actor, details FROM audit_events \
+             WHERE {}{} ORDER BY seq, id LIMIT {limit}",
+            after_clause(sqlite),
+            horizon_clause(sqlite)
+        );
+        let rows = with_cursor(sqlx::query(&sql), workspace_id, cursor, sqlite)
+            .fetch_all(&self.read)
+            .await?;
+        rows.iter()
+            .map(|row| Ok((row.try_get("seq")?, audit_from_row(row)?)))
+            .collect::<Result<_, sqlx::Error>>()
+            .map_err(StoreError::from)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn record_delivery(
+        &self,
+        sink_id: &str,
+        owner: &str,
+        at: i64,
+        outcome: &DeliveryOutcome,
+    ) -> Result<bool, StoreError> {
+        let mut conn = self.write_conn().await?;
+        let done = match outcome {
+            DeliveryOutcome::Delivered { cursor, events } => {
+                sqlx::query(
+                    "UPDATE audit_sinks SET cursor_seq = $3, cursor_id = $4, \
+                     delivered_events = delivered_events + $5, last_delivered_at = $6, last_attempt_at = $6, \
+                     last_error = NULL, failures = 0, next_attempt_at = 0 \
+                     WHERE id = $1 AND lease_owner = $2",
+                )
+                .bind(sink_id)
+                .bind(owner)
+                .bind(cursor.seq)
+                .bind(&cursor.id)
+                .bind(*events)
+                .bind(at)
+                .execute(&mut *conn)
+                .await?
+            }
+            DeliveryOutcome::Failed { error, retry_at } => {
+                sqlx::query(
+                    "UPDATE audit_sinks SET last_attempt_at = $3, last_error = $4, failures = failures + 1, \
+                     next_attempt_at = $5 WHERE id = $1 AND lease_owner = $2",
+                )
+                .bind(sink_id)
+                .bind(owner)
+                .bind(at)
+                .bind(error)
+                .bind(*retry_at)
+                .execute(&mut *conn)
+                .await?
+            }
+        };
+        Ok(done.rows_affected() == 1)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn retention_settings(&self) -> Result<Vec<(String, Retention)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT workspace_id, audit_retention_days, heartbeat_retention_days FROM workspace_settings \
+             WHERE audit_retention_days IS NOT NULL OR heartbeat_retention_days IS NOT NULL ORDER BY workspace_id",
+        )
+        .fetch_all(&self.read)
+        .await?;
+        rows.iter()
+            .map(|row| Ok((row.try_get("workspace_id")?, retention_from_row(row)?)))
+            .collect::<Result<_, sqlx::Error>>()
+            .map_err(StoreError::from)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn retention(&self, workspace_id: &str) -> Result<Retention, StoreError> {
+        let row = sqlx::query(
+            "SELECT audit_retention_days, heartbeat_retention_days FROM workspace_settings WHERE workspace_id = $1",
+        )
+        .bind(workspace_id)
+        .fetch_optional(&self.read)
+        .await?;
+        Ok(match row {
+            Some(row) => retention_from_row(&row)?,
+            None => Retention::default(),
+        })
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn prune(
+        &self,
+        what: Pruned,
+        workspace_id: &str,
+        before: i64,
+        limit: i64,
+    ) -> Result<u64, StoreError> {
+        let sqlite = self.sqlite();
+        // The rows to delete, oldest first through the (workspace_id, created_at, id) index.
+        // Audit events stay while a sink of the workspace has not delivered them; on SQLite
+        // the newest event of the table stays too, so that `seq` never goes back (a rowid is
+        // the largest plus one).
+        let (table, keep) = match what {
+            Pruned::Heartbeats => ("heartbeats", ""),
+            Pruned::AuditEvents if sqlite => (
+                "audit_events",
+                " AND seq < (SELECT MAX(seq) FROM audit_events) \
+                 AND seq < COALESCE((SELECT MIN(cursor_seq) FROM audit_sinks WHERE workspace_id = $1), seq + 1)",
+            ),
+            Pruned::AuditEvents => (
+                "audit_events",
+                " AND (seq IS NULL OR seq < COALESCE((SELECT MIN(cursor_seq) FROM audit_sinks WHERE workspace_id = $1), seq + 1))",
+            ),
+        };
+        // Postgres finds rows by `ctid` (`= ANY(ARRAY(...))` is read as a TID scan).
+        let (row_key, any, close) = if sqlite {
+            ("rowid", "IN (", ")")
+        } else {
+            ("ctid", "= ANY(ARRAY(", "))")
+        };
+        let sql = format!(
+            "DELETE FROM {table} WHERE {row_key} {any}SELECT {row_key} FROM {table} \
+             WHERE workspace_id = $1 AND created_at < $2{keep} ORDER BY created_at, id LIMIT $3{close}"
+        );
+        let mut conn = self.write_conn().await?;
+        let done = sqlx::query(&sql)
+            .bind(workspace_id)
+            .bind(before)
+            .bind(limit)
+            .execute(&mut *conn)
+            .await?;
+        Ok(done.rows_affected())
+    }
+}
+
+fn retention_from_row(row: &AnyRow) -> Result<Retention, sqlx::Error> {
+    Ok(Retention {
+        audit_days: row.try_get("audit_retention_days")?,
+        heartbeat_days: row.try_get("heartbeat_retention_days")?,
+    })
+}
+
+// ---- sinks and retention ---------------------------------------------------------------------
+
+/// Where a new sink starts: the end of the trail now. SQLite: the largest `seq` (every later
+/// event gets a larger one). Postgres: just below the oldest running transaction, so every
+/// event that commits from now on (its creation event included) is after it.
+fn sink_start_sql(sqlite: bool) -> &'static str {
+    if sqlite {
+        "SELECT COALESCE(MAX(seq), 0) AS start FROM audit_events"
+    } else {
+        "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint - 1 AS start"
+    }
+}
+
+const SINK_COLUMNS: &str = "id, workspace_id, name, url, secret_sealed, enabled, created_at, created_by, \
+     cursor_seq, cursor_id, delivered_events, last_delivered_at, last_attempt_at, last_error, failures, \
+     next_attempt_at";
+
+fn sink_from_row(row: &AnyRow) -> Result<SinkRecord, sqlx::Error> {
+    Ok(SinkRecord {
+        id: row.try_get("id")?,
+        workspace_id: row.try_get("workspace_id")?,
+        name: row.try_get("name")?,
+        url: row.try_get("url")?,
+        secret_sealed: row.try_get("secret_sealed")?,
+        enabled: row.try_get::<i64, _>("enabled")? != 0,
+        created_at: row.try_get("created_at")?,
+        created_by: row.try_get("created_by")?,
+        cursor: SinkCursor {
+            seq: row.try_get("cursor_seq")?,
+            id: row.try_get("cursor_id")?,
+        },
+        delivered_events: row.try_get("delivered_events")?,
+        last_delivered_at: row.try_get("last_delivered_at")?,
+        last_attempt_at: row.try_get("last_attempt_at")?,
+        last_error: row.try_get("last_error")?,
+        failures: row.try_get("failures")?,
+        next_attempt_at: row.try_get("next_attempt_at")?,
+    })
+}
+
+/// Applies a sink or retention operation inside `tx`.
+pub(super) async fn apply(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    op: &AuditOp,
+) -> Result<Applied, StoreError> {
+    let sqlite = tx.backend_name() == <sqlx::Sqlite as sqlx::Database>::NAME;
+    match op {
+        AuditOp::CreateSink { sink, max } => {
+            let count: i64 =
+                sqlx::query_scalar("SELECT COUNT(*) FROM audit_sinks WHERE workspace_id = $1")
+                    .bind(&sink.workspace_id)
+                    .fetch_one(&mut **tx)
+                    .await?;
+            if count >= *max {
+                return Err(StoreError::Conflict(format!(
+                    "a workspace has at most {max} audit sinks"
+                )));
+            }
+            let start: i64 = sqlx::query_scalar(sink_start_sql(sqlite))
+                .fetch_one(&mut **tx)
+                .await?;
+            sqlx::query(
+                "INSERT INTO audit_sinks (id, workspace_id, name, url, secret_sealed, enabled, created_at, created_by, \
+                 cursor_seq, cursor_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, '')",
+            )
+            .bind(&sink.id)
+            .bind(&sink.workspace_id)
+            .bind(&sink.name)
+            .bind(&sink.url)
+            .bind(&sink.secret_sealed)
+            .bind(i64::from(sink.enabled))
+            .bind(sink.created_at)
+            .bind(&sink.created_by)
+            .bind(start)
+            .execute(&mut **tx)
+            .await?;
+            Ok(Applied::Done)
+        }
+        AuditOp::UpdateSink {
+            workspace_id,
+            sink_id,
+            name,
+            url,
+            enabled,
+        } => {
+            // Resuming (or moving) a sink tries it at once: its backoff belonged to the old state.
+            let retry_now = enabled == &Some(true) || url.is_some();
+            let done = sqlx::query(
+                "UPDATE audit_sinks SET name = COALESCE($3, name), url = COALESCE($4, url), \
+                 enabled = COALESCE($5, enabled), \
+                 failures = CASE WHEN $6 = 1 THEN 0 ELSE failures END, \
+                 next_attempt_at = CASE WHEN $6 = 1 THEN 0 ELSE next_attempt_at END \
+                 WHERE workspace_id = $1 AND id = $2",
+            )
+            .bind(workspace_id)
+            .bind(sink_id)
+            .bind(name.as_deref())
+            .bind(url.as_deref())
+            .bind(enabled.map(i64::from))
+            .bind(i64::from(retry_now))
+            .execute(&mut **tx)
+            .await?;
+            found(done.rows_affected())
+        }
+        AuditOp::RotateSinkSecret {
+            workspace_id,
+            sink_id,
+            secret_sealed,
+        } => {
+            let done = sqlx::query(
+                "UPDATE audit_sinks SET secret_sealed = $3 WHERE workspace_id = $1 AND id = $2",
+            )
+            .bind(workspace_id)
+            .bind(sink_id)
+            .bind(secret_sealed)
+            .execute(&mut **tx)
+            .await?;
+            found(done.rows_affected())
+        }
+        AuditOp::DeleteSink {
+            workspace_id,
+            sink_id,
+        } => {
+            let done = sqlx::query("DELETE FROM audit_sinks WHERE workspace_id = $1 AND id = $2")
+                .bind(workspace_id)
+                .bind(sink_id)
+                .execute(&mut **tx)
+                .await?;
+            found(done.rows_affected())
+        }
+        AuditOp::SetRetention {
+            workspace_id,
+            retention,
+            at,
+        } => {
+            sqlx::query(
+                "INSERT INTO workspace_settings (workspace_id, require_member_approval, updated_at, \
+                 audit_retention_days, heartbeat_retention_days) VALUES ($1, 0, $2, $3, $4) \
+                 ON CONFLICT (workspace_id) DO UPDATE SET updated_at = excluded.updated_at, \
+                 audit_retention_days = excluded.audit_retention_days, \
+                 heartbeat_retention_days = excluded.heartbeat_retention_days",
+            )
+            .bind(workspace_id)
+            .bind(*at)
+            .bind(retention.audit_days)
+            .bind(retention.heartbeat_days)
+            .execute(&mut **tx)
+            .await?;
+            Ok(Applied::Done)
+        }
+    }
+}
+
+fn found(rows: u64) -> Result<Applied, StoreError> {
+    if rows == 0 {
+        Err(StoreError::NotFound)
+    } else {
+        Ok(Applied::Done)
+    }
+}
+
+/// The events a sink may read: on Postgres those of transactions below the oldest running one
+/// (see migration 0020); on SQLite every committed event.
+fn horizon_clause(sqlite: bool) -> &'static str {
+    if sqlite {
+        ""
+    } else {
+        " AND seq < pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
+    }
+}
+
+/// A workspace's events after a cursor: on SQLite `seq` is unique and alone orders them; on
+/// Postgres `(seq, id)` (a row comparison, read as a range of the sequence index).
+fn after_clause(sqlite: bool) -> &'static str {
+    if sqlite {
+        "workspace_id = $1 AND seq > $2"
+    } else {
+        "workspace_id = $1 AND (seq, id) > ($2, $3)"
+    }
+}
+
+/// Binds the arguments of [`after_clause`].
+fn with_cursor<'q, Q: CursorBind<'q>>(
+    query: Q,
+    workspace_id: &'q str,
+    cursor: &'q SinkCursor,
+    sqlite: bool,
+) -> Q {
+    let query = query.bind_text(workspace_id).bind_int(cursor.seq);
+    if sqlite {
+        query
+    } else {
+        query.bind_text(&cursor.id)
+    }
+}
+
+/// `bind` of the two query types used with [`with_cursor`].
+trait CursorBind<'q>: Sized {
+    fn bind_text(self, value: &'q str) -> Self;
+    fn bind_int(self, value: i64) -> Self;
+}
+
+impl<'q> CursorBind<'q> for sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
+    fn bind_text(self, value: &'q str) -> Self {
+        self.bind(value)
+    }
+    fn bind_int(self, value: i64) -> Self {
+        self.bind(value)
+    }
+}
+
+impl<'q, O> CursorBind<'q>
+    for sqlx::query::QueryScalar<'q, sqlx::Any, O, sqlx::any::AnyArguments<'q>>
+{
+    fn bind_text(self, value: &'q str) -> Self {
+        self.bind(value)
+    }
+    fn bind_int(self, value: i64) -> Self {
+        self.bind(value)
+    }
+}
+
+impl SqlStore {
+    fn sqlite(&self) -> bool {
+        self.backend == Backend::Sqlite
+    }
 }

@@ -1,0 +1,336 @@
+//! Audit sinks: a workspace's outbound streams of its audit trail, configured by owners and
+//! admins. Each sink is an HTTPS endpoint that receives the workspace's events as NDJSON
+//! batches signed with HMAC-SHA256, in commit order, from a durable cursor (delivered by
+//! [`crate::audit::delivery`]).
+
+use serde_json::json;
+
+use super::accounts::{bounded_name, Principal};
+use super::{IdentityError, IdentityResult};
+use crate::api;
+use crate::context::Context;
+use crate::domain::ids;
+use crate::secret::random_base62;
+use crate::store::{AuditOp, Change, SinkRecord, StoreError};
+use crate::time::{iso, now_ms};
+
+use crate::audit::delivery::secret_context;
+use crate::audit::state_change;
+
+/// Sinks per workspace.
+pub const MAX_SINKS: i64 = 10;
+/// Pending events are counted up to this many.
+pub const LAG_COUNT_CAP: i64 = 100_000;
+const MAX_URL_LEN: usize = 2048;
+const ID_PREFIX: &str = "snk";
+
+/// A new signing secret: `whsec_` and 40 base62 characters (238 bits).
+fn new_secret() -> String {
+    format!("whsec_{}", random_base62(40))
+}
+
+/// An `https://` URL with a host, no user name or password, no fragment; answered as given.
+fn checked_url(raw: &str) -> IdentityResult<String> {
+    let bad = |why: &str| IdentityError::malformed("invalid_sink_url", format!("`url` {why}"));
+    if raw.len() > MAX_URL_LEN {
+        return Err(bad(&format!("must be at most {MAX_URL_LEN} characters")));
+    }
+    let url = url::Url::parse(raw).map_err(|e| bad(&format!("is not an absolute URL: {e}")))?;
+    if url.scheme() != "https" {
+        return Err(bad("must be an https:// URL"));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(bad("has no host"));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(bad(
+            "must not carry a user name or password (batches are signed)",
+        ));
+    }
+    if url.fragment().is_some() {
+        return Err(bad("must not have a fragment"));
+    }
+    Ok(url.to_string())
+}
+
+fn sink_name(raw: &str) -> IdentityResult<String> {
+    bounded_name(raw, 100)?.ok_or_else(|| IdentityError::missing("name"))
+}
+
+fn unknown_sink() -> IdentityError {
+    IdentityError::not_found("unknown_sink", "this workspace has no such audit sink")
+}
+
+fn store_error(err: StoreError) -> IdentityError {
+    match err {
+        StoreError::NotFound => unknown_sink(),
+        StoreError::Conflict(message) => IdentityError::conflict("too_many_sinks", message),
+        other => other.into(),
+    }
+}
+
+/// The sink as the API shows it, with how far behind it is.
+pub async fn view(ctx: &Context, sink: SinkRecord) -> IdentityResult<api::AuditSink> {
+    let now = now_ms();
+    let lag = ctx
+        .store
+        .sink_lag(&sink.workspace_id, &sink.cursor, LAG_COUNT_CAP)
+        .await?;
+    let state = if !sink.enabled {
+        "paused"
+    } else if sink.failures > 0 {
+        "retrying"
+    } else {
+        "delivering"
+    };
+    Ok(api::AuditSink {
+        sink_id: sink.id,
+        name: sink.name,
+        url: sink.url,
+        kind: "https_ndjson".into(),
+        enabled: sink.enabled,
+        state: state.into(),
+        created_at: iso(sink.created_at),
+        created_by: sink.created_by,
+        delivered_events: sink.delivered_events,
+        last_delivered_at: sink.last_delivered_at.map(iso),
+        last_attempt_at: sink.last_attempt_at.map(iso),
+        last_error: sink.last_error,
+        consecutive_failures: sink.failures,
+        next_attempt_at: (sink.enabled && sink.failures > 0).then(|| iso(sink.next_attempt_at)),
+        lag_events: lag.events,
+        lag_seconds: lag
+            .oldest_at
+            .map_or(0.0, |at| (now - at).max(0) as f64 / 1000.0),
+    })
+}
+
+pub async fn list(
+    ctx: &Context,
+    principal: &Principal,
+) -> IdentityResult<api::AuditSinkListResponse> {
+    let (workspace_id, _) = principal.membership()?;
+    let mut items = Vec::new();
+    for sink in ctx.store.sinks(&workspace_id).await? {
+        items.push(view(ctx, sink).await?);
+    }
+    Ok(api::AuditSinkListResponse { ok: true, items })
+}
+
+pub async fn get(
+    ctx: &Context,
+    principal: &Principal,
+    sink_id: &str,
+) -> IdentityResult<api::AuditSinkResponse> {
+    let (workspace_id, _) = principal.membership()?;
+    let sink = ctx
+        .store
+        .sink(&workspace_id, sink_id)
+        .await
+        .map_err(store_error)?;
+    Ok(api::AuditSinkResponse {
+        ok: true,
+        sink: view(ctx, sink).await?,
+    })
+}
+
+/// Creates a sink (owners and admins); it receives the events committed from now on, its own
+/// creation first. The secret is answered this once.
+pub async fn create(
+    ctx: &Context,
+    principal: &Principal,
+    req: api::CreateAuditSinkRequest,
+) -> IdentityResult<api::AuditSinkSecretResponse> {
+    let (workspace_id, _) = principal.admin_of()?;
+    let name = sink_name(&req.name)?;
+    let url = checked_url(&req.url)?;
+    let id = ids::new_id(ID_PREFIX);
+    let secret = new_secret();
+    let sealed = ctx
+        .master_key
+        .seal(secret.as_bytes(), &secret_context(&id))
+        .map_err(IdentityError::Internal)?;
+    let enabled = req.enabled.unwrap_or(true);
+    let actor = principal.actor();
+    let event = state_change(
+        "audit.sink_created",
+        "create_sink",
+        Some(&workspace_id),
+        None,
+        &actor,
+        json!({ "sink_id": id, "name": name, "url": url, "enabled": enabled }),
+    );
+    ctx.writer
+        .commit(
+            Change::new(AuditOp::CreateSink {
+                sink: SinkRecord {
+                    id: id.clone(),
+                    workspace_id: workspace_id.clone(),
+                    name,
+                    url,
+                    secret_sealed: sealed,
+                    enabled,
+                    created_at: now_ms(),
+                    created_by: actor.label(),
+                    cursor: Default::default(),
+                    delivered_events: 0,
+                    last_delivered_at: None,
+                    last_attempt_at: None,
+                    last_error: None,
+                    failures: 0,
+                    next_attempt_at: 0,
+                },
+                max: MAX_SINKS,
+            })
+            .audited(event),
+        )
+        .await
+        .map_err(store_error)?;
+    let sink = ctx.store.sink(&workspace_id, &id).await?;
+    Ok(api::AuditSinkSecretResponse {
+        ok: true,
+        sink: view(ctx, sink).await?,
+        secret,
+    })
+}
+
+/// Renames, moves, pauses or resumes a sink (owners and admins).
+pub async fn update(
+    ctx: &Context,
+    principal: &Principal,
+    sink_id: &str,
+    req: api::UpdateAuditSinkRequest,
+) -> IdentityResult<api::AuditSinkResponse> {
+    let (workspace_id, _) = principal.admin_of()?;
+    let name = req.name.as_deref().map(sink_name).transpose()?;
+    let url = req.url.as_deref().map(checked_url).transpose()?;
+    let event_type = match req.enabled {
+        Some(false) => "audit.sink_paused",
+        Some(true) => "audit.sink_resumed",
+        None => "audit.sink_updated",
+    };
+    let event = state_change(
+        event_type,
+        "update_sink",
+        Some(&workspace_id),
+        None,
+        &principal.actor(),
+        json!({ "sink_id": sink_id, "name": name, "url": url, "enabled": req.enabled }),
+    );
+    ctx.writer
+        .commit(
+            Change::new(AuditOp::UpdateSink {
+                workspace_id: workspace_id.clone(),
+                sink_id: sink_id.to_owned(),
+                name,
+                url,
+                enabled: req.enabled,
+            })
+            .audited(event),
+        )
+        .await
+        .map_err(store_error)?;
+    get(ctx, principal, sink_id).await
+}
+
+/// A new secret for a sink (owners and admins); the old one stops signing at once.
+pub async fn rotate_secret(
+    ctx: &Context,
+    principal: &Principal,
+    sink_id: &str,
+) -> IdentityResult<api::AuditSinkSecretResponse> {
+    let (workspace_id, _) = principal.admin_of()?;
+    let secret = new_secret();
+    let sealed = ctx
+        .master_key
+        .seal(secret.as_bytes(), &secret_context(sink_id))
+        .map_err(IdentityError::Internal)?;
+    let event = state_change(
+        "audit.sink_secret_rotated",
+        "rotate_sink_secret",
+        Some(&workspace_id),
+        None,
+        &principal.actor(),
+        json!({ "sink_id": sink_id }),
+    );
+    ctx.writer
+        .commit(
+            Change::new(AuditOp::RotateSinkSecret {
+                workspace_id: workspace_id.clone(),
+                sink_id: sink_id.to_owned(),
+                secret_sealed: sealed,
+            })
+            .audited(event),
+        )
+        .await
+        .map_err(store_error)?;
+    let sink = ctx.store.sink(&workspace_id, sink_id).await?;
+    Ok(api::AuditSinkSecretResponse {
+        ok: true,
+        sink: view(ctx, sink).await?,
+        secret,
+    })
+}
+
+/// Deletes a sink (owners and admins): its undelivered events are no longer held back from
+/// retention.
+pub async fn delete(
+    ctx: &Context,
+    principal: &Principal,
+    sink_id: &str,
+) -> IdentityResult<api::OkResponse> {
+    let (workspace_id, _) = principal.admin_of()?;
+    let event = state_change(
+        "audit.sink_deleted",
+        "delete_sink",
+        Some(&workspace_id),
+        None,
+        &principal.actor(),
+        json!({ "sink_id": sink_id }),
+    );
+    ctx.writer
+        .commit(
+            Change::new(AuditOp::DeleteSink {
+                workspace_id,
+                sink_id: sink_id.to_owned(),
+            })
+            .audited(event),
+        )
+        .await
+        .map_err(store_error)?;
+    Ok(api::OkResponse { ok: true })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sink_urls_are_https_without_credentials_or_fragments() {
+        assert_eq!(
+            checked_url("https://siem.example.com/ingest?x=1").unwrap(),
+            "https://siem.example.com/ingest?x=1"
+        );
+        for bad in [
+            "http://siem.example.com/",
+            "https://user:pw@siem.example.com/",
+            "https://siem.example.com/#frag",
+            "siem.example.com",
+            "ftp://siem.example.com/",
+        ] {
+            let err = checked_url(bad).unwrap_err();
+            assert!(
+                matches!(&err, IdentityError::Refused(r) if r.code == "invalid_sink_url"),
+                "{bad}: {err:?}"
+            );
+        }
+        assert!(checked_url(&format!("https://a.example/{}", "x".repeat(2100))).is_err());
+    }
+
+    #[test]
+    fn secrets_are_long_and_distinct() {
+        let (a, b) = (new_secret(), new_secret());
+        assert!(a.starts_with("whsec_") && a.len() == 46);
+        assert_ne!(a, b);
+    }
+}

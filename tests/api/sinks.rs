@@ -1,0 +1,485 @@
+//! Audit sinks: a real HTTPS receiver on loopback that fails, stalls and goes down at times,
+//! and a real `acp serve` process killed (-9) and stopped (SIGTERM) mid-stream: every event
+//! of the workspace arrives, signed, in commit order (repeats allowed, dropped by `event_id`),
+//! on both engines. Then the sinks' API and retention, in-process.
+
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use base64::Engine as _;
+use hmac::{Hmac, Mac};
+use serde_json::{json, Value};
+use sha2::Sha256;
+use tokio::process::Child;
+use tower::ServiceExt as _;
+
+use crate::helpers::*;
+use crate::replicas::start_replica_with;
+
+/// How the receiver answers.
+const FLAKY: u8 = 0;
+const DOWN: u8 = 1;
+const HEALTHY: u8 = 2;
+
+/// One request the receiver got.
+#[derive(Clone)]
+struct Received {
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+/// A real HTTPS server on loopback that records every batch. Flaky: of every four requests
+/// the second is a 500 and the third is taken (recorded) but answered after the sender's
+/// timeout, so that batch comes again.
+struct Receiver {
+    port: u16,
+    ca_pem: String,
+    mode: Arc<AtomicU8>,
+    got: Arc<Mutex<Vec<Received>>>,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        self.accept.abort();
+    }
+}
+
+impl Receiver {
+    async fn start() -> Receiver {
+        use axum::body::Bytes;
+        use axum::http::{HeaderMap, StatusCode};
+        let (ca_pem, tls) = crate::upstream::tls_config();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let mode = Arc::new(AtomicU8::new(FLAKY));
+        let got: Arc<Mutex<Vec<Received>>> = Arc::default();
+        let count = Arc::new(AtomicUsize::new(0));
+        let (m, g) = (mode.clone(), got.clone());
+        let router = axum::Router::new().route(
+            "/ingest",
+            axum::routing::post(move |headers: HeaderMap, body: Bytes| {
+                let (mode, got, count) = (m.clone(), g.clone(), count.clone());
+                async move {
+                    let mode = mode.load(Ordering::SeqCst);
+                    // The schedule counts the flaky phase's requests only.
+                    let n = if mode == FLAKY {
+                        count.fetch_add(1, Ordering::SeqCst)
+                    } else {
+                        0
+                    };
+                    if mode == DOWN || (mode == FLAKY && n % 4 == 1) {
+                        return StatusCode::INTERNAL_SERVER_ERROR;
+                    }
+                    got.lock().unwrap().push(Received {
+                        headers: headers
+                            .iter()
+                            .map(|(k, v)| {
+                                (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned())
+                            })
+                            .collect(),
+                        body: body.to_vec(),
+                    });
+                    if mode == FLAKY && n % 4 == 2 {
+                        tokio::time::sleep(Duration::from_millis(2_500)).await;
+                    }
+                    StatusCode::NO_CONTENT
+                }
+            }),
+        );
+        let accept = tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let (acceptor, router) = (acceptor.clone(), router.clone());
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let service =
+                        hyper::service::service_fn(move |request| router.clone().oneshot(request));
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                        .await;
+                });
+            }
+        });
+        Receiver {
+            port,
+            ca_pem,
+            mode,
+            got,
+            accept,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("https://localhost:{}/ingest", self.port)
+    }
+
+    fn set(&self, mode: u8) {
+        self.mode.store(mode, Ordering::SeqCst);
+    }
+
+    /// Every event line received, in the order received, after checking each batch's
+    /// signature with `secret`.
+    fn events(&self, secret: &str) -> Vec<Value> {
+        let got = self.got.lock().unwrap().clone();
+        let mut lines = Vec::new();
+        for batch in got {
+            let header = |name: &str| {
+                batch
+                    .headers
+                    .iter()
+                    .find(|(k, _)| k.eq_ignore_ascii_case(name))
+                    .map(|(_, v)| v.clone())
+                    .unwrap_or_else(|| panic!("batch without {name}"))
+            };
+            assert_eq!(header("content-type"), "application/x-ndjson");
+            let (ts, nonce) = (header("x-service-timestamp"), header("x-service-nonce"));
+            let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+            mac.update(format!("{ts}\n{nonce}\n{}", sha256_hex(&batch.body)).as_bytes());
+            let expected =
+                base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes());
+            assert_eq!(
+                header("x-service-signature"),
+                expected,
+                "the batch's signature verifies"
+            );
+            assert!(header("x-service-sink-id").starts_with("snk_"));
+            let text = String::from_utf8(batch.body).unwrap();
+            assert!(text.ends_with('\n'), "NDJSON ends with a newline");
+            for line in text.lines() {
+                lines.push(serde_json::from_str(line).expect("each line is JSON"));
+            }
+        }
+        lines
+    }
+}
+
+/// First occurrences by `event_id`, in the order received.
+fn distinct(events: &[Value]) -> Vec<Value> {
+    let mut seen = std::collections::HashSet::new();
+    events
+        .iter()
+        .filter(|e| seen.insert(e["event_id"].as_str().unwrap().to_owned()))
+        .cloned()
+        .collect()
+}
+
+/// A person's session on a server whose mail goes to the outbox: `(cookie, csrf)`.
+async fn login_from_outbox(
+    client: &reqwest::Client,
+    base: &str,
+    db_url: &str,
+    email: &str,
+) -> (String, String) {
+    let res = client
+        .post(format!("{base}/auth/start-login"))
+        .json(&json!({"email": email}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 202);
+    let outbox = run_cli(db_url, &["outbox", "list", "--output", "json"]).await;
+    let text = outbox["items"][0]["text"].as_str().unwrap().to_owned();
+    let link = text
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap();
+    let res = client.get(link).send().await.unwrap();
+    assert_eq!(res.status(), 303);
+    let cookie = session_cookie_of(&res);
+    let (_, me) = status_json(
+        client
+            .get(format!("{base}/auth/me"))
+            .header("Cookie", &cookie)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    (cookie, me["csrf_token"].as_str().unwrap().to_owned())
+}
+
+struct Server {
+    child: Child,
+    base: String,
+}
+
+async fn serve(db_url: &str, key: &str, env: &[(&str, &str)]) -> Server {
+    let (child, base) = start_replica_with(db_url, key, env).await;
+    Server { child, base }
+}
+
+async fn sigterm(server: &mut Server) {
+    let pid = server.child.id().unwrap().to_string();
+    let status = tokio::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .await
+        .unwrap();
+    assert!(status.success());
+    let exit = tokio::time::timeout(Duration::from_secs(20), server.child.wait())
+        .await
+        .expect("stops in time")
+        .unwrap();
+    assert!(exit.success(), "{exit:?}");
+}
+
+/// Registers agent `name` with the workspace's key; answers its id.
+async fn register(client: &reqwest::Client, base: &str, key: &str, name: &str) -> String {
+    let agent = TestAgent::new();
+    let res = client
+        .post(format!("{base}/v1/agents/register"))
+        .header("X-Service-Api-Key", key)
+        .json(&json!({"name": name, "public_key": agent.public_key_b64()}))
+        .send()
+        .await
+        .unwrap();
+    let (s, body) = status_json(res).await;
+    assert_eq!(s, 200, "{body}");
+    body["agent_id"].as_str().unwrap().to_owned()
+}
+
+async fn every_event_arrives_in_order(engine: Engine) {
+    let receiver = Receiver::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let ca_file = dir.path().join("receiver-ca.pem");
+    std::fs::write(&ca_file, &receiver.ca_pem).unwrap();
+    let ca_path = ca_file.display().to_string();
+    let env = [
+        ("ACP_VAULT_PROXY_ALLOW", "127.0.0.1/32"),
+        ("ACP_VAULT_PROXY_CA_FILE", ca_path.as_str()),
+        ("ACP_AUDIT_SINK_TIMEOUT_SECS", "1"),
+        ("ACP_AUDIT_SINK_BACKOFF_MAX_SECS", "2"),
+        ("ACP_EMAIL_URL", "outbox"),
+        ("ACP_REGISTER_LIMIT_PER_IP", "100000"),
+    ];
+    let db = TestDb::new(engine).await;
+    let bootstrap_key = random_api_key();
+    let mut server = serve(&db.url, &bootstrap_key, &env).await;
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+
+    // A workspace with an owner, an API key and a sink made by the owner's token.
+    let made = run_cli(
+        &db.url,
+        &[
+            "workspace",
+            "create",
+            "streamed",
+            "--owner",
+            "owner@example.com",
+            "--output",
+            "json",
+        ],
+    )
+    .await;
+    let ws = made["workspace"]["workspace_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let key = run_cli(
+        &db.url,
+        &["api-key", "create", "--workspace", &ws, "--output", "json"],
+    )
+    .await;
+    let key = key["api_key"]["key"].as_str().unwrap().to_owned();
+    let (cookie, csrf) =
+        login_from_outbox(&client, &server.base, &db.url, "owner@example.com").await;
+    let (s, made) = status_json(
+        client
+            .post(format!("{}/v1/auth/tokens", server.base))
+            .header("Cookie", &cookie)
+            .header("X-CSRF-Token", &csrf)
+            .json(&json!({"name": "siem"}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 200, "{made}");
+    let token = made["token"].as_str().unwrap().to_owned();
+    let as_owner =
+        |req: reqwest::RequestBuilder| req.bearer_auth(&token).header("X-Service-Workspace", &ws);
+    let (s, sink) = status_json(
+        as_owner(client.post(format!("{}/v1/workspace/audit/sinks", server.base)))
+            .json(&json!({"name": "siem", "url": receiver.url()}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 200, "{sink}");
+    let secret = sink["secret"].as_str().unwrap().to_owned();
+    let sink_id = sink["sink"]["sink_id"].as_str().unwrap().to_owned();
+
+    // Events one after another, while the receiver fails and stalls at times; the server is
+    // killed, then stopped, mid-stream.
+    let mut names = Vec::new();
+    for round in 0..3 {
+        for i in 0..40 {
+            let name = format!("agent-{round}-{i:02}");
+            register(&client, &server.base, &key, &name).await;
+            names.push(name);
+            // Spread over several of the sink's polls (one a second).
+            tokio::time::sleep(Duration::from_millis(40)).await;
+        }
+        match round {
+            0 => {
+                server.child.start_kill().unwrap();
+                server.child.wait().await.unwrap();
+                server = serve(&db.url, &bootstrap_key, &env).await;
+            }
+            1 => {
+                sigterm(&mut server).await;
+                server = serve(&db.url, &bootstrap_key, &env).await;
+            }
+            _ => {}
+        }
+    }
+
+    // The receiver goes down: the sink says so, and how far behind it is.
+    receiver.set(DOWN);
+    register(&client, &server.base, &key, "while-down").await;
+    names.push("while-down".into());
+    let sink_url = format!("{}/v1/workspace/audit/sinks/{sink_id}", server.base);
+    let mut seen_down = Value::Null;
+    for _ in 0..150 {
+        let (_, body) = status_json(as_owner(client.get(&sink_url)).send().await.unwrap()).await;
+        let refused = body["sink"]["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("500"));
+        if body["sink"]["state"] == "retrying"
+            && refused
+            && body["sink"]["lag_events"].as_i64() > Some(0)
+        {
+            seen_down = body;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(seen_down["sink"]["state"], "retrying", "{seen_down}");
+    assert!(
+        seen_down["sink"]["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("500"),
+        "{seen_down}"
+    );
+    assert!(seen_down["sink"]["lag_seconds"].as_f64().unwrap() >= 0.0);
+    receiver.set(HEALTHY);
+
+    // Everything the audit trail holds since the sink was made arrives.
+    let mut trail = Vec::new();
+    let mut cursor = None::<String>;
+    loop {
+        let mut url = format!("{}/v1/workspace/audit/events?limit=200", server.base);
+        if let Some(c) = &cursor {
+            url.push_str(&format!("&cursor={c}"));
+        }
+        let (_, page) = status_json(
+            client
+                .get(url)
+                .header("X-Service-Api-Key", &key)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        trail.extend(page["items"].as_array().unwrap().iter().cloned());
+        match page["next_cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_owned()),
+            None => break,
+        }
+    }
+    let created = trail
+        .iter()
+        .position(|e| e["event_type"] == "audit.sink_created")
+        .expect("the sink's creation is audited");
+    let expected: std::collections::HashSet<String> = trail[..=created]
+        .iter()
+        .map(|e| e["event_id"].as_str().unwrap().to_owned())
+        .collect();
+    let mut delivered = Vec::new();
+    for _ in 0..300 {
+        delivered = distinct(&receiver.events(&secret));
+        let ids: std::collections::HashSet<String> = delivered
+            .iter()
+            .map(|e| e["event_id"].as_str().unwrap().to_owned())
+            .collect();
+        if expected.is_subset(&ids) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let ids: std::collections::HashSet<String> = delivered
+        .iter()
+        .map(|e| e["event_id"].as_str().unwrap().to_owned())
+        .collect();
+    let missing: Vec<_> = expected.difference(&ids).collect();
+    assert!(missing.is_empty(), "events never delivered: {missing:?}");
+    assert!(
+        delivered.iter().all(|e| e["workspace_id"] == ws.as_str()),
+        "only the workspace's events"
+    );
+    // The sink starts at its creation (on Postgres, events committed just before may come
+    // too: it starts below the oldest transaction still running).
+    assert!(delivered
+        .iter()
+        .any(|e| e["event_type"] == "audit.sink_created"));
+    // In commit order: the registrations, made one after another, arrive in that order.
+    let registered: Vec<&str> = delivered
+        .iter()
+        .filter(|e| e["event_type"] == "agent.registered")
+        .map(|e| e["details"]["name"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(registered, names, "every registration, once each, in order");
+    let repeats = receiver.events(&secret).len() - delivered.len();
+    assert!(
+        repeats > 0,
+        "the stalled batch was sent again (at least once)"
+    );
+
+    // Caught up: nothing pending, everything counted.
+    let mut state = Value::Null;
+    for _ in 0..50 {
+        let (_, body) = status_json(as_owner(client.get(&sink_url)).send().await.unwrap()).await;
+        state = body;
+        if state["sink"]["lag_events"] == 0 && state["sink"]["state"] == "delivering" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(state["sink"]["lag_events"], 0, "{state}");
+    assert_eq!(state["sink"]["lag_seconds"], 0.0, "{state}");
+    assert!(
+        state["sink"]["delivered_events"].as_i64().unwrap() >= delivered.len() as i64,
+        "{state}"
+    );
+    assert!(state["sink"]["last_delivered_at"].is_string(), "{state}");
+    eprintln!(
+        "{engine:?}: {} events delivered, {repeats} repeats",
+        delivered.len()
+    );
+    // The secret is never shown again, nor in the trail.
+    assert!(state["sink"].get("secret").is_none());
+    assert!(!serde_json::to_string(&trail).unwrap().contains(&secret));
+    server.child.start_kill().ok();
+    server.child.wait().await.ok();
+    db.drop_database().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_event_arrives_in_order_through_failures_and_restarts_sqlite() {
+    every_event_arrives_in_order(Engine::Sqlite).await;
+}
+
+#[cfg(acp_postgres)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_event_arrives_in_order_through_failures_and_restarts_postgres() {
+    every_event_arrives_in_order(Engine::Postgres).await;
+}
