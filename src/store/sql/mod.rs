@@ -27,6 +27,7 @@ mod accounts;
 mod agents;
 mod apply;
 mod audit;
+pub mod backup;
 mod credentials;
 mod email;
 mod policies;
