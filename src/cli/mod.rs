@@ -13,6 +13,7 @@
 
 mod api_key;
 mod audit;
+mod backup;
 mod client;
 mod credentials;
 mod healthcheck;
@@ -75,6 +76,10 @@ pub enum Command {
     Keys(keys::KeysArgs),
     /// The vault's keys: re-wrap every secret set's data key after a master-key rotation
     Vault(vault::VaultArgs),
+    /// Write a consistent copy of the SQLite database while the servers run
+    Backup(backup::BackupArgs),
+    /// Put a backup in place of the SQLite database (the servers stopped)
+    Restore(backup::RestoreArgs),
     /// Log in to a server from this terminal (magic link) and store a token for it
     Login(login::LoginArgs),
     /// Revoke and forget the stored login of a server
@@ -217,6 +222,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Sync(args) => sync::run(args).await,
         Command::Keys(args) => keys::run(args).await,
         Command::Vault(args) => vault::run(args).await,
+        Command::Backup(args) => backup::backup(args).await,
+        Command::Restore(args) => backup::restore(args).await,
         Command::Login(args) => login::login(args).await,
         Command::Logout(args) => login::logout(args).await,
         Command::Whoami(args) => login::whoami(args).await,

@@ -1064,6 +1064,12 @@ async fn any_or_destroyed(
         .id)
 }
 
+/// True when `master` opens the data key `wrapped` of secret set `set_id` in `workspace_id` (as
+/// stored): what `acp restore` checks of a backup before putting it in place.
+pub fn data_key_opens(master: &MasterKey, workspace_id: &str, set_id: &str, wrapped: &str) -> bool {
+    DataKey::unwrap_with(master, wrapped, &dek_context(workspace_id, set_id)).is_ok()
+}
+
 /// Checked at start: every live secret set's data key opens with `master`. Answers the sets
 /// that do not (their ids), so that the server refuses to start rather than fail on first use.
 pub async fn unreadable_sets(

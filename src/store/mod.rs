@@ -39,6 +39,7 @@ pub use group_commit::{GroupCommit, Writer};
 pub use model::*;
 pub use policies::{PolicyOp, PolicyStore, APPROVAL_USED};
 pub use site::{SiteOp, SiteStore};
+pub use sql::backup;
 pub use sql::{sqlite_file, OpenOptions, SqlStore, SqliteSynchronous, IDEMPOTENCY_KEY_TAKEN};
 pub use telemetry::{TelemetryOp, TelemetryStore};
 pub use vault::{VaultOp, VaultStore};

@@ -13,6 +13,7 @@ mod access;
 mod agents;
 mod approvals;
 mod audit;
+mod backup;
 mod bad_input;
 #[cfg(acp_browser)]
 mod browser;

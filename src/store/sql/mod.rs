@@ -27,6 +27,7 @@ mod accounts;
 mod agents;
 mod apply;
 mod audit;
+pub mod backup;
 mod credentials;
 mod email;
 mod policies;
@@ -94,6 +95,9 @@ pub struct SqlStore {
     /// that: once per group-commit batch on the `/v1/check` path. `None` for Postgres, whose
     /// connections come from the pool (which tests them) for each write.
     held: Option<Mutex<Option<PoolConnection<Any>>>>,
+    /// SQLite: a shared lock on the database's lock file while the store is open, so that
+    /// `acp restore` never replaces a database in use (see `backup.rs`).
+    _lock: Option<backup::DatabaseLock>,
 }
 
 /// A connection to write on: SQLite's held one, or one from the Postgres pool.
@@ -177,9 +181,17 @@ impl SqlStore {
                 read: pool.clone(),
                 write: pool,
                 held: None,
+                _lock: None,
             }
         } else {
             let connect = AnyConnectOptions::from_str(&sqlite_url(url)?)?;
+            let lock = match sqlite_file(url) {
+                Some((path, _)) => Some(
+                    backup::lock_shared(Path::new(path))
+                        .map_err(|e| StoreError::Database(e.to_string()))?,
+                ),
+                None => None,
+            };
             let synchronous = options.sqlite_synchronous.pragma();
             let pool = |size: u32| {
                 AnyPoolOptions::new()
@@ -208,6 +220,7 @@ impl SqlStore {
                 read,
                 write,
                 held: Some(Mutex::new(None)),
+                _lock: lock,
             });
         };
         POSTGRES_MIGRATIONS.run(&store.write).await?;
