@@ -57,6 +57,8 @@ pub async fn run(args: &ServeArgs) -> anyhow::Result<i32> {
     }
     tracing::info!(database = %redact_url(&config.database_url), "opening the database");
     let app = App::build(config).await?;
+    // Before the address is printed: whoever reads it may send SIGTERM at once.
+    let stop = shutdown_signal();
     let prefix = app.context().config.path_prefix.clone().unwrap_or_default();
     let base = format!("http://{}{prefix}", app.local_addr());
     // How the admin commands find this database (never with a password in it).
@@ -112,6 +114,6 @@ pub async fn run(args: &ServeArgs) -> anyhow::Result<i32> {
     line(format!(
         "acp listening on {base}  (OpenAPI: {base}/openapi.json, ready: {base}/readyz)"
     ))?;
-    app.run(shutdown_signal()).await?;
+    app.run(stop).await?;
     Ok(0)
 }

@@ -1,5 +1,5 @@
 //! `acp vault rewrap --from-key OLD`: after the master key is rotated, seals every vault data
-//! key and every JWT signing key again with the new master key (the configured one), so that
+//! key, every JWT signing key and every audit sink's secret again with the new master key (the configured one), so that
 //! the server starts and the secrets stay readable. The values themselves are not touched: only the per-set data keys,
 //! each in one compare-and-set write. Run it with the servers stopped or running (a set whose
 //! data key changed meanwhile is reported), then start them with the new key.
@@ -55,12 +55,12 @@ pub async fn run(args: &VaultArgs) -> anyhow::Result<i32> {
     let done = done.map_err(anyhow::Error::msg)?;
     if output.json() {
         line(
-            json!({"ok": true, "rewrapped": done.rewrapped, "already_current": done.current, "signing_keys_resealed": done.signing_keys}),
+            json!({"ok": true, "rewrapped": done.rewrapped, "already_current": done.current, "signing_keys_resealed": done.signing_keys, "sink_secrets_resealed": done.sink_secrets}),
         )?;
     } else {
         line(format!(
-            "Re-wrapped {} secret set data key(s) with the new master key ({} already used it), and re-sealed {} JWT signing key(s).",
-            done.rewrapped, done.current, done.signing_keys
+            "Re-wrapped {} secret set data key(s) with the new master key ({} already used it), and re-sealed {} JWT signing key(s) and {} audit sink secret(s).",
+            done.rewrapped, done.current, done.signing_keys, done.sink_secrets
         ))?;
     }
     Ok(0)

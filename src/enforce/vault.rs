@@ -1096,6 +1096,8 @@ pub struct Rewrapped {
     pub current: usize,
     /// JWT signing keys sealed again with the new key (the master key seals them too).
     pub signing_keys: usize,
+    /// Audit sinks' signing secrets sealed again with the new key.
+    pub sink_secrets: usize,
 }
 
 /// Seals every data key, and every JWT signing key, that `old` opens again with `new` (after a
@@ -1158,6 +1160,32 @@ pub async fn rewrap(
         .await
         .map_err(|e| e.to_string())?;
         done.signing_keys += 1;
+    }
+    // And the audit sinks' signing secrets.
+    let sinks = store.all_sinks().await.map_err(|e| e.to_string())?;
+    for sink in sinks {
+        let context = crate::audit::delivery::secret_context(&sink.id);
+        if new.open(&sink.secret_sealed, &context).is_ok() {
+            continue;
+        }
+        let secret = old.open(&sink.secret_sealed, &context).map_err(|_| {
+            format!(
+                "the secret of audit sink {} opens with neither the old nor the new master key",
+                sink.id
+            )
+        })?;
+        let sealed = new.seal(&secret, &context)?;
+        crate::store::apply_one(
+            store,
+            Change::new(crate::store::AuditOp::ResealSinkSecret {
+                sink_id: sink.id.clone(),
+                previous: sink.secret_sealed.clone(),
+                sealed,
+            }),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        done.sink_secrets += 1;
     }
     Ok(done)
 }

@@ -34,7 +34,7 @@ pub async fn list(
 #[utoipa::path(post, path = "/v1/workspace/audit/sinks", tag = "audit", request_body = CreateAuditSinkRequest,
     security(("session" = []), ("access_token" = [])),
     responses((status = 200, body = AuditSinkSecretResponse),
-        (status = 400, description = "`invalid_sink_url`, `invalid_name`, `missing_field`", body = ErrorBody),
+        (status = 400, description = "`invalid_sink_url`, `invalid_name`, `missing_name`", body = ErrorBody),
         (status = 403, description = "`insufficient_role`", body = ErrorBody),
         (status = 409, description = "`too_many_sinks`", body = ErrorBody)))]
 #[tracing::instrument(level = "debug", skip_all)]

@@ -93,6 +93,13 @@ pub enum AuditOp {
         workspace_id: String,
         sink_id: String,
     },
+    /// The sink's secret sealed again (a master-key rotation), if it is still `previous`:
+    /// `Conflict` when it changed meanwhile.
+    ResealSinkSecret {
+        sink_id: String,
+        previous: String,
+        sealed: String,
+    },
     /// Sets the workspace's retention.
     SetRetention {
         workspace_id: String,
@@ -114,6 +121,8 @@ pub trait AuditStore: Send + Sync {
     /// Newest first, as the query filters and pages them.
     async fn audit_events(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError>;
 
+    /// Every workspace's sinks (a master-key rotation seals their secrets again).
+    async fn all_sinks(&self) -> Result<Vec<SinkRecord>, StoreError>;
     /// The workspace's sinks, oldest first.
     async fn sinks(&self, workspace_id: &str) -> Result<Vec<SinkRecord>, StoreError>;
     async fn sink(&self, workspace_id: &str, sink_id: &str) -> Result<SinkRecord, StoreError>;

@@ -14,6 +14,7 @@ use sha2::Sha256;
 use tokio::process::Child;
 use tower::ServiceExt as _;
 
+use crate::both_engines;
 use crate::helpers::*;
 use crate::replicas::start_replica_with;
 
@@ -482,4 +483,290 @@ async fn every_event_arrives_in_order_through_failures_and_restarts_sqlite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_event_arrives_in_order_through_failures_and_restarts_postgres() {
     every_event_arrives_in_order(Engine::Postgres).await;
+}
+
+// ---- the sinks' API and retention, in-process ----------------------------------------------
+
+both_engines! {
+    async fn owners_and_admins_configure_sinks_members_only_read_them(app) {
+        app.grant(&app.workspace_id, "owner@example.com", "owner").await;
+        app.grant(&app.workspace_id, "member@example.com", "member").await;
+        let owner = app.login("owner@example.com").await;
+        let member = app.login("member@example.com").await;
+
+        for (body, code) in [
+            (json!({"name": "x", "url": "http://siem.example.com/"}), "invalid_sink_url"),
+            (json!({"name": "x", "url": "https://u:p@siem.example.com/"}), "invalid_sink_url"),
+            (json!({"name": "x", "url": "not a url"}), "invalid_sink_url"),
+            (json!({"name": "  ", "url": "https://siem.example.com/"}), "missing_name"),
+        ] {
+            assert_error(owner.post("/v1/workspace/audit/sinks", &body).await, 400, code).await;
+        }
+        assert_error(
+            member.post("/v1/workspace/audit/sinks", &json!({"name": "x", "url": "https://siem.example.com/"})).await,
+            403,
+            "insufficient_role",
+        )
+        .await;
+        // API keys manage no sinks.
+        let res = app.post("/v1/workspace/audit/sinks", &json!({"name": "x", "url": "https://siem.example.com/"})).await;
+        assert!(matches!(res.status().as_u16(), 401 | 403), "{}", res.status());
+
+        let (s, made) = status_json(
+            owner
+                .post("/v1/workspace/audit/sinks", &json!({"name": "SIEM", "url": "https://siem.example.com/acp", "enabled": false}))
+                .await,
+        )
+        .await;
+        assert_eq!(s, 200, "{made}");
+        let secret = made["secret"].as_str().unwrap().to_owned();
+        assert!(secret.starts_with("whsec_"));
+        let id = made["sink"]["sink_id"].as_str().unwrap().to_owned();
+        assert_eq!(made["sink"]["state"], "paused");
+        assert_eq!(made["sink"]["kind"], "https_ndjson");
+
+        // Members see the sink and its state, never its secret.
+        let (s, list) = status_json(member.get("/v1/workspace/audit/sinks").await).await;
+        assert_eq!(s, 200, "{list}");
+        assert_eq!(list["items"][0]["sink_id"], id.as_str());
+        assert_eq!(list["items"][0]["enabled"], false);
+        assert!(!list.to_string().contains(&secret));
+        assert_error(
+            member.post(&format!("/v1/workspace/audit/sinks/{id}"), &json!({"enabled": true})).await,
+            403,
+            "insufficient_role",
+        )
+        .await;
+
+        // Resume, rename, rotate, delete: each audited with the person.
+        let (s, resumed) = status_json(
+            owner.post(&format!("/v1/workspace/audit/sinks/{id}"), &json!({"enabled": true, "name": "SIEM 2"})).await,
+        )
+        .await;
+        assert_eq!(s, 200, "{resumed}");
+        assert_eq!(resumed["sink"]["name"], "SIEM 2");
+        assert_eq!(resumed["sink"]["enabled"], true);
+        let (s, rotated) = status_json(owner.post(&format!("/v1/workspace/audit/sinks/{id}/rotate-secret"), &json!({})).await).await;
+        assert_eq!(s, 200, "{rotated}");
+        let new_secret = rotated["secret"].as_str().unwrap();
+        assert_ne!(new_secret, secret);
+        assert_error(owner.get("/v1/workspace/audit/sinks/snk_nope").await, 404, "unknown_sink").await;
+        let events: Vec<Value> = audit_events(&app, "limit=200")
+            .await
+            .into_iter()
+            .filter(|e| e["event_type"].as_str().unwrap().starts_with("audit.sink_"))
+            .collect();
+        let types: Vec<&str> = events.iter().map(|e| e["event_type"].as_str().unwrap()).collect();
+        assert!(types.contains(&"audit.sink_created") && types.contains(&"audit.sink_resumed") && types.contains(&"audit.sink_secret_rotated"), "{types:?}");
+        assert!(events.iter().all(|e| e["actor"].as_str().unwrap().starts_with("user:")));
+        let trail = serde_json::to_string(&events).unwrap();
+        assert!(!trail.contains(&secret) && !trail.contains(new_secret), "no secret in the trail");
+
+        // At most ten sinks.
+        for i in 1..10 {
+            let (s, body) = status_json(owner.post("/v1/workspace/audit/sinks", &json!({"name": format!("s{i}"), "url": "https://siem.example.com/", "enabled": false})).await).await;
+            assert_eq!(s, 200, "{body}");
+        }
+        assert_error(
+            owner.post("/v1/workspace/audit/sinks", &json!({"name": "eleventh", "url": "https://siem.example.com/"})).await,
+            409,
+            "too_many_sinks",
+        )
+        .await;
+        let (s, _) = status_json(owner.post(&format!("/v1/workspace/audit/sinks/{id}/delete"), &json!({})).await).await;
+        assert_eq!(s, 200);
+        assert_error(owner.get(&format!("/v1/workspace/audit/sinks/{id}")).await, 404, "unknown_sink").await;
+        assert_eq!(audit_events(&app, "event_type=audit.sink_deleted").await.len(), 1);
+    }
+}
+
+/// Old rows, written straight into the database (the server stamps new ones with now).
+async fn insert_old_rows(db_url: &str, workspace_id: &str, agent_id: &str, n: i64, days_ago: i64) {
+    sqlx::any::install_default_drivers();
+    let pool = sqlx::AnyPool::connect(db_url).await.unwrap();
+    let at = now_ms() - days_ago * 86_400_000;
+    for i in 0..n {
+        sqlx::query(
+            "INSERT INTO audit_events (id, workspace_id, created_at, event_type, agent_id, action, decision, \
+             policy_id, policy_hash, trace_id, reasons, reason_codes, actor, details) \
+             VALUES ($1, $2, $3, 'old.event', NULL, 'old', NULL, NULL, NULL, NULL, '[]', '[]', 'system', '{}')",
+        )
+        .bind(format!("evt_old{days_ago}_{i:05}"))
+        .bind(workspace_id)
+        .bind(at + i)
+        .execute(&pool)
+        .await
+        .unwrap();
+        sqlx::query(
+            "INSERT INTO heartbeats (id, workspace_id, agent_id, status, latency_ms, observed_at, created_at, source) \
+             VALUES ($1, $2, $3, 'ok', 1.0, $4, $4, 'agent')",
+        )
+        .bind(format!("hb_old{days_ago}_{i:05}"))
+        .bind(workspace_id)
+        .bind(agent_id)
+        .bind(at + i)
+        .execute(&pool)
+        .await
+        .unwrap();
+    }
+    pool.close().await;
+}
+
+async fn count(db_url: &str, sql: &str, workspace_id: &str) -> i64 {
+    let pool = sqlx::AnyPool::connect(db_url).await.unwrap();
+    let n: i64 = sqlx::query_scalar(sql)
+        .bind(workspace_id)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    n
+}
+
+async fn retention_prunes_old_rows_but_never_what_a_sink_has_not_delivered(engine: Engine) {
+    let app = TestApp::spawn_with(engine, |c| c.retention_interval_secs = 1).await;
+    app.grant(&app.workspace_id, "owner@example.com", "owner")
+        .await;
+    let owner = app.login("owner@example.com").await;
+    let agent = app.active_agent("beating").await;
+
+    // Settings: checked, and `null` keeps everything.
+    assert_error(
+        owner
+            .post(
+                "/v1/workspace/settings",
+                &json!({"audit_retention_days": 0}),
+            )
+            .await,
+        400,
+        "invalid_retention",
+    )
+    .await;
+    assert_error(
+        owner
+            .post(
+                "/v1/workspace/settings",
+                &json!({"heartbeat_retention_days": 40000}),
+            )
+            .await,
+        400,
+        "invalid_retention",
+    )
+    .await;
+    let (s, settings) = status_json(owner.get("/v1/workspace/settings").await).await;
+    assert_eq!(s, 200);
+    assert_eq!(
+        settings["audit_retention_days"],
+        Value::Null,
+        "the default keeps everything"
+    );
+
+    // A paused sink made before the old rows appear: they are after its cursor, undelivered.
+    let (s, made) = status_json(
+        owner
+            .post(
+                "/v1/workspace/audit/sinks",
+                &json!({"name": "later", "url": "https://siem.example.com/", "enabled": false}),
+            )
+            .await,
+    )
+    .await;
+    assert_eq!(s, 200, "{made}");
+    let sink = made["sink"]["sink_id"].as_str().unwrap().to_owned();
+    insert_old_rows(&app.db_url, &app.workspace_id, &agent.id, 1_500, 10).await;
+    let old_events =
+        "SELECT COUNT(*) FROM audit_events WHERE workspace_id = $1 AND event_type = 'old.event'";
+    let old_beats = "SELECT COUNT(*) FROM heartbeats WHERE workspace_id = $1 AND id LIKE 'hb_old%'";
+
+    let (s, settings) = status_json(
+        owner
+            .post(
+                "/v1/workspace/settings",
+                &json!({"audit_retention_days": 7, "heartbeat_retention_days": 7}),
+            )
+            .await,
+    )
+    .await;
+    assert_eq!(s, 200, "{settings}");
+    assert_eq!(settings["audit_retention_days"], 7);
+    // Heartbeats go (in more than one batch); the undelivered events stay.
+    for _ in 0..100 {
+        if count(&app.db_url, old_beats, &app.workspace_id).await == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(count(&app.db_url, old_beats, &app.workspace_id).await, 0);
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert_eq!(
+        count(&app.db_url, old_events, &app.workspace_id).await,
+        1_500,
+        "a sink's undelivered events are kept"
+    );
+    let pruned = audit_events(&app, "event_type=retention.pruned").await;
+    assert_eq!(pruned.len(), 1, "{pruned:?}");
+    assert_eq!(pruned[0]["details"]["table"], "heartbeats");
+    assert_eq!(pruned[0]["details"]["deleted"], 1_500);
+    assert_eq!(pruned[0]["actor"], "system");
+
+    // Without the sink they go too; recent events stay.
+    let (s, _) = status_json(
+        owner
+            .post(
+                &format!("/v1/workspace/audit/sinks/{sink}/delete"),
+                &json!({}),
+            )
+            .await,
+    )
+    .await;
+    assert_eq!(s, 200);
+    for _ in 0..100 {
+        if count(&app.db_url, old_events, &app.workspace_id).await == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(count(&app.db_url, old_events, &app.workspace_id).await, 0);
+    let pruned = audit_events(&app, "event_type=retention.pruned").await;
+    let events_pruned: i64 = pruned
+        .iter()
+        .filter(|e| e["details"]["table"] == "audit_events")
+        .map(|e| e["details"]["deleted"].as_i64().unwrap())
+        .sum();
+    assert_eq!(events_pruned, 1_500, "{pruned:?}");
+    assert!(
+        !audit_events(&app, "event_type=audit.sink_created")
+            .await
+            .is_empty(),
+        "recent events stay"
+    );
+
+    // `null` keeps everything again.
+    let (s, settings) = status_json(
+        owner
+            .post(
+                "/v1/workspace/settings",
+                &json!({"audit_retention_days": null}),
+            )
+            .await,
+    )
+    .await;
+    assert_eq!(s, 200);
+    assert_eq!(settings["audit_retention_days"], Value::Null);
+    assert_eq!(
+        settings["heartbeat_retention_days"], 7,
+        "an absent field is unchanged"
+    );
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_prunes_old_rows_but_never_undelivered_events_sqlite() {
+    retention_prunes_old_rows_but_never_what_a_sink_has_not_delivered(Engine::Sqlite).await;
+}
+
+#[cfg(acp_postgres)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_prunes_old_rows_but_never_undelivered_events_postgres() {
+    retention_prunes_old_rows_but_never_what_a_sink_has_not_delivered(Engine::Postgres).await;
 }

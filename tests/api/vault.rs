@@ -222,6 +222,9 @@ both_engines! {
         app.grant(&app.workspace_id, "owner@example.com", "owner").await;
         let owner = app.login("owner@example.com").await;
         assert_eq!(owner.post("/v1/vault/secret-sets", &stripe_set()).await.status(), 200);
+        // An audit sink's signing secret is sealed with the master key too.
+        let (s, sink) = status_json(owner.post("/v1/workspace/audit/sinks", &json!({"name": "siem", "url": "https://siem.example.com/", "enabled": false})).await).await;
+        assert_eq!(s, 200, "{sink}");
         let db_url = app.db_url.clone();
         let new_key = "bmV3LW1hc3Rlci1rZXktb2YtdGhlLWFjcC10ZXN0cyE=";
         let start = |key: &str| {
@@ -244,6 +247,7 @@ both_engines! {
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let done: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!((done["rewrapped"].as_i64(), done["signing_keys_resealed"].as_i64()), (Some(1), Some(1)), "{done}");
+        assert_eq!(done["sink_secrets_resealed"], 1, "{done}");
         let started = start(new_key).await.expect("starts with the new key");
         drop(started);
         // The JWT issuer still signs: its key opens with the new master key.
@@ -253,6 +257,11 @@ both_engines! {
         for k in store.signing_keys(0).await.unwrap() {
             assert!(new_master.open(k.private_key.expose(), &k.kid).is_ok(), "{}", k.kid);
         }
+        use acp::store::AuditStore;
+        let sinks = store.all_sinks().await.unwrap();
+        assert_eq!(sinks.len(), 1);
+        let opened = new_master.open(&sinks[0].secret_sealed, &acp::audit::delivery::secret_context(&sinks[0].id)).unwrap();
+        assert_eq!(String::from_utf8(opened).unwrap(), sink["secret"].as_str().unwrap());
         store.close().await;
         assert!(start(TEST_MASTER_KEY).await.is_err());
         app.stop().await;

@@ -198,6 +198,16 @@ impl AuditStore for SqlStore {
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
+    async fn all_sinks(&self) -> Result<Vec<SinkRecord>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {SINK_COLUMNS} FROM audit_sinks ORDER BY created_at, id"
+        ))
+        .fetch_all(&self.read)
+        .await?;
+        Ok(rows.iter().map(sink_from_row).collect::<Result<_, _>>()?)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn sinks(&self, workspace_id: &str) -> Result<Vec<SinkRecord>, StoreError> {
         let rows = sqlx::query(&format!(
             "SELECT {SINK_COLUMNS} FROM audit_sinks WHERE workspace_id = $1 ORDER BY created_at, id"
@@ -583,6 +593,26 @@ pub(super) async fn apply(
                 .execute(&mut **tx)
                 .await?;
             found(done.rows_affected())
+        }
+        AuditOp::ResealSinkSecret {
+            sink_id,
+            previous,
+            sealed,
+        } => {
+            let done = sqlx::query(
+                "UPDATE audit_sinks SET secret_sealed = $3 WHERE id = $1 AND secret_sealed = $2",
+            )
+            .bind(sink_id)
+            .bind(previous)
+            .bind(sealed)
+            .execute(&mut **tx)
+            .await?;
+            if done.rows_affected() == 0 {
+                return Err(StoreError::Conflict(format!(
+                    "the secret of audit sink {sink_id} changed meanwhile, or the sink is gone"
+                )));
+            }
+            Ok(Applied::Done)
         }
         AuditOp::SetRetention {
             workspace_id,
