@@ -16,7 +16,7 @@ use crate::time::{iso, now_ms};
 /// Rows deleted per statement.
 pub const PRUNE_BATCH: i64 = 1_000;
 /// The pause between two batches, for the writes of the hot path.
-const PAUSE: Duration = Duration::from_millis(20);
+const PAUSE: Duration = Duration::from_millis(50);
 const DAY_MS: i64 = 86_400_000;
 
 /// Runs until the server closes.

@@ -1,5 +1,6 @@
 //! Audit sinks: a real HTTPS receiver on loopback that fails, stalls and goes down at times,
-//! and a real `acp serve` process killed (-9) and stopped (SIGTERM) mid-stream: every event
+//! and a real `acp serve` process killed (-9) and stopped (SIGTERM) mid-stream, then two
+//! replicas delivering together: every event
 //! of the workspace arrives, signed, in commit order (repeats allowed, dropped by `event_id`),
 //! on both engines. Then the sinks' API and retention, in-process.
 
@@ -319,12 +320,18 @@ async fn every_event_arrives_in_order(engine: Engine) {
     let sink_id = sink["sink"]["sink_id"].as_str().unwrap().to_owned();
 
     // Events one after another, while the receiver fails and stalls at times; the server is
-    // killed, then stopped, mid-stream.
+    // killed, then stopped, mid-stream; in the last round a second replica delivers too, and
+    // the events are made on both in turn.
     let mut names = Vec::new();
+    let mut second: Option<Server> = None;
     for round in 0..3 {
         for i in 0..40 {
             let name = format!("agent-{round}-{i:02}");
-            register(&client, &server.base, &key, &name).await;
+            let base = match &second {
+                Some(other) if i % 2 == 1 => other.base.clone(),
+                _ => server.base.clone(),
+            };
+            register(&client, &base, &key, &name).await;
             names.push(name);
             // Spread over several of the sink's polls (one a second).
             tokio::time::sleep(Duration::from_millis(40)).await;
@@ -338,6 +345,7 @@ async fn every_event_arrives_in_order(engine: Engine) {
             1 => {
                 sigterm(&mut server).await;
                 server = serve(&db.url, &bootstrap_key, &env).await;
+                second = Some(serve(&db.url, &bootstrap_key, &env).await);
             }
             _ => {}
         }
@@ -469,8 +477,10 @@ async fn every_event_arrives_in_order(engine: Engine) {
     // The secret is never shown again, nor in the trail.
     assert!(state["sink"].get("secret").is_none());
     assert!(!serde_json::to_string(&trail).unwrap().contains(&secret));
-    server.child.start_kill().ok();
-    server.child.wait().await.ok();
+    for mut s in [Some(server), second].into_iter().flatten() {
+        s.child.start_kill().ok();
+        s.child.wait().await.ok();
+    }
     db.drop_database().await;
 }
 
