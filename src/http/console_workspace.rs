@@ -38,7 +38,7 @@ const ROLES: [&str; 4] = ["member", "approver", "admin", "owner"];
 const TOKEN_DAYS: [i64; 4] = [7, 30, 90, 365];
 
 /// What each change says when it is done (the `done` of the page's query).
-const NOTICES: [(&str, &str); 7] = [
+const NOTICES: [(&str, &str); 8] = [
     ("member", "Member saved: they have the role shown below."),
     (
         "removed",
@@ -53,6 +53,10 @@ const NOTICES: [(&str, &str); 7] = [
         "Access token revoked: requests with it fail from now on.",
     ),
     ("settings", "Approval settings saved."),
+    (
+        "retention",
+        "Retention saved: older rows are pruned within the next minutes.",
+    ),
     (
         "workspace",
         "Workspace created: you are its owner and it is selected.",
@@ -92,6 +96,10 @@ struct WorkspaceParts {
     members: Listed<MemberRow>,
     keys: Listed<KeyRow>,
     require_member_approval: bool,
+    /// Days kept, as the form shows them (empty: everything is kept).
+    audit_retention_days: String,
+    heartbeat_retention_days: String,
+    sinks: Vec<crate::api::AuditSink>,
 }
 
 /// One page of a list, and the links to its first and next pages.
@@ -352,6 +360,17 @@ async fn workspace_parts(
         members,
         keys,
         require_member_approval: settings.require_member_approval,
+        audit_retention_days: settings
+            .audit_retention_days
+            .map(|d| d.to_string())
+            .unwrap_or_default(),
+        heartbeat_retention_days: settings
+            .heartbeat_retention_days
+            .map(|d| d.to_string())
+            .unwrap_or_default(),
+        sinks: crate::identity::audit_sinks::list(ctx, principal)
+            .await?
+            .items,
     })
 }
 
@@ -836,6 +855,62 @@ pub async fn save_settings(
             )
             .await?;
             Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "settings")))
+        },
+    )
+    .await
+}
+
+/// A retention field of the form: absent leaves it, empty keeps everything, else days.
+fn retention_field(
+    fields: &[(String, String)],
+    name: &str,
+) -> Result<Option<Option<i64>>, ApiError> {
+    match field(fields, name).map(str::trim) {
+        None => Ok(None),
+        Some("") => Ok(Some(None)),
+        Some(text) => text
+            .parse::<i64>()
+            .map(|days| Some(Some(days)))
+            .map_err(|_| {
+                ApiError::bad_request(
+                    "invalid_retention",
+                    format!("`{name}` must be a number of days, or empty to keep everything"),
+                )
+            }),
+    }
+}
+
+/// Sets the workspace's retention (a form: `csrf`, `audit_retention_days`,
+/// `heartbeat_retention_days`; empty keeps everything), as `POST /v1/workspace/settings`.
+#[utoipa::path(post, path = "/dashboard/settings/retention", tag = "dashboard",
+    request_body(content = String, content_type = "application/x-www-form-urlencoded", description = "`csrf` (the session's token), `audit_retention_days` and `heartbeat_retention_days` (days; empty keeps everything)"),
+    responses((status = 303, description = "saved: to /dashboard/settings (or not logged in: to /login)"),
+        (status = 400, description = "HTML page: `invalid_retention`"),
+        (status = 403, description = "HTML page: `csrf_failed`, or `insufficient_role`")))]
+#[tracing::instrument(level = "debug", skip_all)]
+pub async fn save_retention(
+    State(ctx): State<SharedContext>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    form_answer(
+        &ctx,
+        &headers,
+        &body,
+        Section::Workspace,
+        async |principal, fields| {
+            person_requires(principal, Need::WorkspaceChange)?;
+            approvals::update_settings(
+                &ctx,
+                principal,
+                api::UpdateWorkspaceSettings {
+                    audit_retention_days: retention_field(&fields, "audit_retention_days")?,
+                    heartbeat_retention_days: retention_field(&fields, "heartbeat_retention_days")?,
+                    ..Default::default()
+                },
+            )
+            .await?;
+            Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "retention")))
         },
     )
     .await

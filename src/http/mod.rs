@@ -337,6 +337,7 @@ fn routes() -> OpenApiRouter<SharedContext> {
             console_workspace::revoke_token
         )) // GET, POST /dashboard/settings/tokens/{token_id}/revoke
         .routes(routes!(console_workspace::save_settings)) // POST /dashboard/settings/approval
+        .routes(routes!(console_workspace::save_retention)) // POST /dashboard/settings/retention
         .routes(routes!(console_workspace::create_workspace)) // POST /dashboard/settings/workspaces
         .routes(routes!(site::home)) // GET /
         .routes(routes!(site::summary)) // GET /v1/status/summary

@@ -353,3 +353,39 @@ both_engines! {
         assert_eq!((s, code.as_str()), (400, "missing_name"));
     }
 }
+
+both_engines! {
+    async fn retention_is_set_from_the_console_and_sinks_are_shown_with_their_state(app) {
+        app.grant(&app.workspace_id, "owner@example.com", "owner").await;
+        app.grant(&app.workspace_id, "member@example.com", "member").await;
+        let owner = app.login("owner@example.com").await;
+        let member = app.login("member@example.com").await;
+        let (_, html) = page(&owner, "/dashboard/settings").await;
+        assert!(html.contains("id=\"audit-retention\">all<") && html.contains("id=\"no-sinks\""), "{html}");
+
+        let res = post_form(&owner, "/dashboard/settings/retention", &[("csrf", &owner.csrf), ("audit_retention_days", "90"), ("heartbeat_retention_days", "")]).await;
+        assert_eq!((res.status().as_u16(), res.headers()["location"].to_str().unwrap()), (303, "/dashboard/settings?done=retention"));
+        let (_, got) = status_json(owner.get("/v1/workspace/settings").await).await;
+        assert_eq!((got["audit_retention_days"].clone(), got["heartbeat_retention_days"].clone()), (serde_json::json!(90), Value::Null));
+        let (s, code) = refused(post_form(&owner, "/dashboard/settings/retention", &[("csrf", &owner.csrf), ("audit_retention_days", "0")]).await).await;
+        assert_eq!((s, code.as_str()), (400, "invalid_retention"));
+        let (s, code) = refused(post_form(&owner, "/dashboard/settings/retention", &[("csrf", &owner.csrf), ("audit_retention_days", "soon")]).await).await;
+        assert_eq!((s, code.as_str()), (400, "invalid_retention"));
+        let (s, code) = refused(post_form(&member, "/dashboard/settings/retention", &[("csrf", &member.csrf), ("audit_retention_days", "1")]).await).await;
+        assert_eq!((s, code.as_str()), (403, "insufficient_role"));
+        let (s, code) = refused(post_form(&owner, "/dashboard/settings/retention", &[("audit_retention_days", "1")]).await).await;
+        assert_eq!((s, code.as_str()), (403, "csrf_failed"));
+
+        // A sink made through the API is listed, escaped, with its state; never its secret.
+        let (s, made) = status_json(owner.post("/v1/workspace/audit/sinks", &serde_json::json!({"name": HOSTILE, "url": "https://siem.example.com/acp", "enabled": false})).await).await;
+        assert_eq!(s, 200, "{made}");
+        for person in [&owner, &member] {
+            let (_, html) = page(person, "/dashboard/settings?done=retention").await;
+            assert!(html.contains("id=\"audit-retention\">90 days<"), "{html}");
+            assert!(html.contains("https://siem.example.com/acp") && html.contains(">paused<"), "{html}");
+            assert!(!html.contains(HOSTILE) && !html.contains(made["secret"].as_str().unwrap()));
+        }
+        let (_, html) = page(&member, "/dashboard/settings").await;
+        assert!(!html.contains("id=\"retention-form\""), "members read, owners and admins change");
+    }
+}
