@@ -1,5 +1,6 @@
 //! `acp audit search` (the audit trail with filters) and `acp audit tail [--follow]` (the newest
-//! events, then new ones as they are committed, from the server's event stream).
+//! events, then new ones as they are committed, from the server's event stream); `acp audit
+//! sinks` and `acp audit retention` are in `sinks.rs`.
 
 use std::collections::{HashSet, VecDeque};
 use std::time::Duration;
@@ -67,6 +68,18 @@ pub enum AuditCommand {
         /// How many (1 to 10000)
         #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(i64).range(1..=10_000))]
         limit: i64,
+    },
+    /// Outbound audit sinks: list, create, show, pause, resume, rotate-secret, delete
+    #[command(subcommand)]
+    Sinks(super::sinks::SinkCommand),
+    /// How long audit events and heartbeats are kept: shown, or set with the flags
+    Retention {
+        /// Days to keep audit events, or `keep` for all
+        #[arg(long, value_parser = super::sinks::parse_days)]
+        events: Option<super::sinks::Days>,
+        /// Days to keep heartbeats, or `keep` for all
+        #[arg(long, value_parser = super::sinks::parse_days)]
+        heartbeats: Option<super::sinks::Days>,
     },
     /// The newest events, oldest first; with --follow, then each new event as it is committed
     Tail {
@@ -148,6 +161,15 @@ pub async fn run(args: &AuditArgs) -> anyhow::Result<i32> {
                 lines,
                 follow,
             } => tail(&client, filters, *lines, *follow, args.client.json()).await,
+            AuditCommand::Sinks(command) => {
+                super::sinks::sinks(&client, command, args.client.json(), |what| {
+                    args.client.confirm(what)
+                })
+                .await
+            }
+            AuditCommand::Retention { events, heartbeats } => {
+                super::sinks::retention(&client, *events, *heartbeats, args.client.json()).await
+            }
         }
     }
     .await;

@@ -26,6 +26,7 @@ pub mod output;
 mod policy;
 mod policy_remote;
 mod serve;
+mod sinks;
 mod sync;
 mod vault;
 mod workspace;

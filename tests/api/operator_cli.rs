@@ -306,3 +306,53 @@ both_engines! {
         app.stop().await;
     }
 }
+
+both_engines! {
+    async fn audit_sinks_and_retention_from_the_terminal(app) {
+        app.grant(&app.workspace_id, "owner@example.com", "owner").await;
+        app.grant(&app.workspace_id, "member@example.com", "member").await;
+        let owner = Terminal::new();
+        assert_eq!(owner.login(&app, "owner@example.com").await.code, 0);
+        let member = Terminal::new();
+        assert_eq!(member.login(&app, "member@example.com").await.code, 0);
+
+        // Created paused; the secret printed once on stdout, alone.
+        let ran = owner.run(&["audit", "sinks", "create", "--name", "siem", "--url", "https://siem.example.com/acp", "--paused"]).await;
+        assert_eq!(ran.code, 0, "{ran:?}");
+        let secret = ran.out.trim().to_owned();
+        assert!(secret.starts_with("whsec_") && !secret.contains('\n'), "{ran:?}");
+        assert!(ran.err.contains("shown only this once"), "{ran:?}");
+        let listed = owner.json(&["audit", "sinks", "list"]).await;
+        let id = listed["items"][0]["sink_id"].as_str().unwrap().to_owned();
+        assert_eq!(listed["items"][0]["state"], "paused");
+        let ran = member.run(&["audit", "sinks", "list"]).await;
+        assert!(ran.code == 0 && ran.out.contains(&id) && ran.out.contains("paused") && !ran.out.contains(&secret), "{ran:?}");
+
+        let resumed = owner.json(&["audit", "sinks", "resume", &id]).await;
+        assert_eq!(resumed["sink"]["enabled"], true);
+        let ran = owner.run(&["audit", "sinks", "show", &id]).await;
+        assert!(ran.code == 0 && ran.out.contains("lag_events") && ran.out.contains(&id), "{ran:?}");
+        // Refused by role: exit 5; a missing sink: exit 6; without --yes off a terminal: refused.
+        assert_eq!(member.run(&["audit", "sinks", "pause", &id]).await.code, 5);
+        assert_eq!(owner.run(&["audit", "sinks", "show", "snk_nope"]).await.code, 6);
+        let ran = owner.run(&["audit", "sinks", "delete", &id]).await;
+        assert_ne!(ran.code, 0, "{ran:?}");
+        let rotated = owner.json(&["audit", "sinks", "rotate-secret", &id, "--yes"]).await;
+        assert_ne!(rotated["secret"].as_str().unwrap(), secret);
+        assert_eq!(owner.json(&["audit", "sinks", "delete", &id, "--yes"]).await["ok"], true);
+        assert_eq!(owner.json(&["audit", "sinks", "list"]).await["items"], json!([]));
+
+        // Retention: shown, set, kept again.
+        let ran = owner.run(&["audit", "retention"]).await;
+        assert!(ran.code == 0 && ran.out.contains("audit events: all"), "{ran:?}");
+        let set = owner.json(&["audit", "retention", "--events", "400", "--heartbeats", "30"]).await;
+        assert_eq!((set["audit_retention_days"].clone(), set["heartbeat_retention_days"].clone()), (json!(400), json!(30)));
+        let set = owner.json(&["audit", "retention", "--events", "keep"]).await;
+        assert_eq!((set["audit_retention_days"].clone(), set["heartbeat_retention_days"].clone()), (Value::Null, json!(30)));
+        let ran = owner.run(&["audit", "retention", "--events", "0"]).await;
+        assert!(ran.code == 1 && ran.err.contains("invalid_retention"), "{ran:?}");
+        assert_eq!(member.run(&["audit", "retention", "--events", "5"]).await.code, 5);
+        let ran = owner.run(&["audit", "retention", "--events", "soon"]).await;
+        assert!(ran.code == 1 && ran.err.contains("neither a number of days nor `keep`"), "{ran:?}");
+    }
+}
