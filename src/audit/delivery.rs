@@ -120,10 +120,11 @@ async fn turn(ctx: &Context, sink: SinkRecord) {
             .await
         {
             Ok(true) => {}
-            Ok(false) => return,
+            // Paused, deleted, or another replica's now: what this one held is given up below.
+            Ok(false) => break,
             Err(err) => {
                 tracing::warn!(error = %err, sink = %sink.id, "audit sink: taking the lease failed");
-                return;
+                break;
             }
         }
         match batch(ctx, &sink, &cursor).await {
