@@ -10,6 +10,7 @@ mod smtp;
 mod upstream;
 
 mod access;
+mod access_log;
 mod agents;
 mod approvals;
 mod audit;
@@ -34,6 +35,7 @@ mod email;
 mod foundation;
 mod isolation;
 mod jwt;
+mod metrics;
 mod openapi;
 mod operator_cli;
 mod operators;
