@@ -25,7 +25,8 @@ use crate::observe;
 
 use super::extract::bearer_token;
 
-/// The `tracing` target of the access log lines (`ACP_LOG=info,acp::access=off` silences them).
+/// The `tracing` target of the access log lines (`ACP_LOG=info,sqlx=warn,acp::access=off`
+/// silences them).
 pub const ACCESS_LOG: &str = "acp::access";
 
 /// Who a request was authenticated as.

@@ -147,7 +147,15 @@ async fn each_request_writes_one_json_access_line(engine: Engine) {
     let (health_trace, _) = trace_of(&res);
     assert_eq!(res.status(), StatusCode::OK);
 
-    child.kill().await.expect("stop the server");
+    // SIGTERM: the server drains and stops cleanly.
+    let pid = child.id().expect("running").to_string();
+    let term = Command::new("kill").args(["-TERM", &pid]).status().await;
+    assert!(term.expect("run kill").success());
+    let exit = tokio::time::timeout(std::time::Duration::from_secs(30), child.wait())
+        .await
+        .expect("the server stopped in time")
+        .expect("wait for the server");
+    assert!(exit.success(), "{exit:?}");
     let stderr = stderr.await.unwrap();
     stdout.extend(stdout_rest.await.unwrap());
 
