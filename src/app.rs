@@ -171,6 +171,8 @@ pub struct App {
 
 impl App {
     pub async fn build(config: Config) -> anyhow::Result<App> {
+        // Process-wide and idempotent: every server of the process renders the same registry.
+        crate::observe::install();
         // Every prerequisite is checked before the bootstrap, the last step that can fail: a
         // first start that stops creates nothing, and one that bootstraps shows its key.
         if let Some(supplied) = &config.bootstrap_api_key {
@@ -283,6 +285,7 @@ impl App {
             ..
         } = self;
         let cleanup = tokio::spawn(clean_nonces(ctx.clone()));
+        let upkeep = tokio::spawn(metrics_upkeep());
         let follow = tokio::spawn(follow_changes(ctx.clone()));
         let listen = ctx
             .store
@@ -314,6 +317,7 @@ impl App {
         }
         for task in [
             Some(cleanup),
+            Some(upkeep),
             Some(follow),
             Some(deliver),
             Some(retain),
@@ -349,6 +353,16 @@ async fn clean_nonces(ctx: SharedContext) {
             Ok(n) => tracing::debug!(deleted = n, "expired nonces cleaned up"),
             Err(err) => tracing::warn!(error = %err, "nonce cleanup failed; will retry"),
         }
+    }
+}
+
+/// Folds the metrics' histogram samples into their buckets every five seconds, so that memory
+/// stays bounded however rarely `/metrics` is scraped.
+async fn metrics_upkeep() {
+    let mut tick = tokio::time::interval(Duration::from_secs(5));
+    loop {
+        tick.tick().await;
+        crate::observe::upkeep();
     }
 }
 

@@ -115,6 +115,10 @@ pub struct Settings {
     #[arg(long, env = "ACP_MASTER_KEY", hide_env_values = true)]
     #[serde(default, deserialize_with = "deserialize_secret")]
     pub master_key: Option<SecretSetting>,
+    /// Bearer token `GET /metrics` requires (`Authorization: Bearer TOKEN`) [default: none, open]
+    #[arg(long, env = "ACP_METRICS_TOKEN", hide_env_values = true)]
+    #[serde(default, deserialize_with = "deserialize_secret")]
+    pub metrics_token: Option<SecretSetting>,
 }
 
 /// A secret setting; prints redacted.
@@ -181,6 +185,8 @@ pub struct Config {
     pub audit_sink_timeout_secs: u64,
     pub audit_sink_backoff_max_secs: u64,
     pub retention_interval_secs: u64,
+    /// The bearer token `/metrics` requires; `None`: open.
+    pub metrics_token: Option<Secret>,
 }
 
 pub const DEFAULT_DATABASE_URL: &str = "sqlite:./data/acp.db";
@@ -210,6 +216,7 @@ impl Settings {
             sqlite_synchronous: self.sqlite_synchronous.or(lower.sqlite_synchronous),
             bootstrap_api_key: self.bootstrap_api_key.or(lower.bootstrap_api_key),
             master_key: self.master_key.or(lower.master_key),
+            metrics_token: self.metrics_token.or(lower.metrics_token),
             email_url: self.email_url.or(lower.email_url),
             email_from: self.email_from.or(lower.email_from),
             contact_email: self.contact_email.or(lower.contact_email),
@@ -373,6 +380,13 @@ impl Settings {
             log_format,
             bootstrap_api_key: self.bootstrap_api_key.map(|s| s.0),
             master_key: self.master_key.map(|s| s.0),
+            metrics_token: match self.metrics_token.map(|s| s.0) {
+                Some(token) if token.expose().trim().is_empty() => None,
+                Some(token) if token.expose().len() < 16 => {
+                    return Err("`metrics_token` must be at least 16 characters".to_owned())
+                }
+                token => token,
+            },
             email_url: self.email_url.unwrap_or_else(|| "outbox".to_owned()),
             email_from,
             contact_email,
@@ -479,6 +493,27 @@ mod tests {
         assert_eq!(good.contact_email.as_deref(), Some("ops@example.com"));
         let secret: Settings = toml::from_str("bootstrap_api_key = \"svc_test_x\"").unwrap();
         assert!(!format!("{secret:?}").contains("svc_test_x"));
+    }
+
+    #[test]
+    fn the_metrics_token_is_optional_long_enough_and_never_printed() {
+        assert!(Settings::default()
+            .resolve()
+            .unwrap()
+            .metrics_token
+            .is_none());
+        let file: Settings = toml::from_str("metrics_token = \"scrape-me-please-0123\"\n").unwrap();
+        assert!(!format!("{file:?}").contains("scrape-me-please"));
+        let config = file.resolve().unwrap();
+        assert_eq!(
+            config.metrics_token.as_ref().map(|t| t.expose()),
+            Some("scrape-me-please-0123")
+        );
+        assert!(!format!("{config:?}").contains("scrape-me-please"));
+        let short: Settings = toml::from_str("metrics_token = \"short\"\n").unwrap();
+        assert!(short.resolve().unwrap_err().contains("metrics_token"));
+        let blank: Settings = toml::from_str("metrics_token = \" \"\n").unwrap();
+        assert!(blank.resolve().unwrap().metrics_token.is_none());
     }
 
     #[test]

@@ -390,6 +390,7 @@ impl IntoResponse for ApiError {
             .iter()
             .find(|(k, _)| k == "retry_after")
             .and_then(|(_, v)| v.as_i64());
+        let code = ErrorCode(self.code.clone());
         let mut body = Map::with_capacity(self.extras.len() + 2);
         body.insert("error".into(), Value::String(self.code.into_owned()));
         body.insert("message".into(), Value::String(self.message));
@@ -400,6 +401,7 @@ impl IntoResponse for ApiError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
+        response.extensions_mut().insert(code);
         if let Some(secs) = retry_after {
             response
                 .headers_mut()
@@ -410,3 +412,8 @@ impl IntoResponse for ApiError {
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
+
+/// The error code of an answer made from an [`ApiError`], kept in the response's extensions
+/// for the request's metrics (`http::observe`).
+#[derive(Debug, Clone)]
+pub struct ErrorCode(pub Cow<'static, str>);

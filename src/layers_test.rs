@@ -16,6 +16,8 @@ const LAYERS: &[(&str, u8)] = &[
     ("domain", 0),
     ("time", 0),
     ("secret", 0),
+    // The metrics' names and recorder: recorded from every layer, so below them all.
+    ("observe", 0),
     // 1. Infrastructure: wire types, settings, storage and mail delivery.
     ("api", 1),
     ("config", 1),
@@ -533,6 +535,9 @@ const CRATE_HOMES: &[(&str, &[&str])] = &[
     ("tower_http", &["http", "app"]),
     ("hyper", &["http", "app"]),
     ("sqlx", &["store", "app", "cli"]),
+    // Metric names and labels are written in one module.
+    ("metrics", &["observe"]),
+    ("metrics_exporter_prometheus", &["observe"]),
 ];
 
 /// Files of the policy engine that must not touch the runtime at all.

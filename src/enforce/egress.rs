@@ -1284,10 +1284,13 @@ impl Egress {
         started: Instant,
     ) -> Result<Upstream, EgressError> {
         let exchange = self.exchange(out, addrs, started);
-        match tokio::time::timeout(self.settings.timeout, exchange).await {
-            Ok(answer) => answer,
-            Err(_) => Err(EgressError::Timeout),
-        }
+        let (outcome, answer) = match tokio::time::timeout(self.settings.timeout, exchange).await {
+            Ok(Ok(upstream)) => ("answered", Ok(upstream)),
+            Ok(Err(err)) => ("failed", Err(err)),
+            Err(_) => ("timeout", Err(EgressError::Timeout)),
+        };
+        crate::observe::upstream_call(outcome, started.elapsed());
+        answer
     }
 
     async fn exchange(

@@ -660,6 +660,7 @@ pub async fn read(
         &effect,
     )
     .await?;
+    crate::observe::lease_used("read");
     Ok(api::SecretsReadResponse {
         ok: true,
         secrets,

@@ -180,6 +180,7 @@ pub async fn proxy(
         &effect,
     )
     .await?;
+    crate::observe::lease_used("proxy");
     let trace_id = decision.trace_id;
 
     let sent = ctx

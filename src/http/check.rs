@@ -23,7 +23,7 @@ pub async fn check(
     AppJson(req): AppJson<CheckRequest>,
 ) -> ApiResult<Json<DecisionResponse>> {
     caller.require(Need::Check)?;
-    Ok(Json(
-        check::check(&ctx, &caller.access, &caller.actor(), req).await?,
-    ))
+    let decision = check::check(&ctx, &caller.access, &caller.actor(), req).await?;
+    super::observe::note_decision(&decision.trace_id);
+    Ok(Json(decision))
 }

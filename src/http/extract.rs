@@ -19,6 +19,7 @@ use crate::secret::{ct_eq, sha256_hex};
 use crate::store::{AgentRecord, NonceClaim};
 use crate::time::now_ms;
 
+use super::observe::{note_principal, note_signed, PrincipalKind};
 use super::shape::{self, Failure, Node};
 
 /// Largest accepted request body.
@@ -390,7 +391,9 @@ pub async fn authenticate_deferred(
             );
         }
     }
-    Ok(Caller::new(access))
+    let caller = Caller::new(access);
+    note_principal(PrincipalKind::ApiKey, Some(&caller.workspace_id));
+    Ok(caller)
 }
 
 impl FromRequestParts<SharedContext> for Caller {
@@ -487,6 +490,7 @@ impl FromRequest<SharedContext> for SignedRequest {
     async fn from_request(req: Request, ctx: &SharedContext) -> Result<Self, Self::Rejection> {
         let (parts, body) = req.into_parts();
         let headers = &parts.headers;
+        note_signed();
         let (Some(agent_id), Some(timestamp), Some(nonce), Some(signature)) = (
             header_text(headers, "x-service-agent-id"),
             header_text(headers, "x-service-timestamp"),
@@ -525,11 +529,9 @@ impl FromRequest<SharedContext> for SignedRequest {
             ctx.config.signature_window_ms,
         )
         .map_err(ApiError::from)?;
-        Ok(SignedRequest {
-            agent: agent.ok_or_else(ApiError::unknown_agent)?,
-            nonce,
-            body,
-        })
+        let agent = agent.ok_or_else(ApiError::unknown_agent)?;
+        note_principal(PrincipalKind::Agent, agent.workspace_id.as_deref());
+        Ok(SignedRequest { agent, nonce, body })
     }
 }
 

@@ -25,6 +25,7 @@ pub mod heartbeats;
 pub mod inventory;
 pub mod kill_switch;
 pub mod members;
+pub mod observe;
 pub mod openapi;
 pub mod operator;
 pub mod pages;
@@ -47,13 +48,12 @@ pub mod workspaces;
 use std::time::Duration;
 
 use axum::error_handling::HandleErrorLayer;
-use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
+use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderName, StatusCode};
 use axum::response::IntoResponse;
 use axum::{Json, Router};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
-use tower_http::trace::TraceLayer;
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 use utoipa_axum::router::OpenApiRouter;
@@ -118,6 +118,17 @@ impl Modify for SecuritySchemes {
             ),
         );
         components.add_security_scheme(
+            "metrics_token",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "The metrics token (`ACP_METRICS_TOKEN`), when one is configured",
+                    ))
+                    .build(),
+            ),
+        );
+        components.add_security_scheme(
             "agent_signature",
             SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
                 "X-Service-Signature",
@@ -167,6 +178,7 @@ fn routes() -> OpenApiRouter<SharedContext> {
         .routes(routes!(healthz)) // GET /healthz
         .routes(routes!(readyz)) // GET /readyz
         .routes(routes!(openapi_json)) // GET /openapi.json
+        .routes(routes!(observe::metrics)) // GET /metrics
         // Agents
         .routes(routes!(agents::register)) // POST /v1/agents/register
         .routes(routes!(agents::attest)) // POST /v1/agents/attest
@@ -444,7 +456,8 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// Wraps every route of `router` in the server's middleware, in one `layer` call for the whole
 /// stack: each `Router::layer` call boxes every route's service once more, and a request then
 /// pays one clone and one boxed future per call. Outermost first: a request id (kept when the
-/// client sent one) and its copy on the response, the request's span, the panic guard (500
+/// client sent one) and its copy on the response, the request's trace context, span, metrics
+/// and access log line (`observe.rs`), the panic guard (500
 /// `internal_error`), the request head check (414 `uri_too_long`, 400 `invalid_header`), the
 /// timeout (408 `request_timeout`), the body limit.
 fn with_middleware<S: Clone + Send + Sync + 'static>(
@@ -456,19 +469,7 @@ fn with_middleware<S: Clone + Send + Sync + 'static>(
         tower::ServiceBuilder::new()
             .layer(SetRequestIdLayer::new(request_id.clone(), MakeRequestUuid))
             .layer(PropagateRequestIdLayer::new(request_id))
-            .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
-                let path = req
-                    .extensions()
-                    .get::<MatchedPath>()
-                    .map(MatchedPath::as_str)
-                    .unwrap_or("unmatched");
-                let id = req
-                    .headers()
-                    .get("x-request-id")
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or("");
-                tracing::info_span!("request", method = %req.method(), path, request_id = id)
-            }))
+            .layer(axum::middleware::from_fn(observe::observe))
             .layer(CatchPanicLayer::custom(
                 |_: Box<dyn std::any::Any + Send>| {
                     ApiError::internal("a handler panicked").into_response()

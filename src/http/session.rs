@@ -20,6 +20,7 @@ use crate::identity::api_keys;
 use crate::secret::ct_eq;
 
 use super::extract::{bearer_token, is_json_content_type};
+use super::observe::{note_principal, PrincipalKind};
 
 /// The value of cookie `name` in the request, if sent and not empty.
 pub fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
@@ -57,7 +58,8 @@ pub async fn authenticate_user(
     if let Some(token) = bearer_token(headers) {
         if token.starts_with(PAT_PREFIX) {
             let workspace = named_workspace(headers, uri.query());
-            return Ok(accounts::token_principal(ctx, token, workspace.as_deref()).await?);
+            let principal = accounts::token_principal(ctx, token, workspace.as_deref()).await?;
+            return Ok(noted(principal));
         }
         if api_keys::is_well_formed(token) {
             return Err(ApiError::unauthorized(
@@ -80,7 +82,18 @@ pub async fn authenticate_user(
             return Err(ApiError::new(StatusCode::FORBIDDEN, "csrf_failed", why));
         }
     }
-    Ok(principal)
+    Ok(noted(principal))
+}
+
+/// Notes who the request is, for its access log line.
+fn noted(principal: Principal) -> Principal {
+    let kind = if principal.pat_id.is_some() {
+        PrincipalKind::Token
+    } else {
+        PrincipalKind::Session
+    };
+    note_principal(kind, principal.workspace_id.as_deref());
+    principal
 }
 
 /// Why a state-changing request authenticated by the session cookie is refused as a possible

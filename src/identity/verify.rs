@@ -121,6 +121,9 @@ fn answer(
     now: i64,
     failure: Option<SignFailure>,
 ) -> api::VerifyResponse {
+    if let Some(failure) = failure {
+        crate::observe::signature_failure("verify", failure.code());
+    }
     api::VerifyResponse {
         ok: true,
         valid: failure.is_none(),

@@ -92,6 +92,19 @@ impl Mailer for Outbox {
     }
 
     async fn send(&self, email: &Email) -> Result<String, MailError> {
+        counted(self.provider(), self.store_message(email).await)
+    }
+
+    async fn check(&self) -> Result<(), MailError> {
+        self.store
+            .ping()
+            .await
+            .map_err(|e| MailError::Provider(e.to_string()))
+    }
+}
+
+impl Outbox {
+    async fn store_message(&self, email: &Email) -> Result<String, MailError> {
         check_email(email)?;
         let id = ids::new_id("msg");
         let recipients: Vec<String> = email.recipients().cloned().collect();
@@ -123,13 +136,16 @@ impl Mailer for Outbox {
             "email stored in the outbox; read it with `acp outbox list`");
         Ok(id)
     }
+}
 
-    async fn check(&self) -> Result<(), MailError> {
-        self.store
-            .ping()
-            .await
-            .map_err(|e| MailError::Provider(e.to_string()))
+/// Counts a delivery's outcome in the mail metrics, and answers it.
+fn counted(provider: &'static str, sent: Result<String, MailError>) -> Result<String, MailError> {
+    match &sent {
+        Ok(_) => crate::observe::mail_sent(provider),
+        Err(MailError::Invalid(_)) => crate::observe::mail_failed(provider, "invalid"),
+        Err(MailError::Provider(_)) => crate::observe::mail_failed(provider, "provider"),
     }
+    sent
 }
 
 /// Delivers through an SMTP relay.
@@ -145,6 +161,20 @@ impl Mailer for Smtp {
     }
 
     async fn send(&self, email: &Email) -> Result<String, MailError> {
+        counted(self.provider(), self.deliver(email).await)
+    }
+
+    async fn check(&self) -> Result<(), MailError> {
+        match self.transport.test_connection().await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(MailError::Provider("the relay did not answer".into())),
+            Err(e) => Err(MailError::Provider(e.to_string())),
+        }
+    }
+}
+
+impl Smtp {
+    async fn deliver(&self, email: &Email) -> Result<String, MailError> {
         check_email(email)?;
         let message_id = format!("<{}@acp>", ids::new_id("msg"));
         let mut builder = Message::builder()
@@ -193,14 +223,6 @@ impl Mailer for Smtp {
             .await
             .map_err(|e| MailError::Provider(e.to_string()))?;
         Ok(message_id)
-    }
-
-    async fn check(&self) -> Result<(), MailError> {
-        match self.transport.test_connection().await {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(MailError::Provider("the relay did not answer".into())),
-            Err(e) => Err(MailError::Provider(e.to_string())),
-        }
     }
 }
 

@@ -27,6 +27,7 @@ use serde_json::{json, Value};
 
 use crate::domain::access::Scopes;
 use crate::domain::ids;
+use crate::observe::{self, Cache};
 use crate::store::{
     AgentRecord, ApiKeyRecord, Basis, Invalidation, PolicyRecord, Store, StoreError,
 };
@@ -73,15 +74,23 @@ impl<V: Clone> TtlMap<V> {
         }
     }
 
-    pub fn remove(&self, key: &str) {
-        if let Ok(mut map) = self.map.write() {
-            map.remove(key);
+    /// Whether an entry was there.
+    pub fn remove(&self, key: &str) -> bool {
+        match self.map.write() {
+            Ok(mut map) => map.remove(key).is_some(),
+            Err(_) => false,
         }
     }
 
-    pub fn retain(&self, keep: impl Fn(&V) -> bool) {
-        if let Ok(mut map) = self.map.write() {
-            map.retain(|_, (v, _)| keep(v));
+    /// How many entries went.
+    pub fn retain(&self, keep: impl Fn(&V) -> bool) -> usize {
+        match self.map.write() {
+            Ok(mut map) => {
+                let before = map.len();
+                map.retain(|_, (v, _)| keep(v));
+                before - map.len()
+            }
+            Err(_) => 0,
         }
     }
 }
@@ -322,14 +331,17 @@ impl Caches {
     }
 
     /// Moves the views of workspaces this replica knows to the versions another replica (or
-    /// this one) committed.
-    pub fn advance_known(&self, versions: &[(String, i64)]) {
-        for (workspace_id, version) in versions {
+    /// this one) committed (`(workspace_id, version, changed_at)`), recording for each view
+    /// moved how long after the change's commit this replica learnt of it.
+    pub fn advance_known(&self, versions: &[(String, i64, i64)]) {
+        let now = crate::time::now_ms();
+        for (workspace_id, version, changed_at) in versions {
             if self
                 .known_view(workspace_id)
                 .is_some_and(|v| v.version < *version)
             {
                 self.advance(workspace_id, *version);
+                observe::change_lag(now - changed_at);
             }
         }
     }
@@ -356,6 +368,7 @@ impl Caches {
         if let Some(key) = self.keys.get(key_hash) {
             let view = self.view(store, &key.workspace_id).await?;
             if view.admits(key.loaded) {
+                observe::cache_lookup(Cache::ApiKey, true);
                 return Ok(Some(KeyAccess {
                     key,
                     key_hash: key_hash.to_owned(),
@@ -364,6 +377,7 @@ impl Caches {
                 }));
             }
         }
+        observe::cache_lookup(Cache::ApiKey, false);
         for _ in 0..LOAD_ATTEMPTS {
             let loaded = self.epoch();
             let Some(record) = store.api_key_by_hash(key_hash).await? else {
@@ -409,12 +423,15 @@ impl Caches {
 
     /// Forgets keys by id (after a local revoke).
     pub fn forget_key(&self, key_id: &str) {
-        self.keys.retain(|k| k.key_id != key_id);
+        let dropped = self.keys.retain(|k| k.key_id != key_id);
+        observe::cache_invalidated(Cache::ApiKey, dropped as u64);
     }
 
     /// Forgets an agent (after a local change).
     pub fn forget_agent(&self, agent_id: &str) {
-        self.agents.remove(agent_id);
+        if self.agents.remove(agent_id) {
+            observe::cache_invalidated(Cache::Agent, 1);
+        }
     }
 
     /// The agent with its labels, as of `view` (of the agent's workspace). `None` when the
@@ -430,9 +447,11 @@ impl Caches {
         }
         if let Some(hit) = self.agents.get(agent_id) {
             if view.admits(hit.loaded) && hit.agent.in_workspace(&view.workspace_id) {
+                observe::cache_lookup(Cache::Agent, true);
                 return Ok(Some(hit));
             }
         }
+        observe::cache_lookup(Cache::Agent, false);
         // The view was read before this epoch, so what is loaded now is at least as new.
         let loaded = self.epoch();
         let cached = self.load_agent(store, agent_id, loaded).await?;
@@ -463,10 +482,12 @@ impl Caches {
         if let Some(hit) = self.agents.get(agent_id) {
             if let Some(ws) = &hit.agent.workspace_id {
                 if self.view(store, ws).await?.admits(hit.loaded) {
+                    observe::cache_lookup(Cache::Agent, true);
                     return Ok(Some(hit));
                 }
             }
         }
+        observe::cache_lookup(Cache::Agent, false);
         let loaded = self.epoch();
         self.load_agent(store, agent_id, loaded).await
     }
@@ -503,9 +524,11 @@ impl Caches {
         let cached = self.cached_policy(workspace_id, policy_id);
         if let Some((hit, confirmed)) = &cached {
             if view.admits(*confirmed) {
+                observe::cache_lookup(Cache::Policy, true);
                 return Ok(Some(hit.clone()));
             }
         }
+        observe::cache_lookup(Cache::Policy, false);
         let loaded = self.epoch();
         let head = store.policy(workspace_id, policy_id).await?;
         let current = head.as_ref().map_or(0, |h| h.current_version);
@@ -601,7 +624,7 @@ impl Caches {
     pub async fn apply(&self, store: &dyn Store, changes: Vec<Invalidation>) {
         for change in changes {
             match change {
-                Invalidation::Agent(id) => self.agents.remove(&id),
+                Invalidation::Agent(id) => self.forget_agent(&id),
                 Invalidation::ApiKey(id) => self.forget_key(&id),
                 Invalidation::Policy(ws, pol) => {
                     let cached = self.cached_policy(&ws, &pol).map(|(p, _)| p.version);
@@ -612,6 +635,7 @@ impl Caches {
                     if cached.is_some_and(|v| v >= record.current_version) {
                         continue;
                     }
+                    observe::cache_invalidated(Cache::Policy, 1);
                     match load_policy(store, &ws, &pol, Some(record)).await {
                         Ok(Some(fresh)) => self.put_policy(&ws, &pol, fresh, loaded),
                         Ok(None) => {}

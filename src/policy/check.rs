@@ -409,13 +409,19 @@ impl Decided {
         }
     }
 
-    /// The answer to the committed decision.
+    /// The answer to the committed decision (counted in the decision metrics here: it is
+    /// recorded).
     fn answer(self, policy_id: String) -> api::DecisionResponse {
         let (challenge_id, challenge) = match self.challenge {
             Some(c) => (Some(c.id), Some(c.info)),
             None => (None, None),
         };
         let decision = self.decision;
+        crate::observe::decision(
+            decision.outcome.as_str(),
+            &policy_id,
+            &decision.reason_codes,
+        );
         api::DecisionResponse {
             ok: true,
             decision: decision.outcome.as_str().into(),

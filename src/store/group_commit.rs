@@ -138,10 +138,23 @@ async fn run(
     }
 }
 
-/// Applies `changes` as one batch: one result per change.
+/// Applies `changes` as one batch: one result per change (its size and time recorded in the
+/// group-commit metrics).
 async fn apply_batch(store: &dyn Store, changes: &[Change]) -> Vec<Result<Applied, StoreError>> {
+    let started = std::time::Instant::now();
+    let (outcome, results) = apply_or_retry(store, changes).await;
+    crate::observe::commit_batch(changes.len(), started.elapsed(), outcome);
+    results
+}
+
+/// [`apply_batch`]'s work, and how it went: `committed`, `retried` (change by change) or
+/// `failed`.
+async fn apply_or_retry(
+    store: &dyn Store,
+    changes: &[Change],
+) -> (&'static str, Vec<Result<Applied, StoreError>>) {
     match store.apply(changes).await {
-        Ok(results) => results,
+        Ok(results) => ("committed", results),
         // The batch was rolled back for a transient conflict with another replica (deadlock,
         // serialization): apply each change alone, so one change's conflict is not every
         // caller's. Other failures (lost connection, a failed commit whose outcome is unknown)
@@ -152,13 +165,14 @@ async fn apply_batch(store: &dyn Store, changes: &[Change]) -> Vec<Result<Applie
             for change in changes {
                 one_by_one.push(super::apply_alone(store, change).await);
             }
-            one_by_one
+            ("retried", one_by_one)
         }
         Err(err) => {
             let message = err.to_string();
-            (0..changes.len())
+            let failed = (0..changes.len())
                 .map(|_| Err(StoreError::Database(message.clone())))
-                .collect()
+                .collect();
+            ("failed", failed)
         }
     }
 }

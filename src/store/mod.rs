@@ -156,6 +156,9 @@ pub trait Store:
     /// One round trip to the database (readiness).
     async fn ping(&self) -> Result<(), StoreError>;
 
+    /// Records the connection pools' gauges (`observe::pool`), when scraped.
+    fn report_pools(&self) {}
+
     /// Applies changes in one transaction, each inside its own savepoint: a change whose
     /// preconditions fail is rolled back alone and answered with its error, the others commit.
     /// `Err` means the whole batch was not committed.
@@ -166,8 +169,12 @@ pub trait Store:
 
     /// The current version of the workspace's decision-relevant state (0 before any change).
     async fn workspace_version(&self, workspace_id: &str) -> Result<i64, StoreError>;
-    /// `(workspace_id, version)` of the workspaces whose state changed at or after `since`.
-    async fn workspace_versions_since(&self, since: i64) -> Result<Vec<(String, i64)>, StoreError>;
+    /// `(workspace_id, version, changed_at)` of the workspaces whose state changed at or after
+    /// `since`.
+    async fn workspace_versions_since(
+        &self,
+        since: i64,
+    ) -> Result<Vec<(String, i64, i64)>, StoreError>;
     /// Agents, keys and policies changed at or after `since` (cache invalidation).
     async fn changes_since(&self, since: i64) -> Result<Vec<Invalidation>, StoreError>;
 

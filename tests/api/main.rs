@@ -10,6 +10,7 @@ mod smtp;
 mod upstream;
 
 mod access;
+mod access_log;
 mod agents;
 mod approvals;
 mod audit;
@@ -35,6 +36,7 @@ mod email;
 mod foundation;
 mod isolation;
 mod jwt;
+mod metrics;
 mod openapi;
 mod operator_cli;
 mod operators;

@@ -398,6 +398,26 @@ impl Store for SqlStore {
         Ok(())
     }
 
+    fn report_pools(&self) {
+        let report = |name: &'static str, pool: &AnyPool| {
+            crate::observe::pool(
+                name,
+                pool.size(),
+                pool.num_idle(),
+                pool.options().get_max_connections(),
+            );
+        };
+        match self.backend {
+            // One pool reads and writes.
+            Backend::Postgres => report("main", &self.write),
+            // The writer's one connection is held between writes (see `held`): it counts as in use.
+            Backend::Sqlite => {
+                report("read", &self.read);
+                report("write", &self.write);
+            }
+        }
+    }
+
     #[tracing::instrument(level = "debug", skip_all)]
     async fn ping(&self) -> Result<(), StoreError> {
         let mut conn = self.read.acquire().await?;
@@ -424,15 +444,24 @@ impl Store for SqlStore {
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
-    async fn workspace_versions_since(&self, since: i64) -> Result<Vec<(String, i64)>, StoreError> {
+    async fn workspace_versions_since(
+        &self,
+        since: i64,
+    ) -> Result<Vec<(String, i64, i64)>, StoreError> {
         let rows = sqlx::query(
-            "SELECT workspace_id, version FROM workspace_versions WHERE changed_at >= $1",
+            "SELECT workspace_id, version, changed_at FROM workspace_versions WHERE changed_at >= $1",
         )
         .bind(since)
         .fetch_all(&self.read)
         .await?;
         rows.iter()
-            .map(|r| Ok((r.try_get("workspace_id")?, r.try_get("version")?)))
+            .map(|r| {
+                Ok((
+                    r.try_get("workspace_id")?,
+                    r.try_get("version")?,
+                    r.try_get("changed_at")?,
+                ))
+            })
             .collect()
     }
 

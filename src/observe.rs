@@ -1,0 +1,399 @@
+//! Metrics: the name, kind, labels and meaning of every metric the server exports at
+//! `GET /metrics` (Prometheus text format, `docs/observability.md`), and one recording function
+//! per thing measured, so that names and labels are written here and nowhere else.
+//!
+//! The recorder is process-wide (`metrics` has one global recorder): [`install`] sets it up
+//! once, however many servers a process builds (the tests build many), and every server's
+//! `/metrics` renders the same registry. Before it is installed (admin commands, unit tests)
+//! recording is a no-op.
+//!
+//! Labels come from bounded sets only: route templates (never raw paths), methods and statuses
+//! mapped to fixed strings, error codes the server defines, policy ids and reason codes (bounded
+//! per workspace). Never an agent, key, workspace or user id. Where a label is fixed by the
+//! caller it is a `&'static str`, so recording builds no strings.
+
+use std::collections::HashSet;
+use std::sync::{OnceLock, PoisonError, RwLock};
+use std::time::Duration;
+
+use metrics::{
+    counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram, Unit,
+};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+// ---- names ------------------------------------------------------------------------------------
+
+/// Counter: HTTP requests answered, by `method`, `route` (the route template) and `status`.
+pub const HTTP_REQUESTS: &str = "acp_http_requests_total";
+/// Histogram: time from the request reaching the router to the answer's head, by `method` and
+/// `route`.
+pub const HTTP_DURATION: &str = "acp_http_request_duration_seconds";
+/// Counter: decisions made and recorded (`/v1/check` and the checks of email sends, credential
+/// mints and the vault), by `outcome` and `policy_id`.
+pub const DECISIONS: &str = "acp_decisions_total";
+/// Counter: reason codes of recorded decisions, by `outcome`, `policy_id` and `reason`.
+pub const DECISION_REASONS: &str = "acp_decision_reasons_total";
+/// Counter: requests refused 401 for their credential, by `credential` (what was presented)
+/// and `reason` (the error code).
+pub const AUTH_FAILURES: &str = "acp_auth_failures_total";
+/// Counter: agent signatures that failed, by `source` (`request`: a signed request to this
+/// server; `verify`: a signature a backend asked `/v1/verify` about) and `reason`.
+pub const SIGNATURE_FAILURES: &str = "acp_signature_failures_total";
+/// Counter: requests refused 429 `rate_limited`, by `route`.
+pub const RATE_LIMITED: &str = "acp_rate_limited_total";
+/// Histogram: changes in one group-commit batch.
+pub const COMMIT_BATCH_SIZE: &str = "acp_group_commit_batch_size";
+/// Histogram: time to apply and commit one group-commit batch, by `outcome`.
+pub const COMMIT_DURATION: &str = "acp_group_commit_duration_seconds";
+/// Counter: cache lookups, by `cache` (`api_key`, `agent`, `policy`) and `result` (`hit`,
+/// `miss`).
+pub const CACHE_LOOKUPS: &str = "acp_cache_lookups_total";
+/// Counter: cache entries dropped or reloaded because their state changed, by `cache`.
+pub const CACHE_INVALIDATIONS: &str = "acp_cache_invalidations_total";
+/// Histogram: from a workspace change's commit (its `changed_at`) to this replica's caches
+/// moving to it through the change poll.
+pub const CHANGE_LAG: &str = "acp_cache_change_lag_seconds";
+/// Gauge: database connections, by `pool` and `state` (`in_use`, `idle`).
+pub const DB_CONNECTIONS: &str = "acp_db_pool_connections";
+/// Gauge: the most connections a pool opens, by `pool`.
+pub const DB_MAX_CONNECTIONS: &str = "acp_db_pool_max_connections";
+/// Counter: mail delivered to the provider, by `provider`.
+pub const MAIL_SENT: &str = "acp_mail_sent_total";
+/// Counter: mail not delivered, by `provider` and `kind` (`invalid`, `provider`).
+pub const MAIL_FAILURES: &str = "acp_mail_failures_total";
+/// Counter: uses of vault request leases, by `action` (`read`, `proxy`).
+pub const VAULT_LEASE_USES: &str = "acp_vault_lease_uses_total";
+/// Histogram: the vault proxy's upstream calls, connection to last byte, by `outcome`.
+pub const VAULT_UPSTREAM_DURATION: &str = "acp_vault_proxy_upstream_duration_seconds";
+
+/// Bucket bounds of request-like durations, seconds.
+const DURATION_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+/// Bucket bounds of the change lag, seconds (the poll runs every second).
+const LAG_BUCKETS: &[f64] = &[
+    0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0, 300.0,
+];
+/// Bucket bounds of batch sizes, changes.
+const BATCH_BUCKETS: &[f64] = &[
+    1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0,
+];
+
+// ---- the recorder -----------------------------------------------------------------------------
+
+static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+
+/// Installs the process's Prometheus recorder and describes every metric, once; later calls
+/// answer the same handle. `None` when another recorder was installed first (then `/metrics`
+/// renders nothing of this one).
+pub fn install() -> Option<&'static PrometheusHandle> {
+    HANDLE
+        .get_or_init(|| {
+            let builder = PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Full(CHANGE_LAG.into()), LAG_BUCKETS)
+                .and_then(|b| {
+                    b.set_buckets_for_metric(Matcher::Full(COMMIT_BATCH_SIZE.into()), BATCH_BUCKETS)
+                })
+                .and_then(|b| {
+                    b.set_buckets_for_metric(Matcher::Suffix("_seconds".into()), DURATION_BUCKETS)
+                });
+            let handle = match builder.map(PrometheusBuilder::install_recorder) {
+                Ok(Ok(handle)) => handle,
+                Ok(Err(err)) | Err(err) => {
+                    tracing::warn!(error = %err, "metrics recorder not installed; /metrics stays empty");
+                    return None;
+                }
+            };
+            describe();
+            Some(handle)
+        })
+        .as_ref()
+}
+
+/// The metrics in the Prometheus text format (empty before [`install`]).
+pub fn render() -> String {
+    HANDLE
+        .get()
+        .and_then(Option::as_ref)
+        .map(PrometheusHandle::render)
+        .unwrap_or_default()
+}
+
+/// Folds recorded histogram samples into their buckets, so memory stays bounded between scrapes
+/// (run every few seconds by the server).
+pub fn upkeep() {
+    if let Some(handle) = HANDLE.get().and_then(Option::as_ref) {
+        handle.run_upkeep();
+    }
+}
+
+fn describe() {
+    describe_counter!(
+        HTTP_REQUESTS,
+        Unit::Count,
+        "HTTP requests answered, by method, route template and status"
+    );
+    describe_histogram!(
+        HTTP_DURATION,
+        Unit::Seconds,
+        "Time to answer an HTTP request, by method and route template"
+    );
+    describe_counter!(
+        DECISIONS,
+        Unit::Count,
+        "Decisions recorded, by outcome (allow, challenge, deny) and policy id"
+    );
+    describe_counter!(
+        DECISION_REASONS,
+        Unit::Count,
+        "Reason codes of recorded decisions, by outcome, policy id and reason code"
+    );
+    describe_counter!(
+        AUTH_FAILURES,
+        Unit::Count,
+        "Requests refused 401 for their credential, by the credential presented and the error code"
+    );
+    describe_counter!(
+        SIGNATURE_FAILURES,
+        Unit::Count,
+        "Agent signatures that failed, by source (request, verify) and reason code"
+    );
+    describe_counter!(
+        RATE_LIMITED,
+        Unit::Count,
+        "Requests refused 429 rate_limited, by route template"
+    );
+    describe_histogram!(
+        COMMIT_BATCH_SIZE,
+        Unit::Count,
+        "Changes committed together in one group-commit batch"
+    );
+    describe_histogram!(
+        COMMIT_DURATION,
+        Unit::Seconds,
+        "Time to apply and commit one group-commit batch, by outcome"
+    );
+    describe_counter!(
+        CACHE_LOOKUPS,
+        Unit::Count,
+        "Cache lookups of API keys, agents and compiled policies, by cache and result (hit, miss)"
+    );
+    describe_counter!(
+        CACHE_INVALIDATIONS,
+        Unit::Count,
+        "Cache entries dropped or reloaded because the state they hold changed, by cache"
+    );
+    describe_histogram!(CHANGE_LAG, Unit::Seconds, "Delay from a workspace change's commit to this replica's caches moving to it (change poll)");
+    describe_gauge!(
+        DB_CONNECTIONS,
+        Unit::Count,
+        "Database connections of a pool, by pool and state (in_use, idle)"
+    );
+    describe_gauge!(
+        DB_MAX_CONNECTIONS,
+        Unit::Count,
+        "Most connections a database pool opens, by pool"
+    );
+    describe_counter!(
+        MAIL_SENT,
+        Unit::Count,
+        "Mail handed to the provider, by provider (outbox, smtp)"
+    );
+    describe_counter!(
+        MAIL_FAILURES,
+        Unit::Count,
+        "Mail not delivered, by provider and kind (invalid, provider)"
+    );
+    describe_counter!(
+        VAULT_LEASE_USES,
+        Unit::Count,
+        "Uses of vault request leases, by action (read, proxy)"
+    );
+    describe_histogram!(
+        VAULT_UPSTREAM_DURATION,
+        Unit::Seconds,
+        "Duration of the vault proxy's upstream calls, by outcome"
+    );
+}
+
+// ---- label helpers ----------------------------------------------------------------------------
+
+/// `text` as a `&'static str`, kept once per distinct value. Only for label values from a set
+/// the server bounds (route templates, status codes): each distinct value is kept for the
+/// life of the process.
+pub fn intern(text: &str) -> &'static str {
+    static SEEN: OnceLock<RwLock<HashSet<&'static str>>> = OnceLock::new();
+    let seen = SEEN.get_or_init(Default::default);
+    if let Some(hit) = seen
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(text)
+    {
+        return hit;
+    }
+    let mut set = seen.write().unwrap_or_else(PoisonError::into_inner);
+    if let Some(hit) = set.get(text) {
+        return hit;
+    }
+    let kept: &'static str = Box::leak(text.to_owned().into_boxed_str());
+    set.insert(kept);
+    kept
+}
+
+// ---- recording --------------------------------------------------------------------------------
+
+/// One HTTP request answered.
+pub fn http_request(
+    method: &'static str,
+    route: &'static str,
+    status: &'static str,
+    took: Duration,
+) {
+    counter!(HTTP_REQUESTS, "method" => method, "route" => route, "status" => status).increment(1);
+    histogram!(HTTP_DURATION, "method" => method, "route" => route).record(took.as_secs_f64());
+}
+
+/// A request refused 401.
+pub fn auth_failure(credential: &'static str, reason: &'static str) {
+    counter!(AUTH_FAILURES, "credential" => credential, "reason" => reason).increment(1);
+}
+
+/// A failed agent signature.
+pub fn signature_failure(source: &'static str, reason: &'static str) {
+    counter!(SIGNATURE_FAILURES, "source" => source, "reason" => reason).increment(1);
+}
+
+/// A request refused 429.
+pub fn rate_limited(route: &'static str) {
+    counter!(RATE_LIMITED, "route" => route).increment(1);
+}
+
+/// A decision that was recorded (its audit event committed).
+pub fn decision(outcome: &'static str, policy_id: &str, reason_codes: &[String]) {
+    counter!(DECISIONS, "outcome" => outcome, "policy_id" => policy_id.to_owned()).increment(1);
+    for reason in reason_codes {
+        counter!(DECISION_REASONS, "outcome" => outcome, "policy_id" => policy_id.to_owned(), "reason" => reason.clone())
+            .increment(1);
+    }
+}
+
+/// One group-commit batch: its size, how long applying and committing it took, and whether it
+/// committed (`committed`), was applied change by change after a transient conflict
+/// (`retried`), or failed (`failed`).
+pub fn commit_batch(size: usize, took: Duration, outcome: &'static str) {
+    histogram!(COMMIT_BATCH_SIZE).record(size as f64);
+    histogram!(COMMIT_DURATION, "outcome" => outcome).record(took.as_secs_f64());
+}
+
+/// The caches of the decision path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cache {
+    ApiKey,
+    Agent,
+    Policy,
+}
+
+impl Cache {
+    fn label(self) -> &'static str {
+        match self {
+            Cache::ApiKey => "api_key",
+            Cache::Agent => "agent",
+            Cache::Policy => "policy",
+        }
+    }
+}
+
+/// A cache lookup that found a usable entry (`hit`) or went to the store.
+pub fn cache_lookup(cache: Cache, hit: bool) {
+    let result = if hit { "hit" } else { "miss" };
+    counter!(CACHE_LOOKUPS, "cache" => cache.label(), "result" => result).increment(1);
+}
+
+/// `count` entries of `cache` dropped or reloaded because their state changed.
+pub fn cache_invalidated(cache: Cache, count: u64) {
+    if count > 0 {
+        counter!(CACHE_INVALIDATIONS, "cache" => cache.label()).increment(count);
+    }
+}
+
+/// A replica moved to a workspace version committed `lag_ms` earlier (negative values, from
+/// clocks that differ between replicas, count as 0).
+pub fn change_lag(lag_ms: i64) {
+    histogram!(CHANGE_LAG).record(lag_ms.max(0) as f64 / 1000.0);
+}
+
+/// The state of one connection pool.
+pub fn pool(pool: &'static str, open: u32, idle: usize, max: u32) {
+    let idle = idle as f64;
+    gauge!(DB_CONNECTIONS, "pool" => pool, "state" => "in_use")
+        .set((f64::from(open) - idle).max(0.0));
+    gauge!(DB_CONNECTIONS, "pool" => pool, "state" => "idle").set(idle);
+    gauge!(DB_MAX_CONNECTIONS, "pool" => pool).set(f64::from(max));
+}
+
+/// A message handed to the provider.
+pub fn mail_sent(provider: &'static str) {
+    counter!(MAIL_SENT, "provider" => provider).increment(1);
+}
+
+/// A message not delivered: refused as `invalid`, or the `provider` failed.
+pub fn mail_failed(provider: &'static str, kind: &'static str) {
+    counter!(MAIL_FAILURES, "provider" => provider, "kind" => kind).increment(1);
+}
+
+/// One use of a vault request lease.
+pub fn lease_used(action: &'static str) {
+    counter!(VAULT_LEASE_USES, "action" => action).increment(1);
+}
+
+/// One upstream call of the vault proxy: `answered`, `timeout` or `failed`.
+pub fn upstream_call(outcome: &'static str, took: Duration) {
+    histogram!(VAULT_UPSTREAM_DURATION, "outcome" => outcome).record(took.as_secs_f64());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interned_labels_are_kept_once() {
+        let a = intern("/v1/agents/{agent_id}");
+        let b = intern(&String::from("/v1/agents/{agent_id}"));
+        assert!(std::ptr::eq(a, b));
+        assert_eq!(a, "/v1/agents/{agent_id}");
+    }
+
+    #[test]
+    fn names_follow_the_prometheus_conventions() {
+        let counters = [
+            HTTP_REQUESTS,
+            DECISIONS,
+            DECISION_REASONS,
+            AUTH_FAILURES,
+            SIGNATURE_FAILURES,
+            RATE_LIMITED,
+            CACHE_LOOKUPS,
+            CACHE_INVALIDATIONS,
+            MAIL_SENT,
+            MAIL_FAILURES,
+            VAULT_LEASE_USES,
+        ];
+        for name in counters {
+            assert!(
+                name.starts_with("acp_") && name.ends_with("_total"),
+                "{name}"
+            );
+        }
+        for name in [
+            HTTP_DURATION,
+            COMMIT_DURATION,
+            CHANGE_LAG,
+            VAULT_UPSTREAM_DURATION,
+        ] {
+            assert!(
+                name.starts_with("acp_") && name.ends_with("_seconds"),
+                "{name}"
+            );
+        }
+    }
+}
