@@ -65,6 +65,18 @@ pub const MAIL_FAILURES: &str = "acp_mail_failures_total";
 pub const VAULT_LEASE_USES: &str = "acp_vault_lease_uses_total";
 /// Histogram: the vault proxy's upstream calls, connection to last byte, by `outcome`.
 pub const VAULT_UPSTREAM_DURATION: &str = "acp_vault_proxy_upstream_duration_seconds";
+/// Counter: batches POSTed to audit sinks, by `outcome` (`delivered`, `failed`).
+pub const SINK_DELIVERIES: &str = "acp_audit_sink_deliveries_total";
+/// Counter: audit events delivered to sinks (repeats after a failure count again).
+pub const SINK_EVENTS: &str = "acp_audit_sink_events_delivered_total";
+/// Gauge: events committed and not yet delivered, by `sink_id` (counted up to 100,000).
+pub const SINK_LAG_EVENTS: &str = "acp_audit_sink_lag_events";
+/// Gauge: age of the oldest event not yet delivered, by `sink_id` (0 when caught up).
+pub const SINK_LAG_SECONDS: &str = "acp_audit_sink_lag_seconds";
+/// Gauge: consecutive failed deliveries, by `sink_id` (0 when the last one succeeded).
+pub const SINK_FAILURES: &str = "acp_audit_sink_consecutive_failures";
+/// Counter: rows removed by retention, by `table` (`audit_events`, `heartbeats`).
+pub const RETENTION_PRUNED: &str = "acp_retention_pruned_rows_total";
 
 /// Bucket bounds of request-like durations, seconds.
 const DURATION_BUCKETS: &[f64] = &[
@@ -214,6 +226,36 @@ fn describe() {
         Unit::Seconds,
         "Duration of the vault proxy's upstream calls, by outcome"
     );
+    describe_counter!(
+        SINK_DELIVERIES,
+        Unit::Count,
+        "Batches POSTed to audit sinks, by outcome (delivered, failed)"
+    );
+    describe_counter!(
+        SINK_EVENTS,
+        Unit::Count,
+        "Audit events delivered to sinks (a batch sent again counts again)"
+    );
+    describe_gauge!(
+        SINK_LAG_EVENTS,
+        Unit::Count,
+        "Audit events committed and not yet delivered to a sink, by sink id (up to 100000)"
+    );
+    describe_gauge!(
+        SINK_LAG_SECONDS,
+        Unit::Seconds,
+        "Age of the oldest audit event a sink has not received, by sink id (0: caught up)"
+    );
+    describe_gauge!(
+        SINK_FAILURES,
+        Unit::Count,
+        "Consecutive failed deliveries to a sink, by sink id"
+    );
+    describe_counter!(
+        RETENTION_PRUNED,
+        Unit::Count,
+        "Rows removed by retention, by table (audit_events, heartbeats)"
+    );
 }
 
 // ---- label helpers ----------------------------------------------------------------------------
@@ -351,6 +393,33 @@ pub fn upstream_call(outcome: &'static str, took: Duration) {
     histogram!(VAULT_UPSTREAM_DURATION, "outcome" => outcome).record(took.as_secs_f64());
 }
 
+/// One batch POSTed to an audit sink: `delivered` (with its events) or `failed`.
+pub fn sink_delivery(outcome: &'static str, events: u64) {
+    counter!(SINK_DELIVERIES, "outcome" => outcome).increment(1);
+    if events > 0 {
+        counter!(SINK_EVENTS).increment(events);
+    }
+}
+
+/// How far behind a sink is. Sinks are few (ten per workspace at most), so their ids are a
+/// bounded label; a deleted sink's series is set to zero by [`sink_gone`].
+pub fn sink_lag(sink_id: &str, events: i64, seconds: f64, failures: i64) {
+    let id = sink_id.to_owned();
+    gauge!(SINK_LAG_EVENTS, "sink_id" => id.clone()).set(events as f64);
+    gauge!(SINK_LAG_SECONDS, "sink_id" => id.clone()).set(seconds);
+    gauge!(SINK_FAILURES, "sink_id" => id).set(failures as f64);
+}
+
+/// A sink that no longer exists: its series read zero.
+pub fn sink_gone(sink_id: &str) {
+    sink_lag(sink_id, 0, 0.0, 0);
+}
+
+/// Rows removed by one retention prune.
+pub fn retention_pruned(table: &'static str, rows: u64) {
+    counter!(RETENTION_PRUNED, "table" => table).increment(rows);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -377,6 +446,9 @@ mod tests {
             MAIL_SENT,
             MAIL_FAILURES,
             VAULT_LEASE_USES,
+            SINK_DELIVERIES,
+            SINK_EVENTS,
+            RETENTION_PRUNED,
         ];
         for name in counters {
             assert!(
@@ -389,6 +461,7 @@ mod tests {
             COMMIT_DURATION,
             CHANGE_LAG,
             VAULT_UPSTREAM_DURATION,
+            SINK_LAG_SECONDS,
         ] {
             assert!(
                 name.starts_with("acp_") && name.ends_with("_seconds"),

@@ -28,6 +28,8 @@ use super::to_wire;
 
 /// How often each replica looks for sinks with events to deliver.
 const POLL: Duration = Duration::from_secs(1);
+/// Pending events are counted up to this many (the API's `lag_events`, the lag gauge).
+pub const LAG_COUNT_CAP: i64 = 100_000;
 /// Events per batch at most.
 pub const BATCH_EVENTS: i64 = 500;
 /// A batch's body stops growing past this many bytes (it holds at least one event).
@@ -78,10 +80,19 @@ fn backoff_ms(failures: i64, max_ms: i64) -> i64 {
     (base + rand::thread_rng().gen_range(-jitter..=jitter)).max(1)
 }
 
+/// How often each replica refreshes the sinks' lag in the metrics, in polls.
+const LAG_REFRESH_POLLS: u64 = 15;
+
 /// Runs until the server closes.
 pub async fn run(ctx: SharedContext) {
     let mut closing = ctx.closing.subscribe();
+    let mut polls: u64 = 0;
+    let mut known = std::collections::HashSet::new();
     loop {
+        if polls.is_multiple_of(LAG_REFRESH_POLLS) {
+            known = refresh_lag(&ctx, known).await;
+        }
+        polls += 1;
         tokio::select! {
             _ = tokio::time::sleep(POLL) => {}
             _ = closing.changed() => {}
@@ -104,6 +115,45 @@ pub async fn run(ctx: SharedContext) {
             })
             .await;
     }
+}
+
+/// Sets every sink's lag gauges (and zero for those gone since the last refresh); answers the
+/// sinks seen.
+async fn refresh_lag(
+    ctx: &Context,
+    before: std::collections::HashSet<String>,
+) -> std::collections::HashSet<String> {
+    let sinks = match ctx.store.all_sinks().await {
+        Ok(sinks) => sinks,
+        Err(err) => {
+            tracing::warn!(error = %err, "audit sinks: reading the sinks for their lag failed");
+            return before;
+        }
+    };
+    let now = now_ms();
+    let mut seen = std::collections::HashSet::new();
+    for sink in sinks {
+        match ctx
+            .store
+            .sink_lag(&sink.workspace_id, &sink.cursor, LAG_COUNT_CAP)
+            .await
+        {
+            Ok(lag) => {
+                let seconds = lag
+                    .oldest_at
+                    .map_or(0.0, |at| (now - at).max(0) as f64 / 1000.0);
+                crate::observe::sink_lag(&sink.id, lag.events, seconds, sink.failures);
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, sink = %sink.id, "audit sinks: reading a lag failed")
+            }
+        }
+        seen.insert(sink.id);
+    }
+    for gone in before.difference(&seen) {
+        crate::observe::sink_gone(gone);
+    }
+    seen
 }
 
 /// One sink's turn: batches until it is caught up, fails, or has had its share.
@@ -130,6 +180,7 @@ async fn turn(ctx: &Context, sink: SinkRecord) {
         match batch(ctx, &sink, &cursor).await {
             Ok(Some(sent)) => {
                 let full = sent.events >= BATCH_EVENTS || sent.capped;
+                crate::observe::sink_delivery("delivered", u64::try_from(sent.events).unwrap_or(0));
                 cursor = sent.cursor.clone();
                 let outcome = DeliveryOutcome::Delivered {
                     cursor: sent.cursor,
@@ -144,6 +195,7 @@ async fn turn(ctx: &Context, sink: SinkRecord) {
                 let max_ms =
                     i64::try_from(ctx.config.audit_sink_backoff_max_secs).unwrap_or(86_400) * 1000;
                 let retry_at = now_ms() + backoff_ms(sink.failures + 1, max_ms);
+                crate::observe::sink_delivery("failed", 0);
                 tracing::warn!(sink = %sink.id, workspace = %sink.workspace_id, %error, "audit sink: delivery failed; will retry");
                 record(
                     ctx,

@@ -91,6 +91,7 @@ async fn prune(
             json!({ "table": table, "deleted": deleted, "created_before": iso(before), "retention_days": days }),
         );
         ctx.writer.commit(Change::default().audited(event)).await?;
+        crate::observe::retention_pruned(table, deleted);
         tracing::info!(workspace = %workspace_id, table, deleted, "retention: pruned");
     }
     Ok(deleted)

@@ -14,13 +14,11 @@ use crate::secret::random_base62;
 use crate::store::{AuditOp, Change, SinkRecord, StoreError};
 use crate::time::{iso, now_ms};
 
-use crate::audit::delivery::secret_context;
+use crate::audit::delivery::{secret_context, LAG_COUNT_CAP};
 use crate::audit::state_change;
 
 /// Sinks per workspace.
 pub const MAX_SINKS: i64 = 10;
-/// Pending events are counted up to this many.
-pub const LAG_COUNT_CAP: i64 = 100_000;
 const MAX_URL_LEN: usize = 2048;
 const ID_PREFIX: &str = "snk";
 

@@ -474,6 +474,31 @@ async fn every_event_arrives_in_order(engine: Engine) {
         "{engine:?}: {} events delivered, {repeats} repeats",
         delivered.len()
     );
+    // The sink's state in the metrics of the replica that started first in this round.
+    let metrics = client
+        .get(format!("{}/metrics", server.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains(&format!(
+            "acp_audit_sink_lag_events{{sink_id=\"{sink_id}\"}}"
+        )),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(&format!(
+            "acp_audit_sink_consecutive_failures{{sink_id=\"{sink_id}\"}}"
+        )),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("acp_audit_sink_deliveries_total{outcome=\"delivered\"}"),
+        "{metrics}"
+    );
     // The secret is never shown again, nor in the trail.
     assert!(state["sink"].get("secret").is_none());
     assert!(!serde_json::to_string(&trail).unwrap().contains(&secret));
@@ -718,6 +743,11 @@ async fn retention_prunes_old_rows_but_never_what_a_sink_has_not_delivered(engin
     assert_eq!(pruned[0]["details"]["table"], "heartbeats");
     assert_eq!(pruned[0]["details"]["deleted"], 1_500);
     assert_eq!(pruned[0]["actor"], "system");
+    let metrics = app.get("/metrics").await.text().await.unwrap();
+    assert!(
+        metrics.contains("acp_retention_pruned_rows_total{table=\"heartbeats\"}"),
+        "{metrics}"
+    );
 
     // Without the sink they go too; recent events stay.
     let (s, _) = status_json(
