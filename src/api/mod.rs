@@ -1055,22 +1055,19 @@ pub struct UpdateWorkspaceSettings {
     #[serde(default)]
     pub require_member_approval: Option<bool>,
     /// Days to keep audit events (1 to 36500); `null` keeps everything. Absent: unchanged.
-    #[serde(default, deserialize_with = "present")]
+    #[serde(default, deserialize_with = "present_int")]
     #[schema(value_type = Option<i64>, minimum = 1, maximum = 36500)]
     pub audit_retention_days: Option<Option<i64>>,
     /// Days to keep heartbeats (1 to 36500); `null` keeps everything. Absent: unchanged.
-    #[serde(default, deserialize_with = "present")]
+    #[serde(default, deserialize_with = "present_int")]
     #[schema(value_type = Option<i64>, minimum = 1, maximum = 36500)]
     pub heartbeat_retention_days: Option<Option<i64>>,
 }
 
-/// A field that is absent (`None`), `null` (`Some(None)`) or a value.
-fn present<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    Option::<T>::deserialize(deserializer).map(Some)
+/// An integer field that is absent (`None`, by `default`), `null` (`Some(None)`) or a value
+/// (an integral number, `5.0` too, as JSON Schema's `integer` allows).
+fn present_int<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<i64>>, D::Error> {
+    int::optional(d).map(Some)
 }
 
 // ---- audit sinks ----------------------------------------------------------------------------
@@ -1081,7 +1078,7 @@ pub struct CreateAuditSinkRequest {
     #[schema(min_length = 1, max_length = 100)]
     pub name: String,
     /// Where batches are POSTed: an `https://` URL without user info or fragment.
-    #[schema(max_length = 2048)]
+    #[schema(max_length = 2048, pattern = "^https://")]
     pub url: String,
     /// `false` creates it paused. Default `true`.
     #[serde(default)]
@@ -1094,7 +1091,7 @@ pub struct UpdateAuditSinkRequest {
     #[schema(min_length = 1, max_length = 100)]
     pub name: Option<String>,
     #[serde(default)]
-    #[schema(max_length = 2048)]
+    #[schema(max_length = 2048, pattern = "^https://")]
     pub url: Option<String>,
     /// `false` pauses delivery (events wait, and are not pruned); `true` resumes it at once.
     #[serde(default)]

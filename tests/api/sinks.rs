@@ -717,7 +717,7 @@ async fn retention_prunes_old_rows_but_never_what_a_sink_has_not_delivered(engin
         owner
             .post(
                 "/v1/workspace/settings",
-                &json!({"audit_retention_days": 7, "heartbeat_retention_days": 7}),
+                &json!({"audit_retention_days": 7, "heartbeat_retention_days": 7.0}),
             )
             .await,
     )
