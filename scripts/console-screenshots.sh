@@ -22,6 +22,11 @@ agent=$(curl -sf "$url/v1/agents" -H "X-Service-Api-Key: $key" |
 # Refunds over 100 USD wait for a human: two waiting, one decided, one allowed, one denied.
 curl -sf -X POST "$url/v1/agents/$agent/approve" -H "X-Service-Api-Key: $key" -H 'Content-Type: application/json' -d '{}' > /dev/null
 pat=$(owner_token "$url" "$dir" owner@example.com screenshots)
+# An audit sink (paused: there is no receiver) and a retention, for the workspace page.
+curl -sf -X POST "$url/v1/workspace/audit/sinks" -H "Authorization: Bearer $pat" -H "X-Service-Workspace: $ws" -H 'Content-Type: application/json' \
+    -d '{"name":"siem","url":"https://siem.example.com/acp","enabled":false}' > /dev/null
+curl -sf -X POST "$url/v1/workspace/settings" -H "Authorization: Bearer $pat" -H "X-Service-Workspace: $ws" -H 'Content-Type: application/json' \
+    -d '{"audit_retention_days":400,"heartbeat_retention_days":30}' > /dev/null
 curl -sf -X POST "$url/v1/policies/sync" -H "Authorization: Bearer $pat" -H "X-Service-Workspace: $ws" -H 'Content-Type: application/json' \
     -d "{\"spec\":{\"reusable_policy_blocks\":{\"refunds\":{\"amount\":{\"limits\":{\"USD\":{\"allow_up_to\":100,\"challenge_up_to\":1000}}}}},
         \"agent_groups\":[{\"name\":\"finance\",\"members\":[\"$agent\"]}],\"bindings\":[{\"group\":\"finance\",\"blocks\":[\"refunds\"]}]}}" > /dev/null

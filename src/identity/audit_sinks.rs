@@ -23,7 +23,7 @@ const MAX_URL_LEN: usize = 2048;
 const ID_PREFIX: &str = "snk";
 
 /// A new signing secret: `whsec_` and 40 base62 characters (238 bits).
-fn new_secret() -> String {
+fn generate_secret() -> String {
     format!("whsec_{}", random_base62(40))
 }
 
@@ -65,6 +65,31 @@ fn store_error(err: StoreError) -> IdentityError {
         StoreError::Conflict(message) => IdentityError::conflict("too_many_sinks", message),
         other => other.into(),
     }
+}
+
+/// Commits `op` with its audit event (`event_type`, the person as actor), answering the
+/// store's refusals in the API's words.
+async fn commit(
+    ctx: &Context,
+    principal: &Principal,
+    workspace_id: &str,
+    (event_type, action): (&str, &str),
+    details: serde_json::Value,
+    op: AuditOp,
+) -> IdentityResult<()> {
+    let event = state_change(
+        event_type,
+        action,
+        Some(workspace_id),
+        None,
+        &principal.actor(),
+        details,
+    );
+    ctx.writer
+        .commit(Change::new(op).audited(event))
+        .await
+        .map_err(store_error)?;
+    Ok(())
 }
 
 /// The sink as the API shows it, with how far behind it is.
@@ -143,53 +168,40 @@ pub async fn create(
     let name = sink_name(&req.name)?;
     let url = checked_url(&req.url)?;
     let id = ids::new_id(ID_PREFIX);
-    let secret = new_secret();
-    let sealed = ctx
-        .master_key
-        .seal(secret.as_bytes(), &secret_context(&id))
-        .map_err(IdentityError::Internal)?;
+    let (secret, sealed) = new_secret(ctx, &id)?;
     let enabled = req.enabled.unwrap_or(true);
-    let actor = principal.actor();
-    let event = state_change(
-        "audit.sink_created",
-        "create_sink",
-        Some(&workspace_id),
-        None,
-        &actor,
-        json!({ "sink_id": id, "name": name, "url": url, "enabled": enabled }),
-    );
-    ctx.writer
-        .commit(
-            Change::new(AuditOp::CreateSink {
-                sink: SinkRecord {
-                    id: id.clone(),
-                    workspace_id: workspace_id.clone(),
-                    name,
-                    url,
-                    secret_sealed: sealed,
-                    enabled,
-                    created_at: now_ms(),
-                    created_by: actor.label(),
-                    cursor: Default::default(),
-                    delivered_events: 0,
-                    last_delivered_at: None,
-                    last_attempt_at: None,
-                    last_error: None,
-                    failures: 0,
-                    next_attempt_at: 0,
-                },
-                max: MAX_SINKS,
-            })
-            .audited(event),
-        )
-        .await
-        .map_err(store_error)?;
-    let sink = ctx.store.sink(&workspace_id, &id).await?;
-    Ok(api::AuditSinkSecretResponse {
-        ok: true,
-        sink: view(ctx, sink).await?,
-        secret,
-    })
+    let details = json!({ "sink_id": id, "name": name, "url": url, "enabled": enabled });
+    let sink = SinkRecord {
+        id: id.clone(),
+        workspace_id: workspace_id.clone(),
+        name,
+        url,
+        secret_sealed: sealed,
+        enabled,
+        created_at: now_ms(),
+        created_by: principal.actor().label(),
+        cursor: Default::default(),
+        delivered_events: 0,
+        last_delivered_at: None,
+        last_attempt_at: None,
+        last_error: None,
+        failures: 0,
+        next_attempt_at: 0,
+    };
+    let op = AuditOp::CreateSink {
+        sink,
+        max: MAX_SINKS,
+    };
+    commit(
+        ctx,
+        principal,
+        &workspace_id,
+        ("audit.sink_created", "create_sink"),
+        details,
+        op,
+    )
+    .await?;
+    with_secret(ctx, &workspace_id, &id, secret).await
 }
 
 /// Renames, moves, pauses or resumes a sink (owners and admins).
@@ -207,27 +219,23 @@ pub async fn update(
         Some(true) => "audit.sink_resumed",
         None => "audit.sink_updated",
     };
-    let event = state_change(
-        event_type,
-        "update_sink",
-        Some(&workspace_id),
-        None,
-        &principal.actor(),
-        json!({ "sink_id": sink_id, "name": name, "url": url, "enabled": req.enabled }),
-    );
-    ctx.writer
-        .commit(
-            Change::new(AuditOp::UpdateSink {
-                workspace_id: workspace_id.clone(),
-                sink_id: sink_id.to_owned(),
-                name,
-                url,
-                enabled: req.enabled,
-            })
-            .audited(event),
-        )
-        .await
-        .map_err(store_error)?;
+    let details = json!({ "sink_id": sink_id, "name": name, "url": url, "enabled": req.enabled });
+    let op = AuditOp::UpdateSink {
+        workspace_id: workspace_id.clone(),
+        sink_id: sink_id.to_owned(),
+        name,
+        url,
+        enabled: req.enabled,
+    };
+    commit(
+        ctx,
+        principal,
+        &workspace_id,
+        (event_type, "update_sink"),
+        details,
+        op,
+    )
+    .await?;
     get(ctx, principal, sink_id).await
 }
 
@@ -238,36 +246,23 @@ pub async fn rotate_secret(
     sink_id: &str,
 ) -> IdentityResult<api::AuditSinkSecretResponse> {
     let (workspace_id, _) = principal.admin_of()?;
-    let secret = new_secret();
-    let sealed = ctx
-        .master_key
-        .seal(secret.as_bytes(), &secret_context(sink_id))
-        .map_err(IdentityError::Internal)?;
-    let event = state_change(
-        "audit.sink_secret_rotated",
-        "rotate_sink_secret",
-        Some(&workspace_id),
-        None,
-        &principal.actor(),
-        json!({ "sink_id": sink_id }),
-    );
-    ctx.writer
-        .commit(
-            Change::new(AuditOp::RotateSinkSecret {
-                workspace_id: workspace_id.clone(),
-                sink_id: sink_id.to_owned(),
-                secret_sealed: sealed,
-            })
-            .audited(event),
-        )
-        .await
-        .map_err(store_error)?;
-    let sink = ctx.store.sink(&workspace_id, sink_id).await?;
-    Ok(api::AuditSinkSecretResponse {
-        ok: true,
-        sink: view(ctx, sink).await?,
-        secret,
-    })
+    let (secret, sealed) = new_secret(ctx, sink_id)?;
+    let op = AuditOp::RotateSinkSecret {
+        workspace_id: workspace_id.clone(),
+        sink_id: sink_id.to_owned(),
+        secret_sealed: sealed,
+    };
+    let details = json!({ "sink_id": sink_id });
+    commit(
+        ctx,
+        principal,
+        &workspace_id,
+        ("audit.sink_secret_rotated", "rotate_sink_secret"),
+        details,
+        op,
+    )
+    .await?;
+    with_secret(ctx, &workspace_id, sink_id, secret).await
 }
 
 /// Deletes a sink (owners and admins): its undelivered events are no longer held back from
@@ -278,25 +273,46 @@ pub async fn delete(
     sink_id: &str,
 ) -> IdentityResult<api::OkResponse> {
     let (workspace_id, _) = principal.admin_of()?;
-    let event = state_change(
-        "audit.sink_deleted",
-        "delete_sink",
-        Some(&workspace_id),
-        None,
-        &principal.actor(),
-        json!({ "sink_id": sink_id }),
-    );
-    ctx.writer
-        .commit(
-            Change::new(AuditOp::DeleteSink {
-                workspace_id,
-                sink_id: sink_id.to_owned(),
-            })
-            .audited(event),
-        )
-        .await
-        .map_err(store_error)?;
+    let op = AuditOp::DeleteSink {
+        workspace_id: workspace_id.clone(),
+        sink_id: sink_id.to_owned(),
+    };
+    let details = json!({ "sink_id": sink_id });
+    commit(
+        ctx,
+        principal,
+        &workspace_id,
+        ("audit.sink_deleted", "delete_sink"),
+        details,
+        op,
+    )
+    .await?;
     Ok(api::OkResponse { ok: true })
+}
+
+/// A new secret for sink `sink_id`, and the same sealed with the master key.
+fn new_secret(ctx: &Context, sink_id: &str) -> IdentityResult<(String, String)> {
+    let secret = generate_secret();
+    let sealed = ctx
+        .master_key
+        .seal(secret.as_bytes(), &secret_context(sink_id))
+        .map_err(IdentityError::Internal)?;
+    Ok((secret, sealed))
+}
+
+/// The sink as it is now, with the secret just made (shown this once).
+async fn with_secret(
+    ctx: &Context,
+    workspace_id: &str,
+    sink_id: &str,
+    secret: String,
+) -> IdentityResult<api::AuditSinkSecretResponse> {
+    let sink = ctx.store.sink(workspace_id, sink_id).await?;
+    Ok(api::AuditSinkSecretResponse {
+        ok: true,
+        sink: view(ctx, sink).await?,
+        secret,
+    })
 }
 
 #[cfg(test)]
@@ -327,7 +343,7 @@ mod tests {
 
     #[test]
     fn secrets_are_long_and_distinct() {
-        let (a, b) = (new_secret(), new_secret());
+        let (a, b) = (generate_secret(), generate_secret());
         assert!(a.starts_with("whsec_") && a.len() == 46);
         assert_ne!(a, b);
     }

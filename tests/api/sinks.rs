@@ -4,7 +4,7 @@
 //! of the workspace arrives, signed, in commit order (repeats allowed, dropped by `event_id`),
 //! on both engines. Then the sinks' API and retention, in-process.
 
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -31,9 +31,10 @@ struct Received {
     body: Vec<u8>,
 }
 
-/// A real HTTPS server on loopback that records every batch. Flaky: of every four requests
-/// the second is a 500 and the third is taken (recorded) but answered after the sender's
-/// timeout, so that batch comes again.
+/// A real HTTPS server on loopback that records every batch. Flaky: besides every fourth
+/// request answered 500, the first batch that holds the registration of `agent-0-10` is
+/// answered 500, and the first that holds `agent-1-05` is taken (recorded) but answered after
+/// the sender's timeout, so that batch comes again.
 struct Receiver {
     port: u16,
     ca_pem: String,
@@ -59,11 +60,16 @@ impl Receiver {
         let mode = Arc::new(AtomicU8::new(FLAKY));
         let got: Arc<Mutex<Vec<Received>>> = Arc::default();
         let count = Arc::new(AtomicUsize::new(0));
+        let (refused, stalled) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(false)),
+        );
         let (m, g) = (mode.clone(), got.clone());
         let router = axum::Router::new().route(
             "/ingest",
             axum::routing::post(move |headers: HeaderMap, body: Bytes| {
                 let (mode, got, count) = (m.clone(), g.clone(), count.clone());
+                let (refused, stalled) = (refused.clone(), stalled.clone());
                 async move {
                     let mode = mode.load(Ordering::SeqCst);
                     // The schedule counts the flaky phase's requests only.
@@ -72,7 +78,14 @@ impl Receiver {
                     } else {
                         0
                     };
-                    if mode == DOWN || (mode == FLAKY && n % 4 == 1) {
+                    let holds = |name: &str| {
+                        let needle = format!("\"name\":\"{name}\"");
+                        body.windows(needle.len()).any(|w| w == needle.as_bytes())
+                    };
+                    let refuse = mode == FLAKY
+                        && (n % 4 == 1
+                            || (holds("agent-0-10") && !refused.swap(true, Ordering::SeqCst)));
+                    if mode == DOWN || refuse {
                         return StatusCode::INTERNAL_SERVER_ERROR;
                     }
                     got.lock().unwrap().push(Received {
@@ -84,7 +97,9 @@ impl Receiver {
                             .collect(),
                         body: body.to_vec(),
                     });
-                    if mode == FLAKY && n % 4 == 2 {
+                    // Whenever it comes: a replica may resume delivery only once the
+                    // receiver is healthy again.
+                    if holds("agent-1-05") && !stalled.swap(true, Ordering::SeqCst) {
                         tokio::time::sleep(Duration::from_millis(2_500)).await;
                     }
                     StatusCode::NO_CONTENT
@@ -447,15 +462,9 @@ async fn every_event_arrives_in_order(engine: Engine) {
         .map(|e| e["details"]["name"].as_str().unwrap_or_default())
         .collect();
     assert_eq!(registered, names, "every registration, once each, in order");
-    let repeats = receiver.events(&secret).len() - delivered.len();
-    assert!(
-        repeats > 0,
-        "the stalled batch was sent again (at least once)"
-    );
-
     // Caught up: nothing pending, everything counted.
     let mut state = Value::Null;
-    for _ in 0..50 {
+    for _ in 0..200 {
         let (_, body) = status_json(as_owner(client.get(&sink_url)).send().await.unwrap()).await;
         state = body;
         if state["sink"]["lag_events"] == 0 && state["sink"]["state"] == "delivering" {
@@ -464,6 +473,14 @@ async fn every_event_arrives_in_order(engine: Engine) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(state["sink"]["lag_events"], 0, "{state}");
+    // Caught up means the cursor moved past the stalled batch: it was answered 2xx when sent
+    // again.
+    let repeats = receiver.events(&secret).len() - delivered.len();
+    assert!(
+        repeats > 0,
+        "the stalled batch was sent again (at least once)"
+    );
+
     assert_eq!(state["sink"]["lag_seconds"], 0.0, "{state}");
     assert!(
         state["sink"]["delivered_events"].as_i64().unwrap() >= delivered.len() as i64,
@@ -474,15 +491,15 @@ async fn every_event_arrives_in_order(engine: Engine) {
         "{engine:?}: {} events delivered, {repeats} repeats",
         delivered.len()
     );
-    // The sink's state in the metrics of the replica that started first in this round.
-    let metrics = client
-        .get(format!("{}/metrics", server.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    // The sink's state in the metrics of this round's replicas (either may have delivered).
+    let mut metrics = String::new();
+    for base in [Some(&server.base), second.as_ref().map(|s| &s.base)]
+        .into_iter()
+        .flatten()
+    {
+        let res = client.get(format!("{base}/metrics")).send().await.unwrap();
+        metrics.push_str(&res.text().await.unwrap());
+    }
     assert!(
         metrics.contains(&format!(
             "acp_audit_sink_lag_events{{sink_id=\"{sink_id}\"}}"
