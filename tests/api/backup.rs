@@ -97,18 +97,7 @@ async fn ready(base: &str) {
 
 /// SIGTERM, then wait for a clean exit.
 async fn stop(server: &mut Child) {
-    let pid = server.id().unwrap().to_string();
-    let killed = Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .await
-        .unwrap();
-    assert!(killed.success());
-    let status = tokio::time::timeout(Duration::from_secs(30), server.wait())
-        .await
-        .expect("the server stops")
-        .unwrap();
-    assert!(status.success(), "{status:?}");
+    crate::replicas::sigterm(server).await;
 }
 
 /// Registers and attests an agent over HTTP; answers its id.

@@ -37,6 +37,22 @@ pub async fn start_replica_with(db_url: &str, key: &str, env: &[(&str, &str)]) -
     (child, base)
 }
 
+/// SIGTERM to a replica, then wait (at most 30 s) for its clean exit.
+pub async fn sigterm(server: &mut Child) {
+    let pid = server.id().expect("running").to_string();
+    let killed = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .await
+        .expect("run kill");
+    assert!(killed.success());
+    let status = tokio::time::timeout(std::time::Duration::from_secs(30), server.wait())
+        .await
+        .expect("the server stops")
+        .expect("wait for the server");
+    assert!(status.success(), "clean exit: {status:?}");
+}
+
 async fn nonce_is_shared_between_replicas(engine: Engine) {
     let db = TestDb::new(engine).await;
     let key = random_api_key();

@@ -230,18 +230,7 @@ async fn serve(db_url: &str, key: &str, env: &[(&str, &str)]) -> Server {
 }
 
 async fn sigterm(server: &mut Server) {
-    let pid = server.child.id().unwrap().to_string();
-    let status = tokio::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .await
-        .unwrap();
-    assert!(status.success());
-    let exit = tokio::time::timeout(Duration::from_secs(20), server.child.wait())
-        .await
-        .expect("stops in time")
-        .unwrap();
-    assert!(exit.success(), "{exit:?}");
+    crate::replicas::sigterm(&mut server.child).await;
 }
 
 /// Registers agent `name` with the workspace's key; answers its id.
