@@ -161,9 +161,12 @@ async fn turn(ctx: &Context, sink: SinkRecord) {
     let timeout_ms = i64::try_from(ctx.config.audit_sink_timeout_secs).unwrap_or(300) * 1000;
     let lease_ms = 2 * timeout_ms + 5_000;
     let owner = ctx.instance_id.as_str();
-    let mut cursor = sink.cursor.clone();
     // A caught-up sink costs one read a second, no write (the lease is taken only to send).
-    match ctx.store.events_after(&sink.workspace_id, &cursor, 1).await {
+    match ctx
+        .store
+        .events_after(&sink.workspace_id, &sink.cursor, 1)
+        .await
+    {
         Ok(next) if next.is_empty() => return,
         Ok(_) => {}
         Err(err) => {
@@ -173,29 +176,31 @@ async fn turn(ctx: &Context, sink: SinkRecord) {
     }
     for _ in 0..BATCHES_PER_TURN {
         let now = now_ms();
-        match ctx
+        // Each batch starts from the sink as it is now: another replica may have moved its
+        // cursor, a person its URL or secret, since it was listed.
+        let current = match ctx
             .store
             .lease_sink(&sink.id, owner, now, now + lease_ms)
             .await
         {
-            Ok(true) => {}
+            Ok(Some(current)) => current,
             // Paused, deleted, or another replica's now: what this one held is given up below.
-            Ok(false) => break,
+            Ok(None) => break,
             Err(err) => {
                 tracing::warn!(error = %err, sink = %sink.id, "audit sink: taking the lease failed");
                 break;
             }
-        }
-        match batch(ctx, &sink, &cursor).await {
+        };
+        match batch(ctx, &current).await {
             Ok(Some(sent)) => {
                 let full = sent.events >= BATCH_EVENTS || sent.capped;
                 crate::observe::sink_delivery("delivered", u64::try_from(sent.events).unwrap_or(0));
-                cursor = sent.cursor.clone();
                 let outcome = DeliveryOutcome::Delivered {
+                    from: current.cursor.clone(),
                     cursor: sent.cursor,
                     events: sent.events,
                 };
-                if !record(ctx, &sink, owner, &outcome).await || !full {
+                if !record(ctx, &current, owner, &outcome).await || !full {
                     break;
                 }
             }
@@ -203,12 +208,12 @@ async fn turn(ctx: &Context, sink: SinkRecord) {
             Err(error) => {
                 let max_ms =
                     i64::try_from(ctx.config.audit_sink_backoff_max_secs).unwrap_or(86_400) * 1000;
-                let retry_at = now_ms() + backoff_ms(sink.failures + 1, max_ms);
+                let retry_at = now_ms() + backoff_ms(current.failures + 1, max_ms);
                 crate::observe::sink_delivery("failed", 0);
-                tracing::warn!(sink = %sink.id, workspace = %sink.workspace_id, %error, "audit sink: delivery failed; will retry");
+                tracing::warn!(sink = %current.id, workspace = %current.workspace_id, %error, "audit sink: delivery failed; will retry");
                 record(
                     ctx,
-                    &sink,
+                    &current,
                     owner,
                     &DeliveryOutcome::Failed { error, retry_at },
                 )
@@ -244,16 +249,12 @@ struct Sent {
     capped: bool,
 }
 
-/// Sends the next batch after `cursor`: `None` when there is nothing to send, `Err` with a
+/// Sends the sink's next batch after its cursor: `None` when there is nothing to send, `Err` with a
 /// short reason (never the answer's body) when the receiver did not take it.
-async fn batch(
-    ctx: &Context,
-    sink: &SinkRecord,
-    cursor: &SinkCursor,
-) -> Result<Option<Sent>, String> {
+async fn batch(ctx: &Context, sink: &SinkRecord) -> Result<Option<Sent>, String> {
     let events = ctx
         .store
-        .events_after(&sink.workspace_id, cursor, BATCH_EVENTS)
+        .events_after(&sink.workspace_id, &sink.cursor, BATCH_EVENTS)
         .await
         .map_err(|e| format!("reading the events failed: {e}"))?;
     let total = events.len();

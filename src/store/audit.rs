@@ -49,8 +49,13 @@ pub struct SinkLag {
 /// What a delivery attempt came to, recorded by the replica holding the sink's lease.
 #[derive(Debug, Clone)]
 pub enum DeliveryOutcome {
-    /// The batch up to `cursor` was accepted: `events` more delivered.
-    Delivered { cursor: SinkCursor, events: i64 },
+    /// The batch after `from` up to `cursor` was accepted: `events` more delivered. Recorded
+    /// only if the sink's cursor is still `from`.
+    Delivered {
+        from: SinkCursor,
+        cursor: SinkCursor,
+        events: i64,
+    },
     /// Nothing was accepted; try again at `retry_at`.
     Failed { error: String, retry_at: i64 },
 }
@@ -135,15 +140,16 @@ pub trait AuditStore: Send + Sync {
     ) -> Result<SinkLag, StoreError>;
     /// Enabled sinks whose next attempt is due at `now` and whose lease is free or `owner`'s.
     async fn due_sinks(&self, now: i64, owner: &str) -> Result<Vec<SinkRecord>, StoreError>;
-    /// Takes (or extends) the sink's lease for `owner` until `until`; `false` when another
-    /// replica holds it, or the sink is gone or paused.
+    /// Takes (or extends) the sink's lease for `owner` until `until`, answering the sink as it
+    /// is now (its cursor, URL and secret may have moved since it was listed); `None` when
+    /// another replica holds it, or the sink is gone or paused.
     async fn lease_sink(
         &self,
         sink_id: &str,
         owner: &str,
         now: i64,
         until: i64,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<Option<SinkRecord>, StoreError>;
     /// Gives the lease up.
     async fn release_sink(&self, sink_id: &str, owner: &str) -> Result<(), StoreError>;
     /// Up to `limit` events after `cursor`, in commit order, each with its `seq`; only events
@@ -154,8 +160,8 @@ pub trait AuditStore: Send + Sync {
         cursor: &SinkCursor,
         limit: i64,
     ) -> Result<Vec<(i64, AuditRecord)>, StoreError>;
-    /// Records an attempt, if `owner` still holds the lease (`false` otherwise: another replica
-    /// took over and nothing was recorded).
+    /// Records an attempt, if `owner` still holds the lease (and, for a delivery, the cursor is
+    /// still where the batch began); `false` otherwise, and nothing was recorded.
     async fn record_delivery(
         &self,
         sink_id: &str,

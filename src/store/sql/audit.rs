@@ -288,19 +288,20 @@ impl AuditStore for SqlStore {
         owner: &str,
         now: i64,
         until: i64,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Option<SinkRecord>, StoreError> {
         let mut conn = self.write_conn().await?;
-        let done = sqlx::query(
+        let row = sqlx::query(&format!(
             "UPDATE audit_sinks SET lease_owner = $2, lease_until = $4 \
-             WHERE id = $1 AND enabled = 1 AND (lease_until < $3 OR lease_owner = $2)",
-        )
+             WHERE id = $1 AND enabled = 1 AND (lease_until < $3 OR lease_owner = $2) \
+             RETURNING {SINK_COLUMNS}"
+        ))
         .bind(sink_id)
         .bind(owner)
         .bind(now)
         .bind(until)
-        .execute(&mut *conn)
+        .fetch_optional(&mut *conn)
         .await?;
-        Ok(done.rows_affected() == 1)
+        Ok(row.as_ref().map(sink_from_row).transpose()?)
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -350,12 +351,16 @@ impl AuditStore for SqlStore {
     ) -> Result<bool, StoreError> {
         let mut conn = self.write_conn().await?;
         let done = match outcome {
-            DeliveryOutcome::Delivered { cursor, events } => {
+            DeliveryOutcome::Delivered {
+                from,
+                cursor,
+                events,
+            } => {
                 sqlx::query(
                     "UPDATE audit_sinks SET cursor_seq = $3, cursor_id = $4, \
                      delivered_events = delivered_events + $5, last_delivered_at = $6, last_attempt_at = $6, \
                      last_error = NULL, failures = 0, next_attempt_at = 0 \
-                     WHERE id = $1 AND lease_owner = $2",
+                     WHERE id = $1 AND lease_owner = $2 AND cursor_seq = $7 AND cursor_id = $8",
                 )
                 .bind(sink_id)
                 .bind(owner)
@@ -363,6 +368,8 @@ impl AuditStore for SqlStore {
                 .bind(&cursor.id)
                 .bind(*events)
                 .bind(at)
+                .bind(from.seq)
+                .bind(&from.id)
                 .execute(&mut *conn)
                 .await?
             }

@@ -33,6 +33,11 @@ pub enum BackupError {
     NoDatabase(PathBuf),
     #[error("no backup at `{0}`")]
     NoBackup(PathBuf),
+    #[error(
+        "another program is reading `{0}` (its write-ahead log could not be folded in): stop it, \
+         then restore. Nothing was changed"
+    )]
+    LogBusy(PathBuf),
     #[error("`{0}` exists: pass --force to replace it")]
     Exists(PathBuf),
     #[error("`{0}` is a folder: name the backup file, for example `{0}/acp-backup.db`")]
@@ -552,10 +557,20 @@ impl Prepared {
         if db.exists() {
             // A damaged database may refuse to open: then its log is kept as it is.
             if let Ok(mut conn) = connect_live(&db).await {
-                let _ = sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
-                    .execute(&mut conn)
-                    .await;
+                // Its log is removed below: every committed page must be in the file first. A
+                // reader outside acp (the sqlite3 shell, a backup agent) can keep the checkpoint
+                // from finishing (`busy`): then nothing is touched.
+                let busy = sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+                    .fetch_optional(&mut conn)
+                    .await
+                    .ok()
+                    .flatten()
+                    .and_then(|row| row.try_get::<i64, _>(0).ok())
+                    .unwrap_or(0);
                 let _ = conn.close().await;
+                if busy != 0 {
+                    return Err(BackupError::LogBusy(db));
+                }
             }
             if keep {
                 let target = keep_as(&db)?;
