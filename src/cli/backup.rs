@@ -125,6 +125,14 @@ fn check_master_key(
             )));
         }
     }
+    for (sink_id, secret) in &sealed.sink_secrets {
+        let context = crate::audit::delivery::secret_context(sink_id);
+        if master.open(secret, &context).is_err() {
+            return Err(refuse(format!(
+                "the signing secret of audit sink `{sink_id}`"
+            )));
+        }
+    }
     Ok((sealed.signing_keys.len(), sealed.data_keys.len()))
 }
 
@@ -208,6 +216,7 @@ mod tests {
         let sealed = SealedKeys {
             signing_keys: vec![("kid_1".into(), sealed_with.seal(b"seed", "kid_1").unwrap())],
             data_keys: Vec::new(),
+            sink_secrets: Vec::new(),
         };
         let file = Path::new("b.db");
         assert_eq!(
@@ -225,7 +234,25 @@ mod tests {
         let moved = SealedKeys {
             signing_keys: vec![("kid_2".into(), sealed.signing_keys[0].1.clone())],
             data_keys: Vec::new(),
+            sink_secrets: Vec::new(),
         };
         assert!(check_master_key(&sealed_with, &moved, file).is_err());
+        // An audit sink's secret is checked too.
+        let context = crate::audit::delivery::secret_context("snk_1");
+        let sink = SealedKeys {
+            signing_keys: Vec::new(),
+            data_keys: Vec::new(),
+            sink_secrets: vec![(
+                "snk_1".into(),
+                sealed_with.seal(b"whsec_x", &context).unwrap(),
+            )],
+        };
+        assert!(check_master_key(&sealed_with, &sink, file).is_ok());
+        let err = check_master_key(&MasterKey::generate(), &sink, file).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("the signing secret of audit sink `snk_1`"),
+            "{err}"
+        );
     }
 }

@@ -271,6 +271,8 @@ pub struct SealedKeys {
     pub signing_keys: Vec<(String, String)>,
     /// `(workspace_id, secret_set_id, wrapped data key)` of the sets not destroyed.
     pub data_keys: Vec<(String, String, String)>,
+    /// `(sink_id, sealed signing secret)` of the audit sinks.
+    pub sink_secrets: Vec<(String, String)>,
 }
 
 /// What a checked database file holds.
@@ -397,6 +399,18 @@ async fn inspect_on(conn: &mut SqliteConnection, shown: &Path) -> Result<Content
                 row.try_get("workspace_id").map_err(read())?,
                 row.try_get("id").map_err(read())?,
                 row.try_get("data_key").map_err(read())?,
+            ));
+        }
+    }
+    if has("audit_sinks") {
+        for row in sqlx::query("SELECT id, secret_sealed FROM audit_sinks ORDER BY id")
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(read())?
+        {
+            sealed.sink_secrets.push((
+                row.try_get("id").map_err(read())?,
+                row.try_get("secret_sealed").map_err(read())?,
             ));
         }
     }
