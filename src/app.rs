@@ -234,7 +234,6 @@ impl App {
                 // The receiver's answer is not read, only its status.
                 max_response_bytes: 64 * 1024,
             })
-            .map(crate::enforce::egress::Egress::without_vault_metrics)
             .map_err(anyhow::Error::msg)?;
         let bootstrap = bootstrap(store.as_ref(), &config).await?;
         let (commits, writer) = GroupCommit::start(dyn_store.clone(), config.commit_batch_max);

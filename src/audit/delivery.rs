@@ -139,10 +139,7 @@ async fn refresh_lag(
             .await
         {
             Ok(lag) => {
-                let seconds = lag
-                    .oldest_at
-                    .map_or(0.0, |at| (now - at).max(0) as f64 / 1000.0);
-                crate::observe::sink_lag(&sink.id, lag.events, seconds, sink.failures);
+                crate::observe::sink_lag(&sink.id, lag.events, lag.seconds(now), sink.failures)
             }
             Err(err) => {
                 tracing::warn!(error = %err, sink = %sink.id, "audit sinks: reading a lag failed")

@@ -1129,8 +1129,6 @@ pub struct Egress {
     /// connection instead of paying a handshake each; dropping it after [`CLIENT_TTL`] bounds
     /// how long a destination stays pinned to addresses that DNS may since have moved.
     clients: Mutex<HashMap<ClientKey, (Instant, reqwest::Client)>>,
-    /// Whether calls count in the vault proxy's upstream metric (not the audit sinks' calls).
-    vault_metrics: bool,
 }
 
 impl std::fmt::Debug for Egress {
@@ -1162,7 +1160,6 @@ impl Egress {
             settings,
             roots,
             clients: Mutex::new(HashMap::new()),
-            vault_metrics: true,
         };
         // A certificate that parses as PEM may still be refused by the TLS library: find out
         // now rather than on the first call.
@@ -1174,13 +1171,6 @@ impl Egress {
             })
             .map_err(|e| format!("the vault proxy's CA file cannot be used: {e}"))?;
         Ok(egress)
-    }
-
-    /// The same, for calls that are not the vault proxy's (the audit sinks'): they do not count
-    /// in its upstream metric.
-    pub fn without_vault_metrics(mut self) -> Egress {
-        self.vault_metrics = false;
-        self
     }
 
     fn build_client(&self, key: &ClientKey) -> Result<reqwest::Client, reqwest::Error> {
@@ -1294,15 +1284,10 @@ impl Egress {
         started: Instant,
     ) -> Result<Upstream, EgressError> {
         let exchange = self.exchange(out, addrs, started);
-        let (outcome, answer) = match tokio::time::timeout(self.settings.timeout, exchange).await {
-            Ok(Ok(upstream)) => ("answered", Ok(upstream)),
-            Ok(Err(err)) => ("failed", Err(err)),
-            Err(_) => ("timeout", Err(EgressError::Timeout)),
-        };
-        if self.vault_metrics {
-            crate::observe::upstream_call(outcome, started.elapsed());
+        match tokio::time::timeout(self.settings.timeout, exchange).await {
+            Ok(answer) => answer,
+            Err(_) => Err(EgressError::Timeout),
         }
-        answer
     }
 
     async fn exchange(

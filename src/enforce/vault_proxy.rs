@@ -183,11 +183,15 @@ pub async fn proxy(
     crate::observe::lease_used("proxy");
     let trace_id = decision.trace_id;
 
-    let sent = ctx
-        .egress
-        .send_to(&outbound, &destination)
-        .await
-        .map_err(refusal);
+    let started = std::time::Instant::now();
+    let sent = ctx.egress.send_to(&outbound, &destination).await;
+    let outcome = match &sent {
+        Ok(_) => "answered",
+        Err(egress::EgressError::Timeout) => "timeout",
+        Err(_) => "failed",
+    };
+    crate::observe::upstream_call(outcome, started.elapsed());
+    let sent = sent.map_err(refusal);
     let mut details = base.clone();
     let mut events = Vec::new();
     let answered = match sent {

@@ -122,9 +122,7 @@ pub async fn view(ctx: &Context, sink: SinkRecord) -> IdentityResult<api::AuditS
         consecutive_failures: sink.failures,
         next_attempt_at: (sink.enabled && sink.failures > 0).then(|| iso(sink.next_attempt_at)),
         lag_events: lag.events,
-        lag_seconds: lag
-            .oldest_at
-            .map_or(0.0, |at| (now - at).max(0) as f64 / 1000.0),
+        lag_seconds: lag.seconds(now),
     })
 }
 

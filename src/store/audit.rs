@@ -8,9 +8,9 @@ use async_trait::async_trait;
 
 use super::{AuditQuery, AuditRecord, StoreError};
 
-/// A position in a workspace's commit order (see migration 0020): the last event delivered.
-/// On SQLite `seq` alone orders events; on Postgres `seq` is the writing transaction's id and
-/// `id` orders the events of one transaction.
+/// A position in a workspace's commit order (see migration 0020): the last event delivered,
+/// compared as `(seq, id)`. On SQLite `seq` is unique; on Postgres it is the writing
+/// transaction's id and `id` orders the events of one transaction.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SinkCursor {
     pub seq: i64,
@@ -44,6 +44,14 @@ pub struct SinkRecord {
 pub struct SinkLag {
     pub events: i64,
     pub oldest_at: Option<i64>,
+}
+
+impl SinkLag {
+    /// Age of the oldest pending event at `now`, seconds (0 when caught up).
+    pub fn seconds(&self, now: i64) -> f64 {
+        self.oldest_at
+            .map_or(0.0, |at| (now - at).max(0) as f64 / 1000.0)
+    }
 }
 
 /// What a delivery attempt came to, recorded by the replica holding the sink's lease.

@@ -240,28 +240,23 @@ impl AuditStore for SqlStore {
         cursor: &SinkCursor,
         cap: i64,
     ) -> Result<SinkLag, StoreError> {
-        let after = after_clause(self.sqlite());
-        let events: i64 = with_cursor(
-            sqlx::query_scalar(&format!(
-                "SELECT COUNT(*) FROM (SELECT 1 FROM audit_events WHERE {after} LIMIT {cap}) AS pending"
-            )),
-            workspace_id,
-            cursor,
-            self.sqlite(),
-        )
+        let events: i64 = sqlx::query_scalar(&format!(
+            "SELECT COUNT(*) FROM (SELECT 1 FROM audit_events WHERE {AFTER_CURSOR} LIMIT {cap}) AS pending"
+        ))
+        .bind(workspace_id)
+        .bind(cursor.seq)
+        .bind(&cursor.id)
         .fetch_one(&self.read)
         .await?;
         let oldest_at: Option<i64> = if events == 0 {
             None
         } else {
-            with_cursor(
-                sqlx::query_scalar(&format!(
-                    "SELECT created_at FROM audit_events WHERE {after} ORDER BY seq, id LIMIT 1"
-                )),
-                workspace_id,
-                cursor,
-                self.sqlite(),
-            )
+            sqlx::query_scalar(&format!(
+                "SELECT created_at FROM audit_events WHERE {AFTER_CURSOR} ORDER BY seq, id LIMIT 1"
+            ))
+            .bind(workspace_id)
+            .bind(cursor.seq)
+            .bind(&cursor.id)
             .fetch_optional(&self.read)
             .await?
         };
@@ -324,15 +319,16 @@ impl AuditStore for SqlStore {
         cursor: &SinkCursor,
         limit: i64,
     ) -> Result<Vec<(i64, AuditRecord)>, StoreError> {
-        let sqlite = self.sqlite();
         let sql = format!(
             "SELECT seq, id, workspace_id, created_at, event_type, agent_id, action, decision, policy_id, \
              policy_hash, trace_id, reasons, reason_codes, actor, details FROM audit_events \
-             WHERE {}{} ORDER BY seq, id LIMIT {limit}",
-            after_clause(sqlite),
-            horizon_clause(sqlite)
+             WHERE {AFTER_CURSOR}{} ORDER BY seq, id LIMIT {limit}",
+            horizon_clause(self.sqlite())
         );
-        let rows = with_cursor(sqlx::query(&sql), workspace_id, cursor, sqlite)
+        let rows = sqlx::query(&sql)
+            .bind(workspace_id)
+            .bind(cursor.seq)
+            .bind(&cursor.id)
             .fetch_all(&self.read)
             .await?;
         rows.iter()
@@ -473,14 +469,15 @@ fn retention_from_row(row: &AnyRow) -> Result<Retention, sqlx::Error> {
 
 // ---- sinks and retention ---------------------------------------------------------------------
 
-/// Where a new sink starts: the end of the trail now. SQLite: the largest `seq` (every later
-/// event gets a larger one). Postgres: just below the oldest running transaction, so every
-/// event that commits from now on (its creation event included) is after it.
+/// Where a new sink starts: the end of the trail now. SQLite: the last event, `(seq, id)`
+/// (every later event gets a larger `seq`). Postgres: just below the oldest running
+/// transaction, so every event that commits from now on (its creation event included) is after
+/// it.
 fn sink_start_sql(sqlite: bool) -> &'static str {
     if sqlite {
-        "SELECT COALESCE(MAX(seq), 0) AS start FROM audit_events"
+        "SELECT seq AS start, id AS start_id FROM audit_events ORDER BY seq DESC LIMIT 1"
     } else {
-        "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint - 1 AS start"
+        "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint - 1 AS start, '' AS start_id"
     }
 }
 
@@ -529,12 +526,13 @@ pub(super) async fn apply(
                     "a workspace has at most {max} audit sinks"
                 )));
             }
-            let start: i64 = sqlx::query_scalar(sink_start_sql(sqlite))
-                .fetch_one(&mut **tx)
+            let start: Option<(i64, String)> = sqlx::query_as(sink_start_sql(sqlite))
+                .fetch_optional(&mut **tx)
                 .await?;
+            let (start, start_id) = start.unwrap_or_default();
             sqlx::query(
                 "INSERT INTO audit_sinks (id, workspace_id, name, url, secret_sealed, enabled, created_at, created_by, \
-                 cursor_seq, cursor_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, '')",
+                 cursor_seq, cursor_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
             )
             .bind(&sink.id)
             .bind(&sink.workspace_id)
@@ -545,6 +543,7 @@ pub(super) async fn apply(
             .bind(sink.created_at)
             .bind(&sink.created_by)
             .bind(start)
+            .bind(start_id)
             .execute(&mut **tx)
             .await?;
             Ok(Applied::Done)
@@ -662,56 +661,9 @@ fn horizon_clause(sqlite: bool) -> &'static str {
     }
 }
 
-/// A workspace's events after a cursor: on SQLite `seq` is unique and alone orders them; on
-/// Postgres `(seq, id)` (a row comparison, read as a range of the sequence index).
-fn after_clause(sqlite: bool) -> &'static str {
-    if sqlite {
-        "workspace_id = $1 AND seq > $2"
-    } else {
-        "workspace_id = $1 AND (seq, id) > ($2, $3)"
-    }
-}
-
-/// Binds the arguments of [`after_clause`].
-fn with_cursor<'q, Q: CursorBind<'q>>(
-    query: Q,
-    workspace_id: &'q str,
-    cursor: &'q SinkCursor,
-    sqlite: bool,
-) -> Q {
-    let query = query.bind_text(workspace_id).bind_int(cursor.seq);
-    if sqlite {
-        query
-    } else {
-        query.bind_text(&cursor.id)
-    }
-}
-
-/// `bind` of the two query types used with [`with_cursor`].
-trait CursorBind<'q>: Sized {
-    fn bind_text(self, value: &'q str) -> Self;
-    fn bind_int(self, value: i64) -> Self;
-}
-
-impl<'q> CursorBind<'q> for sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
-    fn bind_text(self, value: &'q str) -> Self {
-        self.bind(value)
-    }
-    fn bind_int(self, value: i64) -> Self {
-        self.bind(value)
-    }
-}
-
-impl<'q, O> CursorBind<'q>
-    for sqlx::query::QueryScalar<'q, sqlx::Any, O, sqlx::any::AnyArguments<'q>>
-{
-    fn bind_text(self, value: &'q str) -> Self {
-        self.bind(value)
-    }
-    fn bind_int(self, value: i64) -> Self {
-        self.bind(value)
-    }
-}
+/// A workspace's events after a cursor, in `(seq, id)` order: a row comparison, read as a range
+/// of the sequence index on both engines.
+const AFTER_CURSOR: &str = "workspace_id = $1 AND (seq, id) > ($2, $3)";
 
 impl SqlStore {
     fn sqlite(&self) -> bool {
