@@ -852,6 +852,149 @@ pub struct DecisionResponse {
     pub challenge: Option<ChallengeInfo>,
 }
 
+/// Up to 100 checks decided together (`POST /v1/check/batch`).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct CheckBatchRequest {
+    /// Each as the body of `POST /v1/check`.
+    #[schema(min_items = 1, max_items = 100)]
+    pub checks: Vec<CheckRequest>,
+}
+
+/// The answers, one per check and in order.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct CheckBatchResponse {
+    pub ok: bool,
+    pub results: Vec<CheckBatchResult>,
+}
+
+/// A check's answer: its decision, exactly as `POST /v1/check` answers it, or the error that
+/// request would have been answered with, with its HTTP status.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum CheckBatchResult {
+    Decision(Box<DecisionResponse>),
+    Error(CheckBatchError),
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct CheckBatchError {
+    /// Always false.
+    pub ok: bool,
+    /// The status `POST /v1/check` would have answered.
+    pub status: u16,
+    /// Stable snake_case code, e.g. `unknown_agent`.
+    pub error: String,
+    pub message: String,
+}
+
+// ---- OpenID AuthZEN Authorization API 1.0 ------------------------------------------------
+
+/// An AuthZEN subject: the agent (`id` is its `agt_` id; `type` is not interpreted).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AuthzenSubject {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub id: String,
+    /// Ignored: acp knows the agent's facts itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub properties: Option<Value>,
+}
+
+/// An AuthZEN action: `name` is the checked action; `properties` join the check's context.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AuthzenAction {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub properties: Option<Value>,
+}
+
+/// An AuthZEN resource: `type` and `id` join the check's context as `resource_type` and
+/// `resource_id`, and `properties` as fields of their own.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AuthzenResource {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub properties: Option<Value>,
+}
+
+/// `POST /access/v1/evaluation`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AuthzenEvaluationRequest {
+    pub subject: AuthzenSubject,
+    pub action: AuthzenAction,
+    pub resource: AuthzenResource,
+    /// The check's context (an object; `email` carries a `send_email` check's email facts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub context: Option<Value>,
+}
+
+/// One evaluation of `POST /access/v1/evaluations`: what it leaves out comes from the request's
+/// top level.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+pub struct AuthzenEvaluationItem {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<AuthzenSubject>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<AuthzenAction>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<AuthzenResource>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub context: Option<Value>,
+}
+
+/// `POST /access/v1/evaluations`: defaults at the top level, up to 100 evaluations.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+pub struct AuthzenEvaluationsRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<AuthzenSubject>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<AuthzenAction>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<AuthzenResource>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub context: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_items = 100)]
+    pub evaluations: Option<Vec<AuthzenEvaluationItem>>,
+    /// `{"evaluations_semantic": "execute_all" | "deny_on_first_deny" | "permit_on_first_permit"}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub options: Option<Value>,
+}
+
+/// An AuthZEN decision: `true` only for `allow`. A denial's `context` says why (`reason`,
+/// `reason_codes`, `trace_id`); a challenge is a denial whose context carries `challenge_id`
+/// and the approval link (`challenge`); a request that could not be decided is a denial whose
+/// context carries `error: {status, code, message}`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AuthzenDecision {
+    pub decision: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub context: Option<Value>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AuthzenEvaluationsResponse {
+    pub evaluations: Vec<AuthzenDecision>,
+}
+
+/// `GET /.well-known/authzen-configuration`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AuthzenConfiguration {
+    pub policy_decision_point: String,
+    pub access_evaluation_endpoint: String,
+    pub access_evaluations_endpoint: String,
+}
+
 /// Applies (or dry-runs) an earlier version's spec as a new version.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct RollbackRequest {
@@ -883,6 +1026,11 @@ pub struct SyncRequest {
     /// The policy spec (see docs/policy-spec.md).
     #[schema(value_type = Object)]
     pub spec: Value,
+    /// Dry runs: how many of the workspace's newest recorded checks under this policy to
+    /// replay into `diff.impact` (default 10,000; 0 skips the replay).
+    #[serde(default, deserialize_with = "int::optional")]
+    #[schema(minimum = 0, maximum = 100000)]
+    pub impact_checks: Option<i64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -892,6 +1040,11 @@ pub struct SyncDiff {
     pub cedar_diff: String,
     /// Blocks, groups, bindings and memberships added, removed and changed.
     pub summary: Value,
+    /// Dry runs: the workspace's recorded checks replayed against the current and the desired
+    /// policy, and the decisions that would change (docs/policy-impact.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub impact: Option<Value>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]

@@ -1,6 +1,7 @@
 //! `acp sync FILE --server URL --token TOKEN [--dry-run | --apply]`: the CI side of policy as
 //! code. Prints the diff (coloured on a terminal, see `output`) or JSON, and exits 0 (no change, or
-//! applied), 2 (a dry run found changes), 3 (conflict) or 1 (anything else).
+//! applied), 2 (a dry run found changes), 3 (conflict), 4 (a dry run whose impact or semantic
+//! diff matches `--fail-on-impact` / `--fail-on`) or 1 (anything else).
 
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -15,7 +16,7 @@ use super::policy::{error_text, Source};
 
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Exit codes: 0 no change or applied, 2 a dry run found changes, 3 conflict (the policy is not at --expect-hash, or another apply won), 1 any other error.\nThe dry run prints the policy's current hash; apply with --expect-hash set to it so that a policy changed since the review fails instead of being overwritten."
+    after_help = "Exit codes: 0 no change or applied, 2 a dry run found changes, 3 conflict (the policy is not at --expect-hash, or another apply won), 4 a dry run whose impact matches --fail-on-impact or whose semantic diff matches --fail-on, 1 any other error.\nThe dry run prints the policy's current hash; apply with --expect-hash set to it so that a policy changed since the review fails instead of being overwritten."
 )]
 pub struct SyncArgs {
     /// The spec file (YAML, or JSON when it ends in .json)
@@ -52,8 +53,94 @@ pub struct SyncArgs {
     /// With several workspaces: which one (`ws_...`)
     #[arg(long, env = "ACP_WORKSPACE")]
     pub workspace: Option<String>,
+    /// Dry run: how many recorded checks to replay (0: none) [default: 10000]
+    #[arg(long, value_name = "N", conflicts_with = "apply")]
+    pub impact_checks: Option<u32>,
+    /// Dry run: exit 4 when a replayed decision moves towards allow, or changes at all
+    #[arg(long, value_enum, value_name = "WHEN", conflicts_with = "apply")]
+    pub fail_on_impact: Option<FailOnImpact>,
+    /// Dry run: exit 4 when the semantic diff finds a cell that becomes more permissive
+    #[arg(long, value_enum, value_name = "WHEN", conflicts_with = "apply")]
+    pub fail_on: Option<FailOn>,
     #[command(flatten)]
     pub output: OutputArg,
+}
+
+/// When the replayed impact fails a CI run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FailOnImpact {
+    // A decision moves towards allow (deny→challenge, deny→allow, challenge→allow).
+    MorePermissive,
+    // Any decision changes.
+    Any,
+}
+
+/// When the semantic diff fails a CI run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FailOn {
+    // A cell (group, action, condition) becomes more permissive.
+    MorePermissive,
+}
+
+/// Whether a dry run's answer fails the CI gates asked for.
+fn gates_fail(args: &SyncArgs, answer: &Value) -> bool {
+    let impact = &answer["diff"]["impact"];
+    let count = |v: &Value| v.as_u64().unwrap_or(0);
+    let impact_fails = match args.fail_on_impact {
+        None => false,
+        Some(FailOnImpact::MorePermissive) => count(&impact["more_permissive"]) > 0,
+        Some(FailOnImpact::Any) => count(&impact["changed"]) > 0,
+    };
+    let semantic = &answer["diff"]["semantic"];
+    let semantic_fails = match args.fail_on {
+        None => false,
+        Some(FailOn::MorePermissive) => count(&semantic["more_permissive_count"]) > 0,
+    };
+    impact_fails || semantic_fails
+}
+
+/// The impact's lines: how many replayed, how many would change and how, a few examples.
+fn impact_lines(impact: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    if impact.is_null() {
+        return out;
+    }
+    let n = |k: &str| impact[k].as_u64().unwrap_or(0);
+    out.push(format!(
+        "impact: {} of the last {} recorded checks replayed ({} skipped): {} would change ({} more permissive, {} less)",
+        n("replayed"),
+        n("read"),
+        n("skipped"),
+        n("changed"),
+        n("more_permissive"),
+        n("less_permissive"),
+    ));
+    for kind in impact["kinds"].as_array().into_iter().flatten() {
+        out.push(format!(
+            "  {} -> {}: {}",
+            kind["from"].as_str().unwrap_or(""),
+            kind["to"].as_str().unwrap_or(""),
+            kind["count"]
+        ));
+        for example in kind["examples"].as_array().into_iter().flatten().take(3) {
+            out.push(format!(
+                "    e.g. {} {} by {} at {} ({})",
+                example["event_id"].as_str().unwrap_or(""),
+                example["action"].as_str().unwrap_or(""),
+                example["agent_id"].as_str().unwrap_or(""),
+                example["at"].as_str().unwrap_or(""),
+                example["reason_codes"]
+                    .as_array()
+                    .map(|codes| codes
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .collect::<Vec<_>>()
+                        .join(", "))
+                    .unwrap_or_default(),
+            ));
+        }
+    }
+    out
 }
 
 fn summary_lines(summary: &Value) -> Vec<String> {
@@ -132,6 +219,9 @@ pub async fn run(args: &SyncArgs) -> anyhow::Result<i32> {
             body[key] = json!(v);
         }
     }
+    if let Some(n) = args.impact_checks {
+        body["impact_checks"] = json!(n);
+    }
     let client = ClientArgs {
         server: args.server.clone(),
         token: args.token.clone(),
@@ -165,6 +255,7 @@ pub async fn run(args: &SyncArgs) -> anyhow::Result<i32> {
     let status = response.status().as_u16();
     let answer: Value = response.json().await.unwrap_or(Value::Null);
     let code = match (status, &answer) {
+        (200, a) if dry_run && gates_fail(args, a) => 4,
         (200, a) if dry_run && a["diff"]["changed"] == json!(true) => 2,
         (200, _) => 0,
         (409, _) => 3,
@@ -206,6 +297,13 @@ pub async fn run(args: &SyncArgs) -> anyhow::Result<i32> {
         answer["diff"]["cedar_diff"].as_str().unwrap_or(""),
         color,
     ));
+    for line in impact_lines(&answer["diff"]["impact"]) {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    if code == 4 {
+        out.push_str("dry run: the change fails --fail-on-impact / --fail-on (exit 4)\n");
+    }
     out.push_str(&match (
         dry_run,
         answer["diff"]["changed"].as_bool(),

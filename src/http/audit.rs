@@ -52,6 +52,7 @@ fn query(
         event_type_prefix: None,
         secret_set_id: None,
         event_id: None,
+        policy_id: None,
     })
 }
 

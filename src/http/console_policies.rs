@@ -544,6 +544,7 @@ async fn run_dry_run(
         dry_run: true,
         expected_policy_hash: None,
         spec: value,
+        impact_checks: None,
     };
     let answer = match sync::sync(ctx, &workspace_id, &principal.actor(), req, None).await {
         Ok(answer) => answer,
@@ -650,6 +651,7 @@ async fn run_apply(
                 dry_run: false,
                 expected_policy_hash: Some(expected.to_owned()),
                 spec: value,
+                impact_checks: None,
             };
             let retry = key.map(|key| (key, request_hash));
             sync::sync(ctx, &workspace_id, &principal.actor(), req, retry).await

@@ -10,6 +10,7 @@ pub mod approval_links;
 pub mod audit;
 pub mod audit_sinks;
 pub mod auth;
+pub mod authzen;
 pub mod check;
 pub mod console;
 pub mod console_approvals;
@@ -196,6 +197,10 @@ fn routes() -> OpenApiRouter<SharedContext> {
         .routes(routes!(verify::verify)) // POST /v1/verify
         // Decisions and policy as code
         .routes(routes!(check::check)) // POST /v1/check
+        .routes(routes!(check::check_batch)) // POST /v1/check/batch
+        .routes(routes!(authzen::evaluation)) // POST /access/v1/evaluation
+        .routes(routes!(authzen::evaluations)) // POST /access/v1/evaluations
+        .routes(routes!(authzen::configuration)) // GET /.well-known/authzen-configuration
         .routes(routes!(policies::policies_sync)) // POST /v1/policies/sync
         .routes(routes!(policies::sync_alias)) // POST /v1/sync
         .routes(routes!(policies::list)) // GET /v1/policies

@@ -48,7 +48,7 @@ async fn run_sync(
 /// What the `Idempotency-Key` of a sync or rollback makes of it.
 enum Retry {
     /// The key's first request was answered this.
-    Replay(SyncResponse),
+    Replay(Box<SyncResponse>),
     /// Not seen: the key (if any) and the request's hash, stored with the answer.
     First(Option<(sync::IdempotencyKey, String)>),
 }
@@ -63,7 +63,7 @@ async fn retry_of(
         sync::IdempotencyKey::parse(headers.get("idempotency-key").and_then(|v| v.to_str().ok()))?;
     if let Some(key) = &key {
         if let Some(first) = sync::replayed(ctx, workspace_id, key, &request_hash).await? {
-            return Ok(Retry::Replay(first));
+            return Ok(Retry::Replay(Box::new(first)));
         }
     }
     Ok(Retry::First(key.map(|key| (key, request_hash))))

@@ -80,6 +80,140 @@ pub async fn check_reserving(
     .await
 }
 
+/// The most checks one batch takes.
+pub const MAX_BATCH_CHECKS: usize = 100;
+
+/// Where a batch of checks stops deciding (AuthZEN's evaluation semantics): never, or after the
+/// first check whose answer is a denial (an error, a deny or a challenge), or after the first
+/// allow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StopAt {
+    #[default]
+    Never,
+    FirstDenial,
+    FirstAllow,
+}
+
+impl StopAt {
+    fn stops(self, outcome: Option<Outcome>) -> bool {
+        match self {
+            StopAt::Never => false,
+            StopAt::FirstDenial => outcome != Some(Outcome::Allow),
+            StopAt::FirstAllow => outcome == Some(Outcome::Allow),
+        }
+    }
+}
+
+/// Checks in one go: each answered as [`check`] would answer it alone (its own trace id, audit
+/// event and challenge), and every decision recorded in one group-commit batch, so the batch
+/// costs one commit. When the workspace moved on before the commit, the stale decisions are
+/// made again together on the fresh state (one more batch); a check whose approval was used
+/// meanwhile is decided again on its own, as a single check would be. With `stop`, the checks
+/// after the one that stops are neither decided nor recorded, and have no answer.
+pub async fn check_batch(
+    ctx: &Context,
+    access: &KeyAccess,
+    actor: &Actor,
+    reqs: Vec<api::CheckRequest>,
+    stop: StopAt,
+) -> CheckResult<Vec<CheckResult<api::DecisionResponse>>> {
+    if reqs.is_empty() {
+        return Err(CheckError::missing("checks"));
+    }
+    if reqs.len() > MAX_BATCH_CHECKS {
+        return Err(CheckError::invalid(
+            "checks",
+            format_args!("must hold at most {MAX_BATCH_CHECKS} checks"),
+        ));
+    }
+    let mut answers: Vec<Option<CheckResult<api::DecisionResponse>>> = Vec::new();
+    let mut inputs: Vec<Option<CheckInput>> = Vec::new();
+    for req in reqs {
+        match CheckInput::read(req) {
+            Ok(input) => {
+                inputs.push(Some(input));
+                answers.push(None);
+            }
+            Err(err) => {
+                inputs.push(None);
+                answers.push(Some(Err(err)));
+            }
+        }
+    }
+    let mut ground = Ground::Key(access);
+    let mut todo: Vec<usize> = (0..inputs.len()).collect();
+    let mut included = inputs.len();
+    let mut attempts = RESERVE_ATTEMPTS;
+    let mut first = true;
+    while !todo.is_empty() {
+        // Decided in order, on one view of the workspace; nothing is written yet.
+        let mut changes = Vec::with_capacity(todo.len());
+        let mut decided = Vec::with_capacity(todo.len());
+        for &i in &todo {
+            let outcome = match &inputs[i] {
+                None => None,
+                Some(input) => match decide(ctx, ground.view(), actor, input, None, false).await {
+                    Ok((change, d)) => {
+                        let outcome = d.decision.outcome;
+                        changes.push(change);
+                        decided.push((i, d));
+                        Some(outcome)
+                    }
+                    Err(err) => {
+                        answers[i] = Some(Err(err));
+                        None
+                    }
+                },
+            };
+            if first && stop.stops(outcome) {
+                included = i + 1;
+                break;
+            }
+        }
+        first = false;
+        let committed = ctx.writer.commit_all(changes).await;
+        let mut stale: Option<i64> = None;
+        let mut again = Vec::new();
+        for ((i, decided), result) in decided.into_iter().zip(committed) {
+            let Some(input) = &inputs[i] else { continue };
+            match result {
+                Ok(_) => {
+                    decided.notify_approvers(ctx).await;
+                    answers[i] = Some(Ok(decided.answer(input.policy_id.clone())));
+                }
+                // Decided on replaced state: decided again with the others, on fresh state.
+                Err(StoreError::Stale(version)) if attempts > 1 => {
+                    stale = stale.max(Some(version));
+                    again.push(i);
+                }
+                // Its approval was used meanwhile: decided again alone, as a single check.
+                Err(StoreError::Conflict(_)) => {
+                    answers[i] = Some(
+                        check_input(ctx, Ground::Key(access), actor, input, None, attempts).await,
+                    );
+                }
+                Err(err) => answers[i] = Some(Err(err.into())),
+            }
+        }
+        if let Some(version) = stale {
+            ground = ground.renewed(ctx, version).await?;
+            attempts -= 1;
+        }
+        todo = again;
+    }
+    answers.truncate(included);
+    Ok(answers
+        .into_iter()
+        .map(|answer| {
+            answer.unwrap_or_else(|| {
+                Err(CheckError::internal(
+                    "the workspace kept changing while this request was decided; retry",
+                ))
+            })
+        })
+        .collect())
+}
+
 /// What an agent's own check does besides deciding.
 pub enum AgentCheck<'a> {
     /// Only asks (`/v1/vault/policy/eval`): a person's approval of the same request is reported
@@ -227,14 +361,26 @@ async fn check_with(
     attempts: u32,
 ) -> CheckResult<api::DecisionResponse> {
     let input = CheckInput::read(req)?;
+    check_input(ctx, ground, actor, &input, reserve, attempts).await
+}
+
+/// [`check_with`] on a request already read.
+async fn check_input(
+    ctx: &Context,
+    ground: Ground<'_>,
+    actor: &Actor,
+    input: &CheckInput,
+    reserve: Option<&EmailReservation>,
+    attempts: u32,
+) -> CheckResult<api::DecisionResponse> {
     let mut attempts = attempts;
     let mut ground = ground;
     loop {
-        let (change, decided) = decide(ctx, ground.view(), actor, &input, reserve, false).await?;
+        let (change, decided) = decide(ctx, ground.view(), actor, input, reserve, false).await?;
         match ctx.writer.commit(change).await {
             Ok(_) => {
                 decided.notify_approvers(ctx).await;
-                return Ok(decided.answer(input.policy_id));
+                return Ok(decided.answer(input.policy_id.clone()));
             }
             // Decided on state another request replaced meanwhile: decide again on fresh state.
             Err(StoreError::Stale(version)) if attempts > 1 => {
@@ -387,6 +533,7 @@ async fn decide(
         &trace_id,
         challenge.as_ref().map(|c| c.id.as_str()),
         human.as_ref(),
+        counts,
     ));
     let decided = Decided {
         decision,
@@ -628,7 +775,14 @@ impl<'a> Attempt<'a> {
         trace_id: &str,
         challenge_id: Option<&str>,
         human: Option<&PolicyChallenge>,
+        counts: Option<(i64, i64)>,
     ) -> AuditRecord {
+        let input = super::impact::replay_input(
+            &self.agent,
+            &self.input.context,
+            self.input.email.as_ref(),
+            counts,
+        );
         AuditRecord {
             id: ids::new_id(ids::EVENT),
             workspace_id: Some(self.view.workspace_id.clone()),
@@ -648,6 +802,7 @@ impl<'a> Attempt<'a> {
                 "determining_policies": decision.determining_policies,
                 "challenge_id": challenge_id,
                 "approval": human.map(|h| json!({"challenge_id": h.id, "status": h.status.as_str(), "decided_by": h.decided_by})),
+                "input": input,
             }),
         }
     }

@@ -106,6 +106,19 @@ impl EmailFacts {
             attachments,
         })
     }
+
+    /// The facts as JSON that [`EmailFacts::from_json`] reads back (the recipients as `to`):
+    /// what a decision event records for replay, never a subject or content.
+    pub fn to_json(&self) -> Value {
+        serde_json::json!({
+            "to": self.recipients,
+            "attachments": self.attachments.iter().map(|a| serde_json::json!({
+                "filename": a.filename,
+                "content_type": a.content_type,
+                "size_bytes": a.size_bytes,
+            })).collect::<Vec<_>>(),
+        })
+    }
 }
 
 /// What is known about one check.

@@ -16,6 +16,7 @@ pub mod compile;
 pub mod diff;
 pub mod error;
 pub mod evaluate;
+pub mod impact;
 pub mod limits;
 mod memo;
 pub mod source;

@@ -11,7 +11,7 @@ use crate::audit::{self, Actor};
 use crate::context::Context;
 use crate::domain::Refusal;
 use crate::store::{
-    Change, IdempotencyRecord, Op, PolicyApply, PolicyOp, PolicyVersion, StoreError,
+    AuditQuery, Change, IdempotencyRecord, Op, PolicyApply, PolicyOp, PolicyVersion, StoreError,
 };
 use crate::time::now_ms;
 
@@ -20,6 +20,7 @@ use super::check::{is_policy_id, unknown_policy};
 use super::compile::compile_with;
 use super::diff::diff;
 use super::error::{SyncError, SyncResult};
+use super::impact::{Impact, DEFAULT_REPLAY_CHECKS, MAX_REPLAY_CHECKS};
 use super::limits::{Budget, CancelOnDrop};
 use super::spec::{from_value, PolicySpec, SpecError};
 use super::CompiledPolicy;
@@ -198,6 +199,7 @@ pub async fn rollback(
         dry_run: req.dry_run,
         expected_policy_hash: req.expected_policy_hash,
         spec: earlier.spec,
+        impact_checks: None,
     };
     sync_as(ctx, workspace_id, actor, sync_req, retry, Some(req.version)).await
 }
@@ -239,6 +241,18 @@ async fn sync_as(
             "must be at most 200 characters",
         ));
     }
+    let impact_checks = match req.impact_checks {
+        None => DEFAULT_REPLAY_CHECKS,
+        Some(n) => usize::try_from(n)
+            .ok()
+            .filter(|n| *n <= MAX_REPLAY_CHECKS)
+            .ok_or_else(|| {
+                SyncError::invalid(
+                    "impact_checks",
+                    format_args!("must be 0 to {MAX_REPLAY_CHECKS}"),
+                )
+            })?,
+    };
     let spec = from_value(&req.spec).map_err(SyncError::InvalidSpec)?;
     let compiled = compile_in_background(spec)
         .await?
@@ -270,6 +284,15 @@ async fn sync_as(
         &compiled.cedar,
     );
     let changed = current.as_ref().is_none_or(|c| c.hash != compiled.hash);
+    let (compiled, impact) = if req.dry_run && impact_checks > 0 {
+        let compiled = Arc::new(compiled);
+        let impact = impact_of(ctx, workspace_id, &policy_id, &compiled, impact_checks).await?;
+        let compiled = Arc::try_unwrap(compiled)
+            .map_err(|_| SyncError::internal("the desired policy is still shared"))?;
+        (compiled, impact)
+    } else {
+        (compiled, None)
+    };
     let mut answer = api::SyncResponse {
         ok: true,
         dry_run: req.dry_run,
@@ -281,6 +304,7 @@ async fn sync_as(
             changed,
             cedar_diff: d.cedar_diff,
             summary: serde_json::to_value(&d.summary).unwrap_or(Value::Null),
+            impact: impact.map(|i| serde_json::to_value(i).unwrap_or(Value::Null)),
         },
         applied: None,
         policy_hash: None,
@@ -405,6 +429,40 @@ async fn sync_as(
         ctx.announce_change().await;
     }
     Ok(answer)
+}
+
+/// The workspace's newest `limit` recorded checks under `policy_id`, replayed against its
+/// current policy and `desired` (off the async threads: up to a second of evaluation). `None`
+/// for a policy that does not exist yet (no check was ever decided under it).
+async fn impact_of(
+    ctx: &Context,
+    workspace_id: &str,
+    policy_id: &str,
+    desired: &Arc<CompiledPolicy>,
+    limit: usize,
+) -> SyncResult<Option<Impact>> {
+    let store = ctx.store.as_ref();
+    let view = ctx.caches.view(store, workspace_id).await?;
+    let Some(current) = ctx.caches.policy(store, &view, policy_id).await? else {
+        return Ok(None);
+    };
+    let events = store
+        .audit_events(&AuditQuery {
+            workspace_id: workspace_id.to_owned(),
+            event_type: Some("decision.check".into()),
+            policy_id: Some(policy_id.to_owned()),
+            limit: i64::try_from(limit).unwrap_or(i64::MAX),
+            ..AuditQuery::default()
+        })
+        .await?;
+    let desired = desired.clone();
+    tokio::task::spawn_blocking(move || {
+        super::impact::replay(&events, limit, &current.compiled, &desired)
+    })
+    .await
+    .map_err(|e| SyncError::internal(format!("the replay stopped: {e}")))?
+    .map(Some)
+    .map_err(|e| SyncError::internal(format!("the replay could not evaluate: {e}")))
 }
 
 /// Reads a policy of the workspace (current or a given version).

@@ -2,7 +2,9 @@
 //! hand it a [`Change`] and wait; a single task drains the queue, applies everything waiting in
 //! one transaction and answers each caller only after that transaction has committed. A 2xx
 //! response therefore always means its audit event is durable, at the cost of one commit per
-//! batch rather than one per request.
+//! batch rather than one per request. A caller may hand over several changes at once
+//! ([`GroupCommit::commit_all`]): they travel as one message, which is never split, so they
+//! commit in the same transaction (a batch of decisions, `/v1/check/batch`).
 
 use std::sync::Arc;
 
@@ -12,11 +14,26 @@ use tokio::task::JoinHandle;
 
 use super::{Applied, Change, Store, StoreError};
 
-type Reply = oneshot::Sender<Result<Applied, StoreError>>;
+type Outcome = Result<Applied, StoreError>;
+
+/// Where a message's answers go: one change's, or each of several changes' in order.
+enum Reply {
+    One(oneshot::Sender<Outcome>),
+    Many(oneshot::Sender<Vec<Outcome>>),
+}
+
+/// What a caller queues: its changes (one or several, applied in one batch) and where to
+/// answer. A single change travels unboxed: it is every decision's message, and a box would
+/// cost each of them an allocation.
+#[allow(clippy::large_enum_variant)]
+enum Message {
+    One(Change, oneshot::Sender<Outcome>),
+    Many(Vec<Change>, oneshot::Sender<Vec<Outcome>>),
+}
 
 #[derive(Clone)]
 pub struct GroupCommit {
-    queue: mpsc::Sender<(Change, Reply)>,
+    queue: mpsc::Sender<Message>,
 }
 
 /// Owner's handle on the writer task.
@@ -36,7 +53,8 @@ impl Writer {
 }
 
 impl GroupCommit {
-    /// Starts the writer task.
+    /// Starts the writer task. A batch holds at most `max_batch` messages (a message of
+    /// several changes counts once: it is never split).
     pub fn start(store: Arc<dyn Store>, max_batch: usize) -> (Self, Writer) {
         let (queue, receiver) = mpsc::channel(max_batch.max(1) * 8);
         let (stop, stopped) = oneshot::channel();
@@ -48,21 +66,54 @@ impl GroupCommit {
     pub async fn commit(&self, change: Change) -> Result<Applied, StoreError> {
         let (reply, answer) = oneshot::channel();
         self.queue
-            .send((change, reply))
+            .send(Message::One(change, reply))
             .await
             .map_err(|_| StoreError::Closed)?;
         answer.await.map_err(|_| StoreError::Closed)?
     }
+
+    /// Applies `changes` in one batch (never split between two) and waits until it is
+    /// committed: one result per change, in order.
+    pub async fn commit_all(&self, changes: Vec<Change>) -> Vec<Outcome> {
+        let count = changes.len();
+        let closed = || (0..count).map(|_| Err(StoreError::Closed)).collect();
+        if count == 0 {
+            return Vec::new();
+        }
+        let (reply, answer) = oneshot::channel();
+        if self
+            .queue
+            .send(Message::Many(changes, reply))
+            .await
+            .is_err()
+        {
+            return closed();
+        }
+        answer.await.unwrap_or_else(|_| closed())
+    }
 }
 
-type Batch = Vec<(Change, Reply)>;
-type Answers = (Vec<Reply>, Vec<Result<Applied, StoreError>>);
+type Batch = Vec<Message>;
+type Answers = (Vec<(Reply, usize)>, Vec<Outcome>);
 type Applying = BoxFuture<'static, Answers>;
 
 /// Applies one batch; its callers are answered by [`answer`] once the next batch has started.
 fn applying(store: Arc<dyn Store>, batch: Batch) -> Applying {
     async move {
-        let (changes, replies): (Vec<Change>, Vec<Reply>) = batch.into_iter().unzip();
+        let mut changes = Vec::with_capacity(batch.len());
+        let mut replies = Vec::with_capacity(batch.len());
+        for message in batch {
+            match message {
+                Message::One(change, reply) => {
+                    changes.push(change);
+                    replies.push((Reply::One(reply), 1));
+                }
+                Message::Many(many, reply) => {
+                    replies.push((Reply::Many(reply), many.len()));
+                    changes.extend(many);
+                }
+            }
+        }
         let results = apply_batch(store.as_ref(), &changes).await;
         (replies, results)
     }
@@ -78,9 +129,24 @@ fn start_next(store: &Arc<dyn Store>, next: &mut Batch, max_batch: usize) -> Opt
 }
 
 fn answer((replies, results): Answers) {
-    for (reply, result) in replies.into_iter().zip(results) {
-        // A caller that went away (client disconnected) no longer needs its answer.
-        let _ = reply.send(result);
+    let mut results = results.into_iter();
+    // A caller that went away (client disconnected) no longer needs its answer.
+    for (reply, count) in replies {
+        match reply {
+            Reply::One(reply) => {
+                let result = results
+                    .next()
+                    .unwrap_or(Err(StoreError::Database("missing batch result".into())));
+                let _ = reply.send(result);
+            }
+            Reply::Many(reply) => {
+                let mut taken: Vec<Outcome> = results.by_ref().take(count).collect();
+                while taken.len() < count {
+                    taken.push(Err(StoreError::Database("missing batch result".into())));
+                }
+                let _ = reply.send(taken);
+            }
+        }
     }
 }
 
@@ -91,7 +157,7 @@ fn answer((replies, results): Answers) {
 /// back to wait for more.
 async fn run(
     store: Arc<dyn Store>,
-    mut receiver: mpsc::Receiver<(Change, Reply)>,
+    mut receiver: mpsc::Receiver<Message>,
     mut stopped: oneshot::Receiver<()>,
     max_batch: usize,
 ) {
@@ -140,7 +206,7 @@ async fn run(
 
 /// Applies `changes` as one batch: one result per change (its size and time recorded in the
 /// group-commit metrics).
-async fn apply_batch(store: &dyn Store, changes: &[Change]) -> Vec<Result<Applied, StoreError>> {
+async fn apply_batch(store: &dyn Store, changes: &[Change]) -> Vec<Outcome> {
     let started = std::time::Instant::now();
     let (outcome, results) = apply_or_retry(store, changes).await;
     crate::observe::commit_batch(changes.len(), started.elapsed(), outcome);
@@ -149,10 +215,7 @@ async fn apply_batch(store: &dyn Store, changes: &[Change]) -> Vec<Result<Applie
 
 /// [`apply_batch`]'s work, and how it went: `committed`, `retried` (change by change) or
 /// `failed`.
-async fn apply_or_retry(
-    store: &dyn Store,
-    changes: &[Change],
-) -> (&'static str, Vec<Result<Applied, StoreError>>) {
+async fn apply_or_retry(store: &dyn Store, changes: &[Change]) -> (&'static str, Vec<Outcome>) {
     match store.apply(changes).await {
         Ok(results) => ("committed", results),
         // The batch was rolled back for a transient conflict with another replica (deadlock,

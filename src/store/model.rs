@@ -171,6 +171,8 @@ pub struct AuditQuery {
     pub secret_set_id: Option<String>,
     /// Only the event with this id (the console's page of one event).
     pub event_id: Option<String>,
+    /// Only events of this policy (filtered along the index read: a dry run's replay).
+    pub policy_id: Option<String>,
 }
 
 /// Which policy challenges to list (newest first).

@@ -224,6 +224,65 @@ both_engines! {
     }
 }
 
+both_engines! {
+    async fn several_changes_of_one_caller_commit_together(app) {
+        use acp::store::{Change, GroupCommit, Op, SqlStore, Store};
+        use std::sync::Arc;
+        let store: Arc<dyn Store> =
+            Arc::new(SqlStore::open(&app.db_url, &Default::default()).await.expect("open"));
+        // Batches of at most 4 messages: groups of 10 changes mixed with single changes. Every
+        // change is answered in its place, and each group is never split between two batches.
+        let (writer, handle) = GroupCommit::start(store.clone(), 4);
+        let tasks: Vec<_> = (0..40)
+            .map(|g| {
+                let writer = writer.clone();
+                let ws = app.workspace_id.clone();
+                tokio::spawn(async move {
+                    if g % 2 == 0 {
+                        let changes = (0..10)
+                            .map(|k| Change::new(Op::Nothing).audited(test_event(&ws, &format!("g{g:02}_{k:02}"), g * 10 + k, "grouped")))
+                            .collect();
+                        let results = writer.commit_all(changes).await;
+                        assert_eq!(results.len(), 10);
+                        results.into_iter().all(|r| r.is_ok())
+                    } else {
+                        let change = Change::new(Op::Nothing).audited(test_event(&ws, &format!("s{g:02}"), g, "grouped"));
+                        writer.commit(change).await.is_ok()
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            assert!(task.await.expect("task"), "every change committed");
+        }
+        handle.shutdown().await;
+        assert!(writer.commit_all(vec![Change::new(Op::Nothing)]).await.iter().all(|r| r.is_err()), "closed");
+        let events = stored_events(store.as_ref(), &app.workspace_id, "grouped").await;
+        assert_eq!(events.len(), 20 * 10 + 20);
+        // The commit order of each group's events: one transaction id on Postgres, consecutive
+        // rows on SQLite.
+        use sqlx::Connection;
+        sqlx::any::install_default_drivers();
+        let url = if app.db_url.starts_with("postgres") {
+            app.db_url.clone()
+        } else {
+            format!("sqlite://{}", app.db_url.trim_start_matches("sqlite:").trim_start_matches("//"))
+        };
+        let mut conn = sqlx::AnyConnection::connect(&url).await.unwrap();
+        for g in (0..40).step_by(2) {
+            let pattern = format!("g{g:02}_%");
+            let seqs: Vec<i64> = sqlx::query_scalar("SELECT seq FROM audit_events WHERE action LIKE $1 ORDER BY action")
+                .bind(&pattern).fetch_all(&mut conn).await.unwrap();
+            assert_eq!(seqs.len(), 10);
+            if app.db_url.starts_with("postgres") {
+                assert!(seqs.iter().all(|s| *s == seqs[0]), "group {g}: {seqs:?}");
+            } else {
+                assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "group {g}: {seqs:?}");
+            }
+        }
+    }
+}
+
 /// Migration 0009 takes the audit table's separate index on `id` away (on SQLite by rebuilding
 /// the table): events written before it are all there afterwards, field for field and in
 /// order, and new events are written next to them.

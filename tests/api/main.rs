@@ -31,6 +31,7 @@ mod console_vault;
 mod console_workspace;
 mod credentials;
 mod dashboard;
+mod decisions;
 mod egress;
 mod email;
 mod foundation;

@@ -140,6 +140,7 @@ impl AuditStore for SqlStore {
         // Not selective (allow, deny or challenge): filtered along the index read.
         f.text("decision = ?", query.decision.as_deref());
         f.text("id = ?", query.event_id.as_deref());
+        f.text("policy_id = ?", query.policy_id.as_deref());
         // LIKE patterns with `\` escaping `%`, `_` and itself: the values match literally.
         let like = |text: &str| {
             text.replace('\\', "\\\\")

@@ -1,0 +1,376 @@
+//! The OpenID AuthZEN Authorization API 1.0 over acp's checks: `POST /access/v1/evaluation`,
+//! `POST /access/v1/evaluations` and `GET /.well-known/authzen-configuration`, authenticated by
+//! the workspace's API key (as `/v1/check`).
+//!
+//! The mapping (docs/authzen.md): `subject.id` is the agent's id (`subject.type` and
+//! `subject.properties` are not read: acp knows the agent); `action.name` is the action; the
+//! check's context is the request's `context` with `resource_type`, `resource_id`, and the
+//! fields of `resource.properties` and `action.properties` added (a name given twice is an
+//! error); a `send_email` check's email facts are the context's `email`. The policy is
+//! `pol_default` unless the query names one (`?policy_id=`). An allow is `{"decision": true}`;
+//! a deny is `false` with its reasons in the context; a challenge is `false` with the challenge
+//! and its approval link in the context; a request that could not be decided is `false` with
+//! `error: {status, code, message}` (payload-level errors, a missing subject for instance, are
+//! 400 as the standard says).
+
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use utoipa::IntoParams;
+
+use crate::api::{
+    AuthzenAction, AuthzenConfiguration, AuthzenDecision, AuthzenEvaluationRequest,
+    AuthzenEvaluationsRequest, AuthzenEvaluationsResponse, AuthzenResource, AuthzenSubject,
+    CheckRequest, DecisionResponse, ErrorBody,
+};
+use crate::context::SharedContext;
+use crate::domain::access::Need;
+use crate::error::{ApiError, ApiResult};
+use crate::policy::check::{self, StopAt, MAX_BATCH_CHECKS};
+use crate::policy::error::CheckError;
+
+use super::extract::{AppJson, AppQuery, Deciding};
+
+/// The policy the evaluations are decided under.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+pub struct AuthzenParams {
+    /// Default `pol_default`.
+    pub policy_id: Option<String>,
+}
+
+/// One AuthZEN access evaluation: a check of the subject (an agent) doing the action.
+#[utoipa::path(post, path = "/access/v1/evaluation", tag = "decisions", params(AuthzenParams),
+    request_body = AuthzenEvaluationRequest, security(("api_key" = [])),
+    responses((status = 200, body = AuthzenDecision), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+#[tracing::instrument(level = "debug", skip_all)]
+pub async fn evaluation(
+    State(ctx): State<SharedContext>,
+    Deciding(caller): Deciding,
+    AppQuery(params): AppQuery<AuthzenParams>,
+    AppJson(req): AppJson<AuthzenEvaluationRequest>,
+) -> ApiResult<Json<AuthzenDecision>> {
+    caller.require(Need::Check)?;
+    let check_req = to_check(
+        &req.subject,
+        &req.action,
+        &req.resource,
+        req.context.as_ref(),
+        params.policy_id,
+    )?;
+    let answer = check::check(&ctx, &caller.access, &caller.actor(), check_req).await;
+    if let Ok(decision) = &answer {
+        super::observe::note_decision(&decision.trace_id);
+    }
+    Ok(Json(authzen_decision(answer)?))
+}
+
+/// AuthZEN access evaluations: up to 100, defaults at the top level, in order, with the
+/// `evaluations_semantic` option (`execute_all`, `deny_on_first_deny`,
+/// `permit_on_first_permit`); decided as `POST /v1/check/batch` decides (one commit). Without
+/// `evaluations` (or with an empty list) the request is one evaluation, answered as
+/// `POST /access/v1/evaluation` answers it.
+#[utoipa::path(post, path = "/access/v1/evaluations", tag = "decisions", params(AuthzenParams),
+    request_body = AuthzenEvaluationsRequest, security(("api_key" = [])),
+    responses((status = 200, description = "`{evaluations: [decision, ...]}`, or one decision when the request has no evaluations", body = AuthzenEvaluationsResponse),
+        (status = 400, description = "`missing_field` (a subject, action or resource in neither the evaluation nor the defaults), `invalid_field`", body = ErrorBody),
+        (status = 401, body = ErrorBody)))]
+#[tracing::instrument(level = "debug", skip_all)]
+pub async fn evaluations(
+    State(ctx): State<SharedContext>,
+    Deciding(caller): Deciding,
+    AppQuery(params): AppQuery<AuthzenParams>,
+    AppJson(req): AppJson<AuthzenEvaluationsRequest>,
+) -> ApiResult<axum::response::Response> {
+    caller.require(Need::Check)?;
+    let stop = semantic(req.options.as_ref())?;
+    let items = match req.evaluations.as_deref() {
+        None | Some([]) => {
+            // The backwards-compatible form: one evaluation, answered as a single decision.
+            let check_req = to_check(
+                required(req.subject.as_ref(), "subject")?,
+                required(req.action.as_ref(), "action")?,
+                required(req.resource.as_ref(), "resource")?,
+                req.context.as_ref(),
+                params.policy_id,
+            )?;
+            let answer = check::check(&ctx, &caller.access, &caller.actor(), check_req).await;
+            return Ok(Json(authzen_decision(answer)?).into_response());
+        }
+        Some(items) => items,
+    };
+    if items.len() > MAX_BATCH_CHECKS {
+        return Err(ApiError::invalid(
+            "evaluations",
+            format_args!("must hold at most {MAX_BATCH_CHECKS} evaluations"),
+        ));
+    }
+    // Every evaluation is made whole from the defaults first: a payload that leaves one
+    // without a subject, action or resource is refused as a whole (400), as the standard says.
+    // An evaluation that cannot become a check is answered in its place, undecided (and stops
+    // a `deny_on_first_deny` list there).
+    let mut ready: Vec<CheckRequest> = Vec::with_capacity(items.len());
+    let mut slots: Vec<Option<ApiError>> = Vec::with_capacity(items.len());
+    for (n, item) in items.iter().enumerate() {
+        let field = |name: &str| format!("evaluations[{n}].{name}");
+        let subject = item.subject.as_ref().or(req.subject.as_ref());
+        let action = item.action.as_ref().or(req.action.as_ref());
+        let resource = item.resource.as_ref().or(req.resource.as_ref());
+        let (Some(subject), Some(action), Some(resource)) = (subject, action, resource) else {
+            let absent = if subject.is_none() {
+                "subject"
+            } else if action.is_none() {
+                "action"
+            } else {
+                "resource"
+            };
+            return Err(ApiError::bad_request(
+                format!("missing_{absent}"),
+                format!("evaluations[{n}] has no `{absent}`, and the request gives no default"),
+            ));
+        };
+        let context =
+            merged_context(req.context.as_ref(), item.context.as_ref()).map_err(|why| {
+                ApiError::invalid("context", format_args!("{}: {why}", field("context")))
+            })?;
+        match to_check(
+            subject,
+            action,
+            resource,
+            context.as_ref(),
+            params.policy_id.clone(),
+        ) {
+            Ok(check) => {
+                ready.push(check);
+                slots.push(None);
+            }
+            Err(err) => {
+                slots.push(Some(err));
+                if stop == StopAt::FirstDenial {
+                    break;
+                }
+            }
+        }
+    }
+    let mut decided = if ready.is_empty() {
+        Vec::new()
+    } else {
+        check::check_batch(&ctx, &caller.access, &caller.actor(), ready, stop).await?
+    }
+    .into_iter();
+    let mut evaluations = Vec::with_capacity(slots.len());
+    for slot in slots {
+        let decision = match slot {
+            Some(err) => undecided(err),
+            None => match decided.next() {
+                Some(answer) => authzen_decision_or_error(answer),
+                // The batch stopped before this evaluation.
+                None => break,
+            },
+        };
+        let stops = match stop {
+            StopAt::Never => false,
+            StopAt::FirstDenial => !decision.decision,
+            StopAt::FirstAllow => decision.decision,
+        };
+        evaluations.push(decision);
+        if stops {
+            break;
+        }
+    }
+    Ok(Json(AuthzenEvaluationsResponse { evaluations }).into_response())
+}
+
+/// Where this PDP's endpoints are (the AuthZEN PDP metadata).
+#[utoipa::path(get, path = "/.well-known/authzen-configuration", tag = "decisions",
+    responses((status = 200, body = AuthzenConfiguration)))]
+#[tracing::instrument(level = "debug", skip_all)]
+pub async fn configuration(State(ctx): State<SharedContext>) -> impl IntoResponse {
+    let base = ctx.public_url.trim_end_matches('/');
+    (
+        [(header::CACHE_CONTROL, "public, max-age=300")],
+        Json(AuthzenConfiguration {
+            policy_decision_point: base.to_owned(),
+            access_evaluation_endpoint: format!("{base}/access/v1/evaluation"),
+            access_evaluations_endpoint: format!("{base}/access/v1/evaluations"),
+        }),
+    )
+}
+
+fn required<'a, T>(value: Option<&'a T>, name: &str) -> ApiResult<&'a T> {
+    value.ok_or_else(|| ApiError::missing(name))
+}
+
+/// `options.evaluations_semantic` (default `execute_all`).
+fn semantic(options: Option<&Value>) -> ApiResult<StopAt> {
+    let semantic = match options {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(o)) => o.get("evaluations_semantic"),
+        Some(_) => return Err(ApiError::invalid("options", "must be an object")),
+    };
+    match semantic {
+        None | Some(Value::Null) => Ok(StopAt::Never),
+        Some(Value::String(s)) if s == "execute_all" => Ok(StopAt::Never),
+        Some(Value::String(s)) if s == "deny_on_first_deny" => Ok(StopAt::FirstDenial),
+        Some(Value::String(s)) if s == "permit_on_first_permit" => Ok(StopAt::FirstAllow),
+        Some(_) => Err(ApiError::bad_request(
+            "invalid_evaluations_semantic",
+            "`options.evaluations_semantic` must be `execute_all`, `deny_on_first_deny` or `permit_on_first_permit`",
+        )),
+    }
+}
+
+/// The top-level context with an evaluation's own context over it (field by field).
+fn merged_context(top: Option<&Value>, own: Option<&Value>) -> Result<Option<Value>, String> {
+    let object = |v: Option<&Value>| -> Result<Option<Map<String, Value>>, String> {
+        match v {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Object(o)) => Ok(Some(o.clone())),
+            Some(_) => Err("must be an object".into()),
+        }
+    };
+    Ok(match (object(top)?, object(own)?) {
+        (None, None) => None,
+        (Some(o), None) | (None, Some(o)) => Some(Value::Object(o)),
+        (Some(mut top), Some(own)) => {
+            top.extend(own);
+            Some(Value::Object(top))
+        }
+    })
+}
+
+/// The check an evaluation asks for (see the module's mapping).
+fn to_check(
+    subject: &AuthzenSubject,
+    action: &AuthzenAction,
+    resource: &AuthzenResource,
+    context: Option<&Value>,
+    policy_id: Option<String>,
+) -> ApiResult<CheckRequest> {
+    if subject.id.is_empty() {
+        return Err(ApiError::bad_request(
+            "missing_subject",
+            "`subject.id` is required",
+        ));
+    }
+    if action.name.trim().is_empty() {
+        return Err(ApiError::bad_request(
+            "missing_action",
+            "`action.name` is required",
+        ));
+    }
+    let mut fields = match context {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(o)) => o.clone(),
+        Some(_) => return Err(ApiError::invalid("context", "must be an object")),
+    };
+    let email = fields.remove("email");
+    let mut add = |name: &str, value: Value, from: &str| -> ApiResult<()> {
+        if fields.contains_key(name) {
+            return Err(ApiError::invalid(
+                "context",
+                format_args!("`{name}` of `{from}` is also a field of the context"),
+            ));
+        }
+        fields.insert(name.to_owned(), value);
+        Ok(())
+    };
+    add("resource_type", json!(resource.kind), "resource.type")?;
+    add("resource_id", json!(resource.id), "resource.id")?;
+    for (properties, from) in [
+        (&resource.properties, "resource.properties"),
+        (&action.properties, "action.properties"),
+    ] {
+        match properties {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(o)) => {
+                for (name, value) in o {
+                    add(name, value.clone(), from)?;
+                }
+            }
+            Some(_) => {
+                return Err(ApiError::invalid(
+                    "context",
+                    format_args!("`{from}` must be an object"),
+                ))
+            }
+        }
+    }
+    Ok(CheckRequest {
+        agent_id: subject.id.clone(),
+        policy_id,
+        action: action.name.clone(),
+        context: Some(Value::Object(fields)),
+        email,
+    })
+}
+
+/// A check's answer as an AuthZEN decision; a failure the PEP caused in the payload (400) or a
+/// server failure stays an HTTP error.
+fn authzen_decision(answer: Result<DecisionResponse, CheckError>) -> ApiResult<AuthzenDecision> {
+    match answer {
+        Ok(decision) => Ok(decided(decision)),
+        Err(err) => {
+            let err = ApiError::from(err);
+            if err.status.is_client_error() && err.status.as_u16() != 400 {
+                err.log_cause();
+                Ok(undecided(err))
+            } else {
+                Err(err)
+            }
+        }
+    }
+}
+
+/// In a list of evaluations every failure is that evaluation's denial.
+fn authzen_decision_or_error(answer: Result<DecisionResponse, CheckError>) -> AuthzenDecision {
+    match answer {
+        Ok(decision) => decided(decision),
+        Err(err) => {
+            let err = ApiError::from(err);
+            err.log_cause();
+            undecided(err)
+        }
+    }
+}
+
+/// `allow` → true; `deny` and `challenge` → false with what the PEP needs in the context.
+fn decided(d: DecisionResponse) -> AuthzenDecision {
+    if d.decision == "allow" {
+        return AuthzenDecision {
+            decision: true,
+            context: None,
+        };
+    }
+    let mut context = json!({
+        "decision": d.decision,
+        "reason": d.reason_codes.first().cloned().unwrap_or_else(|| d.decision.clone()),
+        "reason_codes": d.reason_codes,
+        "reasons": d.reasons,
+        "trace_id": d.trace_id,
+        "policy_id": d.policy_id,
+        "policy_version": d.policy_version,
+    });
+    if let (Some(id), Some(challenge)) = (d.challenge_id, d.challenge) {
+        context["reason"] = json!("challenge");
+        context["challenge_id"] = json!(id);
+        context["challenge"] = json!(challenge);
+    }
+    AuthzenDecision {
+        decision: false,
+        context: Some(context),
+    }
+}
+
+/// A denial that carries the error the request could not be decided for.
+fn undecided(err: ApiError) -> AuthzenDecision {
+    AuthzenDecision {
+        decision: false,
+        context: Some(json!({
+            "reason": err.code,
+            "error": {"status": err.status.as_u16(), "code": err.code, "message": err.message},
+        })),
+    }
+}
