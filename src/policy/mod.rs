@@ -18,6 +18,7 @@ pub mod error;
 pub mod evaluate;
 pub mod limits;
 mod memo;
+pub mod semantic;
 pub mod source;
 pub mod spec;
 pub mod sync;
