@@ -1045,6 +1045,11 @@ pub struct SyncDiff {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub impact: Option<Value>,
+    /// Dry runs: the cells (group, action, condition) of the spec that become more or less
+    /// permissive, each with an example request (docs/policy-impact.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub semantic: Option<Value>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]

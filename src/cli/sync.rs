@@ -94,9 +94,58 @@ fn gates_fail(args: &SyncArgs, answer: &Value) -> bool {
     let semantic = &answer["diff"]["semantic"];
     let semantic_fails = match args.fail_on {
         None => false,
-        Some(FailOn::MorePermissive) => count(&semantic["more_permissive_count"]) > 0,
+        Some(FailOn::MorePermissive) => count(&semantic["more_permissive_total"]) > 0,
     };
     impact_fails || semantic_fails
+}
+
+/// The semantic diff's lines: the cells that become more (`+`) or less (`-`) permissive, and
+/// what was not analysed.
+fn semantic_lines(semantic: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    if semantic.is_null() {
+        return out;
+    }
+    let n = |k: &str| semantic[k].as_u64().unwrap_or(0);
+    out.push(format!(
+        "semantic: {} cell(s) more permissive, {} less{}",
+        n("more_permissive_total"),
+        n("less_permissive_total"),
+        if semantic["complete"] == json!(false) {
+            " (incomplete: see not analysed)"
+        } else {
+            ""
+        }
+    ));
+    for (list, sign) in [("more_permissive", "+"), ("less_permissive", "-")] {
+        let cells = semantic[list].as_array().map(Vec::as_slice).unwrap_or(&[]);
+        for cell in cells.iter().take(10) {
+            let text = |k: &str| cell[k].as_str().unwrap_or("").to_owned();
+            out.push(format!(
+                "  {sign} {} {} when {}: {} -> {}",
+                text("group"),
+                text("action"),
+                text("condition"),
+                text("before"),
+                text("after")
+            ));
+        }
+        if cells.len() > 10 {
+            out.push(format!(
+                "  {sign} ... {} more (--output json lists them)",
+                cells.len() - 10
+            ));
+        }
+    }
+    for note in semantic["not_analysed"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .take(5)
+    {
+        out.push(format!("  not analysed: {}", note.as_str().unwrap_or("")));
+    }
+    out
 }
 
 /// The impact's lines: how many replayed, how many would change and how, a few examples.
@@ -297,7 +346,10 @@ pub async fn run(args: &SyncArgs) -> anyhow::Result<i32> {
         answer["diff"]["cedar_diff"].as_str().unwrap_or(""),
         color,
     ));
-    for line in impact_lines(&answer["diff"]["impact"]) {
+    for line in semantic_lines(&answer["diff"]["semantic"])
+        .into_iter()
+        .chain(impact_lines(&answer["diff"]["impact"]))
+    {
         out.push_str(&line);
         out.push('\n');
     }

@@ -401,8 +401,71 @@ struct DryRun {
     current_hash: String,
     desired_hash: String,
     diff: DiffView,
+    /// The recorded checks replayed against both policies (`diff.impact`).
+    impact: Option<ImpactView>,
+    /// The cells that become more or less permissive (`diff.semantic`).
+    semantic: Option<SemanticView>,
     /// The key the apply form carries, so a second click replays the first answer.
     idempotency_key: String,
+}
+
+/// `diff.impact` as the page shows it (read back from the answer's JSON).
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+struct ImpactView {
+    read: u64,
+    replayed: u64,
+    skipped: u64,
+    changed: u64,
+    more_permissive: u64,
+    less_permissive: u64,
+    kinds: Vec<ImpactKindView>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+struct ImpactKindView {
+    kind: String,
+    from: String,
+    to: String,
+    count: u64,
+    examples: Vec<ImpactExampleView>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+struct ImpactExampleView {
+    event_id: String,
+    action: Option<String>,
+    agent_id: Option<String>,
+    at: String,
+}
+
+/// `diff.semantic` as the page shows it.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+struct SemanticView {
+    more_permissive: Vec<CellView>,
+    less_permissive: Vec<CellView>,
+    more_permissive_total: u64,
+    less_permissive_total: u64,
+    complete: bool,
+    not_analysed: Vec<String>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+struct CellView {
+    group: String,
+    action: String,
+    condition: String,
+    before: String,
+    after: String,
+}
+
+/// A part of a dry run's answer read for the page (`None` when absent or not understood).
+fn view_of<T: serde::de::DeserializeOwned>(part: Option<&serde_json::Value>) -> Option<T> {
+    part.and_then(|v| T::deserialize(v).ok())
 }
 
 /// The dry-run form: a spec (YAML or JSON) to paste or load from a file, prefilled with the
@@ -569,6 +632,8 @@ async fn run_dry_run(
                 &answer.diff.summary,
                 &answer.diff.cedar_diff,
             ),
+            impact: view_of(answer.diff.impact.as_ref()),
+            semantic: view_of(answer.diff.semantic.as_ref()),
             idempotency_key: format!("console-{}", random_base62(24)),
         }),
         shell,

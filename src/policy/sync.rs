@@ -22,6 +22,7 @@ use super::diff::diff;
 use super::error::{SyncError, SyncResult};
 use super::impact::{Impact, DEFAULT_REPLAY_CHECKS, MAX_REPLAY_CHECKS};
 use super::limits::{Budget, CancelOnDrop};
+use super::semantic::{semantic_diff, SemanticDiff};
 use super::spec::{from_value, PolicySpec, SpecError};
 use super::CompiledPolicy;
 
@@ -284,15 +285,16 @@ async fn sync_as(
         &compiled.cedar,
     );
     let changed = current.as_ref().is_none_or(|c| c.hash != compiled.hash);
-    let (compiled, impact) = if req.dry_run && impact_checks > 0 {
+    let (compiled, analysis) = if req.dry_run {
         let compiled = Arc::new(compiled);
-        let impact = impact_of(ctx, workspace_id, &policy_id, &compiled, impact_checks).await?;
+        let analysis = analyse(ctx, workspace_id, &policy_id, &compiled, impact_checks).await?;
         let compiled = Arc::try_unwrap(compiled)
             .map_err(|_| SyncError::internal("the desired policy is still shared"))?;
-        (compiled, impact)
+        (compiled, Some(analysis))
     } else {
         (compiled, None)
     };
+    let (impact, semantic) = analysis.map_or((None, None), |a| (a.impact, Some(a.semantic)));
     let mut answer = api::SyncResponse {
         ok: true,
         dry_run: req.dry_run,
@@ -305,6 +307,7 @@ async fn sync_as(
             cedar_diff: d.cedar_diff,
             summary: serde_json::to_value(&d.summary).unwrap_or(Value::Null),
             impact: impact.map(|i| serde_json::to_value(i).unwrap_or(Value::Null)),
+            semantic: semantic.map(|d| serde_json::to_value(d).unwrap_or(Value::Null)),
         },
         applied: None,
         policy_hash: None,
@@ -431,37 +434,55 @@ async fn sync_as(
     Ok(answer)
 }
 
-/// The workspace's newest `limit` recorded checks under `policy_id`, replayed against its
-/// current policy and `desired` (off the async threads: up to a second of evaluation). `None`
-/// for a policy that does not exist yet (no check was ever decided under it).
-async fn impact_of(
+/// What a dry run finds beyond the text: the semantic diff of the specs, and the impact on
+/// the recorded checks.
+struct Analysis {
+    semantic: SemanticDiff,
+    impact: Option<Impact>,
+}
+
+/// The semantic diff of the current policy and `desired`, and the workspace's newest `limit`
+/// recorded checks under `policy_id` replayed against both (none when `limit` is 0, or for a
+/// policy that does not exist yet: no check was ever decided under it). Off the async threads:
+/// up to a second or so of evaluation.
+async fn analyse(
     ctx: &Context,
     workspace_id: &str,
     policy_id: &str,
     desired: &Arc<CompiledPolicy>,
     limit: usize,
-) -> SyncResult<Option<Impact>> {
+) -> SyncResult<Analysis> {
     let store = ctx.store.as_ref();
     let view = ctx.caches.view(store, workspace_id).await?;
-    let Some(current) = ctx.caches.policy(store, &view, policy_id).await? else {
-        return Ok(None);
+    let current = ctx.caches.policy(store, &view, policy_id).await?;
+    let events = match (&current, limit) {
+        (Some(_), 1..) => Some(
+            store
+                .audit_events(&AuditQuery {
+                    workspace_id: workspace_id.to_owned(),
+                    event_type: Some("decision.check".into()),
+                    policy_id: Some(policy_id.to_owned()),
+                    limit: i64::try_from(limit).unwrap_or(i64::MAX),
+                    ..AuditQuery::default()
+                })
+                .await?,
+        ),
+        _ => None,
     };
-    let events = store
-        .audit_events(&AuditQuery {
-            workspace_id: workspace_id.to_owned(),
-            event_type: Some("decision.check".into()),
-            policy_id: Some(policy_id.to_owned()),
-            limit: i64::try_from(limit).unwrap_or(i64::MAX),
-            ..AuditQuery::default()
-        })
-        .await?;
     let desired = desired.clone();
     tokio::task::spawn_blocking(move || {
-        super::impact::replay(&events, limit, &current.compiled, &desired)
+        let before = current.as_ref().map(|c| &c.compiled);
+        let semantic = semantic_diff(before, &desired);
+        let impact = match (before, events) {
+            (Some(before), Some(events)) => {
+                Some(super::impact::replay(&events, limit, before, &desired)?)
+            }
+            _ => None,
+        };
+        Ok::<_, String>(Analysis { semantic, impact })
     })
     .await
-    .map_err(|e| SyncError::internal(format!("the replay stopped: {e}")))?
-    .map(Some)
+    .map_err(|e| SyncError::internal(format!("the dry run's analysis stopped: {e}")))?
     .map_err(|e| SyncError::internal(format!("the replay could not evaluate: {e}")))
 }
 

@@ -945,6 +945,10 @@ both_engines! {
         assert!(html.contains("id=\"errors\"") && html.contains("&#60;script&#62;"), "{html}");
         assert!(!html.contains("<script>alert(1)"), "{html}");
 
+        // A recorded check the spec would decide otherwise (the default policy denies it).
+        let (s, read) = status_json(app.post("/v1/check", &json!({"agent_id": agent.id, "action": "read"})).await).await;
+        assert_eq!((s.as_u16(), read["decision"].as_str()), (200, Some("deny")), "{read}");
+
         // The dry run: the diff, both hashes, and the apply form carrying the current hash.
         let res = post_form(&admin, dry, &[("csrf", &admin.csrf), ("spec", &yaml)]).await;
         assert_eq!(res.status(), 200);
@@ -953,6 +957,13 @@ both_engines! {
         assert!(html.contains("<tr><td>blocks</td><td>added</td><td><code>ops, refunds</code></td></tr>"), "{html}");
         assert_eq!(hidden(&html, "expected_policy_hash"), default_hash);
         assert_eq!(hidden(&html, "spec"), yaml, "the apply form carries the spec that was dry-run");
+        // What it makes more permissive, and what it would change in recorded checks: the
+        // read, linked to its event.
+        assert!(html.contains("id=\"semantic-summary\""), "{html}");
+        assert!(html.contains("<td>(no group) → finance</td><td><code>read</code></td><td><code>status = active</code></td><td>deny</td><td>allow</td>"), "{html}");
+        assert!(html.contains("id=\"impact-summary\" data-changed=\"1\""), "{html}");
+        assert!(html.contains("id=\"impact-deny_to_allow\""), "{html}");
+        assert!(html.contains("/dashboard/audit/evt_"), "{html}");
         let desired = html.split("id=\"desired-hash\">").nth(1).unwrap().split('<').next().unwrap().to_owned();
         let key = hidden(&html, "idempotency_key");
         assert_eq!(policy_now(&app).await.0, 0, "a dry run changes nothing");

@@ -392,6 +392,16 @@ both_engines! {
         assert_eq!(kind["examples"][0]["trace_id"], batch["results"][1]["trace_id"]);
         assert_eq!(kind["examples"][0]["action"], "refund");
 
+        // The semantic diff: refunds over 100 and up to 600 USD go from challenge to allow.
+        let semantic = &out["diff"]["semantic"];
+        assert_eq!((semantic["more_permissive_total"].as_u64(), semantic["less_permissive_total"].as_u64()), (Some(1), Some(0)), "{semantic}");
+        let cell = &semantic["more_permissive"][0];
+        assert_eq!((cell["group"].as_str(), cell["action"].as_str(), cell["condition"].as_str(), cell["before"].as_str(), cell["after"].as_str()),
+                   (Some("team"), Some("refund"), Some("amount.USD in (100, 600]"), Some("challenge"), Some("allow")), "{cell}");
+        assert_eq!(cell["example"]["context"]["currency"], "USD");
+        // The raw Cedar rule is listed as not analysed.
+        assert!(semantic["not_analysed"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().contains("restricted")), "{semantic}");
+
         // No longer allowing reads: six allow→deny, less permissive.
         let mut no_reads = spec(&agent.id, 100.0);
         no_reads["reusable_policy_blocks"]["docs"]["actions"]["allow"] = json!(["can_read"]);
@@ -444,6 +454,12 @@ both_engines! {
         assert_eq!(code, Some(2), "less permissive only: {out}");
         let (code, out) = sync(spec(&agent.id, 10.0), vec!["--dry-run", "--fail-on-impact", "any"]).await;
         assert_eq!(code, Some(4), "{out}");
+        let (code, out) = sync(spec(&agent.id, 600.0), vec!["--dry-run", "--fail-on", "more-permissive", "--impact-checks", "0"]).await;
+        assert_eq!(code, Some(4), "{out}");
+        assert!(out.contains("+ team refund when amount.USD in (100, 600]: challenge -> allow"), "{out}");
+        let (code, out) = sync(spec(&agent.id, 10.0), vec!["--dry-run", "--fail-on", "more-permissive"]).await;
+        assert_eq!(code, Some(2), "{out}");
+        assert!(out.contains("- team refund when amount.USD in (10, 100]: allow -> challenge"), "{out}");
         let (code, out) = sync(spec(&agent.id, 600.0), vec!["--apply", "--fail-on-impact", "any"]).await;
         assert_eq!(code, Some(1), "a gate is for dry runs: {out}");
     }
