@@ -169,6 +169,11 @@ fn seeded(prefix: &str, n: u64) -> String {
     format!("{prefix}{n:032x}")
 }
 
+/// The id of seeded agent `n` (`agt_5eed` and 28 hex digits: a valid agent id).
+fn seeded_agent(n: u64) -> String {
+    format!("agt_5eed{n:028x}")
+}
+
 struct Client {
     http: reqwest::Client,
     base: String,
@@ -213,8 +218,8 @@ impl Client {
 /// seeded labels (`rare`: 10 agents, `team-7`: 5 %) and on the seeded metadata (`env` prod:
 /// 33 %, `n` = 77777: one agent). Applied before the cases (a no-op when already there).
 fn groups_spec() -> Value {
-    // Seeded ids are longer than agent ids (a spec refuses them): members are 10 well-formed
-    // ids no agent has, so the case measures the lookups of an explicit member list.
+    // Members are 10 well-formed ids no agent has, so the case measures the lookups of an
+    // explicit member list.
     let members: Vec<String> = (1..=10).map(|n| seeded("agt_", n)).collect();
     serde_json::json!({"spec": {"agent_groups": [
         {"name": "picked", "members": members},
@@ -311,8 +316,8 @@ async fn run(settings: &Settings) -> anyhow::Result<()> {
         token: None,
     };
     let audit = "/v1/workspace/audit/events";
-    let rare_agent = seeded("agt_5eed", 3);
-    let busy_agent = seeded("agt_5eed", 11);
+    let rare_agent = seeded_agent(3);
+    let busy_agent = seeded_agent(11);
     let middle = settings.events / 2;
     // The middle of the 30 days (from the newest event): pages deep into the results start
     // after the last event before it, through the cursor the server gives for it.
@@ -326,6 +331,7 @@ async fn run(settings: &Settings) -> anyhow::Result<()> {
     // A day and an hour in the middle of the 30 days.
     let (day_start, day_end) = (at - 43_200_000, at + 43_200_000);
     let (hour_start, hour_end) = (at - 1_800_000, at + 1_800_000);
+    let month_start = newest_at - 31 * 86_400_000;
     // A cursor in the middle of the agents list: the one after agent 50,000's page of one.
     let middle_agent = client.get("/v1/agents?name=agent-50000&limit=1").await?;
     let agent_at = middle_agent["items"][0]["created_at"]
@@ -457,6 +463,21 @@ async fn run(settings: &Settings) -> anyhow::Result<()> {
             "audit: agent (busy) + one day",
             format!("{audit}?agent_id={busy_agent}&start_ms={day_start}&end_ms={day_end}"),
             50,
+        ),
+        case(
+            "audit: agent (busy) + action + one day",
+            format!("{audit}?agent_id={busy_agent}&action=payments.refund&start_ms={day_start}&end_ms={day_end}"),
+            1,
+        ),
+        case(
+            "audit: agent (busy) + action + one hour",
+            format!("{audit}?agent_id={busy_agent}&action=payments.refund&start_ms={hour_start}&end_ms={hour_end}"),
+            0,
+        ),
+        case(
+            "audit: agent (rare) + action + 30 days",
+            format!("{audit}?agent_id={rare_agent}&action=payments.refund&start_ms={month_start}&end_ms={day_end}"),
+            0,
         ),
         case(
             "audit: action + decision=deny",

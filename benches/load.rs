@@ -24,6 +24,14 @@
 //!   read off pairs run back to back, in alternating order, as their median
 //! - `ACP_BENCH_PAIR_SECS`: seconds per side of a pair (default 2): short sides keep the two
 //!   halves of a pair close in time, many pairs keep the median steady
+//! - `ACP_BENCH_BATCH_PAIRS`: interleaved pairs of single checks and batches of 100 checks
+//!   (`POST /v1/check/batch`), compared in decisions per second (default 5; 0 skips them)
+//! - `ACP_BENCH_SPEC`: the policy installed, `large` (1,000 groups, 10,000 members, 1,000
+//!   bindings; default) or `huge` (10,000 groups, 100,000 members, 10,000 bindings)
+//! - `ACP_BENCH_API_KEY`: the API key of the oldest workspace of a database that is not empty
+//!   (one seeded by `scripts/seed-large.sh`, made by `acp serve` with this key as
+//!   `ACP_BOOTSTRAP_API_KEY` and, on Postgres, the bench's master key below); without it the
+//!   database must be empty and the bench bootstraps it with a key of its own
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -49,6 +57,11 @@ const HEARTBEAT_PATH: &str = "/v1/telemetry/heartbeat";
 const VERIFIED_METHOD: &str = "POST";
 const VERIFIED_PATH: &str = "/v1/orders";
 const VERIFIED_BODY: &[u8] = br#"{"sku":"A-1042","quantity":3,"note":"benchmark"}"#;
+/// The master key the bench's server runs with (Postgres has no key file next to the
+/// database); a seeded database for `ACP_BENCH_API_KEY` is made with it too.
+const BENCH_MASTER_KEY: &str = "YmVuY2gtbWFzdGVyLWtleS1vZi10aGUtYWNwLWxvYWQ=";
+/// Checks per request of the batch phases.
+const BATCH_SIZE: usize = 100;
 /// How long to wait for the server to print its address.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -66,6 +79,9 @@ struct Settings {
     pair_duration: Duration,
     server_workers: usize,
     pairs_only: bool,
+    batch_pairs: usize,
+    huge_spec: bool,
+    api_key: Option<String>,
 }
 
 fn env_number(name: &str, default: u64) -> anyhow::Result<u64> {
@@ -115,6 +131,18 @@ impl Settings {
             pair_duration: Duration::from_secs(env_number("ACP_BENCH_PAIR_SECS", 2)?),
             server_workers: to_usize(env_number("ACP_BENCH_SERVER_WORKERS", 2)?),
             pairs_only: env_number("ACP_BENCH_PAIRS_ONLY", 0)? != 0,
+            batch_pairs: match std::env::var("ACP_BENCH_BATCH_PAIRS").ok().as_deref() {
+                Some("0") => 0,
+                _ => to_usize(env_number("ACP_BENCH_BATCH_PAIRS", 5)?),
+            },
+            huge_spec: match std::env::var("ACP_BENCH_SPEC").ok().as_deref() {
+                None | Some("" | "large") => false,
+                Some("huge") => true,
+                Some(other) => bail!("ACP_BENCH_SPEC must be `large` or `huge`, got `{other}`"),
+            },
+            api_key: std::env::var("ACP_BENCH_API_KEY")
+                .ok()
+                .filter(|k| !k.trim().is_empty()),
         })
     }
 }
@@ -155,10 +183,7 @@ impl Server {
             ])
             .env("ACP_BOOTSTRAP_API_KEY", api_key)
             // Postgres has no key file next to the database.
-            .env(
-                "ACP_MASTER_KEY",
-                "YmVuY2gtbWFzdGVyLWtleS1vZi10aGUtYWNwLWxvYWQ=",
-            )
+            .env("ACP_MASTER_KEY", BENCH_MASTER_KEY)
             .env("ACP_SIGNATURE_WINDOW_SECS", "3600")
             .env("TOKIO_WORKER_THREADS", settings.server_workers.to_string())
             .stdin(Stdio::null())
@@ -248,6 +273,20 @@ impl Drop for Server {
 // ---- CPU accounting (Linux /proc) ---------------------------------------------------------
 
 /// User + system CPU seconds used so far by process `pid` ("self" for this one).
+/// The resident memory of process `pid`, in MiB (`VmRSS` of `/proc/PID/status`).
+fn rss_mib(pid: u32) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib / 1024.0)
+}
+
 fn cpu_seconds(pid: &str, ticks_per_sec: f64) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the command name, which is in parentheses and may contain spaces.
@@ -414,7 +453,7 @@ async fn register_agent(
     )
     .await
     .context(
-        "registering the agent (with ACP_BENCH_DATABASE_URL, the database must be empty so \
+        "registering the agent (with ACP_BENCH_DATABASE_URL and no ACP_BENCH_API_KEY, the database must be empty so \
          that the server bootstraps it with the benchmark's API key)",
     )?;
     let agent_id = field(&registered, "agent_id")?.to_owned();
@@ -512,6 +551,8 @@ enum Check {
     Valid,
     /// 200 and `"decision": "allow"`.
     Allow,
+    /// 200 and every result of a batch `"decision": "allow"`.
+    BatchAllow,
 }
 
 /// The fields of an answer that the load client checks (an escaped string fails to parse and
@@ -522,6 +563,8 @@ struct Answer<'a> {
     decision: Option<&'a str>,
     #[serde(default)]
     valid: Option<bool>,
+    #[serde(borrow, default)]
+    results: Vec<Answer<'a>>,
 }
 
 #[derive(Default)]
@@ -608,6 +651,10 @@ async fn send_one(
                 let parsed = serde_json::from_slice::<Answer<'_>>(&body).ok();
                 let valid = match check {
                     Check::Valid => parsed.and_then(|a| a.valid) == Some(true),
+                    Check::BatchAllow => parsed.is_some_and(|a| {
+                        a.results.len() == BATCH_SIZE
+                            && a.results.iter().all(|r| r.decision == Some("allow"))
+                    }),
                     _ => parsed.and_then(|a| a.decision) == Some("allow"),
                 };
                 if !valid {
@@ -953,16 +1000,17 @@ fn print_report(
 
 // ---- main ---------------------------------------------------------------------------------
 
-/// Writes the large policy straight into the server's database (as a sync would) and waits
-/// until the server serves it; answers its version.
+/// Writes the large (or huge) policy straight into the server's database (as a sync would:
+/// the huge spec's text is over the limit a sync takes) as the next version of `pol_default`,
+/// and waits until the server serves it; answers its version.
 async fn install_large_policy(
     client: &reqwest::Client,
     server: &Server,
     api_key: &str,
     agent_id: &str,
     database_url: &str,
+    huge: bool,
 ) -> anyhow::Result<i64> {
-    use acp::store::{apply_one, Change, PolicyApply, PolicyOp, PolicyVersion, SqlStore};
     let agent: Value = client
         .get(server.url(&format!("/v1/agents/{agent_id}")))
         .header("x-service-api-key", api_key)
@@ -974,32 +1022,16 @@ async fn install_large_policy(
         .as_str()
         .ok_or_else(|| anyhow!("no workspace in {agent}"))?
         .to_owned();
-    let spec = common::large_spec_with_member(agent_id);
-    let compiled = acp::policy::compile(&spec)
-        .map_err(|e| anyhow!("the bench spec does not compile: {e:?}"))?;
-    let store = SqlStore::open(database_url, &Default::default())
-        .await
-        .map_err(|e| anyhow!("{e}"))?;
-    let apply = PolicyApply {
-        name: "bench".into(),
-        expected_version: 0,
-        version: PolicyVersion {
-            workspace_id,
-            policy_id: "pol_default".into(),
-            version: 1,
-            hash: compiled.hash.clone(),
-            spec: serde_json::to_value(&spec)?,
-            cedar: compiled.cedar.clone(),
-            author: "bench".into(),
-            created_at: now_ms(),
-        },
-        members: Vec::new(),
-        bindings: Vec::new(),
+    let spec = if huge {
+        common::with_member(common::huge_spec(), agent_id)
+    } else {
+        common::large_spec_with_member(agent_id)
     };
-    apply_one(&store, Change::new(PolicyOp::Apply(Box::new(apply))))
-        .await
-        .map_err(|e| anyhow!("{e}"))?;
-    store.close().await;
+    let (version, compiled_in) = common::install_policy(database_url, &workspace_id, &spec).await?;
+    eprintln!(
+        "load: the bench policy compiled in {:.2} s",
+        compiled_in.as_secs_f64()
+    );
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let answer: Value = client
@@ -1010,16 +1042,54 @@ async fn install_large_policy(
             .await?
             .json()
             .await?;
-        if answer["policy_version"] == json!(1) {
+        if answer["policy_version"] == json!(version) {
             if answer["decision"] != json!("allow") {
                 bail!("the bench policy answers {answer}");
             }
-            return Ok(1);
+            return Ok(version);
         }
         if Instant::now() > deadline {
             bail!("the server did not pick up the bench policy: {answer}");
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The policy the bench installs, in words.
+fn spec_name(settings: &Settings) -> &'static str {
+    if settings.huge_spec {
+        "10,000 groups / 100,000 members / 10,000 bindings"
+    } else {
+        "1,000 groups / 10,000 members / 1,000 bindings"
+    }
+}
+
+/// The checks of `singles` in batches of [`BATCH_SIZE`] (`POST /v1/check/batch` bodies).
+fn batches_of(singles: &[Prepared]) -> anyhow::Result<Vec<Prepared>> {
+    singles
+        .chunks_exact(BATCH_SIZE)
+        .map(|chunk| {
+            let checks = chunk
+                .iter()
+                .map(|p| serde_json::from_slice::<Value>(&p.body))
+                .collect::<Result<Vec<Value>, _>>()?;
+            Ok(Prepared {
+                headers: chunk[0].headers.clone(),
+                body: serde_json::to_vec(&json!({ "checks": checks }))?,
+            })
+        })
+        .collect()
+}
+
+/// The median of `values` (none when empty).
+fn median(values: &[f64]) -> Option<f64> {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let middle = sorted.len() / 2;
+    match sorted.len() {
+        0 => None,
+        n if n % 2 == 1 => Some(sorted[middle]),
+        _ => Some((sorted[middle - 1] + sorted[middle]) / 2.0),
     }
 }
 
@@ -1079,7 +1149,7 @@ async fn run(settings: Settings) -> anyhow::Result<()> {
             "SQLite",
         ),
     };
-    let api_key = new_api_key();
+    let api_key = settings.api_key.clone().unwrap_or_else(new_api_key);
     let background_before = background_cpu().await;
     eprintln!("load: starting {} on {engine} ...", settings.bin.display());
     let server = Server::start(&settings, &database_url, &api_key, dir.path())?;
@@ -1128,6 +1198,7 @@ async fn drive(
         .timeout(Duration::from_secs(30))
         .no_proxy()
         .build()?;
+    let rss_started = rss_mib(server.pid());
     let key = SigningKey::generate(&mut OsRng);
     let agent_id = register_agent(&client, server, api_key, &key).await?;
     eprintln!("load: agent {agent_id} registered and attested on {engine}");
@@ -1138,9 +1209,22 @@ async fn drive(
     let heartbeats = heartbeat_requests(&key, &agent_id, n);
     // The first verify request is held back and sent again after the run: it must be a replay.
     let replay = verify.first().map(|p| p.body.clone());
-    let policy_version =
-        install_large_policy(&client, server, api_key, &agent_id, database_url).await?;
-    eprintln!("load: policy of 1,000 groups / 10,000 members / 1,000 bindings live as version {policy_version}");
+    let policy_version = install_large_policy(
+        &client,
+        server,
+        api_key,
+        &agent_id,
+        database_url,
+        settings.huge_spec,
+    )
+    .await?;
+    eprintln!(
+        "load: policy of {} live as version {policy_version}",
+        spec_name(settings)
+    );
+    // At rest with the policy loaded: give the server a moment to settle first.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let rss_rest = rss_mib(server.pid());
     // Refunds of varying amounts (0.01 to 90.00) in two currencies, all within the agent's
     // allowance: no two consecutive checks are the same request.
     // With `unique`, each also carries an order reference of its own, a context field that no
@@ -1200,7 +1284,11 @@ async fn drive(
             Check::Allow,
         ),
         (
-            "POST /v1/check (1,000 bindings, audit durable)",
+            if settings.huge_spec {
+                "POST /v1/check (10,000 bindings, audit durable)"
+            } else {
+                "POST /v1/check (1,000 bindings, audit durable)"
+            },
             server.url("/v1/check"),
             &checks,
             Check::Allow,
@@ -1288,17 +1376,68 @@ async fn drive(
         ratios.push(100.0 * rates[1] / rates[0].max(1e-9));
     }
 
+    // Decisions per second through batches of 100 against single checks, in interleaved pairs.
+    let batches = batches_of(&checks)?;
+    let (mut single_rates, mut batch_rates, mut gains) = (Vec::new(), Vec::new(), Vec::new());
+    for pair in 1..=settings.batch_pairs {
+        eprintln!("load: batch pair {pair} of {} ...", settings.batch_pairs);
+        let mut rates = [0.0; 2];
+        let order = if pair % 2 == 1 { [0, 1] } else { [1, 0] };
+        for which in order {
+            let phase = if which == 0 {
+                run(
+                    format!("batch pair {pair}: POST /v1/check (one decision per request)"),
+                    server.url("/v1/check"),
+                    Some(checks.clone()),
+                    Check::Allow,
+                    settings.pair_duration,
+                )
+                .await?
+            } else {
+                run(
+                    format!("batch pair {pair}: POST /v1/check/batch ({BATCH_SIZE} decisions per request)"),
+                    server.url("/v1/check/batch"),
+                    Some(batches.clone()),
+                    Check::BatchAllow,
+                    settings.pair_duration,
+                )
+                .await?
+            };
+            rates[which] = if which == 0 {
+                phase.rate()
+            } else {
+                phase.rate() * BATCH_SIZE as f64
+            };
+            phases.push(phase);
+        }
+        single_rates.push(rates[0]);
+        batch_rates.push(rates[1]);
+        gains.push(rates[1] / rates[0].max(1e-9));
+    }
+
     let mut notes = Vec::new();
-    if !ratios.is_empty() {
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mib = |m: Option<f64>| m.map_or_else(|| "unknown".to_owned(), |m| format!("{m:.0} MiB"));
+    notes.push(format!(
+        "Server resident memory: {} once started, {} at rest with the policy of {} loaded, {} at rest after the run.",
+        mib(rss_started),
+        mib(rss_rest),
+        spec_name(settings),
+        mib(rss_mib(server.pid()))
+    ));
+    if let (Some(single), Some(batch), Some(gain)) =
+        (median(&single_rates), median(&batch_rates), median(&gains))
+    {
+        let listed: Vec<String> = gains.iter().map(|g| format!("{g:.2}×")).collect();
+        notes.push(format!(
+            "Decisions per second, in {} interleaved pairs: single checks median {single:.0}, \
+             batches of {BATCH_SIZE} median {batch:.0}; batch/single per pair {}; median {gain:.2}×.",
+            gains.len(),
+            listed.join(", ")
+        ));
+    }
+    if let Some(median) = median(&ratios) {
         let listed: Vec<String> = ratios.iter().map(|r| format!("{r:.1} %")).collect();
-        let mut sorted = ratios.clone();
-        sorted.sort_by(f64::total_cmp);
-        let middle = sorted.len() / 2;
-        let median = if sorted.len() % 2 == 1 {
-            sorted[middle]
-        } else {
-            (sorted[middle - 1] + sorted[middle]) / 2.0
-        };
         notes.push(format!(
             "`/v1/check` throughput as a share of the bare endpoint's, in {} interleaved pairs \
              (alternating order): {}; median {:.1} %.",

@@ -3,7 +3,9 @@
 //! `cargo bench --bench policy`. The large spec has 1,000 groups with 10 explicit members each
 //! (10,000 members), 1,000 bindings over 10 reusable blocks (actions, amounts in two currencies,
 //! email), and guardrails; evaluation is measured for an agent of one group and for an agent of
-//! no group.
+//! no group. Also: compile of the largest spec the limits allow (10,000 groups, 100,000 members,
+//! 10,000 bindings), and what a sync's dry run adds: the replay of 10,000 recorded checks against
+//! the current and the desired policy, and the semantic diff of the two specs.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
@@ -16,7 +18,7 @@ use acp::policy::{compile, CompiledPolicy};
 
 #[path = "common/mod.rs"]
 mod common;
-use common::{agent_id, large_spec};
+use common::{agent_id, huge_spec, large_spec};
 
 /// A check of an agent prepared afresh, its Cedar context kept in `kept` (as the server keeps
 /// contexts).
@@ -197,5 +199,95 @@ fn compile_cost(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(policy_benches, benches, compile_cost);
+/// 10,000 decision events as `/v1/check` records them (newest first): 1,000 agents of the large
+/// spec's groups, each with its recorded input (facts and context), reads, deploys, drops and
+/// refunds of varying amounts in two currencies.
+fn recorded_checks() -> Vec<acp::store::AuditRecord> {
+    let actions = ["read_{b}", "list", "deploy_{b}", "drop_{b}", "refund"];
+    (0..10_000usize)
+        .map(|i| {
+            let member = i % 1000;
+            let block = (member / 10) % 10;
+            let action = actions[i % actions.len()].replace("{b}", &block.to_string());
+            let context = if action == "refund" {
+                let currency = if i % 3 == 0 { "EUR" } else { "USD" };
+                json!({"amount": (i % 1500) as f64 + 0.5, "currency": currency})
+            } else {
+                json!({})
+            };
+            acp::store::AuditRecord {
+                id: format!("evt_{i:032x}"),
+                workspace_id: Some("wsp_bench".into()),
+                created_at: 1_800_000_000_000 - i as i64,
+                event_type: "decision.check".into(),
+                agent_id: Some(agent_id(member)),
+                action: Some(action),
+                decision: None,
+                policy_id: Some("pol_default".into()),
+                policy_hash: None,
+                trace_id: Some(format!("trc_{i:032x}")),
+                reasons: Vec::new(),
+                reason_codes: Vec::new(),
+                actor: "service".into(),
+                details: json!({"input": {
+                    "agent": {"status": "active", "risk_tier": "low", "metadata": {"team": "support"}, "labels": {}},
+                    "context": context,
+                }}),
+            }
+        })
+        .collect()
+}
+
+/// What a dry run adds to a sync of the large spec: its change lowers block 0's USD allowance
+/// to 50, challenges `list` in block 1 and allows `deploy_2` outright.
+fn dry_run(c: &mut Criterion) {
+    let current = compile(&large_spec()).expect("compile");
+    let mut changed = serde_json::to_value(large_spec()).expect("json");
+    let blocks = &mut changed["reusable_policy_blocks"];
+    blocks["block_0"]["amount"]["limits"]["USD"]["allow_up_to"] = json!(50);
+    blocks["block_1"]["actions"]["allow"] = json!(["read_1"]);
+    blocks["block_1"]["actions"]["challenge"] = json!(["deploy_1", "list"]);
+    blocks["block_2"]["actions"]["allow"] = json!(["read_2", "list", "deploy_2"]);
+    blocks["block_2"]["actions"]["challenge"] = json!([]);
+    let desired =
+        compile(&acp::policy::spec::from_value(&changed).expect("spec")).expect("compile");
+    let events = recorded_checks();
+    let impact =
+        acp::policy::impact::replay(&events, events.len(), &current, &desired).expect("replay");
+    println!(
+        "replay of {} recorded checks: {} replayed, {} changed ({} more permissive, {} less)",
+        events.len(),
+        impact.replayed,
+        impact.changed,
+        impact.more_permissive,
+        impact.less_permissive
+    );
+    assert_eq!(impact.replayed, events.len());
+    assert!(impact.changed > 0 && impact.more_permissive > 0 && impact.less_permissive > 0);
+    let mut group = c.benchmark_group("dry run (1000 groups)");
+    group.sample_size(10);
+    group.bench_function("replay 10000 recorded checks", |b| {
+        b.iter(|| {
+            acp::policy::impact::replay(black_box(&events), events.len(), &current, &desired)
+                .expect("replay")
+        })
+    });
+    group.bench_function("semantic diff", |b| {
+        b.iter(|| acp::policy::semantic::semantic_diff(Some(&current), black_box(&desired)))
+    });
+    group.finish();
+}
+
+/// The largest spec the limits allow in groups, members and bindings.
+fn compile_huge(c: &mut Criterion) {
+    let spec = huge_spec();
+    let mut group = c.benchmark_group("compile");
+    group.sample_size(10);
+    group.bench_function("10000 groups, 100000 members, 10000 bindings", |b| {
+        b.iter(|| compile(black_box(&spec)).expect("compile"))
+    });
+    group.finish();
+}
+
+criterion_group!(policy_benches, benches, compile_cost, dry_run, compile_huge);
 criterion_main!(policy_benches);

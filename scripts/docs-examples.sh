@@ -5,6 +5,7 @@
 #   ACP_URL       the server's base URL
 #   ACP_API_KEY   the default workspace's API key
 #   ACP_TOKEN     a personal access token of the workspace's owner (for `acp sync`)
+#   ACP_DATABASE_URL  the server's database (for the seeding script of docs/scale.md)
 #   AGENT_ID      an attested agent of the workspace (examples/attested_agent.rs)
 #   EXAMPLES      a scratch directory shared by the blocks (spec files, answers)
 # and `acp` on the PATH (target/debug/acp). A block fails the run when any command in it does;
@@ -14,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 docs=("$@")
-[ ${#docs[@]} -gt 0 ] || docs=(docs/decisions.md docs/policy-impact.md)
+[ ${#docs[@]} -gt 0 ] || docs=(docs/decisions.md docs/policy-impact.md docs/scale.md)
 dir=$(mktemp -d)
 pid=
 cleanup() {
@@ -22,13 +23,15 @@ cleanup() {
     rm -rf "$dir"
 }
 trap cleanup EXIT
-cargo build -q --bin acp --example attested_agent
+cargo build -q --bin acp --example attested_agent --example seed_policy
 . scripts/server.sh
 start_server "$dir" > /dev/null
 token=$(owner_token "$url" "$dir" owner@example.com docs-examples)
 agent=$(ACP_URL="$url" ACP_API_KEY="$key" target/debug/examples/attested_agent docs-agent | tail -1)
 mkdir -p "$dir/examples" "$dir/bin"
 ln -s "$PWD/target/debug/acp" "$dir/bin/acp"
+# The repository's scripts, as the docs name them (`scripts/seed-large.sh`).
+ln -s "$PWD/scripts" "$dir/examples/scripts"
 
 passed=0
 for doc in "${docs[@]}"; do
@@ -41,7 +44,7 @@ for doc in "${docs[@]}"; do
     for block in "$dir"/block-*.sh; do
         [ -e "$block" ] || continue
         if ! (cd "$dir/examples" && PATH="$dir/bin:$PATH" ACP_URL="$url" ACP_API_KEY="$key" \
-            ACP_TOKEN="$token" AGENT_ID="$agent" EXAMPLES="$dir/examples" \
+            ACP_TOKEN="$token" ACP_DATABASE_URL="sqlite:$dir/acp.db" AGENT_ID="$agent" EXAMPLES="$dir/examples" \
             bash -euo pipefail "$block") > "$dir/block.out" 2>&1; then
             echo "docs example failed: $doc, block $(basename "$block" .sh | sed 's/block-0*//'):"
             sed 's/^/  | /' "$block"

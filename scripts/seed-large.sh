@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
 # Seeds an existing acp database with a large workspace: AGENTS agents (with inventory labels)
 # and EVENTS audit events spread over the last 30 days, in bulk SQL (a recursive CTE through
-# the `sqlite3` CLI on SQLite, `generate_series` through `psql` on Postgres).
+# the `sqlite3` CLI on SQLite, `generate_series` through `psql` on Postgres), then a policy spec
+# of GROUPS groups of 10 seeded agents each (examples/seed_policy.rs).
 #
-#   scripts/seed-large.sh DATABASE_URL [AGENTS] [EVENTS]      (defaults 100000 and 10000000)
+#   scripts/seed-large.sh DATABASE_URL [AGENTS] [EVENTS] [GROUPS]
+#
+# Defaults: 100000 agents, 10000000 events, and as many groups (at most 10000) as the agents
+# after the first ten fill; GROUPS 0 installs no spec. The scale of issue 24 is
+# `scripts/seed-large.sh URL 1000000 10000000` (10,000 groups, 100,000 members). The spec's
+# installer is built with cargo's `quick` profile (SEED_PROFILE=dev for a debug build).
 #
 # DATABASE_URL is `sqlite:PATH`, `sqlite://PATH`, a bare path, or `postgres://...`. The database
 # must have been made by `acp serve` (migrations applied, the default workspace bootstrapped):
 # the rows go into the oldest workspace. Run it once per database; it refuses a seeded one.
 #
 # What it writes (the filters of the console's lists have selective and unselective values):
-# - agents `agt_5eed<hex>` named `agent-<n>`: 83 % active, 10 % pending, 5 % suspended,
+# - agents `agt_5eed<28 hex digits of n>` (valid agent ids) named `agent-<n>`: 83 % active, 10 % pending, 5 % suspended,
 #   2 % revoked; risk tiers low/medium/high; metadata {team, env, n}; created over 30 days.
 #   Agents 1-10 are rare (`rare-agent-<n>`, label `rare`), agents 11-1010 are busy.
 # - one inventory row per agent (`ext-<n>`, environment prod/staging/dev, labels
@@ -25,8 +31,8 @@
 #   (`trc_` + 32 hex digits of its number).
 set -euo pipefail
 
-if [[ $# -lt 1 || $# -gt 3 ]]; then
-    echo "usage: $0 DATABASE_URL [AGENTS] [EVENTS]" >&2
+if [[ $# -lt 1 || $# -gt 4 ]]; then
+    echo "usage: $0 DATABASE_URL [AGENTS] [EVENTS] [GROUPS]" >&2
     exit 2
 fi
 url=$1
@@ -34,6 +40,13 @@ agents=${2:-100000}
 events=${3:-10000000}
 if ! [[ $agents =~ ^[0-9]+$ && $events =~ ^[0-9]+$ && $agents -ge 1011 ]]; then
     echo "AGENTS and EVENTS must be whole numbers, AGENTS at least 1011" >&2
+    exit 2
+fi
+fill=$(((agents - 10) / 10))
+((fill > 10000)) && fill=10000
+groups=${4:-$fill}
+if ! [[ $groups =~ ^[0-9]+$ ]] || ((groups > fill)); then
+    echo "GROUPS must be a whole number of at most $fill (10 members each, agents 11 onwards)" >&2
     exit 2
 fi
 batch=1000000
@@ -64,7 +77,7 @@ SELECT
     WHEN t < 999 THEN 'vault.secret.read'
     ELSE 'credential.revoked'
   END AS event_type,
-  'agt_5eed' || HEX32(CASE
+  'agt_5eed' || HEX28(CASE
     WHEN j % 100000 = 777 THEN 1 + (j / 100000) % 10
     WHEN r < 800000 THEN 11 + r % 1000
     ELSE 11 + (j * 7919) % ($agents - 10)
@@ -110,7 +123,7 @@ SQL
 agent_select() {
     cat <<SQL
 SELECT
-  'agt_5eed' || HEX32(i), '$1',
+  'agt_5eed' || HEX28(i), '$1',
   CASE WHEN i <= 10 THEN 'rare-agent-' || i ELSE 'agent-' || i END,
   'c2VlZC1wdWJsaWMta2V5LQ' || HEX32(i), 'ed25519',
   '{"team":"team-' || (i % 20) || '","env":"' || CASE i % 3 WHEN 0 THEN 'prod' WHEN 1 THEN 'staging' ELSE 'dev' END || '","n":' || i || '}',
@@ -126,7 +139,7 @@ SQL
 
 inventory_select() {
     cat <<SQL
-SELECT '$1', 'ext-' || i, 'agt_5eed' || HEX32(i), 'Agent ' || i,
+SELECT '$1', 'ext-' || i, 'agt_5eed' || HEX28(i), 'Agent ' || i,
   '["team-' || (i % 20) || '","' || CASE i % 3 WHEN 0 THEN 'prod' WHEN 1 THEN 'staging' ELSE 'dev' END || '"'
     || CASE WHEN i <= 10 THEN ',"rare"' ELSE '' END || ']',
   CASE i % 3 WHEN 0 THEN 'prod' WHEN 1 THEN 'staging' ELSE 'dev' END,
@@ -139,22 +152,22 @@ SQL
 # The label terms `label=` matches (migration 0018), as the service writes them with each item.
 label_select() {
     cat <<SQL
-SELECT '$1', 'team-' || (i % 20), 'ext-' || i, 'agt_5eed' || HEX32(i), 'entry' FROM SOURCE
+SELECT '$1', 'team-' || (i % 20), 'ext-' || i, 'agt_5eed' || HEX28(i), 'entry' FROM SOURCE
 UNION ALL
-SELECT '$1', CASE i % 3 WHEN 0 THEN 'prod' WHEN 1 THEN 'staging' ELSE 'dev' END, 'ext-' || i, 'agt_5eed' || HEX32(i), 'entry' FROM SOURCE
+SELECT '$1', CASE i % 3 WHEN 0 THEN 'prod' WHEN 1 THEN 'staging' ELSE 'dev' END, 'ext-' || i, 'agt_5eed' || HEX28(i), 'entry' FROM SOURCE
 UNION ALL
-SELECT '$1', 'rare', 'ext-' || i, 'agt_5eed' || HEX32(i), 'entry' FROM SOURCE WHERE i <= 10
+SELECT '$1', 'rare', 'ext-' || i, 'agt_5eed' || HEX28(i), 'entry' FROM SOURCE WHERE i <= 10
 SQL
 }
 
 # The metadata pairs a group's selector matches (migration 0019), as the service writes them.
 pairs_select() {
     cat <<SQL
-SELECT 'agt_5eed' || HEX32(i), 'team', 'team-' || (i % 20) FROM SOURCE
+SELECT 'agt_5eed' || HEX28(i), 'team', 'team-' || (i % 20) FROM SOURCE
 UNION ALL
-SELECT 'agt_5eed' || HEX32(i), 'env', CASE i % 3 WHEN 0 THEN 'prod' WHEN 1 THEN 'staging' ELSE 'dev' END FROM SOURCE
+SELECT 'agt_5eed' || HEX28(i), 'env', CASE i % 3 WHEN 0 THEN 'prod' WHEN 1 THEN 'staging' ELSE 'dev' END FROM SOURCE
 UNION ALL
-SELECT 'agt_5eed' || HEX32(i), 'n', '' || i FROM SOURCE
+SELECT 'agt_5eed' || HEX28(i), 'n', '' || i FROM SOURCE
 SQL
 }
 
@@ -175,7 +188,7 @@ seed_sqlite() {
         exit 1
     fi
     echo "seeding workspace $ws of $path: $agents agents, $events events"
-    hexify() { sed -E -e "s/HEX16\(([^()]*)\)/printf('%016x', \1)/g" -e "s/HEX32\(/printf('%032x', /g"; }
+    hexify() { sed -E -e "s/HEX16\(([^()]*)\)/printf('%016x', \1)/g" -e "s/HEX32\(/printf('%032x', /g" -e "s/HEX28\(/printf('%028x', /g"; }
     local pragmas="PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF; PRAGMA cache_size=-1000000; PRAGMA temp_store=MEMORY;"
     {
         echo "$pragmas BEGIN;"
@@ -227,10 +240,11 @@ seed_postgres() {
     fi
     echo "seeding workspace $ws: $agents agents, $events events"
     # HEX32 wraps a multi-line CASE: a function of the session (inlined by the planner).
-    pg_hex() { sed -E -e "s/HEX16\(([^()]*)\)/lpad(to_hex(\1), 16, '0')/g" -e "s/HEX32\(/pg_temp.hex32(/g"; }
+    pg_hex() { sed -E -e "s/HEX16\(([^()]*)\)/lpad(to_hex(\1), 16, '0')/g" -e "s/HEX32\(/pg_temp.hex32(/g" -e "s/HEX28\(/pg_temp.hex28(/g"; }
     {
         echo "SET synchronous_commit = off;"
         echo "CREATE OR REPLACE FUNCTION pg_temp.hex32(x bigint) RETURNS text LANGUAGE sql IMMUTABLE AS \$\$ SELECT lpad(to_hex(x), 32, '0') \$\$;"
+        echo "CREATE OR REPLACE FUNCTION pg_temp.hex28(x bigint) RETURNS text LANGUAGE sql IMMUTABLE AS \$\$ SELECT lpad(to_hex(x), 28, '0') \$\$;"
         echo "BEGIN;"
         echo "INSERT INTO agents ($agent_columns)"
         agent_select "$ws" | sed 's/FROM SOURCE/FROM generate_series(1::bigint, '"$agents"') AS g(i)/'
@@ -253,6 +267,7 @@ seed_postgres() {
         {
             echo "SET synchronous_commit = off;"
             echo "CREATE OR REPLACE FUNCTION pg_temp.hex32(x bigint) RETURNS text LANGUAGE sql IMMUTABLE AS \$\$ SELECT lpad(to_hex(x), 32, '0') \$\$;"
+            echo "CREATE OR REPLACE FUNCTION pg_temp.hex28(x bigint) RETURNS text LANGUAGE sql IMMUTABLE AS \$\$ SELECT lpad(to_hex(x), 28, '0') \$\$;"
             echo "INSERT INTO audit_events ($event_columns)"
             echo "WITH e AS ($(event_numbers | sed 's/FROM SOURCE/FROM generate_series('"$from"'::bigint, '"$to"') AS g(j)/'))"
             event_select "$ws"
@@ -266,11 +281,24 @@ seed_postgres() {
 }
 
 case $url in
-postgres://* | postgresql://*) seed_postgres "$url" ;;
+postgres://* | postgresql://*)
+    seed_postgres "$url"
+    ws=$(psql "$url" -X -At -c "SELECT id FROM workspaces ORDER BY created_at, id LIMIT 1")
+    policy_url=$url
+    ;;
 *)
     path=${url#sqlite://}
     path=${path#sqlite:}
     path=${path%%\?*}
     seed_sqlite "$path"
+    ws=$(sqlite3 -batch "$path" "SELECT id FROM workspaces ORDER BY created_at, id LIMIT 1;")
+    policy_url="sqlite:$path"
     ;;
 esac
+# The spec: written as the next version of the workspace's default policy (its text is over the
+# 1 MiB a sync takes; see examples/seed_policy.rs).
+if ((groups > 0)); then
+    (cd "$(dirname "$(readlink -f "$0")")/.." &&
+        cargo run -q --profile "${SEED_PROFILE:-quick}" --example seed_policy -- "$policy_url" "$ws" "$groups")
+    echo "spec installed: $(($(date +%s) - start)) s in all"
+fi
