@@ -237,12 +237,14 @@ impl App {
             .map_err(anyhow::Error::msg)?;
         let bootstrap = bootstrap(store.as_ref(), &config).await?;
         let (commits, writer) = GroupCommit::start(dyn_store.clone(), config.commit_batch_max);
+        let caches =
+            crate::policy::cache::Caches::new(crate::policy::cache::CacheLimits::of(&config));
         let ctx = Arc::new(Context {
             store: dyn_store,
             writer: commits,
             config,
             mailer,
-            caches: crate::policy::cache::Caches::default(),
+            caches,
             changes: tokio::sync::Notify::new(),
             public_url,
             master_key,

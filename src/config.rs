@@ -105,6 +105,18 @@ pub struct Settings {
     /// How often retention prunes old audit events and heartbeats, seconds [default: 600]
     #[arg(long, env = "ACP_RETENTION_INTERVAL_SECS")]
     pub retention_interval_secs: Option<u64>,
+    /// Memory the cache of agents may hold (estimated; least recently used go first), MiB
+    /// [default: 64]
+    #[arg(long, env = "ACP_CACHE_AGENTS_MIB")]
+    pub cache_agents_mib: Option<u64>,
+    /// Memory the cache of API keys may hold (estimated; least recently used go first), MiB
+    /// [default: 8]
+    #[arg(long, env = "ACP_CACHE_KEYS_MIB")]
+    pub cache_keys_mib: Option<u64>,
+    /// Memory the cache of compiled policies may hold (estimated; least recently used go
+    /// first), MiB [default: 256]
+    #[arg(long, env = "ACP_CACHE_POLICIES_MIB")]
+    pub cache_policies_mib: Option<u64>,
     /// Key of the default workspace on first start (must be a well-formed `svc_` key)
     #[arg(long, env = "ACP_BOOTSTRAP_API_KEY", hide_env_values = true)]
     #[serde(default, deserialize_with = "deserialize_secret")]
@@ -185,6 +197,10 @@ pub struct Config {
     pub audit_sink_timeout_secs: u64,
     pub audit_sink_backoff_max_secs: u64,
     pub retention_interval_secs: u64,
+    /// Capacities of the in-process caches, MiB of estimated size.
+    pub cache_agents_mib: u64,
+    pub cache_keys_mib: u64,
+    pub cache_policies_mib: u64,
     /// The bearer token `/metrics` requires; `None`: open.
     pub metrics_token: Option<Secret>,
 }
@@ -243,6 +259,9 @@ impl Settings {
             retention_interval_secs: self
                 .retention_interval_secs
                 .or(lower.retention_interval_secs),
+            cache_agents_mib: self.cache_agents_mib.or(lower.cache_agents_mib),
+            cache_keys_mib: self.cache_keys_mib.or(lower.cache_keys_mib),
+            cache_policies_mib: self.cache_policies_mib.or(lower.cache_policies_mib),
         }
     }
 
@@ -356,6 +375,24 @@ impl Settings {
                 600,
                 86_400,
             )?,
+            cache_agents_mib: within(
+                "cache_agents_mib",
+                self.cache_agents_mib,
+                DEFAULT_CACHE_AGENTS_MIB,
+                MAX_CACHE_MIB,
+            )?,
+            cache_keys_mib: within(
+                "cache_keys_mib",
+                self.cache_keys_mib,
+                DEFAULT_CACHE_KEYS_MIB,
+                MAX_CACHE_MIB,
+            )?,
+            cache_policies_mib: within(
+                "cache_policies_mib",
+                self.cache_policies_mib,
+                DEFAULT_CACHE_POLICIES_MIB,
+                MAX_CACHE_MIB,
+            )?,
             vault_proxy_allow,
             vault_proxy_ca_pem,
             vault_proxy_timeout_secs,
@@ -399,6 +436,14 @@ impl Settings {
         })
     }
 }
+
+/// Default capacities of the in-process caches, MiB of estimated size (`policy::cache`).
+pub const DEFAULT_CACHE_KEYS_MIB: u64 = 8;
+pub const DEFAULT_CACHE_AGENTS_MIB: u64 = 64;
+pub const DEFAULT_CACHE_POLICIES_MIB: u64 = 256;
+
+/// The largest capacity of one cache, MiB (64 GiB).
+const MAX_CACHE_MIB: u64 = 64 * 1024;
 
 /// The vault proxy holds a whole answer in memory (to scrub secrets from it), so its cap stays
 /// well below what a server can hold for several calls at once.
@@ -514,6 +559,33 @@ mod tests {
         assert!(short.resolve().unwrap_err().contains("metrics_token"));
         let blank: Settings = toml::from_str("metrics_token = \" \"\n").unwrap();
         assert!(blank.resolve().unwrap().metrics_token.is_none());
+    }
+
+    #[test]
+    fn cache_capacities_default_and_stay_within_bounds() {
+        let defaults = Settings::default().resolve().unwrap();
+        assert_eq!(
+            (
+                defaults.cache_keys_mib,
+                defaults.cache_agents_mib,
+                defaults.cache_policies_mib
+            ),
+            (8, 64, 256)
+        );
+        let file: Settings =
+            toml::from_str("cache_agents_mib = 1\ncache_policies_mib = 1024\n").unwrap();
+        let config = file.resolve().unwrap();
+        assert_eq!(
+            (config.cache_agents_mib, config.cache_policies_mib),
+            (1, 1024)
+        );
+        for bad in ["cache_keys_mib = 0", "cache_agents_mib = 65537"] {
+            let err = toml::from_str::<Settings>(bad)
+                .unwrap()
+                .resolve()
+                .unwrap_err();
+            assert!(err.contains("must be between 1 and 65536"), "{err}");
+        }
     }
 
     #[test]

@@ -50,6 +50,14 @@ pub const COMMIT_DURATION: &str = "acp_group_commit_duration_seconds";
 pub const CACHE_LOOKUPS: &str = "acp_cache_lookups_total";
 /// Counter: cache entries dropped or reloaded because their state changed, by `cache`.
 pub const CACHE_INVALIDATIONS: &str = "acp_cache_invalidations_total";
+/// Gauge: entries in a cache, by `cache` (refreshed about once a second).
+pub const CACHE_ENTRIES: &str = "acp_cache_entries";
+/// Gauge: the estimated bytes a cache holds (the sum of its entries' weights), by `cache`.
+pub const CACHE_BYTES: &str = "acp_cache_bytes";
+/// Gauge: the configured capacity of a cache, estimated bytes, by `cache`.
+pub const CACHE_CAPACITY: &str = "acp_cache_capacity_bytes";
+/// Counter: cache entries evicted to keep a cache within its capacity, by `cache`.
+pub const CACHE_EVICTIONS: &str = "acp_cache_evictions_total";
 /// Histogram: from a workspace change's commit (its `changed_at`) to this replica's caches
 /// moving to it through the change poll.
 pub const CHANGE_LAG: &str = "acp_cache_change_lag_seconds";
@@ -194,6 +202,26 @@ fn describe() {
         CACHE_INVALIDATIONS,
         Unit::Count,
         "Cache entries dropped or reloaded because the state they hold changed, by cache"
+    );
+    describe_gauge!(
+        CACHE_ENTRIES,
+        Unit::Count,
+        "Entries in the caches of API keys, agents and compiled policies, by cache"
+    );
+    describe_gauge!(
+        CACHE_BYTES,
+        Unit::Bytes,
+        "Estimated bytes held by the caches of API keys, agents and compiled policies, by cache"
+    );
+    describe_gauge!(
+        CACHE_CAPACITY,
+        Unit::Bytes,
+        "Configured capacity of the caches of API keys, agents and compiled policies, estimated bytes, by cache"
+    );
+    describe_counter!(
+        CACHE_EVICTIONS,
+        Unit::Count,
+        "Cache entries evicted (least recently used first) to keep a cache within its capacity, by cache"
     );
     describe_histogram!(CHANGE_LAG, Unit::Seconds, "Delay from a workspace change's commit to this replica's caches moving to it (change poll)");
     describe_gauge!(
@@ -358,6 +386,18 @@ pub fn cache_invalidated(cache: Cache, count: u64) {
     }
 }
 
+/// The size of `cache`: its entries, their estimated bytes and its capacity.
+pub fn cache_size(cache: Cache, entries: u64, bytes: u64, capacity: u64) {
+    gauge!(CACHE_ENTRIES, "cache" => cache.label()).set(entries as f64);
+    gauge!(CACHE_BYTES, "cache" => cache.label()).set(bytes as f64);
+    gauge!(CACHE_CAPACITY, "cache" => cache.label()).set(capacity as f64);
+}
+
+/// `count` entries of `cache` evicted to keep it within its capacity (0 shows the series).
+pub fn cache_evicted(cache: Cache, count: u64) {
+    counter!(CACHE_EVICTIONS, "cache" => cache.label()).increment(count);
+}
+
 /// A replica moved to a workspace version committed `lag_ms` earlier (negative values, from
 /// clocks that differ between replicas, count as 0).
 pub fn change_lag(lag_ms: i64) {
@@ -443,6 +483,7 @@ mod tests {
             RATE_LIMITED,
             CACHE_LOOKUPS,
             CACHE_INVALIDATIONS,
+            CACHE_EVICTIONS,
             MAIL_SENT,
             MAIL_FAILURES,
             VAULT_LEASE_USES,
@@ -468,5 +509,12 @@ mod tests {
                 "{name}"
             );
         }
+        for name in [CACHE_BYTES, CACHE_CAPACITY] {
+            assert!(
+                name.starts_with("acp_") && name.ends_with("_bytes"),
+                "{name}"
+            );
+        }
+        assert!(CACHE_ENTRIES.starts_with("acp_"));
     }
 }

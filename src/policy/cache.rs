@@ -17,14 +17,27 @@
 //! with one read. A poller (woken early by Postgres LISTEN/NOTIFY) moves views and evicts or
 //! reloads what other replicas changed, so that stale decisions are rare; entries also expire on
 //! their own.
+//!
+//! **Memory is bounded by configuration.** Keys, agents and compiled policies are each kept in a
+//! least-recently-used cache ([`moka`]) whose capacity is in bytes (`cache_keys_mib`,
+//! `cache_agents_mib`, `cache_policies_mib`): every entry is weighed by an *estimate* of its size
+//! (the `weight` functions below), and the entries least recently used go first once the sum
+//! would exceed the capacity. Eviction only makes a later lookup a miss; it never lets an entry
+//! count under a view it is older than. The decision cache keeps its fixed bounds (see
+//! [`DecisionCache`]); views are one per workspace.
 
 use std::collections::HashMap;
+use std::mem::size_of;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use moka::notification::RemovalCause;
+use moka::ops::compute::Op;
+use moka::policy::EvictionPolicy;
 use serde_json::{json, Value};
 
+use crate::config;
 use crate::domain::access::Scopes;
 use crate::domain::ids;
 use crate::observe::{self, Cache};
@@ -38,60 +51,168 @@ use super::evaluate::{
 };
 use super::spec::{self, PolicySpec, SpecError};
 
+/// How long a cached key or agent counts at most, however recently it was used.
 const ENTRY_TTL: Duration = Duration::from_secs(60);
-const MAX_ENTRIES: usize = 100_000;
 
-/// A map whose entries expire after [`ENTRY_TTL`].
-pub struct TtlMap<V: Clone> {
-    map: RwLock<HashMap<String, (V, Instant)>>,
+const MIB: u64 = 1024 * 1024;
+
+/// The capacities of the caches, in (estimated) bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheLimits {
+    pub keys_bytes: u64,
+    pub agents_bytes: u64,
+    pub policies_bytes: u64,
 }
 
-impl<V: Clone> Default for TtlMap<V> {
-    fn default() -> Self {
+impl CacheLimits {
+    /// Capacities given in MiB.
+    pub fn from_mib(keys: u64, agents: u64, policies: u64) -> Self {
         Self {
-            map: RwLock::new(HashMap::new()),
+            keys_bytes: keys.saturating_mul(MIB),
+            agents_bytes: agents.saturating_mul(MIB),
+            policies_bytes: policies.saturating_mul(MIB),
         }
+    }
+
+    /// The capacities a server's configuration sets.
+    pub fn of(config: &config::Config) -> Self {
+        Self::from_mib(
+            config.cache_keys_mib,
+            config.cache_agents_mib,
+            config.cache_policies_mib,
+        )
     }
 }
 
-impl<V: Clone> TtlMap<V> {
-    pub fn get(&self, key: &str) -> Option<V> {
-        let map = self.map.read().ok()?;
-        map.get(key)
-            .filter(|(_, at)| at.elapsed() < ENTRY_TTL)
-            .map(|(v, _)| v.clone())
+impl Default for CacheLimits {
+    fn default() -> Self {
+        Self::from_mib(
+            config::DEFAULT_CACHE_KEYS_MIB,
+            config::DEFAULT_CACHE_AGENTS_MIB,
+            config::DEFAULT_CACHE_POLICIES_MIB,
+        )
+    }
+}
+
+/// Estimated bytes a cache spends on an entry beside its key and value: moka's entry (its hash
+/// table slot, the shared key, the entry's bookkeeping and its nodes in the access and write
+/// order queues). An estimate, like every weight here: 210,000 keys in the key cache grew the
+/// resident memory by about 580 bytes each, of which about 260 were the key and its value.
+const ENTRY_OVERHEAD: usize = 320;
+
+/// The weight of an entry: its key, its value's estimated bytes and the cache's bookkeeping,
+/// saturating at `u32::MAX`.
+fn entry_weight(key: &str, value: usize) -> u32 {
+    saturate(
+        size_of::<String>()
+            .saturating_add(key.len())
+            .saturating_add(value)
+            .saturating_add(ENTRY_OVERHEAD),
+    )
+}
+
+/// Bytes as a weight, saturating at `u32::MAX` (moka's weights are `u32`).
+fn saturate(bytes: usize) -> u32 {
+    u32::try_from(bytes).unwrap_or(u32::MAX)
+}
+
+/// Estimated heap bytes of a JSON value beyond its own `Value` (which its holder counts): its
+/// strings, and for arrays and objects their elements and entries with the collection's
+/// bookkeeping. Approximates the memory the parsed value holds, not its serialized length
+/// (which it is usually within a factor of two of).
+fn json_weight(value: &Value) -> usize {
+    /// A map entry's share of the map's nodes.
+    const MAP_ENTRY_OVERHEAD: usize = 16;
+    match value {
+        Value::Null | Value::Bool(_) | Value::Number(_) => 0,
+        Value::String(s) => s.len(),
+        Value::Array(items) => items.iter().fold(0, |sum, item| {
+            sum.saturating_add(size_of::<Value>())
+                .saturating_add(json_weight(item))
+        }),
+        Value::Object(map) => map.iter().fold(0, |sum, (key, item)| {
+            sum.saturating_add(size_of::<String>() + size_of::<Value>() + MAP_ENTRY_OVERHEAD)
+                .saturating_add(key.len())
+                .saturating_add(json_weight(item))
+        }),
+    }
+}
+
+/// A cache of `V` by string key, bounded in estimated bytes: when an insert takes the sum of
+/// the weights over the capacity, the least recently used entries go. Moka applies reads and
+/// evictions to its order queues in batches (on later operations, or [`Lru::report`]), so the
+/// bound holds within a few operations rather than at every instant.
+///
+/// An entry heavier than the whole capacity (a huge compiled policy under a small
+/// `cache_policies_mib`) weighs as the capacity: it is kept, alone, rather than refused, since
+/// refusing it would load (compile) it again on every lookup while it is in use anyway.
+struct Lru<V> {
+    cache: moka::sync::Cache<String, V>,
+    which: Cache,
+    capacity: u64,
+}
+
+impl<V: Clone + Send + Sync + 'static> Lru<V> {
+    /// `weigh`: the value's estimated bytes (the key and the entry's bookkeeping are added).
+    fn new(which: Cache, capacity: u64, ttl: Option<Duration>, weigh: fn(&V) -> usize) -> Self {
+        let builder = moka::sync::Cache::builder()
+            .max_capacity(capacity)
+            .eviction_policy(EvictionPolicy::lru())
+            .weigher(move |key: &String, value: &V| {
+                let weight = entry_weight(key, weigh(value));
+                u32::try_from(capacity).map_or(weight, |cap| weight.min(cap))
+            })
+            .eviction_listener(move |_key, _value, cause| {
+                if cause == RemovalCause::Size {
+                    observe::cache_evicted(which, 1);
+                }
+            });
+        let cache = match ttl {
+            Some(ttl) => builder.time_to_live(ttl).build(),
+            None => builder.build(),
+        };
+        // The evictions' series shows from the start, at 0.
+        observe::cache_evicted(which, 0);
+        Self {
+            cache,
+            which,
+            capacity,
+        }
     }
 
-    pub fn insert(&self, key: String, value: V) {
-        if let Ok(mut map) = self.map.write() {
-            if map.len() >= MAX_ENTRIES {
-                map.retain(|_, (_, at)| at.elapsed() < ENTRY_TTL);
-                if map.len() >= MAX_ENTRIES {
-                    map.clear();
-                }
-            }
-            map.insert(key, (value, Instant::now()));
-        }
+    fn get(&self, key: &str) -> Option<V> {
+        self.cache.get(key)
+    }
+
+    fn insert(&self, key: String, value: V) {
+        self.cache.insert(key, value);
     }
 
     /// Whether an entry was there.
-    pub fn remove(&self, key: &str) -> bool {
-        match self.map.write() {
-            Ok(mut map) => map.remove(key).is_some(),
-            Err(_) => false,
-        }
+    fn remove(&self, key: &str) -> bool {
+        self.cache.remove(key).is_some()
     }
 
-    /// How many entries went.
-    pub fn retain(&self, keep: impl Fn(&V) -> bool) -> usize {
-        match self.map.write() {
-            Ok(mut map) => {
-                let before = map.len();
-                map.retain(|_, (v, _)| keep(v));
-                before - map.len()
+    /// Drops the entries `keep` refuses; how many went. Walks every entry: for rare changes.
+    fn retain(&self, keep: impl Fn(&V) -> bool) -> usize {
+        let mut gone = 0;
+        for (key, value) in self.cache.iter() {
+            if !keep(&value) && self.cache.remove(key.as_str()).is_some() {
+                gone += 1;
             }
-            Err(_) => 0,
         }
+        gone
+    }
+
+    /// Applies pending bookkeeping (reads, evictions, expiries), then records the size.
+    fn report(&self) {
+        self.cache.run_pending_tasks();
+        observe::cache_size(
+            self.which,
+            self.cache.entry_count(),
+            self.cache.weighted_size(),
+            self.capacity,
+        );
     }
 }
 
@@ -104,6 +225,27 @@ pub struct CachedKey {
     pub scopes: Scopes,
     /// The cache epoch read before the key was loaded.
     loaded: u64,
+}
+
+impl CachedKey {
+    /// Estimated bytes: the struct, its strings and its scopes (each a string in a shared set).
+    pub fn weight(&self) -> u32 {
+        /// A scope's share of its set: the `String` and the set's nodes.
+        const PER_SCOPE: usize = size_of::<String>() + 16;
+        let scopes = self.scopes.list();
+        let scopes = if scopes.is_empty() {
+            0
+        } else {
+            // The shared set itself (an `Arc` around a `BTreeSet`).
+            64 + scopes.iter().map(|s| s.len() + PER_SCOPE).sum::<usize>()
+        };
+        saturate(
+            size_of::<Self>()
+                .saturating_add(self.workspace_id.len())
+                .saturating_add(self.key_id.len())
+                .saturating_add(scopes),
+        )
+    }
 }
 
 /// A live API key, authenticated under a view of its workspace.
@@ -185,6 +327,30 @@ impl CachedAgent {
         }
     }
 
+    /// Estimated bytes: the struct (with its record), the record's strings, the metadata and
+    /// labels, and the [`PreparedAgent`] it will hold once checked (made after the agent is
+    /// cached, so estimated here from what it is made of; see [`PREPARED_BASE`]).
+    pub fn weight(&self) -> u32 {
+        let agent = &self.agent;
+        let strings = [
+            agent.id.len(),
+            agent.workspace_id.as_ref().map_or(0, String::len),
+            agent.name.len(),
+            agent.public_key.len(),
+            agent.key_type.len(),
+        ]
+        .into_iter()
+        .fold(0usize, usize::saturating_add);
+        let facts = json_weight(&agent.metadata).saturating_add(json_weight(&self.labels));
+        saturate(
+            size_of::<Self>()
+                .saturating_add(strings)
+                .saturating_add(facts)
+                .saturating_add(PREPARED_BASE)
+                .saturating_add(facts.saturating_mul(PREPARED_PER_FACT_BYTE)),
+        )
+    }
+
     /// The agent prepared for evaluation under `policy`, made once per policy version.
     fn prepared(&self, policy: &CompiledPolicy) -> Result<Arc<PreparedAgent>, String> {
         let hit = self
@@ -208,6 +374,17 @@ impl CachedAgent {
     }
 }
 
+/// Estimated bytes of a [`PreparedAgent`] beside its metadata and labels: its ids, the policy
+/// hash, its groups and the two Cedar entity stores holding the agent's entity.
+///
+/// Measured once (20,000 agents prepared under a small policy and kept, resident memory growth
+/// per agent against the weight of its cache entry): 5.8 KB with one metadata entry and no
+/// labels (weight 5.8 KB), 8.9 KB with 10 short labels (9.9 KB), 23.4 KB with 50 (26.3 KB).
+const PREPARED_BASE: usize = 4608;
+/// Estimated bytes a [`PreparedAgent`] spends per byte of the agent's metadata and labels
+/// (their string and boolean values become Cedar tags, `key=value`, in both entity stores).
+const PREPARED_PER_FACT_BYTE: usize = 2;
+
 /// A compiled policy version.
 #[derive(Debug)]
 pub struct LoadedPolicy {
@@ -215,6 +392,55 @@ pub struct LoadedPolicy {
     /// 0 for the built-in default that no sync has replaced yet.
     pub version: i64,
     pub compiled: CompiledPolicy,
+}
+
+/// Estimated bytes of a compiled policy per rule placed in one of its rule sets (the
+/// guardrails' set and each group's): Cedar's copy of the rule in that set, and the indexes by
+/// action and context field that point at it. Placements, not the Cedar text, drive the size:
+/// a group's set repeats the guardrail rules that apply to it.
+const POLICY_PER_PLACED_RULE: usize = 15 * 1024;
+/// Estimated bytes of a compiled policy per byte of its Cedar text: the text it keeps, and the
+/// typed spec it was compiled from (of about the same size).
+const POLICY_PER_CEDAR_BYTE: usize = 2;
+/// Estimated bytes of a compiled policy beside what grows with its rules.
+const POLICY_BASE: usize = 16 * 1024;
+
+impl LoadedPolicy {
+    /// Estimated bytes: a fixed part, a multiple of the rules placed in its rule sets and a
+    /// multiple of its Cedar text's length.
+    ///
+    /// Measured once (policies compiled and kept, resident memory growth per policy, against
+    /// this estimate): the benchmarks' large spec (1,000 groups of 10 members, 1,000 bindings,
+    /// 5.0 MB of Cedar) took 366 MB; 100 such groups 36.8 MB (estimate 30.3 MB, factor 1.2);
+    /// 100 groups under ten guardrail blocks (13,015 placements) 189 MB (estimate 201 MB,
+    /// factor 0.94); 1,000 single-member groups under those blocks 1.87 GB (estimate 1.99 GB);
+    /// 100 groups of long raw Cedar rules (2 KB each) 16.5 MB (estimate 19.4 MB, factor 0.85).
+    /// So within about 25% either way; the Cedar text alone would have been off by 9 to 45
+    /// times. Counting the placements walks the groups: for inserts, not lookups.
+    pub fn weight(&self) -> u32 {
+        let compiled = &self.compiled;
+        let placed = compiled
+            .groups
+            .values()
+            .fold(compiled.guardrails.rules.len(), |sum, set| {
+                sum.saturating_add(set.rules.len())
+            });
+        saturate(
+            POLICY_BASE
+                .saturating_add(self.name.len())
+                .saturating_add(placed.saturating_mul(POLICY_PER_PLACED_RULE))
+                .saturating_add(compiled.cedar.len().saturating_mul(POLICY_PER_CEDAR_BYTE)),
+        )
+    }
+}
+
+/// A cached policy version with the epoch at which it was last confirmed current, and its
+/// weight (computed once per version: re-confirming a version keeps it).
+#[derive(Clone)]
+struct PolicyEntry {
+    policy: Arc<LoadedPolicy>,
+    confirmed: u64,
+    weight: u32,
 }
 
 pub const DEFAULT_POLICY_ID: &str = "pol_default";
@@ -246,32 +472,27 @@ pub fn default_policy() -> Result<Arc<LoadedPolicy>, StoreError> {
 }
 
 pub struct Caches {
-    /// By key hash.
-    keys: TtlMap<CachedKey>,
-    /// By agent id (agents of a workspace only: unclaimed agents are read from the store).
-    agents: TtlMap<Arc<CachedAgent>>,
+    /// By key hash; entries expire after [`ENTRY_TTL`].
+    keys: Lru<CachedKey>,
+    /// By agent id (agents of a workspace only: unclaimed agents are read from the store);
+    /// entries expire after [`ENTRY_TTL`].
+    agents: Lru<Arc<CachedAgent>>,
     /// By `workspace_id/policy_id`, with the epoch at which its version was last confirmed
     /// current; no expiry (reloaded on change).
-    policies: RwLock<HashMap<String, (Arc<LoadedPolicy>, u64)>>,
+    policies: Lru<PolicyEntry>,
     /// By workspace id.
     views: RwLock<HashMap<String, View>>,
     /// Moves forward each time a view moves.
     epoch: AtomicU64,
     /// Decisions and Cedar contexts of earlier checks (keyed by the agent's preparation, which
-    /// a changed agent or policy replaces, so no view applies to them).
+    /// a changed agent or policy replaces, so no view applies to them); fixed bounds.
     decisions: DecisionCache,
 }
 
 impl Default for Caches {
+    /// The default capacities.
     fn default() -> Self {
-        Self {
-            keys: TtlMap::default(),
-            agents: TtlMap::default(),
-            policies: RwLock::default(),
-            views: RwLock::default(),
-            epoch: AtomicU64::new(1),
-            decisions: DecisionCache::default(),
-        }
+        Self::new(CacheLimits::default())
     }
 }
 
@@ -287,6 +508,44 @@ fn moving() -> StoreError {
 }
 
 impl Caches {
+    /// Caches with these capacities.
+    pub fn new(limits: CacheLimits) -> Self {
+        let caches = Self {
+            keys: Lru::new(
+                Cache::ApiKey,
+                limits.keys_bytes,
+                Some(ENTRY_TTL),
+                |key: &CachedKey| key.weight() as usize,
+            ),
+            agents: Lru::new(
+                Cache::Agent,
+                limits.agents_bytes,
+                Some(ENTRY_TTL),
+                |agent: &Arc<CachedAgent>| agent.weight() as usize,
+            ),
+            policies: Lru::new(
+                Cache::Policy,
+                limits.policies_bytes,
+                None,
+                |entry: &PolicyEntry| entry.weight as usize,
+            ),
+            views: RwLock::default(),
+            epoch: AtomicU64::new(1),
+            decisions: DecisionCache::default(),
+        };
+        // The capacities show from the start.
+        caches.report();
+        caches
+    }
+
+    /// Records each cache's entries, estimated bytes and capacity (after applying its pending
+    /// bookkeeping): run by the change poller after each poll (see [`Caches::apply`]).
+    pub fn report(&self) {
+        self.keys.report();
+        self.agents.report();
+        self.policies.report();
+    }
+
     /// The epoch to tag an entry with: read before the entry is loaded from the store.
     fn epoch(&self) -> u64 {
         self.epoch.load(Ordering::SeqCst)
@@ -550,10 +809,8 @@ impl Caches {
         policy_id: &str,
     ) -> Option<(Arc<LoadedPolicy>, u64)> {
         self.policies
-            .read()
-            .ok()?
             .get(&policy_key(workspace_id, policy_id))
-            .cloned()
+            .map(|entry| (entry.policy, entry.confirmed))
     }
 
     /// Installs a version (confirmed current at epoch `loaded`) unless a newer one is there.
@@ -564,16 +821,39 @@ impl Caches {
         loaded_policy: Arc<LoadedPolicy>,
         loaded: u64,
     ) {
-        if let Ok(mut map) = self.policies.write() {
-            let key = policy_key(workspace_id, policy_id);
-            match map.get_mut(&key) {
-                Some((old, _)) if old.version > loaded_policy.version => {}
-                Some((old, at)) if old.version == loaded_policy.version => *at = (*at).max(loaded),
-                _ => {
-                    map.insert(key, (loaded_policy, loaded));
+        // Decided and written atomically for the key, as under a lock.
+        self.policies
+            .cache
+            .entry(policy_key(workspace_id, policy_id))
+            .and_compute_with(|old| match old.map(moka::Entry::into_value) {
+                Some(old) if old.policy.version > loaded_policy.version => Op::Nop,
+                Some(old) if old.policy.version == loaded_policy.version => {
+                    if old.confirmed >= loaded {
+                        Op::Nop
+                    } else {
+                        Op::Put(PolicyEntry {
+                            confirmed: loaded,
+                            ..old
+                        })
+                    }
                 }
-            }
-        }
+                _ => {
+                    let weight = loaded_policy.weight();
+                    if u64::from(weight) > self.policies.capacity {
+                        tracing::warn!(
+                            workspace = %workspace_id,
+                            policy = %policy_id,
+                            estimated_mib = weight / (1024 * 1024),
+                            "a compiled policy is larger than cache_policies_mib: kept alone, every other policy evicted"
+                        );
+                    }
+                    Op::Put(PolicyEntry {
+                        weight,
+                        policy: loaded_policy,
+                        confirmed: loaded,
+                    })
+                }
+            });
     }
 
     /// Decides a check of `agent` under `policy`: the agent's part is prepared once per policy
@@ -602,15 +882,15 @@ impl Caches {
             .iter()
             .map(|(ws, pol, v)| (policy_key(ws, pol), *v))
             .collect();
-        let Ok(map) = self.policies.read() else {
-            return Vec::new();
-        };
-        map.iter()
-            .filter(|(key, (loaded, _))| {
+        self.policies
+            .cache
+            .iter()
+            .filter(|(key, entry)| {
                 // The built-in default (version 0) has no row until a sync creates one.
+                let loaded = entry.policy.version;
                 current
-                    .get(*key)
-                    .map_or(loaded.version != 0, |v| *v != loaded.version)
+                    .get(key.as_str())
+                    .map_or(loaded != 0, |v| *v != loaded)
             })
             .filter_map(|(key, _)| {
                 key.split_once('/')
@@ -620,7 +900,8 @@ impl Caches {
     }
 
     /// Applies what changed elsewhere: evicts agents and keys, reloads policies (compiled off
-    /// the request path, so that checks after an apply find them ready).
+    /// the request path, so that checks after an apply find them ready). Then reports the
+    /// caches' sizes: the change poller calls this after every poll, about once a second.
     pub async fn apply(&self, store: &dyn Store, changes: Vec<Invalidation>) {
         for change in changes {
             match change {
@@ -641,15 +922,14 @@ impl Caches {
                         Ok(None) => {}
                         Err(err) => {
                             // Forget the old version: the next check loads the current one.
-                            if let Ok(mut map) = self.policies.write() {
-                                map.remove(&policy_key(&ws, &pol));
-                            }
+                            self.policies.remove(&policy_key(&ws, &pol));
                             tracing::warn!(error = %err, workspace = %ws, policy = %pol, "policy reload failed; the next check loads it")
                         }
                     }
                 }
             }
         }
+        self.report();
     }
 }
 
@@ -727,5 +1007,160 @@ mod tests {
         // The built-in default stays until a sync gives it a row.
         let synced = vec![("ws_a".to_owned(), "pol_default".to_owned(), 1)];
         assert_eq!(caches.stale_policies(&synced).len(), 3);
+    }
+
+    #[test]
+    fn a_version_is_confirmed_forward_and_never_replaced_by_an_older_one() {
+        let caches = Caches::default();
+        let v2 = at_version(2);
+        caches.put_policy("ws_a", "pol_x", v2.clone(), 5);
+        // The same version confirmed earlier or later: the kept one stays, its epoch only grows.
+        caches.put_policy("ws_a", "pol_x", at_version(2), 3);
+        let (kept, confirmed) = caches.cached_policy("ws_a", "pol_x").unwrap();
+        assert!(Arc::ptr_eq(&kept, &v2) && confirmed == 5);
+        caches.put_policy("ws_a", "pol_x", at_version(2), 9);
+        let (kept, confirmed) = caches.cached_policy("ws_a", "pol_x").unwrap();
+        assert!(Arc::ptr_eq(&kept, &v2) && confirmed == 9);
+        // An older version never replaces a newer one; a newer one does.
+        caches.put_policy("ws_a", "pol_x", at_version(1), 20);
+        assert_eq!(caches.cached_policy("ws_a", "pol_x").unwrap().0.version, 2);
+        caches.put_policy("ws_a", "pol_x", at_version(3), 0);
+        let (kept, confirmed) = caches.cached_policy("ws_a", "pol_x").unwrap();
+        assert_eq!((kept.version, confirmed), (3, 0));
+    }
+
+    fn agent(id: &str, labels: Value) -> Arc<CachedAgent> {
+        let record = AgentRecord {
+            id: id.to_owned(),
+            workspace_id: Some("ws_a".to_owned()),
+            name: "agent".to_owned(),
+            public_key: "A".repeat(44),
+            key_type: "ed25519".to_owned(),
+            metadata: json!({"team": "payments"}),
+            status: crate::domain::AgentStatus::Active,
+            risk_tier: crate::domain::RiskTier::Low,
+            created_at: 0,
+            updated_at: 0,
+            attested_at: None,
+            last_seen_at: None,
+        };
+        Arc::new(CachedAgent::new(record, labels, 1))
+    }
+
+    #[test]
+    fn the_least_recently_used_agent_goes_first() {
+        let one = entry_weight("agt_a", agent("agt_a", json!({})).weight() as usize);
+        // Room for two agents, not three.
+        let caches = Caches::new(CacheLimits {
+            agents_bytes: u64::from(one) * 5 / 2,
+            ..CacheLimits::default()
+        });
+        let agents = &caches.agents;
+        for id in ["agt_a", "agt_b"] {
+            agents.insert(id.to_owned(), agent(id, json!({})));
+            agents.cache.run_pending_tasks();
+        }
+        // `agt_a` is read, so `agt_b` is now the least recently used.
+        assert!(agents.get("agt_a").is_some());
+        agents.cache.run_pending_tasks();
+        agents.insert("agt_c".to_owned(), agent("agt_c", json!({})));
+        agents.cache.run_pending_tasks();
+        assert!(agents.get("agt_a").is_some(), "recently read: kept");
+        assert!(
+            agents.get("agt_b").is_none(),
+            "least recently used: evicted"
+        );
+        assert!(agents.get("agt_c").is_some(), "just inserted: kept");
+        assert_eq!(agents.cache.entry_count(), 2);
+        assert!(agents.cache.weighted_size() <= agents.capacity);
+    }
+
+    #[test]
+    fn an_entry_larger_than_the_capacity_is_kept_alone() {
+        let caches = Caches::new(CacheLimits {
+            agents_bytes: 8192,
+            ..CacheLimits::default()
+        });
+        let agents = &caches.agents;
+        let small = agent("agt_a", json!({}));
+        let huge = agent("agt_b", json!({"notes": "x".repeat(10_000)}));
+        assert!(small.weight() < 8192 && huge.weight() > 8192);
+        agents.insert("agt_a".into(), small);
+        agents.cache.run_pending_tasks();
+        agents.insert("agt_b".into(), huge);
+        agents.cache.run_pending_tasks();
+        assert!(agents.get("agt_b").is_some());
+        assert!(agents.get("agt_a").is_none());
+        assert_eq!(agents.cache.weighted_size(), 8192);
+    }
+
+    #[test]
+    fn weights_grow_with_what_an_entry_holds() {
+        let bare = agent("agt_a", json!({}));
+        let labelled = agent(
+            "agt_a",
+            json!({"region": "eu-west-1".repeat(100), "tier": ["a", "b"]}),
+        );
+        assert!(bare.weight() as usize > size_of::<CachedAgent>() + PREPARED_BASE);
+        // The labels' bytes count, and again for the prepared agent.
+        assert!(labelled.weight() > bare.weight() + 900 * (1 + PREPARED_PER_FACT_BYTE) as u32);
+        assert_eq!(json_weight(&json!("abc")), 3);
+        assert_eq!(json_weight(&json!([1, 2])), 2 * size_of::<Value>());
+        assert!(json_weight(&json!({"k": "vv"})) > 3 + size_of::<Value>());
+
+        let key = CachedKey {
+            workspace_id: "ws_a".into(),
+            key_id: "key_1".into(),
+            scopes: Scopes::from_stored(None),
+            loaded: 1,
+        };
+        let scoped = CachedKey {
+            scopes: Scopes::from_stored(Some("read policy:sync")),
+            ..key.clone()
+        };
+        assert_eq!(key.weight() as usize, size_of::<CachedKey>() + 4 + 5);
+        assert!(scoped.weight() > key.weight() + 15);
+
+        let policy = default_policy().unwrap();
+        assert!(policy.weight() as usize > policy.compiled.cedar.len() * POLICY_PER_CEDAR_BYTE);
+        // A whole entry: key, value and bookkeeping; saturating rather than wrapping.
+        assert_eq!(
+            entry_weight("k", 10) as usize,
+            size_of::<String>() + 11 + ENTRY_OVERHEAD
+        );
+        assert_eq!(entry_weight("k", usize::MAX), u32::MAX);
+    }
+
+    #[test]
+    fn keys_and_agents_are_forgotten_and_sizes_reported() {
+        let caches = Caches::default();
+        let key = |id: &str| CachedKey {
+            workspace_id: "ws_a".into(),
+            key_id: id.into(),
+            scopes: Scopes::all(),
+            loaded: 1,
+        };
+        caches.keys.insert("hash1".into(), key("key_1"));
+        caches.keys.insert("hash2".into(), key("key_1"));
+        caches.keys.insert("hash3".into(), key("key_2"));
+        caches.forget_key("key_1");
+        assert!(caches.keys.get("hash1").is_none() && caches.keys.get("hash2").is_none());
+        assert!(caches.keys.get("hash3").is_some());
+        caches
+            .agents
+            .insert("agt_a".into(), agent("agt_a", json!({})));
+        assert!(caches.agents.remove("agt_a"));
+        assert!(!caches.agents.remove("agt_a"));
+        caches.report();
+        assert_eq!(caches.keys.cache.entry_count(), 1);
+        assert_eq!(caches.agents.cache.entry_count(), 0);
+        assert_eq!(caches.keys.capacity, config::DEFAULT_CACHE_KEYS_MIB * MIB);
+        let settings = config::Settings {
+            cache_agents_mib: Some(1),
+            ..config::Settings::default()
+        };
+        let limits = CacheLimits::of(&settings.resolve().unwrap());
+        assert_eq!(limits.agents_bytes, 1024 * 1024);
+        assert_eq!(limits.keys_bytes, 8 * 1024 * 1024);
     }
 }
