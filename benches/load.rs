@@ -1143,6 +1143,7 @@ async fn run(settings: Settings) -> anyhow::Result<()> {
         .tempdir()
         .context("cannot create a temporary directory")?;
     let (database_url, engine) = match &settings.database_url {
+        Some(url) if url.starts_with("sqlite:") => (url.clone(), "SQLite"),
         Some(url) => (url.clone(), "Postgres"),
         None => (
             format!("sqlite:{}", dir.path().join("acp.db").display()),
@@ -1425,6 +1426,14 @@ async fn drive(
         spec_name(settings),
         mib(rss_mib(server.pid()))
     ));
+    // The caches' own report (their gauges follow the change poll, about once a second).
+    if let Ok(text) = async { client.get(server.url("/metrics")).send().await?.text().await }.await {
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("acp_cache_entries{") || l.starts_with("acp_cache_bytes{"))
+            .collect();
+        notes.push(format!("Caches after the run (/metrics): {}.", lines.join(", ")));
+    }
     if let (Some(single), Some(batch), Some(gain)) =
         (median(&single_rates), median(&batch_rates), median(&gains))
     {

@@ -440,7 +440,7 @@ impl Settings {
 /// Default capacities of the in-process caches, MiB of estimated size (`policy::cache`).
 pub const DEFAULT_CACHE_KEYS_MIB: u64 = 8;
 pub const DEFAULT_CACHE_AGENTS_MIB: u64 = 64;
-pub const DEFAULT_CACHE_POLICIES_MIB: u64 = 256;
+pub const DEFAULT_CACHE_POLICIES_MIB: u64 = 1024;
 
 /// The largest capacity of one cache, MiB (64 GiB).
 const MAX_CACHE_MIB: u64 = 64 * 1024;
