@@ -1427,12 +1427,24 @@ async fn drive(
         mib(rss_mib(server.pid()))
     ));
     // The caches' own report (their gauges follow the change poll, about once a second).
-    if let Ok(text) = async { client.get(server.url("/metrics")).send().await?.text().await }.await {
+    if let Ok(text) = async {
+        client
+            .get(server.url("/metrics"))
+            .send()
+            .await?
+            .text()
+            .await
+    }
+    .await
+    {
         let lines: Vec<&str> = text
             .lines()
             .filter(|l| l.starts_with("acp_cache_entries{") || l.starts_with("acp_cache_bytes{"))
             .collect();
-        notes.push(format!("Caches after the run (/metrics): {}.", lines.join(", ")));
+        notes.push(format!(
+            "Caches after the run (/metrics): {}.",
+            lines.join(", ")
+        ));
     }
     if let (Some(single), Some(batch), Some(gain)) =
         (median(&single_rates), median(&batch_rates), median(&gains))

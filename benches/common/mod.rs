@@ -116,26 +116,8 @@ pub async fn install_policy(
             author: "bench".into(),
             created_at: acp::time::now_ms(),
         },
-        members: spec
-            .agent_groups
-            .iter()
-            .flat_map(|g| g.members.iter().map(move |m| (g.name.clone(), m.clone())))
-            .collect(),
-        bindings: spec
-            .bindings
-            .iter()
-            .flat_map(|b| {
-                let actions = json!(b.actions).to_string();
-                b.blocks.iter().map(move |block| {
-                    (
-                        b.display_name(),
-                        b.group.clone(),
-                        block.clone(),
-                        actions.clone(),
-                    )
-                })
-            })
-            .collect(),
+        members: acp::policy::sync::memberships(spec),
+        bindings: acp::policy::sync::binding_rows(spec),
     };
     let applied = apply_one(&store, Change::new(PolicyOp::Apply(Box::new(apply)))).await;
     store.close().await;

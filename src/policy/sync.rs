@@ -342,28 +342,8 @@ async fn sync_as(
                     author: actor.label(),
                     created_at: now_ms(),
                 },
-                members: compiled
-                    .spec
-                    .agent_groups
-                    .iter()
-                    .flat_map(|g| g.members.iter().map(move |m| (g.name.clone(), m.clone())))
-                    .collect(),
-                bindings: compiled
-                    .spec
-                    .bindings
-                    .iter()
-                    .flat_map(|b| {
-                        let actions = json!(b.actions).to_string();
-                        b.blocks.iter().map(move |block| {
-                            (
-                                b.display_name(),
-                                b.group.clone(),
-                                block.clone(),
-                                actions.clone(),
-                            )
-                        })
-                    })
-                    .collect(),
+                members: memberships(&compiled.spec),
+                bindings: binding_rows(&compiled.spec),
             };
             ops.push(PolicyOp::Apply(Box::new(apply)).into());
             let (event_type, action) = match rollback_to {
@@ -534,4 +514,31 @@ pub async fn policy_detail(
         author: Some(v.author),
         created_at: Some(crate::time::iso(v.created_at)),
     })
+}
+
+/// The explicit memberships an apply stores beside a version: `(group, agent_id)`.
+pub fn memberships(spec: &PolicySpec) -> Vec<(String, String)> {
+    spec.agent_groups
+        .iter()
+        .flat_map(|g| g.members.iter().map(move |m| (g.name.clone(), m.clone())))
+        .collect()
+}
+
+/// The bindings an apply stores beside a version: `(binding, group, block, actions JSON)`, one
+/// per block a binding names.
+pub fn binding_rows(spec: &PolicySpec) -> Vec<(String, String, String, String)> {
+    spec.bindings
+        .iter()
+        .flat_map(|b| {
+            let actions = json!(b.actions).to_string();
+            b.blocks.iter().map(move |block| {
+                (
+                    b.display_name(),
+                    b.group.clone(),
+                    block.clone(),
+                    actions.clone(),
+                )
+            })
+        })
+        .collect()
 }
