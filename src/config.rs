@@ -570,14 +570,14 @@ mod tests {
                 defaults.cache_agents_mib,
                 defaults.cache_policies_mib
             ),
-            (8, 64, 256)
+            (8, 64, 1024)
         );
         let file: Settings =
-            toml::from_str("cache_agents_mib = 1\ncache_policies_mib = 1024\n").unwrap();
+            toml::from_str("cache_agents_mib = 1\ncache_policies_mib = 2048\n").unwrap();
         let config = file.resolve().unwrap();
         assert_eq!(
             (config.cache_agents_mib, config.cache_policies_mib),
-            (1, 1024)
+            (1, 2048)
         );
         for bad in ["cache_keys_mib = 0", "cache_agents_mib = 65537"] {
             let err = toml::from_str::<Settings>(bad)
