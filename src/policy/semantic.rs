@@ -1896,43 +1896,40 @@ fn axes(rules: &[&Rule], action: &str, notes: &mut Notes) -> (Vec<Axis>, Probe) 
                     .unwrap_or(other_host.clone())
             }),
         });
-        let mut values: Vec<Point> = sets
-            .iter()
-            .map(|s| Point {
-                set: Setter::SecretSet(s.clone()),
-                label: cat("secret set", s),
-            })
-            .collect();
-        values.push(Point {
-            set: Setter::SecretSet(other_set.clone()),
-            label: cat("secret set", &format!("{other_set} (not listed)")),
-        });
-        axes.push(Axis { values });
-        let mut values: Vec<Point> = envs
-            .iter()
-            .map(|e| Point {
-                set: Setter::Environment(e.clone()),
-                label: cat("environment", e),
-            })
-            .collect();
-        values.push(Point {
-            set: Setter::Environment(other_env.clone()),
-            label: cat("environment", &format!("{other_env} (not listed)")),
-        });
-        axes.push(Axis { values });
-        if action == VAULT_PROXY {
-            let mut values: Vec<Point> = hosts
-                .iter()
-                .map(|h| Point {
-                    set: Setter::Host(host_of(h)),
-                    label: cat("proxy target host", &host_of(h)),
+        // Each listed value, and one that no spec lists.
+        let listed = |values: Vec<String>, other: &str, name: &str, set: fn(String) -> Setter| {
+            let mut points: Vec<Point> = values
+                .into_iter()
+                .map(|v| Point {
+                    label: cat(name, &v),
+                    set: set(v),
                 })
                 .collect();
-            values.push(Point {
-                set: Setter::Host(other_host.clone()),
-                label: cat("proxy target host", &format!("{other_host} (not listed)")),
+            points.push(Point {
+                set: set(other.to_owned()),
+                label: cat(name, &format!("{other} (not listed)")),
             });
-            axes.push(Axis { values });
+            Axis { values: points }
+        };
+        axes.push(listed(
+            sets.iter().cloned().collect(),
+            &other_set,
+            "secret set",
+            Setter::SecretSet,
+        ));
+        axes.push(listed(
+            envs.iter().cloned().collect(),
+            &other_env,
+            "environment",
+            Setter::Environment,
+        ));
+        if action == VAULT_PROXY {
+            axes.push(listed(
+                hosts.iter().map(host_of).collect(),
+                &other_host,
+                "proxy target host",
+                Setter::Host,
+            ));
         }
     }
     (axes, probe)
