@@ -1379,36 +1379,39 @@ async fn drive(
 
     // Decisions per second through batches of 100 against single checks, in interleaved pairs.
     let batches = batches_of(&checks)?;
+    // The two sides: (label, path, requests, answer check, decisions per request).
+    let sides = [
+        (
+            "POST /v1/check (one decision per request)".to_owned(),
+            "/v1/check",
+            &checks,
+            Check::Allow,
+            1.0,
+        ),
+        (
+            format!("POST /v1/check/batch ({BATCH_SIZE} decisions per request)"),
+            "/v1/check/batch",
+            &batches,
+            Check::BatchAllow,
+            BATCH_SIZE as f64,
+        ),
+    ];
     let (mut single_rates, mut batch_rates, mut gains) = (Vec::new(), Vec::new(), Vec::new());
     for pair in 1..=settings.batch_pairs {
         eprintln!("load: batch pair {pair} of {} ...", settings.batch_pairs);
         let mut rates = [0.0; 2];
         let order = if pair % 2 == 1 { [0, 1] } else { [1, 0] };
         for which in order {
-            let phase = if which == 0 {
-                run(
-                    format!("batch pair {pair}: POST /v1/check (one decision per request)"),
-                    server.url("/v1/check"),
-                    Some(checks.clone()),
-                    Check::Allow,
-                    settings.pair_duration,
-                )
-                .await?
-            } else {
-                run(
-                    format!("batch pair {pair}: POST /v1/check/batch ({BATCH_SIZE} decisions per request)"),
-                    server.url("/v1/check/batch"),
-                    Some(batches.clone()),
-                    Check::BatchAllow,
-                    settings.pair_duration,
-                )
-                .await?
-            };
-            rates[which] = if which == 0 {
-                phase.rate()
-            } else {
-                phase.rate() * BATCH_SIZE as f64
-            };
+            let (label, path, requests, check, per_request) = &sides[which];
+            let phase = run(
+                format!("batch pair {pair}: {label}"),
+                server.url(path),
+                Some((*requests).clone()),
+                *check,
+                settings.pair_duration,
+            )
+            .await?;
+            rates[which] = phase.rate() * per_request;
             phases.push(phase);
         }
         single_rates.push(rates[0]);

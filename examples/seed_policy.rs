@@ -12,7 +12,6 @@
 //! seeded); GROUPS defaults to 10,000 (at most the 10,000 the spec limits allow, and at most a
 //! tenth of the seeded agents). Prints the compile's
 //! duration.
-#![allow(clippy::expect_used)]
 
 use anyhow::{bail, Context as _};
 

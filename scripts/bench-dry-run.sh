@@ -23,13 +23,7 @@ cleanup() {
 }
 trap cleanup EXIT
 . scripts/server.sh
-key="svc_test_$(head -c 64 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 43)"
-ACP_BOOTSTRAP_API_KEY="$key" "$bin" serve --addr 127.0.0.1:0 --database-url "sqlite:$dir/acp.db" \
-    > "$dir/out.txt" 2> "$dir/err.txt" &
-pid=$!
-for _ in $(seq 1 100); do grep -q '^acp listening on' "$dir/out.txt" 2>/dev/null && break; sleep 0.1; done
-url=$(sed -n 's/^acp listening on \([^ ]*\).*/\1/p' "$dir/out.txt")
-[ -n "$url" ] || { cat "$dir/err.txt" >&2; exit 1; }
+ACP_SERVER_BIN="$bin" start_server "$dir" > /dev/null
 token=$(owner_token "$url" "$dir" owner@example.com bench-dry-run)
 agent=$(ACP_URL="$url" ACP_API_KEY="$key" target/debug/examples/attested_agent bench-agent | tail -1)
 

@@ -1,12 +1,12 @@
 # Sourced by the scripts that drive a real server (quickstart check, API fuzzing).
 #
-# `start_server DIR`: starts `target/debug/acp serve` on a free loopback port with a fresh SQLite
-# database in DIR (its banner in DIR/out.txt) and a random bootstrap key; sets `key`, `pid` and
+# `start_server DIR`: starts `target/debug/acp serve` (or `$ACP_SERVER_BIN serve`) on a free
+# loopback port with a fresh SQLite database in DIR (its banner in DIR/out.txt) and a random bootstrap key; sets `key`, `pid` and
 # `url` once it answers its health check. Settings go in the environment of the call.
 start_server() {
     local dir=$1
     key="svc_test_$(head -c 64 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 43)"
-    ACP_BOOTSTRAP_API_KEY="$key" target/debug/acp serve --addr 127.0.0.1:0 \
+    ACP_BOOTSTRAP_API_KEY="$key" "${ACP_SERVER_BIN:-target/debug/acp}" serve --addr 127.0.0.1:0 \
         --database-url "sqlite:$dir/acp.db" > "$dir/out.txt" 2> "$dir/err.txt" &
     pid=$!
     for _ in $(seq 1 100); do grep -q '^acp listening on' "$dir/out.txt" 2>/dev/null && break; sleep 0.1; done

@@ -286,10 +286,8 @@ async fn sync_as(
     );
     let changed = current.as_ref().is_none_or(|c| c.hash != compiled.hash);
     let (compiled, analysis) = if req.dry_run {
-        let compiled = Arc::new(compiled);
-        let analysis = analyse(ctx, workspace_id, &policy_id, &compiled, impact_checks).await?;
-        let compiled = Arc::try_unwrap(compiled)
-            .map_err(|_| SyncError::internal("the desired policy is still shared"))?;
+        let (compiled, analysis) =
+            analyse(ctx, workspace_id, &policy_id, compiled, impact_checks).await?;
         (compiled, Some(analysis))
     } else {
         (compiled, None)
@@ -423,15 +421,15 @@ struct Analysis {
 
 /// The semantic diff of the current policy and `desired`, and the workspace's newest `limit`
 /// recorded checks under `policy_id` replayed against both (none when `limit` is 0, or for a
-/// policy that does not exist yet: no check was ever decided under it). Off the async threads:
-/// up to a second or so of evaluation.
+/// policy that does not exist yet: no check was ever decided under it). Off the async threads
+/// (up to a second or so of evaluation), which borrow `desired` and hand it back.
 async fn analyse(
     ctx: &Context,
     workspace_id: &str,
     policy_id: &str,
-    desired: &Arc<CompiledPolicy>,
+    desired: CompiledPolicy,
     limit: usize,
-) -> SyncResult<Analysis> {
+) -> SyncResult<(CompiledPolicy, Analysis)> {
     let store = ctx.store.as_ref();
     let view = ctx.caches.view(store, workspace_id).await?;
     let current = ctx.caches.policy(store, &view, policy_id).await?;
@@ -449,7 +447,6 @@ async fn analyse(
         ),
         _ => None,
     };
-    let desired = desired.clone();
     tokio::task::spawn_blocking(move || {
         let before = current.as_ref().map(|c| &c.compiled);
         let semantic = semantic_diff(before, &desired);
@@ -459,7 +456,7 @@ async fn analyse(
             }
             _ => None,
         };
-        Ok::<_, String>(Analysis { semantic, impact })
+        Ok::<_, String>((desired, Analysis { semantic, impact }))
     })
     .await
     .map_err(|e| SyncError::internal(format!("the dry run's analysis stopped: {e}")))?
