@@ -45,8 +45,9 @@ pub mod int {
         }
 
         fn visit_f64<E: Error>(self, v: f64) -> Result<i64, E> {
-            // Every integral f64 in this range converts exactly.
-            if v.fract() == 0.0 && (-9.0e15..=9.0e15).contains(&v) {
+            // An integral f64 is an exact integer; every one in [-2^63, 2^63) is an i64.
+            const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+            if v.fract() == 0.0 && (-TWO_63..TWO_63).contains(&v) {
                 #[allow(clippy::cast_possible_truncation)]
                 Ok(v as i64)
             } else {
@@ -105,6 +106,11 @@ pub mod int {
             assert_eq!(read(r#"{"a": 5.5}"#), None);
             assert_eq!(read(r#"{"a": "5"}"#), None);
             assert_eq!(read(r#"{"a": 1e300}"#), None);
+            assert_eq!(
+                read(r#"{"a": 9007199254740991.0}"#),
+                Some((9_007_199_254_740_991, None))
+            );
+            assert_eq!(read(r#"{"a": 9223372036854775808.0}"#), None);
             assert_eq!(read(r#"{"a": 18446744073709551615}"#), None);
             assert_eq!(read(r#"{"a": 1, "b": "2"}"#), None);
         }
