@@ -45,9 +45,11 @@ pub mod int {
         }
 
         fn visit_f64<E: Error>(self, v: f64) -> Result<i64, E> {
-            // An integral f64 is an exact integer; every one in [-2^63, 2^63) is an i64.
+            // An integral f64 is an exact integer, and every one strictly between -2^63 and 2^63
+            // is an i64. Not -2^63 itself: an integer literal below i64's range reaches here
+            // as a float rounded to it.
             const TWO_63: f64 = 9_223_372_036_854_775_808.0;
-            if v.fract() == 0.0 && (-TWO_63..TWO_63).contains(&v) {
+            if v.fract() == 0.0 && v > -TWO_63 && v < TWO_63 {
                 #[allow(clippy::cast_possible_truncation)]
                 Ok(v as i64)
             } else {
@@ -111,6 +113,7 @@ pub mod int {
                 Some((9_007_199_254_740_991, None))
             );
             assert_eq!(read(r#"{"a": 9223372036854775808.0}"#), None);
+            assert_eq!(read(r#"{"a": -9223372036854775809}"#), None);
             assert_eq!(read(r#"{"a": 18446744073709551615}"#), None);
             assert_eq!(read(r#"{"a": 1, "b": "2"}"#), None);
         }
