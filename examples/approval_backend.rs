@@ -6,8 +6,9 @@
 //! ACP_URL=http://127.0.0.1:8080 ACP_API_KEY=svc_test_... AGENT_ID=agt_... \
 //!   cargo run --example approval_backend -- refund '{"amount": 400, "currency": "USD"}'
 //! ```
-//! Open the printed link in a browser and click Approve (or Deny). With `AUTO_DECIDE=approve`
-//! the example decides through the link itself, as an API client may.
+//! An approver opens the printed link in a browser, logged in, and clicks Approve (or Deny).
+//! With `AUTO_DECIDE=approve` and `ACP_TOKEN=svc_pat_...` (an approver's personal access token)
+//! the example decides through the link itself, as an approver's script may.
 #![forbid(unsafe_code)]
 
 use std::time::Duration;
@@ -63,11 +64,11 @@ async fn main() -> Result<()> {
         first["challenge"]["expires_in"]
     );
     if let Ok(decision) = std::env::var("AUTO_DECIDE") {
-        http.post(url)
-            .json(&json!({"decision": decision}))
-            .send()
-            .await?
-            .error_for_status()?;
+        let mut decide = http.post(url).json(&json!({"decision": decision}));
+        if let Ok(token) = std::env::var("ACP_TOKEN") {
+            decide = decide.bearer_auth(token);
+        }
+        decide.send().await?.error_for_status()?;
     }
 
     // Poll until a human decides (or the link expires).

@@ -16,11 +16,13 @@ agent=$(curl -sf -X POST "$url/v1/agents/register" -H 'Content-Type: application
     -d '{"name":"approval-example","public_key":"11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo="}' |
     sed -n 's/.*"agent_id":"\([^"]*\)".*/\1/p')
 [ -n "$agent" ] || { echo "registration failed"; exit 1; }
-ACP_URL="$url" ACP_API_KEY="$key" AGENT_ID="$agent" AUTO_DECIDE=approve target/debug/examples/approval_backend deploy '{"environment":"staging"}'
-# The enforcement example needs its policy: an owner logs in through the outbox, makes a
-# personal access token, and `acp sync --apply`s policies/payments-enforcement.yaml with it.
+# An owner logs in through the outbox and makes a personal access token: the approval example
+# decides with it (approvals take a logged-in approver), and the enforcement example's policy
+# (policies/payments-enforcement.yaml) is applied with `acp sync --apply`.
 owner_token "$url" "$dir" ops@example.com quickstart-check > "$dir/pat"
 pat=$(cat "$dir/pat")
+ACP_URL="$url" ACP_API_KEY="$key" AGENT_ID="$agent" AUTO_DECIDE=approve ACP_TOKEN="$pat" target/debug/examples/approval_backend deploy '{"environment":"staging"}'
+
 ws=$(sed -n 's/^Created the default workspace \([^.]*\)\..*/\1/p' "$dir/out.txt")
 target/debug/acp sync policies/payments-enforcement.yaml --server "$url" --token "$pat" --apply > /dev/null
 ACP_URL="$url" ACP_API_KEY="$key" target/debug/examples/enforcement_flow

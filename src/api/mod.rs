@@ -1182,6 +1182,10 @@ pub struct ApprovalDecisionRequest {
     /// `approve` or `deny`.
     #[schema(pattern = "^(approve|deny)$")]
     pub decision: String,
+    /// Why, in the approver's words: kept in the decision's audit event.
+    #[serde(default)]
+    #[schema(max_length = 500)]
+    pub reason: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]

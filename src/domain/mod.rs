@@ -14,7 +14,7 @@ pub mod refusal;
 
 pub use access::{Denied, Need, Scopes};
 pub use agent::{AgentStatus, RiskTier};
-pub use challenge::ChallengeStatus;
+pub use challenge::{ChallengeStatus, Raiser};
 pub use email::{EmailAddress, EmailError};
 pub use input::FieldError;
 pub use member::Role;

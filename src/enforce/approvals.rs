@@ -8,12 +8,13 @@ use serde_json::json;
 use crate::api;
 use crate::audit::{self, Actor};
 use crate::context::Context;
-use crate::domain::ChallengeStatus;
+use crate::domain::access::{person_may, Denied, Need};
+use crate::domain::{ChallengeStatus, Raiser, Role};
 use crate::identity::accounts::Principal;
 use crate::secret::sha256_hex;
 use crate::store::{
-    AccountOp, AuditOp, ChallengeQuery, Change, Cursor, Op, PolicyChallenge, PolicyOp, Retention,
-    StoreError,
+    AccountOp, AgentRecord, AuditOp, ChallengeQuery, Change, Cursor, NonceClaim, Op,
+    PolicyChallenge, PolicyOp, Retention, StoreError,
 };
 use crate::time::{iso, now_ms};
 
@@ -58,38 +59,101 @@ pub async fn by_token(ctx: &Context, token: &str) -> EnforceResult<PolicyChallen
         .ok_or_else(unknown_link)
 }
 
-/// Records the human's decision (`approve` or `deny`) taken through the link.
+/// Records the human's decision (`approve` or `deny`) taken through the link. The link alone
+/// decides only a challenge a backend raised, in a workspace that turned
+/// `require_member_approval` off; otherwise the person must be logged in and may decide it
+/// (see [`ensure_may_decide`]).
 pub async fn decide(
     ctx: &Context,
     token: &str,
     decision: &str,
+    reason: Option<&str>,
     approver: Option<&Principal>,
 ) -> EnforceResult<api::PolicyChallengeInfo> {
-    let actor = approver.map_or(Actor::ApprovalLink, Principal::actor);
     let status = parse_decision(decision)?;
+    let reason = approver_reason(reason)?;
     let challenge = by_token(ctx, token).await?;
-    if ctx
-        .store
-        .require_member_approval(&challenge.workspace_id)
-        .await?
-    {
-        // The workspace wants more than possession of the link.
-        let Some(p) = approver else {
+    let actor = match approver {
+        Some(p) if link_alone_decides(ctx, &challenge).await? => p.actor(),
+        None if link_alone_decides(ctx, &challenge).await? => Actor::ApprovalLink,
+        Some(p) => {
+            ensure_may_decide(ctx, &challenge, p).await?;
+            p.actor()
+        }
+        None => {
             return Err(EnforceError::unauthenticated(
                 "login_required",
-                "this workspace requires approvers to be logged in as members",
-            ));
-        };
-        if ctx
-            .store
-            .role_in(&challenge.workspace_id, &p.user.id)
-            .await?
-            .is_none()
-        {
-            return Err(crate::identity::accounts::not_a_member().into());
+                "log in as an approver of this workspace to decide this challenge",
+            ))
         }
-    }
-    record_decision(ctx, challenge, status, decision, None, &actor).await
+    };
+    record_decision(ctx, challenge, status, decision, reason, &actor).await
+}
+
+/// Whether possession of the approval link is enough: only for a challenge a backend raised,
+/// in a workspace that allows it. An agent never decides a challenge it raised itself.
+pub async fn link_alone_decides(ctx: &Context, challenge: &PolicyChallenge) -> EnforceResult<bool> {
+    Ok(challenge.raised_by == Raiser::Backend
+        && !ctx
+            .store
+            .require_member_approval(&challenge.workspace_id)
+            .await?)
+}
+
+/// Whether `person` may decide `challenge`, as one rule for the approval link, the decide API
+/// and the console: a member of the challenge's workspace who is an approver, admin or owner
+/// there, or whom the deciding rules name as an approver; a personal access token also needs
+/// the `approve` scope (or none).
+pub async fn may_decide(
+    ctx: &Context,
+    challenge: &PolicyChallenge,
+    person: &Principal,
+) -> EnforceResult<bool> {
+    Ok(ensure_may_decide(ctx, challenge, person).await.is_ok())
+}
+
+/// [`may_decide`], refusing with `not_a_member`, `insufficient_role` or `insufficient_scope`.
+pub async fn ensure_may_decide(
+    ctx: &Context,
+    challenge: &PolicyChallenge,
+    person: &Principal,
+) -> EnforceResult<()> {
+    let role = match person.workspace_id.as_deref() {
+        // Read with the request: no second read for the usual case.
+        Some(ws) if ws == challenge.workspace_id => person.role,
+        _ => {
+            ctx.store
+                .role_in(&challenge.workspace_id, &person.user.id)
+                .await?
+        }
+    };
+    let Some(role) = role else {
+        return Err(crate::identity::accounts::not_a_member().into());
+    };
+    let named = challenge
+        .approvers
+        .iter()
+        .any(|e| e.eq_ignore_ascii_case(&person.user.email));
+    // A named approver decides this challenge as an approver would.
+    let role = if named {
+        role.max(Role::Approver)
+    } else {
+        role
+    };
+    person_may(role, &person.scopes, Need::ChallengesDecide).map_err(|denied| match denied {
+        Denied::Role(role) => EnforceError::forbidden(
+            "insufficient_role",
+            format!(
+                "the `{}` role cannot decide challenges, and the deciding rules do not name you as an approver",
+                role.as_str()
+            ),
+        ),
+        Denied::Scope(scope) => EnforceError::forbidden(
+            "insufficient_scope",
+            format!("this needs the scope `{scope}`"),
+        ),
+        Denied::Kind(why) => EnforceError::forbidden("insufficient_role", why),
+    })
 }
 
 /// `approve` or `deny`.
@@ -108,18 +172,8 @@ fn parse_decision(decision: &str) -> EnforceResult<ChallengeStatus> {
 /// At most this many characters of an approver's reason are kept.
 const MAX_REASON_CHARS: usize = 500;
 
-/// Records the decision of an approver acting by role (`POST /v1/policy-challenges/{id}/decide`,
-/// and the console's approvals page) on a challenge of `workspace_id`; `reason`, if given, is
-/// kept in the audit event's details.
-pub async fn decide_by_id(
-    ctx: &Context,
-    workspace_id: &str,
-    id: &str,
-    decision: &str,
-    reason: Option<&str>,
-    actor: &Actor,
-) -> EnforceResult<api::PolicyChallengeInfo> {
-    let status = parse_decision(decision)?;
+/// An approver's reason, trimmed (`None` when blank); over [`MAX_REASON_CHARS`] is refused.
+fn approver_reason(reason: Option<&str>) -> EnforceResult<Option<&str>> {
     let reason = reason.map(str::trim).filter(|r| !r.is_empty());
     if reason.is_some_and(|r| r.chars().count() > MAX_REASON_CHARS) {
         return Err(EnforceError::invalid(
@@ -127,8 +181,26 @@ pub async fn decide_by_id(
             "must be at most 500 characters",
         ));
     }
-    let challenge = in_workspace(ctx, workspace_id, id).await?;
-    record_decision(ctx, challenge, status, decision, reason, actor).await
+    Ok(reason)
+}
+
+/// Records the decision of `person` (`POST /v1/policy-challenges/{id}/decide`, the console's
+/// approvals page, `acp challenges approve|deny`) on a challenge of their active workspace, if
+/// they may decide it ([`ensure_may_decide`]); `reason`, if given, is kept in the audit
+/// event's details.
+pub async fn decide_by_id(
+    ctx: &Context,
+    person: &Principal,
+    id: &str,
+    decision: &str,
+    reason: Option<&str>,
+) -> EnforceResult<api::PolicyChallengeInfo> {
+    let status = parse_decision(decision)?;
+    let reason = approver_reason(reason)?;
+    let (workspace_id, _) = person.membership()?;
+    let challenge = in_workspace(ctx, &workspace_id, id).await?;
+    ensure_may_decide(ctx, &challenge, person).await?;
+    record_decision(ctx, challenge, status, decision, reason, &person.actor()).await
 }
 
 /// Records a decision on a challenge the caller may decide; the audit event names `actor`.
@@ -220,6 +292,28 @@ async fn in_workspace(
         return Err(unknown());
     }
     Ok(challenge)
+}
+
+/// The status of a challenge the signing agent raised itself, for the agent that waits: its
+/// request's nonce is spent with the read. Another agent's challenge is `unknown_challenge`.
+pub async fn status_for_agent(
+    ctx: &Context,
+    agent: &AgentRecord,
+    nonce: NonceClaim,
+    id: &str,
+) -> EnforceResult<api::PolicyChallengeInfo> {
+    let workspace_id = agent.workspace_id.as_deref().unwrap_or_default();
+    let challenge = in_workspace(ctx, workspace_id, id).await?;
+    if challenge.agent_id != agent.id {
+        return Err(EnforceError::not_found(
+            "unknown_challenge",
+            "no such policy challenge in this workspace",
+        ));
+    }
+    ctx.writer
+        .commit(Change::new(Op::Nothing).with_nonce(nonce))
+        .await?;
+    Ok(to_wire(&challenge, now_ms()))
 }
 
 /// The policy challenge for a backend that polls (scoped to the caller's workspace).

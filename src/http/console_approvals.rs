@@ -271,17 +271,7 @@ async fn decide_challenge(
     decision: &str,
     reason: Option<&str>,
 ) -> Result<Response, ApiError> {
-    person_requires(principal, Need::ChallengesDecide)?;
-    let (workspace_id, _) = principal.membership()?;
-    approvals::decide_by_id(
-        ctx,
-        &workspace_id,
-        challenge_id,
-        decision,
-        reason,
-        &principal.actor(),
-    )
-    .await?;
+    approvals::decide_by_id(ctx, principal, challenge_id, decision, reason).await?;
     Ok(see_other(format!(
         "{}/dashboard/approvals?done={decision}",
         base(ctx)

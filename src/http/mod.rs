@@ -211,6 +211,7 @@ fn routes() -> OpenApiRouter<SharedContext> {
         .routes(routes!(policy_challenges::list)) // GET /v1/policy-challenges
         .routes(routes!(policy_challenges::status)) // GET /v1/policy-challenges/{challenge_id}
         .routes(routes!(policy_challenges::decide)) // POST /v1/policy-challenges/{challenge_id}/decide
+        .routes(routes!(policy_challenges::agent_status)) // GET /v1/policy-challenges/{challenge_id}/status
         .routes(routes!(approval_links::show, approval_links::decide)) // GET, POST /v1/approval-links/{token}
         // Enforcement
         .routes(routes!(credentials::mint)) // POST /v1/identity/credentials/mint

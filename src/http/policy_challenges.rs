@@ -12,8 +12,10 @@ use crate::context::SharedContext;
 use crate::enforce::approvals;
 use crate::error::ApiResult;
 
-use super::extract::{AppJson, AppPath, AppQuery};
-use super::operator::{needs, Authorized};
+use super::extract::{AppJson, AppPath, AppQuery, SignedRequest};
+use super::operator::{needs, Authorized, Who};
+use crate::domain::access::{Denied, Need};
+use crate::error::ApiError;
 
 /// The workspace's policy challenges, newest first; `status` and `agent_id` filter.
 #[utoipa::path(get, path = "/v1/policy-challenges", tag = "approvals", params(ChallengeListParams),
@@ -65,29 +67,64 @@ pub async fn status(
     }))
 }
 
+/// A challenge's status for the agent that raised it itself (the vault's agent side answers
+/// such a challenge with this status link, never with the deciding link): a signed `GET`, the
+/// agent's own challenges only.
+#[utoipa::path(get, path = "/v1/policy-challenges/{challenge_id}/status", tag = "approvals", params(("challenge_id" = String, Path)),
+    security(("agent_signature" = [])),
+    responses((status = 200, body = PolicyChallengeResponse),
+        (status = 401, description = "`missing_signature_headers`, `timestamp_out_of_range`, `invalid_nonce`, `bad_signature`, `replay_detected`", body = ErrorBody),
+        (status = 403, description = "`agent_not_active`", body = ErrorBody),
+        (status = 404, description = "`unknown_agent`, `unknown_challenge`", body = ErrorBody)))]
+#[tracing::instrument(level = "debug", skip_all)]
+pub async fn agent_status(
+    State(ctx): State<SharedContext>,
+    AppPath(challenge_id): AppPath<String>,
+    signed: SignedRequest,
+) -> ApiResult<Json<PolicyChallengeResponse>> {
+    let challenge =
+        approvals::status_for_agent(&ctx, &signed.agent, signed.nonce, &challenge_id).await?;
+    Ok(Json(PolicyChallengeResponse {
+        ok: true,
+        challenge,
+    }))
+}
+
 /// Approves or denies a pending challenge: a person with the `approver`, `admin` or `owner`
-/// role (session, or a token unscoped or with `approve`). Audited with the person as actor.
+/// role, or a member the deciding rules name as an approver (session, or a token unscoped or
+/// with `approve`). Audited with the person as actor, with the `reason` if given.
 #[utoipa::path(post, path = "/v1/policy-challenges/{challenge_id}/decide", tag = "approvals",
     params(("challenge_id" = String, Path)), request_body = ApprovalDecisionRequest,
     security(("session" = []), ("access_token" = [])),
     responses((status = 200, body = PolicyChallengeResponse),
+        (status = 400, description = "`missing_decision`, `invalid_decision`, `invalid_reason`", body = ErrorBody),
+        (status = 401, description = "`unauthenticated`, `session_required`", body = ErrorBody),
+        (status = 403, description = "`insufficient_role`, `insufficient_scope`, `not_a_member`", body = ErrorBody),
         (status = 404, description = "`unknown_challenge`", body = ErrorBody),
         (status = 409, description = "`challenge_already_decided`", body = ErrorBody),
         (status = 410, description = "`challenge_expired`", body = ErrorBody)))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn decide(
     State(ctx): State<SharedContext>,
-    op: Authorized<needs::ChallengesDecide>,
+    op: Authorized<needs::ChallengesRead>,
     AppPath(challenge_id): AppPath<String>,
     AppJson(req): AppJson<ApprovalDecisionRequest>,
 ) -> ApiResult<Json<PolicyChallengeResponse>> {
+    // Members reach this far: a member the deciding rules name as an approver may decide
+    // (the use case applies the one rule of who decides); keys never do.
+    let Who::Person(person) = &op.who else {
+        let need = Need::ChallengesDecide;
+        return Err(ApiError::from((
+            Denied::Kind("deciding a challenge takes a person's session or token"),
+            need,
+        )));
+    };
     let challenge = approvals::decide_by_id(
         &ctx,
-        &op.workspace_id,
+        person,
         &challenge_id,
         &req.decision,
-        None,
-        &op.actor(),
+        req.reason.as_deref(),
     )
     .await?;
     Ok(Json(PolicyChallengeResponse {

@@ -3,8 +3,6 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::api;
-
 use super::evaluate::EmailFacts;
 
 /// At most this many elements of an array are shown; a longer array is not shown at all
@@ -121,7 +119,8 @@ pub fn approval_email_text(
     action: &str,
     reasons: &[String],
     summary: &Value,
-    info: &api::ChallengeInfo,
+    approval_link: &str,
+    expires_at: i64,
 ) -> String {
     let mut text = format!(
         "Agent {} asks to `{action}`, which needs a human's approval:\n\n",
@@ -138,8 +137,9 @@ pub fn approval_email_text(
         }
     }
     text.push_str(&format!(
-        "\nApprove or deny (the link works once, until {}):\n\n{}\n",
-        info.expires_at, info.url
+        "\nApprove or deny (the link works once, until {}; log in as an approver of the \
+         workspace if the page asks):\n\n{approval_link}\n",
+        crate::time::iso(expires_at)
     ));
     text
 }

@@ -12,13 +12,13 @@ use serde_json::{json, Value};
 use crate::api;
 use crate::audit::Actor;
 use crate::context::Context;
-use crate::domain::challenge::{self, ChallengeStatus};
+use crate::domain::challenge::{self, ChallengeStatus, Raiser};
 use crate::domain::ids;
 use crate::domain::Refusal;
 use crate::secret::{random_base62, sha256_hex};
 use crate::store::{
-    AuditRecord, Change, EmailOp, NonceClaim, Op, PolicyChallenge, PolicyOp, StoreError,
-    APPROVAL_USED,
+    Applied, ApprovalNotice, AuditRecord, Change, EmailOp, NonceClaim, Op, PolicyChallenge,
+    PolicyOp, StoreError, APPROVAL_USED,
 };
 use crate::time::{iso, now_ms};
 
@@ -152,7 +152,17 @@ pub async fn check_batch(
         for &i in &todo {
             let outcome = match &inputs[i] {
                 None => None,
-                Some(input) => match decide(ctx, ground.view(), actor, input, None, false).await {
+                Some(input) => match decide(
+                    ctx,
+                    ground.view(),
+                    actor,
+                    input,
+                    None,
+                    false,
+                    Raiser::Backend,
+                )
+                .await
+                {
                     Ok((change, d)) => {
                         let outcome = d.decision.outcome;
                         changes.push(change);
@@ -247,7 +257,8 @@ pub async fn check_for_agent(
     let mut ground = Ground::Agent(view, nonce);
     for _ in 1..RESERVE_ATTEMPTS {
         let dry = matches!(mode, AgentCheck::Ask);
-        let (mut change, decided) = decide(ctx, ground.view(), actor, &input, None, dry).await?;
+        let (mut change, decided) =
+            decide(ctx, ground.view(), actor, &input, None, dry, Raiser::Agent).await?;
         if let Ground::Agent(_, nonce) = &ground {
             change = change.with_nonce(nonce.clone());
         }
@@ -376,7 +387,16 @@ async fn check_input(
     let mut attempts = attempts;
     let mut ground = ground;
     loop {
-        let (change, decided) = decide(ctx, ground.view(), actor, input, reserve, false).await?;
+        let (change, decided) = decide(
+            ctx,
+            ground.view(),
+            actor,
+            input,
+            reserve,
+            false,
+            Raiser::Backend,
+        )
+        .await?;
         match ctx.writer.commit(change).await {
             Ok(_) => {
                 decided.notify_approvers(ctx).await;
@@ -496,6 +516,7 @@ async fn decide(
     input: &CheckInput,
     reserve: Option<&EmailReservation>,
     dry: bool,
+    raiser: Raiser,
 ) -> CheckResult<(Change, Decided)> {
     let at = Attempt::load(ctx, view, input).await?;
     let counts = at.email_counts().await?;
@@ -516,7 +537,7 @@ async fn decide(
     let trace_id = ids::new_id(ids::TRACE);
     let challenge = match fingerprint.filter(|_| decision.outcome == Outcome::Challenge) {
         Some(fingerprint) => {
-            let (challenge, op) = at.challenge(&decision, fingerprint, &trace_id);
+            let (challenge, op) = at.challenge(&decision, fingerprint, &trace_id, raiser);
             ops.push(op);
             Some(challenge)
         }
@@ -552,7 +573,7 @@ impl Decided {
             return;
         };
         if let (Some(record), Some(approval)) = (&challenge.notify, &self.decision.approval) {
-            notify_approvers(ctx, record, &challenge.info, approval).await;
+            notify_approvers(ctx, record, &challenge.approval_link, approval).await;
         }
     }
 
@@ -694,12 +715,15 @@ impl<'a> Attempt<'a> {
     }
 
     /// A policy challenge for a challenged request, and the operation that stores it: its
-    /// approval link's token is made here and only its hash is stored.
+    /// approval link's token is made here and only its hash is stored. A backend's answer
+    /// carries the approval link; an agent asking for itself gets a status link instead (the
+    /// approval link reaches the approvers only, by mail).
     fn challenge(
         &self,
         decision: &Decision,
         fingerprint: String,
         trace_id: &str,
+        raiser: Raiser,
     ) -> (NewChallenge, Op) {
         let (input, now) = (self.input, self.now);
         let ttl_ms = decision
@@ -735,15 +759,35 @@ impl<'a> Attempt<'a> {
             decided_at: None,
             decided_by: None,
             consumed_at: None,
+            raised_by: raiser,
+            approvers: decision
+                .approval
+                .as_ref()
+                .map(|a| {
+                    a.approvers
+                        .iter()
+                        .map(|e| e.trim().to_ascii_lowercase())
+                        .collect()
+                })
+                .unwrap_or_default(),
+        };
+        let approval_link = format!("{}/v1/approval-links/{token}", self.ctx.public_url);
+        let (kind, url) = match raiser {
+            Raiser::Backend => ("approval_link", approval_link.clone()),
+            Raiser::Agent => (
+                "status_link",
+                format!("{}/v1/policy-challenges/{id}/status", self.ctx.public_url),
+            ),
         };
         let challenge = NewChallenge {
             id,
             info: api::ChallengeInfo {
-                kind: "approval_link".into(),
-                url: format!("{}/v1/approval-links/{token}", self.ctx.public_url),
+                kind: kind.into(),
+                url,
                 expires_at: iso(record.expires_at),
                 expires_in: ttl_ms / 1000,
             },
+            approval_link,
             notify: decision.approval.is_some().then(|| record.clone()),
         };
         (
@@ -820,20 +864,51 @@ fn one_op(mut ops: Vec<Op>) -> Op {
 /// A policy challenge made by a check, committed with its decision.
 struct NewChallenge {
     id: String,
+    /// What the caller is answered.
     info: api::ChallengeInfo,
+    /// The deciding link, for the approvers' mail.
+    approval_link: String,
     /// The record, when the deciding rules name approvers to mail once it is committed.
     notify: Option<PolicyChallenge>,
 }
 
-/// Mails the approval link to the approvers the deciding rules name. A delivery failure is
-/// logged, not fatal: the backend still has the link and the challenge to poll.
+/// Mails the approval link to the approvers the deciding rules name: once per agent and
+/// request while a mailed challenge for it is pending, and at most
+/// [`challenge::APPROVAL_MAILS_PER_AGENT`] an hour per agent (the challenge itself is made and
+/// listed either way). A delivery failure is logged, not fatal: the challenge is on the
+/// console's approvals page and in `acp challenges list`.
 async fn notify_approvers(
     ctx: &Context,
     record: &PolicyChallenge,
-    info: &api::ChallengeInfo,
+    approval_link: &str,
     approval: &ApprovalRules,
 ) {
     let workspace_id = &record.workspace_id;
+    let notice = ApprovalNotice {
+        workspace_id: workspace_id.clone(),
+        agent_id: record.agent_id.clone(),
+        fingerprint: record.fingerprint.clone(),
+        challenge_id: record.id.clone(),
+        now: record.created_at,
+        expires_at: record.expires_at,
+        window_start: record.created_at - challenge::APPROVAL_MAIL_WINDOW_MS,
+        max_per_window: challenge::APPROVAL_MAILS_PER_AGENT,
+    };
+    match ctx
+        .writer
+        .commit(Change::new(PolicyOp::ClaimApprovalNotice(Box::new(notice))))
+        .await
+    {
+        Ok(Applied::Count(n)) if n > 0 => {}
+        Ok(_) => {
+            tracing::debug!(challenge_id = %record.id, "approval mail not sent: one is open for this request, or the agent reached its hourly bound");
+            return;
+        }
+        Err(err) => {
+            tracing::error!(error = %err, "approval mail could not be claimed");
+            return;
+        }
+    }
     let mut to: Vec<String> = approval
         .approvers
         .iter()
@@ -864,7 +939,8 @@ async fn notify_approvers(
         &record.action,
         &record.reasons,
         &record.summary,
-        info,
+        approval_link,
+        record.expires_at,
     );
     let mail = crate::mail::Email {
         to,

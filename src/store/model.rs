@@ -451,6 +451,9 @@ pub struct PolicyChallenge {
     pub decided_at: Option<i64>,
     pub decided_by: Option<String>,
     pub consumed_at: Option<i64>,
+    pub raised_by: crate::domain::Raiser,
+    /// The emails the deciding rules name as approvers (lower case).
+    pub approvers: Vec<String>,
 }
 
 /// Something that changed since a moment, for cache invalidation across replicas.

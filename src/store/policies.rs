@@ -84,6 +84,24 @@ pub enum PolicyOp {
         id: String,
         at: i64,
     },
+    /// Claims the approval mail of a new challenge: `Applied::Count(1)` when it is to go out.
+    ClaimApprovalNotice(Box<ApprovalNotice>),
+}
+
+/// The approval mail of a challenge goes out once per agent and request fingerprint while a
+/// mailed challenge for it is still pending, and at most `max_per_window` times per agent since
+/// `window_start`.
+#[derive(Debug, Clone)]
+pub struct ApprovalNotice {
+    pub workspace_id: String,
+    pub agent_id: String,
+    pub fingerprint: String,
+    pub challenge_id: String,
+    pub now: i64,
+    /// When the challenge expires: a later challenge of the same request may be mailed then.
+    pub expires_at: i64,
+    pub window_start: i64,
+    pub max_per_window: i64,
 }
 
 impl PolicyOp {
@@ -94,7 +112,8 @@ impl PolicyOp {
             PolicyOp::StoreIdempotency(_)
             | PolicyOp::CreateChallenge(_)
             | PolicyOp::DecideChallenge { .. }
-            | PolicyOp::ConsumeApproval { .. } => None,
+            | PolicyOp::ConsumeApproval { .. }
+            | PolicyOp::ClaimApprovalNotice(_) => None,
         }
     }
 }

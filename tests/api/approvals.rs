@@ -27,6 +27,28 @@ async fn check(app: &TestApp, body: &Value) -> Value {
     out
 }
 
+/// Lets the approval links of backends' challenges decide on their own (the public-link flow,
+/// off by default).
+async fn public_links(app: &TestApp) {
+    app.grant(&app.workspace_id, "owner@example.com", "owner")
+        .await;
+    let owner = app.login("owner@example.com").await;
+    let (s, set) = status_json(
+        owner
+            .post(
+                "/v1/workspace/settings",
+                &json!({"require_member_approval": false}),
+            )
+            .await,
+    )
+    .await;
+    assert_eq!(
+        (s.as_u16(), set["require_member_approval"].as_bool()),
+        (200, Some(false)),
+        "{set}"
+    );
+}
+
 fn token_of(decision: &Value) -> String {
     decision["challenge"]["url"]
         .as_str()
@@ -40,6 +62,7 @@ fn token_of(decision: &Value) -> String {
 both_engines! {
     async fn approve_then_recheck_allows_once(app) {
         let agent = setup(&app).await;
+        public_links(&app).await;
         let mut asked = refund(&agent, 500.0);
         asked["context"]["memo"] = json!("offsite-dinner-memo");
         let first = check(&app, &asked).await;
@@ -96,6 +119,7 @@ both_engines! {
 both_engines! {
     async fn deny_and_expiry(app) {
         let agent = setup(&app).await;
+        public_links(&app).await;
         let first = check(&app, &refund(&agent, 700.0)).await;
         let token = token_of(&first);
         let res = app.client.post(app.url(&format!("/v1/approval-links/{token}"))).json(&json!({"decision": "deny"})).send().await.unwrap();
@@ -239,8 +263,8 @@ both_engines! {
         assert!(body.contains("amount: 500.0") && body.contains("currency: USD"), "{body}");
         assert!(!body.contains("context_fields"), "{body}");
 
-        // The workspace now wants approvers logged in as members.
-        let (s, settings) = status_json(owner.post("/v1/workspace/settings", &json!({"require_member_approval": true})).await).await;
+        // New workspaces want approvers logged in.
+        let (s, settings) = status_json(owner.get("/v1/workspace/settings").await).await;
         assert_eq!((s.as_u16(), settings["require_member_approval"].as_bool()), (200, Some(true)));
         let token = token_of(&first);
         let url = app.url(&format!("/v1/approval-links/{token}"));
@@ -305,5 +329,109 @@ both_engines! {
         let page = app.client.get(app.url(&format!("/v1/approval-links/{token}"))).header("Accept", "text/html").send().await.unwrap();
         let html = page.text().await.unwrap();
         assert!(html.contains("data-field=\"recipients\">ann@example.com, x@elsewhere.test<"), "{html}");
+    }
+}
+
+both_engines! {
+    /// One rule decides who may decide, through the link and the API alike: an approver, admin
+    /// or owner of the workspace, or a member the deciding rules name; never a read-only
+    /// member, never the link alone by default.
+    async fn one_rule_for_who_decides_by_link_and_by_api(app) {
+        let agent = app.active_agent("fin").await;
+        app.apply_policy(json!({
+            "reusable_policy_blocks": {"refunds": {
+                "amount": {"limits": {"USD": {"allow_up_to": 100, "challenge_up_to": 1000}}},
+                "approval": {"approvers": ["named@example.com"]}
+            }},
+            "agent_groups": [{"name": "finance", "members": [agent.id]}],
+            "bindings": [{"group": "finance", "blocks": ["refunds"]}]
+        }))
+        .await;
+        app.grant(&app.workspace_id, "reader@example.com", "member").await;
+        app.grant(&app.workspace_id, "approver@example.com", "approver").await;
+        app.grant(&app.workspace_id, "named@example.com", "member").await;
+        let reader = app.login("reader@example.com").await;
+        let approver = app.login("approver@example.com").await;
+        let named = app.login("named@example.com").await;
+
+        // By default the backend's link alone decides nothing.
+        let first = check(&app, &refund(&agent, 500.0)).await;
+        assert_eq!(first["challenge"]["type"], "approval_link");
+        let link = app.url(&format!("/v1/approval-links/{}", token_of(&first)));
+        let post_link = |who: Option<&Browser>, decision: &str| {
+            let mut req = app.client.post(&link).json(&json!({"decision": decision}));
+            if let Some(b) = who {
+                req = req.header("Cookie", &b.cookie);
+            }
+            req.send()
+        };
+        assert_error(post_link(None, "approve").await.unwrap(), 401, "login_required").await;
+        let page = app.client.get(&link).header("Accept", "text/html").send().await.unwrap().text().await.unwrap();
+        assert!(page.contains("id=\"login-needed\"") && !page.contains("id=\"approve\""), "{page}");
+        // A read-only member: refused by the link as by the API.
+        assert_error(post_link(Some(&reader), "approve").await.unwrap(), 403, "insufficient_role").await;
+        let id = first["challenge_id"].as_str().unwrap();
+        assert_error(reader.post(&format!("/v1/policy-challenges/{id}/decide"), &json!({"decision": "approve"})).await, 403, "insufficient_role").await;
+        // An API key never decides.
+        assert_error(app.post(&format!("/v1/policy-challenges/{id}/decide"), &json!({"decision": "approve"})).await, 401, "session_required").await;
+        // The approver decides through the link.
+        let (s, decided) = status_json(post_link(Some(&approver), "deny").await.unwrap()).await;
+        assert_eq!((s.as_u16(), decided["challenge"]["status"].as_str()), (200, Some("denied")), "{decided}");
+
+        // The member the rules name decides through the API, with a reason kept in the event.
+        let second = check(&app, &refund(&agent, 600.0)).await;
+        let id = second["challenge_id"].as_str().unwrap();
+        let (s, decided) = status_json(named.post(&format!("/v1/policy-challenges/{id}/decide"),
+            &json!({"decision": "approve", "reason": "known vendor"})).await).await;
+        assert_eq!((s.as_u16(), decided["challenge"]["status"].as_str()), (200, Some("approved")), "{decided}");
+        let events = audit_events(&app, "event_type=approval.approved").await;
+        assert_eq!(events[0]["details"]["reason"], "known vendor");
+        assert_eq!(check(&app, &refund(&agent, 600.0)).await["decision"], "allow");
+        // ... and through the link; a reason over 500 characters is refused.
+        let third = check(&app, &refund(&agent, 700.0)).await;
+        let id = third["challenge_id"].as_str().unwrap();
+        assert_error(named.post(&format!("/v1/policy-challenges/{id}/decide"),
+            &json!({"decision": "approve", "reason": "x".repeat(501)})).await, 400, "invalid_reason").await;
+        let link = app.url(&format!("/v1/approval-links/{}", token_of(&third)));
+        let res = app.client.post(&link).header("Cookie", &named.cookie).json(&json!({"decision": "approve"})).send().await.unwrap();
+        assert_eq!(res.status(), 200);
+    }
+}
+
+both_engines! {
+    /// An agent that keeps asking does not flood its approvers: one mail per open request,
+    /// and a bound per agent and hour.
+    async fn approval_mails_are_one_per_open_request_and_bounded_per_agent(app) {
+        let agent = app.active_agent("fin").await;
+        app.apply_policy(json!({
+            "reusable_policy_blocks": {"refunds": {
+                "amount": {"limits": {"USD": {"allow_up_to": 100, "challenge_up_to": 100000}}},
+                "approval": {"approvers": ["cfo@example.com"]}
+            }},
+            "agent_groups": [{"name": "finance", "members": [agent.id]}],
+            "bindings": [{"group": "finance", "blocks": ["refunds"]}]
+        }))
+        .await;
+        let before = app.smtp.messages().len();
+        let mut ids = std::collections::BTreeSet::new();
+        for _ in 0..10 {
+            let asked = check(&app, &refund(&agent, 500.0)).await;
+            assert_eq!(asked["decision"], "challenge");
+            ids.insert(asked["challenge_id"].as_str().unwrap().to_owned());
+        }
+        assert_eq!(ids.len(), 10, "every check still opens its own challenge");
+        app.smtp.wait_for(before + 1).await;
+        // Mail is sent before the check answers: what arrived is all there is.
+        assert_eq!(app.smtp.messages().len(), before + 1, "one mail for ten identical requests");
+
+        // Distinct requests: mailed each, up to the agent's hourly bound.
+        for i in 0..30 {
+            assert_eq!(check(&app, &refund(&agent, 200.0 + f64::from(i))).await["decision"], "challenge");
+        }
+        let sent = app.smtp.wait_for(before + 20).await.len() - before;
+        assert_eq!(app.smtp.messages().len() - before, 20, "bounded at 20 an hour per agent (got {sent})");
+        // The challenges themselves are all there to decide.
+        let (_, listed) = status_json(app.get("/v1/policy-challenges?status=pending&limit=200").await).await;
+        assert_eq!(listed["items"].as_array().unwrap().len(), 40);
     }
 }

@@ -1,5 +1,5 @@
 //! End-to-end in a real browser (headless Chromium driven by chromedriver over the WebDriver
-//! protocol): a person opens an approval link and clicks Approve, and the backend's re-check is
+//! protocol): a logged-in approver opens an approval link and clicks Approve, and the backend's re-check is
 //! allowed; an admin opens a claim link and claims an agent; in the console an admin suspends an
 //! agent through its confirmation, and a member sees no action and has a forged POST refused;
 //! an approver approves a pending challenge from the approvals queue; a member sees the queue
@@ -19,7 +19,15 @@ async fn a_person_approves_in_a_browser_and_the_backend_recheck_is_allowed() {
     let (_, first) = status_json(app.post("/v1/check", &request).await).await;
     assert_eq!(first["decision"], "challenge");
 
+    // Approvals need a logged-in approver (the default): the approver's session cookie, as
+    // after following a login link in this browser.
+    app.grant(&app.workspace_id, "approver@example.com", "approver")
+        .await;
+    let approver = app.login("approver@example.com").await;
     let browser = Browser::start().await;
+    browser.open(&app.url("/login")).await;
+    let (name, value) = approver.cookie.split_once('=').unwrap();
+    browser.set_cookie(name, value).await;
     browser
         .open(first["challenge"]["url"].as_str().unwrap())
         .await;

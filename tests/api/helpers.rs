@@ -436,6 +436,20 @@ impl TestAgent {
         self.send_signed(app, path, &self.id, &s, bytes).await
     }
 
+    /// Sends a signed GET (an empty body) with a fresh timestamp and nonce.
+    pub async fn signed_get(&self, app: &TestApp, path: &str) -> Response {
+        let s = self.sign("GET", path, &now_ms().to_string(), &random_nonce(), b"");
+        app.client
+            .get(app.url(path))
+            .header("X-Service-Agent-Id", &self.id)
+            .header("X-Service-Timestamp", &s.timestamp)
+            .header("X-Service-Nonce", &s.nonce)
+            .header("X-Service-Signature", &s.signature)
+            .send()
+            .await
+            .expect("signed request")
+    }
+
     pub async fn send_signed(
         &self,
         app: &TestApp,

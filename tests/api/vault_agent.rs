@@ -262,7 +262,8 @@ both_engines! {
         // The lease was not spent by the refused read.
         let (_, listed) = status_json(s.owner.get("/v1/vault/leases?kind=request").await).await;
         assert_eq!(listed["items"][0]["uses_left"], 1);
-        assert!(url.contains("/v1/approval-links/"));
+        // The agent asked for itself: it gets a status link, never the deciding link.
+        assert!(url.ends_with(&format!("/v1/policy-challenges/{challenge_id}/status")), "{url}");
         let (st, decided) = status_json(s.owner.post(&format!("/v1/policy-challenges/{challenge_id}/decide"), &json!({"decision": "approve"})).await).await;
         assert_eq!(st, 200, "{decided}");
         // Asking does not use the approval up.
@@ -373,4 +374,242 @@ both_engines! {
         assert_eq!(body["reason_codes"], json!(["secret_set_not_allowed"]));
         app.stop().await;
     }
+}
+
+/// Whoever a challenge holds never holds a token that can decide it: on the vault's three agent
+/// paths (policy eval, secrets read, proxy) a challenged agent gets the challenge id and a status
+/// link it can poll with a signed request; the deciding link goes to the approvers by mail and
+/// works only for a logged-in approver, even where the workspace lets the link alone decide a
+/// backend's challenge.
+async fn an_agent_never_decides_its_own_vault_challenge(engine: Engine) {
+    // The proxied host is loopback, opened by the operator's allow-list: the decision comes
+    // before any connection, so nothing needs to listen there.
+    let app = TestApp::spawn_with(engine, |config| {
+        config.vault_proxy_allow = vec!["127.0.0.1/32".parse().unwrap()];
+    })
+    .await;
+    let mut set = stripe_set();
+    set["profiles"]["local"] = json!({"hosts": ["localhost"], "ports": [9],
+        "inject": {"headers": {"Authorization": "Bearer ${STRIPE_SECRET_KEY}"}}});
+    let grant = json!({"allowed_keys": "*", "allowed_actions": ["read", "proxy_use", "mint_request_lease"]});
+    let s = setup(&app, set, grant, json!(["read", "proxy"])).await;
+    app.apply_policy(json!({
+        "reusable_policy_blocks": {"secrets": {
+            "vault": {"allow": ["mint_lease", "read", "proxy"],
+                "require_approval": {"actions": ["read", "proxy"], "environments": ["production"]}},
+            "approval": {"approvers": ["cfo@example.com"]}
+        }},
+        "agent_groups": [{"name": "payers", "members": [s.agent.id]}],
+        "bindings": [{"group": "payers", "blocks": ["secrets"]}]
+    }))
+    .await;
+    // Even with the public-link flow on, an agent's own challenge needs a logged-in approver.
+    let (st, set) = status_json(
+        s.owner
+            .post(
+                "/v1/workspace/settings",
+                &json!({"require_member_approval": false}),
+            )
+            .await,
+    )
+    .await;
+    assert_eq!(st, 200, "{set}");
+    let before = app.smtp.messages().len();
+
+    let read_lease = s.minted(&app, "read", json!({"keys": ["ACCOUNT"]})).await;
+    let proxy_lease = s.minted(&app, "proxy", json!({})).await;
+    let asked: Vec<(&str, reqwest::Response)> = vec![
+        (
+            "eval",
+            s.agent
+                .signed_post(
+                    &app,
+                    "/v1/vault/policy/eval",
+                    &json!({"secret_set_id": 1, "action": "read", "keys": ["ACCOUNT"]}),
+                )
+                .await,
+        ),
+        ("read", s.read(&app, &read_lease, json!(["ACCOUNT"])).await),
+        (
+            "proxy",
+            s.agent
+                .signed_post(
+                    &app,
+                    "/v1/vault/proxy/request",
+                    &json!({
+            "request_lease_token": proxy_lease, "secret_set_id": 1, "profile": "local",
+            "request": {"method": "GET", "url": "https://localhost:9/v1/balance"}}),
+                )
+                .await,
+        ),
+    ];
+    let mut ids = Vec::new();
+    for (path, res) in asked {
+        let status = res.status().as_u16();
+        let text = res.text().await.unwrap();
+        let body: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            status,
+            if path == "eval" { 200 } else { 403 },
+            "{path}: {body}"
+        );
+        assert_eq!(body["decision"], "challenge", "{path}: {body}");
+        assert!(
+            !text.contains("apr_") && !text.contains("approval-links"),
+            "{path}: no deciding link reaches the agent: {text}"
+        );
+        let id = body["challenge_id"].as_str().unwrap().to_owned();
+        assert_eq!(body["challenge"]["type"], "status_link", "{path}: {body}");
+        let url = body["challenge"]["url"].as_str().unwrap();
+        assert!(
+            url.ends_with(&format!("/v1/policy-challenges/{id}/status")),
+            "{path}: {url}"
+        );
+        ids.push(id);
+    }
+
+    // The agent polls its own challenge with a signed GET; another agent cannot see it, and
+    // the status never carries a deciding link.
+    let status_path = |id: &str| format!("/v1/policy-challenges/{id}/status");
+    let (st, polled) = status_json(s.agent.signed_get(&app, &status_path(&ids[1])).await).await;
+    assert_eq!(
+        (st.as_u16(), polled["challenge"]["status"].as_str()),
+        (200, Some("pending")),
+        "{polled}"
+    );
+    assert!(!polled.to_string().contains("apr_"));
+    let stranger = app.active_agent("stranger").await;
+    assert_error(
+        stranger.signed_get(&app, &status_path(&ids[1])).await,
+        404,
+        "unknown_challenge",
+    )
+    .await;
+    assert_error(
+        s.agent
+            .signed_get(&app, "/v1/policy-challenges/pch_nope/status")
+            .await,
+        404,
+        "unknown_challenge",
+    )
+    .await;
+
+    // The approvers got the deciding link by mail; the link alone does not decide an agent's
+    // own challenge (whoever holds it: here, as the agent would if it ever got hold of it).
+    // The eval and the read ask the very same thing (one mail while it is open); the proxy
+    // call is another request: two mails.
+    let mails = app.smtp.wait_for(before + 2).await;
+    assert_eq!(mails.len(), before + 2);
+    let mut link = None;
+    for mail in &mails[before..] {
+        let candidate = crate::smtp::login_link(mail);
+        assert!(candidate.contains("/v1/approval-links/apr_"), "{candidate}");
+        let (_, shown) = status_json(app.client.get(&candidate).send().await.unwrap()).await;
+        if shown["challenge"]["challenge_id"] == ids[0].as_str() {
+            link = Some(candidate);
+        }
+    }
+    let link = link.expect("the read's request was mailed with the eval's challenge");
+    assert_error(
+        app.client
+            .post(&link)
+            .json(&json!({"decision": "approve"}))
+            .send()
+            .await
+            .unwrap(),
+        401,
+        "login_required",
+    )
+    .await;
+    let page = app
+        .client
+        .get(&link)
+        .header("Accept", "text/html")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        page.contains("id=\"login-needed\"") && !page.contains("id=\"approve\""),
+        "{page}"
+    );
+    // A read-only member is refused too; the named approver, once a logged-in member, decides.
+    app.grant(&app.workspace_id, "viewer@example.com", "member")
+        .await;
+    let viewer = app.login("viewer@example.com").await;
+    assert_error(
+        app.client
+            .post(&link)
+            .header("Cookie", &viewer.cookie)
+            .json(&json!({"decision": "approve"}))
+            .send()
+            .await
+            .unwrap(),
+        403,
+        "insufficient_role",
+    )
+    .await;
+    app.grant(&app.workspace_id, "cfo@example.com", "member")
+        .await;
+    let cfo = app.login("cfo@example.com").await;
+    let page = app
+        .client
+        .get(&link)
+        .header("Accept", "text/html")
+        .header("Cookie", &cfo.cookie)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        page.contains("id=\"approve\""),
+        "the named approver sees the decision: {page}"
+    );
+    let (st, decided) = status_json(
+        app.client
+            .post(&link)
+            .header("Cookie", &cfo.cookie)
+            .json(&json!({"decision": "approve"}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (st.as_u16(), decided["challenge"]["status"].as_str()),
+        (200, Some("approved")),
+        "{decided}"
+    );
+
+    // The approved request now goes through once; the others wait for their own approval.
+    let (_, mailed) = status_json(
+        s.agent
+            .signed_get(
+                &app,
+                &status_path(decided["challenge"]["challenge_id"].as_str().unwrap()),
+            )
+            .await,
+    )
+    .await;
+    assert_eq!(mailed["challenge"]["status"], "approved");
+    let read_lease = s.minted(&app, "read", json!({"keys": ["ACCOUNT"]})).await;
+    let (st, read) = status_json(s.read(&app, &read_lease, json!(["ACCOUNT"])).await).await;
+    assert_eq!(st, 200, "{read}");
+    assert_eq!(read["secrets"]["ACCOUNT"], "acct_agent_1");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_never_decides_its_own_vault_challenge_sqlite() {
+    an_agent_never_decides_its_own_vault_challenge(Engine::Sqlite).await;
+}
+
+#[cfg(acp_postgres)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_never_decides_its_own_vault_challenge_postgres() {
+    an_agent_never_decides_its_own_vault_challenge(Engine::Postgres).await;
 }

@@ -416,7 +416,8 @@ impl AccountStore for SqlStore {
         .await?;
         Ok(match row {
             Some(r) => r.try_get::<i64, _>("require_member_approval")? != 0,
-            None => false,
+            // Approvals by a logged-in person unless the workspace turned it off.
+            None => true,
         })
     }
 

@@ -628,7 +628,7 @@ pub(super) async fn apply(
         } => {
             sqlx::query(
                 "INSERT INTO workspace_settings (workspace_id, require_member_approval, updated_at, \
-                 audit_retention_days, heartbeat_retention_days) VALUES ($1, 0, $2, $3, $4) \
+                 audit_retention_days, heartbeat_retention_days) VALUES ($1, 1, $2, $3, $4) \
                  ON CONFLICT (workspace_id) DO UPDATE SET updated_at = excluded.updated_at, \
                  audit_retention_days = excluded.audit_retention_days, \
                  heartbeat_retention_days = excluded.heartbeat_retention_days",

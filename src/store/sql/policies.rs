@@ -6,7 +6,7 @@ use sqlx::any::AnyRow;
 use sqlx::{Any, AnyPool, Row, Transaction};
 
 use super::{affected_or_conflict, changed_rows, Arg, Filters, SqlStore};
-use crate::domain::ChallengeStatus;
+use crate::domain::{ChallengeStatus, Raiser};
 use crate::store::*;
 
 fn policy_from_row(row: &AnyRow) -> Result<PolicyRecord, sqlx::Error> {
@@ -65,6 +65,8 @@ fn challenge_from_row(row: &AnyRow) -> Result<PolicyChallenge, sqlx::Error> {
         decided_at: row.try_get("decided_at")?,
         decided_by: row.try_get("decided_by")?,
         consumed_at: row.try_get("consumed_at")?,
+        raised_by: Raiser::parse(&row.try_get::<String, _>("raised_by")?),
+        approvers: list(&row.try_get::<String, _>("approvers")?),
     })
 }
 
@@ -128,8 +130,8 @@ pub(super) async fn apply(
         PolicyOp::CreateChallenge(c) => {
             sqlx::query(
                 "INSERT INTO policy_challenges (id, workspace_id, agent_id, policy_id, action, fingerprint, token_hash, \
-                 status, reasons, reason_codes, summary, trace_id, created_at, expires_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+                 status, reasons, reason_codes, summary, trace_id, created_at, expires_at, raised_by, approvers) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
             )
             .bind(&c.id)
             .bind(&c.workspace_id)
@@ -145,12 +147,67 @@ pub(super) async fn apply(
             .bind(&c.trace_id)
             .bind(c.created_at)
             .bind(c.expires_at)
+            .bind(c.raised_by.as_str())
+            .bind(serde_json::to_string(&c.approvers).unwrap_or_else(|_| "[]".into()))
             .execute(&mut **tx)
             .await?;
             Applied::Done
         }
+        PolicyOp::ClaimApprovalNotice(n) => claim_approval_notice(tx, n).await?,
     };
     Ok(applied)
+}
+
+/// Claims the approval mail of a challenge (see [`ApprovalNotice`]): `Count(1)` when it is to
+/// go out, `Count(0)` when a mail for the same request is still open or the agent reached its
+/// bound. The row of the same agent and fingerprint is taken only when the challenge it names
+/// expired or was decided, so two replicas never both mail one request.
+async fn claim_approval_notice(
+    tx: &mut Transaction<'_, Any>,
+    n: &ApprovalNotice,
+) -> Result<Applied, StoreError> {
+    // Rows past the window count for nothing any more.
+    sqlx::query(
+        "DELETE FROM approval_notices WHERE workspace_id = $1 AND agent_id = $2 \
+         AND notified_at <= $3 AND expires_at <= $4",
+    )
+    .bind(&n.workspace_id)
+    .bind(&n.agent_id)
+    .bind(n.window_start)
+    .bind(n.now)
+    .execute(&mut **tx)
+    .await?;
+    let sent: i64 = sqlx::query(
+        "SELECT COUNT(*) AS n FROM approval_notices WHERE workspace_id = $1 AND agent_id = $2 \
+         AND notified_at > $3",
+    )
+    .bind(&n.workspace_id)
+    .bind(&n.agent_id)
+    .bind(n.window_start)
+    .fetch_one(&mut **tx)
+    .await?
+    .try_get("n")?;
+    if sent >= n.max_per_window {
+        return Ok(Applied::Count(0));
+    }
+    let claimed = sqlx::query(
+        "INSERT INTO approval_notices (workspace_id, agent_id, fingerprint, challenge_id, notified_at, expires_at) \
+         VALUES ($1, $2, $3, $4, $5, $6) \
+         ON CONFLICT (workspace_id, agent_id, fingerprint) DO UPDATE SET challenge_id = excluded.challenge_id, \
+         notified_at = excluded.notified_at, expires_at = excluded.expires_at \
+         WHERE approval_notices.expires_at <= $5 OR NOT EXISTS (SELECT 1 FROM policy_challenges p \
+         WHERE p.id = approval_notices.challenge_id AND p.status = 'pending')",
+    )
+    .bind(&n.workspace_id)
+    .bind(&n.agent_id)
+    .bind(&n.fingerprint)
+    .bind(&n.challenge_id)
+    .bind(n.now)
+    .bind(n.expires_at)
+    .execute(&mut **tx)
+    .await?
+    .rows_affected();
+    Ok(Applied::Count(i64::try_from(claimed).unwrap_or(0)))
 }
 
 async fn apply_policy(
@@ -265,7 +322,8 @@ async fn policies(
 
 const CHALLENGE_COLUMNS: &str =
     "id, workspace_id, agent_id, policy_id, action, fingerprint, token_hash, status, reasons, \
-     reason_codes, summary, trace_id, created_at, expires_at, decided_at, decided_by, consumed_at";
+     reason_codes, summary, trace_id, created_at, expires_at, decided_at, decided_by, consumed_at, \
+     raised_by, approvers";
 
 /// The challenge whose `column` (`id` or `token_hash`) is `value`.
 async fn policy_challenge(
