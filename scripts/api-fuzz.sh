@@ -51,12 +51,54 @@ owner_token "$url" "$dir" fuzz@example.com api-fuzz > "$dir/pat"
 pat=$(cat "$dir/pat")
 ws=$(sed -n 's/^Created the default workspace \([^.]*\)\..*/\1/p' "$dir/out.txt")
 
+# Real objects for the fuzzer to reach: an active and a pending agent, a policy that allows
+# credentials and the vault, a challenge, a secret set with a grant and a workflow lease, a
+# credential. Their ids go into dictionaries that the generated config binds to the id
+# parameters and body fields, so that most requests about one object find it (instead of a 404
+# that would hide what the operation answers) and the rest stay random.
+[ -x target/debug/examples/quickstart ] || cargo build -q --example quickstart
+api() { curl -s -X "$1" "$url$2" -H 'Content-Type: application/json' -H "Authorization: Bearer $pat" -H "X-Service-Workspace-Id: $ws" ${3:+-d "$3"}; }
+keyed() { curl -s -X "$1" "$url$2" -H 'Content-Type: application/json' -H "X-Service-Api-Key: $key" ${3:+-d "$3"}; }
+field() { sed -n "s/.*\"$1\":\"\([^\"]*\)\".*/\1/p" | head -1; }
+active=$(ACP_URL="$url" ACP_API_KEY="$key" target/debug/examples/quickstart | sed -n 's/^registered \(agt_[0-9a-f]*\).*/\1/p')
+pending=$(keyed POST /v1/agents/register '{"name":"fuzz-pending","public_key":"11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo="}' | field agent_id)
+api POST /v1/policies/sync '{"spec":{"global_guardrails":{"actions":{"allow":["mint_credential","token_exchange","vault.read","vault.proxy","vault.mint_lease","deploy"]}}}}' > /dev/null
+challenge=$(keyed POST /v1/check "{\"agent_id\":\"$pending\",\"action\":\"deploy\"}" | field challenge_id)
+set_id=$(api POST /v1/vault/secret-sets '{"name":"fuzz","provider":"echo","environment":"staging","entries":{"TOKEN":"fuzz-secret-value"}}' | field secret_set_id)
+grant=$(api POST /v1/vault/grants "{\"secret_set_id\":\"$set_id\",\"agent_id\":\"$active\",\"allowed_keys\":\"*\",\"allowed_actions\":[\"read\",\"mint_request_lease\"]}" | field grant_id)
+lease=$(keyed POST /v1/vault/leases/workflow "{\"agent_id\":\"$active\",\"secret_set_id\":\"$set_id\",\"purpose\":\"fuzz\",\"actions\":[\"read\"]}" | field lease_id)
+cred=$(keyed POST /v1/identity/credentials/mint "{\"agent_id\":\"$active\"}" | field cred_id)
+user=$(api GET /v1/workspace/members | field user_id)
+for v in active pending challenge set_id grant lease cred user; do
+    [ -n "${!v}" ] || { echo "seeding the fuzz run: no $v"; exit 1; }
+done
+dict() { local name=$1; shift; printf '\n[dictionaries.%s]\nvalues = [' "$name"; printf '"%s", ' "$@"; printf '"%s_nope"]\n' "$name"; }
+config="$dir/api-fuzz.toml"
+{
+    cat scripts/api-fuzz.toml
+    dict agents "$active" "$pending"
+    dict challenges "$challenge"
+    dict sets "$set_id" 1
+    dict grants "$grant"
+    dict leases "$lease"
+    dict credentials "$cred"
+    dict users "$user"
+    dict policies pol_default
+    printf '\n[parameters]\n'
+    for binding in path.agent_id:agents body.agent_id:agents path.challenge_id:challenges \
+        path.secret_set_id:sets body.secret_set_id:sets path.grant_id:grants path.lease_id:leases \
+        path.cred_id:credentials body.cred_id:credentials path.user_id:users path.policy_id:policies \
+        body.policy_id:policies; do
+        printf '"%s" = { dictionary = "%s", probability = 0.7 }\n' "${binding%%:*}" "${binding##*:}"
+    done
+} > "$config"
+
 fuzz() {
     local name=$1 budget=$2
     shift 2
     echo "== schemathesis, $name (seed $seed, ${budget}s)"
     # One worker: Python 3.11's parser is not thread-safe, and hypothesis parses while drawing.
-    "$venv/bin/st" --config-file scripts/api-fuzz.toml run "$url/openapi.json" --url "$url" \
+    "$venv/bin/st" --config-file "$config" run "$url/openapi.json" --url "$url" \
         --checks all --max-time "$budget" --seed "$seed" --workers 1 --request-timeout 30 \
         --no-color --generation-database none --report junit --report-dir "$dir/report-$name" \
         --exclude-name 'GET /v1/workspace/audit/stream' --exclude-path-regex '^/dashboard' "$@"

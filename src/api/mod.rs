@@ -1349,6 +1349,47 @@ fn integer_or_text() -> utoipa::openapi::schema::Schema {
     )
 }
 
+/// A secret set named by its id or its workspace-local number, as every vault field takes it.
+fn secret_set_ref() -> utoipa::openapi::schema::Schema {
+    use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Schema, Type};
+    Schema::OneOf(
+        OneOfBuilder::new()
+            .item(ObjectBuilder::new().schema_type(Type::String))
+            .item(ObjectBuilder::new().schema_type(Type::Integer))
+            .description(Some("`ss_...` or the set's number."))
+            .build(),
+    )
+}
+
+/// [`secret_set_ref`], or `null` (as absent) where the field is optional.
+fn optional_secret_set_ref() -> utoipa::openapi::schema::Schema {
+    use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Schema, Type};
+    Schema::OneOf(
+        OneOfBuilder::new()
+            .item(ObjectBuilder::new().schema_type(Type::String))
+            .item(ObjectBuilder::new().schema_type(Type::Integer))
+            .item(ObjectBuilder::new().schema_type(Type::Null))
+            .description(Some("`ss_...` or the set's number."))
+            .build(),
+    )
+}
+
+/// A grant's keys: every key (`"*"`) or a list of key names.
+fn key_selection() -> utoipa::openapi::schema::Schema {
+    use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, OneOfBuilder, Schema, Type};
+    Schema::OneOf(
+        OneOfBuilder::new()
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .enum_values(Some(["*"])),
+            )
+            .item(ArrayBuilder::new().items(ObjectBuilder::new().schema_type(Type::String)))
+            .description(Some("`\"*\"` or a list of key names."))
+            .build(),
+    )
+}
+
 /// The agent's own signature over the exchange, made like a signed request's (canonical string
 /// `METHOD\nPATH\nTIMESTAMP\nNONCE\nBODY_SHA256`).
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -1727,8 +1768,7 @@ pub struct GrantInfo {
     pub number: i64,
     pub agent_id: Option<String>,
     pub group: Option<String>,
-    /// `"*"` or a list of key names.
-    #[schema(value_type = Object)]
+    #[schema(schema_with = key_selection)]
     pub allowed_keys: Value,
     pub allowed_actions: Vec<String>,
     pub expires_at: Option<String>,
@@ -1759,16 +1799,14 @@ pub struct GrantListParams {
 /// Grants one agent, or every member of one agent group, the use of a secret set.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct CreateGrantRequest {
-    /// `ss_...` or the set's number.
-    #[schema(value_type = Object)]
+    #[schema(schema_with = secret_set_ref)]
     pub secret_set_id: Value,
     #[serde(default)]
     pub agent_id: Option<String>,
     /// An agent group of the workspace's policy specs.
     #[serde(default)]
     pub group: Option<String>,
-    /// `"*"` or a list of key names.
-    #[schema(value_type = Object)]
+    #[schema(schema_with = key_selection)]
     pub allowed_keys: Value,
     /// Some of `proxy_use`, `read`, `mint_request_lease` (`read` is never implied).
     pub allowed_actions: Vec<String>,
@@ -1782,8 +1820,7 @@ pub struct CreateGrantRequest {
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct WorkflowLeaseRequest {
     pub agent_id: String,
-    /// `ss_...` or the set's number.
-    #[schema(value_type = Object)]
+    #[schema(schema_with = secret_set_ref)]
     pub secret_set_id: Value,
     /// Why (1 to 200 printable characters; audited).
     #[schema(max_length = 200)]
@@ -1849,7 +1886,7 @@ pub struct RevokeLeasesRequest {
     #[serde(default)]
     pub agent_id: Option<String>,
     #[serde(default)]
-    #[schema(value_type = Option<Object>)]
+    #[schema(schema_with = optional_secret_set_ref)]
     pub secret_set_id: Option<Value>,
 }
 
@@ -1873,8 +1910,7 @@ pub struct VaultAuditParams {
 /// An agent asks how the policy would decide a vault action (nothing is consumed).
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct VaultEvalRequest {
-    /// `ss_...` or the set's number.
-    #[schema(value_type = Object)]
+    #[schema(schema_with = secret_set_ref)]
     pub secret_set_id: Value,
     /// `read`, `proxy` or `mint_lease` (`vault.read`, `vault.proxy`, `vault.mint_lease`).
     pub action: String,
@@ -1903,7 +1939,7 @@ pub struct VaultEvalRequest {
 pub struct RequestLeaseMintRequest {
     /// The `vwl_...` token a person or pipeline handed the agent.
     pub workflow_lease_token: String,
-    #[schema(value_type = Object)]
+    #[schema(schema_with = secret_set_ref)]
     pub secret_set_id: Value,
     /// `read` or `proxy` (`proxy_use`): what the request lease is for.
     pub action: String,
@@ -1934,7 +1970,7 @@ pub struct RequestLeaseResponse {
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct SecretsReadRequest {
     pub request_lease_token: String,
-    #[schema(value_type = Object)]
+    #[schema(schema_with = secret_set_ref)]
     pub secret_set_id: Value,
     pub keys: Vec<String>,
     #[serde(default)]
@@ -1954,7 +1990,7 @@ pub struct SecretsReadResponse {
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ProxyRequest {
     pub request_lease_token: String,
-    #[schema(value_type = Object)]
+    #[schema(schema_with = secret_set_ref)]
     pub secret_set_id: Value,
     /// The profile of the set that says where the secrets may go and how.
     pub profile: String,

@@ -188,7 +188,7 @@ async fn change_status(
 /// Suspends an agent: its signed requests fail with `agent_not_active` until resumed.
 #[utoipa::path(post, path = "/v1/agents/{agent_id}/suspend", tag = "agents", params(("agent_id" = String, Path)),
     request_body(content = AgentStatusRequest, description = "optional"), security(("api_key" = []), ("session" = []), ("access_token" = [])),
-    responses((status = 200, body = AgentResponse), (status = 404, body = ErrorBody),
+    responses((status = 200, body = AgentResponse), (status = 400, description = "`invalid_reason`", body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 409, description = "`invalid_status_transition`", body = ErrorBody)))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn suspend(
@@ -203,7 +203,7 @@ pub async fn suspend(
 /// Resumes a suspended agent (back to `active`, or `pending` if it never attested).
 #[utoipa::path(post, path = "/v1/agents/{agent_id}/resume", tag = "agents", params(("agent_id" = String, Path)),
     request_body(content = AgentStatusRequest, description = "optional"), security(("api_key" = []), ("session" = []), ("access_token" = [])),
-    responses((status = 200, body = AgentResponse), (status = 404, body = ErrorBody),
+    responses((status = 200, body = AgentResponse), (status = 400, description = "`invalid_reason`", body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 409, description = "`invalid_status_transition`", body = ErrorBody)))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn resume(
@@ -218,7 +218,7 @@ pub async fn resume(
 /// Revokes an agent for good.
 #[utoipa::path(post, path = "/v1/agents/{agent_id}/revoke", tag = "agents", params(("agent_id" = String, Path)),
     request_body(content = AgentStatusRequest, description = "optional"), security(("api_key" = []), ("session" = []), ("access_token" = [])),
-    responses((status = 200, body = AgentResponse), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = AgentResponse), (status = 400, description = "`invalid_reason`", body = ErrorBody), (status = 404, body = ErrorBody)))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn revoke(
     State(ctx): State<SharedContext>,
@@ -232,7 +232,7 @@ pub async fn revoke(
 /// Approves a pending agent that has not attested (an admin vouches for it): it becomes active.
 #[utoipa::path(post, path = "/v1/agents/{agent_id}/approve", tag = "agents", params(("agent_id" = String, Path)),
     request_body(content = AgentStatusRequest, description = "optional"), security(("api_key" = []), ("session" = []), ("access_token" = [])),
-    responses((status = 200, body = AgentResponse), (status = 404, body = ErrorBody),
+    responses((status = 200, body = AgentResponse), (status = 400, description = "`invalid_reason`", body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 409, description = "`invalid_status_transition`", body = ErrorBody)))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn approve(

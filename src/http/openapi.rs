@@ -28,6 +28,9 @@ const WITHOUT_DATABASE: &[(&str, &str)] = &[
     ("get", "/.well-known/openid-configuration"),
 ];
 
+/// Visible ASCII, spaces and tabs: what a header value the server reads may hold.
+pub const VISIBLE_ASCII: &str = "^[\\t\\x20-\\x7e]*$";
+
 /// Text without NUL characters: every text value the server accepts.
 pub const NO_NUL: &str = "^[^\\x00]*$";
 
@@ -181,7 +184,15 @@ fn finish_operation(method: &str, path: &str, op: &mut Map<String, Value>, schem
     }
     if let Some(params) = op.get_mut("parameters").and_then(Value::as_array_mut) {
         for param in params {
+            let header = param.get("in").and_then(Value::as_str) == Some("header");
             if let Some(schema) = param.get_mut("schema") {
+                // A header the server reads must be visible ASCII (else 400 `invalid_header`).
+                if header && schema.get("type").and_then(Value::as_str) == Some("string") {
+                    if let Some(map) = schema.as_object_mut() {
+                        map.entry("pattern")
+                            .or_insert_with(|| Value::String(VISIBLE_ASCII.into()));
+                    }
+                }
                 forbid_nul(schema);
             }
         }

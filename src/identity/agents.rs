@@ -524,16 +524,17 @@ pub async fn set_status(
     reason: Option<String>,
     actor: &Actor,
 ) -> IdentityResult<api::Agent> {
-    let agent = agent_in_workspace(ctx, workspace_id, agent_id).await?;
-    let Some(to) = action.target(&agent)? else {
-        return Ok(to_wire(agent));
-    };
+    // Checked first: a request the document refuses is refused whatever the agent's state.
     if reason.as_deref().is_some_and(|r| r.chars().count() > 500) {
         return Err(IdentityError::invalid(
             "reason",
             "must be at most 500 characters",
         ));
     }
+    let agent = agent_in_workspace(ctx, workspace_id, agent_id).await?;
+    let Some(to) = action.target(&agent)? else {
+        return Ok(to_wire(agent));
+    };
     let event = audit::state_change(
         action.event_type(),
         action.verb(),

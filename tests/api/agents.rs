@@ -213,3 +213,18 @@ both_engines! {
         assert_eq!((after["agent"]["name"].as_str(), after["agent"]["metadata"]["v"].as_i64()), (Some("v2"), Some(2)));
     }
 }
+
+both_engines! {
+    /// A status change's `reason` over the documented 500 characters is refused whatever the
+    /// agent's state, a change that would be a no-op included.
+    async fn a_long_status_reason_is_refused_even_for_a_no_op(app) {
+        let agent = app.active_agent("reasoned").await;
+        let long = json!({"reason": "0".repeat(501)});
+        for action in ["suspend", "resume", "revoke", "approve"] {
+            // `resume` and `approve` of an active agent would change nothing.
+            assert_error(app.post(&format!("/v1/agents/{}/{action}", agent.id), &long).await, 400, "invalid_reason").await;
+        }
+        let (s, _) = status_json(app.post(&format!("/v1/agents/{}/suspend", agent.id), &json!({"reason": "0".repeat(500)})).await).await;
+        assert_eq!(s, 200);
+    }
+}
