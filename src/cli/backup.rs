@@ -22,7 +22,7 @@ use super::DatabaseArgs;
     after_help = "The copy is made while servers keep running (SQLite's VACUUM INTO, one consistent snapshot), checked, and renamed into place. It is useless without the master key (ACP_MASTER_KEY or the key file acp-master.key beside the database): keep that backed up apart from the database. Postgres: see docs/operations.md (pg_dump)."
 )]
 pub struct BackupArgs {
-    /// The backup file to write (a new file, unless --force)
+    /// The backup file to write (a new file, unless --force), outside the database's folder
     pub file: PathBuf,
     /// Replace FILE if it exists
     #[arg(long)]
