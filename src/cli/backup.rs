@@ -113,25 +113,11 @@ fn check_master_key(
             file.display()
         )
     };
-    for (kid, private_key) in &sealed.signing_keys {
-        if master.open(private_key, kid).is_err() {
-            return Err(refuse(format!("the JWT signing key `{kid}`")));
-        }
-    }
-    for (workspace_id, set_id, wrapped) in &sealed.data_keys {
-        if !crate::enforce::vault::data_key_opens(master, workspace_id, set_id, wrapped) {
-            return Err(refuse(format!(
-                "the data key of vault secret set `{set_id}`"
-            )));
-        }
-    }
-    for (sink_id, secret) in &sealed.sink_secrets {
-        let context = crate::audit::delivery::secret_context(sink_id);
-        if master.open(secret, &context).is_err() {
-            return Err(refuse(format!(
-                "the signing secret of audit sink `{sink_id}`"
-            )));
-        }
+    if let Some(first) = crate::enforce::vault::unopened(master, sealed)
+        .into_iter()
+        .next()
+    {
+        return Err(refuse(first));
     }
     Ok((sealed.signing_keys.len(), sealed.data_keys.len()))
 }

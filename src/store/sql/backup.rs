@@ -392,7 +392,7 @@ async fn inspect_on(conn: &mut SqliteConnection, shown: &Path) -> Result<Content
     let read = || sql(format!("cannot read `{}`", shown.display()));
     let tables: Vec<String> = sqlx::query_scalar(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN \
-         ('_sqlx_migrations', 'audit_events', 'signing_keys', 'vault_secret_sets')",
+         ('_sqlx_migrations', 'audit_events', 'signing_keys', 'vault_secret_sets', 'audit_sinks')",
     )
     .fetch_all(&mut *conn)
     .await
