@@ -55,9 +55,30 @@ pub async fn enforce_rate_limit(
     }
 }
 
-/// Sends a one-time login link to `email`. Answers the same whether or not a user exists.
+/// Whether `email` may sign up here (the `signup` setting): by the setting alone (`open`, or a
+/// domain `domains:` lists), or as a member of some workspace (`invite`, and always).
+async fn may_sign_up(ctx: &Context, email: &EmailAddress) -> IdentityResult<bool> {
+    if ctx.config.signup.admits_without_membership(email) {
+        return Ok(true);
+    }
+    let Some(user) = ctx.store.user_by_email(email.as_str()).await? else {
+        return Ok(false);
+    };
+    Ok(!ctx.store.memberships(&user.id).await?.is_empty())
+}
+
+fn signup_closed() -> IdentityError {
+    IdentityError::forbidden(
+        "signup_closed",
+        "this server admits only the people a workspace owner or admin added: ask one to add you",
+    )
+}
+
+/// Sends a one-time login link to `email`. Answers the same whether or not a user exists, and
+/// whether or not the address may sign up (one that may not gets no mail, and nothing is
+/// stored for it).
 pub async fn start_login(ctx: &Context, email: &str, client_ip: &str) -> IdentityResult<()> {
-    let email = EmailAddress::from_field("email", email)?.into_string();
+    let address = EmailAddress::from_field("email", email)?;
     let per_email = ctx.config.login_limit_per_email;
     let per_ip = ctx.config.login_limit_per_ip;
     enforce_rate_limit(
@@ -67,6 +88,11 @@ pub async fn start_login(ctx: &Context, email: &str, client_ip: &str) -> Identit
         per_ip,
     )
     .await?;
+    if !may_sign_up(ctx, &address).await? {
+        tracing::debug!("login link not sent: the address may not sign up");
+        return Ok(());
+    }
+    let email = address.into_string();
     enforce_rate_limit(
         ctx,
         format!("login:email:{}", sha256_hex(email.as_bytes())),
@@ -169,6 +195,11 @@ pub async fn verify_login(ctx: &Context, token: &str) -> IdentityResult<NewSessi
             .map(|m| m.workspace.id),
         None => None,
     };
+    // The setting or the memberships may have changed since the link was sent.
+    let address = EmailAddress::parse(&email).map_err(IdentityError::internal)?;
+    if workspace_id.is_none() && !ctx.config.signup.admits_without_membership(&address) {
+        return Err(signup_closed());
+    }
     let session_id = random_base62(43);
     let session = SessionRecord {
         id_hash: sha256_hex(session_id.as_bytes()),
@@ -490,6 +521,10 @@ pub async fn create_workspace(
     name: &str,
 ) -> IdentityResult<api::WorkspaceItem> {
     let name = check_workspace_name(name)?;
+    let email = EmailAddress::parse(&principal.user.email).map_err(IdentityError::internal)?;
+    if !may_sign_up(ctx, &email).await? {
+        return Err(signup_closed());
+    }
     let now = now_ms();
     let workspace = Workspace {
         id: ids::new_id(ids::WORKSPACE),

@@ -157,6 +157,9 @@ impl TestApp {
         config.bootstrap_api_key = Some(acp::secret::Secret::new(key.clone()));
         config.master_key = Some(acp::secret::Secret::new(TEST_MASTER_KEY.to_owned()));
         config.shutdown_grace_secs = 5;
+        // The tests log people in to test other things than who may sign up: anyone may here.
+        // `signup.rs` tests the default (`invite`), `domains:` and `open`.
+        config.signup = acp::domain::Signup::Open;
         tune(&mut config);
         let app = acp::app::App::build(config).await.expect("build app");
         let workspace_id = app
