@@ -597,6 +597,7 @@ both_engines! {
         assert_eq!(item(&root_id)["parent_token_id"], Value::Null);
         assert_eq!(item(&child_id)["parent_token_id"], root_id.as_str());
         assert_eq!(item(&grandchild_id)["parent_token_id"], child_id.as_str());
+        assert_eq!(item(&sibling_id)["parent_token_id"], root_id.as_str());
         assert_eq!(item(&grandchild_id)["expires_at"], item(&root_id)["expires_at"]);
         let made = audit_events(&app, "event_type=access_token.created").await;
         assert!(made.iter().any(|e| e["details"]["token_id"] == grandchild_id && e["details"]["parent_token_id"] == child_id.as_str()), "{made:?}");
