@@ -1,7 +1,5 @@
 //! Who may sign up: log in for the first time, and create a workspace.
 
-use std::fmt;
-
 use super::EmailAddress;
 
 /// The `signup` setting.
@@ -60,16 +58,6 @@ impl Signup {
     }
 }
 
-impl fmt::Display for Signup {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Signup::Invite => f.write_str("invite"),
-            Signup::Open => f.write_str("open"),
-            Signup::Domains(domains) => write!(f, "domains:{}", domains.join(",")),
-        }
-    }
-}
-
 /// A host name: dot-separated labels of letters, digits and inner hyphens, at least two.
 fn is_domain(name: &str) -> bool {
     let labels: Vec<&str> = name.split('.').collect();
@@ -100,7 +88,6 @@ mod tests {
             both,
             Signup::Domains(vec!["example.com".into(), "example.org".into()])
         );
-        assert_eq!(both.to_string(), "domains:example.com,example.org");
         for bad in [
             "",
             "closed",

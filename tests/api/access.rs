@@ -559,22 +559,6 @@ async fn token_made_by(app: &TestApp, bearer: &str, name: &str) -> (String, Stri
     )
 }
 
-/// Runs one statement on the test database, as a replica that missed a change would see it.
-async fn execute(db_url: &str, sql: &str) {
-    use sqlx::Connection;
-    if let Some(path) = db_url.strip_prefix("sqlite:") {
-        let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite:{path}"))
-            .await
-            .unwrap();
-        sqlx::query(sql).execute(&mut conn).await.unwrap();
-        conn.close().await.unwrap();
-    } else {
-        let mut conn = sqlx::PgConnection::connect(db_url).await.unwrap();
-        sqlx::query(sql).execute(&mut conn).await.unwrap();
-        conn.close().await.unwrap();
-    }
-}
-
 both_engines! {
     /// A token made by a token dies with it: revoking a token revokes what it made, and what
     /// that made, in one transaction (the answer counts them all); none outlives its maker;
@@ -636,7 +620,7 @@ both_engines! {
 
         // A grandchild that a revocation missed (made on another replica meanwhile) is refused
         // for its revoked maker all the same.
-        execute(&app.db_url, &format!("UPDATE personal_access_tokens SET revoked_at = NULL WHERE id = '{grandchild_id}'")).await;
+        run_sql(&app.db_url, &format!("UPDATE personal_access_tokens SET revoked_at = NULL WHERE id = '{grandchild_id}'")).await;
         let res = app.client.get(app.url("/auth/me")).bearer_auth(&grandchild).send().await.unwrap();
         let body = assert_error(res, 401, "invalid_token").await;
         assert!(body["message"].as_str().unwrap().contains("the token that made it"), "{body}");

@@ -305,6 +305,34 @@ pub async fn run_cli(db_url: &str, args: &[&str]) -> Value {
     serde_json::from_slice(&out.stdout).expect("json output")
 }
 
+/// Runs one SQL statement directly on the test database at `db_url` (a count to check, a row
+/// changed as another replica or an operator would); answers the first column of its first row,
+/// if it has one.
+pub async fn run_sql(db_url: &str, sql: &str) -> Option<i64> {
+    use sqlx::Connection;
+    if let Some(path) = db_url.strip_prefix("sqlite:") {
+        let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite:{path}"))
+            .await
+            .expect("connect to the test database");
+        let found = sqlx::query_scalar(sql)
+            .fetch_optional(&mut conn)
+            .await
+            .expect("run sql");
+        conn.close().await.expect("close");
+        found
+    } else {
+        let mut conn = sqlx::PgConnection::connect(db_url)
+            .await
+            .expect("connect to the test database");
+        let found = sqlx::query_scalar(sql)
+            .fetch_optional(&mut conn)
+            .await
+            .expect("run sql");
+        conn.close().await.expect("close");
+        found
+    }
+}
+
 /// An agent as a client library holds it: its own key, its own signing code.
 #[derive(Clone)]
 pub struct TestAgent {

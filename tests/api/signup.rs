@@ -11,21 +11,9 @@ use crate::helpers::*;
 
 /// Rows in the login tokens table of the database at `url`.
 async fn login_tokens(url: &str) -> i64 {
-    use sqlx::Connection;
-    let sql = "SELECT COUNT(*) FROM login_tokens";
-    if let Some(path) = url.strip_prefix("sqlite:") {
-        let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite:{path}"))
-            .await
-            .unwrap();
-        let n = sqlx::query_scalar(sql).fetch_one(&mut conn).await.unwrap();
-        conn.close().await.unwrap();
-        n
-    } else {
-        let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
-        let n = sqlx::query_scalar(sql).fetch_one(&mut conn).await.unwrap();
-        conn.close().await.unwrap();
-        n
-    }
+    run_sql(url, "SELECT COUNT(*) FROM login_tokens")
+        .await
+        .unwrap_or_default()
 }
 
 async fn spawn(engine: Engine, signup: &str) -> TestApp {
