@@ -310,27 +310,16 @@ pub async fn run_cli(db_url: &str, args: &[&str]) -> Value {
 /// if it has one.
 pub async fn run_sql(db_url: &str, sql: &str) -> Option<i64> {
     use sqlx::Connection;
-    if let Some(path) = db_url.strip_prefix("sqlite:") {
-        let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite:{path}"))
-            .await
-            .expect("connect to the test database");
-        let found = sqlx::query_scalar(sql)
-            .fetch_optional(&mut conn)
-            .await
-            .expect("run sql");
-        conn.close().await.expect("close");
-        found
-    } else {
-        let mut conn = sqlx::PgConnection::connect(db_url)
-            .await
-            .expect("connect to the test database");
-        let found = sqlx::query_scalar(sql)
-            .fetch_optional(&mut conn)
-            .await
-            .expect("run sql");
-        conn.close().await.expect("close");
-        found
-    }
+    sqlx::any::install_default_drivers();
+    let mut conn = sqlx::AnyConnection::connect(db_url)
+        .await
+        .expect("connect to the test database");
+    let found = sqlx::query_scalar(sql)
+        .fetch_optional(&mut conn)
+        .await
+        .expect("run sql");
+    conn.close().await.expect("close");
+    found
 }
 
 /// An agent as a client library holds it: its own key, its own signing code.
