@@ -184,27 +184,41 @@ impl App {
             crate::store::sqlite_file(&config.database_url),
         ) {
             (None, Some(_)) => None,
-            _ => Some(master_key(&config)?),
+            _ => Some(load_master_key(&config, false)?.0),
         };
         let store = open_store(&config).await?;
-        let master_key = match configured {
-            Some(key) => key,
-            None => master_key(&config)?,
+        let (master_key, new_key_file) = match configured {
+            Some(key) => (key, None),
+            None => load_master_key(&config, true)?,
+        };
+        // Every sealed item must open with this key, or the server does not start (rather than
+        // answer 500 on first use): the JWT signing keys, the vault's data keys, the audit
+        // sinks' secrets. A key file is written only once that holds.
+        let sealed = crate::enforce::vault::sealed_keys(store.as_ref()).await?;
+        let unopened = crate::enforce::vault::unopened(&master_key, &sealed);
+        if let Some(first) = unopened.first() {
+            let count = unopened.len();
+            if let Some(file) = &new_key_file {
+                anyhow::bail!(
+                    "no master key file at `{}` and ACP_MASTER_KEY is not set, but the database holds {count} \
+                     item(s) sealed with a master key (first: {first}): put back the key file that sealed them, \
+                     or set ACP_MASTER_KEY to that key; no key file was written",
+                    file.display()
+                );
+            }
+            anyhow::bail!(
+                "the database holds {count} sealed item(s) this master key cannot open (first: {first}): start \
+                 with the master key that sealed them (ACP_MASTER_KEY, or the key file), or, after rotating the \
+                 master key, run `acp vault rewrap --from-key OLD_KEY` with the new key configured"
+            );
+        }
+        let master_key = match new_key_file {
+            Some(file) => write_key_file(&file, master_key)?,
+            None => master_key,
         };
         crate::enforce::jwt::ensure_key(store.as_ref(), &master_key)
             .await
             .context("cannot make the JWT signing key")?;
-        // Refuse to serve a vault whose secrets this key cannot open (rather than fail on use).
-        let unreadable =
-            crate::enforce::vault::unreadable_sets(store.as_ref(), &master_key).await?;
-        if let Some(first) = unreadable.first() {
-            anyhow::bail!(
-                "the vault holds {} secret set(s) this master key cannot open (first: {first}): start with the \
-                 master key that sealed them (ACP_MASTER_KEY, or the key file), or, after rotating the master \
-                 key, run `acp vault rewrap --from-key OLD_KEY` with the new key configured",
-                unreadable.len()
-            );
-        }
         let listener = TcpListener::bind(config.addr)
             .await
             .with_context(|| format!("cannot listen on {}", config.addr))?;
@@ -432,23 +446,24 @@ async fn listen_for_changes(ctx: SharedContext, url: String) {
     }
 }
 
-/// The master key: the configured one, else (SQLite) the key file next to the database, made
-/// on first start with mode 0600. Postgres deployments must configure it: every replica needs
-/// the same key.
-pub fn master_key(config: &Config) -> anyhow::Result<crate::secret::MasterKey> {
-    load_master_key(config, true)
-}
-
-/// The master key as [`master_key`] finds it, for the admin commands: a missing key file is an
-/// error (only `acp serve` makes one).
+/// The master key as the admin commands find it: the configured one, else (SQLite) the key
+/// file next to the database; a missing key file is an error (only `acp serve` makes one).
 pub fn existing_master_key(config: &Config) -> anyhow::Result<crate::secret::MasterKey> {
-    load_master_key(config, false)
+    Ok(load_master_key(config, false)?.0)
 }
 
-fn load_master_key(config: &Config, create: bool) -> anyhow::Result<crate::secret::MasterKey> {
+/// The configured master key, else (SQLite) the key file next to the database. Postgres
+/// deployments must configure it: every replica needs the same key. With `create`, a missing
+/// key file is a new key, answered with the file to write it to once the database is known to
+/// hold nothing sealed with another key ([`write_key_file`]).
+fn load_master_key(
+    config: &Config,
+    create: bool,
+) -> anyhow::Result<(crate::secret::MasterKey, Option<std::path::PathBuf>)> {
     use crate::secret::MasterKey;
     if let Some(text) = &config.master_key {
         return MasterKey::from_base64(text.expose())
+            .map(|key| (key, None))
             .map_err(|e| anyhow::anyhow!("ACP_MASTER_KEY: {e}"));
     }
     let Some((db_path, _)) = crate::store::sqlite_file(&config.database_url) else {
@@ -462,31 +477,56 @@ fn load_master_key(config: &Config, create: bool) -> anyhow::Result<crate::secre
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(std::path::Path::new("."))
         .join("acp-master.key");
-    match std::fs::read_to_string(&file) {
-        Ok(text) => {
-            MasterKey::from_base64(&text).map_err(|e| anyhow::anyhow!("`{}`: {e}", file.display()))
-        }
+    match read_key_file(&file) {
+        Ok(key) => Ok((key, None)),
         Err(err) if err.kind() == std::io::ErrorKind::NotFound && !create => Err(anyhow::anyhow!(
             "no master key file at `{}` and ACP_MASTER_KEY is not set (the server makes the file on its first start)",
             file.display()
         )),
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-            use std::io::Write;
-            use std::os::unix::fs::OpenOptionsExt;
-            let key = MasterKey::generate();
-            let mut out = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&file)
-                .with_context(|| format!("cannot create `{}`", file.display()))?;
-            out.write_all(key.to_base64().expose().as_bytes())?;
-            out.sync_all()?;
-            tracing::info!(path = %file.display(), "made the master key file (keep it with the database's backups)");
-            Ok(key)
+            Ok((MasterKey::generate(), Some(file)))
         }
+        Err(err) if err.kind() == std::io::ErrorKind::InvalidData => Err(anyhow::anyhow!("{err}")),
         Err(err) => Err(anyhow::anyhow!("cannot read `{}`: {err}", file.display())),
     }
+}
+
+/// The master key in the key file at `file`; a file that holds no key is `InvalidData`.
+fn read_key_file(file: &std::path::Path) -> std::io::Result<crate::secret::MasterKey> {
+    let text = std::fs::read_to_string(file)?;
+    crate::secret::MasterKey::from_base64(&text).map_err(|e| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("`{}`: {e}", file.display()),
+        )
+    })
+}
+
+/// Writes a new master key to its key file (mode 0600), never over one: if a replica starting
+/// beside this one wrote the file first, its key is answered instead.
+fn write_key_file(
+    file: &std::path::Path,
+    key: crate::secret::MasterKey,
+) -> anyhow::Result<crate::secret::MasterKey> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut out = match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(file)
+    {
+        Ok(out) => out,
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
+            return read_key_file(file)
+                .with_context(|| format!("cannot read `{}`", file.display()));
+        }
+        Err(err) => return Err(err).with_context(|| format!("cannot create `{}`", file.display())),
+    };
+    out.write_all(key.to_base64().expose().as_bytes())?;
+    out.sync_all()?;
+    tracing::info!(path = %file.display(), "made the master key file (keep it with the database's backups)");
+    Ok(key)
 }
 
 /// Compiles every stored policy once at start, so that checks find them ready.

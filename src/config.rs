@@ -127,6 +127,11 @@ pub struct Settings {
     #[arg(long, env = "ACP_MASTER_KEY", hide_env_values = true)]
     #[serde(default, deserialize_with = "deserialize_secret")]
     pub master_key: Option<SecretSetting>,
+    /// Who may sign up (log in for the first time and create a workspace): `invite` (members
+    /// of some workspace only), `domains:example.com,example.org` (those, and any address of
+    /// these domains) or `open` (anyone) [default: invite]
+    #[arg(long, env = "ACP_SIGNUP")]
+    pub signup: Option<String>,
     /// Bearer token `GET /metrics` requires (`Authorization: Bearer TOKEN`) [default: none, open]
     #[arg(long, env = "ACP_METRICS_TOKEN", hide_env_values = true)]
     #[serde(default, deserialize_with = "deserialize_secret")]
@@ -203,6 +208,8 @@ pub struct Config {
     pub cache_policies_mib: u64,
     /// The bearer token `/metrics` requires; `None`: open.
     pub metrics_token: Option<Secret>,
+    /// Who may sign up.
+    pub signup: crate::domain::Signup,
 }
 
 pub const DEFAULT_DATABASE_URL: &str = "sqlite:./data/acp.db";
@@ -233,6 +240,7 @@ impl Settings {
             bootstrap_api_key: self.bootstrap_api_key.or(lower.bootstrap_api_key),
             master_key: self.master_key.or(lower.master_key),
             metrics_token: self.metrics_token.or(lower.metrics_token),
+            signup: self.signup.or(lower.signup),
             email_url: self.email_url.or(lower.email_url),
             email_from: self.email_from.or(lower.email_from),
             contact_email: self.contact_email.or(lower.contact_email),
@@ -356,7 +364,12 @@ impl Settings {
                 Err(format!("`{name}` must be between 1 and {max}, got {value}"))
             }
         };
+        let signup = match self.signup.as_deref() {
+            None => crate::domain::Signup::default(),
+            Some(text) => crate::domain::Signup::parse(text)?,
+        };
         Ok(Config {
+            signup,
             audit_sink_timeout_secs: within(
                 "audit_sink_timeout_secs",
                 self.audit_sink_timeout_secs,

@@ -696,6 +696,9 @@ pub struct TokenInfo {
     pub revoked_at: Option<String>,
     /// The scopes that narrow the token; empty for none (the token acts with its user's role).
     pub scopes: Vec<String>,
+    /// The token that made this one (with `POST /v1/auth/tokens`); null when a session made it.
+    /// Revoking that token revokes this one, which never outlives it.
+    pub parent_token_id: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -1536,6 +1539,7 @@ pub struct RevokeByAgentRequest {
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct RevokeResponse {
     pub ok: bool,
+    /// How many were revoked (for a personal access token: it and the tokens made from it).
     pub revoked: i64,
 }
 

@@ -22,7 +22,7 @@ use super::DatabaseArgs;
     after_help = "The copy is made while servers keep running (SQLite's VACUUM INTO, one consistent snapshot), checked, and renamed into place. It is useless without the master key (ACP_MASTER_KEY or the key file acp-master.key beside the database): keep that backed up apart from the database. Postgres: see docs/operations.md (pg_dump)."
 )]
 pub struct BackupArgs {
-    /// The backup file to write (a new file, unless --force)
+    /// The backup file to write (a new file, unless --force), outside the database's folder
     pub file: PathBuf,
     /// Replace FILE if it exists
     #[arg(long)]
@@ -113,25 +113,11 @@ fn check_master_key(
             file.display()
         )
     };
-    for (kid, private_key) in &sealed.signing_keys {
-        if master.open(private_key, kid).is_err() {
-            return Err(refuse(format!("the JWT signing key `{kid}`")));
-        }
-    }
-    for (workspace_id, set_id, wrapped) in &sealed.data_keys {
-        if !crate::enforce::vault::data_key_opens(master, workspace_id, set_id, wrapped) {
-            return Err(refuse(format!(
-                "the data key of vault secret set `{set_id}`"
-            )));
-        }
-    }
-    for (sink_id, secret) in &sealed.sink_secrets {
-        let context = crate::audit::delivery::secret_context(sink_id);
-        if master.open(secret, &context).is_err() {
-            return Err(refuse(format!(
-                "the signing secret of audit sink `{sink_id}`"
-            )));
-        }
+    if let Some(first) = crate::enforce::vault::unopened(master, sealed)
+        .into_iter()
+        .next()
+    {
+        return Err(refuse(first));
     }
     Ok((sealed.signing_keys.len(), sealed.data_keys.len()))
 }

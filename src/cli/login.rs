@@ -388,7 +388,12 @@ pub async fn token(args: &TokenArgs) -> anyhow::Result<i32> {
                 if args.client.json() {
                     print_json(&done)?;
                 } else {
-                    line(format!("revoked {token_id}"))?;
+                    // The tokens made with it go with it.
+                    let made = done["revoked"].as_i64().unwrap_or(1) - 1;
+                    match made {
+                        0 => line(format!("revoked {token_id}"))?,
+                        n => line(format!("revoked {token_id} and {n} token(s) made with it"))?,
+                    }
                 }
             }
         }

@@ -11,6 +11,7 @@ pub mod ids;
 pub mod input;
 pub mod member;
 pub mod refusal;
+pub mod signup;
 
 pub use access::{Denied, Need, Scopes};
 pub use agent::{AgentStatus, RiskTier};
@@ -19,3 +20,4 @@ pub use email::{EmailAddress, EmailError};
 pub use input::FieldError;
 pub use member::Role;
 pub use refusal::{Refusal, RefusalKind};
+pub use signup::Signup;

@@ -16,6 +16,7 @@ use crate::audit::{self, Actor};
 use crate::context::Context;
 use crate::domain::ids;
 use crate::secret::{DataKey, MasterKey};
+use crate::store::backup::SealedKeys;
 use crate::store::{
     Change, GrantRecord, SecretSetRecord, SecretVersion, SetRef, Store, StoreError, VaultOp,
 };
@@ -1065,26 +1066,60 @@ async fn any_or_destroyed(
 }
 
 /// True when `master` opens the data key `wrapped` of secret set `set_id` in `workspace_id` (as
-/// stored): what `acp restore` checks of a backup before putting it in place.
-pub fn data_key_opens(master: &MasterKey, workspace_id: &str, set_id: &str, wrapped: &str) -> bool {
+/// stored).
+fn data_key_opens(master: &MasterKey, workspace_id: &str, set_id: &str, wrapped: &str) -> bool {
     DataKey::unwrap_with(master, wrapped, &dek_context(workspace_id, set_id)).is_ok()
 }
 
-/// Checked at start: every live secret set's data key opens with `master`. Answers the sets
-/// that do not (their ids), so that the server refuses to start rather than fail on first use.
-pub async fn unreadable_sets(
-    store: &dyn Store,
-    master: &MasterKey,
-) -> Result<Vec<String>, StoreError> {
-    Ok(store
-        .all_secret_sets()
-        .await?
-        .into_iter()
-        .filter(|s| {
-            DataKey::unwrap_with(master, &s.data_key, &dek_context(&s.workspace_id, &s.id)).is_err()
+/// Everything the store keeps sealed with the master key: the JWT signing keys (retired ones
+/// too), the data keys of the secret sets not destroyed, and the audit sinks' secrets.
+pub async fn sealed_keys(store: &dyn Store) -> Result<SealedKeys, StoreError> {
+    Ok(SealedKeys {
+        signing_keys: store
+            .signing_keys(0)
+            .await?
+            .into_iter()
+            .map(|k| (k.kid, k.private_key.expose().to_owned()))
+            .collect(),
+        data_keys: store
+            .all_secret_sets()
+            .await?
+            .into_iter()
+            .map(|s| (s.workspace_id, s.id, s.data_key))
+            .collect(),
+        sink_secrets: store
+            .all_sinks()
+            .await?
+            .into_iter()
+            .map(|s| (s.id, s.secret_sealed))
+            .collect(),
+    })
+}
+
+/// The sealed items `master` does not open, each named for a message (``the JWT signing key
+/// `acp-...` ``): checked at start, so that a server with another master key refuses to start
+/// rather than fail on first use, and by `acp restore` before it puts a backup in place.
+pub fn unopened(master: &MasterKey, sealed: &SealedKeys) -> Vec<String> {
+    let keys = sealed
+        .signing_keys
+        .iter()
+        .filter(|(kid, key)| master.open(key, kid).is_err())
+        .map(|(kid, _)| format!("the JWT signing key `{kid}`"));
+    let sets = sealed
+        .data_keys
+        .iter()
+        .filter(|(ws, set, wrapped)| !data_key_opens(master, ws, set, wrapped))
+        .map(|(_, set, _)| format!("the data key of vault secret set `{set}`"));
+    let sinks = sealed
+        .sink_secrets
+        .iter()
+        .filter(|(id, secret)| {
+            master
+                .open(secret, &crate::audit::delivery::secret_context(id))
+                .is_err()
         })
-        .map(|s| s.id)
-        .collect())
+        .map(|(id, _)| format!("the signing secret of audit sink `{id}`"));
+    keys.chain(sets).chain(sinks).collect()
 }
 
 /// What `acp vault rewrap` did.

@@ -88,6 +88,7 @@ pub async fn start_login(
 #[utoipa::path(get, path = "/auth/verify-login", tag = "auth", params(VerifyLoginParams),
     responses((status = 303, description = "session cookie set; redirect to /dashboard"),
         (status = 400, description = "HTML page: the link is not valid"),
+        (status = 403, description = "HTML page: `signup_closed`, the address may no longer sign up here"),
         (status = 409, description = "HTML page: the link was used"),
         (status = 410, description = "HTML page: the link expired")))]
 #[tracing::instrument(level = "debug", skip_all)]
@@ -135,6 +136,7 @@ fn login_answer(ctx: &Context, headers: &HeaderMap, session: NewSession) -> Resp
 #[utoipa::path(post, path = "/auth/verify-login", tag = "auth", request_body = VerifyLoginRequest,
     responses((status = 200, description = "session cookie set", body = VerifyLoginResponse),
         (status = 400, description = "`invalid_token`", body = ErrorBody),
+        (status = 403, description = "`signup_closed`: the address may no longer sign up here", body = ErrorBody),
         (status = 409, description = "`token_used`", body = ErrorBody),
         (status = 410, description = "`token_expired`", body = ErrorBody)))]
 #[tracing::instrument(level = "debug", skip_all)]

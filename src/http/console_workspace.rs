@@ -922,7 +922,7 @@ pub async fn save_retention(
     request_body(content = String, content_type = "application/x-www-form-urlencoded", description = "`csrf` (the session's token) and `name`"),
     responses((status = 303, description = "created and selected: to /dashboard/settings (or not logged in: to /login)"),
         (status = 400, description = "HTML page: `missing_name`, `invalid_name`"),
-        (status = 403, description = "HTML page: `csrf_failed`")))]
+        (status = 403, description = "HTML page: `csrf_failed`, `signup_closed`")))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn create_workspace(
     State(ctx): State<SharedContext>,

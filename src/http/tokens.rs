@@ -4,7 +4,7 @@ use axum::extract::State;
 use axum::Json;
 
 use crate::api::{
-    CreateTokenRequest, CreateTokenResponse, ErrorBody, OkResponse, TokenListResponse,
+    CreateTokenRequest, CreateTokenResponse, ErrorBody, RevokeResponse, TokenListResponse,
 };
 use crate::context::SharedContext;
 use crate::error::ApiResult;
@@ -45,17 +45,18 @@ pub async fn create_token(
     Ok(Json(accounts::create_pat(&ctx, &principal, req).await?))
 }
 
-/// Revokes one of the caller's tokens; it stops working at once.
+/// Revokes one of the caller's tokens and every token made from it (and from those, ...); they
+/// stop working at once. `revoked` counts them all.
 #[utoipa::path(post, path = "/v1/auth/tokens/{token_id}/revoke", tag = "auth", params(("token_id" = String, Path)),
     security(("session" = []), ("access_token" = [])),
-    responses((status = 200, body = OkResponse), (status = 404, description = "`unknown_token`", body = ErrorBody)))]
+    responses((status = 200, body = RevokeResponse), (status = 404, description = "`unknown_token`", body = ErrorBody)))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn revoke_token(
     State(ctx): State<SharedContext>,
     principal: Principal,
     AppPath(token_id): AppPath<String>,
-) -> ApiResult<Json<OkResponse>> {
+) -> ApiResult<Json<RevokeResponse>> {
     unscoped_required(&principal)?;
-    accounts::revoke_pat(&ctx, &principal, &token_id).await?;
-    Ok(Json(OkResponse { ok: true }))
+    let revoked = accounts::revoke_pat(&ctx, &principal, &token_id).await?;
+    Ok(Json(RevokeResponse { ok: true, revoked }))
 }

@@ -27,7 +27,8 @@ pub async fn list_workspaces(
 /// Creates a workspace with the caller as owner (a session switches to it).
 #[utoipa::path(post, path = "/v1/workspaces", tag = "workspaces", request_body = CreateWorkspaceRequest,
     security(("session" = []), ("access_token" = [])),
-    responses((status = 200, body = WorkspaceResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+    responses((status = 200, body = WorkspaceResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, description = "`signup_closed`: the person may not sign up here (the `signup` setting)", body = ErrorBody)))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn create_workspace(
     State(ctx): State<SharedContext>,

@@ -55,9 +55,30 @@ pub async fn enforce_rate_limit(
     }
 }
 
-/// Sends a one-time login link to `email`. Answers the same whether or not a user exists.
+/// Whether `email` may sign up here (the `signup` setting): by the setting alone (`open`, or a
+/// domain `domains:` lists), or as a member of some workspace (`invite`, and always).
+async fn may_sign_up(ctx: &Context, email: &EmailAddress) -> IdentityResult<bool> {
+    if ctx.config.signup.admits_without_membership(email) {
+        return Ok(true);
+    }
+    let Some(user) = ctx.store.user_by_email(email.as_str()).await? else {
+        return Ok(false);
+    };
+    Ok(!ctx.store.memberships(&user.id).await?.is_empty())
+}
+
+fn signup_closed() -> IdentityError {
+    IdentityError::forbidden(
+        "signup_closed",
+        "this server admits only the people a workspace owner or admin added: ask one to add you",
+    )
+}
+
+/// Sends a one-time login link to `email`. Answers the same whether or not a user exists, and
+/// whether or not the address may sign up (one that may not gets no mail, and nothing is
+/// stored for it).
 pub async fn start_login(ctx: &Context, email: &str, client_ip: &str) -> IdentityResult<()> {
-    let email = EmailAddress::from_field("email", email)?.into_string();
+    let address = EmailAddress::from_field("email", email)?;
     let per_email = ctx.config.login_limit_per_email;
     let per_ip = ctx.config.login_limit_per_ip;
     enforce_rate_limit(
@@ -67,6 +88,11 @@ pub async fn start_login(ctx: &Context, email: &str, client_ip: &str) -> Identit
         per_ip,
     )
     .await?;
+    if !may_sign_up(ctx, &address).await? {
+        tracing::debug!("login link not sent: the address may not sign up");
+        return Ok(());
+    }
+    let email = address.into_string();
     enforce_rate_limit(
         ctx,
         format!("login:email:{}", sha256_hex(email.as_bytes())),
@@ -169,6 +195,11 @@ pub async fn verify_login(ctx: &Context, token: &str) -> IdentityResult<NewSessi
             .map(|m| m.workspace.id),
         None => None,
     };
+    // The setting or the memberships may have changed since the link was sent.
+    let address = EmailAddress::parse(&email).map_err(IdentityError::internal)?;
+    if workspace_id.is_none() && !ctx.config.signup.admits_without_membership(&address) {
+        return Err(signup_closed());
+    }
     let session_id = random_base62(43);
     let session = SessionRecord {
         id_hash: sha256_hex(session_id.as_bytes()),
@@ -326,24 +357,45 @@ pub async fn session_principal(ctx: &Context, session_id: &str) -> IdentityResul
     })
 }
 
+fn invalid_token() -> IdentityError {
+    IdentityError::unauthenticated("invalid_token", "the access token is not valid")
+}
+
 /// Resolves a personal access token; `workspace` is the requested workspace, if any.
 pub async fn token_principal(
     ctx: &Context,
     token: &str,
     workspace: Option<&str>,
 ) -> IdentityResult<Principal> {
-    let invalid =
-        || IdentityError::unauthenticated("invalid_token", "the access token is not valid");
     let hash = sha256_hex(token.as_bytes());
-    let pat = ctx.store.pat_by_hash(&hash).await?.ok_or_else(invalid)?;
+    let pat = ctx
+        .store
+        .pat_by_hash(&hash)
+        .await?
+        .ok_or_else(invalid_token)?;
     let now = now_ms();
     if !crate::secret::ct_eq(pat.token_hash.as_bytes(), hash.as_bytes())
         || pat.revoked_at.is_some()
         || now >= pat.expires_at
     {
-        return Err(invalid());
+        return Err(invalid_token());
     }
-    let user = ctx.store.user(&pat.user_id).await?.ok_or_else(invalid)?;
+    // A token made by a token is no better than its makers. Revoking a token revokes those it
+    // made, and none outlives its maker; this catches one made on another replica while its
+    // maker's maker was being revoked.
+    if let Some(parent) = &pat.parent_id {
+        if !ctx.store.pat_lineage_live(parent, now).await? {
+            return Err(IdentityError::unauthenticated(
+                "invalid_token",
+                "the access token is not valid: the token that made it was revoked or expired",
+            ));
+        }
+    }
+    let user = ctx
+        .store
+        .user(&pat.user_id)
+        .await?
+        .ok_or_else(invalid_token)?;
     if pat.last_used_at.is_none_or(|t| now - t > 60_000) {
         touch(
             ctx,
@@ -490,6 +542,10 @@ pub async fn create_workspace(
     name: &str,
 ) -> IdentityResult<api::WorkspaceItem> {
     let name = check_workspace_name(name)?;
+    let email = EmailAddress::parse(&principal.user.email).map_err(IdentityError::internal)?;
+    if !may_sign_up(ctx, &email).await? {
+        return Err(signup_closed());
+    }
     let now = now_ms();
     let workspace = Workspace {
         id: ids::new_id(ids::WORKSPACE),
@@ -684,6 +740,7 @@ pub fn pat_wire(p: &PatRecord) -> api::TokenInfo {
         last_used_at: p.last_used_at.map(iso),
         revoked_at: p.revoked_at.map(iso),
         scopes: Scopes::from_stored(p.scopes.as_deref()).list(),
+        parent_token_id: p.parent_id.clone(),
     }
 }
 
@@ -719,6 +776,7 @@ pub async fn create_pat(
         revoked_at: None,
         last_used_at: None,
         scopes: scopes.stored(),
+        parent_id: principal.pat_id.clone(),
     };
     let event = audit::state_change(
         "access_token.created",
@@ -726,11 +784,18 @@ pub async fn create_pat(
         principal.audit_workspace(),
         None,
         &principal.actor(),
-        json!({ "token_id": record.id, "name": record.name, "expires_at": iso(record.expires_at), "scopes": scopes.list() }),
+        json!({ "token_id": record.id, "name": record.name, "expires_at": iso(record.expires_at), "scopes": scopes.list(), "parent_token_id": record.parent_id }),
     );
-    ctx.writer
+    match ctx
+        .writer
         .commit(Change::new(AccountOp::CreatePat(record.clone())).audited(event))
-        .await?;
+        .await
+    {
+        Ok(_) => {}
+        // The token this request came with was revoked (or expired) since it was read.
+        Err(StoreError::Conflict(_)) => return Err(invalid_token()),
+        Err(e) => return Err(e.into()),
+    }
     Ok(api::CreateTokenResponse {
         ok: true,
         access_token: pat_wire(&record),
@@ -738,11 +803,13 @@ pub async fn create_pat(
     })
 }
 
+/// Revokes one of the person's tokens and every live token made from it, transitively, in one
+/// transaction; answers how many were revoked.
 pub async fn revoke_pat(
     ctx: &Context,
     principal: &Principal,
     token_id: &str,
-) -> IdentityResult<()> {
+) -> IdentityResult<i64> {
     let event = audit::state_change(
         "access_token.revoked",
         "revoke",
@@ -758,7 +825,10 @@ pub async fn revoke_pat(
     })
     .audited(event);
     match ctx.writer.commit(change).await {
-        Ok(_) => Ok(()),
+        Ok(Applied::Count(n)) => Ok(n),
+        Ok(_) => Err(IdentityError::internal(
+            "revoke answered an unexpected outcome",
+        )),
         Err(StoreError::NotFound) => Err(IdentityError::not_found(
             "unknown_token",
             "no such live token of yours",

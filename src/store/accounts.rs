@@ -31,6 +31,9 @@ pub trait AccountStore: Send + Sync {
     ) -> Result<Option<(String, i64, Option<i64>)>, StoreError>;
     async fn pat_by_hash(&self, token_hash: &str) -> Result<Option<PatRecord>, StoreError>;
     async fn pats(&self, user_id: &str) -> Result<Vec<PatRecord>, StoreError>;
+    /// Whether the token `pat_id` and every token above it (its maker, the maker's maker...)
+    /// is neither revoked nor expired at `now`.
+    async fn pat_lineage_live(&self, pat_id: &str, now: i64) -> Result<bool, StoreError>;
 }
 
 /// Changes to workspaces, keys, users, memberships, sessions and tokens.
@@ -100,8 +103,10 @@ pub enum AccountOp {
         workspace_id: String,
         user_id: String,
     },
+    /// `Conflict` when the token's parent is no longer live.
     CreatePat(PatRecord),
-    /// `NotFound` when the user has no such live token.
+    /// Revokes the token and every live token made from it, transitively; answers
+    /// `Count(revoked)`. `NotFound` when the user has no such live token.
     RevokePat {
         user_id: String,
         pat_id: String,

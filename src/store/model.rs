@@ -335,6 +335,9 @@ pub struct PatRecord {
     pub last_used_at: Option<i64>,
     /// Space-separated scopes that narrow the token; `None` for none (see `domain::access`).
     pub scopes: Option<String>,
+    /// The token that made this one (`POST /v1/auth/tokens` with a token); `None` when a
+    /// session made it. Revoking the parent revokes this one; it never outlives the parent.
+    pub parent_id: Option<String>,
 }
 
 #[derive(Debug, Clone)]

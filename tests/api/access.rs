@@ -500,6 +500,7 @@ async fn expired_token(app: &TestApp, email: &str) -> String {
         revoked_at: None,
         last_used_at: None,
         scopes: None,
+        parent_id: None,
     };
     acp::store::apply_one(&store, Change::new(AccountOp::CreatePat(record)))
         .await
@@ -534,5 +535,104 @@ both_engines! {
             assert_eq!(event["actor"], format!("user:{user_id}"), "{event}");
         }
         app.stop().await;
+    }
+}
+
+/// A token made with `bearer`: `(token, token_id)`.
+async fn token_made_by(app: &TestApp, bearer: &str, name: &str) -> (String, String) {
+    let res = app
+        .client
+        .post(app.url("/v1/auth/tokens"))
+        .bearer_auth(bearer)
+        .json(&json!({"name": name, "expires_in_days": 365}))
+        .send()
+        .await
+        .unwrap();
+    let (s, body) = status_json(res).await;
+    assert_eq!(s, 200, "{body}");
+    (
+        body["token"].as_str().unwrap().to_owned(),
+        body["access_token"]["token_id"]
+            .as_str()
+            .unwrap()
+            .to_owned(),
+    )
+}
+
+both_engines! {
+    /// A token made by a token dies with it: revoking a token revokes what it made, and what
+    /// that made, in one transaction (the answer counts them all); none outlives its maker;
+    /// tokens a session made are nobody's children.
+    async fn revoking_a_token_revokes_the_tokens_it_made(app) {
+        app.grant(&app.workspace_id, "owner@example.com", "owner").await;
+        let owner = app.login("owner@example.com").await;
+        let (s, root) = status_json(owner.post("/v1/auth/tokens", &json!({"name": "cli", "expires_in_days": 2})).await).await;
+        assert_eq!(s, 200, "{root}");
+        let (root_token, root_id) = (root["token"].as_str().unwrap().to_owned(), root["access_token"]["token_id"].as_str().unwrap().to_owned());
+        let (child, child_id) = token_made_by(&app, &root_token, "ci").await;
+        let (grandchild, grandchild_id) = token_made_by(&app, &child, "ci-job").await;
+        let (sibling, sibling_id) = token_made_by(&app, &root_token, "deploy").await;
+        let (_, session_made) = status_json(owner.post("/v1/auth/tokens", &json!({"name": "apart"})).await).await;
+        let apart = session_made["token"].as_str().unwrap().to_owned();
+
+        // Each names its maker and expires no later than it.
+        let (_, listed) = status_json(owner.get("/v1/auth/tokens").await).await;
+        let item = |id: &str| listed["items"].as_array().unwrap().iter().find(|t| t["token_id"] == id).unwrap().clone();
+        assert_eq!(item(&root_id)["parent_token_id"], Value::Null);
+        assert_eq!(item(&child_id)["parent_token_id"], root_id.as_str());
+        assert_eq!(item(&grandchild_id)["parent_token_id"], child_id.as_str());
+        assert_eq!(item(&sibling_id)["parent_token_id"], root_id.as_str());
+        assert_eq!(item(&grandchild_id)["expires_at"], item(&root_id)["expires_at"]);
+        let made = audit_events(&app, "event_type=access_token.created").await;
+        assert!(made.iter().any(|e| e["details"]["token_id"] == grandchild_id && e["details"]["parent_token_id"] == child_id.as_str()), "{made:?}");
+
+        let works = |token: String| {
+            let app = app.clone();
+            async move {
+                let me = app.client.get(app.url("/auth/me")).bearer_auth(&token).send().await.unwrap().status().as_u16();
+                let agents = app.client.get(app.url("/v1/agents")).bearer_auth(&token).send().await.unwrap().status().as_u16();
+                match (me, agents) {
+                    (200, 200) => true,
+                    (401, 401) => false,
+                    other => panic!("{other:?}"),
+                }
+            }
+        };
+        for t in [&root_token, &child, &grandchild, &sibling, &apart] {
+            assert!(works(t.clone()).await);
+        }
+
+        // Revoking the child revokes the grandchild with it: both counted, both refused
+        // everywhere a token is taken; the root, its other child and the session's token work.
+        let (s, body) = status_json(owner.post(&format!("/v1/auth/tokens/{child_id}/revoke"), &json!({})).await).await;
+        assert_eq!((s.as_u16(), &body), (200, &json!({"ok": true, "revoked": 2})));
+        assert!(!works(child.clone()).await);
+        assert!(!works(grandchild.clone()).await);
+        for t in [&root_token, &sibling, &apart] {
+            assert!(works(t.clone()).await);
+        }
+        let (_, listed) = status_json(owner.get("/v1/auth/tokens").await).await;
+        let revoked = listed["items"].as_array().unwrap().iter().find(|t| t["token_id"] == grandchild_id).unwrap().clone();
+        assert!(revoked["revoked_at"].is_string(), "{revoked}");
+        // A revoked token makes nothing.
+        let res = app.client.post(app.url("/v1/auth/tokens")).bearer_auth(&child).json(&json!({"name": "late"})).send().await.unwrap();
+        assert_error(res, 401, "invalid_token").await;
+
+        // A grandchild that a revocation missed (made on another replica meanwhile) is refused
+        // for its revoked maker all the same.
+        run_sql(&app.db_url, &format!("UPDATE personal_access_tokens SET revoked_at = NULL WHERE id = '{grandchild_id}'")).await;
+        let res = app.client.get(app.url("/auth/me")).bearer_auth(&grandchild).send().await.unwrap();
+        let body = assert_error(res, 401, "invalid_token").await;
+        assert!(body["message"].as_str().unwrap().contains("the token that made it"), "{body}");
+
+        // The root revoked with itself (as `acp logout` does): it, its live child, and the
+        // grandchild below its revoked child that the earlier revocation missed.
+        let res = app.client.post(app.url(&format!("/v1/auth/tokens/{root_id}/revoke"))).bearer_auth(&root_token).json(&json!({})).send().await.unwrap();
+        let (s, body) = status_json(res).await;
+        assert_eq!((s.as_u16(), &body), (200, &json!({"ok": true, "revoked": 3})));
+        assert!(!works(root_token.clone()).await);
+        assert!(!works(sibling.clone()).await);
+        assert!(works(apart.clone()).await, "a session's token is nobody's child");
+        assert_error(owner.post(&format!("/v1/auth/tokens/{root_id}/revoke"), &json!({})).await, 404, "unknown_token").await;
     }
 }

@@ -25,19 +25,33 @@ async fn acp(args: &[&str]) -> Output {
 }
 
 async fn acp_with_key(args: &[&str], master_key: &str) -> Output {
+    acp_command(master_key)
+        .args(args)
+        .output()
+        .await
+        .expect("run acp")
+}
+
+/// [`acp`] run in the folder `dir` (for relative paths).
+async fn acp_in(dir: &Path, args: &[&str]) -> Output {
+    acp_command(TEST_MASTER_KEY)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .await
+        .expect("run acp")
+}
+
+/// `acp` with none of the caller's `ACP_` variables but `master_key`.
+fn acp_command(master_key: &str) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_acp"));
     for (name, _) in std::env::vars_os() {
         if name.to_string_lossy().starts_with("ACP_") {
             command.env_remove(&name);
         }
     }
+    command.env("ACP_MASTER_KEY", master_key).kill_on_drop(true);
     command
-        .args(args)
-        .env("ACP_MASTER_KEY", master_key)
-        .kill_on_drop(true)
-        .output()
-        .await
-        .expect("run acp")
 }
 
 fn stdout(out: &Output) -> String {
@@ -231,7 +245,9 @@ async fn a_backup_under_load_restores_every_event_committed_before_it() {
     let db = TestDb::new(Engine::Sqlite).await;
     let db_path = db.url.strip_prefix("sqlite:").unwrap().to_owned();
     let folder = Path::new(&db_path).parent().unwrap().to_owned();
-    let file = folder.join("backup.db");
+    // Backups go outside the database's folder.
+    let backups = tempfile::tempdir().unwrap();
+    let file = backups.path().join("backup.db");
     let file_arg = file.display().to_string();
     let key = random_api_key();
     let (mut server, base) = start_replica(&db.url, &key).await;
@@ -290,11 +306,8 @@ async fn a_backup_under_load_restores_every_event_committed_before_it() {
     assert_eq!(made["needs_master_key"], true);
     assert_eq!(integrity(&file).await, ["ok"]);
     // No temporary file is left beside the backup.
-    let names: Vec<String> = std::fs::read_dir(&folder)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    assert!(!names.iter().any(|n| n.ends_with(".tmp")), "{names:?}");
+    let names = folder_names(backups.path());
+    assert_eq!(names, ["backup.db"]);
 
     // The server still runs: restore refuses and changes nothing.
     let before = std::fs::read(&file).unwrap();
@@ -407,7 +420,8 @@ fn folder_names(folder: &Path) -> Vec<String> {
 async fn backup_refuses_what_it_should_not_write() {
     let (db, path, _) = stopped_server_database().await;
     let folder = Path::new(&path).parent().unwrap().to_owned();
-    let file = folder.join("b.db");
+    let backups = tempfile::tempdir().unwrap();
+    let file = backups.path().join("b.db");
     let file_arg = file.display().to_string();
 
     // No database: nothing is made, neither the database nor the backup.
@@ -503,7 +517,7 @@ async fn backup_refuses_what_it_should_not_write() {
     let made = json_of(
         &acp(&[
             "backup",
-            &folder.join("c.db").display().to_string(),
+            &backups.path().join("c.db").display().to_string(),
             "--config",
             &config.display().to_string(),
             "--output",
@@ -512,14 +526,15 @@ async fn backup_refuses_what_it_should_not_write() {
         .await,
     );
     assert_eq!(made["database"], path);
-    assert!(!folder_names(&folder).iter().any(|n| n.ends_with(".tmp")));
+    assert_eq!(folder_names(backups.path()), ["b.db", "c.db"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restore_refuses_what_it_cannot_put_back_and_changes_nothing() {
     let (db, path, _) = stopped_server_database().await;
     let folder = Path::new(&path).parent().unwrap().to_owned();
-    let good = folder.join("good.db");
+    let backups = tempfile::tempdir().unwrap();
+    let good = backups.path().join("good.db");
     json_of(
         &acp(&[
             "backup",
@@ -677,4 +692,109 @@ async fn on_postgres_both_commands_point_to_pg_dump() {
     assert_refused(&out, "docs/operations.md");
     assert!(folder_names(dir.path()).is_empty());
     db.drop_database().await;
+}
+
+/// `(device, inode)` of a file.
+fn inode(path: &Path) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).unwrap();
+    (m.dev(), m.ino())
+}
+
+/// `acp backup --force` onto the files of a running server's database, or anywhere in its
+/// folder, is refused however the target is spelled: relative (`./`, `../`), through a symbolic
+/// link to the file or to the folder, or as a hard link to it. Replacing the write-ahead log
+/// loses acknowledged writes; replacing the lock file lets a restore run beside the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backup_refuses_the_databases_own_files_under_every_spelling() {
+    let db = TestDb::new(Engine::Sqlite).await;
+    let path = db.url.strip_prefix("sqlite:").unwrap().to_owned();
+    let folder = Path::new(&path).parent().unwrap().to_owned();
+    let folder_name = folder.file_name().unwrap().to_string_lossy().into_owned();
+    let key = random_api_key();
+    let (mut server, base) = start_replica(&db.url, &key).await;
+    ready(&base).await;
+    let files: Vec<String> = ["", "-wal", "-shm", "-lock"]
+        .iter()
+        .map(|s| format!("{path}{s}"))
+        .collect();
+    let inodes: Vec<(u64, u64)> = files.iter().map(|f| inode(Path::new(f))).collect();
+    let names_before = folder_names(&folder);
+
+    // Links elsewhere: to the log, to the lock file (a hard link), and to the whole folder.
+    let outside = tempfile::tempdir().unwrap();
+    let out_dir = outside.path();
+    std::os::unix::fs::symlink(&files[1], out_dir.join("wal-link")).unwrap();
+    std::fs::hard_link(&files[3], out_dir.join("lock-link")).unwrap();
+    std::os::unix::fs::symlink(&folder, out_dir.join("data")).unwrap();
+    std::fs::create_dir(folder.join("sub")).unwrap();
+    let outside_names = folder_names(out_dir);
+
+    let refused = |out: Output, needle: &str| assert_refused(&out, needle);
+    let backup_in = |dir: std::path::PathBuf, target: String| {
+        let url = db.url.clone();
+        async move {
+            acp_in(
+                &dir,
+                &["backup", &target, "--force", "--database-url", &url],
+            )
+            .await
+        }
+    };
+    let live = "a file of the live database";
+    let inside = "is inside the database's folder";
+    // Named plainly, relative to the folder, and from a sibling folder through `..`.
+    refused(backup_in(folder.clone(), files[1].clone()).await, live);
+    refused(backup_in(folder.clone(), "./acp.db-wal".into()).await, live);
+    refused(backup_in(folder.clone(), "./acp.db-shm".into()).await, live);
+    refused(backup_in(folder.clone(), "acp.db-lock".into()).await, live);
+    refused(
+        backup_in(folder.clone(), "./acp.db".into()).await,
+        "is the database itself",
+    );
+    let dotted = format!("../{folder_name}/acp.db-lock");
+    refused(backup_in(out_dir.to_owned(), dotted).await, live);
+    let dotted = format!("{}/sub/../acp.db-wal", folder.display());
+    refused(backup_in(out_dir.to_owned(), dotted).await, live);
+    // Through links.
+    refused(backup_in(out_dir.to_owned(), "wal-link".into()).await, live);
+    refused(
+        backup_in(out_dir.to_owned(), "lock-link".into()).await,
+        live,
+    );
+    refused(
+        backup_in(out_dir.to_owned(), "data/acp.db-shm".into()).await,
+        live,
+    );
+    // Anywhere else in the folder: a new file, one in a subfolder, one through the link.
+    refused(backup_in(folder.clone(), "backup.db".into()).await, inside);
+    refused(
+        backup_in(out_dir.to_owned(), format!("{}/sub/b.db", folder.display())).await,
+        inside,
+    );
+    refused(
+        backup_in(out_dir.to_owned(), "data/new.db".into()).await,
+        inside,
+    );
+    refused(
+        backup_in(out_dir.to_owned(), format!("../{folder_name}/new.db")).await,
+        inside,
+    );
+
+    // Nothing was replaced or written, and the server serves on.
+    let after: Vec<(u64, u64)> = files.iter().map(|f| inode(Path::new(f))).collect();
+    assert_eq!(after, inodes);
+    let mut expected = names_before.clone();
+    expected.push("sub".into());
+    expected.sort();
+    assert_eq!(folder_names(&folder), expected);
+    assert!(folder_names(&folder.join("sub")).is_empty());
+    assert_eq!(folder_names(out_dir), outside_names);
+    let res = reqwest::get(format!("{base}/readyz")).await.unwrap();
+    assert_eq!(res.status(), 200);
+    // A file outside the folder is backed up as before.
+    let out = backup_in(out_dir.to_owned(), "ok.db".into()).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(integrity(&out_dir.join("ok.db")).await, ["ok"]);
+    stop(&mut server).await;
 }

@@ -690,3 +690,136 @@ async fn healthcheck_reports_a_ready_server_and_its_path_prefix() {
     let out = run_in(dir.path(), &["healthcheck", "--url", "ftp://127.0.0.1:1"]).await;
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
 }
+
+/// `acp serve` on `db_url` with `env` that must stop by itself: its exit code and stderr (it
+/// fails the test if the server starts instead).
+async fn refused_start(dir: &Path, db_url: &str, env: &[(&str, &str)]) -> (Option<i32>, String) {
+    let run = acp_in(dir)
+        .args(["serve", "--addr", "127.0.0.1:0", "--database-url", db_url])
+        .envs(env.iter().copied())
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(30), run)
+        .await
+        .expect("the server refused to start instead of serving")
+        .unwrap();
+    assert!(out.stdout.is_empty(), "{}", text(&out));
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// What a refused start must leave as it was: the sealed signing keys and sink secrets.
+async fn sealed_state(db_url: &str) -> (Vec<String>, Vec<String>) {
+    use acp::store::{AuditStore, CredentialStore};
+    let store = acp::store::SqlStore::open(db_url, &Default::default())
+        .await
+        .unwrap();
+    let keys = store.signing_keys(0).await.unwrap();
+    let sinks = store.all_sinks().await.unwrap();
+    store.close().await;
+    (
+        keys.into_iter()
+            .map(|k| format!("{}:{}", k.kid, k.private_key.expose()))
+            .collect(),
+        sinks
+            .into_iter()
+            .map(|s| format!("{}:{}", s.id, s.secret_sealed))
+            .collect(),
+    )
+}
+
+const OTHER_MASTER_KEY: &str = "bmV3LW1hc3Rlci1rZXktb2YtdGhlLWFjcC10ZXN0cyE=";
+
+both_engines! {
+    /// A server whose master key does not open every sealed item (a JWT signing key, an audit
+    /// sink's secret) refuses to start with the way out, and writes nothing.
+    async fn a_master_key_that_opens_not_every_sealed_item_is_refused_at_start(app) {
+        app.grant(&app.workspace_id, "owner@example.com", "owner").await;
+        let owner = app.login("owner@example.com").await;
+        let (s, sink) = status_json(owner.post("/v1/workspace/audit/sinks", &json!({"name": "siem", "url": "https://siem.example.com/", "enabled": false})).await).await;
+        assert_eq!(s, 200, "{sink}");
+        let dir = tempfile::tempdir().unwrap();
+        let before = sealed_state(&app.db_url).await;
+        assert_eq!(before.0.len(), 1, "one JWT signing key, sealed with the test key");
+
+        // Another key opens nothing: refused, naming the JWT key and the way out.
+        let (code, stderr) = refused_start(dir.path(), &app.db_url, &[("ACP_MASTER_KEY", OTHER_MASTER_KEY)]).await;
+        assert_eq!(code, Some(1), "{stderr}");
+        assert!(stderr.contains("sealed item(s) this master key cannot open (first: the JWT signing key `acp-"), "{stderr}");
+        assert!(stderr.contains("acp vault rewrap --from-key OLD_KEY"), "{stderr}");
+        assert_eq!(sealed_state(&app.db_url).await, before, "nothing was written");
+
+        // The JWT key sealed again with the other key, the sink's secret not: still refused.
+        let store = acp::store::SqlStore::open(&app.db_url, &Default::default()).await.unwrap();
+        let (old, new) = (acp::secret::MasterKey::from_base64(TEST_MASTER_KEY).unwrap(), acp::secret::MasterKey::from_base64(OTHER_MASTER_KEY).unwrap());
+        {
+            use acp::store::CredentialStore;
+            for k in store.signing_keys(0).await.unwrap() {
+                let seed = old.open(k.private_key.expose(), &k.kid).unwrap();
+                let sealed = acp::secret::Secret::new(new.seal(&seed, &k.kid).unwrap());
+                acp::store::apply_one(&store, acp::store::Change::new(acp::store::CredentialOp::ResealSigningKey { kid: k.kid.clone(), previous: k.private_key.clone(), sealed })).await.unwrap();
+            }
+        }
+        store.close().await;
+        let before = sealed_state(&app.db_url).await;
+        let (code, stderr) = refused_start(dir.path(), &app.db_url, &[("ACP_MASTER_KEY", OTHER_MASTER_KEY)]).await;
+        assert_eq!(code, Some(1), "{stderr}");
+        let sink_id = sink["sink"]["sink_id"].as_str().unwrap();
+        assert!(stderr.contains(&format!("(first: the signing secret of audit sink `{sink_id}`)")), "{stderr}");
+        assert_eq!(sealed_state(&app.db_url).await, before, "nothing was written");
+
+        // `acp restore` checks the sinks' secrets of a backup too (SQLite: Postgres has pg_dump).
+        if app.db_url.starts_with("sqlite:") {
+            let backup = dir.path().join("b.db").display().to_string();
+            let out = run_in(dir.path(), &["backup", &backup, "--database-url", &app.db_url]).await;
+            assert!(out.status.success(), "{}", text(&out));
+            let target = format!("sqlite:{}", dir.path().join("restored").join("acp.db").display());
+            let out = acp_in(dir.path()).args(["restore", &backup, "--database-url", &target])
+                .env("ACP_MASTER_KEY", OTHER_MASTER_KEY).output().await.unwrap();
+            assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+            assert!(text(&out).contains(&format!("does not open the signing secret of audit sink `{sink_id}`")), "{}", text(&out));
+        }
+    }
+}
+
+/// SQLite keeps its master key in a file beside the database, made on the first start. A
+/// database that holds sealed data is never given a new one: without its key file the server
+/// refuses to start, writes no key file, and starts again once the file is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_key_file_is_not_replaced_by_a_new_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = TestDb::new(Engine::Sqlite).await;
+    let file = Path::new(db.url.trim_start_matches("sqlite:")).with_file_name("acp-master.key");
+    let (mut child, mut out, _err) = serve(dir.path(), &db.url, "127.0.0.1:0", &[]);
+    lines_until(&mut out, "acp listening on").await;
+    crate::replicas::sigterm(&mut child).await;
+    let key = std::fs::read(&file).expect("the first start made the key file");
+    let before = sealed_state(&db.url).await;
+    assert_eq!(before.0.len(), 1);
+
+    std::fs::remove_file(&file).unwrap();
+    let (code, stderr) = refused_start(dir.path(), &db.url, &[]).await;
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("no master key file at"), "{stderr}");
+    assert!(
+        stderr.contains("item(s) sealed with a master key (first: the JWT signing key `acp-"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("no key file was written"), "{stderr}");
+    assert!(!file.exists(), "no key file was written");
+    assert_eq!(sealed_state(&db.url).await, before);
+
+    // With the file back, it starts.
+    std::fs::write(&file, &key).unwrap();
+    let (mut child, mut out, _err) = serve(dir.path(), &db.url, "127.0.0.1:0", &[]);
+    let started = lines_until(&mut out, "acp listening on").await;
+    assert!(
+        started
+            .last()
+            .is_some_and(|l| l.starts_with("acp listening on")),
+        "{started:?}"
+    );
+    crate::replicas::sigterm(&mut child).await;
+    assert_eq!(std::fs::read(&file).unwrap(), key);
+}

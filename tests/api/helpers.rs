@@ -157,6 +157,9 @@ impl TestApp {
         config.bootstrap_api_key = Some(acp::secret::Secret::new(key.clone()));
         config.master_key = Some(acp::secret::Secret::new(TEST_MASTER_KEY.to_owned()));
         config.shutdown_grace_secs = 5;
+        // The tests log people in to test other things than who may sign up: anyone may here.
+        // `signup.rs` tests the default (`invite`), `domains:` and `open`.
+        config.signup = acp::domain::Signup::Open;
         tune(&mut config);
         let app = acp::app::App::build(config).await.expect("build app");
         let workspace_id = app
@@ -300,6 +303,23 @@ pub async fn run_cli(db_url: &str, args: &[&str]) -> Value {
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).expect("json output")
+}
+
+/// Runs one SQL statement directly on the test database at `db_url` (a count to check, a row
+/// changed as another replica or an operator would); answers the first column of its first row,
+/// if it has one.
+pub async fn run_sql(db_url: &str, sql: &str) -> Option<i64> {
+    use sqlx::Connection;
+    sqlx::any::install_default_drivers();
+    let mut conn = sqlx::AnyConnection::connect(db_url)
+        .await
+        .expect("connect to the test database");
+    let found = sqlx::query_scalar(sql)
+        .fetch_optional(&mut conn)
+        .await
+        .expect("run sql");
+    conn.close().await.expect("close");
+    found
 }
 
 /// An agent as a client library holds it: its own key, its own signing code.

@@ -45,6 +45,7 @@ mod policies;
 mod policy_cli;
 mod replicas;
 mod reputation;
+mod signup;
 mod sinks;
 mod spec_limits;
 mod telemetry;

@@ -97,12 +97,13 @@ fn pat_from_row(row: &AnyRow) -> Result<PatRecord, sqlx::Error> {
         revoked_at: row.try_get("revoked_at")?,
         last_used_at: row.try_get("last_used_at")?,
         scopes: row.try_get("scopes")?,
+        parent_id: row.try_get("parent_id")?,
     })
 }
 
 const USER_COLUMNS: &str = "id, email, created_at, last_login_at";
 const PAT_COLUMNS: &str =
-    "id, user_id, name, token_hash, last_four, created_at, expires_at, revoked_at, last_used_at, scopes";
+    "id, user_id, name, token_hash, last_four, created_at, expires_at, revoked_at, last_used_at, scopes, parent_id";
 
 /// Creates the user with this email unless it exists; answers the user either way.
 async fn ensure_user(
@@ -330,9 +331,27 @@ pub(super) async fn apply(
             Applied::Done
         }
         AccountOp::CreatePat(pat) => {
+            if let Some(parent) = &pat.parent_id {
+                // A token made by a token only while its maker is live. The write holds the
+                // maker's row until this transaction ends: a revocation of the maker on another
+                // replica either comes first (and nothing is made) or waits, then finds this
+                // token among those it revokes.
+                let live = sqlx::query(
+                    "UPDATE personal_access_tokens SET revoked_at = revoked_at \
+                     WHERE id = $1 AND revoked_at IS NULL AND expires_at > $2",
+                )
+                .bind(parent)
+                .bind(pat.created_at)
+                .execute(&mut **tx)
+                .await?
+                .rows_affected();
+                changed_rows(live, || {
+                    StoreError::Conflict("the token that made it is no longer live".into())
+                })?;
+            }
             sqlx::query(
-                "INSERT INTO personal_access_tokens (id, user_id, name, token_hash, last_four, created_at, expires_at, scopes) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                "INSERT INTO personal_access_tokens (id, user_id, name, token_hash, last_four, created_at, expires_at, scopes, parent_id) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
             )
             .bind(&pat.id)
             .bind(&pat.user_id)
@@ -342,6 +361,7 @@ pub(super) async fn apply(
             .bind(pat.created_at)
             .bind(pat.expires_at)
             .bind(pat.scopes.clone())
+            .bind(pat.parent_id.clone())
             .execute(&mut **tx)
             .await?;
             Applied::Done
@@ -360,7 +380,23 @@ pub(super) async fn apply(
             .execute(&mut **tx)
             .await?
             .rows_affected();
-            affected_or_not_found(rows)?
+            changed_rows(rows, || StoreError::NotFound)?;
+            // And every live token it made, and they made, in the same transaction: a statement
+            // of its own, so that on Postgres it sees a token whose making the update above
+            // waited for. (A token made meanwhile two levels down can still escape it; the
+            // lineage check at authentication refuses that one.)
+            let made = sqlx::query(
+                "WITH RECURSIVE made(id) AS (SELECT id FROM personal_access_tokens WHERE parent_id = $2 \
+                 UNION SELECT t.id FROM personal_access_tokens t JOIN made m ON t.parent_id = m.id) \
+                 UPDATE personal_access_tokens SET revoked_at = $1 \
+                 WHERE id IN (SELECT id FROM made) AND revoked_at IS NULL AND expires_at > $1",
+            )
+            .bind(*at)
+            .bind(pat_id)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected();
+            Applied::Count(i64::try_from(rows + made).unwrap_or(i64::MAX))
         }
         AccountOp::HitRateLimit {
             bucket,
@@ -573,5 +609,21 @@ impl AccountStore for SqlStore {
             .fetch_all(&self.read)
             .await?;
         Ok(rows.iter().map(pat_from_row).collect::<Result<_, _>>()?)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn pat_lineage_live(&self, pat_id: &str, now: i64) -> Result<bool, StoreError> {
+        let dead: i64 = sqlx::query_scalar(
+            "WITH RECURSIVE lineage(id, parent_id, revoked_at, expires_at) AS (\
+             SELECT id, parent_id, revoked_at, expires_at FROM personal_access_tokens WHERE id = $1 \
+             UNION ALL SELECT t.id, t.parent_id, t.revoked_at, t.expires_at FROM personal_access_tokens t \
+             JOIN lineage l ON t.id = l.parent_id) \
+             SELECT COUNT(*) FROM lineage WHERE revoked_at IS NOT NULL OR expires_at <= $2",
+        )
+        .bind(pat_id)
+        .bind(now)
+        .fetch_one(&self.read)
+        .await?;
+        Ok(dead == 0)
     }
 }

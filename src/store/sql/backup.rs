@@ -46,6 +46,16 @@ pub enum BackupError {
     NoFolder(PathBuf),
     #[error("`{0}` is the database itself: name another file")]
     SameFile(PathBuf),
+    #[error(
+        "`{dest}` is `{file}`, a file of the live database: name a file outside the database's \
+         folder"
+    )]
+    DatabaseFile { dest: PathBuf, file: PathBuf },
+    #[error(
+        "`{dest}` is inside the database's folder `{folder}`: write backups outside it (a file \
+         there can be taken for, or replace, one of the database's own)"
+    )]
+    InDataFolder { dest: PathBuf, folder: PathBuf },
     #[error("`{0}` is not an SQLite database")]
     NotADatabase(PathBuf),
     #[error("`{0}` is an SQLite database but not one of acp (it has no migrations table)")]
@@ -237,6 +247,61 @@ fn sync_folder(path: &Path) -> Result<(), BackupError> {
         .map_err(io(format!("cannot sync the folder `{}`", folder.display())))
 }
 
+/// The files of a live SQLite database: the database, its write-ahead log, the log's index and
+/// acp's lock file (as suffixes of the database's path).
+const DATABASE_FILES: [&str; 4] = ["", "-wal", "-shm", "-lock"];
+
+/// `(device, inode)` of an existing file, following links.
+fn file_id(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// Refuses a backup target that is the database at `db`, one of its live files or anything
+/// else in its folder, however it is spelled (`./`, `../`, a symbolic link to the file or to a
+/// folder, a hard link): the target's real path (for a file not there yet, its folder's real
+/// path and its name) must lie outside the database's real folder, and an existing target
+/// must be none of the database's files under another name. Replacing the write-ahead log
+/// under a running server loses acknowledged writes; replacing the lock file lets a restore
+/// run beside it.
+fn outside_the_database(db: &Path, dest: &Path) -> Result<(), BackupError> {
+    let real =
+        |p: &Path| fs::canonicalize(p).map_err(io(format!("cannot resolve `{}`", p.display())));
+    let db_real = real(db)?;
+    let target = match fs::canonicalize(dest) {
+        Ok(path) => path,
+        // Not there yet, or a dangling link (which the rename replaces, never follows).
+        Err(_) => real(&folder_of(dest))?.join(dest.file_name().unwrap_or_default()),
+    };
+    let target_id = file_id(dest);
+    for suffix in DATABASE_FILES {
+        let (file, real_file) = (beside(db, suffix), beside(&db_real, suffix));
+        let same_inode =
+            target_id.is_some() && [&file, &real_file].iter().any(|f| file_id(f) == target_id);
+        if target == real_file || same_inode {
+            return Err(if suffix.is_empty() {
+                BackupError::SameFile(dest.to_owned())
+            } else {
+                BackupError::DatabaseFile {
+                    dest: dest.to_owned(),
+                    file,
+                }
+            });
+        }
+    }
+    // The folder of the database's real file, and of the path it is named by (its lock file
+    // is there when that path is a link).
+    for folder in [folder_of(&db_real), real(&folder_of(db))?] {
+        if target.starts_with(&folder) {
+            return Err(BackupError::InDataFolder {
+                dest: dest.to_owned(),
+                folder,
+            });
+        }
+    }
+    Ok(())
+}
+
 /// True when `a` and `b` name the same existing file.
 fn same_file(a: &Path, b: &Path) -> bool {
     match (fs::canonicalize(a), fs::canonicalize(b)) {
@@ -327,7 +392,7 @@ async fn inspect_on(conn: &mut SqliteConnection, shown: &Path) -> Result<Content
     let read = || sql(format!("cannot read `{}`", shown.display()));
     let tables: Vec<String> = sqlx::query_scalar(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN \
-         ('_sqlx_migrations', 'audit_events', 'signing_keys', 'vault_secret_sets')",
+         ('_sqlx_migrations', 'audit_events', 'signing_keys', 'vault_secret_sets', 'audit_sinks')",
     )
     .fetch_all(&mut *conn)
     .await
@@ -445,14 +510,12 @@ pub async fn backup(db: &Path, dest: &Path, force: bool) -> Result<Contents, Bac
     if dest.is_dir() {
         return Err(BackupError::IsFolder(dest.to_owned()));
     }
-    if same_file(db, dest) {
-        return Err(BackupError::SameFile(dest.to_owned()));
-    }
-    if dest.exists() && !force {
-        return Err(BackupError::Exists(dest.to_owned()));
-    }
     if !folder_of(dest).is_dir() {
         return Err(BackupError::NoFolder(dest.to_owned()));
+    }
+    outside_the_database(db, dest)?;
+    if dest.exists() && !force {
+        return Err(BackupError::Exists(dest.to_owned()));
     }
     // Shared, as a server's: a backup runs beside servers, never during a restore.
     let _lock = lock_shared(db)?;
