@@ -50,6 +50,7 @@ pub async fn check_batch(
         &caller.access,
         &caller.actor(),
         req.checks,
+        None,
         check::StopAt::Never,
     )
     .await?;

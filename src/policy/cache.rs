@@ -47,7 +47,8 @@ use crate::store::{
 
 use super::compile::{compile, CompiledPolicy};
 use super::evaluate::{
-    evaluate_prepared, prepare_agent, Decision, DecisionCache, EmailFacts, Facts, PreparedAgent,
+    evaluate_prepared, prepare_agent, ContextFields, Decision, DecisionCache, EmailFacts, Facts,
+    PreparedAgent,
 };
 use super::spec::{self, PolicySpec, SpecError};
 
@@ -309,7 +310,7 @@ impl CachedAgent {
     pub fn facts<'a>(
         &'a self,
         action: &'a str,
-        context: &'a Value,
+        context: ContextFields<'a>,
         email: Option<&'a EmailFacts>,
         sent: (u64, u64),
     ) -> Facts<'a> {
@@ -364,7 +365,7 @@ impl CachedAgent {
             return Ok(hit);
         }
         // Only the agent's part of the facts is read.
-        let facts = self.facts("", &Value::Null, None, (0, 0));
+        let facts = self.facts("", ContextFields::new(&Value::Null), None, (0, 0));
         let prepared = Arc::new(prepare_agent(policy, &facts)?);
         *self
             .prepared

@@ -25,7 +25,7 @@ pub mod spec;
 pub mod sync;
 
 pub use compile::{compile, CompiledPolicy};
-pub use evaluate::{evaluate, Decision, EmailFacts, Facts};
+pub use evaluate::{evaluate, ContextFields, Decision, EmailFacts, Facts};
 pub use spec::{Outcome, PolicySpec, SpecError};
 
 #[cfg(test)]
