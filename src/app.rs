@@ -172,7 +172,7 @@ pub struct App {
 impl App {
     pub async fn build(config: Config) -> anyhow::Result<App> {
         // Process-wide and idempotent: every server of the process renders the same registry.
-        crate::observe::install();
+        crate::observe::install(config.metrics_labels);
         // Every prerequisite is checked before the bootstrap, the last step that can fail: a
         // first start that stops creates nothing, and one that bootstraps shows its key.
         if let Some(supplied) = &config.bootstrap_api_key {

@@ -127,6 +127,18 @@ pub struct Settings {
     #[arg(long, env = "ACP_MASTER_KEY", hide_env_values = true)]
     #[serde(default, deserialize_with = "deserialize_secret")]
     pub master_key: Option<SecretSetting>,
+    /// Distinct policy ids `/metrics` labels decisions with; later ones count as `other`
+    /// [default: 50]
+    #[arg(long, env = "ACP_METRICS_MAX_POLICY_LABELS")]
+    pub metrics_max_policy_labels: Option<usize>,
+    /// Distinct reason codes `/metrics` labels decisions with; later ones count as `other`
+    /// [default: 100]
+    #[arg(long, env = "ACP_METRICS_MAX_REASON_LABELS")]
+    pub metrics_max_reason_labels: Option<usize>,
+    /// Distinct audit sinks `/metrics` reports the lag of by id; later ones together as
+    /// `other` [default: 50]
+    #[arg(long, env = "ACP_METRICS_MAX_SINK_LABELS")]
+    pub metrics_max_sink_labels: Option<usize>,
     /// Bearer token `GET /metrics` requires (`Authorization: Bearer TOKEN`) [default: none, open]
     #[arg(long, env = "ACP_METRICS_TOKEN", hide_env_values = true)]
     #[serde(default, deserialize_with = "deserialize_secret")]
@@ -203,6 +215,8 @@ pub struct Config {
     pub cache_policies_mib: u64,
     /// The bearer token `/metrics` requires; `None`: open.
     pub metrics_token: Option<Secret>,
+    /// How many distinct values the labels tenants choose keep in `/metrics`.
+    pub metrics_labels: crate::observe::LabelLimits,
 }
 
 pub const DEFAULT_DATABASE_URL: &str = "sqlite:./data/acp.db";
@@ -233,6 +247,15 @@ impl Settings {
             bootstrap_api_key: self.bootstrap_api_key.or(lower.bootstrap_api_key),
             master_key: self.master_key.or(lower.master_key),
             metrics_token: self.metrics_token.or(lower.metrics_token),
+            metrics_max_policy_labels: self
+                .metrics_max_policy_labels
+                .or(lower.metrics_max_policy_labels),
+            metrics_max_reason_labels: self
+                .metrics_max_reason_labels
+                .or(lower.metrics_max_reason_labels),
+            metrics_max_sink_labels: self
+                .metrics_max_sink_labels
+                .or(lower.metrics_max_sink_labels),
             email_url: self.email_url.or(lower.email_url),
             email_from: self.email_from.or(lower.email_from),
             contact_email: self.contact_email.or(lower.contact_email),
@@ -356,7 +379,33 @@ impl Settings {
                 Err(format!("`{name}` must be between 1 and {max}, got {value}"))
             }
         };
+        let labels = |name: &str, value: Option<usize>, default: usize| match value {
+            None => Ok(default),
+            Some(n) if n <= MAX_METRICS_LABELS => Ok(n),
+            Some(n) => Err(format!(
+                "`{name}` must be at most {MAX_METRICS_LABELS}, got {n}"
+            )),
+        };
+        let defaults = crate::observe::LabelLimits::default();
+        let metrics_labels = crate::observe::LabelLimits {
+            policy_ids: labels(
+                "metrics_max_policy_labels",
+                self.metrics_max_policy_labels,
+                defaults.policy_ids,
+            )?,
+            reasons: labels(
+                "metrics_max_reason_labels",
+                self.metrics_max_reason_labels,
+                defaults.reasons,
+            )?,
+            sink_ids: labels(
+                "metrics_max_sink_labels",
+                self.metrics_max_sink_labels,
+                defaults.sink_ids,
+            )?,
+        };
         Ok(Config {
+            metrics_labels,
             audit_sink_timeout_secs: within(
                 "audit_sink_timeout_secs",
                 self.audit_sink_timeout_secs,
@@ -441,6 +490,9 @@ impl Settings {
 pub const DEFAULT_CACHE_KEYS_MIB: u64 = 8;
 pub const DEFAULT_CACHE_AGENTS_MIB: u64 = 64;
 pub const DEFAULT_CACHE_POLICIES_MIB: u64 = 1024;
+
+/// The most distinct values a tenant-chosen metrics label may be set to keep.
+const MAX_METRICS_LABELS: usize = 10_000;
 
 /// The largest capacity of one cache, MiB (64 GiB).
 const MAX_CACHE_MIB: u64 = 64 * 1024;

@@ -393,6 +393,8 @@ pub struct LoadedPolicy {
     /// 0 for the built-in default that no sync has replaced yet.
     pub version: i64,
     pub compiled: CompiledPolicy,
+    /// The counters its decisions are recorded in (`/metrics`), made with it.
+    pub metrics: observe::DecisionCounters,
 }
 
 /// Estimated bytes of a compiled policy per rule placed in one of its rule sets (the
@@ -407,6 +409,23 @@ const POLICY_PER_CEDAR_BYTE: usize = 2;
 const POLICY_BASE: usize = 16 * 1024;
 
 impl LoadedPolicy {
+    /// Version `version` of policy `policy_id`, with a decision counter for each reason code
+    /// it can give.
+    pub fn new(policy_id: &str, name: String, version: i64, compiled: CompiledPolicy) -> Self {
+        let mut reasons: std::collections::HashSet<String> = std::iter::once(&compiled.guardrails)
+            .chain(compiled.groups.values())
+            .flat_map(|set| set.rules.values())
+            .map(|rule| rule.reason_code.clone())
+            .collect();
+        reasons.extend(super::evaluate::FIXED_REASON_CODES.map(str::to_owned));
+        Self {
+            metrics: observe::DecisionCounters::new(policy_id, reasons),
+            name,
+            version,
+            compiled,
+        }
+    }
+
     /// Estimated bytes: a fixed part, a multiple of the rules placed in its rule sets and a
     /// multiple of its Cedar text's length.
     ///
@@ -455,11 +474,12 @@ pub fn default_policy() -> Result<Arc<LoadedPolicy>, StoreError> {
         .get_or_init(|| {
             compile(&PolicySpec::default())
                 .map(|compiled| {
-                    Arc::new(LoadedPolicy {
-                        name: "default".into(),
-                        version: 0,
+                    Arc::new(LoadedPolicy::new(
+                        DEFAULT_POLICY_ID,
+                        "default".into(),
+                        0,
                         compiled,
-                    })
+                    ))
                 })
                 .map_err(|errors| {
                     format!(
@@ -970,11 +990,12 @@ pub async fn load_policy(
             "stored policy `{policy_id}` no longer compiles: {e}"
         ))
     })?;
-    Ok(Some(Arc::new(LoadedPolicy {
+    Ok(Some(Arc::new(LoadedPolicy::new(
+        policy_id,
         name,
-        version: record.current_version,
+        record.current_version,
         compiled,
-    })))
+    ))))
 }
 
 #[cfg(test)]
@@ -983,11 +1004,12 @@ mod tests {
 
     fn at_version(version: i64) -> Arc<LoadedPolicy> {
         let default = default_policy().unwrap();
-        Arc::new(LoadedPolicy {
-            name: "p".into(),
+        Arc::new(LoadedPolicy::new(
+            "pol_p",
+            "p".into(),
             version,
-            compiled: default.compiled.clone(),
-        })
+            default.compiled.clone(),
+        ))
     }
 
     #[test]

@@ -24,7 +24,7 @@ use crate::time::{iso, now_ms};
 
 use super::cache::{CachedAgent, KeyAccess, LoadedPolicy, View, DEFAULT_POLICY_ID};
 use super::error::{CheckError, CheckResult};
-use super::evaluate::{ContextFields, Decision, EmailFacts};
+use super::evaluate::{ContextFields, Decision, EmailFacts, APPROVAL_DENIED, APPROVED};
 use super::spec::{sort_keys, ApprovalRules, Outcome};
 
 /// `pol_` + 1-64 of `[a-z0-9_-]`.
@@ -576,11 +576,9 @@ impl Decided {
             None => (None, None),
         };
         let decision = self.decision;
-        crate::observe::decision(
-            decision.outcome.as_str(),
-            &policy_id,
-            &decision.reason_codes,
-        );
+        self.policy
+            .metrics
+            .record(decision.outcome.as_str(), &decision.reason_codes);
         api::DecisionResponse {
             ok: true,
             decision: decision.outcome.as_str().into(),
@@ -689,7 +687,7 @@ impl<'a> Attempt<'a> {
         if human.status == ChallengeStatus::Approved {
             decision.outcome = Outcome::Allow;
             decision.reasons = Vec::new();
-            decision.reason_codes = vec!["approved".into()];
+            decision.reason_codes = vec![APPROVED.into()];
             Some(
                 PolicyOp::ConsumeApproval {
                     id: human.id.clone(),
@@ -700,7 +698,7 @@ impl<'a> Attempt<'a> {
         } else {
             decision.outcome = Outcome::Deny;
             decision.reasons = vec!["a human denied this request".into()];
-            decision.reason_codes = vec!["approval_denied".into()];
+            decision.reason_codes = vec![APPROVAL_DENIED.into()];
             None
         }
     }

@@ -180,6 +180,14 @@ impl Serialize for ContextFields<'_> {
     }
 }
 
+/// The reason code of a deny because no rule matched.
+pub const NO_MATCHING_RULE: &str = "no_matching_rule";
+/// The reason codes of a check a human already answered: approved (an allow) or denied.
+pub const APPROVED: &str = "approved";
+pub const APPROVAL_DENIED: &str = "approval_denied";
+/// The reason codes a decision may carry beside those of a policy's rules.
+pub const FIXED_REASON_CODES: [&str; 3] = [NO_MATCHING_RULE, APPROVED, APPROVAL_DENIED];
+
 /// What is known about one check.
 #[derive(Debug, Clone)]
 pub struct Facts<'a> {
@@ -798,7 +806,7 @@ pub fn decide(matched: &[&RuleMeta]) -> Decision {
         return Decision {
             outcome: Outcome::Deny,
             reasons: vec!["no rule of the policy allows this action".into()],
-            reason_codes: vec!["no_matching_rule".into()],
+            reason_codes: vec![NO_MATCHING_RULE.into()],
             determining_policies: Vec::new(),
             approval: None,
             reads: Vec::new(),
