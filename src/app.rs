@@ -126,6 +126,7 @@ pub async fn bootstrap(store: &dyn Store, config: &Config) -> anyhow::Result<Opt
         created_by: None,
         last_used_at: None,
         scopes: None,
+        rate_limit: None,
     };
     let events = [
         audit::state_change(

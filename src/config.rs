@@ -127,6 +127,11 @@ pub struct Settings {
     #[arg(long, env = "ACP_MASTER_KEY", hide_env_values = true)]
     #[serde(default, deserialize_with = "deserialize_secret")]
     pub master_key: Option<SecretSetting>,
+    /// Requests and decisions per second an API key without a rate of its own may make on
+    /// each replica (a batch counts each decision; beyond it 429 `rate_limited`); 0: no limit
+    /// [default: 5000]
+    #[arg(long, env = "ACP_API_KEY_RATE_LIMIT")]
+    pub api_key_rate_limit: Option<u64>,
     /// Distinct policy ids `/metrics` labels decisions with; later ones count as `other`
     /// [default: 50]
     #[arg(long, env = "ACP_METRICS_MAX_POLICY_LABELS")]
@@ -215,6 +220,9 @@ pub struct Config {
     pub cache_policies_mib: u64,
     /// The bearer token `/metrics` requires; `None`: open.
     pub metrics_token: Option<Secret>,
+    /// Requests and decisions per second of a key without a rate of its own, per replica;
+    /// 0: none.
+    pub api_key_rate_limit: u64,
     /// How many distinct values the labels tenants choose keep in `/metrics`.
     pub metrics_labels: crate::observe::LabelLimits,
 }
@@ -247,6 +255,7 @@ impl Settings {
             bootstrap_api_key: self.bootstrap_api_key.or(lower.bootstrap_api_key),
             master_key: self.master_key.or(lower.master_key),
             metrics_token: self.metrics_token.or(lower.metrics_token),
+            api_key_rate_limit: self.api_key_rate_limit.or(lower.api_key_rate_limit),
             metrics_max_policy_labels: self
                 .metrics_max_policy_labels
                 .or(lower.metrics_max_policy_labels),
@@ -404,7 +413,16 @@ impl Settings {
                 defaults.sink_ids,
             )?,
         };
+        let api_key_rate_limit = self
+            .api_key_rate_limit
+            .unwrap_or(DEFAULT_API_KEY_RATE_LIMIT);
+        if api_key_rate_limit > MAX_API_KEY_RATE_LIMIT {
+            return Err(format!(
+                "`api_key_rate_limit` must be at most {MAX_API_KEY_RATE_LIMIT} (0: no limit), got {api_key_rate_limit}"
+            ));
+        }
         Ok(Config {
+            api_key_rate_limit,
             metrics_labels,
             audit_sink_timeout_secs: within(
                 "audit_sink_timeout_secs",
@@ -490,6 +508,12 @@ impl Settings {
 pub const DEFAULT_CACHE_KEYS_MIB: u64 = 8;
 pub const DEFAULT_CACHE_AGENTS_MIB: u64 = 64;
 pub const DEFAULT_CACHE_POLICIES_MIB: u64 = 1024;
+
+/// Requests and decisions per second per key per replica when the key has no rate of its own:
+/// far above what one backend asks of a replica, low enough to bound one key's abuse.
+pub const DEFAULT_API_KEY_RATE_LIMIT: u64 = 5_000;
+/// The highest default key rate (as a key's own).
+const MAX_API_KEY_RATE_LIMIT: u64 = 1_000_000;
 
 /// The most distinct values a tenant-chosen metrics label may be set to keep.
 const MAX_METRICS_LABELS: usize = 10_000;

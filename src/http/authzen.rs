@@ -38,7 +38,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::policy::check::{self, StopAt, MAX_BATCH_CHECKS};
 use crate::policy::error::CheckError;
 
-use super::extract::{AppJson, AppQuery, Deciding};
+use super::extract::{AppJson, AppQuery, Deciding, DecidingBatch};
 
 /// The most bytes the evaluations of one request may come to once the defaults are merged
 /// into each: for every evaluation, its subject id, its action (name and properties), its
@@ -93,17 +93,24 @@ pub async fn evaluation(
     responses((status = 200, description = "`{evaluations: [decision, ...]}`, or one decision when the request has no evaluations", body = AuthzenEvaluationsResponse),
         (status = 400, description = "`missing_field` (a subject, action or resource in neither the evaluation nor the defaults), `invalid_field`", body = ErrorBody),
         (status = 401, body = ErrorBody),
-        (status = 413, description = "`evaluations_too_large`: the evaluations, merged with the defaults, come to more than 1 MiB", body = ErrorBody)))]
+        (status = 413, description = "`evaluations_too_large`: the evaluations, merged with the defaults, come to more than 1 MiB", body = ErrorBody),
+        (status = 429, description = "`rate_limited`: the key's rate cannot take this many decisions now (each evaluation counts); `retry_after` and `Retry-After`", body = ErrorBody)))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn evaluations(
     State(ctx): State<SharedContext>,
-    Deciding(caller): Deciding,
+    DecidingBatch(caller): DecidingBatch,
     AppQuery(params): AppQuery<AuthzenParams>,
     AppJson(mut req): AppJson<AuthzenEvaluationsRequest>,
 ) -> ApiResult<axum::response::Response> {
+    let items = req.evaluations.take().unwrap_or_default();
+    // One token of the key's rate per evaluation (a request of one, or a refused one, one).
+    caller.spend(if items.len() > MAX_BATCH_CHECKS {
+        1
+    } else {
+        items.len()
+    })?;
     caller.require(Need::Check)?;
     let stop = semantic(req.options.as_ref())?;
-    let items = req.evaluations.take().unwrap_or_default();
     if items.is_empty() {
         // The backwards-compatible form: one evaluation, answered as a single decision.
         let own = object(req.context.take()).map_err(|why| ApiError::invalid("context", why))?;

@@ -19,6 +19,7 @@ pub mod evaluate;
 pub mod impact;
 pub mod limits;
 mod memo;
+pub mod rate;
 pub mod semantic;
 pub mod source;
 pub mod spec;
