@@ -12,7 +12,8 @@ use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use serde_json::{json, Value};
 
 use acp::policy::evaluate::{
-    evaluate_prepared, evaluate_with_contexts, prepare_agent, DecisionCache, EmailFacts, Facts,
+    evaluate_prepared, evaluate_with_contexts, prepare_agent, ContextFields, DecisionCache,
+    EmailFacts, Facts,
 };
 use acp::policy::{compile, CompiledPolicy};
 
@@ -45,7 +46,7 @@ fn check(
             metadata: &metadata,
             labels: &labels,
             action,
-            context,
+            context: ContextFields::new(context),
             email,
             emails_sent_last_minute: 0,
             emails_sent_last_day: 0,
@@ -111,7 +112,7 @@ fn benches(c: &mut Criterion) {
         metadata: &metadata,
         labels: &labels,
         action: "refund",
-        context: &refund,
+        context: ContextFields::new(&refund),
         email: None,
         emails_sent_last_minute: 0,
         emails_sent_last_day: 0,
@@ -138,7 +139,7 @@ fn benches(c: &mut Criterion) {
             b.iter(|| {
                 next = (next + 1) % orders.len();
                 let facts = Facts {
-                    context: &orders[next],
+                    context: ContextFields::new(&orders[next]),
                     ..facts.clone()
                 };
                 evaluate_prepared(&policy, &prepared, black_box(&facts), &kept).expect("evaluate")

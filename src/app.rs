@@ -126,6 +126,7 @@ pub async fn bootstrap(store: &dyn Store, config: &Config) -> anyhow::Result<Opt
         created_by: None,
         last_used_at: None,
         scopes: None,
+        rate_limit: None,
     };
     let events = [
         audit::state_change(
@@ -172,7 +173,7 @@ pub struct App {
 impl App {
     pub async fn build(config: Config) -> anyhow::Result<App> {
         // Process-wide and idempotent: every server of the process renders the same registry.
-        crate::observe::install();
+        crate::observe::install(config.metrics_labels);
         // Every prerequisite is checked before the bootstrap, the last step that can fail: a
         // first start that stops creates nothing, and one that bootstraps shows its key.
         if let Some(supplied) = &config.bootstrap_api_key {

@@ -132,6 +132,23 @@ pub struct Settings {
     /// these domains) or `open` (anyone) [default: invite]
     #[arg(long, env = "ACP_SIGNUP")]
     pub signup: Option<String>,
+    /// Requests and decisions per second an API key without a rate of its own may make on
+    /// each replica (a batch counts each decision; beyond it 429 `rate_limited`); 0: no limit
+    /// [default: 5000]
+    #[arg(long, env = "ACP_API_KEY_RATE_LIMIT")]
+    pub api_key_rate_limit: Option<u64>,
+    /// Distinct policy ids `/metrics` labels decisions with; later ones count as `other`
+    /// [default: 50]
+    #[arg(long, env = "ACP_METRICS_MAX_POLICY_LABELS")]
+    pub metrics_max_policy_labels: Option<usize>,
+    /// Distinct reason codes `/metrics` labels decisions with; later ones count as `other`
+    /// [default: 100]
+    #[arg(long, env = "ACP_METRICS_MAX_REASON_LABELS")]
+    pub metrics_max_reason_labels: Option<usize>,
+    /// Distinct audit sinks `/metrics` reports the lag of by id; later ones together as
+    /// `other` [default: 50]
+    #[arg(long, env = "ACP_METRICS_MAX_SINK_LABELS")]
+    pub metrics_max_sink_labels: Option<usize>,
     /// Bearer token `GET /metrics` requires (`Authorization: Bearer TOKEN`) [default: none, open]
     #[arg(long, env = "ACP_METRICS_TOKEN", hide_env_values = true)]
     #[serde(default, deserialize_with = "deserialize_secret")]
@@ -210,6 +227,11 @@ pub struct Config {
     pub metrics_token: Option<Secret>,
     /// Who may sign up.
     pub signup: crate::domain::Signup,
+    /// Requests and decisions per second of a key without a rate of its own, per replica;
+    /// 0: none.
+    pub api_key_rate_limit: u64,
+    /// How many distinct values the labels tenants choose keep in `/metrics`.
+    pub metrics_labels: crate::observe::LabelLimits,
 }
 
 pub const DEFAULT_DATABASE_URL: &str = "sqlite:./data/acp.db";
@@ -241,6 +263,16 @@ impl Settings {
             master_key: self.master_key.or(lower.master_key),
             metrics_token: self.metrics_token.or(lower.metrics_token),
             signup: self.signup.or(lower.signup),
+            api_key_rate_limit: self.api_key_rate_limit.or(lower.api_key_rate_limit),
+            metrics_max_policy_labels: self
+                .metrics_max_policy_labels
+                .or(lower.metrics_max_policy_labels),
+            metrics_max_reason_labels: self
+                .metrics_max_reason_labels
+                .or(lower.metrics_max_reason_labels),
+            metrics_max_sink_labels: self
+                .metrics_max_sink_labels
+                .or(lower.metrics_max_sink_labels),
             email_url: self.email_url.or(lower.email_url),
             email_from: self.email_from.or(lower.email_from),
             contact_email: self.contact_email.or(lower.contact_email),
@@ -368,8 +400,43 @@ impl Settings {
             None => crate::domain::Signup::default(),
             Some(text) => crate::domain::Signup::parse(text)?,
         };
+        let labels = |name: &str, value: Option<usize>, default: usize| match value {
+            None => Ok(default),
+            Some(n) if n <= MAX_METRICS_LABELS => Ok(n),
+            Some(n) => Err(format!(
+                "`{name}` must be at most {MAX_METRICS_LABELS}, got {n}"
+            )),
+        };
+        let defaults = crate::observe::LabelLimits::default();
+        let metrics_labels = crate::observe::LabelLimits {
+            policy_ids: labels(
+                "metrics_max_policy_labels",
+                self.metrics_max_policy_labels,
+                defaults.policy_ids,
+            )?,
+            reasons: labels(
+                "metrics_max_reason_labels",
+                self.metrics_max_reason_labels,
+                defaults.reasons,
+            )?,
+            sink_ids: labels(
+                "metrics_max_sink_labels",
+                self.metrics_max_sink_labels,
+                defaults.sink_ids,
+            )?,
+        };
+        let api_key_rate_limit = self
+            .api_key_rate_limit
+            .unwrap_or(DEFAULT_API_KEY_RATE_LIMIT);
+        if api_key_rate_limit > MAX_API_KEY_RATE_LIMIT {
+            return Err(format!(
+                "`api_key_rate_limit` must be at most {MAX_API_KEY_RATE_LIMIT} (0: no limit), got {api_key_rate_limit}"
+            ));
+        }
         Ok(Config {
             signup,
+            api_key_rate_limit,
+            metrics_labels,
             audit_sink_timeout_secs: within(
                 "audit_sink_timeout_secs",
                 self.audit_sink_timeout_secs,
@@ -454,6 +521,15 @@ impl Settings {
 pub const DEFAULT_CACHE_KEYS_MIB: u64 = 8;
 pub const DEFAULT_CACHE_AGENTS_MIB: u64 = 64;
 pub const DEFAULT_CACHE_POLICIES_MIB: u64 = 1024;
+
+/// Requests and decisions per second per key per replica when the key has no rate of its own:
+/// far above what one backend asks of a replica, low enough to bound one key's abuse.
+pub const DEFAULT_API_KEY_RATE_LIMIT: u64 = 5_000;
+/// The highest default key rate (as a key's own).
+const MAX_API_KEY_RATE_LIMIT: u64 = 1_000_000;
+
+/// The most distinct values a tenant-chosen metrics label may be set to keep.
+const MAX_METRICS_LABELS: usize = 10_000;
 
 /// The largest capacity of one cache, MiB (64 GiB).
 const MAX_CACHE_MIB: u64 = 64 * 1024;

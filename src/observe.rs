@@ -8,16 +8,21 @@
 //! recording is a no-op.
 //!
 //! Labels come from bounded sets only: route templates (never raw paths), methods and statuses
-//! mapped to fixed strings, error codes the server defines, policy ids and reason codes (bounded
-//! per workspace). Never an agent, key, workspace or user id. Where a label is fixed by the
-//! caller it is a `&'static str`, so recording builds no strings.
+//! mapped to fixed strings, error codes the server defines. The labels whose values tenants
+//! choose (policy ids and reason codes of decisions, audit sink ids) keep the first values seen
+//! up to a bound each ([`LabelLimits`]), and count every later one as `other`: workspaces are
+//! unbounded, so what is bounded per workspace is not bounded per server. Never an agent, key,
+//! workspace or user id. Where a label is fixed by the caller it is a `&'static str`, so
+//! recording builds no strings; the decision counters are handles made once per policy version
+//! and label value ([`DecisionCounters`]), not looked up by name per decision.
 
-use std::collections::HashSet;
-use std::sync::{OnceLock, PoisonError, RwLock};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock, PoisonError, RwLock};
 use std::time::Duration;
 
 use metrics::{
-    counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram, Unit,
+    counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram, Counter, Unit,
 };
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
@@ -103,10 +108,39 @@ const BATCH_BUCKETS: &[f64] = &[
 
 static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
+/// How many distinct values each label whose values tenants choose keeps: the first values
+/// seen keep their own series, every later one is counted as [`OTHER`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LabelLimits {
+    /// `policy_id` of `acp_decisions_total` and `acp_decision_reasons_total`.
+    pub policy_ids: usize,
+    /// `reason` of `acp_decision_reasons_total`.
+    pub reasons: usize,
+    /// `sink_id` of the audit sinks' lag gauges.
+    pub sink_ids: usize,
+}
+
+impl Default for LabelLimits {
+    fn default() -> Self {
+        Self {
+            policy_ids: 50,
+            reasons: 100,
+            sink_ids: 50,
+        }
+    }
+}
+
+/// The limits of the process (those of the first [`install`]).
+static LIMITS: OnceLock<LabelLimits> = OnceLock::new();
+
+/// The label value of every value past its label's bound.
+pub const OTHER: &str = "other";
+
 /// Installs the process's Prometheus recorder and describes every metric, once; later calls
 /// answer the same handle. `None` when another recorder was installed first (then `/metrics`
-/// renders nothing of this one).
-pub fn install() -> Option<&'static PrometheusHandle> {
+/// renders nothing of this one). The first call's `limits` hold for the process.
+pub fn install(limits: LabelLimits) -> Option<&'static PrometheusHandle> {
+    let _ = LIMITS.set(limits);
     HANDLE
         .get_or_init(|| {
             let builder = PrometheusBuilder::new()
@@ -288,6 +322,57 @@ fn describe() {
 
 // ---- label helpers ----------------------------------------------------------------------------
 
+/// The values one label has kept, at most `max`.
+struct Kept {
+    max: usize,
+    seen: Mutex<HashSet<String>>,
+}
+
+impl Kept {
+    /// `value` if it is kept or there is room to keep it, else [`OTHER`]. Takes a lock: called
+    /// once per label value and handle, never per request.
+    fn label(&self, value: &str) -> String {
+        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        if seen.contains(value) {
+            return value.to_owned();
+        }
+        if seen.len() < self.max {
+            seen.insert(value.to_owned());
+            return value.to_owned();
+        }
+        OTHER.to_owned()
+    }
+
+    /// Whether `value` has a series of its own.
+    fn keeps(&self, value: &str) -> bool {
+        self.seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(value)
+    }
+}
+
+/// The labels tenants choose the values of.
+#[derive(Clone, Copy)]
+enum Chosen {
+    PolicyId,
+    Reason,
+    SinkId,
+}
+
+/// The values kept of `label`, bounded by the process's [`LabelLimits`].
+fn kept(label: Chosen) -> &'static Kept {
+    static KEPT: OnceLock<[Kept; 3]> = OnceLock::new();
+    let all = KEPT.get_or_init(|| {
+        let limits = LIMITS.get().copied().unwrap_or_default();
+        [limits.policy_ids, limits.reasons, limits.sink_ids].map(|max| Kept {
+            max,
+            seen: Mutex::default(),
+        })
+    });
+    &all[label as usize]
+}
+
 /// `text` as a `&'static str`, kept once per distinct value. Only for label values from a set
 /// the server bounds (route templates, status codes): each distinct value is kept for the
 /// life of the process.
@@ -338,13 +423,81 @@ pub fn rate_limited(route: &'static str) {
     counter!(RATE_LIMITED, "route" => route).increment(1);
 }
 
-/// A decision that was recorded (its audit event committed).
-pub fn decision(outcome: &'static str, policy_id: &str, reason_codes: &[String]) {
-    counter!(DECISIONS, "outcome" => outcome, "policy_id" => policy_id.to_owned()).increment(1);
-    for reason in reason_codes {
-        counter!(DECISION_REASONS, "outcome" => outcome, "policy_id" => policy_id.to_owned(), "reason" => reason.clone())
-            .increment(1);
+/// The outcomes of a decision, in the order of [`DecisionCounters`]' slots.
+const OUTCOMES: [&str; 3] = ["allow", "challenge", "deny"];
+
+/// The decision counters of one policy version, made with it and kept with it: recording a
+/// decision reads handles made at the first decision of each outcome and reason (a lock-free
+/// read of a slot), never a lookup of a series by name. The policy's label is its id if it is
+/// among the first [`LabelLimits::policy_ids`] seen, else [`OTHER`]; a reason's likewise.
+pub struct DecisionCounters {
+    policy_id: String,
+    /// Chosen at the policy's first decision (so the bound keeps the policies decided with).
+    label: OnceLock<String>,
+    /// `acp_decisions_total`, by outcome.
+    decisions: [OnceLock<Counter>; 3],
+    /// `acp_decision_reasons_total`, by each reason code the policy can give, by outcome.
+    reasons: HashMap<String, [OnceLock<Counter>; 3]>,
+}
+
+impl std::fmt::Debug for DecisionCounters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DecisionCounters")
+            .field("policy_id", &self.policy_id)
+            .field("label", &self.label.get())
+            .finish_non_exhaustive()
     }
+}
+
+impl DecisionCounters {
+    /// The counters of policy `policy_id`, with a slot for each reason code it can give.
+    pub fn new(policy_id: &str, reasons: impl IntoIterator<Item = String>) -> Self {
+        Self {
+            policy_id: policy_id.to_owned(),
+            label: OnceLock::new(),
+            decisions: Default::default(),
+            reasons: reasons
+                .into_iter()
+                .map(|reason| (reason, Default::default()))
+                .collect(),
+        }
+    }
+
+    /// A decision that was recorded (its audit event committed).
+    pub fn record(&self, outcome: &'static str, reason_codes: &[String]) {
+        let label = self
+            .label
+            .get_or_init(|| kept(Chosen::PolicyId).label(&self.policy_id));
+        let Some(at) = OUTCOMES.iter().position(|o| *o == outcome) else {
+            // Not an outcome the slots know (none such is made): counted the slow way.
+            decision_counter(outcome, label).increment(1);
+            for reason in reason_codes {
+                reason_counter(outcome, label, reason).increment(1);
+            }
+            return;
+        };
+        self.decisions[at]
+            .get_or_init(|| decision_counter(outcome, label))
+            .increment(1);
+        for reason in reason_codes {
+            match self.reasons.get(reason.as_str()) {
+                Some(slots) => slots[at]
+                    .get_or_init(|| reason_counter(outcome, label, reason))
+                    .increment(1),
+                // A code the policy was not known to give: looked up by name.
+                None => reason_counter(outcome, label, reason).increment(1),
+            }
+        }
+    }
+}
+
+fn decision_counter(outcome: &'static str, policy_label: &str) -> Counter {
+    counter!(DECISIONS, "outcome" => outcome, "policy_id" => policy_label.to_owned())
+}
+
+fn reason_counter(outcome: &'static str, policy_label: &str, reason: &str) -> Counter {
+    counter!(DECISION_REASONS, "outcome" => outcome, "policy_id" => policy_label.to_owned(),
+        "reason" => kept(Chosen::Reason).label(reason))
 }
 
 /// One group-commit batch: its size, how long applying and committing it took, and whether it
@@ -441,18 +594,47 @@ pub fn sink_delivery(outcome: &'static str, events: u64) {
     }
 }
 
-/// How far behind a sink is. Sinks are few (ten per workspace at most), so their ids are a
-/// bounded label; a deleted sink's series is set to zero by [`sink_gone`].
-pub fn sink_lag(sink_id: &str, events: i64, seconds: f64, failures: i64) {
-    let id = sink_id.to_owned();
-    gauge!(SINK_LAG_EVENTS, "sink_id" => id.clone()).set(events as f64);
-    gauge!(SINK_LAG_SECONDS, "sink_id" => id.clone()).set(seconds);
-    gauge!(SINK_FAILURES, "sink_id" => id).set(failures as f64);
+/// One sink's lag: `(sink_id, events, seconds, consecutive failures)`.
+pub type SinkLag<'a> = (&'a str, i64, f64, i64);
+
+/// How far behind every sink is, each refresh. Sinks are few per workspace (ten at most), but
+/// workspaces are not: the first [`LabelLimits::sink_ids`] sinks seen have series of their
+/// own, and the rest are reported together as `other`, with the largest lag and failure count
+/// among them (zero when there are none). A deleted sink's series is set to zero by
+/// [`sink_gone`].
+pub fn sink_lags<'a>(sinks: impl IntoIterator<Item = SinkLag<'a>>) {
+    static OTHERS_SHOWN: AtomicBool = AtomicBool::new(false);
+    let mut others: Option<(i64, f64, i64)> = None;
+    for (sink_id, events, seconds, failures) in sinks {
+        let label = kept(Chosen::SinkId).label(sink_id);
+        if label == OTHER {
+            let (e, s, f) = others.get_or_insert((0, 0.0, 0));
+            (*e, *s, *f) = ((*e).max(events), s.max(seconds), (*f).max(failures));
+        } else {
+            set_sink_lag(label, events, seconds, failures);
+        }
+    }
+    match others {
+        Some((events, seconds, failures)) => {
+            OTHERS_SHOWN.store(true, Ordering::Relaxed);
+            set_sink_lag(OTHER.to_owned(), events, seconds, failures);
+        }
+        None if OTHERS_SHOWN.load(Ordering::Relaxed) => set_sink_lag(OTHER.to_owned(), 0, 0.0, 0),
+        None => {}
+    }
 }
 
-/// A sink that no longer exists: its series read zero.
+fn set_sink_lag(label: String, events: i64, seconds: f64, failures: i64) {
+    gauge!(SINK_LAG_EVENTS, "sink_id" => label.clone()).set(events as f64);
+    gauge!(SINK_LAG_SECONDS, "sink_id" => label.clone()).set(seconds);
+    gauge!(SINK_FAILURES, "sink_id" => label).set(failures as f64);
+}
+
+/// A sink that no longer exists: its series (if it has its own) read zero.
 pub fn sink_gone(sink_id: &str) {
-    sink_lag(sink_id, 0, 0.0, 0);
+    if kept(Chosen::SinkId).keeps(sink_id) {
+        set_sink_lag(sink_id.to_owned(), 0, 0.0, 0);
+    }
 }
 
 /// Rows removed by one retention prune.

@@ -653,6 +653,9 @@ pub struct ApiKeyInfo {
     pub revoked_at: Option<String>,
     /// The scopes that narrow the key; empty for none (the key does all a key may).
     pub scopes: Vec<String>,
+    /// The key's own rate, requests and decisions per second per replica; `null` for the
+    /// server's default.
+    pub rate_limit: Option<i64>,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -675,6 +678,12 @@ pub struct CreateApiKeyRequest {
     #[serde(default)]
     #[schema(max_items = 16, value_type = Option<Vec<KeyScope>>)]
     pub scopes: Option<Vec<String>>,
+    /// The key's own rate: requests and decisions per second on each replica (a batch counts
+    /// each decision); beyond it, 429 `rate_limited`. Default: the server's
+    /// `api_key_rate_limit`.
+    #[serde(default, deserialize_with = "int::optional")]
+    #[schema(minimum = 1, maximum = 1_000_000)]
+    pub rate_limit: Option<i64>,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]

@@ -132,21 +132,24 @@ async fn refresh_lag(
     };
     let now = now_ms();
     let mut seen = std::collections::HashSet::new();
+    let mut lags = Vec::with_capacity(sinks.len());
     for sink in sinks {
         match ctx
             .store
             .sink_lag(&sink.workspace_id, &sink.cursor, LAG_COUNT_CAP)
             .await
         {
-            Ok(lag) => {
-                crate::observe::sink_lag(&sink.id, lag.events, lag.seconds(now), sink.failures)
-            }
+            Ok(lag) => lags.push((sink.id.clone(), lag.events, lag.seconds(now), sink.failures)),
             Err(err) => {
                 tracing::warn!(error = %err, sink = %sink.id, "audit sinks: reading a lag failed")
             }
         }
         seen.insert(sink.id);
     }
+    crate::observe::sink_lags(
+        lags.iter()
+            .map(|(id, events, seconds, failures)| (id.as_str(), *events, *seconds, *failures)),
+    );
     for gone in before.difference(&seen) {
         crate::observe::sink_gone(gone);
     }

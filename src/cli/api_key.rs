@@ -31,6 +31,10 @@ pub enum ApiKeyCommand {
         /// A `svc_live_` key instead of `svc_test_`
         #[arg(long)]
         live: bool,
+        /// The key's own rate: requests and decisions per second per replica (1 to 1000000)
+        /// [default: the server's `api_key_rate_limit`]
+        #[arg(long, value_parser = clap::value_parser!(i64).range(1..=crate::identity::api_keys::MAX_RATE_LIMIT))]
+        rate_limit: Option<i64>,
         #[command(flatten)]
         output: OutputArg,
     },
@@ -40,6 +44,7 @@ pub async fn run(args: &ApiKeyArgs) -> anyhow::Result<i32> {
     let ApiKeyCommand::Create {
         workspace,
         live,
+        rate_limit,
         output,
     } = &args.command;
     let config = args.db.resolve(Settings::default())?;
@@ -61,6 +66,7 @@ pub async fn run(args: &ApiKeyArgs) -> anyhow::Result<i32> {
         created_by: None,
         last_used_at: None,
         scopes: None,
+        rate_limit: *rate_limit,
     };
     let event = audit::state_change(
         "api_key.created",
@@ -68,7 +74,7 @@ pub async fn run(args: &ApiKeyArgs) -> anyhow::Result<i32> {
         Some(workspace),
         None,
         &Actor::Cli,
-        json!({ "key_id": record.id, "mode": record.mode }),
+        json!({ "key_id": record.id, "mode": record.mode, "rate_limit": record.rate_limit }),
     );
     apply_one(
         store.as_ref(),
@@ -78,7 +84,7 @@ pub async fn run(args: &ApiKeyArgs) -> anyhow::Result<i32> {
     store.close().await;
     if output.json() {
         line(
-            json!({"ok": true, "api_key": {"key_id": record.id, "workspace_id": record.workspace_id, "key": key.secret.expose(), "mode": record.mode, "created_at": iso(record.created_at)}}),
+            json!({"ok": true, "api_key": {"key_id": record.id, "workspace_id": record.workspace_id, "key": key.secret.expose(), "mode": record.mode, "rate_limit": record.rate_limit, "created_at": iso(record.created_at)}}),
         )?;
     } else {
         line(format!(

@@ -34,6 +34,10 @@ pub enum ApiKeysCommand {
         /// A live key (`svc_live_...`) instead of a test key
         #[arg(long)]
         live: bool,
+        /// Its own rate: requests and decisions per second per replica (1 to 1000000)
+        /// [default: the server's]
+        #[arg(long, value_parser = clap::value_parser!(i64).range(1..=1_000_000))]
+        rate_limit: Option<i64>,
     },
     /// Revoke an API key; it stops working at once
     Revoke { key_id: String },
@@ -54,16 +58,22 @@ pub async fn api_keys(args: &ApiKeysArgs) -> anyhow::Result<i32> {
                         ("MODE", "mode"),
                         ("LAST FOUR", "last_four"),
                         ("SCOPES", "scopes"),
+                        ("RATE/S", "rate_limit"),
                         ("LAST USED", "last_used_at"),
                         ("REVOKED", "revoked_at"),
                     ],
                 )?;
             }
-            ApiKeysCommand::Create { name, scopes, live } => {
+            ApiKeysCommand::Create {
+                name,
+                scopes,
+                live,
+                rate_limit,
+            } => {
                 let made = client
                     .post(
                         "/v1/workspace/api-keys",
-                        &json!({"name": name, "scopes": scopes, "live": live}),
+                        &json!({"name": name, "scopes": scopes, "live": live, "rate_limit": rate_limit}),
                     )
                     .await?;
                 if args.client.json() {

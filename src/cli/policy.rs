@@ -10,7 +10,7 @@ use clap::Subcommand;
 use serde_json::{json, Value};
 use serde_yaml_ng::Value as Yaml;
 
-use crate::policy::evaluate::{evaluate, EmailFacts, Facts};
+use crate::policy::evaluate::{evaluate, ContextFields, EmailFacts, Facts};
 use crate::policy::source::Located;
 use crate::policy::spec::{self, Format, PolicySpec, TestCase};
 use crate::policy::{compile, CompiledPolicy, SpecError};
@@ -495,7 +495,7 @@ fn run_case(policy: &CompiledPolicy, case: &TestCase) -> CaseResult {
         metadata: &agent.metadata,
         labels: &agent.labels,
         action: &case.action,
-        context: &case.context,
+        context: ContextFields::new(&case.context),
         email: email.as_ref(),
         emails_sent_last_minute: case.emails_sent_last_minute,
         emails_sent_last_day: case.emails_sent_last_day,

@@ -269,7 +269,12 @@ async fn agent_groups(
     let Some(policy) = ctx.caches.policy(store, &view, DEFAULT_POLICY_ID).await? else {
         return Ok(BTreeSet::new());
     };
-    let facts = cached.facts("", &Value::Null, None, (0, 0));
+    let facts = cached.facts(
+        "",
+        crate::policy::ContextFields::new(&Value::Null),
+        None,
+        (0, 0),
+    );
     Ok(groups_of(&policy.compiled, &facts).into_iter().collect())
 }
 

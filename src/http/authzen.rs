@@ -12,9 +12,15 @@
 //! and its approval link in the context; a request that could not be decided is `false` with
 //! `error: {status, code, message}` (payload-level errors, a missing subject for instance, are
 //! 400 as the standard says).
+//!
+//! The top-level `context` of `POST /access/v1/evaluations` is kept once and shared by every
+//! evaluation (each check reads its own fields over it), and what the evaluations come to once
+//! the defaults are merged into each is bounded ([`MAX_MERGED_BYTES`]).
+
+use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::header;
+use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::Json;
 use serde::Deserialize;
@@ -22,9 +28,9 @@ use serde_json::{json, Map, Value};
 use utoipa::IntoParams;
 
 use crate::api::{
-    AuthzenAction, AuthzenConfiguration, AuthzenDecision, AuthzenEvaluationRequest,
-    AuthzenEvaluationsRequest, AuthzenEvaluationsResponse, AuthzenResource, AuthzenSubject,
-    CheckRequest, DecisionResponse, ErrorBody,
+    AuthzenAction, AuthzenConfiguration, AuthzenDecision, AuthzenEvaluationItem,
+    AuthzenEvaluationRequest, AuthzenEvaluationsRequest, AuthzenEvaluationsResponse,
+    AuthzenResource, AuthzenSubject, CheckRequest, DecisionResponse, ErrorBody,
 };
 use crate::context::SharedContext;
 use crate::domain::access::Need;
@@ -32,7 +38,15 @@ use crate::error::{ApiError, ApiResult};
 use crate::policy::check::{self, StopAt, MAX_BATCH_CHECKS};
 use crate::policy::error::CheckError;
 
-use super::extract::{AppJson, AppQuery, Deciding};
+use super::extract::{AppJson, AppQuery, Deciding, DecidingBatch};
+
+/// The most bytes the evaluations of one request may come to once the defaults are merged
+/// into each: for every evaluation, its subject id, its action (name and properties), its
+/// resource (type, id and properties) and its context with the top-level one under it, as
+/// JSON, whether its own or the defaults; summed over the evaluations. Each evaluation is
+/// decided on its merged fields, so this bounds the work (and the audit) one request asks
+/// for, which the body limit alone does not: a top-level context counts once per evaluation.
+pub const MAX_MERGED_BYTES: usize = 1024 * 1024;
 
 /// The policy the evaluations are decided under.
 #[derive(Debug, Default, Deserialize, IntoParams)]
@@ -53,11 +67,13 @@ pub async fn evaluation(
     AppJson(req): AppJson<AuthzenEvaluationRequest>,
 ) -> ApiResult<Json<AuthzenDecision>> {
     caller.require(Need::Check)?;
+    let own = object(req.context).map_err(|why| ApiError::invalid("context", why))?;
     let check_req = to_check(
         &req.subject,
         &req.action,
         &req.resource,
-        req.context.as_ref(),
+        own,
+        Shared::default(),
         params.policy_id,
     )?;
     let answer = check::check(&ctx, &caller.access, &caller.actor(), check_req).await;
@@ -76,45 +92,71 @@ pub async fn evaluation(
     request_body = AuthzenEvaluationsRequest, security(("api_key" = [])),
     responses((status = 200, description = "`{evaluations: [decision, ...]}`, or one decision when the request has no evaluations", body = AuthzenEvaluationsResponse),
         (status = 400, description = "`missing_field` (a subject, action or resource in neither the evaluation nor the defaults), `invalid_field`", body = ErrorBody),
-        (status = 401, body = ErrorBody)))]
+        (status = 401, body = ErrorBody),
+        (status = 413, description = "`evaluations_too_large`: the evaluations, merged with the defaults, come to more than 1 MiB", body = ErrorBody),
+        (status = 429, description = "`rate_limited`: the key's rate cannot take this many decisions now (each evaluation counts); `retry_after` and `Retry-After`", body = ErrorBody)))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn evaluations(
     State(ctx): State<SharedContext>,
-    Deciding(caller): Deciding,
+    DecidingBatch(caller): DecidingBatch,
     AppQuery(params): AppQuery<AuthzenParams>,
-    AppJson(req): AppJson<AuthzenEvaluationsRequest>,
+    AppJson(mut req): AppJson<AuthzenEvaluationsRequest>,
 ) -> ApiResult<axum::response::Response> {
+    let items = req.evaluations.take().unwrap_or_default();
+    // One token of the key's rate per evaluation (a request of one, or a refused one, one).
+    caller.spend(if items.len() > MAX_BATCH_CHECKS {
+        1
+    } else {
+        items.len()
+    })?;
     caller.require(Need::Check)?;
     let stop = semantic(req.options.as_ref())?;
-    let items = match req.evaluations.as_deref() {
-        None | Some([]) => {
-            // The backwards-compatible form: one evaluation, answered as a single decision.
-            let check_req = to_check(
-                required(req.subject.as_ref(), "subject")?,
-                required(req.action.as_ref(), "action")?,
-                required(req.resource.as_ref(), "resource")?,
-                req.context.as_ref(),
-                params.policy_id,
-            )?;
-            let answer = check::check(&ctx, &caller.access, &caller.actor(), check_req).await;
-            return Ok(Json(authzen_decision(answer)?).into_response());
-        }
-        Some(items) => items,
-    };
+    if items.is_empty() {
+        // The backwards-compatible form: one evaluation, answered as a single decision.
+        let own = object(req.context.take()).map_err(|why| ApiError::invalid("context", why))?;
+        let check_req = to_check(
+            required(req.subject.as_ref(), "subject")?,
+            required(req.action.as_ref(), "action")?,
+            required(req.resource.as_ref(), "resource")?,
+            own,
+            Shared::default(),
+            params.policy_id,
+        )?;
+        let answer = check::check(&ctx, &caller.access, &caller.actor(), check_req).await;
+        return Ok(Json(authzen_decision(answer)?).into_response());
+    }
     if items.len() > MAX_BATCH_CHECKS {
         return Err(ApiError::invalid(
             "evaluations",
             format_args!("must hold at most {MAX_BATCH_CHECKS} evaluations"),
         ));
     }
+    let merged = merged_bytes(&req, &items);
+    if merged > MAX_MERGED_BYTES {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "evaluations_too_large",
+            format!(
+                "the evaluations come to {merged} bytes with the defaults merged into each, over the {MAX_MERGED_BYTES} one request may ask for: send fewer evaluations or smaller defaults"
+            ),
+        ));
+    }
+    // The top-level context is kept once, shared by every check (its `email` is given to each
+    // evaluation whose own context has none).
+    let mut top = object(req.context.take()).map_err(|why| ApiError::invalid("context", why))?;
+    let email = top.remove("email");
+    let top = (!top.is_empty()).then(|| Arc::new(top));
+    let shared = Shared {
+        fields: top.as_deref(),
+        email: email.as_ref(),
+    };
     // Every evaluation is made whole from the defaults first: a payload that leaves one
     // without a subject, action or resource is refused as a whole (400), as the standard says.
     // An evaluation that cannot become a check is answered in its place, undecided (and stops
     // a `deny_on_first_deny` list there).
     let mut ready: Vec<CheckRequest> = Vec::with_capacity(items.len());
     let mut slots: Vec<Option<ApiError>> = Vec::with_capacity(items.len());
-    for (n, item) in items.iter().enumerate() {
-        let field = |name: &str| format!("evaluations[{n}].{name}");
+    for (n, item) in items.into_iter().enumerate() {
         let subject = item.subject.as_ref().or(req.subject.as_ref());
         let action = item.action.as_ref().or(req.action.as_ref());
         let resource = item.resource.as_ref().or(req.resource.as_ref());
@@ -131,15 +173,15 @@ pub async fn evaluations(
                 format!("evaluations[{n}] has no `{absent}`, and the request gives no default"),
             ));
         };
-        let context =
-            merged_context(req.context.as_ref(), item.context.as_ref()).map_err(|why| {
-                ApiError::invalid("context", format_args!("{}: {why}", field("context")))
-            })?;
+        let own = object(item.context).map_err(|why| {
+            ApiError::invalid("context", format_args!("evaluations[{n}].context: {why}"))
+        })?;
         match to_check(
             subject,
             action,
             resource,
-            context.as_ref(),
+            own,
+            shared,
             params.policy_id.clone(),
         ) {
             Ok(check) => {
@@ -157,7 +199,7 @@ pub async fn evaluations(
     let mut decided = if ready.is_empty() {
         Vec::new()
     } else {
-        check::check_batch(&ctx, &caller.access, &caller.actor(), ready, stop).await?
+        check::check_batch(&ctx, &caller.access, &caller.actor(), ready, top, stop).await?
     }
     .into_iter();
     let mut evaluations = Vec::with_capacity(slots.len());
@@ -222,31 +264,81 @@ fn semantic(options: Option<&Value>) -> ApiResult<StopAt> {
     }
 }
 
-/// The top-level context with an evaluation's own context over it (field by field).
-fn merged_context(top: Option<&Value>, own: Option<&Value>) -> Result<Option<Value>, String> {
-    let object = |v: Option<&Value>| -> Result<Option<Map<String, Value>>, String> {
-        match v {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Object(o)) => Ok(Some(o.clone())),
-            Some(_) => Err("must be an object".into()),
+/// A context's fields (none for no context or `null`).
+fn object(context: Option<Value>) -> Result<Map<String, Value>, &'static str> {
+    match context {
+        None | Some(Value::Null) => Ok(Map::new()),
+        Some(Value::Object(o)) => Ok(o),
+        Some(_) => Err("must be an object"),
+    }
+}
+
+/// The bytes `value` takes as serde_json writes it, counted without writing them.
+fn json_bytes(value: &Value) -> usize {
+    /// A writer that only counts what it is given (std has none; this is all of one).
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 = self.0.saturating_add(bytes.len());
+            Ok(bytes.len())
         }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing a `Value` cannot fail, and `Count` never does.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
+}
+
+/// What the evaluations come to with the defaults merged into each (see [`MAX_MERGED_BYTES`]):
+/// each default is measured once and counted for every evaluation that takes it.
+fn merged_bytes(req: &AuthzenEvaluationsRequest, items: &[AuthzenEvaluationItem]) -> usize {
+    let json = |v: &Option<Value>| v.as_ref().map_or(0, json_bytes);
+    let subject = |s: &AuthzenSubject| s.id.len();
+    let action = |a: &AuthzenAction| a.name.len().saturating_add(json(&a.properties));
+    let resource = |r: &AuthzenResource| {
+        r.kind
+            .len()
+            .saturating_add(r.id.len())
+            .saturating_add(json(&r.properties))
     };
-    Ok(match (object(top)?, object(own)?) {
-        (None, None) => None,
-        (Some(o), None) | (None, Some(o)) => Some(Value::Object(o)),
-        (Some(mut top), Some(own)) => {
-            top.extend(own);
-            Some(Value::Object(top))
-        }
+    let defaults = [
+        req.subject.as_ref().map_or(0, subject),
+        req.action.as_ref().map_or(0, action),
+        req.resource.as_ref().map_or(0, resource),
+        json(&req.context),
+    ];
+    items.iter().fold(0, |sum: usize, item| {
+        [
+            item.subject.as_ref().map_or(defaults[0], subject),
+            item.action.as_ref().map_or(defaults[1], action),
+            item.resource.as_ref().map_or(defaults[2], resource),
+            defaults[3],
+            json(&item.context),
+        ]
+        .into_iter()
+        .fold(sum, usize::saturating_add)
     })
 }
 
-/// The check an evaluation asks for (see the module's mapping).
+/// What the evaluations of one request share: the top-level context's fields (but `email`)
+/// and its `email`.
+#[derive(Debug, Clone, Copy, Default)]
+struct Shared<'a> {
+    fields: Option<&'a Map<String, Value>>,
+    email: Option<&'a Value>,
+}
+
+/// The check an evaluation asks for (see the module's mapping): `own` is its own context, to
+/// be read over `shared.fields` (which the check is given apart, once for all evaluations).
 fn to_check(
     subject: &AuthzenSubject,
     action: &AuthzenAction,
     resource: &AuthzenResource,
-    context: Option<&Value>,
+    own: Map<String, Value>,
+    shared: Shared<'_>,
     policy_id: Option<String>,
 ) -> ApiResult<CheckRequest> {
     if subject.id.is_empty() {
@@ -261,14 +353,10 @@ fn to_check(
             "`action.name` is required",
         ));
     }
-    let mut fields = match context {
-        None | Some(Value::Null) => Map::new(),
-        Some(Value::Object(o)) => o.clone(),
-        Some(_) => return Err(ApiError::invalid("context", "must be an object")),
-    };
-    let email = fields.remove("email");
+    let mut fields = own;
+    let email = fields.remove("email").or_else(|| shared.email.cloned());
     let mut add = |name: &str, value: Value, from: &str| -> ApiResult<()> {
-        if fields.contains_key(name) {
+        if fields.contains_key(name) || shared.fields.is_some_and(|s| s.contains_key(name)) {
             return Err(ApiError::invalid(
                 "context",
                 format_args!("`{name}` of `{from}` is also a field of the context"),

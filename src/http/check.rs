@@ -13,7 +13,7 @@ use crate::domain::access::Need;
 use crate::error::{ApiError, ApiResult};
 use crate::policy::check;
 
-use super::extract::{AppJson, Deciding};
+use super::extract::{AppJson, Deciding, DecidingBatch};
 
 /// Decides `allow`, `challenge` or `deny` for an action of an agent under a policy. All three
 /// are 200; the audit event is durable before the answer.
@@ -37,19 +37,28 @@ pub async fn check(
 /// status), in order, all recorded in one commit.
 #[utoipa::path(post, path = "/v1/check/batch", tag = "decisions", request_body = CheckBatchRequest, security(("api_key" = [])),
     responses((status = 200, body = CheckBatchResponse), (status = 400, description = "`missing_field` (no checks), `invalid_field` (more than 100)", body = ErrorBody),
-        (status = 401, body = ErrorBody)))]
+        (status = 401, body = ErrorBody),
+        (status = 429, description = "`rate_limited`: the key's rate cannot take this many decisions now (each check counts); `retry_after` and `Retry-After`", body = ErrorBody)))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn check_batch(
     State(ctx): State<SharedContext>,
-    Deciding(caller): Deciding,
+    DecidingBatch(caller): DecidingBatch,
     AppJson(req): AppJson<CheckBatchRequest>,
 ) -> ApiResult<Json<CheckBatchResponse>> {
+    // One token of the key's rate per check (a refused batch spends one).
+    let checks = req.checks.len();
+    caller.spend(if checks > check::MAX_BATCH_CHECKS {
+        1
+    } else {
+        checks
+    })?;
     caller.require(Need::Check)?;
     let answers = check::check_batch(
         &ctx,
         &caller.access,
         &caller.actor(),
         req.checks,
+        None,
         check::StopAt::Never,
     )
     .await?;

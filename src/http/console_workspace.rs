@@ -601,6 +601,8 @@ pub async fn create_api_key(
                 name: field(&fields, "name").map(str::to_owned),
                 live: Some(live),
                 scopes: all_of(&fields, "scopes"),
+                // The server's default; a rate of its own is set through the API or the CLI.
+                rate_limit: None,
             };
             let created = accounts::create_api_key(&ctx, principal, req).await?;
             let shell = shell(&ctx, principal, Section::Workspace).await?;

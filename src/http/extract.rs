@@ -301,10 +301,25 @@ impl Caller {
         crate::audit::Actor::ApiKey(self.key_id.clone())
     }
 
+    /// Spends the tokens of a batch's `n` decisions (at least one: every request spends one)
+    /// of the key's rate, or refuses: 429 `rate_limited`.
+    pub fn spend(&self, n: usize) -> Result<(), ApiError> {
+        self.access
+            .spend(u64::try_from(n.max(1)).unwrap_or(u64::MAX))
+            .map_err(rate_limited)
+    }
+
     /// Refuses (403 `insufficient_scope`) unless the key's scopes grant `need`.
     pub fn require(&self, need: Need) -> Result<(), ApiError> {
         key_may(&self.access.key.scopes, need).map_err(|d| ApiError::from((d, need)))
     }
+}
+
+/// 429 `rate_limited` for a key whose rate is spent, `retry_after` the seconds until it is not.
+fn rate_limited(retry_after_secs: u64) -> ApiError {
+    let mut err = ApiError::rate_limited(i64::try_from(retry_after_secs).unwrap_or(i64::MAX));
+    err.message = "this API key's rate on this replica is spent; retry later".into();
+    err
 }
 
 /// The API key of a request: `X-Service-Api-Key`, else `Authorization: Bearer`.
@@ -331,7 +346,7 @@ pub fn bearer_token(headers: &HeaderMap) -> Option<&str> {
 /// workspace's state is the one the cached key was read under (for answers that commit
 /// nothing a batch would check).
 pub async fn authenticate(ctx: &SharedContext, headers: &HeaderMap) -> Result<Caller, ApiError> {
-    let caller = authenticate_deferred(ctx, headers).await?;
+    let caller = authenticate_deferred(ctx, headers, 1).await?;
     let store = ctx.store.as_ref();
     let current = ctx
         .caches
@@ -351,10 +366,13 @@ pub async fn authenticate(ctx: &SharedContext, headers: &HeaderMap) -> Result<Ca
 
 /// Authenticates the workspace API key among `headers` from the cache: whatever the caller
 /// commits must carry `caller.access.view.basis()`, so that the batch that commits it checks
-/// the key's workspace has not changed meanwhile.
+/// the key's workspace has not changed meanwhile. The request spends `spend` tokens of the
+/// key's rate (every request one, but a batch, which spends one per decision once it knows
+/// how many: [`DecidingBatch`]).
 pub async fn authenticate_deferred(
     ctx: &SharedContext,
     headers: &HeaderMap,
+    spend: u64,
 ) -> Result<Caller, ApiError> {
     let key = match presented_api_key(headers) {
         None | Some("") => {
@@ -391,6 +409,9 @@ pub async fn authenticate_deferred(
             );
         }
     }
+    if spend > 0 {
+        access.spend(spend).map_err(rate_limited)?;
+    }
     let caller = Caller::new(access);
     note_principal(PrincipalKind::ApiKey, Some(&caller.workspace_id));
     Ok(caller)
@@ -418,9 +439,27 @@ impl FromRequestParts<SharedContext> for Deciding {
         parts: &mut Parts,
         ctx: &SharedContext,
     ) -> Result<Self, Self::Rejection> {
-        authenticate_deferred(ctx, &parts.headers)
+        authenticate_deferred(ctx, &parts.headers, 1)
             .await
             .map(Deciding)
+    }
+}
+
+/// [`Deciding`] for a batch of decisions: the request spends nothing of the key's rate until
+/// its handler knows how many decisions it asks for and spends one per decision
+/// ([`Caller::spend`]), all at once.
+pub struct DecidingBatch(pub Caller);
+
+impl FromRequestParts<SharedContext> for DecidingBatch {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        ctx: &SharedContext,
+    ) -> Result<Self, Self::Rejection> {
+        authenticate_deferred(ctx, &parts.headers, 0)
+            .await
+            .map(DecidingBatch)
     }
 }
 

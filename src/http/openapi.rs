@@ -9,7 +9,8 @@
 //!   over-long URI), 431 (an over-large head) and 500;
 //! - every operation that reads the database: 503 (the database is unreachable);
 //! - every operation with a required security scheme: 401; every operation a person may call
-//!   (session or personal access token): 403 (`not_a_member`, `csrf_failed`, ...);
+//!   (session or personal access token): 403 (`not_a_member`, `csrf_failed`, ...); every
+//!   operation an API key may call: 429 (the key's rate);
 //! - every operation with a request body: 400, 413 and 415; a body whose schema has no required
 //!   field is optional (an empty body reads as `{}`).
 //!
@@ -81,6 +82,13 @@ const SHARED: &[(&str, &str, &str)] = &[
         "415",
         "UnsupportedMediaType",
         "`unsupported_media_type`: the body is not `application/json`",
+    ),
+    (
+        "429",
+        "TooManyRequests",
+        "`rate_limited`: the API key's rate on this replica is spent (each request spends one \
+         token, a batch one per decision); `retry_after` (seconds) and `Retry-After` say when to \
+         retry",
     ),
     (
         "500",
@@ -159,6 +167,9 @@ fn finish_operation(method: &str, path: &str, op: &mut Map<String, Value>, schem
             .any(|r| r.as_object().is_some_and(Map::is_empty));
         if !optional && !security.is_empty() {
             add.push("401");
+        }
+        if security.iter().any(|r| r.get("api_key").is_some()) {
+            add.push("429");
         }
         // The token (a header) before the session (a cookie).
         security.sort_by_key(|r| r.get("session").is_some());

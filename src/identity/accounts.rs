@@ -11,7 +11,7 @@ use crate::context::Context;
 use crate::domain::access::{Scopes, KEY_SCOPES, TOKEN_SCOPES};
 use crate::domain::ids;
 use crate::domain::{EmailAddress, Role};
-use crate::identity::api_keys::NewApiKey;
+use crate::identity::api_keys::{NewApiKey, MAX_RATE_LIMIT};
 use crate::mail::Email;
 use crate::secret::{random_base62, sha256_hex, Secret};
 use crate::store::{
@@ -631,6 +631,7 @@ pub fn api_key_wire(k: &ApiKeyRecord) -> api::ApiKeyInfo {
         last_used_at: k.last_used_at.map(iso),
         revoked_at: k.revoked_at.map(iso),
         scopes: Scopes::from_stored(k.scopes.as_deref()).list(),
+        rate_limit: k.rate_limit,
     }
 }
 
@@ -664,6 +665,15 @@ pub async fn create_api_key(
         None => None,
     };
     let scopes = requested_scopes(req.scopes.as_deref(), KEY_SCOPES)?;
+    if req
+        .rate_limit
+        .is_some_and(|r| !(1..=MAX_RATE_LIMIT).contains(&r))
+    {
+        return Err(IdentityError::invalid(
+            "rate_limit",
+            format!("must be between 1 and {MAX_RATE_LIMIT} per second"),
+        ));
+    }
     let key = NewApiKey::generate(req.live.unwrap_or(false));
     let record = ApiKeyRecord {
         id: ids::new_id(ids::API_KEY),
@@ -677,6 +687,7 @@ pub async fn create_api_key(
         created_by: Some(principal.user.id.clone()),
         last_used_at: None,
         scopes: scopes.stored(),
+        rate_limit: req.rate_limit,
     };
     let event = audit::state_change(
         "api_key.created",
@@ -684,7 +695,7 @@ pub async fn create_api_key(
         Some(&workspace_id),
         None,
         &principal.actor(),
-        json!({ "key_id": record.id, "mode": record.mode, "name": record.name, "scopes": scopes.list() }),
+        json!({ "key_id": record.id, "mode": record.mode, "name": record.name, "scopes": scopes.list(), "rate_limit": record.rate_limit }),
     );
     ctx.writer
         .commit(Change::new(AccountOp::CreateApiKey(record.clone())).audited(event))

@@ -7,6 +7,9 @@ pub const LIVE_PREFIX: &str = "svc_live_";
 pub const TEST_PREFIX: &str = "svc_test_";
 const BODY_LEN: usize = 43;
 
+/// The highest rate a key may be given as its own, requests and decisions per second.
+pub const MAX_RATE_LIMIT: i64 = 1_000_000;
+
 /// A freshly generated key: the secret (shown once) and what is stored.
 pub struct NewApiKey {
     pub secret: Secret,

@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use super::compile::CompiledPolicy;
-use super::evaluate::{evaluate, Decision, EmailFacts, Facts};
+use super::evaluate::{evaluate, ContextFields, Decision, EmailFacts, Facts};
 
 /// The agent statuses and risk tiers a request may name.
 pub const STATUSES: [&str; 4] = ["pending", "active", "suspended", "revoked"];
@@ -67,7 +67,7 @@ pub fn run(policy: &CompiledPolicy, request: &BenchRequest) -> Result<Decision, 
         metadata: &request.metadata,
         labels: &request.labels,
         action: &request.action,
-        context: &request.context,
+        context: ContextFields::new(&request.context),
         email: email.as_ref(),
         emails_sent_last_minute: 0,
         emails_sent_last_day: 0,

@@ -47,8 +47,10 @@ use crate::store::{
 
 use super::compile::{compile, CompiledPolicy};
 use super::evaluate::{
-    evaluate_prepared, prepare_agent, Decision, DecisionCache, EmailFacts, Facts, PreparedAgent,
+    evaluate_prepared, prepare_agent, ContextFields, Decision, DecisionCache, EmailFacts, Facts,
+    PreparedAgent,
 };
+use super::rate::KeyRate;
 use super::spec::{self, PolicySpec, SpecError};
 
 /// How long a cached key or agent counts at most, however recently it was used.
@@ -56,31 +58,38 @@ const ENTRY_TTL: Duration = Duration::from_secs(60);
 
 const MIB: u64 = 1024 * 1024;
 
-/// The capacities of the caches, in (estimated) bytes.
+/// The capacities of the caches, in (estimated) bytes, and the rate of the keys they hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CacheLimits {
     pub keys_bytes: u64,
     pub agents_bytes: u64,
     pub policies_bytes: u64,
+    /// Requests and decisions per second of a key without a rate of its own, per replica
+    /// (`api_key_rate_limit`; 0: none).
+    pub key_rate: u64,
 }
 
 impl CacheLimits {
-    /// Capacities given in MiB.
+    /// Capacities given in MiB (and the default key rate).
     pub fn from_mib(keys: u64, agents: u64, policies: u64) -> Self {
         Self {
             keys_bytes: keys.saturating_mul(MIB),
             agents_bytes: agents.saturating_mul(MIB),
             policies_bytes: policies.saturating_mul(MIB),
+            key_rate: config::DEFAULT_API_KEY_RATE_LIMIT,
         }
     }
 
-    /// The capacities a server's configuration sets.
+    /// The capacities and the key rate a server's configuration sets.
     pub fn of(config: &config::Config) -> Self {
-        Self::from_mib(
-            config.cache_keys_mib,
-            config.cache_agents_mib,
-            config.cache_policies_mib,
-        )
+        Self {
+            key_rate: config.api_key_rate_limit,
+            ..Self::from_mib(
+                config.cache_keys_mib,
+                config.cache_agents_mib,
+                config.cache_policies_mib,
+            )
+        }
     }
 }
 
@@ -223,6 +232,9 @@ pub struct CachedKey {
     pub key_id: String,
     /// What the key is narrowed to.
     pub scopes: Scopes,
+    /// The key's token bucket on this replica (`None`: not limited), carried over when the key
+    /// is read again.
+    rate: Option<Arc<KeyRate>>,
     /// The cache epoch read before the key was loaded.
     loaded: u64,
 }
@@ -239,11 +251,13 @@ impl CachedKey {
             // The shared set itself (an `Arc` around a `BTreeSet`).
             64 + scopes.iter().map(|s| s.len() + PER_SCOPE).sum::<usize>()
         };
+        let rate = self.rate.as_ref().map_or(0, |_| 16 + size_of::<KeyRate>());
         saturate(
             size_of::<Self>()
                 .saturating_add(self.workspace_id.len())
                 .saturating_add(self.key_id.len())
-                .saturating_add(scopes),
+                .saturating_add(scopes)
+                .saturating_add(rate),
         )
     }
 }
@@ -251,7 +265,8 @@ impl CachedKey {
 /// A live API key, authenticated under a view of its workspace.
 #[derive(Debug, Clone)]
 pub struct KeyAccess {
-    pub key: CachedKey,
+    /// Shared with the cache (a hit copies no string).
+    pub key: Arc<CachedKey>,
     /// SHA-256 of the key (to read it again when the view moves).
     key_hash: String,
     pub view: View,
@@ -266,6 +281,17 @@ pub struct View {
     pub workspace_id: String,
     pub version: i64,
     moved: u64,
+}
+
+impl KeyAccess {
+    /// Spends `n` of the key's tokens on this replica (one compare-and-swap, no lock), or
+    /// answers the seconds until `n` could be spent.
+    pub fn spend(&self, n: u64) -> Result<(), u64> {
+        match &self.key.rate {
+            Some(rate) => rate.take(n),
+            None => Ok(()),
+        }
+    }
 }
 
 impl View {
@@ -309,7 +335,7 @@ impl CachedAgent {
     pub fn facts<'a>(
         &'a self,
         action: &'a str,
-        context: &'a Value,
+        context: ContextFields<'a>,
         email: Option<&'a EmailFacts>,
         sent: (u64, u64),
     ) -> Facts<'a> {
@@ -364,7 +390,7 @@ impl CachedAgent {
             return Ok(hit);
         }
         // Only the agent's part of the facts is read.
-        let facts = self.facts("", &Value::Null, None, (0, 0));
+        let facts = self.facts("", ContextFields::new(&Value::Null), None, (0, 0));
         let prepared = Arc::new(prepare_agent(policy, &facts)?);
         *self
             .prepared
@@ -392,6 +418,8 @@ pub struct LoadedPolicy {
     /// 0 for the built-in default that no sync has replaced yet.
     pub version: i64,
     pub compiled: CompiledPolicy,
+    /// The counters its decisions are recorded in (`/metrics`), made with it.
+    pub metrics: observe::DecisionCounters,
 }
 
 /// Estimated bytes of a compiled policy per rule placed in one of its rule sets (the
@@ -406,6 +434,23 @@ const POLICY_PER_CEDAR_BYTE: usize = 2;
 const POLICY_BASE: usize = 16 * 1024;
 
 impl LoadedPolicy {
+    /// Version `version` of policy `policy_id`, with a decision counter for each reason code
+    /// it can give.
+    pub fn new(policy_id: &str, name: String, version: i64, compiled: CompiledPolicy) -> Self {
+        let mut reasons: std::collections::HashSet<String> = std::iter::once(&compiled.guardrails)
+            .chain(compiled.groups.values())
+            .flat_map(|set| set.rules.values())
+            .map(|rule| rule.reason_code.clone())
+            .collect();
+        reasons.extend(super::evaluate::FIXED_REASON_CODES.map(str::to_owned));
+        Self {
+            metrics: observe::DecisionCounters::new(policy_id, reasons),
+            name,
+            version,
+            compiled,
+        }
+    }
+
     /// Estimated bytes: a fixed part, a multiple of the rules placed in its rule sets and a
     /// multiple of its Cedar text's length.
     ///
@@ -454,11 +499,12 @@ pub fn default_policy() -> Result<Arc<LoadedPolicy>, StoreError> {
         .get_or_init(|| {
             compile(&PolicySpec::default())
                 .map(|compiled| {
-                    Arc::new(LoadedPolicy {
-                        name: "default".into(),
-                        version: 0,
+                    Arc::new(LoadedPolicy::new(
+                        DEFAULT_POLICY_ID,
+                        "default".into(),
+                        0,
                         compiled,
-                    })
+                    ))
                 })
                 .map_err(|errors| {
                     format!(
@@ -473,7 +519,9 @@ pub fn default_policy() -> Result<Arc<LoadedPolicy>, StoreError> {
 
 pub struct Caches {
     /// By key hash; entries expire after [`ENTRY_TTL`].
-    keys: Lru<CachedKey>,
+    keys: Lru<Arc<CachedKey>>,
+    /// The rate of a key without one of its own (0: none).
+    key_rate: u64,
     /// By agent id (agents of a workspace only: unclaimed agents are read from the store);
     /// entries expire after [`ENTRY_TTL`].
     agents: Lru<Arc<CachedAgent>>,
@@ -515,8 +563,9 @@ impl Caches {
                 Cache::ApiKey,
                 limits.keys_bytes,
                 Some(ENTRY_TTL),
-                |key: &CachedKey| key.weight() as usize,
+                |key: &Arc<CachedKey>| key.weight() as usize,
             ),
+            key_rate: limits.key_rate,
             agents: Lru::new(
                 Cache::Agent,
                 limits.agents_bytes,
@@ -624,6 +673,9 @@ impl Caches {
         store: &dyn Store,
         key_hash: &str,
     ) -> Result<Option<KeyAccess>, StoreError> {
+        // Read again, a key keeps the bucket it had: a change in its workspace must not
+        // refill it.
+        let mut kept_rate = None;
         if let Some(key) = self.keys.get(key_hash) {
             let view = self.view(store, &key.workspace_id).await?;
             if view.admits(key.loaded) {
@@ -635,6 +687,7 @@ impl Caches {
                     record: None,
                 }));
             }
+            kept_rate = Some(key.rate.clone());
         }
         observe::cache_lookup(Cache::ApiKey, false);
         for _ in 0..LOAD_ATTEMPTS {
@@ -651,12 +704,19 @@ impl Caches {
                 // The view was new or moved meanwhile: read the key again under it.
                 continue;
             }
-            let key = CachedKey {
+            let rate = kept_rate.clone().unwrap_or_else(|| {
+                let per_second = record
+                    .rate_limit
+                    .map_or(self.key_rate, |own| u64::try_from(own).unwrap_or(0));
+                KeyRate::new(per_second).map(Arc::new)
+            });
+            let key = Arc::new(CachedKey {
                 workspace_id: record.workspace_id.clone(),
                 key_id: record.id.clone(),
                 scopes: Scopes::from_stored(record.scopes.as_deref()),
+                rate,
                 loaded,
-            };
+            });
             self.keys.insert(key_hash.to_owned(), key.clone());
             return Ok(Some(KeyAccess {
                 key,
@@ -969,11 +1029,12 @@ pub async fn load_policy(
             "stored policy `{policy_id}` no longer compiles: {e}"
         ))
     })?;
-    Ok(Some(Arc::new(LoadedPolicy {
+    Ok(Some(Arc::new(LoadedPolicy::new(
+        policy_id,
         name,
-        version: record.current_version,
+        record.current_version,
         compiled,
-    })))
+    ))))
 }
 
 #[cfg(test)]
@@ -982,11 +1043,12 @@ mod tests {
 
     fn at_version(version: i64) -> Arc<LoadedPolicy> {
         let default = default_policy().unwrap();
-        Arc::new(LoadedPolicy {
-            name: "p".into(),
+        Arc::new(LoadedPolicy::new(
+            "pol_p",
+            "p".into(),
             version,
-            compiled: default.compiled.clone(),
-        })
+            default.compiled.clone(),
+        ))
     }
 
     #[test]
@@ -1112,6 +1174,7 @@ mod tests {
             workspace_id: "ws_a".into(),
             key_id: "key_1".into(),
             scopes: Scopes::from_stored(None),
+            rate: None,
             loaded: 1,
         };
         let scoped = CachedKey {
@@ -1134,11 +1197,14 @@ mod tests {
     #[test]
     fn keys_and_agents_are_forgotten_and_sizes_reported() {
         let caches = Caches::default();
-        let key = |id: &str| CachedKey {
-            workspace_id: "ws_a".into(),
-            key_id: id.into(),
-            scopes: Scopes::all(),
-            loaded: 1,
+        let key = |id: &str| {
+            Arc::new(CachedKey {
+                workspace_id: "ws_a".into(),
+                key_id: id.into(),
+                scopes: Scopes::all(),
+                rate: None,
+                loaded: 1,
+            })
         };
         caches.keys.insert("hash1".into(), key("key_1"));
         caches.keys.insert("hash2".into(), key("key_1"));

@@ -3,7 +3,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::evaluate::EmailFacts;
+use super::evaluate::{ContextFields, EmailFacts};
 
 /// At most this many elements of an array are shown; a longer array is not shown at all
 /// (like a string over 200 bytes), rather than cut short where the approver cannot see it.
@@ -16,7 +16,7 @@ const MAX_SHOWN_ELEMENTS: usize = 100;
 pub fn request_summary(
     agent_name: &str,
     reads: &[String],
-    context: &Value,
+    context: ContextFields<'_>,
     email: Option<&EmailFacts>,
 ) -> Value {
     let mut values = Map::new();
@@ -26,10 +26,7 @@ pub fn request_summary(
         }
     }
     let reads_email = reads.iter().any(|r| r == "email");
-    let mut fields: Vec<&String> = context
-        .as_object()
-        .map(|o| o.keys().collect())
-        .unwrap_or_default();
+    let mut fields: Vec<&String> = context.iter().map(|(k, _)| k).collect();
     fields.sort();
     json!({
         "agent_name": agent_name,

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use crate::api;
 use crate::audit::Actor;
@@ -24,7 +24,7 @@ use crate::time::{iso, now_ms};
 
 use super::cache::{CachedAgent, KeyAccess, LoadedPolicy, View, DEFAULT_POLICY_ID};
 use super::error::{CheckError, CheckResult};
-use super::evaluate::{Decision, EmailFacts};
+use super::evaluate::{ContextFields, Decision, EmailFacts, APPROVAL_DENIED, APPROVED};
 use super::spec::{sort_keys, ApprovalRules, Outcome};
 
 /// `pol_` + 1-64 of `[a-z0-9_-]`.
@@ -109,12 +109,15 @@ impl StopAt {
 /// costs one commit. When the workspace moved on before the commit, the stale decisions are
 /// made again together on the fresh state (one more batch); a check whose approval was used
 /// meanwhile is decided again on its own, as a single check would be. With `stop`, the checks
-/// after the one that stops are neither decided nor recorded, and have no answer.
+/// after the one that stops are neither decided nor recorded, and have no answer. `shared`:
+/// context fields every check has under its own (AuthZEN's top-level context), kept once for
+/// all of them.
 pub async fn check_batch(
     ctx: &Context,
     access: &KeyAccess,
     actor: &Actor,
     reqs: Vec<api::CheckRequest>,
+    shared: Option<Arc<Map<String, Value>>>,
     stop: StopAt,
 ) -> CheckResult<Vec<CheckResult<api::DecisionResponse>>> {
     if reqs.is_empty() {
@@ -129,7 +132,7 @@ pub async fn check_batch(
     let mut answers: Vec<Option<CheckResult<api::DecisionResponse>>> = Vec::new();
     let mut inputs: Vec<Option<CheckInput>> = Vec::new();
     for req in reqs {
-        match CheckInput::read(req) {
+        match CheckInput::read(req, shared.clone()) {
             Ok(input) => {
                 inputs.push(Some(input));
                 answers.push(None);
@@ -253,7 +256,7 @@ pub async fn check_for_agent(
     req: api::CheckRequest,
     mode: AgentCheck<'_>,
 ) -> CheckResult<api::DecisionResponse> {
-    let input = CheckInput::read(req)?;
+    let input = CheckInput::read(req, None)?;
     let mut ground = Ground::Agent(view, nonce);
     for _ in 1..RESERVE_ATTEMPTS {
         let dry = matches!(mode, AgentCheck::Ask);
@@ -371,7 +374,7 @@ async fn check_with(
     reserve: Option<&EmailReservation>,
     attempts: u32,
 ) -> CheckResult<api::DecisionResponse> {
-    let input = CheckInput::read(req)?;
+    let input = CheckInput::read(req, None)?;
     check_input(ctx, ground, actor, &input, reserve, attempts).await
 }
 
@@ -427,8 +430,11 @@ struct CheckInput {
     agent_id: String,
     /// Trimmed.
     action: String,
-    /// An object (`{}` when the request has none).
+    /// An object (`{}` when the request has none): the check's own context fields, over
+    /// `shared`.
     context: Value,
+    /// Fields shared with the other checks of the request, under its own.
+    shared: Option<Arc<Map<String, Value>>>,
     /// The email facts as sent (`null` when absent), for the request's fingerprint.
     email_json: Value,
     email: Option<EmailFacts>,
@@ -437,7 +443,7 @@ struct CheckInput {
 }
 
 impl CheckInput {
-    fn read(req: api::CheckRequest) -> CheckResult<Self> {
+    fn read(req: api::CheckRequest, shared: Option<Arc<Map<String, Value>>>) -> CheckResult<Self> {
         if req.agent_id.is_empty() {
             return Err(CheckError::missing("agent_id"));
         }
@@ -479,10 +485,16 @@ impl CheckInput {
             agent_id: req.agent_id,
             action: action.to_owned(),
             context,
+            shared,
             email_json,
             email,
             policy_id,
         })
+    }
+
+    /// The context's fields: its own over the shared ones.
+    fn fields(&self) -> ContextFields<'_> {
+        ContextFields::layered(&self.context, self.shared.as_deref())
     }
 
     /// The canonical request fingerprint: action, context and email facts, object keys sorted
@@ -490,7 +502,7 @@ impl CheckInput {
     fn fingerprint(&self) -> String {
         let canonical = json!([
             self.action,
-            sort_keys(self.context.clone()),
+            sort_keys(self.fields().to_value()),
             sort_keys(self.email_json.clone())
         ]);
         sha256_hex(canonical.to_string().as_bytes())
@@ -585,11 +597,9 @@ impl Decided {
             None => (None, None),
         };
         let decision = self.decision;
-        crate::observe::decision(
-            decision.outcome.as_str(),
-            &policy_id,
-            &decision.reason_codes,
-        );
+        self.policy
+            .metrics
+            .record(decision.outcome.as_str(), &decision.reason_codes);
         api::DecisionResponse {
             ok: true,
             decision: decision.outcome.as_str().into(),
@@ -669,7 +679,7 @@ impl<'a> Attempt<'a> {
         let input = self.input;
         let facts = self
             .agent
-            .facts(&input.action, &input.context, input.email.as_ref(), sent);
+            .facts(&input.action, input.fields(), input.email.as_ref(), sent);
         self.ctx
             .caches
             .decide(&self.agent, &self.policy.compiled, &facts)
@@ -698,7 +708,7 @@ impl<'a> Attempt<'a> {
         if human.status == ChallengeStatus::Approved {
             decision.outcome = Outcome::Allow;
             decision.reasons = Vec::new();
-            decision.reason_codes = vec!["approved".into()];
+            decision.reason_codes = vec![APPROVED.into()];
             Some(
                 PolicyOp::ConsumeApproval {
                     id: human.id.clone(),
@@ -709,7 +719,7 @@ impl<'a> Attempt<'a> {
         } else {
             decision.outcome = Outcome::Deny;
             decision.reasons = vec!["a human denied this request".into()];
-            decision.reason_codes = vec!["approval_denied".into()];
+            decision.reason_codes = vec![APPROVAL_DENIED.into()];
             None
         }
     }
@@ -750,7 +760,7 @@ impl<'a> Attempt<'a> {
             summary: super::challenge::request_summary(
                 &self.agent.agent.name,
                 &decision.reads,
-                &input.context,
+                input.fields(),
                 input.email.as_ref(),
             ),
             trace_id: trace_id.to_owned(),
@@ -823,7 +833,7 @@ impl<'a> Attempt<'a> {
     ) -> AuditRecord {
         let input = super::impact::replay_input(
             &self.agent,
-            &self.input.context,
+            self.input.fields(),
             self.input.email.as_ref(),
             counts,
         );

@@ -12,7 +12,8 @@ use cedar_policy::{
     Authorizer, Context, Entities, Entity, EntityId, EntityTypeName, EntityUid, Request,
     RestrictedExpression,
 };
-use serde_json::Value;
+use serde::ser::{Serialize, Serializer};
+use serde_json::{Map, Value};
 
 use super::compile::{tag_value, CompiledPolicy, Picked, RuleMeta, RuleSet};
 use super::memo::Memo;
@@ -121,6 +122,72 @@ impl EmailFacts {
     }
 }
 
+/// A check's context fields: its own object, over fields it shares with the other checks of
+/// one request (AuthZEN's top-level `context`, kept once for all of them rather than copied
+/// into each). A field of its own hides a shared one of the same name; read through this,
+/// the two are one object, in the order merging them would give (the shared fields first).
+#[derive(Debug, Clone, Copy)]
+pub struct ContextFields<'a> {
+    own: &'a Value,
+    shared: Option<&'a Map<String, Value>>,
+}
+
+impl<'a> ContextFields<'a> {
+    /// The fields of one object (a value that is not an object has none).
+    pub fn new(own: &'a Value) -> Self {
+        Self { own, shared: None }
+    }
+
+    /// `own` over `shared`.
+    pub fn layered(own: &'a Value, shared: Option<&'a Map<String, Value>>) -> Self {
+        Self { own, shared }
+    }
+
+    /// Every field once: the shared ones (with the value of an own field of the same name),
+    /// then the own ones the shared ones do not name.
+    pub fn iter(self) -> impl Iterator<Item = (&'a String, &'a Value)> {
+        let own = self.own.as_object();
+        let shared = self.shared;
+        let under = shared
+            .into_iter()
+            .flatten()
+            .map(move |(k, v)| (k, own.and_then(|o| o.get(k)).unwrap_or(v)));
+        let over = own
+            .into_iter()
+            .flatten()
+            .filter(move |(k, _)| !shared.is_some_and(|s| s.contains_key(*k)));
+        under.chain(over)
+    }
+
+    pub fn get(self, name: &str) -> Option<&'a Value> {
+        self.own
+            .get(name)
+            .or_else(|| self.shared.and_then(|s| s.get(name)))
+    }
+
+    /// The fields as one object (a copy).
+    pub fn to_value(self) -> Value {
+        match self.shared {
+            None if self.own.is_object() => self.own.clone(),
+            _ => Value::Object(self.iter().map(|(k, v)| (k.clone(), v.clone())).collect()),
+        }
+    }
+}
+
+impl Serialize for ContextFields<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.iter())
+    }
+}
+
+/// The reason code of a deny because no rule matched.
+pub const NO_MATCHING_RULE: &str = "no_matching_rule";
+/// The reason codes of a check a human already answered: approved (an allow) or denied.
+pub const APPROVED: &str = "approved";
+pub const APPROVAL_DENIED: &str = "approval_denied";
+/// The reason codes a decision may carry beside those of a policy's rules.
+pub const FIXED_REASON_CODES: [&str; 3] = [NO_MATCHING_RULE, APPROVED, APPROVAL_DENIED];
+
 /// What is known about one check.
 #[derive(Debug, Clone)]
 pub struct Facts<'a> {
@@ -132,8 +199,8 @@ pub struct Facts<'a> {
     /// The agent's inventory labels (an object).
     pub labels: &'a Value,
     pub action: &'a str,
-    /// The check's context (an object).
-    pub context: &'a Value,
+    /// The check's context fields.
+    pub context: ContextFields<'a>,
     pub email: Option<&'a EmailFacts>,
     pub emails_sent_last_minute: u64,
     pub emails_sent_last_day: u64,
@@ -434,21 +501,19 @@ fn evaluate_in(
     }
     let mut numbers = Vec::new();
     let mut fields = Vec::new();
-    if let Some(obj) = facts.context.as_object() {
-        for (k, v) in obj {
-            match v {
-                Value::Number(n) => {
-                    if let Some(value) = n.as_f64().and_then(tag_value) {
-                        numbers.push((k.clone(), value));
-                    }
+    for (k, v) in facts.context.iter() {
+        match v {
+            Value::Number(n) => {
+                if let Some(value) = n.as_f64().and_then(tag_value) {
+                    numbers.push((k.clone(), value));
                 }
-                // Each string or boolean of an array is a field of its own (`keys=A`,
-                // `keys=B`), so rules can test membership; other elements stay invisible.
-                Value::Array(items) => {
-                    fields.extend(items.iter().filter_map(|item| field(k, item)));
-                }
-                other => fields.extend(field(k, other)),
             }
+            // Each string or boolean of an array is a field of its own (`keys=A`,
+            // `keys=B`), so rules can test membership; other elements stay invisible.
+            Value::Array(items) => {
+                fields.extend(items.iter().filter_map(|item| field(k, item)));
+            }
+            other => fields.extend(field(k, other)),
         }
     }
     // The rule sets that apply: each group's set carries the guardrails too, so an agent of one
@@ -741,7 +806,7 @@ pub fn decide(matched: &[&RuleMeta]) -> Decision {
         return Decision {
             outcome: Outcome::Deny,
             reasons: vec!["no rule of the policy allows this action".into()],
-            reason_codes: vec!["no_matching_rule".into()],
+            reason_codes: vec![NO_MATCHING_RULE.into()],
             determining_policies: Vec::new(),
             approval: None,
             reads: Vec::new(),

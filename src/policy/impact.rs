@@ -21,7 +21,8 @@ use serde_json::{json, Value};
 use super::cache::CachedAgent;
 use super::compile::CompiledPolicy;
 use super::evaluate::{
-    evaluate_prepared, prepare_agent, DecisionCache, EmailFacts, Facts, PreparedAgent,
+    evaluate_prepared, prepare_agent, ContextFields, DecisionCache, EmailFacts, Facts,
+    PreparedAgent,
 };
 use super::spec::Outcome;
 use crate::store::AuditRecord;
@@ -40,7 +41,7 @@ pub const INPUT_CAP_BYTES: usize = 16 * 1024;
 /// minute and day when the policy read them.
 pub fn replay_input(
     agent: &CachedAgent,
-    context: &Value,
+    context: ContextFields<'_>,
     email: Option<&EmailFacts>,
     counts: Option<(i64, i64)>,
 ) -> Value {
@@ -250,7 +251,7 @@ impl<'a> Recorded<'a> {
             metadata: self.agent.get("metadata").unwrap_or(&Value::Null),
             labels: self.agent.get("labels").unwrap_or(&Value::Null),
             action: event.action.as_deref().unwrap_or(""),
-            context: self.context,
+            context: ContextFields::new(self.context),
             email: self.email.as_ref(),
             emails_sent_last_minute: self.sent.0,
             emails_sent_last_day: self.sent.1,

@@ -19,13 +19,14 @@ pub mod evaluate;
 pub mod impact;
 pub mod limits;
 mod memo;
+pub mod rate;
 pub mod semantic;
 pub mod source;
 pub mod spec;
 pub mod sync;
 
 pub use compile::{compile, CompiledPolicy};
-pub use evaluate::{evaluate, Decision, EmailFacts, Facts};
+pub use evaluate::{evaluate, ContextFields, Decision, EmailFacts, Facts};
 pub use spec::{Outcome, PolicySpec, SpecError};
 
 #[cfg(test)]

@@ -71,7 +71,7 @@ use sha2::{Digest, Sha256};
 use crate::domain::RiskTier;
 
 use super::compile::{compile, scaled, CompiledPolicy};
-use super::evaluate::{evaluate, EmailFacts, Facts};
+use super::evaluate::{evaluate, ContextFields, EmailFacts, Facts};
 use super::spec::{Block, Outcome, PolicySpec, Selector, TestAgent};
 
 /// At most this many cells are listed per direction (all are counted).
@@ -180,7 +180,7 @@ impl Example {
             metadata: &self.agent.metadata,
             labels: &self.agent.labels,
             action: &self.action,
-            context: &self.context,
+            context: ContextFields::new(&self.context),
             email: email.as_ref(),
             emails_sent_last_minute: self.emails_sent_last_minute,
             emails_sent_last_day: self.emails_sent_last_day,

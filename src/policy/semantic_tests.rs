@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 use super::*;
 use crate::policy::spec::{parse, Format, Threshold};
-use crate::policy::{compile, evaluate, EmailFacts, Facts};
+use crate::policy::{compile, evaluate, ContextFields, EmailFacts, Facts};
 
 fn spec(yaml: &str) -> PolicySpec {
     parse(yaml, Format::Yaml).unwrap()
@@ -880,7 +880,7 @@ fn random_mutations_of_the_shipped_specs_are_cross_checked() {
                     metadata,
                     labels,
                     action: &action,
-                    context: &context,
+                    context: ContextFields::new(&context),
                     email: facts_email.as_ref(),
                     emails_sent_last_minute: sent,
                     emails_sent_last_day: sent * 50,

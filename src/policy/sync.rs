@@ -360,11 +360,12 @@ async fn sync_as(
             answer.applied = Some(true);
             answer.policy_hash = Some(compiled.hash.clone());
             answer.version = Some(version);
-            installed = Some(Arc::new(LoadedPolicy {
-                name: name.clone(),
+            installed = Some(Arc::new(LoadedPolicy::new(
+                &policy_id,
+                name.clone(),
                 version,
                 compiled,
-            }));
+            )));
         }
     }
     let body = serde_json::to_value(&answer).unwrap_or(Value::Null);

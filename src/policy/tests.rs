@@ -4,8 +4,8 @@ use serde_json::{json, Value};
 
 use super::compile::tag_value;
 use super::evaluate::{
-    evaluate, evaluate_with, prepare_agent, Attachment, DecisionCache, EmailFacts, Facts,
-    PreparedAgent,
+    evaluate, evaluate_with, prepare_agent, Attachment, ContextFields, DecisionCache, EmailFacts,
+    Facts, PreparedAgent,
 };
 use super::spec::{parse, Format, Outcome};
 use super::{compile, CompiledPolicy, Decision};
@@ -78,7 +78,7 @@ fn run(p: &CompiledPolicy, c: &Check) -> Decision {
         metadata: &c.metadata,
         labels: &c.labels,
         action: c.action,
-        context: &c.context,
+        context: ContextFields::new(&c.context),
         email: c.email.as_ref(),
         emails_sent_last_minute: c.sent.0,
         emails_sent_last_day: c.sent.1,
@@ -184,7 +184,7 @@ fn a_prepared_agent_serves_only_its_agent_and_policy() {
         metadata: &metadata,
         labels: &labels,
         action: "read",
-        context: &context,
+        context: ContextFields::new(&context),
         email: None,
         emails_sent_last_minute: 0,
         emails_sent_last_day: 0,
@@ -795,7 +795,7 @@ fn prepared_checks(
         metadata: &metadata,
         labels: &labels,
         action,
-        context,
+        context: ContextFields::new(context),
         email: None,
         emails_sent_last_minute: 0,
         emails_sent_last_day: 0,
@@ -1501,7 +1501,8 @@ fn an_approver_is_shown_the_values_of_an_array() {
         "many": vec!["k"; 101],
     });
     let reads = codes(&["environment", "keys", "long", "many", "secret_set"]);
-    let summary = super::challenge::request_summary("pay-bot", &reads, &context, None);
+    let summary =
+        super::challenge::request_summary("pay-bot", &reads, ContextFields::new(&context), None);
     assert_eq!(
         summary["values"]["keys"],
         json!(["STRIPE_SECRET_KEY", "ACCOUNT"])

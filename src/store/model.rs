@@ -30,6 +30,8 @@ pub struct ApiKeyRecord {
     pub last_used_at: Option<i64>,
     /// Space-separated scopes that narrow the key; `None` for none (see `domain::access`).
     pub scopes: Option<String>,
+    /// Requests and decisions per second per replica; `None` for the server's default.
+    pub rate_limit: Option<i64>,
 }
 
 #[derive(Debug, Clone)]

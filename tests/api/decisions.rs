@@ -464,3 +464,129 @@ both_engines! {
         assert_eq!(code, Some(1), "a gate is for dry runs: {out}");
     }
 }
+
+/// A top-level context of `fields` strings of `bytes` each, and `count` evaluations of `read`
+/// of documents 0, 1, ... that take it (and the subject and action) from the defaults.
+fn evaluations_with_context(agent_id: &str, fields: usize, bytes: usize, count: usize) -> Value {
+    let context: serde_json::Map<String, Value> = (0..fields)
+        .map(|i| (format!("pad{i}"), json!("x".repeat(bytes))))
+        .collect();
+    let evaluations: Vec<Value> = (0..count)
+        .map(|i| json!({"resource": {"type": "document", "id": format!("d{i}")}}))
+        .collect();
+    json!({
+        "subject": {"type": "agent", "id": agent_id},
+        "action": {"name": "read"},
+        "context": context,
+        "evaluations": evaluations
+    })
+}
+
+both_engines! {
+    async fn authzen_evaluations_share_the_top_level_context_within_a_bound(app) {
+        let agent = app.active_agent("pep-shared").await;
+        let owner = owner(&app).await;
+        let mut spec = spec(&agent.id, 100.0);
+        spec["reusable_policy_blocks"]["docs"]["cedar"].as_array_mut().unwrap().push(json!({
+            "name": "blocked-tier", "when": "context.fields.contains(\"tier=blocked\")",
+            "outcome": "deny", "reason_code": "tier_blocked", "reason": "this tier is blocked"}));
+        apply(&app, &owner, &spec).await;
+
+        // Every evaluation reads the top-level context's fields; its own override them.
+        let request = json!({
+            "subject": {"type": "agent", "id": agent.id},
+            "action": {"name": "read"},
+            "context": {"tier": "blocked", "region": "eu"},
+            "evaluations": [
+                {"resource": {"type": "document", "id": "1"}},
+                {"resource": {"type": "document", "id": "1"}, "context": {"tier": "open"}},
+                {"resource": {"type": "document", "id": "2"}, "context": {"tier": "open"}}
+            ]
+        });
+        let (s, answer) = status_json(app.post("/access/v1/evaluations", &request).await).await;
+        assert_eq!(s, 200, "{answer}");
+        assert_eq!(decisions(&answer), [false, true, false], "{answer}");
+        assert_eq!(answer["evaluations"][0]["context"]["reason"], "tier_blocked");
+        assert_eq!(answer["evaluations"][2]["context"]["reason"], "document_restricted");
+        // The decision event records the context the check was decided on, merged.
+        let trace = answer["evaluations"][0]["context"]["trace_id"].as_str().unwrap().to_owned();
+        let events = audit_events(&app, &format!("trace_id={trace}")).await;
+        assert_eq!(events.len(), 1, "{events:?}");
+        let recorded = &events[0]["details"]["input"]["context"];
+        assert_eq!(recorded["tier"], "blocked", "{recorded}");
+        assert_eq!(recorded["region"], "eu", "{recorded}");
+        assert_eq!(recorded["resource_id"], "1", "{recorded}");
+        // A field of a resource that the top-level context names too: each evaluation is
+        // answered undecided with `invalid_context`, as before.
+        let mut clash = request.clone();
+        clash["context"]["resource_id"] = json!("9");
+        let (s, clashed) = status_json(app.post("/access/v1/evaluations", &clash).await).await;
+        assert_eq!(s, 200, "{clashed}");
+        assert_eq!(decisions(&clashed), [false, false, false]);
+        assert_eq!(clashed["evaluations"][2]["context"]["error"]["code"], "invalid_context");
+
+        // 100 evaluations of a 9 KiB top-level context: under the bound, all decided.
+        let (s, under) = status_json(app.post("/access/v1/evaluations", &evaluations_with_context(&agent.id, 9, 1000, 100)).await).await;
+        assert_eq!(s, 200, "{under}");
+        assert_eq!(decisions(&under), vec![true; 100]);
+        // With a 12 KiB one they come to over 1 MiB merged: refused whole, nothing decided.
+        let before = audit_events(&app, "action=read&limit=200").await.len();
+        let over = app.post("/access/v1/evaluations", &evaluations_with_context(&agent.id, 12, 1000, 100)).await;
+        let body = assert_error(over, 413, "evaluations_too_large").await;
+        assert!(body["message"].as_str().unwrap().contains("1048576"), "{body}");
+        assert_eq!(audit_events(&app, "action=read&limit=200").await.len(), before);
+    }
+}
+
+/// `Vm...` of `/proc/PID/status` (`VmRSS`, `VmHWM`), bytes.
+fn process_memory(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
+    let line = status
+        .lines()
+        .find(|l| l.starts_with(&format!("{field}:")))
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"));
+    let kib: u64 = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    kib * 1024
+}
+
+both_engines! {
+    async fn concurrent_large_evaluation_requests_stay_within_a_memory_bound(app) {
+        // A server process of its own, so that its memory is this test's alone.
+        let (mut server, base) = crate::replicas::start_replica(&app.db_url, &app.key).await;
+        let pid = server.id().expect("running");
+        let replica = app.at(base);
+        let agent = app.active_agent("pep-memory").await;
+        let (s, warm) = status_json(replica.post("/access/v1/evaluations", &evaluations_with_context(&agent.id, 1, 10, 100)).await).await;
+        assert_eq!(s, 200, "{warm}");
+        let before = process_memory(pid, "VmHWM");
+
+        // 16 requests at once, each a 939 KiB body: a top-level context of 900 strings of a
+        // KiB, taken by 100 evaluations (close to 94 MB once merged into each).
+        let body = serde_json::to_vec(&evaluations_with_context(&agent.id, 900, 1024, 100)).unwrap();
+        assert!(body.len() < 1024 * 1024 && body.len() > 900 * 1024, "{}", body.len());
+        let requests = (0..16).map(|_| {
+            replica.client.post(replica.url("/access/v1/evaluations"))
+                .header("X-Service-Api-Key", &replica.key)
+                .header("Content-Type", "application/json")
+                .body(body.clone())
+                .send()
+        });
+        let answers = futures::future::join_all(requests).await;
+        let peak = process_memory(pid, "VmHWM");
+        let grown = peak.saturating_sub(before);
+        assert!(
+            grown < 256 * 1024 * 1024,
+            "the server's peak resident memory grew by {} MiB (from {} MiB)",
+            grown / (1024 * 1024),
+            before / (1024 * 1024)
+        );
+        for answer in answers {
+            assert_error(answer.unwrap(), 413, "evaluations_too_large").await;
+        }
+        crate::replicas::sigterm(&mut server).await;
+    }
+}

@@ -208,6 +208,14 @@ impl TestApp {
         self.running.db.drop_database().await;
     }
 
+    /// The same server and workspace, with another API key of it.
+    pub fn with_key(&self, key: &str) -> TestApp {
+        TestApp {
+            key: key.to_owned(),
+            ..self.clone()
+        }
+    }
+
     /// The same workspace and key, talking to another server (a replica) at `base`.
     pub fn at(&self, base: String) -> TestApp {
         TestApp {

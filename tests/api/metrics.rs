@@ -207,3 +207,89 @@ async fn the_metrics_token_guards_the_endpoint_sqlite() {
 async fn the_metrics_token_guards_the_endpoint_postgres() {
     the_metrics_token_guards_the_endpoint(Engine::Postgres).await;
 }
+
+/// The distinct values of `label` among the series of `metric`.
+fn label_values(
+    scrape: &Exposition,
+    metric: &str,
+    label: &str,
+) -> std::collections::BTreeSet<String> {
+    scrape
+        .families
+        .get(metric)
+        .map(|family| {
+            family
+                .iter_samples()
+                .filter_map(|s| {
+                    s.get_labelset()
+                        .expect("labels")
+                        .get_label_value(label)
+                        .map(str::to_owned)
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+both_engines! {
+    async fn labels_tenants_choose_keep_a_bounded_number_of_values(app) {
+        app.grant(&app.workspace_id, "owner@example.com", "owner").await;
+        let owner = app.login("owner@example.com").await;
+        let agent = app.active_agent("labels-bot").await;
+        // Six policies, each denying with a reason code of its own, and three sinks.
+        let policies: Vec<String> = (0..6).map(|i| format!("pol_labels_{i}")).collect();
+        for (i, policy_id) in policies.iter().enumerate() {
+            let spec = json!({
+                "reusable_policy_blocks": {"no": {"cedar": [{"name": "no", "when": "true", "outcome": "deny",
+                    "reason_code": format!("code_{i}"), "reason": "denied"}]}},
+                "agent_groups": [{"name": "g", "members": [agent.id]}],
+                "bindings": [{"name": "g", "group": "g", "blocks": ["no"]}]
+            });
+            let (s, out) = status_json(owner.post("/v1/policies/sync", &json!({"policy_id": policy_id, "spec": spec})).await).await;
+            assert_eq!(s, 200, "{out}");
+        }
+        for i in 0..3 {
+            let sink = json!({"name": format!("siem{i}"), "url": format!("https://siem{i}.example.com/acp"), "enabled": false});
+            let (s, out) = status_json(owner.post("/v1/workspace/audit/sinks", &sink).await).await;
+            assert_eq!(s, 200, "{out}");
+        }
+
+        // A server process of its own (its own registry), with small bounds.
+        let (mut server, base) = crate::replicas::start_replica_with(&app.db_url, &app.key, &[
+            ("ACP_METRICS_MAX_POLICY_LABELS", "3"),
+            ("ACP_METRICS_MAX_REASON_LABELS", "4"),
+            ("ACP_METRICS_MAX_SINK_LABELS", "1"),
+        ]).await;
+        let replica = app.at(base);
+        for policy_id in policies.iter().map(String::as_str).chain(["pol_default"]) {
+            let (s, out) = status_json(replica.post("/v1/check", &json!({"agent_id": agent.id, "action": "read", "policy_id": policy_id})).await).await;
+            assert_eq!((s.as_u16(), out["decision"].as_str()), (200, Some("deny")), "{out}");
+        }
+        // The sinks' lag is read when the server starts (and every 15 s).
+        let scrape = loop {
+            let (scrape, _) = scrape(&replica, None).await;
+            if label_values(&scrape, "acp_audit_sink_lag_events", "sink_id").len() >= 2 {
+                break scrape;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        };
+
+        // Seven policies decided with: the first three keep their id, the rest are `other`.
+        let policy_ids = label_values(&scrape, "acp_decisions_total", "policy_id");
+        assert_eq!(policy_ids.len(), 4, "{policy_ids:?}");
+        assert!(policy_ids.contains("other"), "{policy_ids:?}");
+        assert_eq!(scrape.families["acp_decisions_total"].iter_samples().count(), 4);
+        assert_eq!(counter(&scrape, "acp_decisions_total", &[]), 7.0);
+        // Seven reason codes: four kept, the rest `other`.
+        let reasons = label_values(&scrape, "acp_decision_reasons_total", "reason");
+        assert_eq!(reasons.len(), 5, "{reasons:?}");
+        assert!(reasons.contains("other"), "{reasons:?}");
+        assert!(label_values(&scrape, "acp_decision_reasons_total", "policy_id").len() <= 4);
+        assert_eq!(counter(&scrape, "acp_decision_reasons_total", &[]), 7.0);
+        // Three sinks: one by its id, the other two together.
+        let sinks = label_values(&scrape, "acp_audit_sink_lag_events", "sink_id");
+        assert_eq!(sinks.len(), 2, "{sinks:?}");
+        assert!(sinks.contains("other"), "{sinks:?}");
+        crate::replicas::sigterm(&mut server).await;
+    }
+}

@@ -10,7 +10,7 @@ use crate::domain::Role;
 use crate::store::*;
 
 const API_KEY_COLUMNS: &str =
-    "id, workspace_id, key_hash, mode, last_four, created_at, revoked_at, name, created_by, last_used_at, scopes";
+    "id, workspace_id, key_hash, mode, last_four, created_at, revoked_at, name, created_by, last_used_at, scopes, rate_limit";
 
 fn api_key_from_row(row: &AnyRow) -> Result<ApiKeyRecord, sqlx::Error> {
     Ok(ApiKeyRecord {
@@ -25,6 +25,7 @@ fn api_key_from_row(row: &AnyRow) -> Result<ApiKeyRecord, sqlx::Error> {
         created_by: row.try_get("created_by")?,
         last_used_at: row.try_get("last_used_at")?,
         scopes: row.try_get("scopes")?,
+        rate_limit: row.try_get("rate_limit")?,
     })
 }
 
@@ -43,8 +44,8 @@ async fn insert_api_key(
     k: &ApiKeyRecord,
 ) -> Result<(), sqlx::Error> {
     sqlx::query(
-        "INSERT INTO api_keys (id, workspace_id, key_hash, mode, last_four, created_at, revoked_at, name, created_by, scopes) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        "INSERT INTO api_keys (id, workspace_id, key_hash, mode, last_four, created_at, revoked_at, name, created_by, scopes, rate_limit) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
     )
     .bind(&k.id)
     .bind(&k.workspace_id)
@@ -56,6 +57,7 @@ async fn insert_api_key(
     .bind(k.name.clone())
     .bind(k.created_by.clone())
     .bind(k.scopes.clone())
+    .bind(k.rate_limit)
     .execute(&mut **tx)
     .await?;
     Ok(())
