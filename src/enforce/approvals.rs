@@ -141,19 +141,23 @@ pub async fn ensure_may_decide(
         role
     };
     person_may(role, &person.scopes, Need::ChallengesDecide).map_err(|denied| match denied {
-        Denied::Role(role) => EnforceError::forbidden(
-            "insufficient_role",
-            format!(
-                "the `{}` role cannot decide challenges, and the deciding rules do not name you as an approver",
-                role.as_str()
-            ),
-        ),
+        Denied::Role(role) => cannot_decide(role),
         Denied::Scope(scope) => EnforceError::forbidden(
             "insufficient_scope",
             format!("this needs the scope `{scope}`"),
         ),
         Denied::Kind(why) => EnforceError::forbidden("insufficient_role", why),
     })
+}
+
+fn cannot_decide(role: Role) -> EnforceError {
+    EnforceError::forbidden(
+        "insufficient_role",
+        format!(
+            "the `{}` role cannot decide challenges, and the deciding rules do not name you as an approver",
+            role.as_str()
+        ),
+    )
 }
 
 /// `approve` or `deny`.
@@ -197,8 +201,13 @@ pub async fn decide_by_id(
 ) -> EnforceResult<api::PolicyChallengeInfo> {
     let status = parse_decision(decision)?;
     let reason = approver_reason(reason)?;
-    let (workspace_id, _) = person.membership()?;
-    let challenge = in_workspace(ctx, &workspace_id, id).await?;
+    let (workspace_id, role) = person.membership()?;
+    let challenge = match in_workspace(ctx, &workspace_id, id).await {
+        Ok(challenge) => challenge,
+        // Someone who may decide only the challenges that name them learns nothing of others.
+        Err(_) if role < Role::Approver => return Err(cannot_decide(role)),
+        Err(err) => return Err(err),
+    };
     ensure_may_decide(ctx, &challenge, person).await?;
     record_decision(ctx, challenge, status, decision, reason, &person.actor()).await
 }

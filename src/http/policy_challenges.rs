@@ -14,8 +14,8 @@ use crate::error::ApiResult;
 
 use super::extract::{AppJson, AppPath, AppQuery, SignedRequest};
 use super::operator::{needs, Authorized, Who};
-use crate::domain::access::{Denied, Need};
 use crate::error::ApiError;
+use crate::identity::accounts::Principal;
 
 /// The workspace's policy challenges, newest first; `status` and `agent_id` filter.
 #[utoipa::path(get, path = "/v1/policy-challenges", tag = "approvals", params(ChallengeListParams),
@@ -106,22 +106,26 @@ pub async fn agent_status(
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn decide(
     State(ctx): State<SharedContext>,
-    op: Authorized<needs::ChallengesRead>,
+    op: Result<Authorized<needs::ChallengesDecide>, ApiError>,
+    person: Result<Principal, ApiError>,
     AppPath(challenge_id): AppPath<String>,
     AppJson(req): AppJson<ApprovalDecisionRequest>,
 ) -> ApiResult<Json<PolicyChallengeResponse>> {
-    // Members reach this far: a member the deciding rules name as an approver may decide
-    // (the use case applies the one rule of who decides); keys never do.
-    let Who::Person(person) = &op.who else {
-        let need = Need::ChallengesDecide;
-        return Err(ApiError::from((
-            Denied::Kind("deciding a challenge takes a person's session or token"),
-            need,
-        )));
+    // Approvers, admins and owners pass the role check; a member whom the deciding rules name
+    // as an approver is refused by it but may decide that challenge (the use case applies the
+    // one rule of who decides). Keys never decide.
+    let person = match op {
+        Ok(Authorized {
+            who: Who::Person(person),
+            ..
+        }) => person,
+        Ok(_) => return Err(crate::identity::accounts::unauthenticated().into()),
+        Err(refused) if refused.code == "insufficient_role" => person?,
+        Err(refused) => return Err(refused),
     };
     let challenge = approvals::decide_by_id(
         &ctx,
-        person,
+        &person,
         &challenge_id,
         &req.decision,
         req.reason.as_deref(),

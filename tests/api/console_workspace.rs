@@ -72,7 +72,7 @@ both_engines! {
             assert!(html.contains("href=\"/dashboard/settings\" aria-current=\"page\""), "{role}");
             assert!(html.contains("id=\"member-list\"") && html.contains(&email), "{role}: members are listed");
             assert!(html.contains("id=\"key-list\""), "{role}: the bootstrap key is listed");
-            assert!(html.contains("id=\"require-member-approval\">no<"), "{role}");
+            assert!(html.contains("id=\"require-member-approval\">yes<"), "{role}: approvals by a logged-in approver by default");
             assert!(html.contains("id=\"create-token\""), "{role}: every role makes its own tokens");
             assert!(html.contains("id=\"create-workspace\""), "{role}");
             let manages = matches!(role, "owner" | "admin");
@@ -269,13 +269,13 @@ both_engines! {
         let owner = app.login("owner@example.com").await;
         let me = user_id(&owner).await;
 
-        // Approval settings.
-        let res = post_form(&owner, "/dashboard/settings/approval", &[("csrf", &owner.csrf), ("require_member_approval", "true")]).await;
+        // Approval settings: the public-link flow turned on (off by default).
+        let res = post_form(&owner, "/dashboard/settings/approval", &[("csrf", &owner.csrf), ("require_member_approval", "false")]).await;
         assert_eq!((res.status().as_u16(), res.headers()["location"].to_str().unwrap()), (303, "/dashboard/settings?done=settings"));
         let (_, got) = status_json(owner.get("/v1/workspace/settings").await).await;
-        assert_eq!(got["require_member_approval"], true);
+        assert_eq!(got["require_member_approval"], false);
         let (_, html) = page(&owner, "/dashboard/settings?done=settings").await;
-        assert!(html.contains("id=\"require-member-approval\">yes<") && html.contains("Approval settings saved."));
+        assert!(html.contains("id=\"require-member-approval\">no<") && html.contains("Approval settings saved."));
         let events = audit_events(&app, "event_type=workspace.settings_changed").await;
         assert_eq!(events[0]["actor"], format!("user:{me}"));
         let (s, code) = refused(post_form(&owner, "/dashboard/settings/approval", &[("csrf", &owner.csrf)]).await).await;
@@ -295,7 +295,7 @@ both_engines! {
                 (format!("/dashboard/settings/members/{me}/remove"), vec![("csrf", csrf.as_str())]),
                 ("/dashboard/settings/api-keys".into(), vec![("csrf", csrf.as_str()), ("name", "evil")]),
                 (format!("/dashboard/settings/api-keys/{key_id}/revoke"), vec![("csrf", csrf.as_str())]),
-                ("/dashboard/settings/approval".into(), vec![("csrf", csrf.as_str()), ("require_member_approval", "false")]),
+                ("/dashboard/settings/approval".into(), vec![("csrf", csrf.as_str()), ("require_member_approval", "true")]),
             ];
             for (path, fields) in &forged {
                 let (s, code) = refused(post_form(&person, path, fields).await).await;
@@ -311,24 +311,24 @@ both_engines! {
         assert_eq!(listed["items"].as_array().unwrap().len(), 1);
         assert!(listed["items"][0]["revoked_at"].is_null());
         let (_, got) = status_json(owner.get("/v1/workspace/settings").await).await;
-        assert_eq!(got["require_member_approval"], true);
+        assert_eq!(got["require_member_approval"], false);
 
         // CSRF: missing, forged or cross-site is refused.
         let path = "/dashboard/settings/approval";
-        let (s, code) = refused(post_form(&owner, path, &[("require_member_approval", "false")]).await).await;
+        let (s, code) = refused(post_form(&owner, path, &[("require_member_approval", "true")]).await).await;
         assert_eq!((s, code.as_str()), (403, "csrf_failed"));
-        let (s, code) = refused(post_form(&owner, path, &[("csrf", "forged"), ("require_member_approval", "false")]).await).await;
+        let (s, code) = refused(post_form(&owner, path, &[("csrf", "forged"), ("require_member_approval", "true")]).await).await;
         assert_eq!((s, code.as_str()), (403, "csrf_failed"));
         let cross = app.client.post(app.url(path)).header("Cookie", &owner.cookie)
             .header("Content-Type", "application/x-www-form-urlencoded").header("Origin", "https://evil.example")
-            .body(format!("csrf={}&require_member_approval=false", owner.csrf)).send().await.unwrap();
+            .body(format!("csrf={}&require_member_approval=true", owner.csrf)).send().await.unwrap();
         assert_eq!(cross.status(), 403);
         for path in ["/dashboard/settings/tokens", "/dashboard/settings/workspaces", "/dashboard/settings/api-keys"] {
             let (s, code) = refused(post_form(&owner, path, &[("name", "x")]).await).await;
             assert_eq!((s, code.as_str()), (403, "csrf_failed"), "{path}");
         }
         let (_, got) = status_json(owner.get("/v1/workspace/settings").await).await;
-        assert_eq!(got["require_member_approval"], true);
+        assert_eq!(got["require_member_approval"], false);
 
         // Create a workspace: the person owns it and it is selected; switch back.
         let res = post_form(&owner, "/dashboard/settings/workspaces", &[("csrf", &owner.csrf), ("name", HOSTILE)]).await;
