@@ -521,18 +521,20 @@ fn under_prefix(path: &str, prefix: &str) -> bool {
 
 /// The url crate resolves `.`, `..` and their `%2e` spellings, but it keeps an encoded slash or
 /// backslash, so `/v1/..%2fadmin` reaches a server that decodes before it normalises as
-/// `/admin`. Any `.` or `..` segment that appears once the path is decoded (up to three times,
-/// against double encoding), split at `/` and `\`, is refused.
+/// `/admin`; and it keeps a segment with a path parameter, `..;x` or `..%3b`, which servers
+/// such as Tomcat read as `..` once they drop the parameter. Any segment that is `.` or `..`
+/// once the path is decoded (up to three times, against double encoding), split at `/` and
+/// `\`, and cut at its first `;`, is refused.
 fn hides_dot_segment(path: &str) -> bool {
     let mut current = path.to_owned();
     for _ in 0..3 {
         let decoded = percent_encoding::percent_decode_str(&current)
             .decode_utf8_lossy()
             .into_owned();
-        if decoded
-            .split(['/', '\\'])
-            .any(|segment| segment == "." || segment == "..")
-        {
+        if decoded.split(['/', '\\']).any(|segment| {
+            let name = segment.split(';').next().unwrap_or(segment);
+            name == "." || name == ".."
+        }) {
             return true;
         }
         if decoded == current {
@@ -1652,6 +1654,13 @@ mod tests {
             "https://api.stripe.com/v1/..%5cadmin",
             "https://api.stripe.com/v1\\..\\admin",
             "https://api.stripe.com/v1/%252e%252e%252fadmin",
+            "https://api.stripe.com/v1/..;/admin",
+            "https://api.stripe.com/v1/..;jsessionid=x/admin",
+            "https://api.stripe.com/v1/.;/admin",
+            "https://api.stripe.com/v1/..%3b/admin",
+            "https://api.stripe.com/v1/..%3B/admin",
+            "https://api.stripe.com/v1/%2e%2E%3b/admin",
+            "https://api.stripe.com/v1/..%253b/admin",
             "https://api.stripe.com/v1",
             "https://api.stripe.com/v2/x",
             "https://api.stripe.com/",
@@ -1664,6 +1673,9 @@ mod tests {
         }
         // An encoded slash inside a name is fine when no dot segment comes of it.
         assert!(path("https://api.stripe.com/v1/projects/group%2Fproject").is_ok());
+        // A parameter on an ordinary segment, or dots that are only part of a name, are fine.
+        assert!(path("https://api.stripe.com/v1/charges;v=2").is_ok());
+        assert!(path("https://api.stripe.com/v1/...;x/a..b").is_ok());
         assert!(under_prefix("/v1", "/v1") && under_prefix("/v1/x", "/v1"));
         assert!(!under_prefix("/v1x", "/v1") && !under_prefix("/v1/charges-admin", "/v1/charges"));
     }

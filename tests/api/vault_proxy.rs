@@ -414,6 +414,81 @@ async fn loopback_needs_the_allow_list(engine: Engine) {
     app.stop().await;
 }
 
+/// A path segment with a path parameter (`..;`), in any spelling (`..%3b`, `%2e%2e%3B`, double
+/// encoded), is a dot segment to servers that drop the parameter before they normalise (Tomcat
+/// reads `/echo/..;/admin` as `/admin`): refused like `..` itself, before the lease's use is
+/// spent and before anything reaches the upstream. A parameter on an ordinary segment passes.
+async fn path_parameters_cannot_hide_dot_segments(engine: Engine) {
+    let upstream = UpstreamServer::start().await;
+    let app = spawn(engine, &upstream, true).await;
+    let s = crate::vault_agent::setup(
+        &app,
+        proxied_set(upstream.port),
+        json!({"allowed_keys": ["TOKEN", "QUERY_KEY"], "allowed_actions": ["proxy_use", "mint_request_lease"]}),
+        json!(["proxy"]),
+    )
+    .await;
+    let token = s.minted(&app, "proxy", json!({"uses": 20})).await;
+    let (hits, before) = (upstream.hits(), uses_left(&s).await);
+    for path in [
+        "/echo/..;/admin",
+        "/echo/..;jsessionid=1/admin",
+        "/echo/.;/admin",
+        "/echo/..%3b/admin",
+        "/echo/..%3B/admin",
+        "/echo/%2e%2e%3b/admin",
+        "/echo/%2E.%3B/admin",
+        "/echo/..%253b/admin",
+        "/echo/x/..;/..;/admin",
+    ] {
+        let body = assert_error(
+            proxy(
+                &app,
+                &s,
+                &token,
+                "api",
+                json!({"method": "GET", "url": upstream.url(path)}),
+            )
+            .await,
+            403,
+            "request_not_allowed",
+        )
+        .await;
+        assert!(!body.to_string().contains(TOKEN), "{path}: {body}");
+    }
+    assert_eq!(upstream.hits(), hits, "nothing reached the upstream");
+    assert_eq!(uses_left(&s).await, before, "refusals spend no use");
+
+    let (st, answer) = status_json(
+        proxy(
+            &app,
+            &s,
+            &token,
+            "api",
+            json!({"method": "GET", "url": upstream.url("/echo/v1/charges;v=2")}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(
+        (st.as_u16(), answer["status"].as_u64()),
+        (200, Some(200)),
+        "{answer}"
+    );
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn path_parameters_cannot_hide_dot_segments_sqlite() {
+    path_parameters_cannot_hide_dot_segments(Engine::Sqlite).await;
+}
+
+#[cfg(acp_postgres)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn path_parameters_cannot_hide_dot_segments_postgres() {
+    path_parameters_cannot_hide_dot_segments(Engine::Postgres).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_proxy_injects_scrubs_and_refuses_sqlite() {
     the_proxy_injects_scrubs_and_refuses(Engine::Sqlite).await;
