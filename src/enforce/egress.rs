@@ -1257,6 +1257,26 @@ impl Egress {
         })
     }
 
+    /// Whether the host of `raw_url` (an `https://` URL, as [`Outbound::post_https`] takes it)
+    /// resolves, now, to addresses this egress may reach: `Err(DestinationNotAllowed)` when one
+    /// of them is refused (or the name is a metadata name). A host that does not resolve, or
+    /// not within the timeout, is no refusal here: it is tried again at each send, where every
+    /// address is checked again.
+    pub async fn check_destination(&self, raw_url: &str) -> Result<(), EgressError> {
+        let url = parse_url(raw_url)?;
+        let host = match url.host() {
+            Some(url::Host::Domain(d)) => d.to_owned(),
+            Some(url::Host::Ipv4(ip)) => ip.to_string(),
+            Some(url::Host::Ipv6(ip)) => ip.to_string(),
+            None => return Err(invalid("url", "has no host")),
+        };
+        let port = url.port_or_known_default().unwrap_or(443);
+        match tokio::time::timeout(self.settings.timeout, self.resolve(&host, port)).await {
+            Ok(Err(refused @ EgressError::DestinationNotAllowed(_))) => Err(refused),
+            _ => Ok(()),
+        }
+    }
+
     /// Sends the call to the checked addresses of its host and reads the answer (not scrubbed:
     /// see [`scrub`]). Redirects are answered as they are, never followed.
     pub async fn send(&self, out: Outbound) -> Result<Upstream, EgressError> {
