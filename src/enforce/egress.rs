@@ -855,12 +855,16 @@ pub struct Leak {
     pub key: String,
     /// `body` or `header:<name>`.
     pub place: String,
-    /// `raw`, `base64`, `hex`, or `url` (form-encoded, as in a query string).
+    /// `raw`, `base64`, `hex`, `url` (percent-encoded, `+` or `%20` for a space), `json` (a
+    /// JSON string's escapes) or `html` (character references).
     pub form: &'static str,
 }
 
-/// The spellings of a secret that are scrubbed, longest first (so a padded base64 form goes
-/// before the unpadded one it contains).
+/// The spellings of a secret that are searched for, as they are: the value itself, its base64
+/// (standard and url-safe, padded or not, and inside a longer base64 text) and its hex (lower
+/// and upper case). The escapes an answer may wrap around any of them (percent-encoding, JSON,
+/// HTML) are undone by [`Decoder`] views instead: there are too many ways to escape a value to
+/// spell them all (any character of it may or may not be escaped).
 fn spellings(value: &str) -> Vec<(&'static str, Vec<u8>)> {
     use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
     let raw = value.as_bytes();
@@ -888,11 +892,6 @@ fn spellings(value: &str) -> Vec<(&'static str, Vec<u8>)> {
             }
         }
     }
-    // As a query parameter carries it (an upstream echoing the URL it was called with).
-    let in_query: String = form_urlencoded::byte_serialize(raw).collect();
-    if in_query.as_bytes() != raw {
-        forms.push(("url", in_query.into_bytes()));
-    }
     forms.push(("hex", hex::encode(raw).into_bytes()));
     forms.push(("hex", hex::encode_upper(raw).into_bytes()));
     forms.retain(|(_, f)| f.len() >= MIN_SCRUB_LEN);
@@ -901,67 +900,347 @@ fn spellings(value: &str) -> Vec<(&'static str, Vec<u8>)> {
     forms
 }
 
-/// `haystack` with every `needle` replaced, or `None` when there is none.
-fn replace_all(haystack: &[u8], needle: &[u8], with: &[u8]) -> Option<Vec<u8>> {
-    let finder = memchr::memmem::Finder::new(needle);
-    let mut hits = finder.find_iter(haystack).peekable();
-    hits.peek()?;
-    let mut out = Vec::with_capacity(haystack.len());
-    let mut from = 0;
-    for at in hits {
-        if at < from {
-            continue;
+/// A secret found in one text: its key and the form it was in.
+type Found = (String, &'static str);
+
+/// Every spelling of every secret of one call, in one automaton: made once per answer, then
+/// each view of the body and of each header value is read once (linear in its length plus
+/// the matches), however many secrets and spellings there are.
+struct Patterns {
+    automaton: aho_corasick::AhoCorasick,
+    /// Per pattern: the secret's key, the spelling's form, and the spelling.
+    meta: Vec<(String, &'static str, Vec<u8>)>,
+}
+
+impl Patterns {
+    fn of(secrets: &[(String, String)]) -> Option<Patterns> {
+        let meta: Vec<(String, &'static str, Vec<u8>)> = secrets
+            .iter()
+            .filter(|(_, value)| value.len() >= MIN_SCRUB_LEN)
+            .flat_map(|(key, value)| {
+                spellings(value)
+                    .into_iter()
+                    .map(move |(form, spelling)| (key.clone(), form, spelling))
+            })
+            .collect();
+        if meta.is_empty() {
+            return None;
         }
-        out.extend_from_slice(&haystack[from..at]);
-        out.extend_from_slice(with);
-        from = at + needle.len();
+        // Standard semantics, so that overlapping matches are all found: two secrets that
+        // overlap in an answer are both taken out.
+        let automaton = aho_corasick::AhoCorasick::new(meta.iter().map(|(_, _, p)| p)).ok()?;
+        Some(Patterns { automaton, meta })
     }
-    out.extend_from_slice(&haystack[from..]);
-    Some(out)
+
+    /// `text` with every spelling of every secret replaced, in every view of it, and the leaks
+    /// found (key and form); `None` when there is none.
+    fn scrub(&self, text: &[u8]) -> Option<(Vec<u8>, Vec<Found>)> {
+        let mut ranges: Vec<(usize, usize)> = Vec::new();
+        let mut leaks: Vec<Found> = Vec::new();
+        let mut note = |key: &str, form: &'static str| {
+            if !leaks.iter().any(|(k, f)| k == key && *f == form) {
+                leaks.push((key.to_owned(), form));
+            }
+        };
+        for hit in self.automaton.find_overlapping_iter(text) {
+            let (key, form, _) = &self.meta[hit.pattern().as_usize()];
+            ranges.push((hit.start(), hit.end()));
+            note(key, form);
+        }
+        for decoder in Decoder::ALL {
+            let Some(view) = decoder.view(text) else {
+                continue;
+            };
+            for hit in self.automaton.find_overlapping_iter(&view.bytes) {
+                let (key, form, spelling) = &self.meta[hit.pattern().as_usize()];
+                let (start, end) = view.source(hit.start(), hit.end());
+                // Found as it is: the plain search has it already.
+                if text.get(start..end) == Some(spelling.as_slice()) {
+                    continue;
+                }
+                ranges.push((start, end));
+                note(key, if *form == "raw" { decoder.form() } else { form });
+            }
+        }
+        if ranges.is_empty() {
+            return None;
+        }
+        ranges.sort_unstable();
+        let mut out = Vec::with_capacity(text.len());
+        let mut from = 0;
+        for (start, end) in ranges {
+            if end <= from {
+                continue;
+            }
+            if start >= from {
+                out.extend_from_slice(&text[from..start]);
+                out.extend_from_slice(REDACTED.as_bytes());
+            }
+            // An overlapping range extends the redaction before it.
+            from = end;
+        }
+        out.extend_from_slice(&text[from..]);
+        Some((out, leaks))
+    }
+}
+
+/// A text with one kind of escape undone, and where each of its bytes came from.
+struct View {
+    bytes: Vec<u8>,
+    /// The escapes whose decoded length differs from their source length, in order:
+    /// `(view offset, view length, source offset, source length)`. Every other byte maps to
+    /// the source one to one, so escapes are all that is kept (an answer has few).
+    units: Vec<(usize, usize, usize, usize)>,
+}
+
+impl View {
+    /// Where in the source the view's bytes `start..end` come from, whole escapes included.
+    fn source(&self, start: usize, end: usize) -> (usize, usize) {
+        (self.at(start, false), self.at(end.saturating_sub(1), true))
+    }
+
+    /// The source offset of view byte `at` (`after`: just past it).
+    fn at(&self, at: usize, after: bool) -> usize {
+        let index = self.units.partition_point(|u| u.0 <= at);
+        let Some(&(view, view_len, source, source_len)) =
+            index.checked_sub(1).and_then(|i| self.units.get(i))
+        else {
+            return at + usize::from(after);
+        };
+        if at < view + view_len {
+            if after {
+                source + source_len
+            } else {
+                source
+            }
+        } else {
+            source + source_len + (at - view - view_len) + usize::from(after)
+        }
+    }
+}
+
+/// The escapes an upstream commonly wraps a value in, each undone in a view of the text.
+/// Written by hand rather than with the decoders of `percent-encoding`, `serde_json` or an HTML
+/// crate: the scrub needs to know which bytes of the answer each decoded byte came from (to
+/// replace the escaped span whole), and to decode a text that is not one well-formed string
+/// (a whole body, where a stray `%` or `\` is left as it is instead of failing the decode).
+#[derive(Clone, Copy)]
+enum Decoder {
+    /// `%hh` in either case; `+` stays a plus.
+    Percent,
+    /// `%hh`, and `+` for a space (a form or a query string).
+    Form,
+    /// A JSON string's escapes: `\"`, `\\`, `\/`, `\b`, `\f`, `\n`, `\r`, `\t`, `\uXXXX` (any
+    /// character, and surrogate pairs).
+    Json,
+    /// HTML character references: `&amp;`, `&lt;`, `&gt;`, `&quot;`, `&apos;` (and their
+    /// upper-case forms), `&#NNN;` and `&#xHH;`.
+    Html,
+}
+
+impl Decoder {
+    const ALL: [Decoder; 4] = [
+        Decoder::Percent,
+        Decoder::Form,
+        Decoder::Json,
+        Decoder::Html,
+    ];
+
+    fn form(self) -> &'static str {
+        match self {
+            Decoder::Percent | Decoder::Form => "url",
+            Decoder::Json => "json",
+            Decoder::Html => "html",
+        }
+    }
+
+    /// The byte an escape starts with.
+    fn starts(self, byte: u8) -> bool {
+        match self {
+            Decoder::Percent => byte == b'%',
+            Decoder::Form => byte == b'%' || byte == b'+',
+            Decoder::Json => byte == b'\\',
+            Decoder::Html => byte == b'&',
+        }
+    }
+
+    /// The escape at the start of `text`: the bytes it stands for (up to four, a UTF-8
+    /// character) and how many of the text's bytes it takes; `None` when none starts there.
+    fn unit(self, text: &[u8]) -> Option<([u8; 4], usize, usize)> {
+        let one = |byte: u8, used: usize| Some(([byte, 0, 0, 0], 1, used));
+        match (self, text) {
+            (Decoder::Form, [b'+', ..]) => one(b' ', 1),
+            (Decoder::Percent | Decoder::Form, [b'%', hi, lo, ..]) => {
+                one(hex_digit(*hi)? << 4 | hex_digit(*lo)?, 3)
+            }
+            (Decoder::Json, [b'\\', b'u', rest @ ..]) => {
+                let high = hex_number(rest.get(..4)?)?;
+                let (code, used) = if (0xd800..0xdc00).contains(&high) {
+                    match rest.get(4..6) {
+                        Some(b"\\u") => {
+                            let low = hex_number(rest.get(6..10)?)?;
+                            if !(0xdc00..0xe000).contains(&low) {
+                                return None;
+                            }
+                            (0x10000 + ((high - 0xd800) << 10) + (low - 0xdc00), 12)
+                        }
+                        _ => return None,
+                    }
+                } else {
+                    (high, 6)
+                };
+                utf8(code, used)
+            }
+            (Decoder::Json, [b'\\', escaped, ..]) => one(
+                match escaped {
+                    b'"' | b'\\' | b'/' => *escaped,
+                    b'b' => 0x08,
+                    b'f' => 0x0c,
+                    b'n' => b'\n',
+                    b'r' => b'\r',
+                    b't' => b'\t',
+                    _ => return None,
+                },
+                2,
+            ),
+            (Decoder::Html, [b'&', b'#', b'x' | b'X', rest @ ..]) => {
+                let digits = rest
+                    .iter()
+                    .take(7)
+                    .take_while(|b| b.is_ascii_hexdigit())
+                    .count();
+                let code = hex_number(&rest[..digits])?;
+                utf8(
+                    code,
+                    3 + digits + usize::from(rest.get(digits) == Some(&b';')),
+                )
+            }
+            (Decoder::Html, [b'&', b'#', rest @ ..]) => {
+                let digits = rest
+                    .iter()
+                    .take(8)
+                    .take_while(|b| b.is_ascii_digit())
+                    .count();
+                let code = std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()?;
+                utf8(
+                    code,
+                    2 + digits + usize::from(rest.get(digits) == Some(&b';')),
+                )
+            }
+            (Decoder::Html, [b'&', rest @ ..]) => {
+                const NAMED: [(&[u8], u8); 5] = [
+                    (b"amp", b'&'),
+                    (b"lt", b'<'),
+                    (b"gt", b'>'),
+                    (b"quot", b'"'),
+                    (b"apos", b'\''),
+                ];
+                let semicolon = rest.iter().take(5).position(|b| *b == b';')?;
+                let name = &rest[..semicolon];
+                let (_, byte) = NAMED.iter().find(|(n, _)| name.eq_ignore_ascii_case(n))?;
+                one(*byte, semicolon + 2)
+            }
+            _ => None,
+        }
+    }
+
+    /// `text` with this decoder's escapes undone, or `None` when it holds none.
+    fn view(self, text: &[u8]) -> Option<View> {
+        // Without a plus, the form view is the percent one.
+        if matches!(self, Decoder::Form) {
+            memchr::memchr(b'+', text)?;
+        }
+        let first = text.iter().position(|b| self.starts(*b))?;
+        let mut bytes = Vec::with_capacity(text.len());
+        bytes.extend_from_slice(&text[..first]);
+        let mut units = Vec::new();
+        let mut changed = false;
+        let mut at = first;
+        while let Some(&byte) = text.get(at) {
+            match self.starts(byte).then(|| self.unit(&text[at..])).flatten() {
+                Some((decoded, len, used)) => {
+                    if len != used {
+                        units.push((bytes.len(), len, at, used));
+                    }
+                    bytes.extend_from_slice(&decoded[..len]);
+                    at += used;
+                    changed = true;
+                }
+                None => {
+                    bytes.push(byte);
+                    at += 1;
+                }
+            }
+        }
+        changed.then_some(View { bytes, units })
+    }
+}
+
+fn hex_digit(byte: u8) -> Option<u8> {
+    (byte as char)
+        .to_digit(16)
+        .and_then(|d| u8::try_from(d).ok())
+}
+
+/// The value of 1 to 8 hex digits.
+fn hex_number(digits: &[u8]) -> Option<u32> {
+    if digits.is_empty() || digits.len() > 8 {
+        return None;
+    }
+    digits
+        .iter()
+        .try_fold(0u32, |n, b| Some(n << 4 | u32::from(hex_digit(*b)?)))
+}
+
+/// A code point as UTF-8 (a surrogate or a value past U+10FFFF is no character: `None`).
+fn utf8(code: u32, used: usize) -> Option<([u8; 4], usize, usize)> {
+    let c = char::from_u32(code)?;
+    let mut buf = [0u8; 4];
+    let len = c.encode_utf8(&mut buf).len();
+    Some((buf, len, used))
 }
 
 /// Filters the answer's headers (hop-by-hop and framing ones dropped; `Set-Cookie` kept) and
 /// replaces every secret injected into the call with `[REDACTED]` in the body and the header
-/// values: raw, standard and url-safe base64 (padded, unpadded, and inside a longer base64
-/// text), lower- and upper-case hex, and form-encoded as in a query string. Values shorter than [`MIN_SCRUB_LEN`] bytes are not
-/// scrubbed: they occur by chance in ordinary answers, and replacing them would mangle them.
-/// Answers where each secret was found, and in which form.
+/// values (each `Set-Cookie` among them): raw, base64 (standard and url-safe, padded or not,
+/// and inside a longer base64 text), hex (lower and upper case), and any of these wrapped in
+/// percent-encoding (either case of hex, `%20` or `+` for a space), a JSON string's escapes
+/// (`\/`, `\"`, `\uXXXX` for any character) or HTML character references (`&amp;`, `&lt;`,
+/// `&gt;`, `&quot;`, `&apos;` or `&#39;`, decimal and hex). Values shorter than
+/// [`MIN_SCRUB_LEN`] bytes are not scrubbed: they occur by chance in ordinary answers, and
+/// replacing them would mangle them. Linear in the answer's size: the spellings are made once,
+/// and each text is read once as it is and once per kind of escape it holds. Answers where
+/// each secret was found, and in which form.
 pub fn scrub(upstream: &mut Upstream, outbound: &Outbound) -> Vec<Leak> {
     let listed = connection_listed(&upstream.headers);
     upstream.headers.retain(|(name, _)| {
         let lower = name.to_ascii_lowercase();
         !hop_by_hop(&lower) && !listed.contains(&lower)
     });
+    let Some(patterns) = Patterns::of(&outbound.secrets) else {
+        return Vec::new();
+    };
     let mut leaks: Vec<Leak> = Vec::new();
-    let mut found = |key: &str, place: String, form: &'static str| {
-        let leak = Leak {
-            key: key.to_owned(),
-            place,
-            form,
-        };
-        if !leaks.contains(&leak) {
-            leaks.push(leak);
+    let mut found = |found: Vec<Found>, place: &str| {
+        for (key, form) in found {
+            let leak = Leak {
+                key,
+                place: place.to_owned(),
+                form,
+            };
+            if !leaks.contains(&leak) {
+                leaks.push(leak);
+            }
         }
     };
-    for (key, value) in &outbound.secrets {
-        if value.len() < MIN_SCRUB_LEN {
-            continue;
-        }
-        for (form, spelling) in spellings(value) {
-            if let Some(body) = replace_all(&upstream.body, &spelling, REDACTED.as_bytes()) {
-                upstream.body = body;
-                found(key, "body".into(), form);
-            }
-            // Spellings are ASCII or the secret's own UTF-8, so they match within a string.
-            let Ok(spelling) = std::str::from_utf8(&spelling) else {
-                continue;
-            };
-            for (name, header) in upstream.headers.iter_mut() {
-                if header.contains(spelling) {
-                    *header = header.replace(spelling, REDACTED);
-                    found(key, format!("header:{}", name.to_ascii_lowercase()), form);
-                }
-            }
+    if let Some((body, seen)) = patterns.scrub(&upstream.body) {
+        upstream.body = body;
+        found(seen, "body");
+    }
+    for (name, value) in upstream.headers.iter_mut() {
+        if let Some((scrubbed, seen)) = patterns.scrub(value.as_bytes()) {
+            *value = String::from_utf8_lossy(&scrubbed).into_owned();
+            found(seen, &format!("header:{}", name.to_ascii_lowercase()));
         }
     }
     leaks
@@ -1923,6 +2202,163 @@ mod tests {
         let mut expected = vec![0xff, 0xfe];
         expected.extend_from_slice(b"[REDACTED]\0[REDACTED]");
         assert_eq!(up.body, expected);
+    }
+
+    /// `text` with every character but ASCII letters and digits spelled by `escape`.
+    fn escaped(text: &str, escape: impl Fn(char) -> String) -> String {
+        text.chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_string()
+                } else {
+                    escape(c)
+                }
+            })
+            .collect()
+    }
+
+    /// `\uXXXX` for `c`, surrogate pairs past the BMP.
+    fn json_u(c: char, upper: bool) -> String {
+        let mut units = [0u16; 2];
+        c.encode_utf16(&mut units)
+            .iter()
+            .map(|u| {
+                if upper {
+                    format!("\\u{u:04X}")
+                } else {
+                    format!("\\u{u:04x}")
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn scrubbing_sees_through_percent_json_and_html_escapes() {
+        let secret = "p@ss w/rd+<&>\"'é🔑~canary";
+        let out = outbound_with(secret);
+        let pct = |c: char, upper: bool, plus: bool| -> String {
+            if plus && c == ' ' {
+                return "+".into();
+            }
+            let mut buf = [0u8; 4];
+            c.encode_utf8(&mut buf)
+                .bytes()
+                .map(|b| {
+                    if upper {
+                        format!("%{b:02X}")
+                    } else {
+                        format!("%{b:02x}")
+                    }
+                })
+                .collect()
+        };
+        let json_min = serde_json::to_string(secret).unwrap();
+        let json_min = &json_min[1..json_min.len() - 1];
+        let forms: Vec<(&str, String)> = vec![
+            ("url", escaped(secret, |c| pct(c, false, false))),
+            ("url", escaped(secret, |c| pct(c, true, true))),
+            ("url", secret.replace(' ', "%20").replace('/', "%2f")),
+            (
+                "url",
+                secret
+                    .replace('+', "%2B")
+                    .replace(' ', "+")
+                    .replace('<', "%3C"),
+            ),
+            ("json", json_min.to_owned()),
+            ("json", json_min.replace('/', "\\/")),
+            ("json", secret.chars().map(|c| json_u(c, false)).collect()),
+            ("json", escaped(secret, |c| json_u(c, true))),
+            (
+                "json",
+                secret
+                    .replace('é', "\\u00e9")
+                    .replace('"', "\\\"")
+                    .replace('p', "\\u0070"),
+            ),
+            (
+                "html",
+                secret
+                    .replace('&', "&amp;")
+                    .replace('<', "&lt;")
+                    .replace('>', "&gt;")
+                    .replace('"', "&quot;")
+                    .replace('\'', "&#39;"),
+            ),
+            ("html", secret.replace('&', "&AMP;").replace('\'', "&apos;")),
+            (
+                "html",
+                secret.chars().map(|c| format!("&#{};", c as u32)).collect(),
+            ),
+            ("html", escaped(secret, |c| format!("&#x{:X};", c as u32))),
+            ("html", escaped(secret, |c| format!("&#{}", c as u32))),
+        ];
+        for (form, spelled) in &forms {
+            let body = format!("before {spelled} after");
+            let mut up = answer(
+                body.as_bytes(),
+                &[("Set-Cookie", &format!("t={spelled}; Path=/"))],
+            );
+            let leaks = scrub(&mut up, &out);
+            let text = String::from_utf8(up.body.clone()).unwrap();
+            assert_eq!(text, "before [REDACTED] after", "{form} {spelled}");
+            assert_eq!(up.headers[0].1, "t=[REDACTED]; Path=/", "{form} {spelled}");
+            for place in ["body", "header:set-cookie"] {
+                let leak = Leak {
+                    key: "T".into(),
+                    place: place.into(),
+                    form,
+                };
+                assert!(leaks.contains(&leak), "{form} {spelled}: {leaks:?}");
+            }
+        }
+        // A spelling inside an escape (base64 with `\/` in JSON), several at once, overlapping
+        // secrets, and escapes that stand for nothing of a secret are left as they are.
+        use base64::engine::general_purpose::STANDARD;
+        let b64 = STANDARD.encode(secret).replace('/', "\\/");
+        let mut up = answer(
+            format!("{{\"a\":\"{b64}\",\"b\":\"x%20y\\u0041&amp;\",\"c\":\"{json_min}\"}}")
+                .as_bytes(),
+            &[],
+        );
+        let leaks = scrub(&mut up, &out);
+        assert_eq!(
+            String::from_utf8(up.body).unwrap(),
+            "{\"a\":\"[REDACTED]\",\"b\":\"x%20y\\u0041&amp;\",\"c\":\"[REDACTED]\"}"
+        );
+        assert!(leaks.iter().any(|l| l.form == "base64") && leaks.iter().any(|l| l.form == "json"));
+        let two = Outbound {
+            secrets: vec![
+                ("A".into(), "first-secret-abc".into()),
+                ("B".into(), "abc-second/secret".into()),
+            ],
+            ..outbound_with("unused-secret-value")
+        };
+        let mut up = answer(b"x first-secret-abc-second%2Fsecret y", &[]);
+        let leaks = scrub(&mut up, &two);
+        assert_eq!(up.body, b"x [REDACTED] y");
+        assert_eq!(leaks.len(), 2, "{leaks:?}");
+    }
+
+    #[test]
+    fn views_map_back_to_whole_escapes() {
+        let view = Decoder::Json.view(b"ab\\u0063d\\/e").unwrap();
+        assert_eq!(view.bytes, b"abcd/e");
+        assert_eq!(view.source(2, 3), (2, 8));
+        assert_eq!(view.source(0, 6), (0, 12));
+        assert_eq!(view.source(3, 4), (8, 9));
+        assert_eq!(view.source(4, 6), (9, 12));
+        let view = Decoder::Html.view("x&#x1F511;y".as_bytes()).unwrap();
+        assert_eq!(view.bytes, "x🔑y".as_bytes());
+        assert_eq!(view.source(1, 5), (1, 10));
+        assert_eq!(view.source(5, 6), (10, 11));
+        assert!(Decoder::Percent.view(b"100% sure, %zz").is_none());
+        assert!(
+            Decoder::Form.view(b"a%20b").is_none(),
+            "no plus: the percent view"
+        );
+        assert!(Decoder::Json.view(b"\\ud800 alone \\q").is_none());
+        assert!(Decoder::Html.view(b"&nbsp; &#xD800; &#1114112;").is_none());
     }
 
     #[test]

@@ -489,6 +489,113 @@ async fn path_parameters_cannot_hide_dot_segments_postgres() {
     path_parameters_cannot_hide_dot_segments(Engine::Postgres).await;
 }
 
+/// A secret with the characters encoders touch: a space, `/`, `+`, the HTML specials, and
+/// characters outside ASCII (one past the BMP, a surrogate pair in JSON).
+const SPECIAL: &str = "p@ss w/rd+<&>\"'é🔑~canary-42";
+
+/// The upstream echoes the injected value the ways upstreams commonly re-encode a value:
+/// percent-encoded (lower and upper case hex, `%20` and `+`), JSON-escaped (`\"`, `\/`,
+/// `\uXXXX` for every character), HTML character references (named, decimal, hex), base64, in
+/// a JSON document and in `Set-Cookie` headers. Each comes back as exactly `[REDACTED]`, and
+/// the leak is audited with its form.
+async fn the_scrub_sees_through_common_encodings(engine: Engine) {
+    let upstream = UpstreamServer::start().await;
+    let app = spawn(engine, &upstream, true).await;
+    let set = json!({
+        "name": "encoded", "provider": "echo", "environment": "production",
+        "entries": {"TOKEN": SPECIAL},
+        "profiles": {"wide": {"hosts": ["localhost"], "ports": [upstream.port],
+            "inject": {"headers": {"Authorization": "Bearer ${TOKEN}"}}}}
+    });
+    let s = crate::vault_agent::setup(
+        &app,
+        set,
+        json!({"allowed_keys": ["TOKEN"], "allowed_actions": ["proxy_use", "mint_request_lease"]}),
+        json!(["proxy"]),
+    )
+    .await;
+    let token = s.minted(&app, "proxy", json!({})).await;
+    let (st, answer) = status_json(
+        proxy(
+            &app,
+            &s,
+            &token,
+            "wide",
+            json!({"method": "GET", "url": upstream.url("/encodings")}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(
+        (st.as_u16(), answer["status"].as_u64()),
+        (200, Some(200)),
+        "{answer}"
+    );
+    let body = answer["body"].as_str().unwrap();
+    let lines: Vec<&str> = body.lines().collect();
+    let spellings = crate::upstream::encodings_of(SPECIAL);
+    for (name, spelled) in &spellings {
+        assert!(
+            lines.contains(&format!("{name}=[REDACTED]").as_str()),
+            "{name} ({spelled}) in {body}"
+        );
+    }
+    assert_eq!(lines.last(), Some(&"{\"echo\":\"[REDACTED]\"}"), "{body}");
+    assert_eq!(
+        answer["headers"]["set-cookie"],
+        "session=[REDACTED]; Path=/; HttpOnly, raw=\"[REDACTED]\"; Secure",
+        "{answer}"
+    );
+    let headers = answer["headers"].to_string();
+    for (name, spelled) in &spellings {
+        assert!(
+            !body.contains(spelled.as_str()) && !headers.contains(spelled.as_str()),
+            "{name}"
+        );
+    }
+
+    let leaks = audit_events(&app, "event_type=vault.proxy.leak_scrubbed").await;
+    let found: Vec<(String, String)> = leaks
+        .iter()
+        .flat_map(|e| e["details"]["leaks"].as_array().unwrap().clone())
+        .map(|l| {
+            (
+                l["place"].as_str().unwrap().to_owned(),
+                l["form"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    for form in ["url", "json", "html", "base64"] {
+        assert!(
+            found.contains(&("body".to_owned(), form.to_owned())),
+            "{form} in {found:?}"
+        );
+    }
+    for form in ["url", "json"] {
+        assert!(
+            found.contains(&("header:set-cookie".to_owned(), form.to_owned())),
+            "{form} in {found:?}"
+        );
+    }
+    let (_, trail) = status_json(app.get("/v1/workspace/audit/events?limit=200").await).await;
+    assert!(
+        !trail.to_string().contains("canary-42"),
+        "no value in the trail"
+    );
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_scrub_sees_through_common_encodings_sqlite() {
+    the_scrub_sees_through_common_encodings(Engine::Sqlite).await;
+}
+
+#[cfg(acp_postgres)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_scrub_sees_through_common_encodings_postgres() {
+    the_scrub_sees_through_common_encodings(Engine::Postgres).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_proxy_injects_scrubs_and_refuses_sqlite() {
     the_proxy_injects_scrubs_and_refuses(Engine::Sqlite).await;
