@@ -47,6 +47,7 @@ mod replicas;
 mod reputation;
 mod sinks;
 mod spec_limits;
+mod streams;
 mod telemetry;
 mod vault;
 mod vault_agent;
