@@ -254,37 +254,34 @@ fn escape_all(text: &str, escape: impl Fn(char) -> String) -> String {
         .collect()
 }
 
+/// Each of `units` as `prefix` and its hex digits, `width` of them, in upper or lower case.
+fn hex_units(units: impl Iterator<Item = u32>, prefix: &str, width: usize, upper: bool) -> String {
+    units
+        .map(|u| {
+            if upper {
+                format!("{prefix}{u:0width$X}")
+            } else {
+                format!("{prefix}{u:0width$x}")
+            }
+        })
+        .collect()
+}
+
 /// Percent-encoding of every byte of `c`; `+` for a space when `plus`.
 fn percent(c: char, upper: bool, plus: bool) -> String {
     if plus && c == ' ' {
         return "+".into();
     }
     let mut buf = [0u8; 4];
-    c.encode_utf8(&mut buf)
-        .bytes()
-        .map(|b| {
-            if upper {
-                format!("%{b:02X}")
-            } else {
-                format!("%{b:02x}")
-            }
-        })
-        .collect()
+    let bytes = c.encode_utf8(&mut buf).bytes().map(u32::from);
+    hex_units(bytes, "%", 2, upper)
 }
 
 /// `\uXXXX` (UTF-16, so a surrogate pair past the BMP).
 fn json_unicode(c: char, upper: bool) -> String {
-    let mut units = [0u16; 2];
-    c.encode_utf16(&mut units)
-        .iter()
-        .map(|u| {
-            if upper {
-                format!("\\u{u:04X}")
-            } else {
-                format!("\\u{u:04x}")
-            }
-        })
-        .collect()
+    let mut buf = [0u16; 2];
+    let units = c.encode_utf16(&mut buf).iter().map(|u| u32::from(*u));
+    hex_units(units, "\\u", 4, upper)
 }
 
 /// The spellings `/encodings` answers, by name.

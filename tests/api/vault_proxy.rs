@@ -56,6 +56,27 @@ async fn proxy(
         .await
 }
 
+/// The owner's set `set`, an active agent granted `keys` of it for the proxy, and a request
+/// lease minted for that agent (`lease`: the mint's extra fields): the setup and the lease.
+async fn proxying(app: &TestApp, set: Value, keys: Value, lease: Value) -> (Setup, String) {
+    let grant =
+        json!({"allowed_keys": keys, "allowed_actions": ["proxy_use", "mint_request_lease"]});
+    let s = crate::vault_agent::setup(app, set, grant, json!(["proxy"])).await;
+    let token = s.minted(app, "proxy", lease).await;
+    (s, token)
+}
+
+/// A `GET` of `url` through the proxy with `profile`: the status and the answer.
+async fn get(
+    app: &TestApp,
+    s: &Setup,
+    token: &str,
+    profile: &str,
+    url: String,
+) -> (reqwest::StatusCode, Value) {
+    status_json(proxy(app, s, token, profile, json!({"method": "GET", "url": url})).await).await
+}
+
 async fn uses_left(s: &Setup) -> i64 {
     let (_, listed) = status_json(s.owner.get("/v1/vault/leases?kind=request").await).await;
     listed["items"][0]["uses_left"].as_i64().unwrap()
@@ -64,14 +85,13 @@ async fn uses_left(s: &Setup) -> i64 {
 async fn the_proxy_injects_scrubs_and_refuses(engine: Engine) {
     let upstream = UpstreamServer::start().await;
     let app = spawn(engine, &upstream, true).await;
-    let s = crate::vault_agent::setup(
+    let (s, token) = proxying(
         &app,
         proxied_set(upstream.port),
-        json!({"allowed_keys": ["TOKEN", "QUERY_KEY"], "allowed_actions": ["proxy_use", "mint_request_lease"]}),
-        json!(["proxy"]),
+        json!(["TOKEN", "QUERY_KEY"]),
+        json!({"uses": 20}),
     )
     .await;
-    let token = s.minted(&app, "proxy", json!({"uses": 20})).await;
 
     // The call goes out with the secrets in the profile's slots, and comes back scrubbed.
     let (st, answer) = status_json(
@@ -104,17 +124,7 @@ async fn the_proxy_injects_scrubs_and_refuses(engine: Engine) {
     );
 
     // A leak in any form is scrubbed and audited.
-    let (st, leaked) = status_json(
-        proxy(
-            &app,
-            &s,
-            &token,
-            "wide",
-            json!({"method": "GET", "url": upstream.url("/leak")}),
-        )
-        .await,
-    )
-    .await;
+    let (st, leaked) = get(&app, &s, &token, "wide", upstream.url("/leak")).await;
     assert_eq!(st, 200, "{leaked}");
     assert!(!leaked.to_string().contains(TOKEN));
     assert!(leaked["body"].as_str().unwrap().contains("[REDACTED]"));
@@ -147,17 +157,7 @@ async fn the_proxy_injects_scrubs_and_refuses(engine: Engine) {
 
     // Redirects come back, never followed; binary bodies come back in base64.
     let hits = upstream.hits();
-    let (st, redirect) = status_json(
-        proxy(
-            &app,
-            &s,
-            &token,
-            "wide",
-            json!({"method": "GET", "url": upstream.url("/redirect")}),
-        )
-        .await,
-    )
-    .await;
+    let (st, redirect) = get(&app, &s, &token, "wide", upstream.url("/redirect")).await;
     assert_eq!(
         (st.as_u16(), redirect["status"].as_u64()),
         (200, Some(302)),
@@ -165,17 +165,7 @@ async fn the_proxy_injects_scrubs_and_refuses(engine: Engine) {
     );
     assert_eq!(redirect["headers"]["location"], "https://example.com/");
     assert_eq!(upstream.hits(), hits + 1, "the redirect was not followed");
-    let (_, binary) = status_json(
-        proxy(
-            &app,
-            &s,
-            &token,
-            "wide",
-            json!({"method": "GET", "url": upstream.url("/binary")}),
-        )
-        .await,
-    )
-    .await;
+    let (_, binary) = get(&app, &s, &token, "wide", upstream.url("/binary")).await;
     assert!(binary["body"].is_null());
     assert_eq!(b64(BINARY), binary["body_base64"].as_str().unwrap());
 
@@ -375,14 +365,7 @@ async fn the_proxy_injects_scrubs_and_refuses(engine: Engine) {
 async fn loopback_needs_the_allow_list(engine: Engine) {
     let upstream = UpstreamServer::start().await;
     let app = spawn(engine, &upstream, false).await;
-    let s = crate::vault_agent::setup(
-        &app,
-        proxied_set(upstream.port),
-        json!({"allowed_keys": "*", "allowed_actions": ["proxy_use", "mint_request_lease"]}),
-        json!(["proxy"]),
-    )
-    .await;
-    let token = s.minted(&app, "proxy", json!({})).await;
+    let (s, token) = proxying(&app, proxied_set(upstream.port), json!("*"), json!({})).await;
     let body = assert_error(
         proxy(
             &app,
@@ -421,14 +404,13 @@ async fn loopback_needs_the_allow_list(engine: Engine) {
 async fn path_parameters_cannot_hide_dot_segments(engine: Engine) {
     let upstream = UpstreamServer::start().await;
     let app = spawn(engine, &upstream, true).await;
-    let s = crate::vault_agent::setup(
+    let (s, token) = proxying(
         &app,
         proxied_set(upstream.port),
-        json!({"allowed_keys": ["TOKEN", "QUERY_KEY"], "allowed_actions": ["proxy_use", "mint_request_lease"]}),
-        json!(["proxy"]),
+        json!(["TOKEN", "QUERY_KEY"]),
+        json!({"uses": 20}),
     )
     .await;
-    let token = s.minted(&app, "proxy", json!({"uses": 20})).await;
     let (hits, before) = (upstream.hits(), uses_left(&s).await);
     for path in [
         "/echo/..;/admin",
@@ -459,15 +441,12 @@ async fn path_parameters_cannot_hide_dot_segments(engine: Engine) {
     assert_eq!(upstream.hits(), hits, "nothing reached the upstream");
     assert_eq!(uses_left(&s).await, before, "refusals spend no use");
 
-    let (st, answer) = status_json(
-        proxy(
-            &app,
-            &s,
-            &token,
-            "api",
-            json!({"method": "GET", "url": upstream.url("/echo/v1/charges;v=2")}),
-        )
-        .await,
+    let (st, answer) = get(
+        &app,
+        &s,
+        &token,
+        "api",
+        upstream.url("/echo/v1/charges;v=2"),
     )
     .await;
     assert_eq!(
@@ -507,25 +486,8 @@ async fn the_scrub_sees_through_common_encodings(engine: Engine) {
         "profiles": {"wide": {"hosts": ["localhost"], "ports": [upstream.port],
             "inject": {"headers": {"Authorization": "Bearer ${TOKEN}"}}}}
     });
-    let s = crate::vault_agent::setup(
-        &app,
-        set,
-        json!({"allowed_keys": ["TOKEN"], "allowed_actions": ["proxy_use", "mint_request_lease"]}),
-        json!(["proxy"]),
-    )
-    .await;
-    let token = s.minted(&app, "proxy", json!({})).await;
-    let (st, answer) = status_json(
-        proxy(
-            &app,
-            &s,
-            &token,
-            "wide",
-            json!({"method": "GET", "url": upstream.url("/encodings")}),
-        )
-        .await,
-    )
-    .await;
+    let (s, token) = proxying(&app, set, json!(["TOKEN"]), json!({})).await;
+    let (st, answer) = get(&app, &s, &token, "wide", upstream.url("/encodings")).await;
     assert_eq!(
         (st.as_u16(), answer["status"].as_u64()),
         (200, Some(200)),
