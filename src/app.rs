@@ -254,6 +254,7 @@ impl App {
         let (commits, writer) = GroupCommit::start(dyn_store.clone(), config.commit_batch_max);
         let caches =
             crate::policy::cache::Caches::new(crate::policy::cache::CacheLimits::of(&config));
+        let audit_streams = audit_stream_slots(&config);
         let ctx = Arc::new(Context {
             store: dyn_store,
             writer: commits,
@@ -267,6 +268,7 @@ impl App {
             egress,
             sink_egress,
             instance_id: crate::domain::ids::new_id("rep"),
+            audit_streams,
         });
         Ok(App {
             ctx,
@@ -352,6 +354,46 @@ impl App {
         tracing::info!("stopped");
         Ok(())
     }
+}
+
+/// Raises the process's soft limit on open descriptors to its hard limit (what the system lets
+/// it have) and answers the limit in force; `None` where it cannot be read.
+fn descriptor_limit() -> Option<u64> {
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) => Some(limit),
+        Err(err) => {
+            tracing::warn!(error = %err, "cannot raise the limit on open descriptors");
+            rlimit::Resource::NOFILE.get().ok().map(|(soft, _)| soft)
+        }
+    }
+}
+
+/// The caps on live audit streams: per principal as configured, in all from the descriptor
+/// limit (so that streams never take the descriptors the API needs).
+fn audit_stream_slots(config: &Config) -> crate::context::StreamSlots {
+    let descriptors = descriptor_limit();
+    let (max, lowered) = config.audit_streams_cap(descriptors);
+    if lowered {
+        tracing::warn!(
+            configured = config.audit_streams_max,
+            max,
+            descriptors,
+            "audit_streams_max lowered: the descriptor limit leaves room for no more streams beside the API's reserve"
+        );
+    }
+    if max == 0 {
+        tracing::warn!(
+            descriptors,
+            "the descriptor limit leaves no room for audit streams; raise it (ulimit -n) to serve them"
+        );
+    }
+    tracing::debug!(
+        descriptors,
+        max,
+        per_principal = config.audit_streams_per_principal,
+        "audit stream caps"
+    );
+    crate::context::StreamSlots::new(config.audit_streams_per_principal, max)
 }
 
 /// Deletes expired nonce claims once a minute.

@@ -117,6 +117,15 @@ pub struct Settings {
     /// first), MiB [default: 256]
     #[arg(long, env = "ACP_CACHE_POLICIES_MIB")]
     pub cache_policies_mib: Option<u64>,
+    /// Audit streams (`GET /v1/workspace/audit/stream`) one principal may hold open at once: an
+    /// API key, a personal access token, or a person's sessions [default: 8]
+    #[arg(long, env = "ACP_AUDIT_STREAMS_PER_PRINCIPAL")]
+    pub audit_streams_per_principal: Option<usize>,
+    /// Audit streams the server holds open at once, in all; never more than the descriptors
+    /// left once the API's reserve is kept [default: derived from the descriptor limit, at
+    /// most 1024]
+    #[arg(long, env = "ACP_AUDIT_STREAMS_MAX")]
+    pub audit_streams_max: Option<usize>,
     /// Key of the default workspace on first start (must be a well-formed `svc_` key)
     #[arg(long, env = "ACP_BOOTSTRAP_API_KEY", hide_env_values = true)]
     #[serde(default, deserialize_with = "deserialize_secret")]
@@ -232,6 +241,11 @@ pub struct Config {
     pub api_key_rate_limit: u64,
     /// How many distinct values the labels tenants choose keep in `/metrics`.
     pub metrics_labels: crate::observe::LabelLimits,
+    /// Live audit streams per principal.
+    pub audit_streams_per_principal: usize,
+    /// Live audit streams in all, as configured; `None`: derived from the descriptor limit
+    /// ([`Config::audit_streams_cap`]).
+    pub audit_streams_max: Option<usize>,
 }
 
 pub const DEFAULT_DATABASE_URL: &str = "sqlite:./data/acp.db";
@@ -302,6 +316,10 @@ impl Settings {
             cache_agents_mib: self.cache_agents_mib.or(lower.cache_agents_mib),
             cache_keys_mib: self.cache_keys_mib.or(lower.cache_keys_mib),
             cache_policies_mib: self.cache_policies_mib.or(lower.cache_policies_mib),
+            audit_streams_per_principal: self
+                .audit_streams_per_principal
+                .or(lower.audit_streams_per_principal),
+            audit_streams_max: self.audit_streams_max.or(lower.audit_streams_max),
         }
     }
 
@@ -433,10 +451,27 @@ impl Settings {
                 "`api_key_rate_limit` must be at most {MAX_API_KEY_RATE_LIMIT} (0: no limit), got {api_key_rate_limit}"
             ));
         }
+        let audit_streams_per_principal = self
+            .audit_streams_per_principal
+            .unwrap_or(DEFAULT_AUDIT_STREAMS_PER_PRINCIPAL);
+        if !(1..=MAX_AUDIT_STREAMS).contains(&audit_streams_per_principal) {
+            return Err(format!(
+                "`audit_streams_per_principal` must be between 1 and {MAX_AUDIT_STREAMS}, got {audit_streams_per_principal}"
+            ));
+        }
+        if let Some(max) = self.audit_streams_max {
+            if !(1..=MAX_AUDIT_STREAMS).contains(&max) {
+                return Err(format!(
+                    "`audit_streams_max` must be between 1 and {MAX_AUDIT_STREAMS}, got {max}"
+                ));
+            }
+        }
         Ok(Config {
             signup,
             api_key_rate_limit,
             metrics_labels,
+            audit_streams_per_principal,
+            audit_streams_max: self.audit_streams_max,
             audit_sink_timeout_secs: within(
                 "audit_sink_timeout_secs",
                 self.audit_sink_timeout_secs,
@@ -530,6 +565,19 @@ const MAX_API_KEY_RATE_LIMIT: u64 = 1_000_000;
 
 /// The most distinct values a tenant-chosen metrics label may be set to keep.
 const MAX_METRICS_LABELS: usize = 10_000;
+/// Live audit streams one principal may hold, by default.
+pub const DEFAULT_AUDIT_STREAMS_PER_PRINCIPAL: usize = 8;
+/// The server's cap on live audit streams when none is configured and descriptors allow more:
+/// each stream reads the database twice a second, so a thousand streams already cost two
+/// thousand queries a second.
+pub const DEFAULT_AUDIT_STREAMS_MAX: usize = 1024;
+/// The largest value either stream setting takes.
+const MAX_AUDIT_STREAMS: usize = 1_000_000;
+/// Descriptors kept for the API whatever the limit: the listener, the runtime's own, log and
+/// database files, outbound calls (vault proxy, sinks, mail) and requests being answered;
+/// three per pooled database connection on top (a SQLite connection opens the database, its
+/// WAL and its shared memory).
+const API_DESCRIPTOR_FLOOR: u64 = 64;
 
 /// The largest capacity of one cache, MiB (64 GiB).
 const MAX_CACHE_MIB: u64 = 64 * 1024;
@@ -573,6 +621,26 @@ fn read_ca_file(path: &Path) -> Result<Vec<u8>, String> {
 }
 
 impl Config {
+    /// The most audit streams this server holds open at once, given the process's limit on
+    /// open descriptors (`None`: unknown). At least half of the descriptors, and never fewer
+    /// than [`API_DESCRIPTOR_FLOOR`] plus three per database connection, stay for the API; the
+    /// streams may take the rest, up to `audit_streams_max` when set, else up to
+    /// [`DEFAULT_AUDIT_STREAMS_MAX`]. Answers the cap and whether a configured
+    /// `audit_streams_max` was lowered to fit.
+    pub fn audit_streams_cap(&self, descriptors: Option<u64>) -> (usize, bool) {
+        let wanted = self.audit_streams_max.unwrap_or(DEFAULT_AUDIT_STREAMS_MAX);
+        let Some(descriptors) = descriptors else {
+            return (wanted, false);
+        };
+        let reserve =
+            (descriptors / 2).max(API_DESCRIPTOR_FLOOR + 3 * u64::from(self.db_max_connections));
+        let room = usize::try_from(descriptors.saturating_sub(reserve)).unwrap_or(usize::MAX);
+        (
+            wanted.min(room),
+            self.audit_streams_max.is_some_and(|m| m > room),
+        )
+    }
+
     /// A configuration with every default, on the given database (tests, tools).
     pub fn for_database(database_url: &str) -> Result<Config, String> {
         Settings {
@@ -674,6 +742,38 @@ mod tests {
                 .resolve()
                 .unwrap_err();
             assert!(err.contains("must be between 1 and 65536"), "{err}");
+        }
+    }
+
+    #[test]
+    fn audit_stream_caps_default_and_keep_descriptors_for_the_api() {
+        let config = Settings::default().resolve().unwrap();
+        assert_eq!(config.audit_streams_per_principal, 8);
+        assert_eq!(config.audit_streams_max, None);
+        // Half the descriptors stay for the API; the default cap bounds a large limit.
+        assert_eq!(config.audit_streams_cap(Some(256)), (128, false));
+        assert_eq!(config.audit_streams_cap(Some(1024)), (512, false));
+        assert_eq!(config.audit_streams_cap(Some(1 << 20)), (1024, false));
+        assert_eq!(config.audit_streams_cap(None), (1024, false));
+        // A small limit keeps the floor (64 + 3 per database connection) and may leave none.
+        assert_eq!(config.audit_streams_cap(Some(150)), (38, false));
+        assert_eq!(config.audit_streams_cap(Some(64)), (0, false));
+        let file: Settings =
+            toml::from_str("audit_streams_max = 5000\naudit_streams_per_principal = 2\n").unwrap();
+        let config = file.resolve().unwrap();
+        assert_eq!(config.audit_streams_per_principal, 2);
+        assert_eq!(config.audit_streams_cap(Some(1 << 20)), (5000, false));
+        assert_eq!(
+            config.audit_streams_cap(Some(4096)),
+            (2048, true),
+            "lowered to fit"
+        );
+        for bad in ["audit_streams_max = 0", "audit_streams_per_principal = 0"] {
+            let err = toml::from_str::<Settings>(bad)
+                .unwrap()
+                .resolve()
+                .unwrap_err();
+            assert!(err.contains("must be between 1 and"), "{err}");
         }
     }
 

@@ -1,7 +1,8 @@
 //! What every use case needs at run time: the store for reads, the group-commit writer for
 //! changes, and the resolved configuration.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::config::Config;
 use crate::mail::Mailer;
@@ -30,6 +31,8 @@ pub struct Context {
     pub sink_egress: crate::enforce::egress::Egress,
     /// This process among the replicas (holds audit sink leases): random per start.
     pub instance_id: String,
+    /// The live audit streams (`GET /v1/workspace/audit/stream`), counted against their caps.
+    pub audit_streams: StreamSlots,
 }
 
 pub type SharedContext = Arc<Context>;
@@ -46,5 +49,116 @@ impl Context {
     pub async fn agent_changed(&self, agent_id: &str) {
         self.caches.forget_agent(agent_id);
         self.announce_change().await;
+    }
+}
+
+/// Live audit streams, counted per principal and in all. A stream holds a connection (a file
+/// descriptor) for as long as it lasts, so without a cap a few callers could hold every
+/// descriptor the process may open and leave none for the API: each principal (an API key, a
+/// personal access token, a person's sessions) may hold `per_principal` streams, and the server
+/// `max` in all (derived from the process's descriptor limit, see [`crate::config`]).
+pub struct StreamSlots {
+    per_principal: usize,
+    max: usize,
+    held: Arc<Mutex<Held>>,
+}
+
+#[derive(Default)]
+struct Held {
+    total: usize,
+    by_principal: HashMap<String, usize>,
+}
+
+/// A refused stream: the cap it would have gone past.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamsFull {
+    /// The principal holds `limit` streams already.
+    Principal { limit: usize },
+    /// The server holds `limit` streams already.
+    Server { limit: usize },
+}
+
+/// One live stream's place; given back when dropped (the stream ended, or its client left).
+pub struct StreamSlot {
+    principal: String,
+    held: Arc<Mutex<Held>>,
+}
+
+impl StreamSlots {
+    pub fn new(per_principal: usize, max: usize) -> StreamSlots {
+        StreamSlots {
+            per_principal,
+            max,
+            held: Arc::default(),
+        }
+    }
+
+    /// The most streams the server holds at once.
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
+    /// A place for one more stream of `principal`, if both caps allow it.
+    pub fn acquire(&self, principal: String) -> Result<StreamSlot, StreamsFull> {
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        if held.total >= self.max {
+            crate::observe::audit_stream_refused("server");
+            return Err(StreamsFull::Server { limit: self.max });
+        }
+        let mine = held.by_principal.entry(principal.clone()).or_insert(0);
+        if *mine >= self.per_principal {
+            crate::observe::audit_stream_refused("principal");
+            return Err(StreamsFull::Principal {
+                limit: self.per_principal,
+            });
+        }
+        *mine += 1;
+        held.total += 1;
+        crate::observe::audit_streams_open(held.total);
+        Ok(StreamSlot {
+            principal,
+            held: self.held.clone(),
+        })
+    }
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        held.total = held.total.saturating_sub(1);
+        if let Some(mine) = held.by_principal.get_mut(&self.principal) {
+            *mine = mine.saturating_sub(1);
+            if *mine == 0 {
+                held.by_principal.remove(&self.principal);
+            }
+        }
+        crate::observe::audit_streams_open(held.total);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stream_slots_are_capped_per_principal_and_in_all_and_given_back() {
+        let slots = StreamSlots::new(2, 3);
+        let a1 = slots.acquire("a".into()).unwrap();
+        let _a2 = slots.acquire("a".into()).unwrap();
+        assert_eq!(
+            slots.acquire("a".into()).err(),
+            Some(StreamsFull::Principal { limit: 2 })
+        );
+        let _b1 = slots.acquire("b".into()).unwrap();
+        assert_eq!(
+            slots.acquire("c".into()).err(),
+            Some(StreamsFull::Server { limit: 3 })
+        );
+        drop(a1);
+        let _c1 = slots.acquire("c".into()).unwrap();
+        assert!(slots.acquire("a".into()).is_err());
+        let held = slots.held.lock().unwrap();
+        assert_eq!(held.total, 3);
+        assert_eq!(held.by_principal.get("a"), Some(&1));
     }
 }

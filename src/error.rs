@@ -12,6 +12,7 @@ use serde_json::{json, Map, Value};
 use std::borrow::Cow;
 
 use crate::api::DecisionResponse;
+use crate::context::StreamsFull;
 use crate::domain::access::{Denied, Need};
 use crate::domain::{FieldError, Refusal, RefusalKind};
 use crate::enforce::EnforceError;
@@ -156,6 +157,29 @@ impl From<(Denied, Need)> for ApiError {
         }
     }
 }
+
+/// A stream past its caps: 429 `too_many_streams`, with `limit`, `retry_after` and
+/// `Retry-After` (streams end as their clients leave, so a later try may find room).
+impl From<StreamsFull> for ApiError {
+    fn from(full: StreamsFull) -> Self {
+        let (message, limit) = match full {
+            StreamsFull::Principal { limit } => (
+                format!("this credential holds {limit} audit streams already, the most it may; close one and retry"),
+                limit,
+            ),
+            StreamsFull::Server { limit } => (
+                format!("the server holds {limit} audit streams already, the most it serves at once; retry later"),
+                limit,
+            ),
+        };
+        Self::new(StatusCode::TOO_MANY_REQUESTS, "too_many_streams", message)
+            .with("limit", limit)
+            .with("retry_after", STREAM_RETRY_AFTER_SECS)
+    }
+}
+
+/// The wait suggested to a stream refused at its caps, seconds.
+const STREAM_RETRY_AFTER_SECS: i64 = 10;
 
 impl From<Refusal> for ApiError {
     fn from(err: Refusal) -> Self {

@@ -28,6 +28,11 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 // ---- names ------------------------------------------------------------------------------------
 
+/// Gauge: audit streams (server-sent events) open on this server.
+pub const AUDIT_STREAMS_OPEN: &str = "acp_audit_streams_open";
+/// Counter: audit streams refused 429 `too_many_streams`, by `cap` (`principal`, `server`).
+pub const AUDIT_STREAMS_REFUSED: &str = "acp_audit_streams_refused_total";
+
 /// Counter: HTTP requests answered, by `method`, `route` (the route template) and `status`.
 pub const HTTP_REQUESTS: &str = "acp_http_requests_total";
 /// Histogram: time from the request reaching the router to the answer's head, by `method` and
@@ -211,6 +216,16 @@ fn describe() {
         SIGNATURE_FAILURES,
         Unit::Count,
         "Agent signatures that failed, by source (request, verify) and reason code"
+    );
+    describe_gauge!(
+        AUDIT_STREAMS_OPEN,
+        Unit::Count,
+        "Audit streams (server-sent events) open on this server"
+    );
+    describe_counter!(
+        AUDIT_STREAMS_REFUSED,
+        Unit::Count,
+        "Audit streams refused 429 too_many_streams, by the cap reached (principal, server)"
     );
     describe_counter!(
         RATE_LIMITED,
@@ -635,6 +650,16 @@ pub fn sink_gone(sink_id: &str) {
     if kept(Chosen::SinkId).keeps(sink_id) {
         set_sink_lag(sink_id.to_owned(), 0, 0.0, 0);
     }
+}
+
+/// The audit streams open now.
+pub fn audit_streams_open(open: usize) {
+    gauge!(AUDIT_STREAMS_OPEN).set(open as f64);
+}
+
+/// An audit stream refused at a cap: `principal` or `server`.
+pub fn audit_stream_refused(cap: &'static str) {
+    counter!(AUDIT_STREAMS_REFUSED, "cap" => cap).increment(1);
 }
 
 /// Rows removed by one retention prune.

@@ -19,7 +19,7 @@ use sha2::Sha256;
 
 use crate::api;
 use crate::context::{Context, SharedContext};
-use crate::enforce::egress::Outbound;
+use crate::enforce::egress::{EgressError, Outbound};
 use crate::secret::{random_base62, sha256_hex};
 use crate::store::{DeliveryOutcome, SinkCursor, SinkRecord};
 use crate::time::now_ms;
@@ -46,6 +46,11 @@ pub const SIGNATURE_HEADER: &str = "X-Service-Signature";
 pub const TIMESTAMP_HEADER: &str = "X-Service-Timestamp";
 pub const NONCE_HEADER: &str = "X-Service-Nonce";
 pub const SINK_HEADER: &str = "X-Service-Sink-Id";
+
+/// What a sink's `last_error` and a refused URL say of a destination the sinks may not reach:
+/// never the address a name resolved to, which would tell every member of the workspace where
+/// an internal name points.
+pub const DESTINATION_NOT_ALLOWED: &str = "destination not allowed";
 
 /// The sealing context of one sink's secret (a sealed value opens only for its own purpose).
 pub fn secret_context(sink_id: &str) -> String {
@@ -302,7 +307,11 @@ async fn batch(ctx: &Context, sink: &SinkRecord) -> Result<Option<Sent>, String>
         ),
     ];
     let out = Outbound::post_https(&sink.url, headers, body).map_err(|e| e.to_string())?;
-    let answer = ctx.sink_egress.send(out).await.map_err(|e| e.to_string())?;
+    let answer = ctx.sink_egress.send(out).await.map_err(|e| match e {
+        // Every member reads `last_error`: the address a name resolved to stays unsaid.
+        EgressError::DestinationNotAllowed(_) => DESTINATION_NOT_ALLOWED.to_owned(),
+        other => other.to_string(),
+    })?;
     if !(200..300).contains(&answer.status) {
         return Err(format!("the receiver answered HTTP {}", answer.status));
     }

@@ -438,6 +438,17 @@ fn parse_url(raw: &str) -> Result<url::Url, EgressError> {
     Ok(url)
 }
 
+/// The URL's host as the proxy names it: a domain as written (lower case, trailing dot
+/// dropped by [`parse_url`]), an IP address without brackets.
+fn host_of(url: &url::Url, field: &'static str) -> Result<String, EgressError> {
+    match url.host() {
+        Some(url::Host::Domain(d)) => Ok(d.to_owned()),
+        Some(url::Host::Ipv4(ip)) => Ok(ip.to_string()),
+        Some(url::Host::Ipv6(ip)) => Ok(ip.to_string()),
+        None => Err(invalid(field, "has no host")),
+    }
+}
+
 /// Checks a call against a profile: scheme, host, method and path.
 pub fn target(profile: &Profile, call: &ProxyCall) -> Result<Target, EgressError> {
     let url = parse_url(&call.url)?;
@@ -521,18 +532,20 @@ fn under_prefix(path: &str, prefix: &str) -> bool {
 
 /// The url crate resolves `.`, `..` and their `%2e` spellings, but it keeps an encoded slash or
 /// backslash, so `/v1/..%2fadmin` reaches a server that decodes before it normalises as
-/// `/admin`. Any `.` or `..` segment that appears once the path is decoded (up to three times,
-/// against double encoding), split at `/` and `\`, is refused.
+/// `/admin`; and it keeps a segment with a path parameter, `..;x` or `..%3b`, which servers
+/// such as Tomcat read as `..` once they drop the parameter. Any segment that is `.` or `..`
+/// once the path is decoded (up to three times, against double encoding), split at `/` and
+/// `\`, and cut at its first `;`, is refused.
 fn hides_dot_segment(path: &str) -> bool {
     let mut current = path.to_owned();
     for _ in 0..3 {
         let decoded = percent_encoding::percent_decode_str(&current)
             .decode_utf8_lossy()
             .into_owned();
-        if decoded
-            .split(['/', '\\'])
-            .any(|segment| segment == "." || segment == "..")
-        {
+        if decoded.split(['/', '\\']).any(|segment| {
+            let name = segment.split(';').next().unwrap_or(segment);
+            name == "." || name == ".."
+        }) {
             return true;
         }
         if decoded == current {
@@ -608,12 +621,7 @@ impl Outbound {
         if url.scheme() != "https" {
             return Err(EgressError::SchemeNotAllowed);
         }
-        let host = match url.host() {
-            Some(url::Host::Domain(d)) => d.to_owned(),
-            Some(url::Host::Ipv4(ip)) => ip.to_string(),
-            Some(url::Host::Ipv6(ip)) => ip.to_string(),
-            None => return Err(invalid("url", "has no host")),
-        };
+        let host = host_of(&url, "url")?;
         let port = url.port_or_known_default().unwrap_or(443);
         Ok(Outbound {
             method: reqwest::Method::POST,
@@ -718,12 +726,7 @@ pub fn render(
     secrets: &BTreeMap<String, String>,
 ) -> Result<Outbound, EgressError> {
     let mut url = parse_url(&call.url)?;
-    let host = match url.host() {
-        Some(url::Host::Domain(d)) => d.to_owned(),
-        Some(url::Host::Ipv4(ip)) => ip.to_string(),
-        Some(url::Host::Ipv6(ip)) => ip.to_string(),
-        None => return Err(invalid("request.url", "has no host")),
-    };
+    let host = host_of(&url, "request.url")?;
     if host != target.host || url.path() != target.path {
         return Err(invalid("request.url", "is not the URL that was checked"));
     }
@@ -853,12 +856,16 @@ pub struct Leak {
     pub key: String,
     /// `body` or `header:<name>`.
     pub place: String,
-    /// `raw`, `base64`, `hex`, or `url` (form-encoded, as in a query string).
+    /// `raw`, `base64`, `hex`, `url` (percent-encoded, `+` or `%20` for a space), `json` (a
+    /// JSON string's escapes) or `html` (character references).
     pub form: &'static str,
 }
 
-/// The spellings of a secret that are scrubbed, longest first (so a padded base64 form goes
-/// before the unpadded one it contains).
+/// The spellings of a secret that are searched for, as they are: the value itself, its base64
+/// (standard and url-safe, padded or not, and inside a longer base64 text) and its hex (lower
+/// and upper case). The escapes an answer may wrap around any of them (percent-encoding, JSON,
+/// HTML) are undone by [`Decoder`] views instead: there are too many ways to escape a value to
+/// spell them all (any character of it may or may not be escaped).
 fn spellings(value: &str) -> Vec<(&'static str, Vec<u8>)> {
     use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
     let raw = value.as_bytes();
@@ -886,11 +893,6 @@ fn spellings(value: &str) -> Vec<(&'static str, Vec<u8>)> {
             }
         }
     }
-    // As a query parameter carries it (an upstream echoing the URL it was called with).
-    let in_query: String = form_urlencoded::byte_serialize(raw).collect();
-    if in_query.as_bytes() != raw {
-        forms.push(("url", in_query.into_bytes()));
-    }
     forms.push(("hex", hex::encode(raw).into_bytes()));
     forms.push(("hex", hex::encode_upper(raw).into_bytes()));
     forms.retain(|(_, f)| f.len() >= MIN_SCRUB_LEN);
@@ -899,67 +901,347 @@ fn spellings(value: &str) -> Vec<(&'static str, Vec<u8>)> {
     forms
 }
 
-/// `haystack` with every `needle` replaced, or `None` when there is none.
-fn replace_all(haystack: &[u8], needle: &[u8], with: &[u8]) -> Option<Vec<u8>> {
-    let finder = memchr::memmem::Finder::new(needle);
-    let mut hits = finder.find_iter(haystack).peekable();
-    hits.peek()?;
-    let mut out = Vec::with_capacity(haystack.len());
-    let mut from = 0;
-    for at in hits {
-        if at < from {
-            continue;
+/// A secret found in one text: its key and the form it was in.
+type Found = (String, &'static str);
+
+/// Every spelling of every secret of one call, in one automaton: made once per answer, then
+/// each view of the body and of each header value is read once (linear in its length plus
+/// the matches), however many secrets and spellings there are.
+struct Patterns {
+    automaton: aho_corasick::AhoCorasick,
+    /// Per pattern: the secret's key, the spelling's form, and the spelling.
+    meta: Vec<(String, &'static str, Vec<u8>)>,
+}
+
+impl Patterns {
+    fn of(secrets: &[(String, String)]) -> Option<Patterns> {
+        let meta: Vec<(String, &'static str, Vec<u8>)> = secrets
+            .iter()
+            .filter(|(_, value)| value.len() >= MIN_SCRUB_LEN)
+            .flat_map(|(key, value)| {
+                spellings(value)
+                    .into_iter()
+                    .map(move |(form, spelling)| (key.clone(), form, spelling))
+            })
+            .collect();
+        if meta.is_empty() {
+            return None;
         }
-        out.extend_from_slice(&haystack[from..at]);
-        out.extend_from_slice(with);
-        from = at + needle.len();
+        // Standard semantics, so that overlapping matches are all found: two secrets that
+        // overlap in an answer are both taken out.
+        let automaton = aho_corasick::AhoCorasick::new(meta.iter().map(|(_, _, p)| p)).ok()?;
+        Some(Patterns { automaton, meta })
     }
-    out.extend_from_slice(&haystack[from..]);
-    Some(out)
+
+    /// `text` with every spelling of every secret replaced, in every view of it, and the leaks
+    /// found (key and form); `None` when there is none.
+    fn scrub(&self, text: &[u8]) -> Option<(Vec<u8>, Vec<Found>)> {
+        let mut ranges: Vec<(usize, usize)> = Vec::new();
+        let mut leaks: Vec<Found> = Vec::new();
+        let mut note = |key: &str, form: &'static str| {
+            if !leaks.iter().any(|(k, f)| k == key && *f == form) {
+                leaks.push((key.to_owned(), form));
+            }
+        };
+        for hit in self.automaton.find_overlapping_iter(text) {
+            let (key, form, _) = &self.meta[hit.pattern().as_usize()];
+            ranges.push((hit.start(), hit.end()));
+            note(key, form);
+        }
+        for decoder in Decoder::ALL {
+            let Some(view) = decoder.view(text) else {
+                continue;
+            };
+            for hit in self.automaton.find_overlapping_iter(&view.bytes) {
+                let (key, form, spelling) = &self.meta[hit.pattern().as_usize()];
+                let (start, end) = view.source(hit.start(), hit.end());
+                // Found as it is: the plain search has it already.
+                if text.get(start..end) == Some(spelling.as_slice()) {
+                    continue;
+                }
+                ranges.push((start, end));
+                note(key, if *form == "raw" { decoder.form() } else { form });
+            }
+        }
+        if ranges.is_empty() {
+            return None;
+        }
+        ranges.sort_unstable();
+        let mut out = Vec::with_capacity(text.len());
+        let mut from = 0;
+        for (start, end) in ranges {
+            if end <= from {
+                continue;
+            }
+            if start >= from {
+                out.extend_from_slice(&text[from..start]);
+                out.extend_from_slice(REDACTED.as_bytes());
+            }
+            // An overlapping range extends the redaction before it.
+            from = end;
+        }
+        out.extend_from_slice(&text[from..]);
+        Some((out, leaks))
+    }
+}
+
+/// A text with one kind of escape undone, and where each of its bytes came from.
+struct View {
+    bytes: Vec<u8>,
+    /// The escapes whose decoded length differs from their source length, in order:
+    /// `(view offset, view length, source offset, source length)`. Every other byte maps to
+    /// the source one to one, so escapes are all that is kept (an answer has few).
+    units: Vec<(usize, usize, usize, usize)>,
+}
+
+impl View {
+    /// Where in the source the view's bytes `start..end` come from, whole escapes included.
+    fn source(&self, start: usize, end: usize) -> (usize, usize) {
+        (self.at(start, false), self.at(end.saturating_sub(1), true))
+    }
+
+    /// The source offset of view byte `at` (`after`: just past it).
+    fn at(&self, at: usize, after: bool) -> usize {
+        let index = self.units.partition_point(|u| u.0 <= at);
+        let Some(&(view, view_len, source, source_len)) =
+            index.checked_sub(1).and_then(|i| self.units.get(i))
+        else {
+            return at + usize::from(after);
+        };
+        if at < view + view_len {
+            if after {
+                source + source_len
+            } else {
+                source
+            }
+        } else {
+            source + source_len + (at - view - view_len) + usize::from(after)
+        }
+    }
+}
+
+/// The escapes an upstream commonly wraps a value in, each undone in a view of the text.
+/// Written by hand rather than with the decoders of `percent-encoding`, `serde_json` or an HTML
+/// crate: the scrub needs to know which bytes of the answer each decoded byte came from (to
+/// replace the escaped span whole), and to decode a text that is not one well-formed string
+/// (a whole body, where a stray `%` or `\` is left as it is instead of failing the decode).
+#[derive(Clone, Copy)]
+enum Decoder {
+    /// `%hh` in either case; `+` stays a plus.
+    Percent,
+    /// `%hh`, and `+` for a space (a form or a query string).
+    Form,
+    /// A JSON string's escapes: `\"`, `\\`, `\/`, `\b`, `\f`, `\n`, `\r`, `\t`, `\uXXXX` (any
+    /// character, and surrogate pairs).
+    Json,
+    /// HTML character references: `&amp;`, `&lt;`, `&gt;`, `&quot;`, `&apos;` (and their
+    /// upper-case forms), `&#NNN;` and `&#xHH;`.
+    Html,
+}
+
+impl Decoder {
+    const ALL: [Decoder; 4] = [
+        Decoder::Percent,
+        Decoder::Form,
+        Decoder::Json,
+        Decoder::Html,
+    ];
+
+    fn form(self) -> &'static str {
+        match self {
+            Decoder::Percent | Decoder::Form => "url",
+            Decoder::Json => "json",
+            Decoder::Html => "html",
+        }
+    }
+
+    /// The byte an escape starts with.
+    fn starts(self, byte: u8) -> bool {
+        match self {
+            Decoder::Percent => byte == b'%',
+            Decoder::Form => byte == b'%' || byte == b'+',
+            Decoder::Json => byte == b'\\',
+            Decoder::Html => byte == b'&',
+        }
+    }
+
+    /// The escape at the start of `text`: the bytes it stands for (up to four, a UTF-8
+    /// character) and how many of the text's bytes it takes; `None` when none starts there.
+    fn unit(self, text: &[u8]) -> Option<([u8; 4], usize, usize)> {
+        let one = |byte: u8, used: usize| Some(([byte, 0, 0, 0], 1, used));
+        match (self, text) {
+            (Decoder::Form, [b'+', ..]) => one(b' ', 1),
+            (Decoder::Percent | Decoder::Form, [b'%', hi, lo, ..]) => {
+                one(hex_digit(*hi)? << 4 | hex_digit(*lo)?, 3)
+            }
+            (Decoder::Json, [b'\\', b'u', rest @ ..]) => {
+                let high = hex_number(rest.get(..4)?)?;
+                let (code, used) = if (0xd800..0xdc00).contains(&high) {
+                    match rest.get(4..6) {
+                        Some(b"\\u") => {
+                            let low = hex_number(rest.get(6..10)?)?;
+                            if !(0xdc00..0xe000).contains(&low) {
+                                return None;
+                            }
+                            (0x10000 + ((high - 0xd800) << 10) + (low - 0xdc00), 12)
+                        }
+                        _ => return None,
+                    }
+                } else {
+                    (high, 6)
+                };
+                utf8(code, used)
+            }
+            (Decoder::Json, [b'\\', escaped, ..]) => one(
+                match escaped {
+                    b'"' | b'\\' | b'/' => *escaped,
+                    b'b' => 0x08,
+                    b'f' => 0x0c,
+                    b'n' => b'\n',
+                    b'r' => b'\r',
+                    b't' => b'\t',
+                    _ => return None,
+                },
+                2,
+            ),
+            (Decoder::Html, [b'&', b'#', b'x' | b'X', rest @ ..]) => {
+                let digits = rest
+                    .iter()
+                    .take(7)
+                    .take_while(|b| b.is_ascii_hexdigit())
+                    .count();
+                let code = hex_number(&rest[..digits])?;
+                utf8(
+                    code,
+                    3 + digits + usize::from(rest.get(digits) == Some(&b';')),
+                )
+            }
+            (Decoder::Html, [b'&', b'#', rest @ ..]) => {
+                let digits = rest
+                    .iter()
+                    .take(8)
+                    .take_while(|b| b.is_ascii_digit())
+                    .count();
+                let code = std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()?;
+                utf8(
+                    code,
+                    2 + digits + usize::from(rest.get(digits) == Some(&b';')),
+                )
+            }
+            (Decoder::Html, [b'&', rest @ ..]) => {
+                const NAMED: [(&[u8], u8); 5] = [
+                    (b"amp", b'&'),
+                    (b"lt", b'<'),
+                    (b"gt", b'>'),
+                    (b"quot", b'"'),
+                    (b"apos", b'\''),
+                ];
+                let semicolon = rest.iter().take(5).position(|b| *b == b';')?;
+                let name = &rest[..semicolon];
+                let (_, byte) = NAMED.iter().find(|(n, _)| name.eq_ignore_ascii_case(n))?;
+                one(*byte, semicolon + 2)
+            }
+            _ => None,
+        }
+    }
+
+    /// `text` with this decoder's escapes undone, or `None` when it holds none.
+    fn view(self, text: &[u8]) -> Option<View> {
+        // Without a plus, the form view is the percent one.
+        if matches!(self, Decoder::Form) {
+            memchr::memchr(b'+', text)?;
+        }
+        let first = text.iter().position(|b| self.starts(*b))?;
+        let mut bytes = Vec::with_capacity(text.len());
+        bytes.extend_from_slice(&text[..first]);
+        let mut units = Vec::new();
+        let mut changed = false;
+        let mut at = first;
+        while let Some(&byte) = text.get(at) {
+            match self.starts(byte).then(|| self.unit(&text[at..])).flatten() {
+                Some((decoded, len, used)) => {
+                    if len != used {
+                        units.push((bytes.len(), len, at, used));
+                    }
+                    bytes.extend_from_slice(&decoded[..len]);
+                    at += used;
+                    changed = true;
+                }
+                None => {
+                    bytes.push(byte);
+                    at += 1;
+                }
+            }
+        }
+        changed.then_some(View { bytes, units })
+    }
+}
+
+fn hex_digit(byte: u8) -> Option<u8> {
+    (byte as char)
+        .to_digit(16)
+        .and_then(|d| u8::try_from(d).ok())
+}
+
+/// The value of 1 to 8 hex digits.
+fn hex_number(digits: &[u8]) -> Option<u32> {
+    if digits.is_empty() || digits.len() > 8 {
+        return None;
+    }
+    digits
+        .iter()
+        .try_fold(0u32, |n, b| Some(n << 4 | u32::from(hex_digit(*b)?)))
+}
+
+/// A code point as UTF-8 (a surrogate or a value past U+10FFFF is no character: `None`).
+fn utf8(code: u32, used: usize) -> Option<([u8; 4], usize, usize)> {
+    let c = char::from_u32(code)?;
+    let mut buf = [0u8; 4];
+    let len = c.encode_utf8(&mut buf).len();
+    Some((buf, len, used))
 }
 
 /// Filters the answer's headers (hop-by-hop and framing ones dropped; `Set-Cookie` kept) and
 /// replaces every secret injected into the call with `[REDACTED]` in the body and the header
-/// values: raw, standard and url-safe base64 (padded, unpadded, and inside a longer base64
-/// text), lower- and upper-case hex, and form-encoded as in a query string. Values shorter than [`MIN_SCRUB_LEN`] bytes are not
-/// scrubbed: they occur by chance in ordinary answers, and replacing them would mangle them.
-/// Answers where each secret was found, and in which form.
+/// values (each `Set-Cookie` among them): raw, base64 (standard and url-safe, padded or not,
+/// and inside a longer base64 text), hex (lower and upper case), and any of these wrapped in
+/// percent-encoding (either case of hex, `%20` or `+` for a space), a JSON string's escapes
+/// (`\/`, `\"`, `\uXXXX` for any character) or HTML character references (`&amp;`, `&lt;`,
+/// `&gt;`, `&quot;`, `&apos;` or `&#39;`, decimal and hex). Values shorter than
+/// [`MIN_SCRUB_LEN`] bytes are not scrubbed: they occur by chance in ordinary answers, and
+/// replacing them would mangle them. Linear in the answer's size: the spellings are made once,
+/// and each text is read once as it is and once per kind of escape it holds. Answers where
+/// each secret was found, and in which form.
 pub fn scrub(upstream: &mut Upstream, outbound: &Outbound) -> Vec<Leak> {
     let listed = connection_listed(&upstream.headers);
     upstream.headers.retain(|(name, _)| {
         let lower = name.to_ascii_lowercase();
         !hop_by_hop(&lower) && !listed.contains(&lower)
     });
+    let Some(patterns) = Patterns::of(&outbound.secrets) else {
+        return Vec::new();
+    };
     let mut leaks: Vec<Leak> = Vec::new();
-    let mut found = |key: &str, place: String, form: &'static str| {
-        let leak = Leak {
-            key: key.to_owned(),
-            place,
-            form,
-        };
-        if !leaks.contains(&leak) {
-            leaks.push(leak);
+    let mut found = |found: Vec<Found>, place: &str| {
+        for (key, form) in found {
+            let leak = Leak {
+                key,
+                place: place.to_owned(),
+                form,
+            };
+            if !leaks.contains(&leak) {
+                leaks.push(leak);
+            }
         }
     };
-    for (key, value) in &outbound.secrets {
-        if value.len() < MIN_SCRUB_LEN {
-            continue;
-        }
-        for (form, spelling) in spellings(value) {
-            if let Some(body) = replace_all(&upstream.body, &spelling, REDACTED.as_bytes()) {
-                upstream.body = body;
-                found(key, "body".into(), form);
-            }
-            // Spellings are ASCII or the secret's own UTF-8, so they match within a string.
-            let Ok(spelling) = std::str::from_utf8(&spelling) else {
-                continue;
-            };
-            for (name, header) in upstream.headers.iter_mut() {
-                if header.contains(spelling) {
-                    *header = header.replace(spelling, REDACTED);
-                    found(key, format!("header:{}", name.to_ascii_lowercase()), form);
-                }
-            }
+    if let Some((body, seen)) = patterns.scrub(&upstream.body) {
+        upstream.body = body;
+        found(seen, "body");
+    }
+    for (name, value) in upstream.headers.iter_mut() {
+        if let Some((scrubbed, seen)) = patterns.scrub(value.as_bytes()) {
+            *value = String::from_utf8_lossy(&scrubbed).into_owned();
+            found(seen, &format!("header:{}", name.to_ascii_lowercase()));
         }
     }
     leaks
@@ -1253,6 +1535,21 @@ impl Egress {
             port: target.port,
             addrs,
         })
+    }
+
+    /// Whether the host of `raw_url` (an `https://` URL, as [`Outbound::post_https`] takes it)
+    /// resolves, now, to addresses this egress may reach: `Err(DestinationNotAllowed)` when one
+    /// of them is refused (or the name is a metadata name). A host that does not resolve, or
+    /// not within the timeout, is no refusal here: it is tried again at each send, where every
+    /// address is checked again.
+    pub async fn check_destination(&self, raw_url: &str) -> Result<(), EgressError> {
+        let url = parse_url(raw_url)?;
+        let host = host_of(&url, "url")?;
+        let port = url.port_or_known_default().unwrap_or(443);
+        match tokio::time::timeout(self.settings.timeout, self.resolve(&host, port)).await {
+            Ok(Err(refused @ EgressError::DestinationNotAllowed(_))) => Err(refused),
+            _ => Ok(()),
+        }
     }
 
     /// Sends the call to the checked addresses of its host and reads the answer (not scrubbed:
@@ -1652,6 +1949,13 @@ mod tests {
             "https://api.stripe.com/v1/..%5cadmin",
             "https://api.stripe.com/v1\\..\\admin",
             "https://api.stripe.com/v1/%252e%252e%252fadmin",
+            "https://api.stripe.com/v1/..;/admin",
+            "https://api.stripe.com/v1/..;jsessionid=x/admin",
+            "https://api.stripe.com/v1/.;/admin",
+            "https://api.stripe.com/v1/..%3b/admin",
+            "https://api.stripe.com/v1/..%3B/admin",
+            "https://api.stripe.com/v1/%2e%2E%3b/admin",
+            "https://api.stripe.com/v1/..%253b/admin",
             "https://api.stripe.com/v1",
             "https://api.stripe.com/v2/x",
             "https://api.stripe.com/",
@@ -1664,6 +1968,9 @@ mod tests {
         }
         // An encoded slash inside a name is fine when no dot segment comes of it.
         assert!(path("https://api.stripe.com/v1/projects/group%2Fproject").is_ok());
+        // A parameter on an ordinary segment, or dots that are only part of a name, are fine.
+        assert!(path("https://api.stripe.com/v1/charges;v=2").is_ok());
+        assert!(path("https://api.stripe.com/v1/...;x/a..b").is_ok());
         assert!(under_prefix("/v1", "/v1") && under_prefix("/v1/x", "/v1"));
         assert!(!under_prefix("/v1x", "/v1") && !under_prefix("/v1/charges-admin", "/v1/charges"));
     }
@@ -1891,6 +2198,104 @@ mod tests {
         let mut expected = vec![0xff, 0xfe];
         expected.extend_from_slice(b"[REDACTED]\0[REDACTED]");
         assert_eq!(up.body, expected);
+    }
+
+    #[test]
+    fn scrubbing_sees_through_percent_json_and_html_escapes() {
+        let secret = "p@ss w/rd+<&>\"'é🔑~canary";
+        let out = outbound_with(secret);
+        let json_min = serde_json::to_string(secret).unwrap();
+        let json_min = &json_min[1..json_min.len() - 1];
+        let forms: Vec<(&str, String)> = vec![
+            ("url", "p%40ss%20w%2frd%2b%3c%26%3e%22%27%c3%a9%f0%9f%94%91%7ecanary".into()),
+            ("url", "p%40ss+w%2Frd%2B%3C%26%3E%22%27%C3%A9%F0%9F%94%91%7Ecanary".into()),
+            ("url", secret.replace(' ', "%20").replace('/', "%2f")),
+            ("url", secret.replace('+', "%2B").replace(' ', "+").replace('<', "%3C")),
+            ("json", json_min.to_owned()),
+            ("json", json_min.replace('/', "\\/")),
+            ("json", r"\u0070\u0040\u0073\u0073\u0020\u0077\u002f\u0072\u0064\u002b\u003c\u0026\u003e\u0022\u0027\u00e9\ud83d\udd11\u007e\u0063\u0061\u006e\u0061\u0072\u0079".into()),
+            ("json", r"p\u0040ss\u0020w\u002Frd\u002B\u003C\u0026\u003E\u0022\u0027\u00E9\uD83D\uDD11\u007Ecanary".into()),
+            ("json", secret.replace('é', "\\u00e9").replace('"', "\\\"").replace('p', "\\u0070")),
+            (
+                "html",
+                secret
+                    .replace('&', "&amp;")
+                    .replace('<', "&lt;")
+                    .replace('>', "&gt;")
+                    .replace('"', "&quot;")
+                    .replace('\'', "&#39;"),
+            ),
+            ("html", secret.replace('&', "&AMP;").replace('\'', "&apos;")),
+            ("html", secret.chars().map(|c| format!("&#{};", c as u32)).collect()),
+            ("html", "p&#x40;ss&#x20;w&#x2F;rd&#x2B;&#x3C;&#x26;&#x3E;&#x22;&#x27;&#xE9;&#x1F511;&#x7E;canary".into()),
+            ("html", "p&#64ss&#32w&#47rd&#43&#60&#38&#62&#34&#39&#233&#128273&#126canary".into()),
+        ];
+        for (form, spelled) in &forms {
+            let body = format!("before {spelled} after");
+            let mut up = answer(
+                body.as_bytes(),
+                &[("Set-Cookie", &format!("t={spelled}; Path=/"))],
+            );
+            let leaks = scrub(&mut up, &out);
+            let text = String::from_utf8(up.body.clone()).unwrap();
+            assert_eq!(text, "before [REDACTED] after", "{form} {spelled}");
+            assert_eq!(up.headers[0].1, "t=[REDACTED]; Path=/", "{form} {spelled}");
+            for place in ["body", "header:set-cookie"] {
+                let leak = Leak {
+                    key: "T".into(),
+                    place: place.into(),
+                    form,
+                };
+                assert!(leaks.contains(&leak), "{form} {spelled}: {leaks:?}");
+            }
+        }
+        // A spelling inside an escape (base64 with `\/` in JSON), several at once, overlapping
+        // secrets, and escapes that stand for nothing of a secret are left as they are.
+        use base64::engine::general_purpose::STANDARD;
+        let b64 = STANDARD.encode(secret).replace('/', "\\/");
+        let mut up = answer(
+            format!("{{\"a\":\"{b64}\",\"b\":\"x%20y\\u0041&amp;\",\"c\":\"{json_min}\"}}")
+                .as_bytes(),
+            &[],
+        );
+        let leaks = scrub(&mut up, &out);
+        assert_eq!(
+            String::from_utf8(up.body).unwrap(),
+            "{\"a\":\"[REDACTED]\",\"b\":\"x%20y\\u0041&amp;\",\"c\":\"[REDACTED]\"}"
+        );
+        assert!(leaks.iter().any(|l| l.form == "base64") && leaks.iter().any(|l| l.form == "json"));
+        let two = Outbound {
+            secrets: vec![
+                ("A".into(), "first-secret-abc".into()),
+                ("B".into(), "abc-second/secret".into()),
+            ],
+            ..outbound_with("unused-secret-value")
+        };
+        let mut up = answer(b"x first-secret-abc-second%2Fsecret y", &[]);
+        let leaks = scrub(&mut up, &two);
+        assert_eq!(up.body, b"x [REDACTED] y");
+        assert_eq!(leaks.len(), 2, "{leaks:?}");
+    }
+
+    #[test]
+    fn views_map_back_to_whole_escapes() {
+        let view = Decoder::Json.view(b"ab\\u0063d\\/e").unwrap();
+        assert_eq!(view.bytes, b"abcd/e");
+        assert_eq!(view.source(2, 3), (2, 8));
+        assert_eq!(view.source(0, 6), (0, 12));
+        assert_eq!(view.source(3, 4), (8, 9));
+        assert_eq!(view.source(4, 6), (9, 12));
+        let view = Decoder::Html.view("x&#x1F511;y".as_bytes()).unwrap();
+        assert_eq!(view.bytes, "x🔑y".as_bytes());
+        assert_eq!(view.source(1, 5), (1, 10));
+        assert_eq!(view.source(5, 6), (10, 11));
+        assert!(Decoder::Percent.view(b"100% sure, %zz").is_none());
+        assert!(
+            Decoder::Form.view(b"a%20b").is_none(),
+            "no plus: the percent view"
+        );
+        assert!(Decoder::Json.view(b"\\ud800 alone \\q").is_none());
+        assert!(Decoder::Html.view(b"&nbsp; &#xD800; &#1114112;").is_none());
     }
 
     #[test]

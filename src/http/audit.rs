@@ -23,7 +23,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::store::{AuditQuery, Cursor};
 
 use super::extract::{AppJson, AppQuery};
-use super::operator::{needs, Authorized};
+use super::operator::{needs, Authorized, Who};
 
 fn query(
     workspace_id: String,
@@ -168,11 +168,15 @@ const STREAM_POLL: Duration = Duration::from_millis(500);
 /// `Last-Event-ID`. Each event is sent once per stream; after a resume, events of the five
 /// seconds before the cursor may come again (drop repeated `id`s). A comment line every 15 s
 /// keeps proxies from closing an idle stream; the stream ends when the server shuts down.
+/// Each principal (API key, access token, a person's sessions) holds at most
+/// `audit_streams_per_principal` streams at once, the server at most `audit_streams_max`: past
+/// either, 429 `too_many_streams` with `Retry-After`.
 #[utoipa::path(get, path = "/v1/workspace/audit/stream", tag = "audit", params(AuditFilters, AuditStreamParams,
         ("Last-Event-ID" = Option<String>, Header, description = "resume after this event (as `cursor`)")),
     security(("api_key" = []), ("session" = []), ("access_token" = [])),
     responses((status = 200, description = "`text/event-stream` of `audit` events", content_type = "text/event-stream", body = String),
-        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 429, description = "`too_many_streams`: the caller, or the server, holds the most streams it may (`limit`); `retry_after` and `Retry-After` say when to try again", body = ErrorBody)))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn stream(
     State(ctx): State<SharedContext>,
@@ -188,18 +192,20 @@ pub async fn stream(
             .map(str::to_owned)
     });
     let after = super::page_cursor(resume.as_deref())?;
-    let q = query(op.workspace_id, filters, None, 0)?;
+    let q = query(op.workspace_id.clone(), filters, None, 0)?;
+    // Held by the stream for as long as it lasts, given back when it ends or its client leaves.
+    let slot = ctx.audit_streams.acquire(stream_principal(&op))?;
     let tail = Tail::new(ctx.store.clone(), q, after.as_ref());
     let closing = ctx.closing.subscribe();
     let events = futures::stream::unfold(
-        (tail, closing, std::collections::VecDeque::new(), true),
-        |(mut tail, mut closing, mut queue, mut first)| async move {
+        (tail, closing, std::collections::VecDeque::new(), true, slot),
+        |(mut tail, mut closing, mut queue, mut first, slot)| async move {
             loop {
                 if let Some(record) = queue.pop_front() {
                     let id = Tail::cursor(&record);
                     let data = serde_json::to_string(&audit::to_wire(record)).unwrap_or_default();
                     let event = Event::default().event("audit").id(id).data(data);
-                    return Some((Ok(event), (tail, closing, queue, first)));
+                    return Some((Ok(event), (tail, closing, queue, first, slot)));
                 }
                 if *closing.borrow() {
                     return None;
@@ -223,4 +229,16 @@ pub async fn stream(
         },
     );
     Ok(Sse::new(events).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+}
+
+/// Whose streams a stream counts among: the API key, the personal access token, or the person
+/// (all their sessions together).
+fn stream_principal<G>(op: &Authorized<G>) -> String {
+    match &op.who {
+        Who::Key(caller) => format!("key:{}", caller.key_id),
+        Who::Person(principal) => match &principal.pat_id {
+            Some(token) => format!("token:{token}"),
+            None => format!("user:{}", principal.user.id),
+        },
+    }
 }

@@ -34,7 +34,7 @@ pub async fn list(
 #[utoipa::path(post, path = "/v1/workspace/audit/sinks", tag = "audit", request_body = CreateAuditSinkRequest,
     security(("session" = []), ("access_token" = [])),
     responses((status = 200, body = AuditSinkSecretResponse),
-        (status = 400, description = "`invalid_sink_url`, `invalid_name`, `missing_name`", body = ErrorBody),
+        (status = 400, description = "`invalid_sink_url`, `destination_not_allowed` (the host is, or resolves to, a loopback, private, link-local or metadata address the operator's allow-list does not open), `invalid_name`, `missing_name`", body = ErrorBody),
         (status = 403, description = "`insufficient_role`", body = ErrorBody),
         (status = 409, description = "`too_many_sinks`", body = ErrorBody)))]
 #[tracing::instrument(level = "debug", skip_all)]
@@ -64,7 +64,7 @@ pub async fn get(
 /// Renames, moves, pauses (`enabled: false`) or resumes an audit sink (owners and admins).
 #[utoipa::path(post, path = "/v1/workspace/audit/sinks/{sink_id}", tag = "audit", params(("sink_id" = String, Path)),
     request_body = UpdateAuditSinkRequest, security(("session" = []), ("access_token" = [])),
-    responses((status = 200, body = AuditSinkResponse), (status = 400, description = "`invalid_sink_url`, `invalid_name`", body = ErrorBody),
+    responses((status = 200, body = AuditSinkResponse), (status = 400, description = "`invalid_sink_url`, `destination_not_allowed` (as at creation), `invalid_name`", body = ErrorBody),
         (status = 403, body = ErrorBody), (status = 404, description = "`unknown_sink`", body = ErrorBody)))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn update(

@@ -29,6 +29,7 @@ pub mod members;
 pub mod observe;
 pub mod openapi;
 pub mod operator;
+pub mod page_headers;
 pub mod pages;
 pub mod policies;
 pub mod policy_challenges;
@@ -462,7 +463,8 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// Wraps every route of `router` in the server's middleware, in one `layer` call for the whole
 /// stack: each `Router::layer` call boxes every route's service once more, and a request then
 /// pays one clone and one boxed future per call. Outermost first: a request id (kept when the
-/// client sent one) and its copy on the response, the request's trace context, span, metrics
+/// client sent one) and its copy on the response, the browser headers of every answer and the
+/// content security policy of pages (`page_headers.rs`), the request's trace context, span, metrics
 /// and access log line (`observe.rs`), the panic guard (500
 /// `internal_error`), the request head check (414 `uri_too_long`, 400 `invalid_header`), the
 /// timeout (408 `request_timeout`), the body limit.
@@ -475,6 +477,7 @@ fn with_middleware<S: Clone + Send + Sync + 'static>(
         tower::ServiceBuilder::new()
             .layer(SetRequestIdLayer::new(request_id.clone(), MakeRequestUuid))
             .layer(PropagateRequestIdLayer::new(request_id))
+            .layer(page_headers::PageHeadersLayer)
             .layer(axum::middleware::from_fn(observe::observe))
             .layer(CatchPanicLayer::custom(
                 |_: Box<dyn std::any::Any + Send>| {

@@ -10,11 +10,12 @@ use super::{IdentityError, IdentityResult};
 use crate::api;
 use crate::context::Context;
 use crate::domain::ids;
+use crate::enforce::egress::EgressError;
 use crate::secret::random_base62;
 use crate::store::{AuditOp, Change, SinkRecord, StoreError};
 use crate::time::{iso, now_ms};
 
-use crate::audit::delivery::{secret_context, LAG_COUNT_CAP};
+use crate::audit::delivery::{secret_context, DESTINATION_NOT_ALLOWED, LAG_COUNT_CAP};
 use crate::audit::state_change;
 
 /// Sinks per workspace.
@@ -49,6 +50,21 @@ fn checked_url(raw: &str) -> IdentityResult<String> {
         return Err(bad("must not have a fragment"));
     }
     Ok(url.to_string())
+}
+
+/// Refuses a URL whose host resolves, now, to an address the sinks may not reach (loopback,
+/// private, link-local, metadata... unless the operator's allow-list opens it): the same rules
+/// as every delivery, applied when the URL is set so that such a sink is never made.
+async fn reachable(ctx: &Context, url: &str) -> IdentityResult<()> {
+    match ctx.sink_egress.check_destination(url).await {
+        Err(EgressError::DestinationNotAllowed(_)) => Err(IdentityError::malformed(
+            "destination_not_allowed",
+            format!(
+                "`url`: {DESTINATION_NOT_ALLOWED}: its host is, or resolves to, an address that is not public (loopback, private, link-local or a cloud metadata service) and that the operator's allow-list does not open"
+            ),
+        )),
+        _ => Ok(()),
+    }
 }
 
 fn sink_name(raw: &str) -> IdentityResult<String> {
@@ -165,6 +181,7 @@ pub async fn create(
     let (workspace_id, _) = principal.admin_of()?;
     let name = sink_name(&req.name)?;
     let url = checked_url(&req.url)?;
+    reachable(ctx, &url).await?;
     let id = ids::new_id(ID_PREFIX);
     let (secret, sealed) = new_secret(ctx, &id)?;
     let enabled = req.enabled.unwrap_or(true);
@@ -212,6 +229,9 @@ pub async fn update(
     let (workspace_id, _) = principal.admin_of()?;
     let name = req.name.as_deref().map(sink_name).transpose()?;
     let url = req.url.as_deref().map(checked_url).transpose()?;
+    if let Some(url) = &url {
+        reachable(ctx, url).await?;
+    }
     let event_type = match req.enabled {
         Some(false) => "audit.sink_paused",
         Some(true) => "audit.sink_resumed",

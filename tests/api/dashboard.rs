@@ -1475,3 +1475,117 @@ both_engines! {
         assert!(html.contains("No agent matches these filters."));
     }
 }
+
+/// Asserts the browser headers of a page answer: `nosniff`, `Referrer-Policy: same-origin`, a
+/// `Content-Security-Policy` that forbids framing, and, when the page has inline scripts or
+/// styles, that each carries the policy's nonce. Answers the status and the nonce (if any).
+async fn assert_page_headers(what: &str, res: reqwest::Response) -> (u16, Option<String>) {
+    let status = res.status().as_u16();
+    let header = |name: &str| {
+        res.headers()
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_owned())
+            .unwrap_or_else(|| panic!("{what}: no `{name}` header ({status})"))
+    };
+    assert_eq!(header("x-content-type-options"), "nosniff", "{what}");
+    assert_eq!(header("referrer-policy"), "same-origin", "{what}");
+    let policy = header("content-security-policy");
+    for directive in [
+        "default-src 'none'",
+        "frame-ancestors 'none'",
+        "base-uri 'none'",
+    ] {
+        assert!(policy.contains(directive), "{what}: {policy}");
+    }
+    assert!(
+        !policy.contains("unsafe-inline") && !policy.contains("unsafe-eval"),
+        "{what}: {policy}"
+    );
+    let nonce = policy
+        .split("script-src 'nonce-")
+        .nth(1)
+        .map(|rest| rest.split('\'').next().unwrap().to_owned());
+    let html = res.text().await.unwrap();
+    let inline = html.matches("<script").count() + html.matches("<style").count();
+    if inline > 0 {
+        let nonce = nonce
+            .as_deref()
+            .unwrap_or_else(|| panic!("{what}: inline elements, no nonce in {policy}"));
+        assert!(
+            policy.contains(&format!("style-src 'nonce-{nonce}'")),
+            "{what}: {policy}"
+        );
+        assert_eq!(
+            html.matches(&format!(" nonce=\"{nonce}\"")).count(),
+            inline,
+            "{what}: every inline element carries the nonce"
+        );
+    }
+    (status, nonce)
+}
+
+both_engines! {
+    async fn every_page_forbids_framing_sniffing_and_referrers(app) {
+        let agent = crate::approvals::setup(&app).await;
+        let (_, decision) = status_json(app.post("/v1/check", &json!({"agent_id": agent.id, "action": "refund",
+            "context": {"currency": "USD", "amount": 400}})).await).await;
+        let approval = decision["challenge"]["url"].as_str().unwrap().to_owned();
+        let (_, claim) = stray_agent(&app, "framed").await;
+        let owner = app.login("owner@example.com").await;
+        let html = |path: &str| app.client.get(app.url(path)).header("Accept", "text/html").send();
+
+        // Without a session: the root, the login page, the console's redirect, error pages.
+        let (s, _) = assert_page_headers("/", html("/").await.unwrap()).await;
+        assert_eq!(s, 303);
+        let (s, login_nonce) = assert_page_headers("/login", html("/login").await.unwrap()).await;
+        assert_eq!(s, 200);
+        let (_, again) = assert_page_headers("/login", html("/login").await.unwrap()).await;
+        assert!(login_nonce.is_some() && login_nonce != again, "a nonce per answer");
+        let (s, _) = assert_page_headers("/dashboard", html("/dashboard").await.unwrap()).await;
+        assert_eq!(s, 303);
+        let (s, _) = assert_page_headers("bad login link", html("/auth/verify-login?token=lgn_nope").await.unwrap()).await;
+        assert_eq!(s, 400);
+        // The approval and claim pages a link opens, and their error pages.
+        let (s, nonce) = assert_page_headers("approval page", app.client.get(&approval).header("Accept", "text/html").send().await.unwrap()).await;
+        assert_eq!((s, nonce.is_some()), (200, true));
+        let (s, _) = assert_page_headers("unknown approval link", html("/v1/approval-links/apl_nope").await.unwrap()).await;
+        assert_eq!(s, 404);
+        let claim_page = app.client.get(&claim).header("Accept", "text/html").header("Cookie", &owner.cookie).send().await.unwrap();
+        let (s, nonce) = assert_page_headers("claim page", claim_page).await;
+        assert_eq!((s, nonce.is_some()), (200, true));
+        let (s, _) = assert_page_headers("unknown claim code", html("/v1/agent-approval/clm_nope").await.unwrap()).await;
+        assert_eq!(s, 404);
+
+        // Every section of the console, a page of each kind within it, its error page.
+        for path in [
+            "/dashboard".to_owned(),
+            "/dashboard/agents".to_owned(),
+            format!("/dashboard/agents/{}", agent.id),
+            format!("/dashboard/agents/{}/suspend", agent.id),
+            "/dashboard/policies".to_owned(),
+            "/dashboard/policies/pol_default".to_owned(),
+            "/dashboard/policies/pol_default/dry-run".to_owned(),
+            "/dashboard/approvals".to_owned(),
+            "/dashboard/audit".to_owned(),
+            "/dashboard/credentials".to_owned(),
+            "/dashboard/vault".to_owned(),
+            "/dashboard/settings".to_owned(),
+        ] {
+            let (s, nonce) = assert_page_headers(&path, owner.get(&path).await).await;
+            assert_eq!((s, nonce.is_some()), (200, true), "{path}");
+        }
+        let events = audit_events(&app, "limit=1").await;
+        let event = format!("/dashboard/audit/{}", events[0]["event_id"].as_str().unwrap());
+        let (s, _) = assert_page_headers(&event, owner.get(&event).await).await;
+        assert_eq!(s, 200);
+        let (s, _) = assert_page_headers("unknown agent", owner.get("/dashboard/agents/agt_nope").await).await;
+        assert_eq!(s, 404);
+
+        // The API's JSON is never sniffed, and is no page.
+        let res = app.get("/v1/agents").await;
+        assert_eq!(res.headers()["x-content-type-options"], "nosniff");
+        assert!(!res.headers().contains_key("content-security-policy"));
+        let res = app.client.get(app.url("/v1/nope")).send().await.unwrap();
+        assert_eq!((res.status().as_u16(), res.headers()["x-content-type-options"].to_str().unwrap()), (404, "nosniff"));
+    }
+}

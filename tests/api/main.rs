@@ -49,6 +49,7 @@ mod reputation;
 mod signup;
 mod sinks;
 mod spec_limits;
+mod streams;
 mod telemetry;
 mod vault;
 mod vault_agent;

@@ -12,8 +12,33 @@ pub async fn start_replica(db_url: &str, key: &str) -> (Child, String) {
 
 /// [`start_replica`] with more environment variables.
 pub async fn start_replica_with(db_url: &str, key: &str, env: &[(&str, &str)]) -> (Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_acp"))
-        .args(["serve", "--addr", "127.0.0.1:0", "--database-url", db_url])
+    start_replica_limited(None, db_url, key, env).await
+}
+
+/// [`start_replica_with`], the process allowed at most `descriptors` open files (soft and hard
+/// limit, set by the shell before it becomes the server) when given.
+pub async fn start_replica_limited(
+    descriptors: Option<u32>,
+    db_url: &str,
+    key: &str,
+    env: &[(&str, &str)],
+) -> (Child, String) {
+    let server = env!("CARGO_BIN_EXE_acp");
+    let serve = ["serve", "--addr", "127.0.0.1:0", "--database-url", db_url];
+    let mut command = match descriptors {
+        None => Command::new(server),
+        Some(n) => {
+            let mut sh = Command::new("sh");
+            sh.args([
+                "-c",
+                &format!("ulimit -n {n} && exec \"$0\" \"$@\""),
+                server,
+            ]);
+            sh
+        }
+    };
+    let mut child = command
+        .args(serve)
         .env("ACP_BOOTSTRAP_API_KEY", key)
         .env("ACP_MASTER_KEY", TEST_MASTER_KEY)
         .envs(env.iter().copied())

@@ -816,3 +816,159 @@ async fn retention_prunes_old_rows_but_never_undelivered_events_sqlite() {
 async fn retention_prunes_old_rows_but_never_undelivered_events_postgres() {
     retention_prunes_old_rows_but_never_what_a_sink_has_not_delivered(Engine::Postgres).await;
 }
+
+// ---- destinations the sinks may not reach ----------------------------------------------------
+
+/// A URL whose host is, or resolves to, a loopback, private, link-local or metadata address is
+/// refused when a sink is made or moved (400 `destination_not_allowed`, naming no address). A
+/// name that resolves to such an address only later (here: the sink was made on a replica whose
+/// allow-list opened loopback, and a server without it delivers) fails its deliveries with
+/// `last_error` "destination not allowed", which every member reads, and never the address.
+/// Errors recorded with an address before are rewritten by migration 0024.
+async fn sinks_never_reach_or_reveal_private_destinations(app: TestApp) {
+    app.grant(&app.workspace_id, "owner@example.com", "owner")
+        .await;
+    app.grant(&app.workspace_id, "member@example.com", "member")
+        .await;
+    let owner = app.login("owner@example.com").await;
+    let member = app.login("member@example.com").await;
+    let sinks = "/v1/workspace/audit/sinks";
+
+    for url in [
+        "https://localhost:9/ingest",
+        "https://127.0.0.1/ingest",
+        "https://10.0.0.1/",
+        "https://192.168.1.20:8443/x",
+        "https://169.254.169.254/latest/meta-data/",
+        "https://metadata.google.internal/",
+        "https://[::1]/",
+        "https://[::ffff:10.0.0.1]/",
+    ] {
+        let body = assert_error(
+            owner
+                .post(sinks, &json!({"name": "inside", "url": url}))
+                .await,
+            400,
+            "destination_not_allowed",
+        )
+        .await;
+        let text = body.to_string();
+        for address in ["127.0.0.1", "::1", "10.0.0.1", "192.168", "169.254"] {
+            assert!(
+                url.contains(address) || !text.contains(address),
+                "{url}: {text}"
+            );
+        }
+    }
+    let (_, list) = status_json(member.get(sinks).await).await;
+    assert_eq!(list["items"], json!([]), "no sink was made");
+
+    // A sink to a public name is made; moving it inside is refused and leaves it where it was.
+    let (s, made) = status_json(
+        owner
+            .post(
+                sinks,
+                &json!({"name": "siem", "url": "https://siem.example.com/acp", "enabled": false}),
+            )
+            .await,
+    )
+    .await;
+    assert_eq!(s, 200, "{made}");
+    let public_id = made["sink"]["sink_id"].as_str().unwrap().to_owned();
+    assert_error(
+        owner
+            .post(
+                &format!("{sinks}/{public_id}"),
+                &json!({"url": "https://localhost:9/ingest"}),
+            )
+            .await,
+        400,
+        "destination_not_allowed",
+    )
+    .await;
+    let (_, kept) = status_json(owner.get(&format!("{sinks}/{public_id}")).await).await;
+    assert_eq!(kept["sink"]["url"], "https://siem.example.com/acp");
+
+    // Made where loopback was allowed, delivered where it is not.
+    let (s, pat) = status_json(owner.post("/v1/auth/tokens", &json!({"name": "ops"})).await).await;
+    assert_eq!(s, 200, "{pat}");
+    let pat = pat["token"].as_str().unwrap().to_owned();
+    let (mut opened, opened_base) = crate::replicas::start_replica_with(
+        &app.db_url,
+        &app.key,
+        &[("ACP_VAULT_PROXY_ALLOW", "127.0.0.1/32")],
+    )
+    .await;
+    let (s, made) = status_json(
+        app.client
+            .post(format!("{opened_base}{sinks}"))
+            .bearer_auth(&pat)
+            .header("X-Service-Workspace", &app.workspace_id)
+            .json(&json!({"name": "moved", "url": "https://localhost:9/ingest", "enabled": false}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 200, "{made}");
+    let id = made["sink"]["sink_id"].as_str().unwrap().to_owned();
+    crate::replicas::sigterm(&mut opened).await;
+    let (s, resumed) = status_json(
+        owner
+            .post(&format!("{sinks}/{id}"), &json!({"enabled": true}))
+            .await,
+    )
+    .await;
+    assert_eq!(s, 200, "{resumed}");
+    let mut seen = Value::Null;
+    for _ in 0..300 {
+        let (_, body) = status_json(member.get(&format!("{sinks}/{id}")).await).await;
+        if !body["sink"]["last_error"].is_null() {
+            seen = body;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        seen["sink"]["last_error"], "destination not allowed",
+        "{seen}"
+    );
+    assert_eq!(seen["sink"]["state"], "retrying", "{seen}");
+    let (_, list) = status_json(member.get(sinks).await).await;
+    assert!(!list.to_string().contains("127.0.0.1"), "{list}");
+
+    // An error recorded with its address before the upgrade loses it.
+    let (s, _) = status_json(
+        owner
+            .post(&format!("{sinks}/{id}"), &json!({"enabled": false}))
+            .await,
+    )
+    .await;
+    assert_eq!(s, 200);
+    sqlx::any::install_default_drivers();
+    let pool = sqlx::AnyPool::connect(&app.db_url).await.unwrap();
+    sqlx::query("UPDATE audit_sinks SET last_error = $1 WHERE id = $2")
+        .bind("destination `127.0.0.1` is not a public address the proxy may reach")
+        .bind(&id)
+        .execute(&pool)
+        .await
+        .unwrap();
+    sqlx::query("DELETE FROM _sqlx_migrations WHERE version = 24")
+        .execute(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    let (mut upgraded, _) = crate::replicas::start_replica(&app.db_url, &app.key).await;
+    crate::replicas::sigterm(&mut upgraded).await;
+    let (_, after) = status_json(member.get(&format!("{sinks}/{id}")).await).await;
+    assert_eq!(
+        after["sink"]["last_error"], "destination not allowed",
+        "{after}"
+    );
+}
+
+both_engines! {
+    async fn sinks_to_private_destinations_are_refused_and_their_errors_name_no_address(app) {
+        sinks_never_reach_or_reveal_private_destinations(app).await;
+    }
+}

@@ -7,7 +7,9 @@
 //! `/redirect` a 302 to `https://example.com/`; `/leak` the `Authorization` bearer token raw, in
 //! base64 and in hex, and in an `X-Echo-Token` header; `/big?bytes=N` N bytes; `/slow?ms=N`
 //! sleeps first; `/big?bytes=N&chunked=true` streams them; `/binary` bytes that are not UTF-8; `/encoded` a body labelled
-//! `Content-Encoding: gzip`.
+//! `Content-Encoding: gzip`; `/encodings` the bearer token as upstreams commonly re-encode a
+//! value: one `name=value` line per spelling (percent-encoded, JSON- and HTML-escaped, base64),
+//! in `Set-Cookie` headers and in a JSON document.
 
 // Whoever includes this file uses part of it; a broken start is a broken test.
 #![allow(dead_code, clippy::expect_used, clippy::unwrap_used)]
@@ -151,6 +153,7 @@ fn routes() -> Router {
         .route("/slow", any(slow))
         .route("/binary", any(binary))
         .route("/encoded", any(encoded))
+        .route("/encodings", any(encodings))
 }
 
 async fn echo(method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
@@ -236,4 +239,123 @@ async fn encoded() -> Response {
         b"\x1f\x8b\x08\x00 not really gzip".to_vec(),
     )
         .into_response()
+}
+
+/// `text` with each character that is not an ASCII letter or digit spelled by `escape`.
+fn escape_all(text: &str, escape: impl Fn(char) -> String) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_string()
+            } else {
+                escape(c)
+            }
+        })
+        .collect()
+}
+
+/// Each of `units` as `prefix` and its hex digits, `width` of them, in upper or lower case.
+fn hex_units(units: impl Iterator<Item = u32>, prefix: &str, width: usize, upper: bool) -> String {
+    units
+        .map(|u| {
+            if upper {
+                format!("{prefix}{u:0width$X}")
+            } else {
+                format!("{prefix}{u:0width$x}")
+            }
+        })
+        .collect()
+}
+
+/// Percent-encoding of every byte of `c`; `+` for a space when `plus`.
+fn percent(c: char, upper: bool, plus: bool) -> String {
+    if plus && c == ' ' {
+        return "+".into();
+    }
+    let mut buf = [0u8; 4];
+    let bytes = c.encode_utf8(&mut buf).bytes().map(u32::from);
+    hex_units(bytes, "%", 2, upper)
+}
+
+/// `\uXXXX` (UTF-16, so a surrogate pair past the BMP).
+fn json_unicode(c: char, upper: bool) -> String {
+    let mut buf = [0u16; 2];
+    let units = c.encode_utf16(&mut buf).iter().map(|u| u32::from(*u));
+    hex_units(units, "\\u", 4, upper)
+}
+
+/// The spellings `/encodings` answers, by name.
+pub fn encodings_of(token: &str) -> Vec<(&'static str, String)> {
+    let json = serde_json::to_string(token).unwrap();
+    let json = json[1..json.len() - 1].to_owned();
+    let html_named = token
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#39;");
+    vec![
+        (
+            "url_lower_20",
+            escape_all(token, |c| percent(c, false, false)),
+        ),
+        (
+            "url_upper_plus",
+            escape_all(token, |c| percent(c, true, true)),
+        ),
+        (
+            "url_form",
+            form_urlencoded::byte_serialize(token.as_bytes()).collect(),
+        ),
+        ("json", json.clone()),
+        ("json_slash", json.replace('/', "\\/")),
+        (
+            "json_unicode_lower",
+            token.chars().map(|c| json_unicode(c, false)).collect(),
+        ),
+        (
+            "json_unicode_upper",
+            escape_all(token, |c| json_unicode(c, true)),
+        ),
+        ("html_named", html_named.clone()),
+        ("html_apos", html_named.replace("&#39;", "&apos;")),
+        (
+            "html_decimal",
+            token.chars().map(|c| format!("&#{};", c as u32)).collect(),
+        ),
+        (
+            "html_hex",
+            escape_all(token, |c| format!("&#x{:X};", c as u32)),
+        ),
+        (
+            "base64",
+            base64::engine::general_purpose::STANDARD.encode(token),
+        ),
+    ]
+}
+
+async fn encodings(headers: HeaderMap) -> Response {
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        .map(|v| v.strip_prefix("Bearer ").map(str::to_owned).unwrap_or(v))
+        .unwrap_or_default();
+    let spellings = encodings_of(&token);
+    let mut body: String = spellings
+        .iter()
+        .map(|(name, value)| format!("{name}={value}\n"))
+        .collect();
+    body.push_str(&serde_json::json!({ "echo": token }).to_string());
+    let cookie: String = escape_all(&token, |c| percent(c, false, false));
+    let mut response = body.into_response();
+    for value in [
+        format!("session={cookie}; Path=/; HttpOnly"),
+        format!("raw=\"{}\"; Secure", spellings[3].1),
+    ] {
+        response.headers_mut().append(
+            header::SET_COOKIE,
+            axum::http::HeaderValue::from_bytes(value.as_bytes()).unwrap(),
+        );
+    }
+    response
 }

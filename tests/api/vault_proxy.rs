@@ -56,6 +56,27 @@ async fn proxy(
         .await
 }
 
+/// The owner's set `set`, an active agent granted `keys` of it for the proxy, and a request
+/// lease minted for that agent (`lease`: the mint's extra fields): the setup and the lease.
+async fn proxying(app: &TestApp, set: Value, keys: Value, lease: Value) -> (Setup, String) {
+    let grant =
+        json!({"allowed_keys": keys, "allowed_actions": ["proxy_use", "mint_request_lease"]});
+    let s = crate::vault_agent::setup(app, set, grant, json!(["proxy"])).await;
+    let token = s.minted(app, "proxy", lease).await;
+    (s, token)
+}
+
+/// A `GET` of `url` through the proxy with `profile`: the status and the answer.
+async fn get(
+    app: &TestApp,
+    s: &Setup,
+    token: &str,
+    profile: &str,
+    url: String,
+) -> (reqwest::StatusCode, Value) {
+    status_json(proxy(app, s, token, profile, json!({"method": "GET", "url": url})).await).await
+}
+
 async fn uses_left(s: &Setup) -> i64 {
     let (_, listed) = status_json(s.owner.get("/v1/vault/leases?kind=request").await).await;
     listed["items"][0]["uses_left"].as_i64().unwrap()
@@ -64,14 +85,13 @@ async fn uses_left(s: &Setup) -> i64 {
 async fn the_proxy_injects_scrubs_and_refuses(engine: Engine) {
     let upstream = UpstreamServer::start().await;
     let app = spawn(engine, &upstream, true).await;
-    let s = crate::vault_agent::setup(
+    let (s, token) = proxying(
         &app,
         proxied_set(upstream.port),
-        json!({"allowed_keys": ["TOKEN", "QUERY_KEY"], "allowed_actions": ["proxy_use", "mint_request_lease"]}),
-        json!(["proxy"]),
+        json!(["TOKEN", "QUERY_KEY"]),
+        json!({"uses": 20}),
     )
     .await;
-    let token = s.minted(&app, "proxy", json!({"uses": 20})).await;
 
     // The call goes out with the secrets in the profile's slots, and comes back scrubbed.
     let (st, answer) = status_json(
@@ -104,17 +124,7 @@ async fn the_proxy_injects_scrubs_and_refuses(engine: Engine) {
     );
 
     // A leak in any form is scrubbed and audited.
-    let (st, leaked) = status_json(
-        proxy(
-            &app,
-            &s,
-            &token,
-            "wide",
-            json!({"method": "GET", "url": upstream.url("/leak")}),
-        )
-        .await,
-    )
-    .await;
+    let (st, leaked) = get(&app, &s, &token, "wide", upstream.url("/leak")).await;
     assert_eq!(st, 200, "{leaked}");
     assert!(!leaked.to_string().contains(TOKEN));
     assert!(leaked["body"].as_str().unwrap().contains("[REDACTED]"));
@@ -147,17 +157,7 @@ async fn the_proxy_injects_scrubs_and_refuses(engine: Engine) {
 
     // Redirects come back, never followed; binary bodies come back in base64.
     let hits = upstream.hits();
-    let (st, redirect) = status_json(
-        proxy(
-            &app,
-            &s,
-            &token,
-            "wide",
-            json!({"method": "GET", "url": upstream.url("/redirect")}),
-        )
-        .await,
-    )
-    .await;
+    let (st, redirect) = get(&app, &s, &token, "wide", upstream.url("/redirect")).await;
     assert_eq!(
         (st.as_u16(), redirect["status"].as_u64()),
         (200, Some(302)),
@@ -165,17 +165,7 @@ async fn the_proxy_injects_scrubs_and_refuses(engine: Engine) {
     );
     assert_eq!(redirect["headers"]["location"], "https://example.com/");
     assert_eq!(upstream.hits(), hits + 1, "the redirect was not followed");
-    let (_, binary) = status_json(
-        proxy(
-            &app,
-            &s,
-            &token,
-            "wide",
-            json!({"method": "GET", "url": upstream.url("/binary")}),
-        )
-        .await,
-    )
-    .await;
+    let (_, binary) = get(&app, &s, &token, "wide", upstream.url("/binary")).await;
     assert!(binary["body"].is_null());
     assert_eq!(b64(BINARY), binary["body_base64"].as_str().unwrap());
 
@@ -375,14 +365,7 @@ async fn the_proxy_injects_scrubs_and_refuses(engine: Engine) {
 async fn loopback_needs_the_allow_list(engine: Engine) {
     let upstream = UpstreamServer::start().await;
     let app = spawn(engine, &upstream, false).await;
-    let s = crate::vault_agent::setup(
-        &app,
-        proxied_set(upstream.port),
-        json!({"allowed_keys": "*", "allowed_actions": ["proxy_use", "mint_request_lease"]}),
-        json!(["proxy"]),
-    )
-    .await;
-    let token = s.minted(&app, "proxy", json!({})).await;
+    let (s, token) = proxying(&app, proxied_set(upstream.port), json!("*"), json!({})).await;
     let body = assert_error(
         proxy(
             &app,
@@ -412,6 +395,167 @@ async fn loopback_needs_the_allow_list(engine: Engine) {
     assert_eq!(upstream.hits(), 0);
     assert_eq!(uses_left(&s).await, 1);
     app.stop().await;
+}
+
+/// A path segment with a path parameter (`..;`), in any spelling (`..%3b`, `%2e%2e%3B`, double
+/// encoded), is a dot segment to servers that drop the parameter before they normalise (Tomcat
+/// reads `/echo/..;/admin` as `/admin`): refused like `..` itself, before the lease's use is
+/// spent and before anything reaches the upstream. A parameter on an ordinary segment passes.
+async fn path_parameters_cannot_hide_dot_segments(engine: Engine) {
+    let upstream = UpstreamServer::start().await;
+    let app = spawn(engine, &upstream, true).await;
+    let (s, token) = proxying(
+        &app,
+        proxied_set(upstream.port),
+        json!(["TOKEN", "QUERY_KEY"]),
+        json!({"uses": 20}),
+    )
+    .await;
+    let (hits, before) = (upstream.hits(), uses_left(&s).await);
+    for path in [
+        "/echo/..;/admin",
+        "/echo/..;jsessionid=1/admin",
+        "/echo/.;/admin",
+        "/echo/..%3b/admin",
+        "/echo/..%3B/admin",
+        "/echo/%2e%2e%3b/admin",
+        "/echo/%2E.%3B/admin",
+        "/echo/..%253b/admin",
+        "/echo/x/..;/..;/admin",
+    ] {
+        let body = assert_error(
+            proxy(
+                &app,
+                &s,
+                &token,
+                "api",
+                json!({"method": "GET", "url": upstream.url(path)}),
+            )
+            .await,
+            403,
+            "request_not_allowed",
+        )
+        .await;
+        assert!(!body.to_string().contains(TOKEN), "{path}: {body}");
+    }
+    assert_eq!(upstream.hits(), hits, "nothing reached the upstream");
+    assert_eq!(uses_left(&s).await, before, "refusals spend no use");
+
+    let (st, answer) = get(
+        &app,
+        &s,
+        &token,
+        "api",
+        upstream.url("/echo/v1/charges;v=2"),
+    )
+    .await;
+    assert_eq!(
+        (st.as_u16(), answer["status"].as_u64()),
+        (200, Some(200)),
+        "{answer}"
+    );
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn path_parameters_cannot_hide_dot_segments_sqlite() {
+    path_parameters_cannot_hide_dot_segments(Engine::Sqlite).await;
+}
+
+#[cfg(acp_postgres)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn path_parameters_cannot_hide_dot_segments_postgres() {
+    path_parameters_cannot_hide_dot_segments(Engine::Postgres).await;
+}
+
+/// A secret with the characters encoders touch: a space, `/`, `+`, the HTML specials, and
+/// characters outside ASCII (one past the BMP, a surrogate pair in JSON).
+const SPECIAL: &str = "p@ss w/rd+<&>\"'é🔑~canary-42";
+
+/// The upstream echoes the injected value the ways upstreams commonly re-encode a value:
+/// percent-encoded (lower and upper case hex, `%20` and `+`), JSON-escaped (`\"`, `\/`,
+/// `\uXXXX` for every character), HTML character references (named, decimal, hex), base64, in
+/// a JSON document and in `Set-Cookie` headers. Each comes back as exactly `[REDACTED]`, and
+/// the leak is audited with its form.
+async fn the_scrub_sees_through_common_encodings(engine: Engine) {
+    let upstream = UpstreamServer::start().await;
+    let app = spawn(engine, &upstream, true).await;
+    let set = json!({
+        "name": "encoded", "provider": "echo", "environment": "production",
+        "entries": {"TOKEN": SPECIAL},
+        "profiles": {"wide": {"hosts": ["localhost"], "ports": [upstream.port],
+            "inject": {"headers": {"Authorization": "Bearer ${TOKEN}"}}}}
+    });
+    let (s, token) = proxying(&app, set, json!(["TOKEN"]), json!({})).await;
+    let (st, answer) = get(&app, &s, &token, "wide", upstream.url("/encodings")).await;
+    assert_eq!(
+        (st.as_u16(), answer["status"].as_u64()),
+        (200, Some(200)),
+        "{answer}"
+    );
+    let body = answer["body"].as_str().unwrap();
+    let lines: Vec<&str> = body.lines().collect();
+    let spellings = crate::upstream::encodings_of(SPECIAL);
+    for (name, spelled) in &spellings {
+        assert!(
+            lines.contains(&format!("{name}=[REDACTED]").as_str()),
+            "{name} ({spelled}) in {body}"
+        );
+    }
+    assert_eq!(lines.last(), Some(&"{\"echo\":\"[REDACTED]\"}"), "{body}");
+    assert_eq!(
+        answer["headers"]["set-cookie"],
+        "session=[REDACTED]; Path=/; HttpOnly, raw=\"[REDACTED]\"; Secure",
+        "{answer}"
+    );
+    let headers = answer["headers"].to_string();
+    for (name, spelled) in &spellings {
+        assert!(
+            !body.contains(spelled.as_str()) && !headers.contains(spelled.as_str()),
+            "{name}"
+        );
+    }
+
+    let leaks = audit_events(&app, "event_type=vault.proxy.leak_scrubbed").await;
+    let found: Vec<(String, String)> = leaks
+        .iter()
+        .flat_map(|e| e["details"]["leaks"].as_array().unwrap().clone())
+        .map(|l| {
+            (
+                l["place"].as_str().unwrap().to_owned(),
+                l["form"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    for form in ["url", "json", "html", "base64"] {
+        assert!(
+            found.contains(&("body".to_owned(), form.to_owned())),
+            "{form} in {found:?}"
+        );
+    }
+    for form in ["url", "json"] {
+        assert!(
+            found.contains(&("header:set-cookie".to_owned(), form.to_owned())),
+            "{form} in {found:?}"
+        );
+    }
+    let (_, trail) = status_json(app.get("/v1/workspace/audit/events?limit=200").await).await;
+    assert!(
+        !trail.to_string().contains("canary-42"),
+        "no value in the trail"
+    );
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_scrub_sees_through_common_encodings_sqlite() {
+    the_scrub_sees_through_common_encodings(Engine::Sqlite).await;
+}
+
+#[cfg(acp_postgres)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_scrub_sees_through_common_encodings_postgres() {
+    the_scrub_sees_through_common_encodings(Engine::Postgres).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
