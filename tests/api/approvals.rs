@@ -358,24 +358,17 @@ both_engines! {
         let first = check(&app, &refund(&agent, 500.0)).await;
         assert_eq!(first["challenge"]["type"], "approval_link");
         let link = app.url(&format!("/v1/approval-links/{}", token_of(&first)));
-        let post_link = |who: Option<&Browser>, decision: &str| {
-            let mut req = app.client.post(&link).json(&json!({"decision": decision}));
-            if let Some(b) = who {
-                req = req.header("Cookie", &b.cookie);
-            }
-            req.send()
-        };
-        assert_error(post_link(None, "approve").await.unwrap(), 401, "login_required").await;
-        let page = app.client.get(&link).header("Accept", "text/html").send().await.unwrap().text().await.unwrap();
+        assert_error(decide_by_link(&app, &link, None, "approve").await, 401, "login_required").await;
+        let page = approval_page(&app, &link, None).await;
         assert!(page.contains("id=\"login-needed\"") && !page.contains("id=\"approve\""), "{page}");
         // A read-only member: refused by the link as by the API.
-        assert_error(post_link(Some(&reader), "approve").await.unwrap(), 403, "insufficient_role").await;
+        assert_error(decide_by_link(&app, &link, Some(&reader), "approve").await, 403, "insufficient_role").await;
         let id = first["challenge_id"].as_str().unwrap();
         assert_error(reader.post(&format!("/v1/policy-challenges/{id}/decide"), &json!({"decision": "approve"})).await, 403, "insufficient_role").await;
         // An API key never decides.
         assert_error(app.post(&format!("/v1/policy-challenges/{id}/decide"), &json!({"decision": "approve"})).await, 401, "session_required").await;
         // The approver decides through the link.
-        let (s, decided) = status_json(post_link(Some(&approver), "deny").await.unwrap()).await;
+        let (s, decided) = status_json(decide_by_link(&app, &link, Some(&approver), "deny").await).await;
         assert_eq!((s.as_u16(), decided["challenge"]["status"].as_str()), (200, Some("denied")), "{decided}");
 
         // The member the rules name decides through the API, with a reason kept in the event.
@@ -393,8 +386,7 @@ both_engines! {
         assert_error(named.post(&format!("/v1/policy-challenges/{id}/decide"),
             &json!({"decision": "approve", "reason": "x".repeat(501)})).await, 400, "invalid_reason").await;
         let link = app.url(&format!("/v1/approval-links/{}", token_of(&third)));
-        let res = app.client.post(&link).header("Cookie", &named.cookie).json(&json!({"decision": "approve"})).send().await.unwrap();
-        assert_eq!(res.status(), 200);
+        assert_eq!(decide_by_link(&app, &link, Some(&named), "approve").await.status(), 200);
     }
 }
 

@@ -500,6 +500,29 @@ impl TestAgent {
     }
 }
 
+/// An approval link's page as a browser reads it, as `who` (logged in) or anonymously.
+pub async fn approval_page(app: &TestApp, link: &str, who: Option<&Browser>) -> String {
+    let mut req = app.client.get(link).header("Accept", "text/html");
+    if let Some(b) = who {
+        req = req.header("Cookie", &b.cookie);
+    }
+    req.send().await.expect("page").text().await.expect("text")
+}
+
+/// Decides through an approval link (`approve` or `deny`), as `who` (logged in) or anonymously.
+pub async fn decide_by_link(
+    app: &TestApp,
+    link: &str,
+    who: Option<&Browser>,
+    decision: &str,
+) -> Response {
+    let mut req = app.client.post(link).json(&json!({"decision": decision}));
+    if let Some(b) = who {
+        req = req.header("Cookie", &b.cookie);
+    }
+    req.send().await.expect("decision")
+}
+
 /// Reads a response's status and JSON body.
 pub async fn status_json(res: Response) -> (StatusCode, Value) {
     let status = res.status();

@@ -511,26 +511,12 @@ async fn an_agent_never_decides_its_own_vault_challenge(engine: Engine) {
     }
     let link = link.expect("the read's request was mailed with the eval's challenge");
     assert_error(
-        app.client
-            .post(&link)
-            .json(&json!({"decision": "approve"}))
-            .send()
-            .await
-            .unwrap(),
+        decide_by_link(&app, &link, None, "approve").await,
         401,
         "login_required",
     )
     .await;
-    let page = app
-        .client
-        .get(&link)
-        .header("Accept", "text/html")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let page = approval_page(&app, &link, None).await;
     assert!(
         page.contains("id=\"login-needed\"") && !page.contains("id=\"approve\""),
         "{page}"
@@ -540,13 +526,7 @@ async fn an_agent_never_decides_its_own_vault_challenge(engine: Engine) {
         .await;
     let viewer = app.login("viewer@example.com").await;
     assert_error(
-        app.client
-            .post(&link)
-            .header("Cookie", &viewer.cookie)
-            .json(&json!({"decision": "approve"}))
-            .send()
-            .await
-            .unwrap(),
+        decide_by_link(&app, &link, Some(&viewer), "approve").await,
         403,
         "insufficient_role",
     )
@@ -554,31 +534,12 @@ async fn an_agent_never_decides_its_own_vault_challenge(engine: Engine) {
     app.grant(&app.workspace_id, "cfo@example.com", "member")
         .await;
     let cfo = app.login("cfo@example.com").await;
-    let page = app
-        .client
-        .get(&link)
-        .header("Accept", "text/html")
-        .header("Cookie", &cfo.cookie)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let page = approval_page(&app, &link, Some(&cfo)).await;
     assert!(
         page.contains("id=\"approve\""),
         "the named approver sees the decision: {page}"
     );
-    let (st, decided) = status_json(
-        app.client
-            .post(&link)
-            .header("Cookie", &cfo.cookie)
-            .json(&json!({"decision": "approve"}))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (st, decided) = status_json(decide_by_link(&app, &link, Some(&cfo), "approve").await).await;
     assert_eq!(
         (st.as_u16(), decided["challenge"]["status"].as_str()),
         (200, Some("approved")),
