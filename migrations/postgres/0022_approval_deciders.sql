@@ -22,5 +22,13 @@ CREATE TABLE approval_notices (
     expires_at    BIGINT NOT NULL,
     PRIMARY KEY (workspace_id, agent_id, fingerprint)
 );
-CREATE INDEX approval_notices_agent ON approval_notices (workspace_id, agent_id, notified_at);
+-- How many approval mails an agent's challenges caused in its current window (an hour from
+-- its first mail): one row per agent, moved by one statement, so replicas count together.
+CREATE TABLE approval_mail_counts (
+    workspace_id  TEXT NOT NULL,
+    agent_id      TEXT NOT NULL,
+    window_start  BIGINT NOT NULL,
+    sent          BIGINT NOT NULL,
+    PRIMARY KEY (workspace_id, agent_id)
+);
 ALTER TABLE workspace_settings ALTER COLUMN require_member_approval SET DEFAULT 1;

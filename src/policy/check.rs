@@ -18,7 +18,7 @@ use crate::domain::Refusal;
 use crate::secret::{random_base62, sha256_hex};
 use crate::store::{
     Applied, ApprovalNotice, AuditRecord, Change, EmailOp, NonceClaim, Op, PolicyChallenge,
-    PolicyOp, StoreError, APPROVAL_USED,
+    PolicyOp, StoreError, APPROVAL_MAILS_SPENT, APPROVAL_USED,
 };
 use crate::time::{iso, now_ms};
 
@@ -537,7 +537,7 @@ async fn decide(
     // Only challenges need the fingerprint: allow and deny answers skip the hashing.
     let fingerprint = (decision.outcome == Outcome::Challenge).then(|| input.fingerprint());
     let human = match &fingerprint {
-        Some(fingerprint) => at.human_answer(fingerprint).await?,
+        Some(fingerprint) => at.human_answer(fingerprint, raiser).await?,
         None => None,
     };
     if let Some(human) = &human {
@@ -687,8 +687,14 @@ impl<'a> Attempt<'a> {
     }
 
     /// A human's answer to this very request (same agent and fingerprint) within the time an
-    /// answer counts for.
-    async fn human_answer(&self, fingerprint: &str) -> CheckResult<Option<PolicyChallenge>> {
+    /// answer counts for. For an agent's own request only a person's approval counts: an
+    /// approval link that decided a backend's challenge of the same request on its own (the
+    /// public-link flow) must not approve what the agent asks for itself.
+    async fn human_answer(
+        &self,
+        fingerprint: &str,
+        raiser: Raiser,
+    ) -> CheckResult<Option<PolicyChallenge>> {
         let since = self.now - crate::domain::challenge::DECISION_TTL_MS;
         Ok(self
             .ctx
@@ -698,6 +704,7 @@ impl<'a> Attempt<'a> {
                 &self.agent.agent.id,
                 fingerprint,
                 since,
+                raiser == Raiser::Agent,
             )
             .await?)
     }
@@ -911,7 +918,11 @@ async fn notify_approvers(
     {
         Ok(Applied::Count(n)) if n > 0 => {}
         Ok(_) => {
-            tracing::debug!(challenge_id = %record.id, "approval mail not sent: one is open for this request, or the agent reached its hourly bound");
+            tracing::debug!(challenge_id = %record.id, "approval mail not sent: one is open for this request");
+            return;
+        }
+        Err(StoreError::Conflict(why)) if why == APPROVAL_MAILS_SPENT => {
+            tracing::info!(challenge_id = %record.id, agent_id = %record.agent_id, "approval mail not sent: the agent reached its hourly bound");
             return;
         }
         Err(err) => {

@@ -37,7 +37,7 @@ pub use credentials::{ActiveCredential, CredentialOp, CredentialQuery, Credentia
 pub use email::{EmailOp, EmailStore};
 pub use group_commit::{GroupCommit, Writer};
 pub use model::*;
-pub use policies::{ApprovalNotice, PolicyOp, PolicyStore, APPROVAL_USED};
+pub use policies::{ApprovalNotice, PolicyOp, PolicyStore, APPROVAL_MAILS_SPENT, APPROVAL_USED};
 pub use site::{SiteOp, SiteStore};
 pub use sql::backup;
 pub use sql::{sqlite_file, OpenOptions, SqlStore, SqliteSynchronous, IDEMPOTENCY_KEY_TAKEN};

@@ -8,6 +8,10 @@ use super::{
     StoreError, Supersedes,
 };
 
+/// The conflict of `PolicyOp::ClaimApprovalNotice` when the agent's approval mails of its
+/// window are spent.
+pub const APPROVAL_MAILS_SPENT: &str = "the agent's approval mails of this window are spent";
+
 /// The conflict of `PolicyOp::ConsumeApproval` when the approval was used meanwhile.
 pub const APPROVAL_USED: &str = "the approval was used meanwhile";
 
@@ -54,13 +58,15 @@ pub trait PolicyStore: Send + Sync {
         query: &ChallengeQuery,
     ) -> Result<Vec<PolicyChallenge>, StoreError>;
     /// The newest challenge of this agent and request fingerprint decided at or after `since`
-    /// that still counts: denied, or approved and not yet used.
+    /// that still counts: denied, or approved and not yet used; with `approved_by_person`, an
+    /// approval counts only when a person took it (not the approval link alone).
     async fn decided_challenge(
         &self,
         workspace_id: &str,
         agent_id: &str,
         fingerprint: &str,
         since: i64,
+        approved_by_person: bool,
     ) -> Result<Option<PolicyChallenge>, StoreError>;
 }
 
@@ -89,8 +95,8 @@ pub enum PolicyOp {
 }
 
 /// The approval mail of a challenge goes out once per agent and request fingerprint while a
-/// mailed challenge for it is still pending, and at most `max_per_window` times per agent since
-/// `window_start`.
+/// mailed challenge for it is still pending, and at most `max_per_window` times per agent in a
+/// window (a window that started at or before `window_start` has ended).
 #[derive(Debug, Clone)]
 pub struct ApprovalNotice {
     pub workspace_id: String,

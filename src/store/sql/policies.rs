@@ -159,44 +159,31 @@ pub(super) async fn apply(
 }
 
 /// Claims the approval mail of a challenge (see [`ApprovalNotice`]): `Count(1)` when it is to
-/// go out, `Count(0)` when a mail for the same request is still open or the agent reached its
-/// bound. The row of the same agent and fingerprint is taken only when the challenge it names
-/// expired or was decided, so two replicas never both mail one request.
+/// go out, `Count(0)` when a mail for the same request is still open, `Conflict` (nothing
+/// kept) when the agent reached its bound. The row of the same agent and fingerprint is taken
+/// only when the challenge it names expired or was decided, so two replicas never both mail
+/// one request (a challenge another replica just made, not yet visible to this statement,
+/// keeps its row); the agent's count is one row per agent, moved by one statement.
 async fn claim_approval_notice(
     tx: &mut Transaction<'_, Any>,
     n: &ApprovalNotice,
 ) -> Result<Applied, StoreError> {
-    // Rows past the window count for nothing any more.
+    // Rows that no longer hold a request back.
     sqlx::query(
-        "DELETE FROM approval_notices WHERE workspace_id = $1 AND agent_id = $2 \
-         AND notified_at <= $3 AND expires_at <= $4",
+        "DELETE FROM approval_notices WHERE workspace_id = $1 AND agent_id = $2 AND expires_at <= $3",
     )
     .bind(&n.workspace_id)
     .bind(&n.agent_id)
-    .bind(n.window_start)
     .bind(n.now)
     .execute(&mut **tx)
     .await?;
-    let sent: i64 = sqlx::query(
-        "SELECT COUNT(*) AS n FROM approval_notices WHERE workspace_id = $1 AND agent_id = $2 \
-         AND notified_at > $3",
-    )
-    .bind(&n.workspace_id)
-    .bind(&n.agent_id)
-    .bind(n.window_start)
-    .fetch_one(&mut **tx)
-    .await?
-    .try_get("n")?;
-    if sent >= n.max_per_window {
-        return Ok(Applied::Count(0));
-    }
     let claimed = sqlx::query(
         "INSERT INTO approval_notices (workspace_id, agent_id, fingerprint, challenge_id, notified_at, expires_at) \
          VALUES ($1, $2, $3, $4, $5, $6) \
          ON CONFLICT (workspace_id, agent_id, fingerprint) DO UPDATE SET challenge_id = excluded.challenge_id, \
          notified_at = excluded.notified_at, expires_at = excluded.expires_at \
-         WHERE approval_notices.expires_at <= $5 OR NOT EXISTS (SELECT 1 FROM policy_challenges p \
-         WHERE p.id = approval_notices.challenge_id AND p.status = 'pending')",
+         WHERE approval_notices.expires_at <= $5 OR EXISTS (SELECT 1 FROM policy_challenges p \
+         WHERE p.id = approval_notices.challenge_id AND p.status <> 'pending')",
     )
     .bind(&n.workspace_id)
     .bind(&n.agent_id)
@@ -207,7 +194,28 @@ async fn claim_approval_notice(
     .execute(&mut **tx)
     .await?
     .rows_affected();
-    Ok(Applied::Count(i64::try_from(claimed).unwrap_or(0)))
+    if claimed == 0 {
+        return Ok(Applied::Count(0));
+    }
+    // The agent's mails in its current window (which starts with its first mail and ends
+    // after the window's length): a new window, or one more below the bound.
+    let counted = sqlx::query(
+        "INSERT INTO approval_mail_counts (workspace_id, agent_id, window_start, sent) VALUES ($1, $2, $3, 1) \
+         ON CONFLICT (workspace_id, agent_id) DO UPDATE SET \
+         sent = CASE WHEN approval_mail_counts.window_start <= $4 THEN 1 ELSE approval_mail_counts.sent + 1 END, \
+         window_start = CASE WHEN approval_mail_counts.window_start <= $4 THEN $3 ELSE approval_mail_counts.window_start END \
+         WHERE approval_mail_counts.window_start <= $4 OR approval_mail_counts.sent < $5",
+    )
+    .bind(&n.workspace_id)
+    .bind(&n.agent_id)
+    .bind(n.now)
+    .bind(n.window_start)
+    .bind(n.max_per_window)
+    .execute(&mut **tx)
+    .await?
+    .rows_affected();
+    affected_or_conflict(counted, APPROVAL_MAILS_SPENT)?;
+    Ok(Applied::Count(1))
 }
 
 async fn apply_policy(
@@ -505,10 +513,12 @@ impl PolicyStore for SqlStore {
         agent_id: &str,
         fingerprint: &str,
         since: i64,
+        approved_by_person: bool,
     ) -> Result<Option<PolicyChallenge>, StoreError> {
         let sql = format!(
             "SELECT {CHALLENGE_COLUMNS} FROM policy_challenges WHERE workspace_id = $1 AND agent_id = $2 AND fingerprint = $3 \
-             AND decided_at >= $4 AND (status = 'denied' OR (status = 'approved' AND consumed_at IS NULL)) \
+             AND decided_at >= $4 AND (status = 'denied' OR (status = 'approved' AND consumed_at IS NULL \
+             AND ($5 = 0 OR decided_by <> $6))) \
              ORDER BY decided_at DESC, id DESC LIMIT 1"
         );
         let row = sqlx::query(&sql)
@@ -516,6 +526,8 @@ impl PolicyStore for SqlStore {
             .bind(agent_id)
             .bind(fingerprint)
             .bind(since)
+            .bind(i64::from(approved_by_person))
+            .bind(crate::audit::Actor::ApprovalLink.label())
             .fetch_optional(&self.read)
             .await?;
         Ok(row.map(|r| challenge_from_row(&r)).transpose()?)
