@@ -33,7 +33,7 @@ impl Actor {
             Actor::ApiKey(id) => ["api_key:", id].concat(),
             Actor::Agent(id) => ["agent:", id].concat(),
             Actor::User(id) => ["user:", id].concat(),
-            Actor::ApprovalLink => "approval_link".into(),
+            Actor::ApprovalLink => crate::domain::challenge::DECIDED_BY_LINK.into(),
             Actor::Cli => "cli".into(),
             Actor::System => "system".into(),
         }

@@ -15,6 +15,10 @@ pub const APPROVAL_MAILS_PER_AGENT: i64 = 20;
 /// The window of [`APPROVAL_MAILS_PER_AGENT`]: an hour.
 pub const APPROVAL_MAIL_WINDOW_MS: i64 = 3_600_000;
 
+/// How the audit trail and a challenge's `decided_by` name someone who decided through the
+/// approval link alone, logged in as nobody.
+pub const DECIDED_BY_LINK: &str = "approval_link";
+
 /// Who raised a challenge, which decides who may decide it. Whoever a challenge holds never
 /// receives a token that can decide it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -527,7 +527,7 @@ impl PolicyStore for SqlStore {
             .bind(fingerprint)
             .bind(since)
             .bind(i64::from(approved_by_person))
-            .bind(crate::audit::Actor::ApprovalLink.label())
+            .bind(crate::domain::challenge::DECIDED_BY_LINK)
             .fetch_optional(&self.read)
             .await?;
         Ok(row.map(|r| challenge_from_row(&r)).transpose()?)
