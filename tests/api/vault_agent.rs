@@ -574,3 +574,34 @@ async fn an_agent_never_decides_its_own_vault_challenge_sqlite() {
 async fn an_agent_never_decides_its_own_vault_challenge_postgres() {
     an_agent_never_decides_its_own_vault_challenge(Engine::Postgres).await;
 }
+
+both_engines! {
+    /// A backend's challenge of the very request an agent makes for itself, decided through its
+    /// link alone (the public-link flow), does not approve the agent's own request: only an
+    /// approval a person took counts there.
+    async fn a_link_alone_never_approves_what_an_agent_asks_for_itself(app) {
+        let s = setup(&app, stripe_set(), read_grant(), json!(["read"])).await;
+        app.apply_policy(vault_policy(true)).await;
+        let (st, set) = status_json(s.owner.post("/v1/workspace/settings", &json!({"require_member_approval": false})).await).await;
+        assert_eq!(st, 200, "{set}");
+        let (_, got) = status_json(s.owner.get("/v1/vault/secret-sets/1").await).await;
+        let set_id = got["secret_set"]["secret_set_id"].as_str().unwrap().to_owned();
+        // The backend asks about the agent's read with the very context the vault builds.
+        let (st, asked) = status_json(app.post("/v1/check", &json!({"agent_id": s.agent.id, "action": "vault.read",
+            "context": {"secret_set": "stripe-prod", "secret_set_id": set_id, "provider": "stripe",
+                "environment": "production", "keys": ["ACCOUNT"]}})).await).await;
+        assert_eq!((st.as_u16(), asked["decision"].as_str()), (200, Some("challenge")), "{asked}");
+        let link = asked["challenge"]["url"].as_str().unwrap().to_owned();
+        let (st, decided) = status_json(decide_by_link(&app, &link, None, "approve").await).await;
+        assert_eq!((st.as_u16(), decided["challenge"]["decided_by"].as_str()), (200, Some("approval_link")), "{decided}");
+        // The same request by the agent itself is still challenged.
+        let token = s.minted(&app, "read", json!({"keys": ["ACCOUNT"]})).await;
+        let body = assert_error(s.read(&app, &token, json!(["ACCOUNT"])).await, 403, "policy_challenge").await;
+        assert_eq!(body["challenge"]["type"], "status_link", "{body}");
+        // The backend's own re-check is approved once, as the public-link flow promises.
+        let (_, again) = status_json(app.post("/v1/check", &json!({"agent_id": s.agent.id, "action": "vault.read",
+            "context": {"secret_set": "stripe-prod", "secret_set_id": set_id, "provider": "stripe",
+                "environment": "production", "keys": ["ACCOUNT"]}})).await).await;
+        assert_eq!(again["decision"], "allow", "{again}");
+    }
+}
