@@ -73,9 +73,10 @@ pub async fn decide(
     let status = parse_decision(decision)?;
     let reason = approver_reason(reason)?;
     let challenge = by_token(ctx, token).await?;
+    let alone = link_alone_decides(ctx, &challenge).await?;
     let actor = match approver {
-        Some(p) if link_alone_decides(ctx, &challenge).await? => p.actor(),
-        None if link_alone_decides(ctx, &challenge).await? => Actor::ApprovalLink,
+        Some(p) if alone => p.actor(),
+        None if alone => Actor::ApprovalLink,
         Some(p) => {
             ensure_may_decide(ctx, &challenge, p).await?;
             p.actor()
