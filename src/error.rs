@@ -16,7 +16,7 @@ use crate::context::StreamsFull;
 use crate::domain::access::{Denied, Need};
 use crate::domain::{FieldError, Refusal, RefusalKind};
 use crate::enforce::EnforceError;
-use crate::identity::signing::SignFailure;
+use crate::identity::signing::{SignFailure, SignRejection, SignatureFault, SIGNATURE_LEN};
 use crate::identity::IdentityError;
 use crate::policy::error::{CheckError, SyncError};
 use crate::site::SiteError;
@@ -237,14 +237,34 @@ impl From<CheckError> for ApiError {
     }
 }
 
-impl From<SignFailure> for ApiError {
-    fn from(failure: SignFailure) -> Self {
+/// A signed request refused: 401 with the code, 404 `unknown_agent`, 403 `agent_not_active`.
+/// A `bad_signature` also says what the server saw: `canonical_string` (the string it checked
+/// the signature against), and for a signature that is not even a signature, `hint`
+/// (`signature_not_base64`, or `signature_wrong_length` with `signature_length` and
+/// `expected_signature_length`).
+impl From<SignRejection> for ApiError {
+    fn from(rejection: SignRejection) -> Self {
+        let failure = rejection.failure;
         let status = match failure {
             SignFailure::UnknownAgent => StatusCode::NOT_FOUND,
             SignFailure::AgentNotActive => StatusCode::FORBIDDEN,
             _ => StatusCode::UNAUTHORIZED,
         };
-        Self::new(status, failure.code(), failure.message())
+        let mut err = Self::new(status, failure.code(), failure.message());
+        if let Some(canonical) = rejection.canonical_string {
+            err = err.with("canonical_string", canonical);
+        }
+        if let SignFailure::BadSignature(fault) = failure {
+            if let Some(hint) = fault.hint() {
+                err = err.with("hint", hint);
+            }
+            if let SignatureFault::WrongLength(len) = fault {
+                err = err
+                    .with("signature_length", len)
+                    .with("expected_signature_length", SIGNATURE_LEN);
+            }
+        }
+        err
     }
 }
 

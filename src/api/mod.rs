@@ -293,6 +293,20 @@ pub struct VerifyResponse {
     /// `low`, `medium` or `high`.
     pub risk_tier: String,
     pub revoked: bool,
+    /// With `bad_signature`: the canonical string the server built from the request's parts
+    /// (method, path, timestamp, nonce, body hash) and checked the signature against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canonical_string: Option<String>,
+    /// With `bad_signature`, when the signature is not one at all: `signature_not_base64`, or
+    /// `signature_wrong_length` (with `signature_length` and `expected_signature_length`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+    /// With `signature_wrong_length`: the bytes the signature decodes to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature_length: Option<usize>,
+    /// With `signature_wrong_length`: 64, an Ed25519 signature's bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_signature_length: Option<usize>,
 }
 
 // ---- telemetry ----------------------------------------------------------------------------

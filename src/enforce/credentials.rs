@@ -272,7 +272,7 @@ async fn issue(
         Ok(_) => {}
         Err(StoreError::Conflict(_)) => return Err(EnforceError::MintRaced),
         Err(StoreError::AgentNotActive) => {
-            return Err(EnforceError::Signature(SignFailure::AgentNotActive))
+            return Err(EnforceError::Signature(SignFailure::AgentNotActive.into()))
         }
         Err(e) => return Err(e.into()),
     }
@@ -322,20 +322,21 @@ pub async fn exchange(
         .caches
         .known_agent(ctx.store.as_ref(), &access.view, &req.agent_id)
         .await?;
+    let parts = SignedParts {
+        method: &proof.method,
+        path: &proof.path,
+        timestamp: &timestamp,
+        nonce: &proof.nonce,
+        body_sha256: &proof.body_sha256,
+        signature_b64: &proof.signature_b64,
+    };
     let nonce = verify_parts(
-        &SignedParts {
-            method: &proof.method,
-            path: &proof.path,
-            timestamp: &timestamp,
-            nonce: &proof.nonce,
-            body_sha256: &proof.body_sha256,
-            signature_b64: &proof.signature_b64,
-        },
+        &parts,
         Some(&agent.agent),
         now_ms(),
         ctx.config.signature_window_ms,
     )
-    .map_err(EnforceError::Signature)?;
+    .map_err(|failure| EnforceError::Signature(parts.reject(failure)))?;
     // Single use per purpose: a signed request can be verified once (`/v1/verify`) and
     // exchanged once.
     let nonce = crate::store::NonceClaim {

@@ -4,7 +4,7 @@
 use crate::api::DecisionResponse;
 use crate::domain::refusal::use_case_error;
 use crate::domain::{FieldError, Refusal};
-use crate::identity::signing::SignFailure;
+use crate::identity::signing::SignRejection;
 use crate::identity::IdentityError;
 use crate::policy::error::CheckError;
 use crate::store::StoreError;
@@ -52,8 +52,8 @@ pub enum EnforceError {
         cause: String,
     },
     /// The agent's signature in a token exchange does not verify.
-    #[error("{}", .0.message())]
-    Signature(SignFailure),
+    #[error("{}", .0.failure.message())]
+    Signature(SignRejection),
     #[error(transparent)]
     Check(#[from] CheckError),
     #[error(transparent)]

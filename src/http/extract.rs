@@ -567,7 +567,7 @@ impl FromRequest<SharedContext> for SignedRequest {
             now_ms(),
             ctx.config.signature_window_ms,
         )
-        .map_err(ApiError::from)?;
+        .map_err(|failure| ApiError::from(signed.reject(failure)))?;
         let agent = agent.ok_or_else(ApiError::unknown_agent)?;
         note_principal(PrincipalKind::Agent, agent.workspace_id.as_deref());
         Ok(SignedRequest { agent, nonce, body })
@@ -620,6 +620,23 @@ mod tests {
         assert!(code("null").starts_with("invalid_json:"));
         // An empty body reads as `{}`.
         assert!(code("   ").starts_with("missing_name:"));
+    }
+
+    /// A signed request's PATH is `uri.path()` of the request as received: the documented
+    /// vectors' targets (with query strings, percent escapes) give their documented paths.
+    #[test]
+    fn the_signed_path_of_every_documented_vector_is_the_uri_path() {
+        let vectors = crate::identity::signing::documented_vectors();
+        for request in vectors["requests"].as_array().unwrap() {
+            let target = request["target"].as_str().unwrap();
+            let uri: axum::http::Uri = target.parse().unwrap();
+            assert_eq!(
+                Some(uri.path()),
+                request["path"].as_str(),
+                "{}",
+                request["name"]
+            );
+        }
     }
 
     #[test]

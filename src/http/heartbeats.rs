@@ -19,7 +19,7 @@ use super::operator::{needs, Authorized};
 #[utoipa::path(post, path = "/v1/telemetry/heartbeat", tag = "telemetry", request_body = HeartbeatRequest,
     security(("agent_signature" = [])),
     responses((status = 200, body = HeartbeatResponse), (status = 400, body = ErrorBody),
-        (status = 401, description = "`missing_signature_headers`, `timestamp_out_of_range`, `invalid_nonce`, `bad_signature`, `replay_detected`, `agent_header_mismatch`", body = ErrorBody),
+        (status = 401, description = "`missing_signature_headers`, `timestamp_out_of_range`, `invalid_nonce`, `bad_signature` (with `canonical_string`, the string the server checked the signature against, and a `hint` when the signature is not base64 or not 64 bytes), `replay_detected`, `agent_header_mismatch`", body = ErrorBody),
         (status = 403, description = "`agent_not_active`", body = ErrorBody),
         (status = 404, description = "`unknown_agent`", body = ErrorBody)))]
 #[tracing::instrument(level = "debug", skip_all)]

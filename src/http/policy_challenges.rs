@@ -73,7 +73,7 @@ pub async fn status(
 #[utoipa::path(get, path = "/v1/policy-challenges/{challenge_id}/status", tag = "approvals", params(("challenge_id" = String, Path)),
     security(("agent_signature" = [])),
     responses((status = 200, body = PolicyChallengeResponse),
-        (status = 401, description = "`missing_signature_headers`, `timestamp_out_of_range`, `invalid_nonce`, `bad_signature`, `replay_detected`", body = ErrorBody),
+        (status = 401, description = "`missing_signature_headers`, `timestamp_out_of_range`, `invalid_nonce`, `bad_signature` (with `canonical_string`, the string the server checked the signature against, and a `hint` when the signature is not base64 or not 64 bytes), `replay_detected`", body = ErrorBody),
         (status = 403, description = "`agent_not_active`", body = ErrorBody),
         (status = 404, description = "`unknown_agent`, `unknown_challenge`", body = ErrorBody)))]
 #[tracing::instrument(level = "debug", skip_all)]

@@ -17,7 +17,7 @@ use super::extract::{AppJson, Caller};
     security(("api_key" = [])),
     responses((status = 200, body = TokenExchangeResponse),
         (status = 400, description = "`missing_agent_id`, `missing_agent_request`, `invalid_ttl`, `invalid_scopes`", body = ErrorBody),
-        (status = 401, description = "`bad_signature`, `timestamp_out_of_range`, `replay_detected`, `invalid_nonce`", body = ErrorBody),
+        (status = 401, description = "`bad_signature` (with `canonical_string`, the string the server checked the signature against, and a `hint` when the signature is not base64 or not 64 bytes), `timestamp_out_of_range`, `replay_detected`, `invalid_nonce`", body = ErrorBody),
         (status = 403, description = "`policy_denied`, `policy_challenge`, `minting_paused`, `agent_not_active`", body = ErrorBody),
         (status = 404, description = "`unknown_agent`, `unknown_policy`", body = ErrorBody),
         (status = 429, description = "`rate_limited`", body = ErrorBody)))]

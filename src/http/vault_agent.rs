@@ -30,7 +30,7 @@ fn signer(signed: &SignedRequest) -> Signer<'_> {
     security(("agent_signature" = [])),
     responses((status = 200, body = DecisionResponse),
         (status = 400, description = "`missing_*`, `invalid_action`, `invalid_environment`, `invalid_provider`, `invalid_request`", body = ErrorBody),
-        (status = 401, description = "`missing_signature_headers`, `timestamp_out_of_range`, `invalid_nonce`, `bad_signature`, `replay_detected`", body = ErrorBody),
+        (status = 401, description = "`missing_signature_headers`, `timestamp_out_of_range`, `invalid_nonce`, `bad_signature` (with `canonical_string`, the string the server checked the signature against, and a `hint` when the signature is not base64 or not 64 bytes), `replay_detected`", body = ErrorBody),
         (status = 403, description = "`agent_not_active`", body = ErrorBody),
         (status = 404, description = "`unknown_agent`, `unknown_secret_set`, `unknown_key`, `unknown_profile`", body = ErrorBody)))]
 #[tracing::instrument(level = "debug", skip_all)]
@@ -49,7 +49,7 @@ pub async fn eval(
     security(("agent_signature" = [])),
     responses((status = 200, body = RequestLeaseResponse),
         (status = 400, description = "`missing_*`, `invalid_action`, `invalid_ttl_seconds`, `invalid_uses`", body = ErrorBody),
-        (status = 401, description = "`invalid_lease` and the signature codes", body = ErrorBody),
+        (status = 401, description = "`invalid_lease`, and the signature codes: `missing_signature_headers`, `timestamp_out_of_range`, `invalid_nonce`, `bad_signature` (with `canonical_string`, the string the server checked the signature against, and a `hint` when the signature is not base64 or not 64 bytes), `replay_detected`", body = ErrorBody),
         (status = 403, description = "`no_grant`, `key_not_granted`, `action_not_leased`, `policy_denied`, `policy_challenge`, `minting_paused`, `agent_not_active`", body = ErrorBody),
         (status = 404, description = "`unknown_agent`, `unknown_secret_set`, `unknown_key`", body = ErrorBody),
         (status = 410, description = "`lease_expired`", body = ErrorBody)))]
@@ -67,7 +67,7 @@ pub async fn mint_request_lease(
     security(("agent_signature" = [])),
     responses((status = 200, body = SecretsReadResponse),
         (status = 400, description = "`missing_*`, `invalid_environment`", body = ErrorBody),
-        (status = 401, description = "`invalid_lease` and the signature codes", body = ErrorBody),
+        (status = 401, description = "`invalid_lease`, and the signature codes: `missing_signature_headers`, `timestamp_out_of_range`, `invalid_nonce`, `bad_signature` (with `canonical_string`, the string the server checked the signature against, and a `hint` when the signature is not base64 or not 64 bytes), `replay_detected`", body = ErrorBody),
         (status = 403, description = "`no_grant`, `key_not_granted`, `action_not_leased`, `policy_denied`, `policy_challenge`, `agent_not_active`", body = ErrorBody),
         (status = 404, description = "`unknown_agent`, `unknown_secret_set`, `unknown_key`", body = ErrorBody),
         (status = 409, description = "`lease_used`", body = ErrorBody),
@@ -88,7 +88,7 @@ pub async fn read_secrets(
     security(("agent_signature" = [])),
     responses((status = 200, body = ProxyResponse),
         (status = 400, description = "`missing_*`, `invalid_request`, `invalid_environment`", body = ErrorBody),
-        (status = 401, description = "`invalid_lease` and the signature codes", body = ErrorBody),
+        (status = 401, description = "`invalid_lease`, and the signature codes: `missing_signature_headers`, `timestamp_out_of_range`, `invalid_nonce`, `bad_signature` (with `canonical_string`, the string the server checked the signature against, and a `hint` when the signature is not base64 or not 64 bytes), `replay_detected`", body = ErrorBody),
         (status = 403, description = "`host_not_allowed`, `scheme_not_allowed`, `request_not_allowed`, `destination_not_allowed`, `no_grant`, `key_not_granted`, `action_not_leased`, `policy_denied`, `policy_challenge`, `agent_not_active`", body = ErrorBody),
         (status = 404, description = "`unknown_agent`, `unknown_secret_set`, `unknown_profile`", body = ErrorBody),
         (status = 409, description = "`lease_used`", body = ErrorBody),

@@ -12,7 +12,9 @@ use crate::identity::verify;
 use super::extract::{AppJson, Deciding};
 
 /// Verifies a request an agent signed. Signature, skew, replay, unknown and inactive-agent
-/// failures answer 200 with `valid: false` and a `reason`; a valid request consumes its nonce.
+/// failures answer 200 with `valid: false` and a `reason` (a `bad_signature` also with
+/// `canonical_string`, the string the server checked the signature against, and a `hint` when
+/// the signature is not base64 or not 64 bytes); a valid request consumes its nonce.
 #[utoipa::path(post, path = "/v1/verify", tag = "identity", request_body = VerifyRequest, security(("api_key" = [])),
     responses((status = 200, body = VerifyResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
 #[tracing::instrument(level = "debug", skip_all)]

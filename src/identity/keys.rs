@@ -52,17 +52,37 @@ pub fn parse_public_key(text: &str) -> Result<VerifyingKey, PublicKeyError> {
     Ok(key)
 }
 
+/// The length of an Ed25519 signature, bytes.
+pub const SIGNATURE_LEN: usize = 64;
+
+/// Why a signature does not verify: what the caller can be told without revealing anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SignatureFault {
+    /// A well-formed 64-byte signature, but not the key's over this message.
+    Mismatch,
+    /// The text is not base64 (standard alphabet, padding optional).
+    NotBase64,
+    /// The text decodes to this many bytes, not [`SIGNATURE_LEN`].
+    WrongLength(usize),
+}
+
 /// Verifies a base64 Ed25519 signature over `message` with strict (non-malleable) rules.
 /// Anything that is not a well-formed 64-byte signature simply does not verify.
 pub fn verify_signature(key: &VerifyingKey, message: &[u8], signature_b64: &str) -> bool {
-    let Some(bytes) = b64_decode(signature_b64) else {
-        return false;
-    };
-    let Ok(raw) = <[u8; 64]>::try_from(bytes.as_slice()) else {
-        return false;
-    };
+    check_signature(key, message, signature_b64).is_ok()
+}
+
+/// [`verify_signature`], saying why a signature does not verify.
+pub fn check_signature(
+    key: &VerifyingKey,
+    message: &[u8],
+    signature_b64: &str,
+) -> Result<(), SignatureFault> {
+    let bytes = b64_decode(signature_b64).ok_or(SignatureFault::NotBase64)?;
+    let raw = <[u8; SIGNATURE_LEN]>::try_from(bytes.as_slice())
+        .map_err(|_| SignatureFault::WrongLength(bytes.len()))?;
     key.verify_strict(message, &Signature::from_bytes(&raw))
-        .is_ok()
+        .map_err(|_| SignatureFault::Mismatch)
 }
 
 #[cfg(test)]
@@ -111,5 +131,30 @@ mod tests {
             b"hello",
             "not base64"
         ));
+    }
+
+    #[test]
+    fn a_signature_that_does_not_verify_says_why() {
+        let signing = SigningKey::from_bytes(&[9u8; 32]);
+        let key = signing.verifying_key();
+        let sig = b64(&signing.sign(b"hello").to_bytes());
+        assert_eq!(check_signature(&key, b"hello", &sig), Ok(()));
+        assert_eq!(
+            check_signature(&key, b"hellO", &sig),
+            Err(SignatureFault::Mismatch)
+        );
+        assert_eq!(
+            check_signature(&key, b"hello", "not base64!"),
+            Err(SignatureFault::NotBase64)
+        );
+        assert_eq!(
+            check_signature(&key, b"hello", &b64(&[1u8; 63])),
+            Err(SignatureFault::WrongLength(63))
+        );
+        // Unpadded is accepted, as everywhere.
+        assert_eq!(
+            check_signature(&key, b"hello", sig.trim_end_matches('=')),
+            Ok(())
+        );
     }
 }

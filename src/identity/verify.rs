@@ -12,7 +12,7 @@ use crate::policy::cache::KeyAccess;
 use crate::store::{AgentRecord, Change, StoreError};
 use crate::time::{iso, now_ms};
 
-use super::signing::{verify_parts, SignFailure, SignedParts};
+use super::signing::{verify_parts, SignFailure, SignRejection, SignatureFault, SignedParts};
 
 fn check_request(req: &api::VerifyRequest) -> IdentityResult<()> {
     for (field, value) in [
@@ -112,24 +112,38 @@ async fn verify_with(
         },
         Err(failure) => Err(failure),
     };
-    Ok(answer(req.agent_id, agent, now, outcome.err()))
+    let rejection = outcome.err().map(|failure| parts.reject(failure));
+    Ok(answer(req.agent_id, agent, now, rejection))
 }
 
 fn answer(
     agent_id: String,
     agent: Option<&AgentRecord>,
     now: i64,
-    failure: Option<SignFailure>,
+    rejection: Option<SignRejection>,
 ) -> api::VerifyResponse {
+    let failure = rejection.as_ref().map(|r| r.failure);
     if let Some(failure) = failure {
         crate::observe::signature_failure("verify", failure.code());
     }
+    let fault = match failure {
+        Some(SignFailure::BadSignature(fault)) => Some(fault),
+        _ => None,
+    };
+    let wrong_length = match fault {
+        Some(SignatureFault::WrongLength(len)) => Some(len),
+        _ => None,
+    };
     api::VerifyResponse {
         ok: true,
         valid: failure.is_none(),
         agent_id,
         verified_at: iso(now),
         reason: failure.map(|f| f.code().to_owned()),
+        canonical_string: rejection.and_then(|r| r.canonical_string),
+        hint: fault.and_then(SignatureFault::hint).map(str::to_owned),
+        signature_length: wrong_length,
+        expected_signature_length: wrong_length.map(|_| super::signing::SIGNATURE_LEN),
         verification_tier: match agent {
             Some(a) if a.attested_at.is_some() => "attested",
             _ => "unverified",

@@ -46,6 +46,7 @@ mod policy_cli;
 mod rate_limits;
 mod replicas;
 mod reputation;
+mod signing;
 mod signup;
 mod sinks;
 mod spec_limits;
