@@ -56,7 +56,8 @@ for raw in "${lines[@]}"; do
     if [[ $line == "acp serve"* ]]; then
         # The second terminal: in the background, until it says it listens.
         command=${line%%  #*}
-        eval "$command" > "$dir/serve.out" 2> "$dir/serve.err" &
+        # `exec`: the background job is the server itself, so that the clean-up stops it.
+        eval "exec $command" > "$dir/serve.out" 2> "$dir/serve.err" &
         pid=$!
         for _ in $(seq 1 300); do
             grep -q '^acp listening on' "$dir/serve.out" 2>/dev/null && break
