@@ -13,12 +13,12 @@ use tokio::net::TcpListener;
 use crate::audit::{self, Actor};
 use crate::config::Config;
 use crate::context::{Context, SharedContext};
-use crate::domain::ids;
+use crate::domain::{ids, Role};
 use crate::identity::api_keys::NewApiKey;
 use crate::secret::{redact_url, Secret};
 use crate::store::{
-    apply_one, AccountOp, ApiKeyRecord, Applied, Change, GroupCommit, OpenOptions, SqlStore, Store,
-    Workspace, Writer,
+    apply_one, AccountOp, ApiKeyRecord, Applied, Change, FirstOwner, GroupCommit, OpenOptions,
+    SqlStore, Store, StoreError, Workspace, Writer, ALREADY_BOOTSTRAPPED,
 };
 use crate::time::now_ms;
 
@@ -28,6 +28,33 @@ pub struct Bootstrap {
     pub workspace_id: String,
     /// The generated key, to print once; `None` when `ACP_BOOTSTRAP_API_KEY` supplied it.
     pub generated_key: Option<Secret>,
+    /// The owner `--owner` named, made with the workspace.
+    pub owner: Option<FirstOwnerMade>,
+}
+
+/// The first owner made with the default workspace, and their one-time login link (shown once;
+/// also mailed, so with the `outbox` provider it is in the outbox as any login link).
+#[derive(Debug)]
+pub struct FirstOwnerMade {
+    pub email: String,
+    /// Set by [`App::build`] once the server's public URL is known.
+    pub login_link: Option<Secret>,
+    /// Why the link could not be mailed, when it could not (it is shown either way).
+    pub mail_error: Option<String>,
+    token: Secret,
+}
+
+/// What `--owner` found on a start that did not create the database: `--owner` acts on the
+/// first start only, so that a member removed later is never added back by a restart whose
+/// settings still name them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OwnerLater {
+    /// A member of the default workspace, with this role.
+    Member { workspace_id: String, role: Role },
+    /// Not a member of the default workspace.
+    NotMember { workspace_id: String },
+    /// The database has no default workspace.
+    NoDefault,
 }
 
 /// Opens the database named in the configuration and applies its migrations.
@@ -147,18 +174,65 @@ pub async fn bootstrap(store: &dyn Store, config: &Config) -> anyhow::Result<Opt
         ),
     ];
     let workspace_id = workspace.id.clone();
+    let mut owner = None;
+    let mut first_owner = None;
+    if let Some(email) = &config.owner {
+        let (token, token_hash) = crate::identity::accounts::new_login_token();
+        first_owner = Some(FirstOwner {
+            email: email.as_str().to_owned(),
+            user_id: ids::new_id("usr"),
+            login_token_hash: token_hash,
+            login_expires_at: now + crate::identity::accounts::LOGIN_LINK_TTL_MS,
+        });
+        owner = Some(FirstOwnerMade {
+            email: email.as_str().to_owned(),
+            login_link: None,
+            mail_error: None,
+            token,
+        });
+    }
     let mut change = Change::new(AccountOp::Bootstrap {
         workspace,
         key: record,
+        owner: first_owner,
     });
     change.audit.extend(events);
-    match apply_one(store, change).await? {
-        Applied::Bootstrapped(true) => Ok(Some(Bootstrap {
+    if let Some(email) = &config.owner {
+        // As `acp workspace add-member` records a membership: never the address itself.
+        change.audit.push(audit::state_change(
+            "membership.granted",
+            "grant",
+            Some(&workspace_id),
+            None,
+            &Actor::System,
+            json!({ "email_domain": email.as_str().split('@').nth(1), "role": Role::Owner.as_str(), "first_owner": true }),
+        ));
+    }
+    match apply_one(store, change).await {
+        Ok(Applied::Bootstrapped(true)) => Ok(Some(Bootstrap {
             workspace_id,
             generated_key: generated.then_some(key.secret),
+            owner,
         })),
-        _ => Ok(None),
+        Ok(_) => Ok(None),
+        Err(StoreError::Conflict(why)) if why == ALREADY_BOOTSTRAPPED => Ok(None),
+        Err(err) => Err(err.into()),
     }
+}
+
+/// Where `--owner` stands on a database set up before: `--owner` changes nothing then.
+async fn owner_later(store: &dyn Store, email: &str) -> anyhow::Result<OwnerLater> {
+    let Some(workspace_id) = store.default_workspace_id().await? else {
+        return Ok(OwnerLater::NoDefault);
+    };
+    let role = match store.user_by_email(email).await? {
+        Some(user) => store.role_in(&workspace_id, &user.id).await?,
+        None => None,
+    };
+    Ok(match role {
+        Some(role) => OwnerLater::Member { workspace_id, role },
+        None => OwnerLater::NotMember { workspace_id },
+    })
 }
 
 /// A server ready to run: bound to its address, database open and migrated.
@@ -168,6 +242,8 @@ pub struct App {
     listener: TcpListener,
     writer: Writer,
     pub bootstrap: Option<Bootstrap>,
+    /// With `--owner` on a database set up before: where that person stands.
+    pub owner_later: Option<OwnerLater>,
 }
 
 impl App {
@@ -250,7 +326,30 @@ impl App {
                 max_response_bytes: 64 * 1024,
             })
             .map_err(anyhow::Error::msg)?;
-        let bootstrap = bootstrap(store.as_ref(), &config).await?;
+        let mut bootstrap = bootstrap(store.as_ref(), &config).await?;
+        let owner_later = match (&bootstrap, &config.owner) {
+            (None, Some(email)) => Some(owner_later(store.as_ref(), email.as_str()).await?),
+            _ => None,
+        };
+        if let Some(owner) = bootstrap.as_mut().and_then(|b| b.owner.as_mut()) {
+            let link = crate::identity::accounts::login_link(&public_url, &owner.token);
+            // Mailed as any login link (with the outbox provider: stored in the outbox). A
+            // relay that fails does not stop the start: the link is shown anyway.
+            let sent =
+                match crate::identity::accounts::login_email(owner.email.clone(), link.expose()) {
+                    Ok(message) => mailer
+                        .send(&message)
+                        .await
+                        .map(|_| ())
+                        .map_err(|e| e.to_string()),
+                    Err(e) => Err(e.to_string()),
+                };
+            if let Err(err) = sent {
+                tracing::warn!(error = %err, "the first owner's login link was not mailed");
+                owner.mail_error = Some(err);
+            }
+            owner.login_link = Some(link);
+        }
         let (commits, writer) = GroupCommit::start(dyn_store.clone(), config.commit_batch_max);
         let caches =
             crate::policy::cache::Caches::new(crate::policy::cache::CacheLimits::of(&config));
@@ -276,6 +375,7 @@ impl App {
             listener,
             writer,
             bootstrap,
+            owner_later,
         })
     }
 

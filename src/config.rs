@@ -126,6 +126,11 @@ pub struct Settings {
     /// most 1024]
     #[arg(long, env = "ACP_AUDIT_STREAMS_MAX")]
     pub audit_streams_max: Option<usize>,
+    /// On the first start (an empty database): make the person with this email the owner of
+    /// the default workspace and print their one-time login link; on later starts only say
+    /// whether they are a member
+    #[arg(long, env = "ACP_OWNER", value_name = "EMAIL")]
+    pub owner: Option<String>,
     /// Key of the default workspace on first start (must be a well-formed `svc_` key)
     #[arg(long, env = "ACP_BOOTSTRAP_API_KEY", hide_env_values = true)]
     #[serde(default, deserialize_with = "deserialize_secret")]
@@ -209,6 +214,8 @@ pub struct Config {
     pub log_format: LogFormat,
     pub sqlite_synchronous: SqliteSynchronous,
     pub bootstrap_api_key: Option<Secret>,
+    /// The first owner of the default workspace, made with it on the first start.
+    pub owner: Option<crate::domain::EmailAddress>,
     pub master_key: Option<Secret>,
     pub email_url: String,
     pub email_from: String,
@@ -274,6 +281,7 @@ impl Settings {
             log_format: self.log_format.or(lower.log_format),
             sqlite_synchronous: self.sqlite_synchronous.or(lower.sqlite_synchronous),
             bootstrap_api_key: self.bootstrap_api_key.or(lower.bootstrap_api_key),
+            owner: self.owner.or(lower.owner),
             master_key: self.master_key.or(lower.master_key),
             metrics_token: self.metrics_token.or(lower.metrics_token),
             signup: self.signup.or(lower.signup),
@@ -414,6 +422,14 @@ impl Settings {
                 Err(format!("`{name}` must be between 1 and {max}, got {value}"))
             }
         };
+        // Checked here, so a malformed address stops the first start before it creates anything.
+        let owner = match self.owner.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(text) => Some(
+                crate::domain::EmailAddress::parse(text)
+                    .map_err(|e| format!("`owner` {e}: `{text}`"))?,
+            ),
+        };
         let signup = match self.signup.as_deref() {
             None => crate::domain::Signup::default(),
             Some(text) => crate::domain::Signup::parse(text)?,
@@ -531,6 +547,7 @@ impl Settings {
             shutdown_grace_secs: self.shutdown_grace_secs.unwrap_or(30),
             log_format,
             bootstrap_api_key: self.bootstrap_api_key.map(|s| s.0),
+            owner,
             master_key: self.master_key.map(|s| s.0),
             metrics_token: match self.metrics_token.map(|s| s.0) {
                 Some(token) if token.expose().trim().is_empty() => None,

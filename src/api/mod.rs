@@ -1172,6 +1172,12 @@ pub struct PolicyChallengeInfo {
     pub decided_at: Option<String>,
     /// `user:<id>` when a logged-in user decided, else `link`.
     pub decided_by: Option<String>,
+    /// The reason the person who decided gave (at most 500 characters), if any.
+    pub decision_reason: Option<String>,
+    /// Who raised it: `backend` (a backend's check, mint or send, with an API key) or `agent`
+    /// (the agent itself, in a request it signed).
+    #[schema(pattern = "^(backend|agent)$")]
+    pub raised_by: String,
     /// Whether an approval was already used by a re-check.
     pub used: bool,
 }

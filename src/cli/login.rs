@@ -22,12 +22,19 @@ use super::output::{eline, line};
 
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Paste the link from the email (or the token after `token=`) when asked; on a laptop whose server keeps mail in its outbox, read it with `acp outbox list`.\nExit codes: 0 logged in, 1 any error, 3 the link was used, 4 the link is not valid or expired."
+    after_help = "Paste the link from the email (or the token after `token=`) when asked; on a laptop whose server keeps mail in its outbox, read it with `acp outbox list`, or let `--outbox` read it from the server's database.\nExit codes: 0 logged in, 1 any error, 3 the link was used, 4 the link is not valid or expired."
 )]
 pub struct LoginArgs {
     /// The address to log in as [default: asked]
     #[arg(long)]
     pub email: Option<String>,
+    /// Take the login link from the server's outbox instead of asking for it: for a server on
+    /// this machine that keeps its mail in the outbox (the default); reads the server's
+    /// database (--database-url)
+    #[arg(long)]
+    pub outbox: bool,
+    #[command(flatten)]
+    pub db: super::DatabaseArgs,
     /// How long the stored token lives, e.g. `90d`, `12w` (1 to 365 days)
     #[arg(long, default_value = "90d", value_parser = parse_days)]
     pub expires: i64,
@@ -111,6 +118,86 @@ fn token_of_paste(pasted: &str) -> String {
     }
 }
 
+/// The server's outbox, read for one person's new login link (`acp login --outbox`). Reading
+/// it takes the server's database, which already gives everything a login gives; the link is
+/// used at once and never printed.
+struct Outbox {
+    store: std::sync::Arc<crate::store::SqlStore>,
+    email: String,
+    url: String,
+    /// The messages that were there before the link was asked for.
+    before: std::collections::HashSet<String>,
+}
+
+/// The outbox messages looked at: the newest ones, where a link just sent is.
+const OUTBOX_WINDOW: i64 = 50;
+
+impl Outbox {
+    async fn open(db: &super::DatabaseArgs, email: &str) -> anyhow::Result<Outbox> {
+        use crate::store::EmailStore;
+        let config = db.resolve(crate::config::Settings::default())?;
+        let store = super::DatabaseArgs::open(&config)
+            .await
+            .map_err(|e| Failure::local(1, format!("--outbox: {e:#}")))?;
+        let before = store
+            .outbox(OUTBOX_WINDOW)
+            .await?
+            .into_iter()
+            .map(|m| m.id)
+            .collect();
+        Ok(Outbox {
+            store,
+            email: email.trim().to_ascii_lowercase(),
+            url: crate::secret::redact_url(&config.database_url),
+            before,
+        })
+    }
+
+    /// The token of the login link mailed to the person since [`Outbox::open`]; waits a few
+    /// seconds for it.
+    async fn link(self) -> anyhow::Result<String> {
+        use crate::store::EmailStore;
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let found = loop {
+            let messages = self.store.outbox(OUTBOX_WINDOW).await?;
+            let token = messages
+                .iter()
+                .filter(|m| !self.before.contains(&m.id))
+                .filter(|m| {
+                    m.recipients
+                        .iter()
+                        .any(|r| r.eq_ignore_ascii_case(&self.email))
+                })
+                .find_map(|m| m.text_body.as_deref().and_then(login_token_in));
+            if token.is_some() || std::time::Instant::now() >= deadline {
+                break token;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        self.store.close().await;
+        found.ok_or_else(|| {
+            Failure::local(
+                1,
+                format!(
+                    "no login link for {} arrived in the outbox of {}: is this address a member of a workspace on this server (`acp serve --owner EMAIL` makes the first owner), and does the server keep its mail in the outbox (the default)? Otherwise paste the link from the email: run without --outbox",
+                    self.email, self.url
+                ),
+            )
+            .into()
+        })
+    }
+}
+
+/// The token of the login link in a message's text.
+fn login_token_in(text: &str) -> Option<String> {
+    let start = text.find("/auth/verify-login?token=")? + "/auth/verify-login?token=".len();
+    let token: String = text[start..]
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect();
+    (!token.is_empty()).then_some(token)
+}
+
 fn read_line(prompt: &str) -> anyhow::Result<String> {
     if std::io::stdin().is_terminal() {
         eprint!("{prompt}");
@@ -152,6 +239,11 @@ async fn login_inner(args: &LoginArgs) -> anyhow::Result<i32> {
         Some(e) => e.clone(),
         None => read_line("Email address: ")?,
     };
+    // Opened before the link is asked for: a database that is not there fails first.
+    let outbox = match args.outbox {
+        true => Some(Outbox::open(&args.db, &email).await?),
+        false => None,
+    };
     let http = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .timeout(Duration::from_secs(60))
@@ -165,14 +257,19 @@ async fn login_inner(args: &LoginArgs) -> anyhow::Result<i32> {
             .with_context(reach)?,
     )
     .await?;
-    eline(format!(
-        "A login link is on its way to {email}. {}",
-        started["message"]
-            .as_str()
-            .and_then(|m| m.split_once(". ").map(|(_, hint)| hint))
-            .unwrap_or("")
-    ))?;
-    let token = token_of_paste(&read_line("Paste the link (or its token): ")?);
+    let token = match outbox {
+        Some(outbox) => outbox.link().await?,
+        None => {
+            eline(format!(
+                "A login link is on its way to {email}. {}",
+                started["message"]
+                    .as_str()
+                    .and_then(|m| m.split_once(". ").map(|(_, hint)| hint))
+                    .unwrap_or("")
+            ))?;
+            token_of_paste(&read_line("Paste the link (or its token): ")?)
+        }
+    };
     if token.is_empty() {
         return Err(Failure::local(1, "that is not a login link").into());
     }
@@ -420,5 +517,11 @@ mod tests {
             "lgn_abc"
         );
         assert_eq!(token_of_paste("lgn_abc"), "lgn_abc");
+        assert_eq!(
+            login_token_in("Open this link:\n\nhttp://h/auth/verify-login?token=lgn_aB3\n\nIf")
+                .as_deref(),
+            Some("lgn_aB3")
+        );
+        assert_eq!(login_token_in("no link here"), None);
     }
 }

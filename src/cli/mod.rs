@@ -11,9 +11,11 @@
 //! --dry-run` add 2 (a dry run found changes); 3 conflict; the client commands add 4 (not
 //! logged in, or the credential is not valid), 5 (refused by role or scope) and 6 (not found).
 
+mod agent_side;
 mod api_key;
 mod audit;
 mod backup;
+mod check;
 mod client;
 mod credentials;
 mod healthcheck;
@@ -27,6 +29,7 @@ mod policy;
 mod policy_remote;
 mod serve;
 mod sinks;
+mod starter;
 mod sync;
 mod vault;
 mod workspace;
@@ -89,8 +92,11 @@ pub enum Command {
     Whoami(login::WhoamiArgs),
     /// Your personal access tokens: create (e.g. for CI), list, revoke
     Token(login::TokenArgs),
-    /// The workspace's agents: list, show, suspend, resume, revoke, approve
-    Agents(operate::AgentsArgs),
+    /// The workspace's agents: list, show, suspend, resume, revoke, approve; new (a key pair,
+    /// registered and attested) and heartbeat (signed with its key file)
+    Agents(agent_side::AgentsArgs),
+    /// Ask the server whether an agent may do an action (exit 0 allow, 8 deny, 9 challenge)
+    Check(check::CheckArgs),
     /// The audit trail: search it, or tail it (--follow for new events)
     Audit(audit::AuditArgs),
     /// The kill switch: status, pause or resume minting, revoke every credential
@@ -98,7 +104,7 @@ pub enum Command {
     KillSwitch(operate::KillSwitchArgs),
     /// Credentials: revoke one, revoke an agent's, introspect one
     Credentials(operate::CredentialsArgs),
-    /// Policy challenges: list them, approve or deny one
+    /// Policy challenges: list them, show one, approve or deny one
     Challenges(operate::ChallengesArgs),
     /// The workspace's API keys on a server: list, create, revoke
     #[command(name = "api-keys")]
@@ -114,6 +120,8 @@ pub enum Command {
 pub enum PolicyCli {
     #[command(flatten)]
     Offline(policy::PolicyCommand),
+    /// Print the starter policy (every agent matches it): save it, or pipe it to `acp sync -`
+    Starter,
     /// Print a policy on a server: its spec, hash and version (or --cedar)
     Get(policy_remote::PolicyGetArgs),
     /// The versions of a policy on a server, newest first
@@ -216,6 +224,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             Ok(0)
         }
         Command::Policy(PolicyCli::Offline(cmd)) => policy::run(cmd),
+        Command::Policy(PolicyCli::Starter) => starter::run(),
         Command::Policy(PolicyCli::Get(args)) => policy_remote::get(args).await,
         Command::Policy(PolicyCli::Versions(args)) => policy_remote::versions(args).await,
         Command::Policy(PolicyCli::Diff(args)) => policy_remote::diff_versions(args).await,
@@ -229,7 +238,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Logout(args) => login::logout(args).await,
         Command::Whoami(args) => login::whoami(args).await,
         Command::Token(args) => login::token(args).await,
-        Command::Agents(args) => operate::agents(args).await,
+        Command::Agents(args) => agent_side::agents(args).await,
+        Command::Check(args) => check::run(args).await,
         Command::Audit(args) => audit::run(args).await,
         Command::KillSwitch(args) => operate::kill_switch(args).await,
         Command::Credentials(args) => operate::credentials(args).await,

@@ -5,7 +5,7 @@
 use clap::Subcommand;
 use serde_json::{json, Value};
 
-use super::client::{cell, fields, finish, print_json, show_list, ClientArgs};
+use super::client::{cell, fields, finish, print_json, show_list, table, ClientArgs};
 use super::output::line;
 
 #[derive(Debug, clap::Args)]
@@ -16,7 +16,7 @@ pub struct AgentsArgs {
     pub client: ClientArgs,
 }
 
-#[derive(Debug, Subcommand)]
+#[derive(Debug, Clone, Subcommand)]
 pub enum AgentsCommand {
     /// The workspace's agents, newest first
     List {
@@ -355,7 +355,7 @@ pub struct ChallengesArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum ChallengesCommand {
-    /// Policy challenges, newest first
+    /// Policy challenges, newest first, with the values the deciding rules read
     List {
         /// pending (default), approved, denied, expired or all
         #[arg(long, default_value = "pending")]
@@ -365,16 +365,138 @@ pub enum ChallengesCommand {
         #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(i64).range(1..=1000))]
         limit: i64,
     },
+    /// One challenge as the approval page shows it: the agent, the action, the values the
+    /// deciding rules read, the reasons, who raised it, the time left, and its decision
+    Show { challenge_id: String },
     /// Approve a pending challenge: the agent's next identical request is allowed once
-    Approve { challenge_id: String },
+    Approve {
+        challenge_id: String,
+        /// Why (at most 500 characters; kept with the challenge and in the audit event)
+        #[arg(long)]
+        reason: Option<String>,
+    },
     /// Deny a pending challenge
-    Deny { challenge_id: String },
+    Deny {
+        challenge_id: String,
+        /// Why (at most 500 characters; kept with the challenge and in the audit event)
+        #[arg(long)]
+        reason: Option<String>,
+    },
+}
+
+/// The values the deciding rules read, on one line: `amount=250 currency=USD`.
+fn values_cell(summary: &Value) -> String {
+    let lines = crate::policy::challenge::summary_lines(summary);
+    if lines.is_empty() {
+        return "-".into();
+    }
+    lines
+        .iter()
+        .map(|(label, value)| format!("{label}={value}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// What is left of a pending challenge's lifetime, in words.
+fn time_left(expires_at: &str) -> String {
+    let Some(at) = crate::time::parse_iso(expires_at) else {
+        return expires_at.to_owned();
+    };
+    let secs = (at - crate::time::now_ms()) / 1000;
+    match secs {
+        s if s <= 0 => "no time left".into(),
+        s if s < 120 => format!("{s} s left"),
+        s if s < 2 * 3600 => format!("{} min left", s / 60),
+        s => format!("{} h {} min left", s / 3600, (s % 3600) / 60),
+    }
+}
+
+/// A challenge as `key  value` lines (the approval page's facts).
+fn challenge_text(c: &Value) -> String {
+    let status = cell(&c["status"]);
+    let mut rows: Vec<(&str, String)> = vec![
+        ("challenge", cell(&c["challenge_id"])),
+        (
+            "status",
+            if status == "pending" {
+                format!(
+                    "pending ({})",
+                    time_left(c["expires_at"].as_str().unwrap_or(""))
+                )
+            } else {
+                status.clone()
+            },
+        ),
+        (
+            "agent",
+            crate::policy::challenge::agent_label(
+                &c["summary"],
+                c["agent_id"].as_str().unwrap_or(""),
+            ),
+        ),
+        ("action", cell(&c["action"])),
+        ("policy", cell(&c["policy_id"])),
+    ];
+    let values = crate::policy::challenge::summary_lines(&c["summary"]);
+    if values.is_empty() {
+        rows.push((
+            "request",
+            "(the deciding rules read no request values)".into(),
+        ));
+    }
+    for (i, (label, value)) in values.iter().enumerate() {
+        rows.push((
+            if i == 0 { "request" } else { "" },
+            format!("{label}: {value}"),
+        ));
+    }
+    let reasons: Vec<String> = c["reasons"]
+        .as_array()
+        .map(|r| r.iter().map(cell).collect())
+        .unwrap_or_default();
+    for (i, reason) in reasons.iter().enumerate() {
+        rows.push((if i == 0 { "reasons" } else { "" }, reason.clone()));
+    }
+    rows.push(("reason codes", cell(&c["reason_codes"])));
+    rows.push((
+        "raised by",
+        match c["raised_by"].as_str() {
+            Some("agent") => "the agent itself, in a request it signed".into(),
+            Some("backend") => "a backend, with the workspace API key".into(),
+            _ => cell(&c["raised_by"]),
+        },
+    ));
+    rows.push(("asked", cell(&c["created_at"])));
+    rows.push(("expires", cell(&c["expires_at"])));
+    if !c["decided_at"].is_null() {
+        rows.push((
+            "decided",
+            format!("{} by {}", cell(&c["decided_at"]), cell(&c["decided_by"])),
+        ));
+        rows.push(("reason", cell(&c["decision_reason"])));
+        if status == "approved" {
+            rows.push(("used", cell(&c["used"])));
+        }
+    }
+    rows.push(("trace", cell(&c["trace_id"])));
+    let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    let mut out: String = rows
+        .iter()
+        .map(|(k, v)| format!("{k:<width$}  {v}\n"))
+        .collect();
+    if status == "pending" {
+        out.push_str(&format!(
+            "\ndecide: acp challenges approve|deny {} [--reason TEXT]\n",
+            cell(&c["challenge_id"])
+        ));
+    }
+    out
 }
 
 pub async fn challenges(args: &ChallengesArgs) -> anyhow::Result<i32> {
     let result = async {
         let client = args.client.connect()?;
-        let (decision, id) = match &args.command {
+        let (decision, id, reason) = match &args.command {
             ChallengesCommand::List {
                 status,
                 agent,
@@ -388,27 +510,65 @@ pub async fn challenges(args: &ChallengesArgs) -> anyhow::Result<i32> {
                     *limit,
                 )
                 .await?;
-                show_list(
-                    args.client.json(),
-                    &listed,
+                if args.client.json() {
+                    print_json(&listed)?;
+                    return Ok(0);
+                }
+                let rows: Vec<Vec<String>> = listed["items"]
+                    .as_array()
+                    .map(Vec::as_slice)
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|c| {
+                        vec![
+                            cell(&c["challenge_id"]),
+                            cell(&c["status"]),
+                            cell(&c["agent_id"]),
+                            cell(&c["action"]),
+                            values_cell(&c["summary"]),
+                            cell(&c["reasons"]),
+                            cell(&c["expires_at"]),
+                        ]
+                    })
+                    .collect();
+                table(
                     &[
-                        ("CHALLENGE", "challenge_id"),
-                        ("STATUS", "status"),
-                        ("AGENT", "agent_id"),
-                        ("ACTION", "action"),
-                        ("REASONS", "reasons"),
-                        ("EXPIRES", "expires_at"),
+                        "CHALLENGE",
+                        "STATUS",
+                        "AGENT",
+                        "ACTION",
+                        "VALUES",
+                        "REASONS",
+                        "EXPIRES",
                     ],
+                    &rows,
                 )?;
                 return Ok(0);
             }
-            ChallengesCommand::Approve { challenge_id } => ("approve", challenge_id),
-            ChallengesCommand::Deny { challenge_id } => ("deny", challenge_id),
+            ChallengesCommand::Show { challenge_id } => {
+                let shown = client
+                    .get(&format!("/v1/policy-challenges/{challenge_id}"))
+                    .await?;
+                if args.client.json() {
+                    print_json(&shown)?;
+                } else {
+                    super::output::print(&challenge_text(&shown["challenge"]))?;
+                }
+                return Ok(0);
+            }
+            ChallengesCommand::Approve {
+                challenge_id,
+                reason,
+            } => ("approve", challenge_id, reason),
+            ChallengesCommand::Deny {
+                challenge_id,
+                reason,
+            } => ("deny", challenge_id, reason),
         };
         let decided = client
             .post(
                 &format!("/v1/policy-challenges/{id}/decide"),
-                &json!({ "decision": decision }),
+                &json!({ "decision": decision, "reason": reason }),
             )
             .await?;
         if args.client.json() {
@@ -420,4 +580,34 @@ pub async fn challenges(args: &ChallengesArgs) -> anyhow::Result<i32> {
     }
     .await;
     finish(result, args.client.json())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_challenge_reads_as_the_approval_page() {
+        let c = json!({
+            "challenge_id": "pch_1", "status": "approved", "agent_id": "agt_1", "action": "refund",
+            "policy_id": "pol_default", "reasons": ["amounts over 100 USD need approval"],
+            "reason_codes": ["amount_requires_approval"],
+            "summary": {"agent_name": "demo", "values": {"amount": 250, "currency": "USD"}},
+            "raised_by": "backend", "created_at": "t0", "expires_at": "t1", "decided_at": "t2",
+            "decided_by": "user:usr_1", "decision_reason": "known customer", "used": false,
+            "trace_id": "trc_1",
+        });
+        let text = challenge_text(&c);
+        for part in [
+            "agent         demo (agt_1)",
+            "request       amount: 250\n              currency: USD",
+            "raised by     a backend",
+            "decided       t2 by user:usr_1",
+            "reason        known customer",
+        ] {
+            assert!(text.contains(part), "{part}: {text}");
+        }
+        assert_eq!(values_cell(&c["summary"]), "amount=250 currency=USD");
+        assert_eq!(values_cell(&json!({})), "-");
+    }
 }

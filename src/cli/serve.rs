@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::app::{shutdown_signal, App};
+use crate::app::{shutdown_signal, App, OwnerLater};
 use crate::config::{Config, LogFormat, Settings};
 use crate::secret::redact_url;
 
@@ -97,14 +97,50 @@ pub async fn run(args: &ServeArgs) -> anyhow::Result<i32> {
         line(format!(
             "More workspaces: acp workspace create NAME [--owner you@example.com] {database}"
         ))?;
-        line(format!(
-            "Dashboard: acp workspace add-member --workspace {} --email you@example.com --role owner {database}, then open {base}/login",
-            boot.workspace_id
-        ))?;
+        match &boot.owner {
+            Some(owner) => {
+                line(format!(
+                    "Owner: {}. Their one-time login link (works once, for 15 minutes):",
+                    owner.email
+                ))?;
+                line("")?;
+                if let Some(link) = &owner.login_link {
+                    line(format!("    {}", link.expose()))?;
+                }
+                line("")?;
+                if let Some(err) = &owner.mail_error {
+                    line(format!("(It could not be mailed: {err})"))?;
+                }
+                line(format!(
+                    "Log in from a terminal in this folder: acp login --server {base} --email {} --outbox",
+                    owner.email
+                ))?;
+            }
+            None => line(format!(
+                "Dashboard: acp workspace add-member --workspace {} --email you@example.com --role owner {database}, then open {base}/login (or start the first time with --owner you@example.com)",
+                boot.workspace_id
+            ))?,
+        }
     } else {
         line(format!(
             "Get an API key with: acp workspace create NAME {database}, then acp api-key create --workspace ws_... {database}"
         ))?;
+    }
+    if let (Some(later), Some(email)) = (&app.owner_later, &app.context().config.owner) {
+        match later {
+            OwnerLater::Member { workspace_id, role } => line(format!(
+                "{email} is {} of the default workspace {workspace_id}: log in with `acp login --server {base} --email {email}`.",
+                role.as_str()
+            ))?,
+            // Not added: `--owner` acts on the first start only, so that someone removed
+            // from the workspace is never added back by a restart that still names them.
+            OwnerLater::NotMember { workspace_id } => line(format!(
+                "{email} is not a member of the default workspace {workspace_id}, and --owner acts only on the first start of an empty database. Add them with: acp workspace add-member --workspace {workspace_id} --email {email} --role owner {database}"
+            ))?,
+            OwnerLater::NoDefault => line(format!(
+                "--owner acts only on the first start of an empty database; this one has no default workspace. Add {email} with: acp workspace add-member --workspace ws_... --email {email} --role owner {database}"
+            ))?,
+        }
     }
     if app.context().mailer.provider() == "outbox" {
         line(format!(

@@ -19,7 +19,7 @@ use super::policy::{error_text, Source};
     after_help = "Exit codes: 0 no change or applied, 2 a dry run found changes, 3 conflict (the policy is not at --expect-hash, or another apply won), 4 a dry run whose impact matches --fail-on-impact or whose semantic diff matches --fail-on, 1 any other error.\nThe dry run prints the policy's current hash; apply with --expect-hash set to it so that a policy changed since the review fails instead of being overwritten."
 )]
 pub struct SyncArgs {
-    /// The spec file (YAML, or JSON when it ends in .json)
+    /// The spec file (YAML, or JSON when it ends in .json); `-` reads it from stdin
     pub file: String,
     /// Base URL of the acp server, e.g. https://acp.example.com [default: the server of the
     /// last `acp login`]
@@ -232,7 +232,14 @@ pub fn diff_text(summary: &Value, cedar_diff: &str, color: bool) -> String {
 }
 
 pub async fn run(args: &SyncArgs) -> anyhow::Result<i32> {
-    let text = match std::fs::read_to_string(&args.file) {
+    // `-` is the spec on stdin (YAML, or JSON: JSON is YAML too).
+    let stdin = args.file == "-";
+    let read = if stdin {
+        std::io::read_to_string(std::io::stdin())
+    } else {
+        std::fs::read_to_string(&args.file)
+    };
+    let text = match read {
         Ok(t) => t,
         Err(e) => {
             eline(format!("error: cannot read `{}`: {e}", args.file))?;
@@ -241,7 +248,11 @@ pub async fn run(args: &SyncArgs) -> anyhow::Result<i32> {
     };
     let format = Format::of_path(&args.file);
     let source = Source {
-        name: args.file.clone(),
+        name: if stdin {
+            "<stdin>".to_owned()
+        } else {
+            args.file.clone()
+        },
         text,
     };
     let (spec, located) = match parse_located(&source.text, format) {

@@ -40,6 +40,8 @@ pub fn to_wire(c: &PolicyChallenge, now: i64) -> api::PolicyChallengeInfo {
         expires_at: iso(c.expires_at),
         decided_at: c.decided_at.map(iso),
         decided_by: c.decided_by.clone(),
+        decision_reason: c.decision_reason.clone(),
+        raised_by: c.raised_by.as_str().to_owned(),
         used: c.consumed_at.is_some(),
     }
 }
@@ -266,6 +268,7 @@ async fn record_decision(
         id: challenge.id.clone(),
         status,
         by,
+        reason: reason.map(str::to_owned),
         at: now,
     })
     .audited(event);

@@ -2,7 +2,7 @@
 
 use crate::http::wire::Peer;
 use axum::extract::{ConnectInfo, State};
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, Method, Uri};
 use axum::Json;
 
 use crate::api::{
@@ -20,12 +20,13 @@ use crate::store::AgentQuery;
 use crate::time::now_ms;
 
 use super::extract::{presented_api_key, AppJson, AppPath, AppQuery, Caller, SignedRequest};
-use super::operator::{needs, Authorized};
+use super::operator::{needs, token_person, Authorized};
 
 /// Registers an agent by its Ed25519 public key and issues an attestation challenge. With a
 /// workspace API key the agent joins that workspace; without one it is created unclaimed.
+/// A person's token (owner or admin) registers into their workspace as a key does.
 #[utoipa::path(post, path = "/v1/agents/register", tag = "agents", request_body = RegisterRequest,
-    security((), ("api_key" = [])),
+    security((), ("api_key" = []), ("access_token" = [])),
     responses((status = 200, body = RegisterResponse), (status = 400, body = ErrorBody),
         (status = 401, description = "`invalid_api_key` (a key was sent but is not valid)", body = ErrorBody),
         (status = 403, description = "`agent_not_active`: the key belongs to a revoked agent", body = ErrorBody),
@@ -34,9 +35,17 @@ use super::operator::{needs, Authorized};
 pub async fn register(
     State(ctx): State<SharedContext>,
     ConnectInfo(Peer(peer)): ConnectInfo<Peer>,
+    method: Method,
+    uri: Uri,
     headers: HeaderMap,
     AppJson(req): AppJson<RegisterRequest>,
 ) -> ApiResult<Json<RegisterResponse>> {
+    if let Some(person) = token_person(&ctx, &method, &uri, &headers, Need::AgentsChange).await {
+        let (workspace_id, person) = person?;
+        return Ok(Json(
+            agents::register(&ctx, Some(&workspace_id), &person.actor(), &req).await?,
+        ));
+    }
     // The key is optional here, but a key that is sent must be valid.
     let caller = match presented_api_key(&headers) {
         None | Some("") => None,

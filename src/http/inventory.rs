@@ -1,6 +1,7 @@
 //! `/v1/workspace/agents`: the workspace's agent inventory.
 
 use axum::extract::State;
+use axum::http::{HeaderMap, Method, Uri};
 use axum::Json;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
@@ -14,21 +15,31 @@ use crate::domain::access::Need;
 use crate::error::{ApiError, ApiResult};
 use crate::telemetry::inventory;
 
-use super::extract::{AppJson, AppQuery, Caller};
-use super::operator::{needs, Authorized};
+use super::extract::{authenticate, AppJson, AppQuery};
+use super::operator::{needs, token_person, Authorized};
 
 /// Maps an external system's key for an agent to the agent, idempotently.
+/// A person's token (owner or admin) maps agents of their workspace as a key does.
 #[utoipa::path(post, path = "/v1/workspace/agents/upsert", tag = "inventory", request_body = InventoryUpsertRequest,
-    security(("api_key" = [])),
+    security(("api_key" = []), ("access_token" = [])),
     responses((status = 200, body = InventoryUpsertResponse), (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 409, description = "`conflict`: the key maps to another agent", body = ErrorBody)))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn upsert_inventory(
     State(ctx): State<SharedContext>,
-    caller: Caller,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
     AppJson(req): AppJson<InventoryUpsertRequest>,
 ) -> ApiResult<Json<InventoryUpsertResponse>> {
+    if let Some(person) = token_person(&ctx, &method, &uri, &headers, Need::AgentsChange).await {
+        let (workspace_id, person) = person?;
+        return Ok(Json(
+            inventory::upsert(&ctx, &workspace_id, &person.actor(), req).await?,
+        ));
+    }
+    let caller = authenticate(&ctx, &headers).await?;
     caller.require(Need::Telemetry)?;
     Ok(Json(
         inventory::upsert(&ctx, &caller.workspace_id, &caller.actor(), req).await?,

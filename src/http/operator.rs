@@ -158,6 +158,35 @@ impl<G: Grant + Send + Sync> FromRequestParts<SharedContext> for Authorized<G> {
     }
 }
 
+/// A person presenting a personal access token (`Authorization: Bearer svc_pat_...`) on an
+/// endpoint whose usual caller is an API key (registering agents, the inventory): `None` when
+/// the request carries no such token, else their workspace and themselves if their role and
+/// the token's scopes allow `need` there. A session cookie is not taken here: these endpoints
+/// are for programs, and a cookie is sent by the browser on its own.
+pub async fn token_person(
+    ctx: &SharedContext,
+    method: &axum::http::Method,
+    uri: &axum::http::Uri,
+    headers: &HeaderMap,
+    need: Need,
+) -> Option<Result<(String, Principal), ApiError>> {
+    if headers.contains_key("x-service-api-key") {
+        return None;
+    }
+    if !bearer_token(headers).is_some_and(|t| t.starts_with(PAT_PREFIX)) {
+        return None;
+    }
+    Some(
+        async {
+            let principal = authenticate_user(ctx, method, headers, uri).await?;
+            let (workspace_id, role) = principal.membership()?;
+            person_may(role, &principal.scopes, need).map_err(|d| ApiError::from((d, need)))?;
+            Ok((workspace_id, principal))
+        }
+        .await,
+    )
+}
+
 /// For the handlers that only people reach (their `Principal` extractor refuses API keys):
 /// refuses unless the person's role and their token's scopes allow `need` in the active
 /// workspace.

@@ -100,18 +100,45 @@ pub async fn start_login(ctx: &Context, email: &str, client_ip: &str) -> Identit
         per_email,
     )
     .await?;
-    let token = format!("lgn_{}", random_base62(43));
+    let (token, token_hash) = new_login_token();
     let now = now_ms();
     ctx.writer
         .commit(Change::new(AccountOp::CreateLoginToken {
-            token_hash: sha256_hex(token.as_bytes()),
+            token_hash,
             email: email.clone(),
             created_at: now,
             expires_at: now + LOGIN_TOKEN_TTL_MS,
         }))
         .await?;
-    let link = format!("{}/auth/verify-login?token={token}", ctx.public_url);
-    let message = Email {
+    let link = login_link(&ctx.public_url, &token);
+    ctx.mailer
+        .send(&login_email(email, link.expose())?)
+        .await
+        .map_err(IdentityError::from)?;
+    Ok(())
+}
+
+/// A new one-time login token (`lgn_...`, shown once, in the link) and the hash that is stored.
+pub fn new_login_token() -> (Secret, String) {
+    let token = format!("lgn_{}", random_base62(43));
+    let hash = sha256_hex(token.as_bytes());
+    (Secret::new(token), hash)
+}
+
+/// How long a login link works.
+pub const LOGIN_LINK_TTL_MS: i64 = LOGIN_TOKEN_TTL_MS;
+
+/// The login link of `token` on the server at `public_url`.
+pub fn login_link(public_url: &str, token: &Secret) -> Secret {
+    Secret::new(format!(
+        "{public_url}/auth/verify-login?token={}",
+        token.expose()
+    ))
+}
+
+/// The mail that carries a login link to `email`.
+pub fn login_email(email: String, link: &str) -> IdentityResult<Email> {
+    Ok(Email {
         to: vec![email],
         subject: "Your acp login link".into(),
         text: Some(format!(
@@ -119,17 +146,12 @@ pub async fn start_login(ctx: &Context, email: &str, client_ip: &str) -> Identit
              If you did not ask for it, ignore this message."
         )),
         html: Some(
-            LoginEmail { link: &link }
+            LoginEmail { link }
                 .render()
                 .map_err(|e| IdentityError::internal(e.to_string()))?,
         ),
         ..Email::default()
-    };
-    ctx.mailer
-        .send(&message)
-        .await
-        .map_err(IdentityError::from)?;
-    Ok(())
+    })
 }
 
 /// A session just started: the cookie value (shown once, to the browser) and its user.

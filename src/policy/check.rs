@@ -775,6 +775,7 @@ impl<'a> Attempt<'a> {
             expires_at: now + ttl_ms,
             decided_at: None,
             decided_by: None,
+            decision_reason: None,
             consumed_at: None,
             raised_by: raiser,
             approvers: decision

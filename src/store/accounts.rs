@@ -12,6 +12,8 @@ use super::{
 #[async_trait]
 pub trait AccountStore: Send + Sync {
     async fn workspace(&self, id: &str) -> Result<Option<Workspace>, StoreError>;
+    /// The workspace the first start of this database created (`None` before it).
+    async fn default_workspace_id(&self) -> Result<Option<String>, StoreError>;
     /// Whether approval links of the workspace need a logged-in member.
     async fn require_member_approval(&self, workspace_id: &str) -> Result<bool, StoreError>;
     async fn api_key_by_hash(&self, key_hash: &str) -> Result<Option<ApiKeyRecord>, StoreError>;
@@ -40,10 +42,13 @@ pub trait AccountStore: Send + Sync {
 #[derive(Debug, Clone)]
 pub enum AccountOp {
     /// Creates the default workspace and its key, once per database (guarded by a marker row so
-    /// that replicas starting together create it only once). Answers `Bootstrapped(created)`.
+    /// that replicas starting together create it only once), with its first owner when one is
+    /// named. Answers `Bootstrapped(created)`; `Conflict` (nothing written) when the database
+    /// was set up before.
     Bootstrap {
         workspace: Workspace,
         key: ApiKeyRecord,
+        owner: Option<FirstOwner>,
     },
     CreateWorkspace(Workspace),
     /// Sets the workspace's settings.
@@ -122,6 +127,19 @@ pub enum AccountOp {
         bucket: String,
         window_start: i64,
     },
+}
+
+/// The `Conflict` of a [`AccountOp::Bootstrap`] on a database that was set up before.
+pub const ALREADY_BOOTSTRAPPED: &str = "the database was set up before";
+
+/// The first owner of the default workspace, made with it: the user (created if new), their
+/// owner membership and a one-time login link (its token's hash).
+#[derive(Debug, Clone)]
+pub struct FirstOwner {
+    pub email: String,
+    pub user_id: String,
+    pub login_token_hash: String,
+    pub login_expires_at: i64,
 }
 
 impl AccountOp {

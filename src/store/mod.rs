@@ -27,7 +27,7 @@ mod sql;
 mod telemetry;
 mod vault;
 
-pub use accounts::{AccountOp, AccountStore};
+pub use accounts::{AccountOp, AccountStore, FirstOwner, ALREADY_BOOTSTRAPPED};
 pub use agents::{AgentOp, AgentStore};
 pub use audit::{
     AuditOp, AuditStore, DeliveryOutcome, Pruned, Retention, SinkCursor, SinkLag, SinkRecord,

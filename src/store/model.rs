@@ -455,6 +455,8 @@ pub struct PolicyChallenge {
     pub expires_at: i64,
     pub decided_at: Option<i64>,
     pub decided_by: Option<String>,
+    /// The reason the person who decided gave, if any.
+    pub decision_reason: Option<String>,
     pub consumed_at: Option<i64>,
     pub raised_by: crate::domain::Raiser,
     /// The emails the deciding rules name as approvers (lower case).

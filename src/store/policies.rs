@@ -78,11 +78,13 @@ pub enum PolicyOp {
     /// Stores the first response to an `Idempotency-Key` (a later one with the key is ignored).
     StoreIdempotency(Box<IdempotencyRecord>),
     CreateChallenge(Box<PolicyChallenge>),
-    /// `approved` or `denied`, by whom; `Conflict` unless the challenge is pending and unexpired.
+    /// `approved` or `denied`, by whom, and why if they said; `Conflict` unless the challenge
+    /// is pending and unexpired.
     DecideChallenge {
         id: String,
         status: crate::domain::ChallengeStatus,
         by: String,
+        reason: Option<String>,
         at: i64,
     },
     /// Uses an approval up; `Conflict` when it was used meanwhile.

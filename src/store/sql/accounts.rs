@@ -136,17 +136,43 @@ pub(super) async fn apply(
     op: &AccountOp,
 ) -> Result<Applied, StoreError> {
     let applied = match op {
-        AccountOp::Bootstrap { workspace, key } => {
+        AccountOp::Bootstrap {
+            workspace,
+            key,
+            owner,
+        } => {
             let first = sqlx::query("INSERT INTO instance_meta (key, value) VALUES ('bootstrapped', $1) ON CONFLICT (key) DO NOTHING")
                 .bind(&workspace.id)
                 .execute(&mut **tx)
                 .await?
                 .rows_affected();
             if first == 0 {
-                return Ok(Applied::Bootstrapped(false));
+                // An error, so that the change's audit events (about a workspace that is not
+                // made) are rolled back with it.
+                return Err(StoreError::Conflict(ALREADY_BOOTSTRAPPED.into()));
             }
             insert_workspace(tx, workspace).await?;
             insert_api_key(tx, key).await?;
+            if let Some(owner) = owner {
+                let at = workspace.created_at;
+                let user = ensure_user(tx, &owner.email, &owner.user_id, at).await?;
+                sqlx::query(
+                    "INSERT INTO memberships (workspace_id, user_id, role, created_at) VALUES ($1, $2, $3, $4)",
+                )
+                .bind(&workspace.id)
+                .bind(&user.id)
+                .bind(Role::Owner.as_str())
+                .bind(at)
+                .execute(&mut **tx)
+                .await?;
+                sqlx::query("INSERT INTO login_tokens (token_hash, email, created_at, expires_at) VALUES ($1, $2, $3, $4)")
+                    .bind(&owner.login_token_hash)
+                    .bind(&owner.email)
+                    .bind(at)
+                    .bind(owner.login_expires_at)
+                    .execute(&mut **tx)
+                    .await?;
+            }
             Applied::Bootstrapped(true)
         }
         AccountOp::CreateWorkspace(workspace) => {
@@ -428,6 +454,14 @@ pub(super) async fn apply(
 
 #[async_trait]
 impl AccountStore for SqlStore {
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn default_workspace_id(&self) -> Result<Option<String>, StoreError> {
+        let row = sqlx::query("SELECT value FROM instance_meta WHERE key = 'bootstrapped'")
+            .fetch_optional(&self.read)
+            .await?;
+        Ok(row.map(|r| r.try_get("value")).transpose()?)
+    }
+
     #[tracing::instrument(level = "debug", skip_all)]
     async fn workspace(&self, id: &str) -> Result<Option<Workspace>, StoreError> {
         let row = sqlx::query("SELECT id, name, created_at FROM workspaces WHERE id = $1")

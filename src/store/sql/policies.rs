@@ -64,6 +64,7 @@ fn challenge_from_row(row: &AnyRow) -> Result<PolicyChallenge, sqlx::Error> {
         expires_at: row.try_get("expires_at")?,
         decided_at: row.try_get("decided_at")?,
         decided_by: row.try_get("decided_by")?,
+        decision_reason: row.try_get("decision_reason")?,
         consumed_at: row.try_get("consumed_at")?,
         raised_by: Raiser::parse(&row.try_get::<String, _>("raised_by")?),
         approvers: list(&row.try_get::<String, _>("approvers")?),
@@ -101,15 +102,22 @@ pub(super) async fn apply(
             // Another request holds the key: this one must not apply anything.
             affected_or_conflict(done.rows_affected(), IDEMPOTENCY_KEY_TAKEN)?
         }
-        PolicyOp::DecideChallenge { id, status, by, at } => {
+        PolicyOp::DecideChallenge {
+            id,
+            status,
+            by,
+            reason,
+            at,
+        } => {
             let done = sqlx::query(
-                "UPDATE policy_challenges SET status = $1, decided_at = $2, decided_by = $3 \
+                "UPDATE policy_challenges SET status = $1, decided_at = $2, decided_by = $3, decision_reason = $5 \
                  WHERE id = $4 AND status = 'pending' AND expires_at > $2",
             )
             .bind(status.as_str())
             .bind(*at)
             .bind(by)
             .bind(id)
+            .bind(reason.clone())
             .execute(&mut **tx)
             .await?;
             affected_or_conflict(
@@ -331,7 +339,7 @@ async fn policies(
 const CHALLENGE_COLUMNS: &str =
     "id, workspace_id, agent_id, policy_id, action, fingerprint, token_hash, status, reasons, \
      reason_codes, summary, trace_id, created_at, expires_at, decided_at, decided_by, consumed_at, \
-     raised_by, approvers";
+     raised_by, approvers, decision_reason";
 
 /// The challenge whose `column` (`id` or `token_hash`) is `value`.
 async fn policy_challenge(
