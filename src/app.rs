@@ -210,7 +210,7 @@ impl App {
             anyhow::bail!(
                 "the database holds {count} sealed item(s) this master key cannot open (first: {first}): start \
                  with the master key that sealed them (ACP_MASTER_KEY, or the key file), or, after rotating the \
-                 master key, run `acp vault rewrap --from-key OLD_KEY` with the new key configured"
+                 master key, run `acp admin vault rewrap --from-key OLD_KEY` with the new key configured"
             );
         }
         let master_key = match new_key_file {

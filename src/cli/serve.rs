@@ -91,24 +91,24 @@ pub async fn run(args: &ServeArgs) -> anyhow::Result<i32> {
             None => line("Its API key is the one in ACP_BOOTSTRAP_API_KEY.")?,
         }
         line(format!(
-            "More keys: acp api-key create --workspace {} [--live] {database}",
+            "More keys: acp admin api-key create --workspace {} [--live] {database}",
             boot.workspace_id
         ))?;
         line(format!(
-            "More workspaces: acp workspace create NAME [--owner you@example.com] {database}"
+            "More workspaces: acp admin workspace create NAME [--owner you@example.com] {database}"
         ))?;
         line(format!(
-            "Dashboard: acp workspace add-member --workspace {} --email you@example.com --role owner {database}, then open {base}/login",
+            "Dashboard: acp admin add-member --workspace {} --email you@example.com --role owner {database}, then open {base}/login",
             boot.workspace_id
         ))?;
     } else {
         line(format!(
-            "Get an API key with: acp workspace create NAME {database}, then acp api-key create --workspace ws_... {database}"
+            "Get an API key with: acp admin workspace create NAME {database}, then acp admin api-key create --workspace ws_... {database}"
         ))?;
     }
     if app.context().mailer.provider() == "outbox" {
         line(format!(
-            "Mail (login links) goes to the outbox: read it with `acp outbox list {database}`."
+            "Mail (login links) goes to the outbox: read it with `acp admin outbox list {database}`."
         ))?;
     }
     line(format!(
