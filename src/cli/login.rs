@@ -66,8 +66,9 @@ pub enum TokenCommand {
         /// no longer than that token)
         #[arg(long, default_value = "90d", value_parser = parse_days)]
         expires: i64,
-        /// Narrow it: `read`, `policy:sync`, `approve` (repeat or separate with commas)
-        #[arg(long = "scope", value_delimiter = ',')]
+        /// Narrow it (repeat or separate with commas)
+        #[arg(long = "scope", value_delimiter = ',',
+            value_parser = clap::builder::PossibleValuesParser::new(crate::domain::access::TOKEN_SCOPES))]
         scopes: Vec<String>,
     },
     /// Your tokens (never the tokens themselves)

@@ -32,7 +32,8 @@ pub enum ApiKeysCommand {
         #[arg(long)]
         name: String,
         /// Narrow it, e.g. `check,verify` (repeat or separate with commas); see docs/api.md
-        #[arg(long = "scope", value_delimiter = ',')]
+        #[arg(long = "scope", value_delimiter = ',',
+            value_parser = clap::builder::PossibleValuesParser::new(crate::domain::access::KEY_SCOPES))]
         scopes: Vec<String>,
         /// A live key (`svc_live_...`) instead of a test key
         #[arg(long)]

@@ -327,6 +327,25 @@ async fn the_client_flags_are_listed_once_and_yes_is_where_a_command_asks() {
 #[tokio::test]
 async fn filter_values_are_checked_and_named() {
     let term = Term::new(Some("http://127.0.0.1:1"), Some("t"));
+    // Scopes too: the key's and the token's own.
+    let key_scopes = acp::domain::access::KEY_SCOPES.join(", ");
+    let ran = term
+        .run(&[
+            "api-keys",
+            "create",
+            "--name",
+            "k",
+            "--scope",
+            "check,everything",
+        ])
+        .await;
+    assert_eq!(ran.code, 1, "{ran:?}");
+    assert!(
+        ran.err
+            .contains(&format!("[possible values: {key_scopes}]")),
+        "{}",
+        ran.err
+    );
     for (args, allowed) in [
         (
             &["audit", "search", "--decision", "maybe"][..],
@@ -375,6 +394,17 @@ async fn filter_values_are_checked_and_named() {
                 "boss",
             ],
             "owner, admin, approver, member",
+        ),
+        (
+            &[
+                "token",
+                "create",
+                "--name",
+                "ci",
+                "--scope",
+                "read,everything",
+            ],
+            "read, policy:sync, approve",
         ),
     ] {
         let ran = term.run(args).await;
