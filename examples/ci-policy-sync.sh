@@ -7,8 +7,9 @@
 #   ACP_SERVER=https://acp.example.com ACP_TOKEN=svc_pat_... \
 #     bash examples/ci-policy-sync.sh policies/finance-refunds.yaml [pol_default]
 #
-# Exit codes: 0 up to date or applied, 3 conflict (the policy changed since the dry run, or
-# another apply won), anything else an error.
+# Exit codes (those of every acp command): 0 up to date or applied, 3 conflict (the policy
+# changed since the dry run, or another apply won), 4 the token is not valid, 5 the token may
+# not sync, anything else an error.
 set -euo pipefail
 spec="${1:?usage: ci-policy-sync.sh SPEC_FILE [POLICY_ID]}"
 policy_id="${2:-pol_default}"
@@ -20,7 +21,7 @@ acp="${ACP_BIN:-acp}"
 plan=$(mktemp)
 trap 'rm -f "$plan"' EXIT
 
-# Dry run: exit 0 = no change, 2 = changes (shown), 3 = conflict, 1 = error.
+# Dry run: exit 0 = no change, 2 = changes (shown), 3 = conflict, 4/5 = the token, 1 = error.
 set +e
 "$acp" sync "$spec" --policy-id "$policy_id" --dry-run | tee "$plan"
 code=${PIPESTATUS[0]}

@@ -30,8 +30,8 @@ ACP_URL="$url" ACP_API_KEY="$key" target/debug/examples/enforcement_flow
 # and does day-two work with the stored login.
 creds="$dir/credentials.json"
 acpdb() { ACP_DATABASE_URL="sqlite:$dir/acp.db" target/debug/acp "$@"; }
-acpdb workspace add-member --workspace "$ws" --email operator@example.com --role admin > /dev/null
-newest() { acpdb outbox list --limit 1 --output json | grep -o 'http[^"]*verify-login?token=[A-Za-z0-9_-]*' | head -1 || true; }
+acpdb admin add-member --workspace "$ws" --email operator@example.com --role admin > /dev/null
+newest() { acpdb admin outbox list --limit 1 --output json | grep -o 'http[^"]*verify-login?token=[A-Za-z0-9_-]*' | head -1 || true; }
 before=$(newest)
 mkfifo "$dir/paste"
 ACP_CREDENTIALS="$creds" target/debug/acp login --server "$url" --email operator@example.com \
@@ -47,7 +47,7 @@ done
 echo "$link" >&3
 exec 3>&-
 wait "$login_pid" || { cat "$dir/login.err"; exit 1; }
-grep -q 'acp outbox list' "$dir/login.err" || { echo "acp login did not say where the mail is"; cat "$dir/login.err"; exit 1; }
+grep -q 'acp admin outbox list' "$dir/login.err" || { echo "acp login did not say where the mail is"; cat "$dir/login.err"; exit 1; }
 [ "$(stat -c %a "$creds")" = 600 ] || { echo "the credentials file is not private"; exit 1; }
 export ACP_CREDENTIALS="$creds"
 target/debug/acp whoami | grep -q operator@example.com

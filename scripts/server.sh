@@ -23,10 +23,10 @@ owner_token() {
     local url=$1 dir=$2 email=$3 name=$4 login csrf pat
     acp() { ACP_DATABASE_URL="sqlite:$dir/acp.db" target/debug/acp "$@"; }
     ws=$(sed -n 's/^Created the default workspace \([^.]*\)\..*/\1/p' "$dir/out.txt")
-    acp workspace add-member --workspace "$ws" --email "$email" --role owner > /dev/null
+    acp admin add-member --workspace "$ws" --email "$email" --role owner > /dev/null
     curl -sf -X POST "$url/auth/start-login" -H 'Content-Type: application/json' \
         -d "{\"email\":\"$email\"}" > /dev/null
-    login=$(acp outbox list --limit 1 --output json | grep -o 'token=[A-Za-z0-9_-]*' | head -1 | cut -d= -f2)
+    login=$(acp admin outbox list --limit 1 --output json | grep -o 'token=[A-Za-z0-9_-]*' | head -1 | cut -d= -f2)
     [ -n "$login" ] || { echo "no login link in the outbox" >&2; return 1; }
     csrf=$(curl -sf -c "$dir/cookies" -X POST "$url/auth/verify-login" -H 'Content-Type: application/json' \
         -d "{\"token\":\"$login\"}" | sed -n 's/.*"csrf_token":"\([^"]*\)".*/\1/p')

@@ -198,7 +198,7 @@ pub async fn bootstrap(store: &dyn Store, config: &Config) -> anyhow::Result<Opt
     });
     change.audit.extend(events);
     if let Some(email) = &config.owner {
-        // As `acp workspace add-member` records a membership: never the address itself.
+        // As `acp admin add-member` records a membership: never the address itself.
         change.audit.push(audit::state_change(
             "membership.granted",
             "grant",
@@ -286,7 +286,7 @@ impl App {
             anyhow::bail!(
                 "the database holds {count} sealed item(s) this master key cannot open (first: {first}): start \
                  with the master key that sealed them (ACP_MASTER_KEY, or the key file), or, after rotating the \
-                 master key, run `acp vault rewrap --from-key OLD_KEY` with the new key configured"
+                 master key, run `acp admin vault rewrap --from-key OLD_KEY` with the new key configured"
             );
         }
         let master_key = match new_key_file {

@@ -239,6 +239,13 @@ pub struct AgentListParams {
     pub status: Option<String>,
     /// Exact agent name.
     pub name: Option<String>,
+    /// An agent id, or part of a name (case-insensitive for ASCII letters), as the console's
+    /// "Name or id" filter; at most 200 characters.
+    #[param(max_length = 200)]
+    pub q: Option<String>,
+    /// `low`, `medium` or `high`.
+    #[param(pattern = "^(|low|medium|high)$")]
+    pub risk_tier: Option<String>,
     /// Agents with an inventory item whose labels hold this (as `GET /v1/workspace/agents?label=`).
     pub label: Option<String>,
     /// Members of this group of the workspace's default policy (explicit or by selector); a
@@ -482,8 +489,13 @@ pub struct AuditEvent {
     pub trace_id: Option<String>,
     pub reasons: Vec<String>,
     pub reason_codes: Vec<String>,
-    /// Who caused it: `api_key:<key_id>`, `agent:<agent_id>`, `cli`, `system`.
+    /// Who caused it: `user:<user_id>`, `api_key:<key_id>`, `agent:<agent_id>`,
+    /// `approval_link`, `cli`, `system`.
     pub actor: String,
+    /// The actor as people read it: the person's email address, `API key <name>` (`API key
+    /// …<last four>` for an unnamed key) or `agent <name>`; `null` for the others.
+    #[serde(default)]
+    pub actor_name: Option<String>,
     pub details: Value,
 }
 
@@ -662,7 +674,11 @@ pub struct ApiKeyInfo {
     pub prefix: String,
     pub last_four: String,
     pub created_at: String,
+    /// The user id of the person who made it; `null` for keys made on the server's machine.
     pub created_by: Option<String>,
+    /// Who made it as people read it: the person's email address.
+    #[serde(default)]
+    pub created_by_name: Option<String>,
     pub last_used_at: Option<String>,
     pub revoked_at: Option<String>,
     /// The scopes that narrow the key; empty for none (the key does all a key may).
@@ -1132,7 +1148,11 @@ pub struct PolicyDetail {
     pub policy_hash: String,
     pub spec: Value,
     pub cedar: String,
+    /// Who applied this version: `user:<id>` or `api_key:<id>`; `null` for the built-in default.
     pub author: Option<String>,
+    /// The author as people read it: the person's email address or `API key <name>`.
+    #[serde(default)]
+    pub author_name: Option<String>,
     pub created_at: Option<String>,
 }
 
@@ -1140,7 +1160,11 @@ pub struct PolicyDetail {
 pub struct PolicyVersionItem {
     pub version: i64,
     pub policy_hash: String,
+    /// Who applied it: `user:<id>` or `api_key:<id>`.
     pub author: String,
+    /// The author as people read it: the person's email address or `API key <name>`.
+    #[serde(default)]
+    pub author_name: Option<String>,
     pub created_at: String,
 }
 
@@ -1170,7 +1194,7 @@ pub struct PolicyChallengeInfo {
     pub created_at: String,
     pub expires_at: String,
     pub decided_at: Option<String>,
-    /// `user:<id>` when a logged-in user decided, else `link`.
+    /// `user:<id>` when a logged-in user decided, else `approval_link`.
     pub decided_by: Option<String>,
     /// The reason the person who decided gave (at most 500 characters), if any.
     pub decision_reason: Option<String>,
@@ -1178,6 +1202,9 @@ pub struct PolicyChallengeInfo {
     /// (the agent itself, in a request it signed).
     #[schema(pattern = "^(backend|agent)$")]
     pub raised_by: String,
+    /// Who decided as people read it: the person's email address (`null` for the link alone).
+    #[serde(default)]
+    pub decided_by_name: Option<String>,
     /// Whether an approval was already used by a re-check.
     pub used: bool,
 }
@@ -1313,7 +1340,11 @@ pub struct AuditSink {
     /// `paused`, `delivering` (caught up or on its way) or `retrying` (the last attempt failed).
     pub state: String,
     pub created_at: String,
+    /// Who made it: `user:<id>` or `api_key:<id>`.
     pub created_by: String,
+    /// Who made it as people read it: the person's email address or `API key <name>`.
+    #[serde(default)]
+    pub created_by_name: Option<String>,
     /// Events delivered since the sink was created.
     pub delivered_events: i64,
     pub last_delivered_at: Option<String>,

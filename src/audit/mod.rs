@@ -6,6 +6,7 @@ use base64::Engine;
 use serde_json::Value;
 
 pub mod delivery;
+pub mod names;
 pub mod retention;
 pub mod summary;
 pub mod tail;
@@ -76,8 +77,24 @@ pub fn to_wire(e: AuditRecord) -> api::AuditEvent {
         reasons: e.reasons,
         reason_codes: e.reason_codes,
         actor: e.actor,
+        actor_name: None,
         details: e.details,
     }
+}
+
+/// The events with the names of their actors (see [`names`]), looked up at once.
+pub async fn with_actor_names(
+    store: &dyn crate::store::AccountStore,
+    workspace_id: &str,
+    mut events: Vec<api::AuditEvent>,
+) -> Result<Vec<api::AuditEvent>, crate::store::StoreError> {
+    let names =
+        names::ActorNames::lookup(store, workspace_id, events.iter().map(|e| e.actor.as_str()))
+            .await?;
+    for e in &mut events {
+        e.actor_name = names.get(&e.actor);
+    }
+    Ok(events)
 }
 
 /// Opaque page cursor: base64url of `created_at:id` of the last item returned.
@@ -98,7 +115,7 @@ pub fn decode_cursor(text: &str) -> Option<Cursor> {
     })
 }
 
-const CSV_COLUMNS: [&str; 13] = [
+const CSV_COLUMNS: [&str; 14] = [
     "event_id",
     "created_at",
     "event_type",
@@ -112,6 +129,7 @@ const CSV_COLUMNS: [&str; 13] = [
     "reason_codes",
     "actor",
     "details",
+    "actor_name",
 ];
 
 /// A leading `=`, `+`, `-` or `@` is prefixed with `'` so that spreadsheets do not run the
@@ -147,6 +165,7 @@ pub fn to_csv(events: &[api::AuditEvent]) -> Result<String, csv::Error> {
             e.reason_codes.join(";"),
             e.actor.clone(),
             e.details.to_string(),
+            opt(&e.actor_name),
         ];
         out.write_record(row.map(defuse_formula))?;
     }
@@ -188,6 +207,7 @@ mod tests {
             reasons: vec!["a".into(), "b".into()],
             reason_codes: Vec::new(),
             actor: "cli".into(),
+            actor_name: None,
             details: serde_json::json!({"k": 1}),
         };
         let field = |action: &str| {

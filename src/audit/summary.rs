@@ -179,12 +179,14 @@ pub async fn event(
     Ok(rows.into_iter().next())
 }
 
+/// The events of `query`, with their actors' names.
 async fn recent(ctx: &Context, query: AuditQuery) -> Result<Vec<api::AuditEvent>, StoreError> {
-    Ok(ctx
+    let events = ctx
         .store
         .audit_events(&query)
         .await?
         .into_iter()
         .map(to_wire)
-        .collect())
+        .collect();
+    super::with_actor_names(ctx.store.as_ref(), &query.workspace_id, events).await
 }

@@ -1,4 +1,4 @@
-//! `acp api-key create --workspace ID [--live]`.
+//! `acp admin api-key create --workspace ID [--name NAME] [--live]`.
 
 use clap::Subcommand;
 use serde_json::json;
@@ -28,6 +28,9 @@ pub enum ApiKeyCommand {
         /// Workspace id (`ws_...`)
         #[arg(long)]
         workspace: String,
+        /// What it is for, e.g. `gateway` (shown in key lists and as the actor of what it does)
+        #[arg(long)]
+        name: Option<String>,
         /// A `svc_live_` key instead of `svc_test_`
         #[arg(long)]
         live: bool,
@@ -43,10 +46,17 @@ pub enum ApiKeyCommand {
 pub async fn run(args: &ApiKeyArgs) -> anyhow::Result<i32> {
     let ApiKeyCommand::Create {
         workspace,
+        name,
         live,
         rate_limit,
         output,
     } = &args.command;
+    let name = match name.as_deref() {
+        Some(raw) => {
+            crate::identity::accounts::bounded_name(raw, 100).map_err(|e| anyhow::anyhow!("{e}"))?
+        }
+        None => None,
+    };
     let config = args.db.resolve(Settings::default())?;
     let store = DatabaseArgs::open(&config).await?;
     if store.workspace(workspace).await?.is_none() {
@@ -62,7 +72,7 @@ pub async fn run(args: &ApiKeyArgs) -> anyhow::Result<i32> {
         last_four: key.last_four.clone(),
         created_at: now_ms(),
         revoked_at: None,
-        name: None,
+        name: name.clone(),
         created_by: None,
         last_used_at: None,
         scopes: None,
@@ -74,7 +84,7 @@ pub async fn run(args: &ApiKeyArgs) -> anyhow::Result<i32> {
         Some(workspace),
         None,
         &Actor::Cli,
-        json!({ "key_id": record.id, "mode": record.mode, "rate_limit": record.rate_limit }),
+        json!({ "key_id": record.id, "mode": record.mode, "name": record.name, "rate_limit": record.rate_limit }),
     );
     apply_one(
         store.as_ref(),
@@ -84,7 +94,7 @@ pub async fn run(args: &ApiKeyArgs) -> anyhow::Result<i32> {
     store.close().await;
     if output.json() {
         line(
-            json!({"ok": true, "api_key": {"key_id": record.id, "workspace_id": record.workspace_id, "key": key.secret.expose(), "mode": record.mode, "rate_limit": record.rate_limit, "created_at": iso(record.created_at)}}),
+            json!({"ok": true, "api_key": {"key_id": record.id, "workspace_id": record.workspace_id, "key": key.secret.expose(), "name": record.name, "mode": record.mode, "rate_limit": record.rate_limit, "created_at": iso(record.created_at)}}),
         )?;
     } else {
         line(format!(

@@ -9,8 +9,10 @@ use clap::Subcommand;
 use serde_json::Value;
 
 use super::client::{cell, finish, print_json, table, Client, ClientArgs, Failure};
-use super::operate::list_all;
+use super::operate::{list_all, named};
 use super::output::line;
+use super::resolve;
+use super::values::{self, Decision};
 use crate::time::{now_ms, parse_iso};
 
 #[derive(Debug, clap::Args)]
@@ -24,16 +26,16 @@ pub struct AuditArgs {
 /// The filters both commands take.
 #[derive(Debug, Clone, clap::Args)]
 pub struct AuditFilterArgs {
-    /// Only this agent's events
+    /// Only this agent's events (its name or id)
     #[arg(long)]
     pub agent: Option<String>,
     /// Only this action (e.g. `refund`, `suspend`)
     #[arg(long)]
     pub action: Option<String>,
-    /// Only this decision: allow, challenge, deny
-    #[arg(long)]
-    pub decision: Option<String>,
-    /// Only this event type (e.g. `decision`, `agent.suspended`)
+    /// Only this decision
+    #[arg(long, value_enum)]
+    pub decision: Option<Decision>,
+    /// Only this event type (e.g. `decision.check`, `agent.suspended`)
     #[arg(long)]
     pub event_type: Option<String>,
     /// Only this trace id
@@ -42,14 +44,19 @@ pub struct AuditFilterArgs {
 }
 
 impl AuditFilterArgs {
-    fn query(&self) -> Vec<(&'static str, Option<String>)> {
-        vec![
-            ("agent_id", self.agent.clone()),
+    /// The query of the API (an agent's name looked up).
+    async fn query(&self, client: &Client) -> anyhow::Result<Vec<(&'static str, Option<String>)>> {
+        let agent = match &self.agent {
+            Some(agent) => Some(resolve::agent(client, agent).await?),
+            None => None,
+        };
+        Ok(vec![
+            ("agent_id", agent),
             ("action", self.action.clone()),
-            ("decision", self.decision.clone()),
+            ("decision", self.decision.map(values::name)),
             ("event_type", self.event_type.clone()),
             ("trace_id", self.trace.clone()),
-        ]
+        ])
     }
 }
 
@@ -105,18 +112,15 @@ pub fn parse_when(text: &str) -> Result<i64, String> {
     Ok(now_ms() - i64::try_from(ago.as_millis()).unwrap_or(i64::MAX / 2))
 }
 
-const COLUMNS: &[&str] = &[
-    "created_at",
-    "event_type",
-    "agent_id",
-    "action",
-    "decision",
-    "actor",
-];
+const COLUMNS: &[&str] = &["created_at", "event_type", "agent_id", "action", "decision"];
 const HEADERS: &[&str] = &["TIME", "EVENT", "AGENT", "ACTION", "DECISION", "ACTOR"];
 
+/// An event's cells; the actor by its name (an email, a key's or an agent's name) when the
+/// server gave one.
 fn row(event: &Value) -> Vec<String> {
-    COLUMNS.iter().map(|k| cell(&event[*k])).collect()
+    let mut cells: Vec<String> = COLUMNS.iter().map(|k| cell(&event[*k])).collect();
+    cells.push(named(&event["actor_name"], &event["actor"]));
+    cells
 }
 
 /// One event as a line of `tail`: JSON lines, or the table's columns.
@@ -138,7 +142,7 @@ pub async fn run(args: &AuditArgs) -> anyhow::Result<i32> {
                 until,
                 limit,
             } => {
-                let mut query = filters.query();
+                let mut query = filters.query(&client).await?;
                 query.push(("start_ms", since.map(|v| v.to_string())));
                 query.push(("end_ms", until.map(|v| v.to_string())));
                 let found = list_all(&client, "/v1/workspace/audit/events", &query, *limit).await?;
@@ -162,10 +166,7 @@ pub async fn run(args: &AuditArgs) -> anyhow::Result<i32> {
                 follow,
             } => tail(&client, filters, *lines, *follow, args.client.json()).await,
             AuditCommand::Sinks(command) => {
-                super::sinks::sinks(&client, command, args.client.json(), |what| {
-                    args.client.confirm(what)
-                })
-                .await
+                super::sinks::sinks(&client, command, args.client.json()).await
             }
             AuditCommand::Retention { events, heartbeats } => {
                 super::sinks::retention(&client, *events, *heartbeats, args.client.json()).await
@@ -189,7 +190,7 @@ async fn tail(
     follow: bool,
     json: bool,
 ) -> anyhow::Result<i32> {
-    let query = filters.query();
+    let query = filters.query(client).await?;
     let mut newest = Vec::new();
     if lines > 0 {
         let found = list_all(client, "/v1/workspace/audit/events", &query, lines).await?;

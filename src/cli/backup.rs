@@ -1,4 +1,4 @@
-//! `acp backup FILE` and `acp restore FILE`: a consistent copy of the SQLite database while the
+//! `acp admin backup FILE` and `acp admin restore FILE`: a consistent copy of the SQLite database while the
 //! servers run, and putting one back while they are stopped (the file work is in
 //! `store::backup`). Postgres is backed up with `pg_dump` (docs/operations.md).
 //!
@@ -38,7 +38,7 @@ pub struct BackupArgs {
     after_help = "Stop every server on the database first: restore refuses while one uses it. The backup is checked (an acp database, intact, not newer than this acp, its sealed keys opened by the master key) before anything changes; the replaced database is kept as DB.before-restore-TIMESTAMP unless --no-keep. An older backup is migrated by the server when it starts."
 )]
 pub struct RestoreArgs {
-    /// The backup file to restore (made by `acp backup`)
+    /// The backup file to restore (made by `acp admin backup`)
     pub file: PathBuf,
     /// Do not keep the replaced database (by default it stays as DB.before-restore-TIMESTAMP)
     #[arg(long)]
@@ -108,7 +108,7 @@ fn check_master_key(
         anyhow::anyhow!(
             "the master key does not open {what} in `{}`: restore with the master key the backup was made \
              under (--master-key, ACP_MASTER_KEY, or its acp-master.key beside the database); if the key was \
-             rotated since, restore with the old one and then run `acp vault rewrap --from-key OLD_KEY` with \
+             rotated since, restore with the old one and then run `acp admin vault rewrap --from-key OLD_KEY` with \
              the new one configured. Nothing was changed",
             file.display()
         )

@@ -2,11 +2,9 @@
 //! workspace (flags, then `ACP_` variables, then the stored login of `acp login`), the HTTP
 //! calls, and the server's refusals turned into exit codes.
 //!
-//! Exit codes of the client commands: 0 success; 1 any other error (bad flags, the server
-//! unreachable, bad input, a server error, a confirmation declined); 3 conflict (409, 410: already
-//! decided, not at the expected hash); 4 not logged in or the credential is not valid (401);
-//! 5 refused by role or scope (403); 6 not found (404). `acp policy rollback --dry-run` adds 2
-//! (changes found), as `acp sync` does.
+//! The exit codes are one table for every command (see `EXIT_CODES` in `mod.rs`): a refusal of
+//! the server maps by its status (401 to 4, 403 to 5, 404 to 6, 409 and 410 to 3), anything else
+//! that goes wrong is 1. Errors are one line on stderr, `error: MESSAGE (code: CODE)`.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -17,30 +15,72 @@ use serde_json::Value;
 use super::credentials::Credentials;
 use super::output::{eline, line, Output};
 
-/// The flags of every client command (global: they go before or after the subcommand).
+/// The flags of every client command (global: they go before or after the subcommand). They
+/// are hidden from each command's help and listed once by `acp options`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ClientArgs {
     /// Base URL of the acp server [default: the server of the last `acp login`]
-    #[arg(long, env = "ACP_SERVER", global = true)]
+    #[arg(long, env = "ACP_SERVER", global = true, hide = true)]
     pub server: Option<String>,
     /// A personal access token (`svc_pat_...`) or a workspace API key [default: the stored
     /// login's token for the server]
-    #[arg(long, env = "ACP_TOKEN", hide_env_values = true, global = true)]
+    #[arg(
+        long,
+        env = "ACP_TOKEN",
+        hide_env_values = true,
+        global = true,
+        hide = true
+    )]
     pub token: Option<String>,
     /// The workspace to act on (`ws_...`) [default: the one of `acp workspaces use`, else your
     /// only one]
-    #[arg(long, env = "ACP_WORKSPACE", global = true)]
+    #[arg(long, env = "ACP_WORKSPACE", global = true, hide = true)]
     pub workspace: Option<String>,
     /// The file of stored logins [default: $XDG_CONFIG_HOME/acp/credentials.json, else
     /// ~/.config/acp/credentials.json]
-    #[arg(long, env = "ACP_CREDENTIALS", global = true, value_name = "PATH")]
+    #[arg(
+        long,
+        env = "ACP_CREDENTIALS",
+        global = true,
+        value_name = "PATH",
+        hide = true
+    )]
     pub credentials: Option<PathBuf>,
     /// `text` (tables) for people, `json` (the server's answer) for tools
-    #[arg(long, value_enum, default_value_t = Output::Text, global = true)]
+    #[arg(long, value_enum, default_value_t = Output::Text, global = true, hide = true)]
     pub output: Output,
-    /// Do not ask before destructive changes (needed when stdin is not a terminal)
-    #[arg(long, short = 'y', global = true)]
+}
+
+/// `--yes`, taken only by the commands that ask before a destructive change.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct YesArg {
+    /// Do not ask first (needed when stdin is not a terminal)
+    #[arg(long, short = 'y')]
     pub yes: bool,
+}
+
+impl YesArg {
+    /// Asks on a terminal before `what`; without a terminal, only `--yes` goes ahead.
+    pub fn confirm(self, what: &str) -> anyhow::Result<()> {
+        if self.yes {
+            return Ok(());
+        }
+        if !std::io::stdin().is_terminal() {
+            return Err(Failure::local(
+                1,
+                format!("refusing to {what} without confirmation: pass --yes"),
+            )
+            .into());
+        }
+        eprint!("{what}? [y/N] ");
+        let mut answer = String::new();
+        std::io::stdin().read_line(&mut answer)?;
+        if matches!(answer.trim(), "y" | "Y" | "yes" | "YES" | "Yes") {
+            Ok(())
+        } else {
+            Err(Failure::local(1, "not confirmed; nothing changed").into())
+        }
+    }
 }
 
 impl ClientArgs {
@@ -87,28 +127,6 @@ impl ClientArgs {
             .or_else(|| login.and_then(|l| l.workspace));
         Ok(Client::new(server, token, workspace))
     }
-
-    /// Asks on a terminal before `what`; without a terminal, only `--yes` goes ahead.
-    pub fn confirm(&self, what: &str) -> anyhow::Result<()> {
-        if self.yes {
-            return Ok(());
-        }
-        if !std::io::stdin().is_terminal() {
-            return Err(Failure::local(
-                1,
-                format!("refusing to {what} without confirmation: pass --yes"),
-            )
-            .into());
-        }
-        eprint!("{what}? [y/N] ");
-        let mut answer = String::new();
-        std::io::stdin().read_line(&mut answer)?;
-        if matches!(answer.trim(), "y" | "Y" | "yes" | "YES" | "Yes") {
-            Ok(())
-        } else {
-            Err(Failure::local(1, "not confirmed; nothing changed").into())
-        }
-    }
 }
 
 /// A server base URL without its trailing slashes.
@@ -138,16 +156,9 @@ impl Failure {
         }
     }
 
-    fn from_answer(status: u16, body: Value) -> Self {
-        let exit = match status {
-            401 => 4,
-            403 => 5,
-            404 => 6,
-            409 | 410 => 3,
-            _ => 1,
-        };
+    pub fn from_answer(status: u16, body: Value) -> Self {
         Self {
-            exit,
+            exit: exit_for_status(status),
             status: Some(status),
             code: body["error"].as_str().unwrap_or("unknown").to_owned(),
             message: body["message"].as_str().unwrap_or("").to_owned(),
@@ -156,12 +167,33 @@ impl Failure {
     }
 }
 
+/// The exit code of a refusal with HTTP `status` (see `EXIT_CODES` in `mod.rs`).
+pub fn exit_for_status(status: u16) -> i32 {
+    match status {
+        401 => 4,
+        403 => 5,
+        404 => 6,
+        409 | 410 => 3,
+        _ => 1,
+    }
+}
+
+/// `MESSAGE (code: CODE)`: how every command reports an error of the server (after `error: `).
+pub fn error_text(message: &str, code: &str, status: Option<u16>) -> String {
+    let message = match (message.trim(), status) {
+        ("", Some(status)) => format!("the server answered HTTP {status}"),
+        (m, _) => m.to_owned(),
+    };
+    if code.is_empty() {
+        message
+    } else {
+        format!("{message} (code: {code})")
+    }
+}
+
 impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.status {
-            Some(status) => write!(f, "{} (HTTP {status}): {}", self.code, self.message),
-            None => f.write_str(&self.message),
-        }
+        f.write_str(&error_text(&self.message, &self.code, self.status))
     }
 }
 
@@ -176,10 +208,8 @@ pub fn finish(result: anyhow::Result<i32>, json: bool) -> anyhow::Result<i32> {
                 if json {
                     line(&f.body)?;
                 } else {
+                    // The server's message names a missing role or scope itself.
                     eline(format!("error: {f}"))?;
-                    if let Some(scope) = f.body["required_scope"].as_str() {
-                        eline(format!("  required scope: {scope}"))?;
-                    }
                 }
                 Ok(f.exit)
             }

@@ -1,4 +1,4 @@
-//! `acp keys rotate|list`: the JWT issuer's signing keys, in the database every replica shares.
+//! `acp admin keys rotate|list`: the JWT issuer's signing keys, in the database every replica shares.
 
 use clap::Subcommand;
 use serde_json::json;
@@ -35,6 +35,16 @@ pub enum KeysCommand {
         #[command(flatten)]
         output: OutputArg,
     },
+}
+
+impl KeysCommand {
+    /// The subcommand's name, for the note of a deprecated spelling.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Rotate { .. } => "rotate",
+            Self::List { .. } => "list",
+        }
+    }
 }
 
 pub async fn run(args: &KeysArgs) -> anyhow::Result<i32> {

@@ -15,14 +15,14 @@ use serde_json::json;
 
 use super::client::{
     answer, cell, finish, normalize, print_json, show_list, workspace_table, Client, ClientArgs,
-    Failure,
+    Failure, YesArg,
 };
 use super::credentials::{Credentials, Login};
 use super::output::{eline, line};
 
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Paste the link from the email (or the token after `token=`) when asked; on a laptop whose server keeps mail in its outbox, read it with `acp outbox list`, or let `--outbox` read it from the server's database.\nExit codes: 0 logged in, 1 any error, 3 the link was used, 4 the link is not valid or expired."
+    after_help = "Paste the link from the email (or the token after `token=`) when asked; on a laptop whose server keeps mail in its outbox, read it with `acp admin outbox list`, or let `--outbox` read it from the server's database.\nExit codes: 0 logged in, 1 any error, 3 the link was used, 4 the link is not valid or expired."
 )]
 pub struct LoginArgs {
     /// The address to log in as [default: asked]
@@ -73,16 +73,20 @@ pub enum TokenCommand {
         /// no longer than that token)
         #[arg(long, default_value = "90d", value_parser = parse_days)]
         expires: i64,
-        /// Narrow it: `read`, `policy:sync`, `approve` (repeat or separate with commas)
-        #[arg(long = "scope", value_delimiter = ',')]
+        /// Narrow it (repeat or separate with commas)
+        #[arg(long = "scope", value_delimiter = ',',
+            value_parser = clap::builder::PossibleValuesParser::new(crate::domain::access::TOKEN_SCOPES))]
         scopes: Vec<String>,
     },
     /// Your tokens (never the tokens themselves)
     List,
     /// Revoke one of your tokens; it stops working at once
     Revoke {
-        /// The token's id (`pat_...`)
-        token_id: String,
+        /// The token: its name (when no other live token of yours has it) or its id (`pat_...`)
+        #[arg(value_name = "TOKEN")]
+        which: String,
+        #[command(flatten)]
+        yes: YesArg,
     },
 }
 
@@ -477,8 +481,15 @@ pub async fn token(args: &TokenArgs) -> anyhow::Result<i32> {
                     ],
                 )?;
             }
-            TokenCommand::Revoke { token_id } => {
-                args.client.confirm(&format!("revoke token {token_id}"))?;
+            TokenCommand::Revoke { which, yes } => {
+                let token_id = super::resolve::token(&client, which).await?;
+                let token_id = token_id.as_str();
+                let what = if which == token_id {
+                    token_id.to_owned()
+                } else {
+                    format!("{which} ({token_id})")
+                };
+                yes.confirm(&format!("revoke token {what}"))?;
                 let done = client
                     .post(&format!("/v1/auth/tokens/{token_id}/revoke"), &json!({}))
                     .await?;

@@ -1,15 +1,18 @@
 //! `acp api-keys`, `acp members` and `acp workspaces`: the workspace's keys and people, and
-//! which workspace the stored login acts on. (`acp api-key` and `acp workspace`, singular, are
+//! which workspace the stored login acts on. (`acp admin api-key` and `acp admin workspace` are
 //! the admin commands that work on the database directly.)
 
 use clap::Subcommand;
 use serde_json::json;
 
 use super::client::{
-    cell, finish, normalize, print_json, show_list, workspace_table, ClientArgs, Failure,
+    cell, finish, normalize, print_json, table, workspace_table, ClientArgs, Failure, YesArg,
 };
 use super::credentials::Credentials;
+use super::operate::named;
 use super::output::{eline, line};
+use super::resolve;
+use super::values::{self, Role};
 
 #[derive(Debug, clap::Args)]
 pub struct ApiKeysArgs {
@@ -29,7 +32,8 @@ pub enum ApiKeysCommand {
         #[arg(long)]
         name: String,
         /// Narrow it, e.g. `check,verify` (repeat or separate with commas); see docs/api.md
-        #[arg(long = "scope", value_delimiter = ',')]
+        #[arg(long = "scope", value_delimiter = ',',
+            value_parser = clap::builder::PossibleValuesParser::new(crate::domain::access::KEY_SCOPES))]
         scopes: Vec<String>,
         /// A live key (`svc_live_...`) instead of a test key
         #[arg(long)]
@@ -40,7 +44,13 @@ pub enum ApiKeysCommand {
         rate_limit: Option<i64>,
     },
     /// Revoke an API key; it stops working at once
-    Revoke { key_id: String },
+    Revoke {
+        /// The key: its name (when no other live key has it) or its id (`key_...`)
+        #[arg(value_name = "KEY")]
+        key: String,
+        #[command(flatten)]
+        yes: YesArg,
+    },
 }
 
 pub async fn api_keys(args: &ApiKeysArgs) -> anyhow::Result<i32> {
@@ -49,19 +59,46 @@ pub async fn api_keys(args: &ApiKeysArgs) -> anyhow::Result<i32> {
         match &args.command {
             ApiKeysCommand::List => {
                 let listed = client.get("/v1/workspace/api-keys").await?;
-                show_list(
-                    args.client.json(),
-                    &listed,
+                if args.client.json() {
+                    print_json(&listed)?;
+                    return Ok(0);
+                }
+                let rows: Vec<Vec<String>> = listed["items"]
+                    .as_array()
+                    .map(Vec::as_slice)
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|k| {
+                        let mut row: Vec<String> = [
+                            "key_id",
+                            "name",
+                            "mode",
+                            "last_four",
+                            "scopes",
+                            "rate_limit",
+                        ]
+                        .iter()
+                        .map(|f| cell(&k[*f]))
+                        .collect();
+                        row.push(named(&k["created_by_name"], &k["created_by"]));
+                        row.push(cell(&k["last_used_at"]));
+                        row.push(cell(&k["revoked_at"]));
+                        row
+                    })
+                    .collect();
+                table(
                     &[
-                        ("KEY", "key_id"),
-                        ("NAME", "name"),
-                        ("MODE", "mode"),
-                        ("LAST FOUR", "last_four"),
-                        ("SCOPES", "scopes"),
-                        ("RATE/S", "rate_limit"),
-                        ("LAST USED", "last_used_at"),
-                        ("REVOKED", "revoked_at"),
+                        "KEY",
+                        "NAME",
+                        "MODE",
+                        "LAST FOUR",
+                        "SCOPES",
+                        "RATE/S",
+                        "CREATED BY",
+                        "LAST USED",
+                        "REVOKED",
                     ],
+                    &rows,
                 )?;
             }
             ApiKeysCommand::Create {
@@ -86,8 +123,15 @@ pub async fn api_keys(args: &ApiKeysArgs) -> anyhow::Result<i32> {
                     ))?;
                 }
             }
-            ApiKeysCommand::Revoke { key_id } => {
-                args.client.confirm(&format!("revoke API key {key_id}"))?;
+            ApiKeysCommand::Revoke { key, yes } => {
+                let key_id = resolve::api_key(&client, key).await?;
+                let key_id = key_id.as_str();
+                let what = if key == key_id {
+                    key_id.to_owned()
+                } else {
+                    format!("{key} ({key_id})")
+                };
+                yes.confirm(&format!("revoke API key {what}"))?;
                 let done = client
                     .post(
                         &format!("/v1/workspace/api-keys/{key_id}/revoke"),
@@ -119,15 +163,23 @@ pub struct MembersArgs {
 pub enum MembersCommand {
     /// The workspace's members and their roles
     List,
-    /// Add a person (or change their role): owner, admin, member or approver
+    /// Add a person (or change their role)
     Add {
+        /// Their email address
         #[arg(long)]
         email: String,
-        #[arg(long, default_value = "member")]
-        role: String,
+        /// Their role
+        #[arg(long, value_enum, default_value_t = Role::Member)]
+        role: Role,
     },
-    /// Remove a member, by user id (`usr_...`) or email address
-    Remove { member: String },
+    /// Remove a member
+    Remove {
+        /// Their email address, or their user id (`usr_...`)
+        #[arg(value_name = "MEMBER")]
+        member: String,
+        #[command(flatten)]
+        yes: YesArg,
+    },
 }
 
 pub async fn members(args: &MembersArgs) -> anyhow::Result<i32> {
@@ -136,17 +188,17 @@ pub async fn members(args: &MembersArgs) -> anyhow::Result<i32> {
         match &args.command {
             MembersCommand::List => {
                 let listed = client.get("/v1/workspace/members").await?;
-                show_list(
+                super::client::show_list(
                     args.client.json(),
                     &listed,
-                    &[("USER", "user_id"), ("EMAIL", "email"), ("ROLE", "role")],
+                    &[("EMAIL", "email"), ("ROLE", "role"), ("USER", "user_id")],
                 )?;
             }
             MembersCommand::Add { email, role } => {
                 let added = client
                     .post(
                         "/v1/workspace/members",
-                        &json!({"email": email, "role": role}),
+                        &json!({"email": email, "role": values::name(*role)}),
                     )
                     .await?;
                 if args.client.json() {
@@ -160,28 +212,9 @@ pub async fn members(args: &MembersArgs) -> anyhow::Result<i32> {
                     ))?;
                 }
             }
-            MembersCommand::Remove { member } => {
-                let user_id = if member.contains('@') {
-                    let listed = client.get("/v1/workspace/members").await?;
-                    listed["items"]
-                        .as_array()
-                        .and_then(|items| {
-                            items.iter().find(|m| {
-                                m["email"]
-                                    .as_str()
-                                    .is_some_and(|e| e.eq_ignore_ascii_case(member))
-                            })
-                        })
-                        .and_then(|m| m["user_id"].as_str())
-                        .map(str::to_owned)
-                        .ok_or_else(|| {
-                            Failure::local(6, format!("{member} is not a member here"))
-                        })?
-                } else {
-                    member.clone()
-                };
-                args.client
-                    .confirm(&format!("remove {member} from the workspace"))?;
+            MembersCommand::Remove { member, yes } => {
+                let user_id = resolve::member(&client, member).await?;
+                yes.confirm(&format!("remove {member} from the workspace"))?;
                 let done = client
                     .post(
                         &format!("/v1/workspace/members/{user_id}/remove"),

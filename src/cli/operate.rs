@@ -1,12 +1,15 @@
 //! The day-two commands on a running server: `acp agents`, `acp kill-switch`, `acp credentials`
 //! and `acp challenges`. Each takes the client flags (`--server`, `--token`, `--workspace`,
-//! `--output`, `--yes`); destructive ones ask first on a terminal.
+//! `--output`); destructive ones ask first on a terminal and take `--yes`. An agent is named by
+//! its name or its id (see `resolve.rs`).
 
 use clap::Subcommand;
 use serde_json::{json, Value};
 
-use super::client::{cell, fields, finish, print_json, show_list, table, ClientArgs};
+use super::client::{cell, fields, finish, print_json, show_list, table, ClientArgs, YesArg};
 use super::output::line;
+use super::resolve;
+use super::values::{self, AgentStatus, ChallengeStatus, RiskTier, Seen};
 
 #[derive(Debug, clap::Args)]
 pub struct AgentsArgs {
@@ -16,44 +19,107 @@ pub struct AgentsArgs {
     pub client: ClientArgs,
 }
 
+/// The filters of `acp agents list`: those of the console's agents page.
+#[derive(Debug, Clone, clap::Args)]
+pub struct AgentFilters {
+    /// Agents whose id is this, or whose name holds it (case-insensitive)
+    #[arg(long, value_name = "TEXT")]
+    pub search: Option<String>,
+    /// Only the agents of this exact name
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Only agents in this status
+    #[arg(long, value_enum)]
+    pub status: Option<AgentStatus>,
+    /// Only agents of this risk tier
+    #[arg(long, value_enum)]
+    pub risk_tier: Option<RiskTier>,
+    /// Only the members of this group of the workspace's policy
+    #[arg(long)]
+    pub group: Option<String>,
+    /// Only agents with an inventory item labelled so, e.g. `payments` or `env=prod`
+    #[arg(long)]
+    pub label: Option<String>,
+    /// Only agents whose last heartbeat is so recent (or old)
+    #[arg(long, value_enum)]
+    pub seen: Option<Seen>,
+}
+
+impl AgentFilters {
+    /// The query of `GET /v1/agents`, and the same as flags (for the `more:` line).
+    fn query(&self) -> Vec<(&'static str, &'static str, Option<String>)> {
+        vec![
+            ("q", "--search", self.search.clone()),
+            ("name", "--name", self.name.clone()),
+            ("status", "--status", self.status.map(values::name)),
+            ("risk_tier", "--risk-tier", self.risk_tier.map(values::name)),
+            ("group", "--group", self.group.clone()),
+            ("label", "--label", self.label.clone()),
+            ("seen", "--seen", self.seen.map(values::name)),
+        ]
+    }
+}
+
+/// An agent, by name or id.
+#[derive(Debug, Clone, clap::Args)]
+pub struct AgentArg {
+    /// The agent: its name (when no other agent of the workspace has it) or its id
+    #[arg(value_name = "AGENT")]
+    pub agent: String,
+}
+
 #[derive(Debug, Clone, Subcommand)]
 pub enum AgentsCommand {
-    /// The workspace's agents, newest first
+    /// The workspace's agents, newest first, a page at a time
     List {
-        /// Only agents in this status: pending, active, suspended, revoked
-        #[arg(long)]
-        status: Option<String>,
-        /// Only agents of this exact name
-        #[arg(long)]
-        name: Option<String>,
-        /// How many (1 to 1000)
-        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(i64).range(1..=1000))]
+        #[command(flatten)]
+        filters: AgentFilters,
+        /// How many on this page (1 to 200)
+        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(i64).range(1..=200))]
         limit: i64,
+        /// The next page: the cursor the previous page ended with (`more:`, or `next_cursor`
+        /// in JSON)
+        #[arg(long)]
+        cursor: Option<String>,
     },
     /// One agent
-    Show { agent_id: String },
+    Show {
+        #[command(flatten)]
+        agent: AgentArg,
+    },
     /// Suspend an agent: it is denied until resumed
     Suspend {
-        agent_id: String,
+        #[command(flatten)]
+        agent: AgentArg,
         /// Why (recorded in the audit event)
         #[arg(long)]
         reason: Option<String>,
+        #[command(flatten)]
+        yes: YesArg,
     },
     /// Resume a suspended agent
     Resume {
-        agent_id: String,
+        #[command(flatten)]
+        agent: AgentArg,
+        /// Why (recorded in the audit event)
         #[arg(long)]
         reason: Option<String>,
     },
     /// Revoke an agent for good
     Revoke {
-        agent_id: String,
+        #[command(flatten)]
+        agent: AgentArg,
+        /// Why (recorded in the audit event)
         #[arg(long)]
         reason: Option<String>,
+        #[command(flatten)]
+        yes: YesArg,
     },
     /// Approve a pending agent
     Approve {
-        agent_id: String,
+        #[command(flatten)]
+        agent: AgentArg,
+        /// Why (recorded in the audit event)
         #[arg(long)]
         reason: Option<String>,
     },
@@ -91,37 +157,83 @@ pub async fn list_all(
     }
 }
 
+/// A shell word: as it is when it needs no quotes, else in single quotes.
+fn shell_word(text: &str) -> String {
+    let plain = !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.,:=/@+".contains(c));
+    if plain {
+        text.to_owned()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
+}
+
+/// One page of `acp agents list`; the text ends with the command of the next page, if any.
+async fn list_page(
+    args: &AgentsArgs,
+    client: &super::client::Client,
+    filters: &AgentFilters,
+    limit: i64,
+    cursor: Option<&str>,
+) -> anyhow::Result<i32> {
+    let query = filters.query();
+    let mut req = client
+        .request(reqwest::Method::GET, "/v1/agents")
+        .query(&[("limit", limit.to_string())]);
+    for (key, _, value) in &query {
+        if let Some(value) = value {
+            req = req.query(&[(key, value)]);
+        }
+    }
+    if let Some(cursor) = cursor {
+        req = req.query(&[("cursor", cursor)]);
+    }
+    let page = client.send(req).await?;
+    if args.client.json() {
+        print_json(&page)?;
+        return Ok(0);
+    }
+    show_list(
+        false,
+        &page,
+        &[
+            ("AGENT", "agent_id"),
+            ("NAME", "name"),
+            ("STATUS", "status"),
+            ("RISK", "risk_tier"),
+            ("LAST SEEN", "last_seen_at"),
+            ("CREATED", "created_at"),
+        ],
+    )?;
+    if let Some(next) = page["next_cursor"].as_str() {
+        let mut more = String::from("more: acp agents list");
+        for (_, flag, value) in &query {
+            if let Some(value) = value {
+                more.push_str(&format!(" {flag} {}", shell_word(value)));
+            }
+        }
+        if limit != 50 {
+            more.push_str(&format!(" --limit {limit}"));
+        }
+        more.push_str(&format!(" --cursor {next}"));
+        line(more)?;
+    }
+    Ok(0)
+}
+
 pub async fn agents(args: &AgentsArgs) -> anyhow::Result<i32> {
     let result = async {
         let client = args.client.connect()?;
-        let (verb, agent_id, reason) = match &args.command {
+        let (verb, agent, reason) = match &args.command {
             AgentsCommand::List {
-                status,
-                name,
+                filters,
                 limit,
-            } => {
-                let listed = list_all(
-                    &client,
-                    "/v1/agents",
-                    &[("status", status.clone()), ("name", name.clone())],
-                    *limit,
-                )
-                .await?;
-                show_list(
-                    args.client.json(),
-                    &listed,
-                    &[
-                        ("AGENT", "agent_id"),
-                        ("NAME", "name"),
-                        ("STATUS", "status"),
-                        ("RISK", "risk_tier"),
-                        ("LAST SEEN", "last_seen_at"),
-                        ("CREATED", "created_at"),
-                    ],
-                )?;
-                return Ok(0);
-            }
-            AgentsCommand::Show { agent_id } => {
+                cursor,
+            } => return list_page(args, &client, filters, *limit, cursor.as_deref()).await,
+            AgentsCommand::Show { agent } => {
+                let agent_id = resolve::agent(&client, &agent.agent).await?;
                 let shown = client.get(&format!("/v1/agents/{agent_id}")).await?;
                 if args.client.json() {
                     print_json(&shown)?;
@@ -146,29 +258,57 @@ pub async fn agents(args: &AgentsArgs) -> anyhow::Result<i32> {
                 }
                 return Ok(0);
             }
-            AgentsCommand::Suspend { agent_id, reason } => ("suspend", agent_id, reason),
-            AgentsCommand::Resume { agent_id, reason } => ("resume", agent_id, reason),
-            AgentsCommand::Revoke { agent_id, reason } => ("revoke", agent_id, reason),
-            AgentsCommand::Approve { agent_id, reason } => ("approve", agent_id, reason),
+            AgentsCommand::Suspend { agent, reason, yes } => {
+                let agent_id = resolve::agent(&client, &agent.agent).await?;
+                yes.confirm(&format!(
+                    "suspend agent {}",
+                    shown_as(&agent.agent, &agent_id)
+                ))?;
+                ("suspend", agent_id, reason)
+            }
+            AgentsCommand::Revoke { agent, reason, yes } => {
+                let agent_id = resolve::agent(&client, &agent.agent).await?;
+                yes.confirm(&format!(
+                    "revoke agent {}",
+                    shown_as(&agent.agent, &agent_id)
+                ))?;
+                ("revoke", agent_id, reason)
+            }
+            AgentsCommand::Resume { agent, reason } => (
+                "resume",
+                resolve::agent(&client, &agent.agent).await?,
+                reason,
+            ),
+            AgentsCommand::Approve { agent, reason } => (
+                "approve",
+                resolve::agent(&client, &agent.agent).await?,
+                reason,
+            ),
         };
-        if matches!(verb, "suspend" | "revoke") {
-            args.client.confirm(&format!("{verb} agent {agent_id}"))?;
-        }
         let changed = client
             .post(
-                &format!("/v1/agents/{agent_id}/{verb}"),
+                &format!("/v1/agents/{agent}/{verb}"),
                 &json!({ "reason": reason }),
             )
             .await?;
         if args.client.json() {
             print_json(&changed)?;
         } else {
-            line(format!("{agent_id}: {}", cell(&changed["agent"]["status"])))?;
+            line(format!("{agent}: {}", cell(&changed["agent"]["status"])))?;
         }
         Ok(0)
     }
     .await;
     finish(result, args.client.json())
+}
+
+/// `name (id)` when the agent was named, else its id.
+fn shown_as(given: &str, id: &str) -> String {
+    if given == id {
+        id.to_owned()
+    } else {
+        format!("{given} ({id})")
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -185,18 +325,25 @@ pub enum KillSwitchCommand {
     Status,
     /// Pause minting: no new credentials until resumed
     Pause {
+        /// Why (recorded in the audit event)
         #[arg(long)]
         reason: Option<String>,
+        #[command(flatten)]
+        yes: YesArg,
     },
     /// Resume minting
     Resume {
+        /// Why (recorded in the audit event)
         #[arg(long)]
         reason: Option<String>,
     },
     /// Revoke every credential the workspace has issued
     RevokeAll {
+        /// Why (recorded in the audit event)
         #[arg(long)]
         reason: Option<String>,
+        #[command(flatten)]
+        yes: YesArg,
     },
 }
 
@@ -205,21 +352,25 @@ pub async fn kill_switch(args: &KillSwitchArgs) -> anyhow::Result<i32> {
         let client = args.client.connect()?;
         let state = match &args.command {
             KillSwitchCommand::Status => client.get("/v1/identity/kill-switch/status").await?,
-            KillSwitchCommand::Pause { reason } | KillSwitchCommand::Resume { reason } => {
-                let paused = matches!(args.command, KillSwitchCommand::Pause { .. });
-                if paused {
-                    args.client.confirm("pause minting in this workspace")?;
-                }
+            KillSwitchCommand::Pause { reason, yes } => {
+                yes.confirm("pause minting in this workspace")?;
                 client
                     .post(
                         "/v1/identity/kill-switch/minting",
-                        &json!({ "paused": paused, "reason": reason }),
+                        &json!({ "paused": true, "reason": reason }),
                     )
                     .await?
             }
-            KillSwitchCommand::RevokeAll { reason } => {
-                args.client
-                    .confirm("revoke every credential of this workspace")?;
+            KillSwitchCommand::Resume { reason } => {
+                client
+                    .post(
+                        "/v1/identity/kill-switch/minting",
+                        &json!({ "paused": false, "reason": reason }),
+                    )
+                    .await?
+            }
+            KillSwitchCommand::RevokeAll { reason, yes } => {
+                yes.confirm("revoke every credential of this workspace")?;
                 client
                     .post(
                         "/v1/identity/kill-switch/revoke-all",
@@ -264,14 +415,21 @@ pub enum CredentialsCommand {
         /// The credential's id (`crd_...`)
         #[arg(long)]
         cred_id: Option<String>,
+        /// Why (recorded in the audit event)
         #[arg(long)]
         reason: Option<String>,
+        #[command(flatten)]
+        yes: YesArg,
     },
     /// Revoke every credential of one agent
     RevokeAgent {
-        agent_id: String,
+        #[command(flatten)]
+        agent: AgentArg,
+        /// Why (recorded in the audit event)
         #[arg(long)]
         reason: Option<String>,
+        #[command(flatten)]
+        yes: YesArg,
     },
     /// Whether a credential is active (a one-time credential is spent by this)
     Introspect {
@@ -288,8 +446,9 @@ pub async fn credentials(args: &CredentialsArgs) -> anyhow::Result<i32> {
                 credential,
                 cred_id,
                 reason,
+                yes,
             } => {
-                args.client.confirm("revoke the credential")?;
+                yes.confirm("revoke the credential")?;
                 client
                     .post(
                         "/v1/identity/credentials/revoke",
@@ -297,9 +456,12 @@ pub async fn credentials(args: &CredentialsArgs) -> anyhow::Result<i32> {
                     )
                     .await?
             }
-            CredentialsCommand::RevokeAgent { agent_id, reason } => {
-                args.client
-                    .confirm(&format!("revoke every credential of agent {agent_id}"))?;
+            CredentialsCommand::RevokeAgent { agent, reason, yes } => {
+                let agent_id = resolve::agent(&client, &agent.agent).await?;
+                yes.confirm(&format!(
+                    "revoke every credential of agent {}",
+                    shown_as(&agent.agent, &agent_id)
+                ))?;
                 client
                     .post(
                         "/v1/identity/credentials/revoke-by-agent",
@@ -357,9 +519,10 @@ pub struct ChallengesArgs {
 pub enum ChallengesCommand {
     /// Policy challenges, newest first, with the values the deciding rules read
     List {
-        /// pending (default), approved, denied, expired or all
-        #[arg(long, default_value = "pending")]
-        status: String,
+        /// Only challenges in this status
+        #[arg(long, value_enum, default_value_t = ChallengeStatus::Pending)]
+        status: ChallengeStatus,
+        /// Only this agent's challenges (its name or id)
         #[arg(long)]
         agent: Option<String>,
         #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(i64).range(1..=1000))]
@@ -471,7 +634,7 @@ fn challenge_text(c: &Value) -> String {
     if !c["decided_at"].is_null() {
         rows.push((
             "decided",
-            format!("{} by {}", cell(&c["decided_at"]), cell(&c["decided_by"])),
+            format!("{} by {}", cell(&c["decided_at"]), named(&c["decided_by_name"], &c["decided_by"])),
         ));
         rows.push(("reason", cell(&c["decision_reason"])));
         if status == "approved" {
@@ -502,11 +665,15 @@ pub async fn challenges(args: &ChallengesArgs) -> anyhow::Result<i32> {
                 agent,
                 limit,
             } => {
-                let status = (status != "all").then(|| status.clone());
+                let status = (*status != ChallengeStatus::All).then(|| values::name(*status));
+                let agent = match agent {
+                    Some(agent) => Some(resolve::agent(&client, agent).await?),
+                    None => None,
+                };
                 let listed = list_all(
                     &client,
                     "/v1/policy-challenges",
-                    &[("status", status), ("agent_id", agent.clone())],
+                    &[("status", status), ("agent_id", agent)],
                     *limit,
                 )
                 .await?;
@@ -528,6 +695,7 @@ pub async fn challenges(args: &ChallengesArgs) -> anyhow::Result<i32> {
                             values_cell(&c["summary"]),
                             cell(&c["reasons"]),
                             cell(&c["expires_at"]),
+                            named(&c["decided_by_name"], &c["decided_by"]),
                         ]
                     })
                     .collect();
@@ -540,6 +708,7 @@ pub async fn challenges(args: &ChallengesArgs) -> anyhow::Result<i32> {
                         "VALUES",
                         "REASONS",
                         "EXPIRES",
+                        "DECIDED BY",
                     ],
                     &rows,
                 )?;
@@ -580,6 +749,15 @@ pub async fn challenges(args: &ChallengesArgs) -> anyhow::Result<i32> {
     }
     .await;
     finish(result, args.client.json())
+}
+
+/// An actor as people read it: its display name (an email, a key's or an agent's name) when the
+/// server gave one, else the actor as recorded.
+pub fn named(name: &Value, actor: &Value) -> String {
+    match name.as_str().filter(|n| !n.is_empty()) {
+        Some(name) => name.to_owned(),
+        None => cell(actor),
+    }
 }
 
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! `acp outbox list [--limit N]`: the mail the `outbox` provider stored, newest first, with its
+//! `acp admin outbox list [--limit N]`: the mail the `outbox` provider stored, newest first, with its
 //! attachments (named in text; in JSON with their content in base64).
 
 use base64::engine::general_purpose::STANDARD;

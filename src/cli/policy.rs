@@ -86,7 +86,9 @@ impl Printed {
         self.out.push('\n');
     }
 
+    /// An error on stderr, as every command prints one: `error: ...`.
     fn eline(&mut self, text: impl std::fmt::Display) {
+        self.err.push_str("error: ");
         self.err.push_str(&text.to_string());
         self.err.push('\n');
     }

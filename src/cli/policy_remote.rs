@@ -3,7 +3,8 @@
 
 use serde_json::{json, Value};
 
-use super::client::{cell, fields, finish, print_json, show_list, Client, ClientArgs};
+use super::client::{cell, fields, finish, print_json, table, Client, ClientArgs, YesArg};
+use super::operate::named;
 use super::output::{colours_on, line, print};
 use super::sync::diff_text;
 use crate::policy::diff::diff;
@@ -26,6 +27,7 @@ pub struct PolicyGetArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct PolicyVersionsArgs {
+    /// The policy [default: pol_default]
     #[arg(long, default_value = "pol_default")]
     pub policy: String,
     #[command(flatten)]
@@ -38,6 +40,7 @@ pub struct PolicyDiffArgs {
     pub from: i64,
     /// The version to compare to
     pub to: i64,
+    /// The policy [default: pol_default]
     #[arg(long, default_value = "pol_default")]
     pub policy: String,
     #[command(flatten)]
@@ -51,6 +54,7 @@ pub struct PolicyDiffArgs {
 pub struct PolicyRollbackArgs {
     /// The earlier version whose spec becomes the new version
     pub version: i64,
+    /// The policy [default: pol_default]
     #[arg(long, default_value = "pol_default")]
     pub policy: String,
     /// Only show what would change
@@ -62,6 +66,8 @@ pub struct PolicyRollbackArgs {
     /// Make a retried rollback safe: the server answers a retry with the first answer
     #[arg(long, value_name = "KEY")]
     pub idempotency_key: Option<String>,
+    #[command(flatten)]
+    pub yes: YesArg,
     #[command(flatten)]
     pub client: ClientArgs,
 }
@@ -86,8 +92,10 @@ pub async fn get(args: &PolicyGetArgs) -> anyhow::Result<i32> {
         } else if args.cedar {
             print(detail["cedar"].as_str().unwrap_or(""))?;
         } else {
+            let mut shown = detail.clone();
+            shown["author"] = serde_json::json!(named(&detail["author_name"], &detail["author"]));
             fields(
-                &detail,
+                &shown,
                 &[
                     "policy_id",
                     "name",
@@ -112,16 +120,25 @@ pub async fn versions(args: &PolicyVersionsArgs) -> anyhow::Result<i32> {
         let listed = client
             .get(&format!("/v1/policies/{}/versions", args.policy))
             .await?;
-        show_list(
-            args.client.json(),
-            &listed,
-            &[
-                ("VERSION", "version"),
-                ("HASH", "policy_hash"),
-                ("AUTHOR", "author"),
-                ("CREATED", "created_at"),
-            ],
-        )?;
+        if args.client.json() {
+            print_json(&listed)?;
+            return Ok(0);
+        }
+        let rows: Vec<Vec<String>> = listed["items"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+            .iter()
+            .map(|v| {
+                vec![
+                    cell(&v["version"]),
+                    cell(&v["policy_hash"]),
+                    named(&v["author_name"], &v["author"]),
+                    cell(&v["created_at"]),
+                ]
+            })
+            .collect();
+        table(&["VERSION", "HASH", "AUTHOR", "CREATED"], &rows)?;
         Ok(0)
     }
     .await;
@@ -179,7 +196,7 @@ pub async fn rollback(args: &PolicyRollbackArgs) -> anyhow::Result<i32> {
     let result = async {
         let client = args.client.connect()?;
         if !args.dry_run {
-            args.client.confirm(&format!(
+            args.yes.confirm(&format!(
                 "apply version {} of {} as its new version",
                 args.version, args.policy
             ))?;

@@ -91,11 +91,11 @@ pub async fn run(args: &ServeArgs) -> anyhow::Result<i32> {
             None => line("Its API key is the one in ACP_BOOTSTRAP_API_KEY.")?,
         }
         line(format!(
-            "More keys: acp api-key create --workspace {} [--live] {database}",
+            "More keys: acp admin api-key create --workspace {} [--live] {database}",
             boot.workspace_id
         ))?;
         line(format!(
-            "More workspaces: acp workspace create NAME [--owner you@example.com] {database}"
+            "More workspaces: acp admin workspace create NAME [--owner you@example.com] {database}"
         ))?;
         match &boot.owner {
             Some(owner) => {
@@ -117,13 +117,13 @@ pub async fn run(args: &ServeArgs) -> anyhow::Result<i32> {
                 ))?;
             }
             None => line(format!(
-                "Dashboard: acp workspace add-member --workspace {} --email you@example.com --role owner {database}, then open {base}/login (or start the first time with --owner you@example.com)",
+                "Dashboard: acp admin add-member --workspace {} --email you@example.com --role owner {database}, then open {base}/login (or start the first time with --owner you@example.com)",
                 boot.workspace_id
             ))?,
         }
     } else {
         line(format!(
-            "Get an API key with: acp workspace create NAME {database}, then acp api-key create --workspace ws_... {database}"
+            "Get an API key with: acp admin workspace create NAME {database}, then acp admin api-key create --workspace ws_... {database}"
         ))?;
     }
     if let (Some(later), Some(email)) = (&app.owner_later, &app.context().config.owner) {
@@ -135,16 +135,16 @@ pub async fn run(args: &ServeArgs) -> anyhow::Result<i32> {
             // Not added: `--owner` acts on the first start only, so that someone removed
             // from the workspace is never added back by a restart that still names them.
             OwnerLater::NotMember { workspace_id } => line(format!(
-                "{email} is not a member of the default workspace {workspace_id}, and --owner acts only on the first start of an empty database. Add them with: acp workspace add-member --workspace {workspace_id} --email {email} --role owner {database}"
+                "{email} is not a member of the default workspace {workspace_id}, and --owner acts only on the first start of an empty database. Add them with: acp admin add-member --workspace {workspace_id} --email {email} --role owner {database}"
             ))?,
             OwnerLater::NoDefault => line(format!(
-                "--owner acts only on the first start of an empty database; this one has no default workspace. Add {email} with: acp workspace add-member --workspace ws_... --email {email} --role owner {database}"
+                "--owner acts only on the first start of an empty database; this one has no default workspace. Add {email} with: acp admin add-member --workspace ws_... --email {email} --role owner {database}"
             ))?,
         }
     }
     if app.context().mailer.provider() == "outbox" {
         line(format!(
-            "Mail (login links) goes to the outbox: read it with `acp outbox list {database}`."
+            "Mail (login links) goes to the outbox: read it with `acp admin outbox list {database}`."
         ))?;
     }
     line(format!(

@@ -5,7 +5,8 @@
 use clap::Subcommand;
 use serde_json::{json, Value};
 
-use super::client::{cell, fields, print_json, show_list, Client};
+use super::client::{cell, fields, print_json, show_list, Client, YesArg};
+use super::operate::named;
 use super::output::{eline, line};
 
 #[derive(Debug, Subcommand)]
@@ -31,9 +32,17 @@ pub enum SinkCommand {
     /// Deliver again, at once
     Resume { sink_id: String },
     /// A new signing secret (printed once); the old one stops signing at once
-    RotateSecret { sink_id: String },
+    RotateSecret {
+        sink_id: String,
+        #[command(flatten)]
+        yes: YesArg,
+    },
     /// Stop and forget a sink
-    Delete { sink_id: String },
+    Delete {
+        sink_id: String,
+        #[command(flatten)]
+        yes: YesArg,
+    },
 }
 
 const SINK_FIELDS: &[&str] = &[
@@ -71,15 +80,12 @@ fn show(answer: &Value, json: bool) -> anyhow::Result<()> {
         ))?;
         return Ok(());
     }
-    fields(&answer["sink"], SINK_FIELDS)
+    let mut sink = answer["sink"].clone();
+    sink["created_by"] = json!(named(&sink["created_by_name"], &sink["created_by"]));
+    fields(&sink, SINK_FIELDS)
 }
 
-pub async fn sinks(
-    client: &Client,
-    command: &SinkCommand,
-    json: bool,
-    confirm: impl Fn(&str) -> anyhow::Result<()>,
-) -> anyhow::Result<i32> {
+pub async fn sinks(client: &Client, command: &SinkCommand, json: bool) -> anyhow::Result<i32> {
     match command {
         SinkCommand::List => {
             let listed = client.get("/v1/workspace/audit/sinks").await?;
@@ -119,8 +125,8 @@ pub async fn sinks(
                 .await?,
             json,
         )?,
-        SinkCommand::RotateSecret { sink_id } => {
-            confirm(&format!(
+        SinkCommand::RotateSecret { sink_id, yes } => {
+            yes.confirm(&format!(
                 "replace the signing secret of audit sink {sink_id}"
             ))?;
             show(
@@ -130,8 +136,8 @@ pub async fn sinks(
                 json,
             )?
         }
-        SinkCommand::Delete { sink_id } => {
-            confirm(&format!("delete audit sink {sink_id}"))?;
+        SinkCommand::Delete { sink_id, yes } => {
+            yes.confirm(&format!("delete audit sink {sink_id}"))?;
             let done = client.post(&path(sink_id, "/delete"), &json!({})).await?;
             if json {
                 print_json(&done)?;

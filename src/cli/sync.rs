@@ -1,7 +1,9 @@
 //! `acp sync FILE --server URL --token TOKEN [--dry-run | --apply]`: the CI side of policy as
-//! code. Prints the diff (coloured on a terminal, see `output`) or JSON, and exits 0 (no change, or
-//! applied), 2 (a dry run found changes), 3 (conflict), 4 (a dry run whose impact or semantic
-//! diff matches `--fail-on-impact` / `--fail-on`) or 1 (anything else).
+//! code. Prints the diff (coloured on a terminal, see `output`) or JSON, and exits as every
+//! command does: 0 (no change, or applied), 2 (a dry run found changes), 3 (conflict), 4 (not
+//! logged in, or the credential is not valid), 5 (refused by role or scope), 6 (no such policy),
+//! 7 (a dry run whose impact or semantic diff matches `--fail-on-impact` / `--fail-on`) or 1
+//! (anything else).
 
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -10,28 +12,17 @@ use crate::policy::spec::{self, parse_located, Format, SpecError};
 
 use anstyle::{AnsiColor, Style};
 
-use super::client::ClientArgs;
-use super::output::{colours_on, eline, line, paint, print, OutputArg};
+use super::client::{error_text as failure_text, exit_for_status, ClientArgs, Failure};
+use super::output::{colours_on, eline, line, paint, print};
 use super::policy::{error_text, Source};
 
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Exit codes: 0 no change or applied, 2 a dry run found changes, 3 conflict (the policy is not at --expect-hash, or another apply won), 4 a dry run whose impact matches --fail-on-impact or whose semantic diff matches --fail-on, 1 any other error.\nThe dry run prints the policy's current hash; apply with --expect-hash set to it so that a policy changed since the review fails instead of being overwritten."
+    after_help = "Exit codes: 0 no change or applied, 2 a dry run found changes, 3 conflict (the policy is not at --expect-hash, or another apply won), 4 not logged in or the credential is not valid, 5 refused by role or scope, 6 not found, 7 a dry run whose impact matches --fail-on-impact or whose semantic diff matches --fail-on, 1 any other error.\nThe dry run prints the policy's current hash; apply with --expect-hash set to it so that a policy changed since the review fails instead of being overwritten."
 )]
 pub struct SyncArgs {
     /// The spec file (YAML, or JSON when it ends in .json); `-` reads it from stdin
     pub file: String,
-    /// Base URL of the acp server, e.g. https://acp.example.com [default: the server of the
-    /// last `acp login`]
-    #[arg(long, env = "ACP_SERVER")]
-    pub server: Option<String>,
-    /// A personal access token (`svc_pat_...`) of a workspace owner or admin [default: the
-    /// stored login's]
-    #[arg(long, env = "ACP_TOKEN", hide_env_values = true)]
-    pub token: Option<String>,
-    /// The file of stored logins (see `acp login`)
-    #[arg(long, env = "ACP_CREDENTIALS", value_name = "PATH")]
-    pub credentials: Option<std::path::PathBuf>,
     /// Only compute and show the difference (the default)
     #[arg(long, conflicts_with = "apply")]
     pub dry_run: bool,
@@ -50,21 +41,21 @@ pub struct SyncArgs {
     /// The policy's display name [default: its current name, or the id without `pol_`]
     #[arg(long, value_name = "NAME")]
     pub policy_name: Option<String>,
-    /// With several workspaces: which one (`ws_...`)
-    #[arg(long, env = "ACP_WORKSPACE")]
-    pub workspace: Option<String>,
     /// Dry run: how many recorded checks to replay (0: none) [default: 10000]
     #[arg(long, value_name = "N", conflicts_with = "apply")]
     pub impact_checks: Option<u32>,
-    /// Dry run: exit 4 when a replayed decision moves towards allow, or changes at all
+    /// Dry run: exit 7 when a replayed decision moves towards allow, or changes at all
     #[arg(long, value_enum, value_name = "WHEN", conflicts_with = "apply")]
     pub fail_on_impact: Option<FailOnImpact>,
-    /// Dry run: exit 4 when the semantic diff finds a cell that becomes more permissive
+    /// Dry run: exit 7 when the semantic diff finds a cell that becomes more permissive
     #[arg(long, value_enum, value_name = "WHEN", conflicts_with = "apply")]
     pub fail_on: Option<FailOn>,
     #[command(flatten)]
-    pub output: OutputArg,
+    pub client: ClientArgs,
 }
+
+/// The exit code of a gate of `--fail-on-impact` / `--fail-on` that tripped.
+pub const GATE_TRIPPED: i32 = 7;
 
 /// When the replayed impact fails a CI run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -259,7 +250,7 @@ pub async fn run(args: &SyncArgs) -> anyhow::Result<i32> {
         Ok(parsed) => parsed,
         Err(errors) => {
             for e in errors {
-                eline(error_text(&e, &source))?;
+                eline(format!("error: {}", error_text(&e, &source)))?;
             }
             return Ok(1);
         }
@@ -282,20 +273,13 @@ pub async fn run(args: &SyncArgs) -> anyhow::Result<i32> {
     if let Some(n) = args.impact_checks {
         body["impact_checks"] = json!(n);
     }
-    let client = ClientArgs {
-        server: args.server.clone(),
-        token: args.token.clone(),
-        workspace: args.workspace.clone(),
-        credentials: args.credentials.clone(),
-        output: args.output.output,
-        yes: false,
-    }
-    .connect();
-    let client = match client {
+    let client = match args.client.connect() {
         Ok(c) => c,
         Err(e) => {
+            // Not logged in (4), or the credentials file cannot be read (1).
+            let code = e.downcast_ref::<Failure>().map_or(1, |f| f.exit);
             eline(format!("error: {e:#}"))?;
-            return Ok(1);
+            return Ok(code);
         }
     };
     let url = client.url("/v1/policies/sync");
@@ -308,29 +292,33 @@ pub async fn run(args: &SyncArgs) -> anyhow::Result<i32> {
     let response = match request.send().await {
         Ok(r) => r,
         Err(e) => {
-            eline(format!("error: cannot reach `{url}`: {e}"))?;
+            eline(format!(
+                "error: cannot reach the acp server at `{url}`: {e}"
+            ))?;
             return Ok(1);
         }
     };
     let status = response.status().as_u16();
     let answer: Value = response.json().await.unwrap_or(Value::Null);
     let code = match (status, &answer) {
-        (200, a) if dry_run && gates_fail(args, a) => 4,
+        (200, a) if dry_run && gates_fail(args, a) => GATE_TRIPPED,
         (200, a) if dry_run && a["diff"]["changed"] == json!(true) => 2,
         (200, _) => 0,
-        (409, _) => 3,
-        _ => 1,
+        (status, _) => exit_for_status(status),
     };
-    if args.output.json() {
+    if args.client.json() {
         line(json!({ "status": status, "exit_code": code, "response": answer }))?;
         return Ok(code);
     }
     let color = colours_on(&std::io::stdout());
     if status != 200 {
         eline(format!(
-            "error: HTTP {status} `{}`: {}",
-            answer["error"].as_str().unwrap_or("unknown"),
-            answer["message"].as_str().unwrap_or("")
+            "error: {}",
+            failure_text(
+                answer["message"].as_str().unwrap_or(""),
+                answer["error"].as_str().unwrap_or("unknown"),
+                Some(status)
+            )
         ))?;
         // The server's spec errors name spec paths: show where each is written in the file.
         if let Ok(mut errors) = Vec::<SpecError>::deserialize(&answer["errors"]) {
@@ -364,8 +352,8 @@ pub async fn run(args: &SyncArgs) -> anyhow::Result<i32> {
         out.push_str(&line);
         out.push('\n');
     }
-    if code == 4 {
-        out.push_str("dry run: the change fails --fail-on-impact / --fail-on (exit 4)\n");
+    if code == GATE_TRIPPED {
+        out.push_str("dry run: the change fails --fail-on-impact / --fail-on (exit 7)\n");
     }
     out.push_str(&match (
         dry_run,

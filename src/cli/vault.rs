@@ -1,4 +1,4 @@
-//! `acp vault rewrap --from-key OLD`: after the master key is rotated, seals every vault data
+//! `acp admin vault rewrap --from-key OLD`: after the master key is rotated, seals every vault data
 //! key, every JWT signing key and every audit sink's secret again with the new master key (the configured one), so that
 //! the server starts and the secrets stay readable. The values themselves are not touched: only the per-set data keys,
 //! each in one compare-and-set write. Run it with the servers stopped or running (a set whose

@@ -1,4 +1,5 @@
-//! `acp workspace create NAME [--owner EMAIL]` and `acp workspace add-member`.
+//! `acp admin workspace create NAME [--owner EMAIL]`, `acp admin workspace list` and `acp admin
+//! add-member`, on the server's database.
 
 use clap::Subcommand;
 use serde_json::json;
@@ -10,7 +11,9 @@ use crate::domain::Role;
 use crate::store::{apply_one, AccountOp, AccountStore, Change, Op, Store, Workspace};
 use crate::time::{iso, now_ms};
 
+use super::client::table;
 use super::output::{line, OutputArg};
+use super::values::Role as RoleArg;
 use super::DatabaseArgs;
 
 #[derive(Debug, clap::Args)]
@@ -33,20 +36,50 @@ pub enum WorkspaceCommand {
         #[command(flatten)]
         output: OutputArg,
     },
-    /// Give a user (by email, created if new) a role in a workspace
-    AddMember {
-        /// Workspace id (`ws_...`)
-        #[arg(long)]
-        workspace: String,
-        /// The user's email address
-        #[arg(long)]
-        email: String,
-        /// `owner`, `admin` or `member`
-        #[arg(long, default_value = "member")]
-        role: String,
+    /// The workspaces in the database, oldest first
+    List {
         #[command(flatten)]
         output: OutputArg,
     },
+    /// Deprecated spelling of `acp admin add-member`
+    #[command(hide = true)]
+    AddMember(MemberFields),
+}
+
+impl WorkspaceCommand {
+    /// The subcommand's name, for the note of a deprecated spelling.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Create { .. } => "create",
+            Self::List { .. } => "list",
+            Self::AddMember(_) => "add-member",
+        }
+    }
+}
+
+/// `acp admin add-member`.
+#[derive(Debug, clap::Args)]
+pub struct AddMemberArgs {
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+    #[command(flatten)]
+    pub member: MemberFields,
+}
+
+/// Who gets which role where.
+#[derive(Debug, clap::Args)]
+pub struct MemberFields {
+    /// Workspace id (`ws_...`)
+    #[arg(long)]
+    pub workspace: String,
+    /// The person's email address
+    #[arg(long)]
+    pub email: String,
+    /// Their role
+    #[arg(long, value_enum, default_value_t = RoleArg::Member)]
+    pub role: RoleArg,
+    #[command(flatten)]
+    pub output: OutputArg,
 }
 
 fn email_of(raw: &str) -> anyhow::Result<String> {
@@ -93,12 +126,8 @@ pub async fn run(args: &WorkspaceArgs) -> anyhow::Result<i32> {
             owner,
             output,
         } => (name, owner, output),
-        WorkspaceCommand::AddMember {
-            workspace,
-            email,
-            role,
-            output,
-        } => return add_member(&args.db, workspace, email, role, *output).await,
+        WorkspaceCommand::List { output } => return list(&args.db, *output).await,
+        WorkspaceCommand::AddMember(member) => return grant(&args.db, member).await,
     };
     let name = name.trim();
     if name.is_empty() || name.chars().count() > 200 {
@@ -145,23 +174,44 @@ pub async fn run(args: &WorkspaceArgs) -> anyhow::Result<i32> {
             ))?;
         }
         line(format!(
-            "Create its first API key with: acp api-key create --workspace {}",
+            "Create its first API key with: acp admin api-key create --workspace {}",
             workspace.id
         ))?;
     }
     Ok(0)
 }
 
-async fn add_member(
-    db: &DatabaseArgs,
-    workspace_id: &str,
-    email: &str,
-    role: &str,
-    output: OutputArg,
-) -> anyhow::Result<i32> {
-    let email = email_of(email)?;
-    let role = Role::parse(role)
-        .ok_or_else(|| anyhow::anyhow!("the role must be `owner`, `admin` or `member`"))?;
+/// `acp admin add-member`.
+pub async fn add_member(args: &AddMemberArgs) -> anyhow::Result<i32> {
+    grant(&args.db, &args.member).await
+}
+
+async fn list(db: &DatabaseArgs, output: OutputArg) -> anyhow::Result<i32> {
+    let config = db.resolve(Settings::default())?;
+    let store = DatabaseArgs::open(&config).await?;
+    let workspaces = store.all_workspaces().await;
+    store.close().await;
+    let workspaces = workspaces?;
+    if output.json() {
+        let items: Vec<_> = workspaces
+            .iter()
+            .map(|w| json!({"workspace_id": w.id, "name": w.name, "created_at": iso(w.created_at)}))
+            .collect();
+        line(json!({"ok": true, "items": items}))?;
+    } else {
+        let rows: Vec<Vec<String>> = workspaces
+            .iter()
+            .map(|w| vec![w.id.clone(), w.name.clone(), iso(w.created_at)])
+            .collect();
+        table(&["WORKSPACE", "NAME", "CREATED"], &rows)?;
+    }
+    Ok(0)
+}
+
+async fn grant(db: &DatabaseArgs, member: &MemberFields) -> anyhow::Result<i32> {
+    let (workspace_id, output) = (member.workspace.as_str(), member.output);
+    let email = email_of(&member.email)?;
+    let role = member.role.domain();
     let config = db.resolve(Settings::default())?;
     let store = DatabaseArgs::open(&config).await?;
     if store.workspace(workspace_id).await?.is_none() {

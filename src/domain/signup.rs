@@ -6,7 +6,7 @@ use super::EmailAddress;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum Signup {
     /// Only people who are a member of some workspace (added or invited by an owner or admin,
-    /// or with `acp workspace add-member` / `create --owner`, as the server's first owner is).
+    /// or with `acp admin add-member` / `acp admin workspace create --owner`, as the server's first owner is).
     #[default]
     Invite,
     /// Those, and any address of these domains (lowercase, without a leading `@`).

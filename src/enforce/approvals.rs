@@ -42,8 +42,39 @@ pub fn to_wire(c: &PolicyChallenge, now: i64) -> api::PolicyChallengeInfo {
         decided_by: c.decided_by.clone(),
         decision_reason: c.decision_reason.clone(),
         raised_by: c.raised_by.as_str().to_owned(),
+        decided_by_name: None,
         used: c.consumed_at.is_some(),
     }
+}
+
+/// The challenges with the names of who decided them (one lookup for all).
+async fn with_names(
+    ctx: &Context,
+    workspace_id: &str,
+    mut items: Vec<api::PolicyChallengeInfo>,
+) -> EnforceResult<Vec<api::PolicyChallengeInfo>> {
+    let names = crate::audit::names::ActorNames::lookup(
+        ctx.store.as_ref(),
+        workspace_id,
+        items.iter().filter_map(|c| c.decided_by.as_deref()),
+    )
+    .await?;
+    for c in &mut items {
+        c.decided_by_name = c.decided_by.as_deref().and_then(|by| names.get(by));
+    }
+    Ok(items)
+}
+
+/// One challenge with the name of who decided it.
+async fn with_name(
+    ctx: &Context,
+    workspace_id: &str,
+    item: api::PolicyChallengeInfo,
+) -> EnforceResult<api::PolicyChallengeInfo> {
+    let mut named = with_names(ctx, workspace_id, vec![item]).await?;
+    named
+        .pop()
+        .ok_or_else(|| EnforceError::Internal("a challenge went missing".into()))
 }
 
 fn unknown_link() -> EnforceError {
@@ -282,7 +313,8 @@ async fn record_decision(
         .policy_challenge(&challenge.id)
         .await?
         .unwrap_or(challenge);
-    Ok(to_wire(&updated, now))
+    let workspace_id = updated.workspace_id.clone();
+    with_name(ctx, &workspace_id, to_wire(&updated, now)).await
 }
 
 /// A challenge of `workspace_id` by id (404 `unknown_challenge` for another workspace's).
@@ -336,7 +368,7 @@ pub async fn status(
     id: &str,
 ) -> EnforceResult<api::PolicyChallengeInfo> {
     let challenge = in_workspace(ctx, workspace_id, id).await?;
-    Ok(to_wire(&challenge, now_ms()))
+    with_name(ctx, workspace_id, to_wire(&challenge, now_ms())).await
 }
 
 /// The workspace's challenges, newest first: `status` (effective: `pending`, `approved`,
@@ -372,7 +404,12 @@ pub async fn list(
             limit,
         })
         .await?;
-    Ok(rows.iter().map(|c| to_wire(c, now)).collect())
+    with_names(
+        ctx,
+        workspace_id,
+        rows.iter().map(|c| to_wire(c, now)).collect(),
+    )
+    .await
 }
 
 /// The workspace's decided challenges (approved or denied), newest first: `limit` rows after
@@ -396,7 +433,12 @@ pub async fn history(
             limit,
         })
         .await?;
-    Ok(rows.iter().map(|c| to_wire(c, now)).collect())
+    with_names(
+        ctx,
+        workspace_id,
+        rows.iter().map(|c| to_wire(c, now)).collect(),
+    )
+    .await
 }
 
 pub async fn settings(

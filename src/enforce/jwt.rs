@@ -1,5 +1,5 @@
 //! The JWT issuer: Ed25519 (`EdDSA`) keys kept in the database, so every replica signs with the
-//! same key and publishes the same JWKS. The newest unretired key signs; `acp keys rotate`
+//! same key and publishes the same JWKS. The newest unretired key signs; `acp admin keys rotate`
 //! adds a key and retires the current one, which stays published until every token it can
 //! have signed has expired.
 

@@ -1098,7 +1098,7 @@ pub async fn sealed_keys(store: &dyn Store) -> Result<SealedKeys, StoreError> {
 
 /// The sealed items `master` does not open, each named for a message (``the JWT signing key
 /// `acp-...` ``): checked at start, so that a server with another master key refuses to start
-/// rather than fail on first use, and by `acp restore` before it puts a backup in place.
+/// rather than fail on first use, and by `acp admin restore` before it puts a backup in place.
 pub fn unopened(master: &MasterKey, sealed: &SealedKeys) -> Vec<String> {
     let keys = sealed
         .signing_keys
@@ -1122,7 +1122,7 @@ pub fn unopened(master: &MasterKey, sealed: &SealedKeys) -> Vec<String> {
     keys.chain(sets).chain(sinks).collect()
 }
 
-/// What `acp vault rewrap` did.
+/// What `acp admin vault rewrap` did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Rewrapped {
     /// Data keys sealed again with the new key.

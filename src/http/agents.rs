@@ -12,7 +12,7 @@ use crate::api::{
 use crate::audit::Actor;
 use crate::context::SharedContext;
 use crate::domain::access::Need;
-use crate::domain::AgentStatus;
+use crate::domain::{AgentStatus, RiskTier};
 use crate::error::{ApiError, ApiResult};
 use crate::identity::accounts::enforce_rate_limit;
 use crate::identity::agents::{self, StatusAction};
@@ -129,6 +129,17 @@ pub async fn list(
             )
         })?),
     };
+    let risk_tier =
+        match params.risk_tier.as_deref().filter(|s| !s.is_empty()) {
+            None => None,
+            Some(t) => Some(RiskTier::parse(t).ok_or_else(|| {
+                ApiError::invalid("risk_tier", "must be `low`, `medium` or `high`")
+            })?),
+        };
+    let search = params.q.filter(|q| !q.is_empty());
+    if search.as_ref().is_some_and(|q| q.chars().count() > 200) {
+        return Err(ApiError::invalid("q", "must be at most 200 characters"));
+    }
     let limit = super::page_limit(params.limit, 50, 200)?;
     let last_seen = match params.seen.as_deref().filter(|s| !s.is_empty()) {
         None => None,
@@ -142,12 +153,13 @@ pub async fn list(
         workspace_id: op.workspace_id,
         status,
         name: params.name.filter(|n| !n.is_empty()),
+        risk_tier,
+        search,
         label: params.label.filter(|l| !l.is_empty()),
         group,
         last_seen,
         after: super::page_cursor(params.cursor.as_deref())?,
         limit: limit + 1,
-        ..AgentQuery::default()
     };
     let mut rows = agents::list(&ctx, &query).await?;
     let next_cursor = super::next_cursor(&mut rows, limit, |a| (a.created_at, a.id.clone()));

@@ -24,12 +24,28 @@ pub async fn list_api_keys(
 ) -> ApiResult<Json<ApiKeyListResponse>> {
     person_requires(&principal, Need::WorkspaceRead)?;
     let (workspace_id, _) = principal.membership()?;
-    let items = ctx
-        .store
-        .api_keys(&workspace_id)
-        .await?
+    let keys = ctx.store.api_keys(&workspace_id).await?;
+    // Who made each key, by email, in one lookup.
+    let makers: Vec<String> = keys
         .iter()
-        .map(accounts::api_key_wire)
+        .filter_map(|k| k.created_by.as_ref().map(|u| format!("user:{u}")))
+        .collect();
+    let names = crate::audit::names::ActorNames::lookup(
+        ctx.store.as_ref(),
+        &workspace_id,
+        makers.iter().map(String::as_str),
+    )
+    .await?;
+    let items = keys
+        .iter()
+        .map(|k| {
+            let mut wire = accounts::api_key_wire(k);
+            wire.created_by_name = k
+                .created_by
+                .as_ref()
+                .and_then(|u| names.get(&format!("user:{u}")));
+            wire
+        })
         .collect();
     Ok(Json(ApiKeyListResponse { ok: true, items }))
 }

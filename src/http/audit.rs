@@ -66,14 +66,16 @@ pub(super) async fn list_events(
 ) -> ApiResult<(Vec<AuditEvent>, Option<String>)> {
     let limit = super::page_limit(page.limit, 50, 200)?;
     let q = query(
-        workspace_id,
+        workspace_id.clone(),
         filters,
         super::page_cursor(page.cursor.as_deref())?,
         limit + 1,
     )?;
     let mut rows = ctx.store.audit_events(&q).await?;
     let next_cursor = super::next_cursor(&mut rows, limit, |e| (e.created_at, e.id.clone()));
-    Ok((rows.into_iter().map(audit::to_wire).collect(), next_cursor))
+    let events = rows.into_iter().map(audit::to_wire).collect();
+    let events = audit::with_actor_names(ctx.store.as_ref(), &workspace_id, events).await?;
+    Ok((events, next_cursor))
 }
 
 /// The events an export holds (newest first, `limit` up to 10,000, default 1,000): what
@@ -85,14 +87,15 @@ pub(super) async fn export_events(
     limit: Option<i64>,
 ) -> ApiResult<Vec<AuditEvent>> {
     let limit = super::page_limit(limit, 1000, 10_000)?;
-    let q = query(workspace_id, filters, None, limit)?;
-    Ok(ctx
+    let q = query(workspace_id.clone(), filters, None, limit)?;
+    let events = ctx
         .store
         .audit_events(&q)
         .await?
         .into_iter()
         .map(audit::to_wire)
-        .collect())
+        .collect();
+    Ok(audit::with_actor_names(ctx.store.as_ref(), &workspace_id, events).await?)
 }
 
 /// Audit events of the workspace, newest first, with filters and an opaque cursor.
@@ -197,32 +200,48 @@ pub async fn stream(
     let slot = ctx.audit_streams.acquire(stream_principal(&op))?;
     let tail = Tail::new(ctx.store.clone(), q, after.as_ref());
     let closing = ctx.closing.subscribe();
+    let names = (ctx.store.clone(), op.workspace_id.clone());
     let events = futures::stream::unfold(
         (tail, closing, std::collections::VecDeque::new(), true, slot),
-        |(mut tail, mut closing, mut queue, mut first, slot)| async move {
-            loop {
-                if let Some(record) = queue.pop_front() {
-                    let id = Tail::cursor(&record);
-                    let data = serde_json::to_string(&audit::to_wire(record)).unwrap_or_default();
-                    let event = Event::default().event("audit").id(id).data(data);
-                    return Some((Ok(event), (tail, closing, queue, first, slot)));
-                }
-                if *closing.borrow() {
-                    return None;
-                }
-                if !first {
-                    tokio::select! {
-                        _ = tokio::time::sleep(STREAM_POLL) => {}
-                        _ = closing.changed() => return None,
+        move |(mut tail, mut closing, mut queue, mut first, slot)| {
+            let (store, workspace_id) = names.clone();
+            async move {
+                loop {
+                    if let Some((id, wire)) = queue.pop_front() {
+                        let data = serde_json::to_string(&wire).unwrap_or_default();
+                        let event = Event::default().event("audit").id(id).data(data);
+                        return Some((Ok(event), (tail, closing, queue, first, slot)));
                     }
-                }
-                first = false;
-                match tail.poll().await {
-                    Ok(fresh) => queue.extend(fresh),
-                    Err(err) => {
-                        // The client resumes from its last event; nothing is skipped.
-                        tracing::warn!(error = %err, "audit stream: reading events failed; ending the stream");
+                    if *closing.borrow() {
                         return None;
+                    }
+                    if !first {
+                        tokio::select! {
+                            _ = tokio::time::sleep(STREAM_POLL) => {}
+                            _ = closing.changed() => return None,
+                        }
+                    }
+                    first = false;
+                    let fresh = match tail.poll().await {
+                        Ok(fresh) => fresh,
+                        Err(err) => {
+                            // The client resumes from its last event; nothing is skipped.
+                            tracing::warn!(error = %err, "audit stream: reading events failed; ending the stream");
+                            return None;
+                        }
+                    };
+                    if fresh.is_empty() {
+                        continue;
+                    }
+                    // The actors' names of a batch in one lookup.
+                    let ids: Vec<String> = fresh.iter().map(Tail::cursor).collect();
+                    let wire = fresh.into_iter().map(audit::to_wire).collect();
+                    match audit::with_actor_names(store.as_ref(), &workspace_id, wire).await {
+                        Ok(named) => queue.extend(ids.into_iter().zip(named)),
+                        Err(err) => {
+                            tracing::warn!(error = %err, "audit stream: reading actor names failed; ending the stream");
+                            return None;
+                        }
                     }
                 }
             }

@@ -74,7 +74,7 @@ pub async fn start_login(
                 // A laptop without mail: say where the link is.
                 "if the address can log in, a link is on its way; it expires in 15 minutes. \
                  This server keeps mail in its outbox: read it on the server's machine with \
-                 `acp outbox list`"
+                 `acp admin outbox list`"
             } else {
                 "if the address can log in, a link is on its way; it expires in 15 minutes"
             }

@@ -202,7 +202,7 @@ async fn queue(
             action: c.action,
             status: c.status,
             decided_at: c.decided_at.unwrap_or_default(),
-            decided_by: c.decided_by.unwrap_or_default(),
+            decided_by: c.decided_by_name.or(c.decided_by).unwrap_or_default(),
             created_at: c.created_at,
         })
         .collect();

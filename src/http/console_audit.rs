@@ -248,7 +248,7 @@ async fn search_page(
             event_type: e.event_type,
             action: e.action.unwrap_or_default(),
             decision: e.decision.unwrap_or_default(),
-            actor: e.actor,
+            actor: e.actor_name.unwrap_or(e.actor),
         })
         .collect();
     let limit_kept: Vec<(&str, String)> = limit

@@ -16,6 +16,7 @@ use axum::http::{HeaderMap, Method};
 use axum::response::Response;
 
 use crate::api;
+use crate::audit::names::ActorNames;
 use crate::context::{Context, SharedContext};
 use crate::domain::access::Need;
 use crate::enforce::credentials::{self, SwitchChange};
@@ -107,10 +108,10 @@ pub(super) fn credential_row(base: &str, c: ActiveCredential) -> CredentialRow {
     }
 }
 
-fn change_row(change: SwitchChange) -> ChangeRow {
+fn change_row(change: SwitchChange, names: &ActorNames) -> ChangeRow {
     ChangeRow {
         at: iso(change.at),
-        actor: change.actor,
+        actor: names.shown(&change.actor),
         reason: change.reason,
     }
 }
@@ -238,16 +239,25 @@ async fn listing(
     .await?;
     let next = super::next_cursor(&mut rows, page_rows, |c| (c.created_at, c.id.clone()));
     let limit_kept = limit.filter(|l| *l != PAGE_ROWS);
+    let names = ActorNames::lookup(
+        ctx.store.as_ref(),
+        &workspace_id,
+        [&view.minting_changed, &view.revoked_all]
+            .into_iter()
+            .flatten()
+            .map(|c| c.actor.as_str()),
+    )
+    .await?;
     Ok(render(&CredentialsPage {
         can_switch: person_requires(principal, Need::KillSwitch).is_ok(),
         can_revoke: person_requires(principal, Need::Credentials).is_ok(),
         minting_paused: view.switch.minting_paused,
         paused_reason: view.switch.minting_paused_reason,
-        minting_changed: view.minting_changed.map(change_row),
+        minting_changed: view.minting_changed.map(|c| change_row(c, &names)),
         revoked_all: match (view.switch.all_revoked_at, view.revoked_all) {
             (Some(at), Some(change)) => Some(ChangeRow {
                 at: iso(at),
-                ..change_row(change)
+                ..change_row(change, &names)
             }),
             (Some(at), None) => Some(ChangeRow {
                 at: iso(at),

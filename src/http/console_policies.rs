@@ -226,17 +226,24 @@ async fn version_rows(
     policy: &api::PolicyDetail,
     href: &str,
 ) -> Result<Vec<VersionRow>, ApiError> {
-    Ok(ctx
+    let versions = ctx
         .store
         .policy_versions(workspace_id, &policy.policy_id)
-        .await?
+        .await?;
+    let names = crate::audit::names::ActorNames::lookup(
+        ctx.store.as_ref(),
+        workspace_id,
+        versions.iter().map(|v| v.author.as_str()),
+    )
+    .await?;
+    Ok(versions
         .into_iter()
         .map(|v| VersionRow {
             current: v.version == policy.version,
             rollback_href: format!("{href}/rollback/{}", v.version),
             version: v.version,
             hash: v.hash,
-            author: v.author,
+            author: names.shown(&v.author),
             created: iso(v.created_at),
         })
         .collect())
@@ -283,10 +290,15 @@ async fn policy_detail(
     done: Option<String>,
 ) -> Result<Response, ApiError> {
     let workspace_id = readable(principal)?;
-    let policy = sync::policy_detail(ctx, &workspace_id, policy_id, None).await?;
+    let mut policy = sync::policy_detail(ctx, &workspace_id, policy_id, None).await?;
     let shell = shell(ctx, principal, Section::Policies).await?;
     let href = policy_href(&shell.base, &policy.policy_id);
     let versions = version_rows(ctx, &workspace_id, &policy, &href).await?;
+    // The current version's author, as the version list names it.
+    policy.author_name = versions
+        .iter()
+        .find(|v| v.current)
+        .map(|v| v.author.clone());
     Ok(render(&PolicyPage {
         spec_yaml: yaml_of(&policy.spec),
         spec_json: serde_json::to_string_pretty(&policy.spec).unwrap_or_default(),

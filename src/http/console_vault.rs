@@ -619,11 +619,27 @@ async fn set_detail(
         (versions, grants, leases)
     };
     let live = state == "live";
-    let versions = version_rows(
+    let mut events = vault::audit_of(ctx, &workspace_id, Some(&id), after, page_rows + 1).await?;
+    // Every actor of the page (authors, grantors, lessors, the events') in one lookup.
+    let names = crate::audit::names::ActorNames::lookup(
+        ctx.store.as_ref(),
+        &workspace_id,
+        versions
+            .iter()
+            .map(|v| v.author.as_str())
+            .chain(grants.iter().map(|g| g.created_by.as_str()))
+            .chain(leases.iter().map(|l| l.created_by.as_str()))
+            .chain(events.iter().map(|e| e.actor.as_str())),
+    )
+    .await?;
+    let mut versions = version_rows(
         versions,
         set.version,
         Some(href.as_str()).filter(|_| can_change && live),
     );
+    for v in &mut versions {
+        v.author = names.shown(&v.author);
+    }
     let agent_href = |agent_id: &str| format!("{base}/dashboard/agents/{agent_id}");
     let grants = grants
         .into_iter()
@@ -647,7 +663,7 @@ async fn set_detail(
                 agent_id: g.agent_id,
                 group: g.group,
                 created_at: g.created_at,
-                created_by: g.created_by,
+                created_by: names.shown(&g.created_by),
                 state,
             }
         })
@@ -671,10 +687,9 @@ async fn set_detail(
             agent_id: l.agent_id,
             purpose: l.purpose,
             expires_at: l.expires_at,
-            created_by: l.created_by,
+            created_by: names.shown(&l.created_by),
         })
         .collect();
-    let mut events = vault::audit_of(ctx, &workspace_id, Some(&id), after, page_rows + 1).await?;
     let next = super::next_cursor(&mut events, page_rows, |e| (e.created_at, e.id.clone()));
     let events = events
         .into_iter()
@@ -688,7 +703,7 @@ async fn set_detail(
             },
             created_at: e.created_at,
             event_type: e.event_type,
-            actor: e.actor,
+            actor: names.shown(&e.actor),
         })
         .collect();
     let lifecycle = if !can_change {

@@ -9,7 +9,8 @@ use crate::api::{
     ErrorBody, PolicyDetail, PolicyListResponse, PolicySummary, PolicyVersionItem,
     PolicyVersionList, RollbackRequest, SyncRequest, SyncResponse,
 };
-use crate::context::SharedContext;
+use crate::audit::names::ActorNames;
+use crate::context::{Context, SharedContext};
 use crate::domain::access::Need;
 use crate::error::{ApiError, ApiResult};
 use crate::identity::accounts::Principal;
@@ -225,9 +226,21 @@ pub async fn get(
     AppPath(policy_id): AppPath<String>,
 ) -> ApiResult<Json<PolicyDetail>> {
     let workspace_id = op.workspace_id;
-    Ok(Json(
-        sync::policy_detail(&ctx, &workspace_id, &policy_id, None).await?,
-    ))
+    let detail = sync::policy_detail(&ctx, &workspace_id, &policy_id, None).await?;
+    Ok(Json(with_author_name(&ctx, &workspace_id, detail).await?))
+}
+
+/// The policy with the name of its version's author.
+async fn with_author_name(
+    ctx: &Context,
+    workspace_id: &str,
+    mut detail: PolicyDetail,
+) -> ApiResult<PolicyDetail> {
+    if let Some(author) = &detail.author {
+        let names = ActorNames::lookup(ctx.store.as_ref(), workspace_id, [author.as_str()]).await?;
+        detail.author_name = names.get(author);
+    }
+    Ok(detail)
 }
 
 /// Every applied version of a policy, newest first.
@@ -243,14 +256,19 @@ pub async fn versions(
     let workspace_id = op.workspace_id;
     // Answers 404 for a policy the workspace does not have.
     sync::policy_detail(&ctx, &workspace_id, &policy_id, None).await?;
-    let items = ctx
-        .store
-        .policy_versions(&workspace_id, &policy_id)
-        .await?
+    let versions = ctx.store.policy_versions(&workspace_id, &policy_id).await?;
+    let names = ActorNames::lookup(
+        ctx.store.as_ref(),
+        &workspace_id,
+        versions.iter().map(|v| v.author.as_str()),
+    )
+    .await?;
+    let items = versions
         .into_iter()
         .map(|v| PolicyVersionItem {
             version: v.version,
             policy_hash: v.hash,
+            author_name: names.get(&v.author),
             author: v.author,
             created_at: iso(v.created_at),
         })
@@ -270,7 +288,6 @@ pub async fn version(
     AppPath((policy_id, version)): AppPath<(String, i64)>,
 ) -> ApiResult<Json<PolicyDetail>> {
     let workspace_id = op.workspace_id;
-    Ok(Json(
-        sync::policy_detail(&ctx, &workspace_id, &policy_id, Some(version)).await?,
-    ))
+    let detail = sync::policy_detail(&ctx, &workspace_id, &policy_id, Some(version)).await?;
+    Ok(Json(with_author_name(&ctx, &workspace_id, detail).await?))
 }

@@ -650,6 +650,7 @@ pub fn api_key_wire(k: &ApiKeyRecord) -> api::ApiKeyInfo {
         last_four: k.last_four.clone(),
         created_at: iso(k.created_at),
         created_by: k.created_by.clone(),
+        created_by_name: None,
         last_used_at: k.last_used_at.map(iso),
         revoked_at: k.revoked_at.map(iso),
         scopes: Scopes::from_stored(k.scopes.as_deref()).list(),

@@ -131,6 +131,7 @@ pub async fn view(ctx: &Context, sink: SinkRecord) -> IdentityResult<api::AuditS
         state: state.into(),
         created_at: iso(sink.created_at),
         created_by: sink.created_by,
+        created_by_name: None,
         delivered_events: sink.delivered_events,
         last_delivered_at: sink.last_delivered_at.map(iso),
         last_attempt_at: sink.last_attempt_at.map(iso),
@@ -151,7 +152,26 @@ pub async fn list(
     for sink in ctx.store.sinks(&workspace_id).await? {
         items.push(view(ctx, sink).await?);
     }
+    let items = with_names(ctx, &workspace_id, items).await?;
     Ok(api::AuditSinkListResponse { ok: true, items })
+}
+
+/// The sinks with the names of who made them (one lookup for all).
+async fn with_names(
+    ctx: &Context,
+    workspace_id: &str,
+    mut items: Vec<api::AuditSink>,
+) -> IdentityResult<Vec<api::AuditSink>> {
+    let names = crate::audit::names::ActorNames::lookup(
+        ctx.store.as_ref(),
+        workspace_id,
+        items.iter().map(|s| s.created_by.as_str()),
+    )
+    .await?;
+    for sink in &mut items {
+        sink.created_by_name = names.get(&sink.created_by);
+    }
+    Ok(items)
 }
 
 pub async fn get(
@@ -165,10 +185,12 @@ pub async fn get(
         .sink(&workspace_id, sink_id)
         .await
         .map_err(store_error)?;
-    Ok(api::AuditSinkResponse {
-        ok: true,
-        sink: view(ctx, sink).await?,
-    })
+    let sink = view(ctx, sink).await?;
+    let sink = with_names(ctx, &workspace_id, vec![sink])
+        .await?
+        .pop()
+        .ok_or_else(|| IdentityError::Internal("the sink went missing".into()))?;
+    Ok(api::AuditSinkResponse { ok: true, sink })
 }
 
 /// Creates a sink (owners and admins); it receives the events committed from now on, its own

@@ -1,7 +1,7 @@
 //! Email delivery, shared by magic links, approval links, policy-gated sending and contact
 //! notifications. The provider is chosen by `ACP_EMAIL_URL`:
 //!
-//! - `outbox` (default): messages are stored in the database and read with `acp outbox list`,
+//! - `outbox` (default): messages are stored in the database and read with `acp admin outbox list`,
 //!   so a laptop needs no mail server;
 //! - `smtp://[user:pass@]host:port[?tls=none|starttls|tls]`: a real relay through lettre.
 //!
@@ -133,7 +133,7 @@ impl Outbox {
         .map_err(|e| MailError::Provider(e.to_string()))?;
         // The body may hold a login link: say where it is, not what it says.
         tracing::info!(message_id = %id, recipients = email.recipients().count(),
-            "email stored in the outbox; read it with `acp outbox list`");
+            "email stored in the outbox; read it with `acp admin outbox list`");
         Ok(id)
     }
 }

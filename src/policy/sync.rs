@@ -487,6 +487,7 @@ pub async fn policy_detail(
                 spec: serde_json::to_value(&d.compiled.spec).unwrap_or(Value::Null),
                 cedar: d.compiled.cedar.clone(),
                 author: None,
+                author_name: None,
                 created_at: None,
             });
         }
@@ -510,6 +511,7 @@ pub async fn policy_detail(
         spec: v.spec,
         cedar: v.cedar,
         author: Some(v.author),
+        author_name: None,
         created_at: Some(crate::time::iso(v.created_at)),
     })
 }

@@ -4,8 +4,8 @@
 use async_trait::async_trait;
 
 use super::{
-    ApiKeyRecord, Membership, PatRecord, Role, SessionRecord, StoreError, Supersedes, User,
-    Workspace,
+    ActorName, ApiKeyRecord, Membership, PatRecord, Role, SessionRecord, StoreError, Supersedes,
+    User, Workspace,
 };
 
 /// Reads of workspaces, keys, users, memberships, sessions and tokens.
@@ -14,6 +14,17 @@ pub trait AccountStore: Send + Sync {
     async fn workspace(&self, id: &str) -> Result<Option<Workspace>, StoreError>;
     /// The workspace the first start of this database created (`None` before it).
     async fn default_workspace_id(&self) -> Result<Option<String>, StoreError>;
+    /// Every workspace of the database, oldest first (for `acp admin workspace list`).
+    async fn all_workspaces(&self) -> Result<Vec<Workspace>, StoreError>;
+    /// The names of actors in one lookup: the email addresses of `users`, and the names of the
+    /// workspace's API keys `keys` and agents `agents` (ids of another workspace are not found).
+    async fn actor_names(
+        &self,
+        workspace_id: &str,
+        users: &[String],
+        keys: &[String],
+        agents: &[String],
+    ) -> Result<Vec<ActorName>, StoreError>;
     /// Whether approval links of the workspace need a logged-in member.
     async fn require_member_approval(&self, workspace_id: &str) -> Result<bool, StoreError>;
     async fn api_key_by_hash(&self, key_hash: &str) -> Result<Option<ApiKeyRecord>, StoreError>;

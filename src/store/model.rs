@@ -13,6 +13,18 @@ pub struct Workspace {
     pub created_at: i64,
 }
 
+/// What people read for an actor of the audit trail (see `AccountStore::actor_names`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActorName {
+    /// `user`, `api_key` or `agent`: the part of the actor before `:`.
+    pub kind: String,
+    pub id: String,
+    /// The user's email address, the key's or the agent's name (`None` for an unnamed key).
+    pub name: Option<String>,
+    /// An API key's last four characters.
+    pub last_four: Option<String>,
+}
+
 /// A workspace API key as stored: its SHA-256 hash, never the key.
 #[derive(Debug, Clone)]
 pub struct ApiKeyRecord {
@@ -540,7 +552,7 @@ pub struct SecretSetRecord {
     pub current_version: i64,
     /// The set's data key, sealed with the master key.
     pub data_key: String,
-    /// Bumped by each re-wrap of the data key (`acp vault rewrap`).
+    /// Bumped by each re-wrap of the data key (`acp admin vault rewrap`).
     pub key_version: i64,
     pub created_at: i64,
     pub updated_at: i64,

@@ -1,4 +1,4 @@
-//! `acp backup` and `acp restore` with the real binary: a backup taken under load holds every
+//! `acp admin backup` and `acp admin restore` with the real binary: a backup taken under load holds every
 //! event answered before it started; restore refuses while a server uses the database, and puts
 //! the backup back once it is stopped; the refusals leave everything as it was.
 //!
@@ -261,6 +261,7 @@ async fn a_backup_under_load_restores_every_event_committed_before_it() {
 
     let backup_started = Instant::now();
     let out = acp(&[
+        "admin",
         "backup",
         &file_arg,
         "--database-url",
@@ -311,7 +312,7 @@ async fn a_backup_under_load_restores_every_event_committed_before_it() {
 
     // The server still runs: restore refuses and changes nothing.
     let before = std::fs::read(&file).unwrap();
-    let out = acp(&["restore", &file_arg, "--database-url", &db.url]).await;
+    let out = acp(&["admin", "restore", &file_arg, "--database-url", &db.url]).await;
     assert_refused(&out, "is in use");
     assert!(
         stderr(&out).contains("stop every server on it"),
@@ -327,7 +328,7 @@ async fn a_backup_under_load_restores_every_event_committed_before_it() {
     assert_eq!(res.status(), 200, "the server serves on");
 
     stop(&mut server).await;
-    let out = acp(&["restore", &file_arg, "--database-url", &db.url]).await;
+    let out = acp(&["admin", "restore", &file_arg, "--database-url", &db.url]).await;
     assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
     let text = stdout(&out);
     assert!(text.contains("Restored `"), "{text}");
@@ -428,6 +429,7 @@ async fn backup_refuses_what_it_should_not_write() {
     let empty = tempfile::tempdir().unwrap();
     let none = empty.path().join("none.db");
     let out = acp(&[
+        "admin",
         "backup",
         &file_arg,
         "--database-url",
@@ -439,7 +441,7 @@ async fn backup_refuses_what_it_should_not_write() {
     assert!(!file.exists());
 
     // Text output: what was written, and what the master key has to do with it.
-    let out = acp(&["backup", &file_arg, "--database-url", &db.url]).await;
+    let out = acp(&["admin", "backup", &file_arg, "--database-url", &db.url]).await;
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
     assert!(text.contains(&format!("to `{file_arg}`")), "{text}");
@@ -451,11 +453,12 @@ async fn backup_refuses_what_it_should_not_write() {
     let first = std::fs::read(&file).unwrap();
 
     // FILE exists: refused without --force, the file as it was.
-    let out = acp(&["backup", &file_arg, "--database-url", &db.url]).await;
+    let out = acp(&["admin", "backup", &file_arg, "--database-url", &db.url]).await;
     assert_refused(&out, "exists: pass --force to replace it");
     assert_eq!(std::fs::read(&file).unwrap(), first);
     let made = json_of(
         &acp(&[
+            "admin",
             "backup",
             &file_arg,
             "--force",
@@ -470,13 +473,22 @@ async fn backup_refuses_what_it_should_not_write() {
     assert_eq!(integrity(&file).await, ["ok"]);
 
     // Not into the database itself, nor onto a folder or into one that is not there.
-    let out = acp(&["backup", &path, "--force", "--database-url", &db.url]).await;
+    let out = acp(&[
+        "admin",
+        "backup",
+        &path,
+        "--force",
+        "--database-url",
+        &db.url,
+    ])
+    .await;
     assert_refused(&out, "is the database itself");
     let folder_arg = folder.display().to_string();
-    let out = acp(&["backup", &folder_arg, "--database-url", &db.url]).await;
+    let out = acp(&["admin", "backup", &folder_arg, "--database-url", &db.url]).await;
     assert_refused(&out, "is a folder");
     let nowhere = folder.join("no-such-folder").join("b.db");
     let out = acp(&[
+        "admin",
         "backup",
         &nowhere.display().to_string(),
         "--database-url",
@@ -488,6 +500,7 @@ async fn backup_refuses_what_it_should_not_write() {
 
     // Postgres: its own tool, named with the docs.
     let out = acp(&[
+        "admin",
         "backup",
         &file_arg,
         "--force",
@@ -503,10 +516,10 @@ async fn backup_refuses_what_it_should_not_write() {
     );
 
     // One output flag; and the database is found as the other admin commands find it.
-    let out = acp(&["backup", &file_arg, "--output", "xml"]).await;
+    let out = acp(&["admin", "backup", &file_arg, "--output", "xml"]).await;
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("invalid value 'xml' for '--output"));
-    let help = stdout(&acp(&["backup", "--help"]).await);
+    let help = stdout(&acp(&["admin", "backup", "--help"]).await);
     assert!(
         help.contains("--database-url") && help.contains("--force"),
         "{help}"
@@ -516,6 +529,7 @@ async fn backup_refuses_what_it_should_not_write() {
     std::fs::write(&config, format!("database_url = \"{}\"\n", db.url)).unwrap();
     let made = json_of(
         &acp(&[
+            "admin",
             "backup",
             &backups.path().join("c.db").display().to_string(),
             "--config",
@@ -537,6 +551,7 @@ async fn restore_refuses_what_it_cannot_put_back_and_changes_nothing() {
     let good = backups.path().join("good.db");
     json_of(
         &acp(&[
+            "admin",
             "backup",
             &good.display().to_string(),
             "--database-url",
@@ -552,6 +567,7 @@ async fn restore_refuses_what_it_cannot_put_back_and_changes_nothing() {
         let url = db.url.clone();
         async move {
             acp(&[
+                "admin",
                 "restore",
                 &file.display().to_string(),
                 "--database-url",
@@ -625,6 +641,7 @@ async fn restore_refuses_what_it_cannot_put_back_and_changes_nothing() {
     // Another master key: its sealed signing key does not open, nothing is replaced.
     let out = acp_with_key(
         &[
+            "admin",
             "restore",
             &good.display().to_string(),
             "--database-url",
@@ -638,6 +655,7 @@ async fn restore_refuses_what_it_cannot_put_back_and_changes_nothing() {
 
     // Postgres: pg_restore, named with the docs.
     let out = acp(&[
+        "admin",
         "restore",
         &good.display().to_string(),
         "--database-url",
@@ -656,6 +674,7 @@ async fn restore_refuses_what_it_cannot_put_back_and_changes_nothing() {
 
     // And the good one restores, --no-keep leaving no copy of the replaced database.
     let out = acp(&[
+        "admin",
         "restore",
         &good.display().to_string(),
         "--database-url",
@@ -686,9 +705,9 @@ async fn on_postgres_both_commands_point_to_pg_dump() {
     stop(&mut server).await;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("b.db").display().to_string();
-    let out = acp(&["backup", &file, "--database-url", &db.url]).await;
+    let out = acp(&["admin", "backup", &file, "--database-url", &db.url]).await;
     assert_refused(&out, "back up Postgres with `pg_dump`");
-    let out = acp(&["restore", &file, "--database-url", &db.url]).await;
+    let out = acp(&["admin", "restore", &file, "--database-url", &db.url]).await;
     assert_refused(&out, "docs/operations.md");
     assert!(folder_names(dir.path()).is_empty());
     db.drop_database().await;
@@ -701,7 +720,7 @@ fn inode(path: &Path) -> (u64, u64) {
     (m.dev(), m.ino())
 }
 
-/// `acp backup --force` onto the files of a running server's database, or anywhere in its
+/// `acp admin backup --force` onto the files of a running server's database, or anywhere in its
 /// folder, is refused however the target is spelled: relative (`./`, `../`), through a symbolic
 /// link to the file or to the folder, or as a hard link to it. Replacing the write-ahead log
 /// loses acknowledged writes; replacing the lock file lets a restore run beside the server.
@@ -736,7 +755,14 @@ async fn backup_refuses_the_databases_own_files_under_every_spelling() {
         async move {
             acp_in(
                 &dir,
-                &["backup", &target, "--force", "--database-url", &url],
+                &[
+                    "admin",
+                    "backup",
+                    &target,
+                    "--force",
+                    "--database-url",
+                    &url,
+                ],
             )
             .await
         }

@@ -69,10 +69,11 @@ async fn each_command_shows_only_its_own_flags() {
     let dir = tempfile::tempdir().unwrap();
     let commands: &[&[&str]] = &[
         &["serve"],
-        &["workspace", "create"],
-        &["workspace", "add-member"],
-        &["api-key", "create"],
-        &["outbox", "list"],
+        &["admin", "workspace", "create"],
+        &["admin", "workspace", "list"],
+        &["admin", "add-member"],
+        &["admin", "api-key", "create"],
+        &["admin", "outbox", "list"],
         &["healthcheck"],
         &["openapi"],
         &["policy", "validate"],
@@ -80,8 +81,11 @@ async fn each_command_shows_only_its_own_flags() {
         &["policy", "compile"],
         &["policy", "test"],
         &["sync"],
-        &["keys", "rotate"],
-        &["keys", "list"],
+        &["admin", "keys", "rotate"],
+        &["admin", "keys", "list"],
+        &["admin", "vault", "rewrap"],
+        &["admin", "backup"],
+        &["admin", "restore"],
     ];
     for command in commands {
         let out = run_in(dir.path(), &[*command, &["--help"]].concat()).await;
@@ -96,7 +100,7 @@ async fn each_command_shows_only_its_own_flags() {
         ] {
             assert_eq!(help.contains(flag), serve, "{command:?} and {flag}: {help}");
         }
-        let admin = matches!(command[0], "workspace" | "api-key" | "outbox" | "keys");
+        let admin = command[0] == "admin";
         assert_eq!(
             help.contains("--database-url"),
             admin || serve,
@@ -125,19 +129,20 @@ async fn each_command_shows_only_its_own_flags() {
 
 /// The commands that work on the database directly (never through the server).
 const ADMIN_COMMANDS: &[&[&str]] = &[
-    &["outbox", "list"],
-    &["workspace", "create", "team"],
+    &["admin", "outbox", "list"],
+    &["admin", "workspace", "create", "team"],
+    &["admin", "workspace", "list"],
     &[
-        "workspace",
+        "admin",
         "add-member",
         "--workspace",
         "ws_x",
         "--email",
         "a@example.com",
     ],
-    &["api-key", "create", "--workspace", "ws_x"],
-    &["keys", "list"],
-    &["keys", "rotate"],
+    &["admin", "api-key", "create", "--workspace", "ws_x"],
+    &["admin", "keys", "list"],
+    &["admin", "keys", "rotate"],
 ];
 
 #[tokio::test]
@@ -327,7 +332,14 @@ async fn admin_commands_never_set_up_a_postgres_database() {
     let db = TestDb::new(Engine::Postgres).await;
     let out = run_in(
         dir.path(),
-        &["workspace", "create", "team", "--database-url", &db.url],
+        &[
+            "admin",
+            "workspace",
+            "create",
+            "team",
+            "--database-url",
+            &db.url,
+        ],
     )
     .await;
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
@@ -747,7 +759,7 @@ both_engines! {
         let (code, stderr) = refused_start(dir.path(), &app.db_url, &[("ACP_MASTER_KEY", OTHER_MASTER_KEY)]).await;
         assert_eq!(code, Some(1), "{stderr}");
         assert!(stderr.contains("sealed item(s) this master key cannot open (first: the JWT signing key `acp-"), "{stderr}");
-        assert!(stderr.contains("acp vault rewrap --from-key OLD_KEY"), "{stderr}");
+        assert!(stderr.contains("acp admin vault rewrap --from-key OLD_KEY"), "{stderr}");
         assert_eq!(sealed_state(&app.db_url).await, before, "nothing was written");
 
         // The JWT key sealed again with the other key, the sink's secret not: still refused.
@@ -769,13 +781,13 @@ both_engines! {
         assert!(stderr.contains(&format!("(first: the signing secret of audit sink `{sink_id}`)")), "{stderr}");
         assert_eq!(sealed_state(&app.db_url).await, before, "nothing was written");
 
-        // `acp restore` checks the sinks' secrets of a backup too (SQLite: Postgres has pg_dump).
+        // `acp admin restore` checks the sinks' secrets of a backup too (SQLite: Postgres has pg_dump).
         if app.db_url.starts_with("sqlite:") {
             let backup = dir.path().join("b.db").display().to_string();
-            let out = run_in(dir.path(), &["backup", &backup, "--database-url", &app.db_url]).await;
+            let out = run_in(dir.path(), &["admin", "backup", &backup, "--database-url", &app.db_url]).await;
             assert!(out.status.success(), "{}", text(&out));
             let target = format!("sqlite:{}", dir.path().join("restored").join("acp.db").display());
-            let out = acp_in(dir.path()).args(["restore", &backup, "--database-url", &target])
+            let out = acp_in(dir.path()).args(["admin", "restore", &backup, "--database-url", &target])
                 .env("ACP_MASTER_KEY", OTHER_MASTER_KEY).output().await.unwrap();
             assert_eq!(out.status.code(), Some(1), "{}", text(&out));
             assert!(text(&out).contains(&format!("does not open the signing secret of audit sink `{sink_id}`")), "{}", text(&out));

@@ -492,7 +492,11 @@ async fn the_outbox_keeps_mail_for_a_laptop_without_a_mail_server() {
         .await
         .unwrap();
     assert_eq!(res.status(), 202);
-    let outbox = run_cli(&app.db_url, &["outbox", "list", "--output", "json"]).await;
+    let outbox = run_cli(
+        &app.db_url,
+        &["admin", "outbox", "list", "--output", "json"],
+    )
+    .await;
     let text = outbox["items"][0]["text"].as_str().unwrap();
     assert_eq!(outbox["items"][0]["to"], json!(["dev@example.com"]));
     let link = text
@@ -517,7 +521,7 @@ async fn the_outbox_keeps_mail_for_a_laptop_without_a_mail_server() {
 
 both_engines! {
     async fn a_workspace_created_with_an_owner_has_that_owner(app) {
-        let made = run_cli(&app.db_url, &["workspace", "create", "team", "--owner", "Lead@Example.com", "--output", "json"]).await;
+        let made = run_cli(&app.db_url, &["admin", "workspace", "create", "team", "--owner", "Lead@Example.com", "--output", "json"]).await;
         let ws = made["workspace"]["workspace_id"].as_str().unwrap().to_owned();
         assert_eq!(made["workspace"]["owner"], "lead@example.com");
         let lead = app.login("lead@example.com").await;
@@ -525,7 +529,7 @@ both_engines! {
         assert_eq!(s, 200, "{me}");
         assert_eq!(me["workspaces"][0]["workspace_id"], ws.as_str(), "{me}");
         assert_eq!(me["workspaces"][0]["role"], "owner", "{me}");
-        let key = run_cli(&app.db_url, &["api-key", "create", "--workspace", &ws, "--output", "json"]).await;
+        let key = run_cli(&app.db_url, &["admin", "api-key", "create", "--workspace", &ws, "--output", "json"]).await;
         let key = key["api_key"]["key"].as_str().unwrap();
         let (_, events) = status_json(app.get_as(key, "/v1/workspace/audit/events?event_type=membership.granted").await).await;
         assert_eq!(events["items"].as_array().map(Vec::len), Some(1), "{events}");

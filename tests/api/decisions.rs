@@ -430,7 +430,7 @@ both_engines! {
         let out = dry(spec(&agent.id, 600.0), json!({})).await;
         assert_eq!((out["diff"]["impact"]["read"].as_u64(), out["diff"]["impact"]["skipped"].as_u64()), (Some(11), Some(1)));
 
-        // The CLI gates CI on it: exit 4 when the impact matches, 2 when it does not.
+        // The CLI gates CI on it: exit 7 when the impact matches, 2 when it does not.
         let (_, pat) = status_json(owner.post("/v1/auth/tokens", &json!({"name": "ci"})).await).await;
         let token = pat["token"].as_str().unwrap().to_owned();
         let dir = tempfile::tempdir().unwrap();
@@ -448,14 +448,14 @@ both_engines! {
             }
         };
         let (code, out) = sync(spec(&agent.id, 600.0), vec!["--dry-run", "--fail-on-impact", "more-permissive"]).await;
-        assert_eq!(code, Some(4), "{out}");
+        assert_eq!(code, Some(7), "{out}");
         assert!(out.contains("challenge -> allow: 1"), "{out}");
         let (code, out) = sync(spec(&agent.id, 10.0), vec!["--dry-run", "--fail-on-impact", "more-permissive"]).await;
         assert_eq!(code, Some(2), "less permissive only: {out}");
         let (code, out) = sync(spec(&agent.id, 10.0), vec!["--dry-run", "--fail-on-impact", "any"]).await;
-        assert_eq!(code, Some(4), "{out}");
+        assert_eq!(code, Some(7), "{out}");
         let (code, out) = sync(spec(&agent.id, 600.0), vec!["--dry-run", "--fail-on", "more-permissive", "--impact-checks", "0"]).await;
-        assert_eq!(code, Some(4), "{out}");
+        assert_eq!(code, Some(7), "{out}");
         assert!(out.contains("+ team refund when amount.USD in (100, 600]: challenge -> allow"), "{out}");
         let (code, out) = sync(spec(&agent.id, 10.0), vec!["--dry-run", "--fail-on", "more-permissive"]).await;
         assert_eq!(code, Some(2), "{out}");

@@ -283,7 +283,11 @@ async fn the_outbox_keeps_attachments(engine: Engine) {
         (200, Some("outbox")),
         "{sent}"
     );
-    let outbox = run_cli(&app.db_url, &["outbox", "list", "--output", "json"]).await;
+    let outbox = run_cli(
+        &app.db_url,
+        &["admin", "outbox", "list", "--output", "json"],
+    )
+    .await;
     let item = &outbox["items"][0];
     assert_eq!(item["to"], json!(["Jane Doe <jane@example.com>"]));
     assert_eq!(

@@ -283,7 +283,7 @@ async fn the_first_owner_comes_with_the_database(engine: Engine) {
     );
     assert!(
         all.contains(&format!(
-            "acp workspace add-member --workspace {ws} --email other@example.com --role owner"
+            "acp admin add-member --workspace {ws} --email other@example.com --role owner"
         )),
         "{all}"
     );

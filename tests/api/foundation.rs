@@ -43,7 +43,7 @@ both_engines! {
         assert!(key.starts_with("svc_test_"));
         let (s, body) = status_json(app.get_as(&key, "/v1/agents").await).await;
         assert_eq!(s, 200, "{body}");
-        let live = run_cli(&app.db_url, &["api-key", "create", "--workspace", &ws, "--live", "--output", "json"]).await;
+        let live = run_cli(&app.db_url, &["admin", "api-key", "create", "--workspace", &ws, "--live", "--output", "json"]).await;
         let live_key = live["api_key"]["key"].as_str().unwrap();
         assert!(live_key.starts_with("svc_live_"));
         // The key is accepted as a bearer token too, and its creation is audited without it.
@@ -55,7 +55,7 @@ both_engines! {
         assert!(!text.contains(live_key) && !text.contains(&key));
         // A workspace that does not exist is refused.
         let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_acp"))
-            .args(["api-key", "create", "--workspace", "ws_nope", "--database-url", &app.db_url])
+            .args(["admin", "api-key", "create", "--workspace", "ws_nope", "--database-url", &app.db_url])
             .output().await.unwrap();
         assert!(!out.status.success());
         assert!(String::from_utf8_lossy(&out.stderr).contains("no workspace"));

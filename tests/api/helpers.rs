@@ -260,7 +260,7 @@ impl TestApp {
     pub async fn other_workspace(&self) -> (String, String) {
         let ws = run_cli(
             &self.db_url,
-            &["workspace", "create", "other", "--output", "json"],
+            &["admin", "workspace", "create", "other", "--output", "json"],
         )
         .await;
         let ws_id = ws["workspace"]["workspace_id"]
@@ -270,6 +270,7 @@ impl TestApp {
         let key = run_cli(
             &self.db_url,
             &[
+                "admin",
                 "api-key",
                 "create",
                 "--workspace",
@@ -569,7 +570,7 @@ impl TestApp {
     pub async fn grant(&self, workspace_id: &str, email: &str, role: &str) {
         let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_acp"))
             .args([
-                "workspace",
+                "admin",
                 "add-member",
                 "--database-url",
                 &self.db_url,

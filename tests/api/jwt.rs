@@ -92,15 +92,15 @@ both_engines! {
         // published so the old token still verifies.
         let old_kid = decode_header(&token).unwrap().kid.unwrap();
         let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_acp"))
-            .args(["keys", "rotate", "--database-url", &app.db_url])
+            .args(["admin", "keys", "rotate", "--database-url", &app.db_url])
             .env("ACP_MASTER_KEY", TEST_MASTER_KEY)
             .output().await.unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let listed = run_cli(&app.db_url, &["keys", "list", "--output", "json"]).await;
+        let listed = run_cli(&app.db_url, &["admin", "keys", "list", "--output", "json"]).await;
         // With another master key than the one that sealed the keys, rotating is refused:
         // the servers could not open the new key.
         let wrong = tokio::process::Command::new(env!("CARGO_BIN_EXE_acp"))
-            .args(["keys", "rotate", "--database-url", &app.db_url])
+            .args(["admin", "keys", "rotate", "--database-url", &app.db_url])
             .env("ACP_MASTER_KEY", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=")
             .output().await.unwrap();
         assert!(!wrong.status.success());

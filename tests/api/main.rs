@@ -25,6 +25,7 @@ mod browser_vault;
 #[cfg(acp_browser)]
 mod browser_workspace;
 mod cli;
+mod cli_shape;
 mod consistency;
 mod console_credentials;
 mod console_vault;

@@ -341,9 +341,10 @@ async fn the_sync_cli_has_exit_codes_for_ci() {
         (code, parsed["response"]["diff"]["changed"].as_bool()),
         (0, Some(false))
     );
+    // A credential that is not valid is exit 4, as for every command.
     let (code, _, err) = acp_sync(&[file, "--server", &app.base, "--token", "svc_pat_wrong"]).await;
-    assert_eq!(code, 1);
-    assert!(err.contains("invalid_token"), "{err}");
+    assert_eq!(code, 4, "{err}");
+    assert!(err.contains("(code: invalid_token)"), "{err}");
     // The server's spec errors are shown where they are written in the file.
     let bad = dir.path().join("bad.yaml");
     std::fs::write(&bad, "reusable_policy_blocks:\n  ops: { actions: { allow: [read] } }\nbindings:\n  - { group: team, blocks: [nope] }\n").unwrap();

@@ -98,7 +98,7 @@ both_engines! {
         assert_answered(check(&app, &agent.id).await).await;
 
         // A key made with the admin command carries its rate too.
-        let made = run_cli(&app.db_url, &["api-key", "create", "--workspace", &app.workspace_id, "--rate-limit", "7", "--output", "json"]).await;
+        let made = run_cli(&app.db_url, &["admin", "api-key", "create", "--workspace", &app.workspace_id, "--rate-limit", "7", "--output", "json"]).await;
         assert_eq!(made["api_key"]["rate_limit"], 7, "{made}");
         let (_, listed) = status_json(owner.get("/v1/workspace/api-keys").await).await;
         let id = made["api_key"]["key_id"].as_str().unwrap();

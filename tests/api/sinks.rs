@@ -198,7 +198,7 @@ async fn login_from_outbox(
         .await
         .unwrap();
     assert_eq!(res.status(), 202);
-    let outbox = run_cli(db_url, &["outbox", "list", "--output", "json"]).await;
+    let outbox = run_cli(db_url, &["admin", "outbox", "list", "--output", "json"]).await;
     let text = outbox["items"][0]["text"].as_str().unwrap().to_owned();
     let link = text
         .split_whitespace()
@@ -274,6 +274,7 @@ async fn every_event_arrives_in_order(engine: Engine) {
     let made = run_cli(
         &db.url,
         &[
+            "admin",
             "workspace",
             "create",
             "streamed",
@@ -290,7 +291,15 @@ async fn every_event_arrives_in_order(engine: Engine) {
         .to_owned();
     let key = run_cli(
         &db.url,
-        &["api-key", "create", "--workspace", &ws, "--output", "json"],
+        &[
+            "admin",
+            "api-key",
+            "create",
+            "--workspace",
+            &ws,
+            "--output",
+            "json",
+        ],
     )
     .await;
     let key = key["api_key"]["key"].as_str().unwrap().to_owned();

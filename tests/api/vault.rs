@@ -1,6 +1,6 @@
 //! The vault's administration (CONTRACT section 11): secret sets sealed at rest with envelope
 //! encryption, their versions, lifecycle and grants; the master-key check at start and
-//! `acp vault rewrap`. On both engines.
+//! `acp admin vault rewrap`. On both engines.
 
 use serde_json::{json, Value};
 
@@ -235,11 +235,11 @@ both_engines! {
             acp::app::App::build(config)
         };
         let refused = start(new_key).await.err().expect("refused").to_string();
-        assert!(refused.contains("vault") && refused.contains("acp vault rewrap"), "{refused}");
+        assert!(refused.contains("vault") && refused.contains("acp admin vault rewrap"), "{refused}");
 
         // Re-wrapped with the new key: the server starts, and the old key is refused.
         let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_acp"))
-            .args(["vault", "rewrap", "--output", "json"])
+            .args(["admin", "vault", "rewrap", "--output", "json"])
             .env("ACP_DATABASE_URL", &db_url)
             .env("ACP_MASTER_KEY", new_key)
             .env("ACP_OLD_MASTER_KEY", TEST_MASTER_KEY)

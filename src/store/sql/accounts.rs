@@ -479,6 +479,104 @@ impl AccountStore for SqlStore {
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
+    async fn all_workspaces(&self) -> Result<Vec<Workspace>, StoreError> {
+        let rows =
+            sqlx::query("SELECT id, name, created_at FROM workspaces ORDER BY created_at, id")
+                .fetch_all(&self.read)
+                .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            out.push(Workspace {
+                id: row.try_get("id")?,
+                name: row.try_get("name")?,
+                created_at: row.try_get("created_at")?,
+            });
+        }
+        Ok(out)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn actor_names(
+        &self,
+        workspace_id: &str,
+        users: &[String],
+        keys: &[String],
+        agents: &[String],
+    ) -> Result<Vec<ActorName>, StoreError> {
+        // One statement per chunk of ids (a page has at most a few hundred actors; an export's
+        // up to 10,000 events stay under every engine's limit of bound values this way).
+        const CHUNK: usize = 300;
+        let ids: Vec<(&str, &String)> = users
+            .iter()
+            .map(|id| ("user", id))
+            .chain(keys.iter().map(|id| ("api_key", id)))
+            .chain(agents.iter().map(|id| ("agent", id)))
+            .collect();
+        let mut out = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(CHUNK) {
+            let mut parts = Vec::new();
+            let mut args: Vec<&str> = Vec::new();
+            for (kind, select, in_workspace) in [
+                (
+                    "user",
+                    "SELECT 'user' AS kind, id, email AS name, CAST(NULL AS TEXT) AS last_four \
+                     FROM users WHERE",
+                    false,
+                ),
+                (
+                    "api_key",
+                    "SELECT 'api_key' AS kind, id, name, last_four FROM api_keys WHERE",
+                    true,
+                ),
+                (
+                    "agent",
+                    "SELECT 'agent' AS kind, id, name, CAST(NULL AS TEXT) AS last_four \
+                     FROM agents WHERE",
+                    true,
+                ),
+            ] {
+                let of_kind: Vec<&str> = chunk
+                    .iter()
+                    .filter(|(k, _)| *k == kind)
+                    .map(|(_, id)| id.as_str())
+                    .collect();
+                if of_kind.is_empty() {
+                    continue;
+                }
+                let mut part = select.to_owned();
+                if in_workspace {
+                    args.push(workspace_id);
+                    part.push_str(&format!(" workspace_id = ${} AND", args.len()));
+                }
+                let mut placeholders = Vec::with_capacity(of_kind.len());
+                for id in of_kind {
+                    args.push(id);
+                    placeholders.push(format!("${}", args.len()));
+                }
+                part.push_str(&format!(" id IN ({})", placeholders.join(", ")));
+                parts.push(part);
+            }
+            if parts.is_empty() {
+                continue;
+            }
+            let sql = parts.join(" UNION ALL ");
+            let mut query = sqlx::query(&sql);
+            for arg in &args {
+                query = query.bind(*arg);
+            }
+            for row in query.fetch_all(&self.read).await? {
+                out.push(ActorName {
+                    kind: row.try_get("kind")?,
+                    id: row.try_get("id")?,
+                    name: row.try_get("name")?,
+                    last_four: row.try_get("last_four")?,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn require_member_approval(&self, workspace_id: &str) -> Result<bool, StoreError> {
         let row = sqlx::query(
             "SELECT require_member_approval FROM workspace_settings WHERE workspace_id = $1",

@@ -25,7 +25,7 @@ use super::{sqlite_file, SQLITE_MIGRATIONS};
 #[derive(Debug, thiserror::Error)]
 pub enum BackupError {
     #[error(
-        "`acp backup` and `acp restore` copy SQLite databases; back up Postgres with `pg_dump` and \
+        "`acp admin backup` and `acp admin restore` copy SQLite databases; back up Postgres with `pg_dump` and \
          restore it with `pg_restore` as docs/operations.md (Backup and restore) describes"
     )]
     NotSqlite,
@@ -82,7 +82,7 @@ pub enum BackupError {
     UnfinishedMigration { path: PathBuf, version: i64 },
     #[error(
         "`{0}-wal` is beside `{0}`: it is a live database with a write-ahead log, not a backup \
-         (make one with `acp backup`)"
+         (make one with `acp admin backup`)"
     )]
     LiveDatabase(PathBuf),
     #[error(
@@ -91,7 +91,7 @@ pub enum BackupError {
     )]
     InUse { db: PathBuf, lock: PathBuf },
     #[error(
-        "the database `{db}` is being restored (`acp restore` holds `{lock}`): try again when it \
+        "the database `{db}` is being restored (`acp admin restore` holds `{lock}`): try again when it \
          has finished"
     )]
     Restoring { db: PathBuf, lock: PathBuf },

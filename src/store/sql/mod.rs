@@ -96,7 +96,7 @@ pub struct SqlStore {
     /// connections come from the pool (which tests them) for each write.
     held: Option<Mutex<Option<PoolConnection<Any>>>>,
     /// SQLite: a shared lock on the database's lock file while the store is open, so that
-    /// `acp restore` never replaces a database in use (see `backup.rs`).
+    /// `acp admin restore` never replaces a database in use (see `backup.rs`).
     _lock: Option<backup::DatabaseLock>,
 }
 
