@@ -372,6 +372,7 @@ pub async fn metrics(
         }
     }
     ctx.store.report_pools();
+    observe::process();
     Ok((
         [(
             header::CONTENT_TYPE,
