@@ -34,6 +34,7 @@ mod dashboard;
 mod decisions;
 mod egress;
 mod email;
+mod first_start;
 mod foundation;
 mod isolation;
 mod jwt;
