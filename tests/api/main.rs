@@ -32,6 +32,7 @@ mod console_workspace;
 mod credentials;
 mod dashboard;
 mod decisions;
+mod deploy;
 mod egress;
 mod email;
 mod first_start;
