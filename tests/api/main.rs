@@ -27,6 +27,7 @@ mod browser_workspace;
 mod cli;
 mod consistency;
 mod console_credentials;
+mod console_links;
 mod console_vault;
 mod console_workspace;
 mod credentials;
