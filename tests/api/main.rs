@@ -21,6 +21,8 @@ mod browser;
 #[cfg(acp_browser)]
 mod browser_credentials;
 #[cfg(acp_browser)]
+mod browser_phone;
+#[cfg(acp_browser)]
 mod browser_vault;
 #[cfg(acp_browser)]
 mod browser_workspace;
