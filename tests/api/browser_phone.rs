@@ -108,6 +108,26 @@ async fn every_console_page_fits_a_phone() {
         agent
     };
 
+    // An agent that registered without a workspace, asking to be claimed.
+    let mut stray = TestAgent::new();
+    stray.id = stray
+        .register(
+            &app,
+            None,
+            "stray_agent_with_a_very_long_name_asking_to_join_a_workspace",
+        )
+        .await;
+    assert_eq!(stray.attest_latest(&app).await.status(), 200);
+    let claim = ok(stray
+        .signed_post(
+            &app,
+            &format!("/v1/agents/{}/claim-code", stray.id),
+            &json!({}),
+        )
+        .await)
+    .await;
+    let claim_url = claim["claim_url"].as_str().unwrap().to_owned();
+
     // Two versions of a policy with refunds, minting and a long group name; checks that allow,
     // deny and ask.
     app.grant(&app.workspace_id, "owner@example.com", "owner")
@@ -132,6 +152,7 @@ async fn every_console_page_fits_a_phone() {
         .await)
     .await;
     let mut challenges = Vec::new();
+    let mut links = Vec::new();
     for amount in [400, 20, 5000, 700, 30] {
         let decided = ok(app
             .post(
@@ -143,6 +164,7 @@ async fn every_console_page_fits_a_phone() {
         .await;
         if let Some(id) = decided["challenge_id"].as_str() {
             challenges.push(id.to_owned());
+            links.push(decided["challenge"]["url"].as_str().unwrap().to_owned());
         }
     }
     assert_eq!(challenges.len(), 2);
@@ -351,6 +373,34 @@ async fn every_console_page_fits_a_phone() {
         .await;
     browser.element("#outcome").await;
     assert_fits(&browser, "the bench's decision").await;
+    // A new API key, shown once on the page that answers its form.
+    browser.open(&app.url("/dashboard/settings")).await;
+    browser
+        .type_into(
+            "#key-name",
+            "a_key_with_a_very_long_name_for_the_payments_gateway",
+        )
+        .await;
+    browser.click("#create-key-submit").await;
+    browser.element("#new-secret").await;
+    assert_fits(&browser, "a new API key").await;
+    // An agent's claim: its link's page, and the console's page for the pasted link.
+    browser.open(&claim_url).await;
+    browser.element("#agent-name").await;
+    assert_fits(&browser, "the claim link's page").await;
+    browser.open(&app.url("/dashboard/agents")).await;
+    browser
+        .execute(
+            "document.getElementById('claim-code').value = arguments[0]; document.getElementById('claim-code').form.submit();",
+            json!([claim_url]),
+        )
+        .await;
+    browser.element("#claim-form").await;
+    assert_fits(&browser, "the console's claim page").await;
+    // The approval link's page, as an approver opens it from the mail.
+    browser.open(&links[0]).await;
+    browser.element("#status").await;
+    assert_fits(&browser, "the approval link's page").await;
     browser.quit().await;
     app.stop().await;
 }
