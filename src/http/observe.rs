@@ -229,7 +229,7 @@ fn presented_credential(headers: &HeaderMap) -> &'static str {
     }
 }
 
-/// The error codes of a failed agent signature (CONTRACT section 2).
+/// The error codes of a failed agent signature (README, "Signing requests as an agent").
 const SIGNATURE_CODES: &[&str] = &[
     "missing_signature_headers",
     "timestamp_out_of_range",
