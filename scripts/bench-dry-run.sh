@@ -4,7 +4,7 @@
 # (SQLite in a temporary directory) with one agent in one group, CHECKS refunds and reads
 # recorded through `POST /v1/check/batch`, then RUNS dry runs of a changed spec that replay
 # them all, and RUNS that replay none (`impact_checks: 0`), interleaved. Prints each run's
-# time and the medians. docs/benchmarks.md, "Issue 24".
+# time and the medians. docs/benchmarks.md, "Batches, the dry run's analysis, and costs as data grows".
 #
 #   scripts/bench-dry-run.sh [SERVER_BINARY] [CHECKS] [RUNS]     (target/quick/acp, 10000, 7)
 #

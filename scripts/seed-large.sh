@@ -7,7 +7,7 @@
 #   scripts/seed-large.sh DATABASE_URL [AGENTS] [EVENTS] [GROUPS]
 #
 # Defaults: 100000 agents, 10000000 events, and as many groups (at most 10000) as the agents
-# after the first ten fill; GROUPS 0 installs no spec. The scale of issue 24 is
+# after the first ten fill; GROUPS 0 installs no spec. The scale docs/scale.md measured is
 # `scripts/seed-large.sh URL 1000000 10000000` (10,000 groups, 100,000 members). The spec's
 # installer is built with cargo's `quick` profile (SEED_PROFILE=dev for a debug build).
 #

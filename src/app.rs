@@ -290,7 +290,22 @@ impl App {
             );
         }
         let master_key = match new_key_file {
-            Some(file) => write_key_file(&file, master_key)?,
+            Some(file) => match write_key_file(&file, master_key)? {
+                KeyFile::Written(key) => key,
+                // Another server on this database wrote the file first: its key is the one,
+                // and it is checked like a key file found at start.
+                KeyFile::Found(key) => {
+                    let sealed = crate::enforce::vault::sealed_keys(store.as_ref()).await?;
+                    if let Some(first) = crate::enforce::vault::unopened(&key, &sealed).first() {
+                        anyhow::bail!(
+                            "the key file `{}` written meanwhile by another server does not open \
+                             what the database holds sealed (first: {first}); this server wrote no key file",
+                            file.display()
+                        );
+                    }
+                    key
+                }
+            },
             None => master_key,
         };
         crate::enforce::jwt::ensure_key(store.as_ref(), &master_key)
@@ -645,31 +660,66 @@ fn read_key_file(file: &std::path::Path) -> std::io::Result<crate::secret::Maste
     })
 }
 
+/// What [`write_key_file`] did.
+enum KeyFile {
+    /// The new key is in the file now.
+    Written(crate::secret::MasterKey),
+    /// The file was there already (written by a server starting beside this one): its key.
+    Found(crate::secret::MasterKey),
+}
+
 /// Writes a new master key to its key file (mode 0600), never over one: if a replica starting
 /// beside this one wrote the file first, its key is answered instead.
+///
+/// The key is written whole to a temporary file beside it, synced, and then hard-linked to its
+/// name, which fails if the name exists: the key file never exists half written (a server that
+/// stopped midway, or one reading it at that moment, would find no key in it), and is never
+/// replaced.
 fn write_key_file(
     file: &std::path::Path,
     key: crate::secret::MasterKey,
-) -> anyhow::Result<crate::secret::MasterKey> {
+) -> anyhow::Result<KeyFile> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    let mut out = match std::fs::OpenOptions::new()
+    let folder = file
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    let name = file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let temporary = folder.join(format!(
+        ".{name}.{}-{}.tmp",
+        std::process::id(),
+        crate::secret::random_base62(8)
+    ));
+    let written = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
-        .open(file)
-    {
-        Ok(out) => out,
+        .open(&temporary)
+        .and_then(|mut out| {
+            out.write_all(key.to_base64().expose().as_bytes())?;
+            out.sync_all()
+        });
+    let linked = written.and_then(|()| std::fs::hard_link(&temporary, file));
+    let _ = std::fs::remove_file(&temporary);
+    match linked {
+        Ok(()) => {}
         Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
             return read_key_file(file)
+                .map(KeyFile::Found)
                 .with_context(|| format!("cannot read `{}`", file.display()));
         }
         Err(err) => return Err(err).with_context(|| format!("cannot create `{}`", file.display())),
-    };
-    out.write_all(key.to_base64().expose().as_bytes())?;
-    out.sync_all()?;
-    tracing::info!(path = %file.display(), "made the master key file (keep it with the database's backups)");
-    Ok(key)
+    }
+    // The new name is durable once the folder is.
+    if let Ok(dir) = std::fs::File::open(folder) {
+        let _ = dir.sync_all();
+    }
+    tracing::info!(path = %file.display(), "made the master key file (back it up, apart from the database's backups)");
+    Ok(KeyFile::Written(key))
 }
 
 /// Compiles every stored policy once at start, so that checks find them ready.

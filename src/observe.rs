@@ -95,6 +95,18 @@ pub const SINK_LAG_SECONDS: &str = "acp_audit_sink_lag_seconds";
 pub const SINK_FAILURES: &str = "acp_audit_sink_consecutive_failures";
 /// Counter: rows removed by retention, by `table` (`audit_events`, `heartbeats`).
 pub const RETENTION_PRUNED: &str = "acp_retention_pruned_rows_total";
+/// Gauge, always 1: what this binary was built from, by `version`, `git_sha`, `profile` and
+/// `rustc`.
+pub const BUILD_INFO: &str = "acp_build_info";
+
+/// What this binary was built from (`build.rs`): the crate's version, the commit (`unknown`
+/// outside a git checkout), the Cargo profile and the compiler's version.
+pub const BUILD: [(&str, &str); 4] = [
+    ("version", env!("CARGO_PKG_VERSION")),
+    ("git_sha", env!("ACP_BUILD_GIT_SHA")),
+    ("profile", env!("ACP_BUILD_PROFILE")),
+    ("rustc", env!("ACP_BUILD_RUSTC")),
+];
 
 /// Bucket bounds of request-like durations, seconds.
 const DURATION_BUCKETS: &[f64] = &[
@@ -164,9 +176,30 @@ pub fn install(limits: LabelLimits) -> Option<&'static PrometheusHandle> {
                 }
             };
             describe();
+            let build: Vec<metrics::Label> = BUILD
+                .iter()
+                .map(|(name, value)| metrics::Label::new(*name, *value))
+                .collect();
+            gauge!(BUILD_INFO, build).set(1.0);
+            process_collector().describe();
+            process_collector().collect();
             Some(handle)
         })
         .as_ref()
+}
+
+/// The collector of the standard process metrics (`process_resident_memory_bytes`,
+/// `process_open_fds`, `process_cpu_seconds_total`, ...; on Linux read from `/proc/self`).
+fn process_collector() -> &'static metrics_process::Collector {
+    static COLLECTOR: OnceLock<metrics_process::Collector> = OnceLock::new();
+    COLLECTOR.get_or_init(metrics_process::Collector::default)
+}
+
+/// Reads the process metrics again (at each scrape: they are gauges of the moment).
+pub fn process() {
+    if HANDLE.get().and_then(Option::as_ref).is_some() {
+        process_collector().collect();
+    }
 }
 
 /// The metrics in the Prometheus text format (empty before [`install`]).
@@ -187,6 +220,11 @@ pub fn upkeep() {
 }
 
 fn describe() {
+    describe_gauge!(
+        BUILD_INFO,
+        Unit::Count,
+        "Always 1: the version, commit, Cargo profile and compiler this binary was built with"
+    );
     describe_counter!(
         HTTP_REQUESTS,
         Unit::Count,
@@ -723,5 +761,14 @@ mod tests {
             );
         }
         assert!(CACHE_ENTRIES.starts_with("acp_"));
+        assert!(BUILD_INFO.starts_with("acp_") && BUILD_INFO.ends_with("_info"));
+    }
+
+    #[test]
+    fn the_build_is_named() {
+        let labels: Vec<&str> = BUILD.iter().map(|(name, _)| *name).collect();
+        assert_eq!(labels, ["version", "git_sha", "profile", "rustc"]);
+        assert!(BUILD.iter().all(|(_, value)| !value.is_empty()));
+        assert_eq!(BUILD[0].1, env!("CARGO_PKG_VERSION"));
     }
 }

@@ -66,7 +66,7 @@ struct Line<'a> {
 }
 
 /// `base64(HMAC-SHA256(secret, "{timestamp}\n{nonce}\n{hex(sha256(body))}"))`: the feedback
-/// signature's message (CONTRACT §2), keyed with the sink's secret as given.
+/// signature's message, keyed with the sink's secret as given.
 pub fn signature(secret: &str, timestamp: &str, nonce: &str, body: &[u8]) -> String {
     // An HMAC takes a key of any length: `new_from_slice` cannot fail for it.
     let mut mac = match Hmac::<Sha256>::new_from_slice(secret.as_bytes()) {

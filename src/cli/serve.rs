@@ -81,11 +81,12 @@ pub async fn run(args: &ServeArgs) -> anyhow::Result<i32> {
             Some(key) => {
                 line("Its API key, shown this once (store it now):")?;
                 line("")?;
+                // The key's one appearance in the whole output: the example below names it by
+                // a variable, and no log line carries it.
                 line(format!("    {}", key.expose()))?;
                 line("")?;
                 line(format!(
-                    "Try it:  curl -s -H 'X-Service-Api-Key: {}' {base}/v1/agents",
-                    key.expose()
+                    "Try it:  export ACP_API_KEY=...   (the key above)\n         curl -s -H \"X-Service-Api-Key: $ACP_API_KEY\" {base}/v1/agents"
                 ))?;
             }
             None => line("Its API key is the one in ACP_BOOTSTRAP_API_KEY.")?,

@@ -1,4 +1,4 @@
-//! Who may do what (CONTRACT section 10): what each management request needs, which roles
+//! Who may do what: what each management request needs, which roles
 //! give it to people, and which scopes narrow an API key or a personal access token.
 //!
 //! Three kinds of caller act on a workspace: its API keys (machines), people (session cookie)

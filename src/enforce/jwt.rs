@@ -156,7 +156,7 @@ pub fn sign(key: &SigningKeyRecord, master: &MasterKey, claims: &Value) -> Resul
         .map_err(|e| format!("signing failed: {e}"))
 }
 
-/// The claims of a token minted for an agent (CONTRACT section 6).
+/// The claims of a token minted for an agent.
 pub struct Claims<'a> {
     pub issuer: &'a str,
     pub agent_id: &'a str,

@@ -2,7 +2,8 @@
 //! approval page shows them (the agent, the action, the values the deciding rules read, the
 //! reasons, the time left), each with approve and deny and an optional reason for the roles
 //! that decide (approver, admin, owner); members read the queue only. Below it the history of
-//! decided challenges, paged by cursor.
+//! decided challenges, paged by cursor. Each challenge has a page of its own (linked from
+//! the audit events that name it), with the same buttons while it is pending.
 //!
 //! A decision is a form posted with the session's CSRF token and goes through the same use
 //! case as `POST /v1/policy-challenges/{id}/decide`, audited with the person as actor.
@@ -60,6 +61,7 @@ struct PendingRow {
 }
 
 struct DecidedRow {
+    href: String,
     agent: String,
     agent_href: String,
     action: String,
@@ -192,6 +194,7 @@ async fn queue(
     let history = decided
         .into_iter()
         .map(|c| DecidedRow {
+            href: format!("{base}/dashboard/approvals/{}", c.challenge_id),
             agent: challenge::agent_label(&c.summary, &c.agent_id),
             agent_href: agent_href(&c),
             request: challenge::summary_lines(&c.summary)
@@ -215,6 +218,77 @@ async fn queue(
         first_href: cursor.map(|_| href(&base, None, limit_kept)),
         next_href: next.map(|c| href(&base, Some(&c), limit_kept)),
         done,
+        shell,
+    }))
+}
+
+#[derive(Template)]
+#[template(path = "challenge.html", config = "src/http/templates/askama.toml")]
+struct ChallengePage {
+    shell: Shell,
+    /// Whether the role may approve and deny, shown only while the challenge is pending.
+    can_decide: bool,
+    c: PolicyChallengeInfo,
+    agent: String,
+    agent_href: String,
+    policy_href: String,
+    /// The audit trail's events of the challenge's trace (its decision, its approval).
+    trace_href: String,
+    request: Vec<(String, String)>,
+    time_left: String,
+    decide_href: String,
+}
+
+/// One policy challenge: what was asked (the agent, the action, the policy, the values the
+/// deciding rules read, the reasons), its status and who decided it when, with approve and deny
+/// while it is pending (for the roles that decide), and a link to the audit events of its
+/// trace.
+#[utoipa::path(get, path = "/dashboard/approvals/{challenge_id}", tag = "dashboard",
+    params(("challenge_id" = String, Path)),
+    responses((status = 200, description = "HTML page of the challenge"), (status = 303, description = "not logged in: to /login"),
+        (status = 403, description = "HTML page: the role may not read challenges"),
+        (status = 404, description = "HTML page: `unknown_challenge`")))]
+#[tracing::instrument(level = "debug", skip_all)]
+pub async fn challenge_page(
+    State(ctx): State<SharedContext>,
+    headers: HeaderMap,
+    Path(challenge_id): Path<String>,
+) -> Response {
+    page_answer(
+        &ctx,
+        &headers,
+        None,
+        &[],
+        Section::Approvals,
+        async |principal| one_challenge(&ctx, principal, &challenge_id).await,
+    )
+    .await
+}
+
+async fn one_challenge(
+    ctx: &Context,
+    principal: &Principal,
+    challenge_id: &str,
+) -> Result<Response, ApiError> {
+    person_requires(principal, Need::ChallengesRead)?;
+    let (workspace_id, _) = principal.membership()?;
+    let c = approvals::status(ctx, &workspace_id, challenge_id).await?;
+    let shell = shell(ctx, principal, Section::Approvals).await?;
+    let base = shell.base.clone();
+    let now = now_ms();
+    let mut trace = form_urlencoded::Serializer::new(String::new());
+    trace.append_pair("trace_id", &c.trace_id);
+    Ok(render(&ChallengePage {
+        can_decide: c.status == "pending"
+            && person_requires(principal, Need::ChallengesDecide).is_ok(),
+        agent: challenge::agent_label(&c.summary, &c.agent_id),
+        agent_href: format!("{base}/dashboard/agents/{}", c.agent_id),
+        policy_href: format!("{base}/dashboard/policies/{}", c.policy_id),
+        trace_href: format!("{base}/dashboard/audit?{}", trace.finish()),
+        request: challenge::summary_lines(&c.summary),
+        time_left: time_left(parse_iso(&c.expires_at).unwrap_or(now), now),
+        decide_href: format!("{base}/dashboard/approvals/{}", c.challenge_id),
+        c,
         shell,
     }))
 }

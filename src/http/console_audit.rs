@@ -309,6 +309,51 @@ struct EventPage {
     details: String,
     agent_href: Option<String>,
     trace_href: Option<String>,
+    /// The policy challenge the event names: its id and its page.
+    challenge: Option<(String, String)>,
+    /// The policy's page, at the version the event names when it names one.
+    policy_href: Option<String>,
+    /// The policy version the event was decided under (from its details, or found by its hash).
+    policy_version: Option<i64>,
+    /// The policy's test bench, filled in with the event's recorded request.
+    bench_href: Option<String>,
+}
+
+/// The policy challenge an event names: a decision that raised or used one (`challenge_id`,
+/// `approval.challenge_id`), an approval (`challenge_id`). Only policy challenges (`pch_...`):
+/// an agent's attestation challenge has no page.
+fn named_challenge(details: &serde_json::Value) -> Option<&str> {
+    [
+        &details["challenge_id"],
+        &details["approval"]["challenge_id"],
+    ]
+    .into_iter()
+    .filter_map(serde_json::Value::as_str)
+    .find(|id| id.starts_with("pch_") && id.len() <= 200)
+}
+
+/// The version of `policy_id` an event was decided under: the `policy_version` its details
+/// record, else the version whose hash is the event's `policy_hash` (events that recorded no
+/// version). `None` for the built-in default (never synced) and a hash no version has.
+pub(super) async fn decided_version(
+    ctx: &Context,
+    workspace_id: &str,
+    event: &api::AuditEvent,
+    policy_id: &str,
+) -> Result<Option<i64>, ApiError> {
+    if let Some(version) = event.details["policy_version"].as_i64().filter(|v| *v > 0) {
+        return Ok(Some(version));
+    }
+    let Some(hash) = event.policy_hash.as_deref() else {
+        return Ok(None);
+    };
+    Ok(ctx
+        .store
+        .policy_versions(workspace_id, policy_id)
+        .await?
+        .into_iter()
+        .find(|v| v.hash == hash)
+        .map(|v| v.version))
 }
 
 /// One audit event: every field and its details.
@@ -345,7 +390,34 @@ async fn event_detail(
         })?;
     let shell = shell(ctx, principal, Section::Audit).await?;
     let base = &shell.base;
+    let challenge = person_requires(principal, Need::ChallengesRead)
+        .is_ok()
+        .then(|| named_challenge(&event.details))
+        .flatten()
+        .map(|id| (id.to_owned(), format!("{base}/dashboard/approvals/{id}")));
+    let policy = match event.policy_id.as_deref() {
+        Some(policy_id) if person_requires(principal, Need::PoliciesRead).is_ok() => Some((
+            policy_id,
+            decided_version(ctx, &workspace_id, &event, policy_id).await?,
+        )),
+        _ => None,
+    };
+    let policy_href = policy.map(|(id, version)| match version {
+        Some(v) => format!("{base}/dashboard/policies/{id}?version={v}"),
+        None => format!("{base}/dashboard/policies/{id}"),
+    });
+    let bench_href = policy
+        .filter(|_| event.event_type == "decision.check")
+        .map(|(id, _)| {
+            let mut query = form_urlencoded::Serializer::new(String::new());
+            query.append_pair("event", &event.event_id);
+            format!("{base}/dashboard/policies/{id}/test?{}", query.finish())
+        });
     Ok(render(&EventPage {
+        challenge,
+        policy_version: policy.and_then(|(_, v)| v),
+        policy_href,
+        bench_href,
         details: serde_json::to_string_pretty(&event.details).unwrap_or_default(),
         agent_href: event
             .agent_id

@@ -205,9 +205,19 @@ struct PolicyPage {
     spec_yaml: String,
     spec_json: String,
     versions: Vec<VersionRow>,
-    /// The two versions the diff form proposes (the previous and the current).
+    /// The two versions the diff form proposes (the previous and the current, or the version
+    /// shown and the current).
     diff_from: i64,
     done: Option<String>,
+    /// When the page shows an earlier version than the current one.
+    earlier: Option<EarlierVersion>,
+}
+
+/// An earlier version shown on the policy's page: the current version's number, and the diff
+/// from the one shown to it.
+struct EarlierVersion {
+    current: i64,
+    diff_href: String,
 }
 
 struct VersionRow {
@@ -249,12 +259,18 @@ async fn version_rows(
         .collect())
 }
 
+/// The `version` a policy page or the bench shows, when its query names one.
+const VERSION: &[(&str, i64, i64)] = &[("version", 1, i64::MAX)];
+
 /// A policy: its current spec (YAML and JSON), compiled Cedar, hash and versions, with the
-/// diff form and (for owners and admins) dry run and rollback.
+/// diff form and (for owners and admins) dry run and rollback; with `version`, that version's
+/// spec and Cedar instead (the audit trail links a decision to the version that made it).
 #[utoipa::path(get, path = "/dashboard/policies/{policy_id}", tag = "dashboard",
-    params(("policy_id" = String, Path), ("done" = Option<String>, Query, description = "`applied`, `unchanged` or `rolled_back`, for its notice")),
+    params(("policy_id" = String, Path), ("done" = Option<String>, Query, description = "`applied`, `unchanged` or `rolled_back`, for its notice"),
+        ("version" = Option<i64>, Query, description = "an earlier version to show (default: the current one)")),
     responses((status = 200, description = "HTML page of the policy"), (status = 303, description = "not logged in: to /login"),
-        (status = 403, description = "HTML page: the role may not read policies"), (status = 404, description = "HTML page: `unknown_policy`")))]
+        (status = 400, description = "HTML page: `invalid_version`"),
+        (status = 403, description = "HTML page: the role may not read policies"), (status = 404, description = "HTML page: `unknown_policy`, `unknown_version`")))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn policy_page(
     State(ctx): State<SharedContext>,
@@ -262,15 +278,21 @@ pub async fn policy_page(
     Path(policy_id): Path<String>,
     RawQuery(query): RawQuery,
 ) -> Response {
-    let principal = match page_person(&ctx, &headers, query.as_deref(), &[]).await {
+    let principal = match page_person(&ctx, &headers, query.as_deref(), VERSION).await {
         Ok(p) => p,
         Err(response) => return response,
     };
-    let done = query_pairs(query.as_deref())
-        .into_iter()
+    let pairs = query_pairs(query.as_deref());
+    let done = pairs
+        .iter()
         .find(|(k, _)| k == "done")
-        .and_then(|(_, v)| done_notice(&v));
-    let result = policy_detail(&ctx, &principal, &policy_id, done).await;
+        .and_then(|(_, v)| done_notice(v));
+    // Checked by `page_person`: a whole number of at least 1.
+    let version = pairs
+        .iter()
+        .find(|(k, _)| k == "version")
+        .and_then(|(_, v)| v.parse::<i64>().ok());
+    let result = policy_detail(&ctx, &principal, &policy_id, done, version).await;
     answer(&ctx, &principal, Section::Policies, result).await
 }
 
@@ -288,21 +310,35 @@ async fn policy_detail(
     principal: &Principal,
     policy_id: &str,
     done: Option<String>,
+    version: Option<i64>,
 ) -> Result<Response, ApiError> {
     let workspace_id = readable(principal)?;
-    let mut policy = sync::policy_detail(ctx, &workspace_id, policy_id, None).await?;
+    let current = sync::policy_detail(ctx, &workspace_id, policy_id, None).await?;
+    let shown = match version.filter(|v| *v != current.version) {
+        Some(v) => Some(sync::policy_detail(ctx, &workspace_id, policy_id, Some(v)).await?),
+        None => None,
+    };
     let shell = shell(ctx, principal, Section::Policies).await?;
-    let href = policy_href(&shell.base, &policy.policy_id);
-    let versions = version_rows(ctx, &workspace_id, &policy, &href).await?;
-    // The current version's author, as the version list names it.
+    let href = policy_href(&shell.base, &current.policy_id);
+    let versions = version_rows(ctx, &workspace_id, &current, &href).await?;
+    let earlier = shown.as_ref().map(|p| EarlierVersion {
+        current: current.version,
+        diff_href: format!("{href}/diff?from={}&to={}", p.version, current.version),
+    });
+    let mut policy = shown.unwrap_or(current);
+    // The shown version's author, as the version list names it.
     policy.author_name = versions
         .iter()
-        .find(|v| v.current)
+        .find(|v| v.version == policy.version)
         .map(|v| v.author.clone());
     Ok(render(&PolicyPage {
         spec_yaml: yaml_of(&policy.spec),
         spec_json: serde_json::to_string_pretty(&policy.spec).unwrap_or_default(),
-        diff_from: (policy.version - 1).max(1),
+        diff_from: match &earlier {
+            Some(_) => policy.version,
+            None => (policy.version - 1).max(1),
+        },
+        earlier,
         versions,
         policy,
         href,
@@ -929,6 +965,9 @@ struct BenchPage {
     risk_options: Vec<(&'static str, bool)>,
     errors: Vec<String>,
     decision: Option<BenchDecision>,
+    /// What the form was filled in from (an audit event, an earlier version), and what of the
+    /// recorded request it could not take.
+    notes: Vec<String>,
 }
 
 /// The bench's fields as written.
@@ -1054,42 +1093,162 @@ fn bench_page(
         form,
         errors,
         decision,
+        notes: Vec::new(),
         shell,
     }
 }
 
+/// The bench's fields filled in from a recorded decision (`decision.check`): the agent and the
+/// action, and from what its evaluation read (`details.input`) the agent's status, risk tier,
+/// metadata and labels, the context and the email facts. Answers notes on what the event did
+/// not keep (an input over the recorded size, or none at all) or the bench does not take (the
+/// agent's email counts).
+fn prefill_from_event(form: &mut BenchForm, event: &api::AuditEvent) -> Vec<String> {
+    let pretty = |value: &Value| serde_json::to_string_pretty(value).unwrap_or_default();
+    let mut notes = vec![format!(
+        "Filled in from the decision {} ({}): it answered {}{}.",
+        event.event_id,
+        event.created_at,
+        event.decision.as_deref().unwrap_or("nothing"),
+        if event.reason_codes.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", event.reason_codes.join(", "))
+        }
+    )];
+    form.agent_id = event.agent_id.clone().unwrap_or_default();
+    form.action = event.action.clone().unwrap_or_default();
+    let input = &event.details["input"];
+    if !input.is_object() {
+        notes.push(
+            "The event kept no request (it was recorded before decisions kept theirs): only the agent and the action are filled in."
+                .into(),
+        );
+        return notes;
+    }
+    if let Some(bytes) = input["bytes"]
+        .as_u64()
+        .filter(|_| input["omitted"].is_string())
+    {
+        notes.push(format!(
+            "The event did not keep its request ({bytes} bytes, over what a decision records): only the agent and the action are filled in."
+        ));
+        return notes;
+    }
+    let agent = &input["agent"];
+    if let Some(status) = agent["status"].as_str() {
+        form.status = status.to_owned();
+    }
+    if let Some(tier) = agent["risk_tier"].as_str() {
+        form.risk_tier = tier.to_owned();
+    }
+    for (field, value) in [
+        (&mut form.metadata, &agent["metadata"]),
+        (&mut form.labels, &agent["labels"]),
+        (&mut form.context, &input["context"]),
+    ] {
+        *field = if value.is_null() {
+            "{}".into()
+        } else {
+            pretty(value)
+        };
+    }
+    if !input["email"].is_null() {
+        form.email = pretty(&input["email"]);
+    }
+    if let Some([minute, day]) = input["sent"].as_array().map(Vec::as_slice) {
+        notes.push(format!(
+            "The policy read the agent's mail counts ({minute} in the minute, {day} in the day before); the bench counts none."
+        ));
+    }
+    notes
+}
+
 /// The test bench: a hand-written request (the agent's id, status, risk tier, metadata and
 /// labels, the action, the context and an optional email) to evaluate against the current policy
-/// or a draft. Every role that reads policies.
+/// or a draft. Every role that reads policies. With `event`, the form is filled in with what
+/// that recorded decision of this policy read (roles that read the audit trail), and the draft
+/// is the version that decided it when that is not the current one; with `version`, the draft
+/// is that version.
 #[utoipa::path(get, path = "/dashboard/policies/{policy_id}/test", tag = "dashboard",
-    params(("policy_id" = String, Path)),
+    params(("policy_id" = String, Path),
+        ("event" = Option<String>, Query, description = "a decision event (`decision.check`) of this policy to fill the form in from"),
+        ("version" = Option<i64>, Query, description = "an earlier version of the policy as the draft")),
     responses((status = 200, description = "HTML form"), (status = 303, description = "not logged in: to /login"),
-        (status = 403, description = "HTML page: the role may not read policies"), (status = 404, description = "HTML page: `unknown_policy`")))]
+        (status = 400, description = "HTML page: `invalid_version`, `invalid_event` (not a decision of this policy)"),
+        (status = 403, description = "HTML page: the role may not read policies (or, with `event`, the audit trail)"),
+        (status = 404, description = "HTML page: `unknown_policy`, `unknown_version`, `unknown_event`")))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn bench_form(
     State(ctx): State<SharedContext>,
     headers: HeaderMap,
     Path(policy_id): Path<String>,
+    RawQuery(query): RawQuery,
 ) -> Response {
-    let principal = match person(&ctx, &Method::GET, &headers).await {
+    let principal = match page_person(&ctx, &headers, query.as_deref(), VERSION).await {
         Ok(p) => p,
         Err(response) => return response,
     };
+    let pairs = query_pairs(query.as_deref());
+    let event_id = pairs
+        .iter()
+        .find(|(k, _)| k == "event")
+        .map(|(_, v)| v.trim().to_owned())
+        .filter(|v| !v.is_empty());
+    // Checked by `page_person`: a whole number of at least 1.
+    let version = pairs
+        .iter()
+        .find(|(k, _)| k == "version")
+        .and_then(|(_, v)| v.parse::<i64>().ok());
     let result = async {
         let workspace_id = readable(&principal)?;
         let policy = sync::policy_detail(&ctx, &workspace_id, &policy_id, None).await?;
-        let shell = shell(&ctx, &principal, Section::Policies).await?;
-        let form = BenchForm {
+        let mut form = BenchForm {
             draft: yaml_of(&policy.spec),
             ..BenchForm::default()
         };
-        Ok(render(&bench_page(
-            shell,
-            &policy.policy_id,
-            form,
-            Vec::new(),
-            None,
-        )))
+        let mut notes = Vec::new();
+        let mut version = version;
+        if let Some(event_id) = event_id {
+            person_requires(&principal, Need::AuditRead)?;
+            let event = crate::audit::summary::event(&ctx, &workspace_id, &event_id)
+                .await?
+                .ok_or_else(|| {
+                    ApiError::not_found("unknown_event", "no such audit event in this workspace")
+                })?;
+            if event.event_type != "decision.check"
+                || event.policy_id.as_deref() != Some(policy.policy_id.as_str())
+            {
+                return Err(ApiError::bad_request(
+                    "invalid_event",
+                    format!("the event is not a decision of {}", policy.policy_id),
+                ));
+            }
+            notes = prefill_from_event(&mut form, &event);
+            if version.is_none() {
+                version = super::console_audit::decided_version(
+                    &ctx,
+                    &workspace_id,
+                    &event,
+                    &policy.policy_id,
+                )
+                .await?;
+            }
+        }
+        if let Some(v) = version.filter(|v| *v != policy.version) {
+            let earlier = sync::policy_detail(&ctx, &workspace_id, &policy_id, Some(v)).await?;
+            form.draft = yaml_of(&earlier.spec);
+            form.against = "draft".into();
+            notes.push(format!(
+                "The draft is version {v} of the policy{}; choose the current policy (version {}) for today's answer.",
+                if notes.is_empty() { "" } else { ", the one that decided" },
+                policy.version
+            ));
+        }
+        let shell = shell(&ctx, &principal, Section::Policies).await?;
+        let mut page = bench_page(shell, &policy.policy_id, form, Vec::new(), None);
+        page.notes = notes;
+        Ok(render(&page))
     }
     .await;
     answer(&ctx, &principal, Section::Policies, result).await

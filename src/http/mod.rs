@@ -305,7 +305,10 @@ fn routes() -> OpenApiRouter<SharedContext> {
             console_policies::bench_run
         )) // GET, POST /dashboard/policies/{policy_id}/test
         .routes(routes!(console_approvals::approvals_page)) // GET /dashboard/approvals
-        .routes(routes!(console_approvals::decide)) // POST /dashboard/approvals/{challenge_id}
+        .routes(routes!(
+            console_approvals::challenge_page,
+            console_approvals::decide
+        )) // GET, POST /dashboard/approvals/{challenge_id}
         .routes(routes!(console_audit::audit_page)) // GET /dashboard/audit
         .routes(routes!(console_audit::export)) // GET /dashboard/audit/export
         .routes(routes!(console_audit::event_page)) // GET /dashboard/audit/{event_id}

@@ -5,7 +5,8 @@
 //! the request's trace context and opens a slot, task-local to the request, in which the
 //! authentication code notes who called ([`note_principal`]) and the check handler the
 //! decision's trace id ([`note_decision`]); after the handler it reads the slot, records the
-//! metrics and writes the line. No credential is ever written: only the kind of principal.
+//! metrics and writes the line, with the error code of an error answer (kept in the response's
+//! extensions where the error was rendered). No credential is ever written: only the kind of principal.
 
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -228,7 +229,7 @@ fn presented_credential(headers: &HeaderMap) -> &'static str {
     }
 }
 
-/// The error codes of a failed agent signature (CONTRACT section 2).
+/// The error codes of a failed agent signature (README, "Signing requests as an agent").
 const SIGNATURE_CODES: &[&str] = &[
     "missing_signature_headers",
     "timestamp_out_of_range",
@@ -248,6 +249,17 @@ fn static_code(response: &Response) -> &'static str {
         Some(_) => "other",
         None => "none",
     }
+}
+
+/// The stable code of an error answer (`{"error": CODE, ...}`), read from the response's
+/// extensions where the error was rendered ([`ApiError`]'s `into_response`), so the body is
+/// never parsed again. Borrowed: a successful answer carries no code and costs one failed
+/// lookup in an empty extension map, nothing allocated.
+fn error_code(response: &Response) -> Option<&str> {
+    response
+        .extensions()
+        .get::<ErrorCode>()
+        .map(|code| code.0.as_ref())
 }
 
 /// Wraps a request: its trace context and span, the slot for what the handler learns, then the
@@ -317,6 +329,7 @@ pub async fn observe(req: Request, next: Next) -> Response {
         principal = noted.principal.map_or("anonymous", PrincipalKind::as_str),
         workspace_id = noted.workspace_id.as_deref(),
         decision_trace_id = noted.decision_trace_id.as_deref(),
+        error_code = error_code(&response),
         "request"
     );
     if let Ok(value) = HeaderValue::from_str(&trace.header()) {
@@ -359,6 +372,7 @@ pub async fn metrics(
         }
     }
     ctx.store.report_pools();
+    observe::process();
     Ok((
         [(
             header::CONTENT_TYPE,

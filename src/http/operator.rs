@@ -1,4 +1,4 @@
-//! Who acts on a management endpoint (CONTRACT section 10): a workspace API key, or a person by
+//! Who acts on a management endpoint: a workspace API key, or a person by
 //! session cookie or personal access token; and whether they may do what the endpoint does.
 //!
 //! A handler names what it needs in its signature, `Authorized<needs::AgentsChange>`, so no

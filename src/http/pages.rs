@@ -57,6 +57,10 @@ pub fn error_page(ctx: &Context, err: ApiError) -> Response {
     if response.status().is_success() {
         *response.status_mut() = err.status;
     }
+    // For the access log line, as an API error's answer carries it.
+    response
+        .extensions_mut()
+        .insert(crate::error::ErrorCode(err.code.clone()));
     response
 }
 

@@ -30,8 +30,8 @@ pub fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
         .filter(|v| !v.is_empty())
 }
 
-/// The workspace a token's request names: the `X-Service-Workspace` header (CONTRACT section
-/// 10; `X-Service-Workspace-Id` is read too), else the `workspace_id` query parameter.
+/// The workspace a token's request names: the `X-Service-Workspace` header
+/// (`X-Service-Workspace-Id` is read too), else the `workspace_id` query parameter.
 pub fn named_workspace(headers: &HeaderMap, query: Option<&str>) -> Option<String> {
     let header = ["x-service-workspace", "x-service-workspace-id"]
         .iter()

@@ -137,6 +137,27 @@ async fn each_request_writes_one_json_access_line(engine: Engine) {
     assert_ne!(bad_trace, TRACE_ID);
     assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
 
+    // An error answer with a stable code: the line carries it (taken where the error was
+    // rendered), as does a refusal before any handler (an unknown route).
+    let res = client
+        .post(server.url("/v1/check"))
+        .header("X-Service-Api-Key", &app.key)
+        .header("x-request-id", "req-check-unknown")
+        .json(&json!({"agent_id": "agt_nobody", "action": "refund"}))
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = status_json(res).await;
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(body["error"], "unknown_agent", "{body}");
+    let res = client
+        .get(server.url("/v1/no-such-route"))
+        .header("x-request-id", "req-no-route")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::NOT_FOUND);
+
     // No traceparent at all: one is made.
     let res = client
         .get(server.url("/healthz"))
@@ -171,8 +192,15 @@ async fn each_request_writes_one_json_access_line(engine: Engine) {
     for line in &stderr {
         let parsed: Value =
             serde_json::from_str(line).unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}"));
-        for id in ["req-agent-get", "req-check", "req-bad-token", "req-health"] {
-            if line.contains(id) {
+        for id in [
+            "req-agent-get",
+            "req-check",
+            "req-bad-token",
+            "req-health",
+            "req-check-unknown",
+            "req-no-route",
+        ] {
+            if line.contains(&format!("\"{id}\"")) {
                 lines.entry(id).or_default().push(parsed.clone());
             }
         }
@@ -205,6 +233,10 @@ async fn each_request_writes_one_json_access_line(engine: Engine) {
     assert_eq!(get["principal"], "api_key");
     assert_eq!(get["workspace_id"], app.workspace_id);
     assert!(get.get("decision_trace_id").is_none(), "{get}");
+    assert!(
+        get.get("error_code").is_none(),
+        "a success has no code: {get}"
+    );
     assert!(!get.to_string().contains(&agent.id), "{get}");
 
     let check = line_of("req-check");
@@ -215,6 +247,7 @@ async fn each_request_writes_one_json_access_line(engine: Engine) {
     assert_eq!(check["decision_trace_id"], decision_trace);
     assert_eq!(check["principal"], "api_key");
     assert_eq!(check["workspace_id"], app.workspace_id);
+    assert!(check.get("error_code").is_none(), "{check}");
 
     let bad = line_of("req-bad-token");
     assert_eq!(bad["route"], "/v1/agents");
@@ -223,11 +256,23 @@ async fn each_request_writes_one_json_access_line(engine: Engine) {
     assert!(bad.get("parent_span_id").is_none(), "{bad}");
     assert_eq!(bad["principal"], "anonymous");
     assert!(bad.get("workspace_id").is_none(), "{bad}");
+    assert_eq!(bad["error_code"], "invalid_token", "{bad}");
+
+    let unknown = line_of("req-check-unknown");
+    assert_eq!(unknown["route"], "/v1/check");
+    assert_eq!(unknown["status"], 404);
+    assert_eq!(unknown["error_code"], "unknown_agent", "{unknown}");
+    assert_eq!(unknown["principal"], "api_key");
+
+    let no_route = line_of("req-no-route");
+    assert_eq!(no_route["route"], "unmatched");
+    assert_eq!(no_route["error_code"], "not_found", "{no_route}");
 
     let health = line_of("req-health");
     assert_eq!(health["route"], "/healthz");
     assert_eq!(health["trace_id"], health_trace);
     assert_eq!(health["principal"], "anonymous");
+    assert!(health.get("error_code").is_none(), "{health}");
 
     app.stop().await;
 }

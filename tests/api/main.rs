@@ -21,6 +21,8 @@ mod browser;
 #[cfg(acp_browser)]
 mod browser_credentials;
 #[cfg(acp_browser)]
+mod browser_phone;
+#[cfg(acp_browser)]
 mod browser_vault;
 #[cfg(acp_browser)]
 mod browser_workspace;
@@ -28,14 +30,17 @@ mod cli;
 mod cli_shape;
 mod consistency;
 mod console_credentials;
+mod console_links;
 mod console_vault;
 mod console_workspace;
 mod credentials;
 mod dashboard;
 mod decisions;
+mod deploy;
 mod egress;
 mod email;
 mod first_day;
+mod first_start;
 mod foundation;
 mod isolation;
 mod jwt;

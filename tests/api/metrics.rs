@@ -154,6 +154,93 @@ both_engines! {
     }
 }
 
+/// The labels of the one series of `metric`, as name-value pairs.
+fn only_series_labels(scrape: &Exposition, metric: &str) -> Vec<(String, String)> {
+    let family = scrape
+        .families
+        .get(metric)
+        .unwrap_or_else(|| panic!("no {metric}"));
+    let samples: Vec<_> = family.iter_samples().collect();
+    assert_eq!(samples.len(), 1, "one series of {metric}");
+    let set = samples[0].get_labelset().expect("labels");
+    family
+        .get_label_names()
+        .iter()
+        .map(|name| {
+            let value = set.get_label_value(name).unwrap_or_default().to_owned();
+            (name.clone(), value)
+        })
+        .collect()
+}
+
+both_engines! {
+    /// `acp_build_info` says what the binary was built from, and the standard process metrics
+    /// are read at each scrape (the test servers run in this process: they are its figures).
+    async fn the_build_and_the_process_are_in_the_metrics(app) {
+        let (scrape, _) = scrape(&app, None).await;
+
+        assert_eq!(scrape.families["acp_build_info"].family_type, PrometheusType::Gauge);
+        assert!(!scrape.families["acp_build_info"].help.is_empty());
+        assert_eq!(counter(&scrape, "acp_build_info", &[]), 1.0);
+        let labels: std::collections::HashMap<String, String> =
+            only_series_labels(&scrape, "acp_build_info").into_iter().collect();
+        assert_eq!(labels["version"], env!("CARGO_PKG_VERSION"), "{labels:?}");
+        // The commit the source is at (the build script ran again when HEAD moved).
+        let head = std::process::Command::new("git")
+            .args(["rev-parse", "HEAD"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .ok()
+            .filter(|out| out.status.success())
+            .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned());
+        match head {
+            Some(head) => assert_eq!(labels["git_sha"], head, "{labels:?}"),
+            None => assert_eq!(labels["git_sha"], "unknown", "{labels:?}"),
+        }
+        // The profile: the folder of target/ this test binary was built into (`debug`, ...).
+        let exe = std::env::current_exe().unwrap();
+        let profile = exe.parent().and_then(|deps| deps.parent()).and_then(|p| p.file_name()).unwrap();
+        assert_eq!(labels["profile"], profile.to_string_lossy(), "{labels:?}");
+        let rustc = &labels["rustc"];
+        assert!(
+            rustc.split('.').count() >= 3 && rustc.split('-').next().unwrap().split('.').all(|n| n.parse::<u32>().is_ok()),
+            "a compiler version: {labels:?}"
+        );
+
+        let gauge = |name: &str| -> f64 {
+            assert_eq!(scrape.families[name].family_type, PrometheusType::Gauge, "{name}");
+            assert!(!scrape.families[name].help.is_empty(), "no HELP for {name}");
+            counter(&scrape, name, &[])
+        };
+        let resident = gauge("process_resident_memory_bytes");
+        let virtual_memory = gauge("process_virtual_memory_bytes");
+        assert!(resident > 1024.0 * 1024.0, "{resident}");
+        assert!(virtual_memory >= resident, "{virtual_memory} < {resident}");
+        let open = gauge("process_open_fds");
+        let max = gauge("process_max_fds");
+        assert!(open >= 3.0 && open <= max, "{open} of {max}");
+        let limit = std::fs::read_to_string("/proc/self/limits").unwrap();
+        let soft = limit
+            .lines()
+            .find(|l| l.starts_with("Max open files"))
+            .and_then(|l| l.split_whitespace().nth(3))
+            .unwrap();
+        assert_eq!(max.to_string(), soft, "the soft limit of this process");
+        assert!(gauge("process_threads") >= 2.0);
+        let started = gauge("process_start_time_seconds");
+        let now = now_ms() as f64 / 1000.0;
+        assert!(started <= now && started > now - 86_400.0, "{started} (now {now})");
+        assert_eq!(scrape.families["process_cpu_seconds_total"].family_type, PrometheusType::Counter);
+        assert!(counter(&scrape, "process_cpu_seconds_total", &[]) >= 0.0);
+
+        // Read again at each scrape: with 200 more descriptors open, at least as many count.
+        let files: Vec<std::fs::File> = (0..200).map(|_| std::fs::File::open("/proc/self/stat").unwrap()).collect();
+        let (again, _) = crate::metrics::scrape(&app, None).await;
+        assert!(counter(&again, "process_open_fds", &[]) >= 200.0);
+        drop(files);
+    }
+}
+
 /// With a metrics token configured, `/metrics` answers 401 in the error envelope without it or
 /// with another, and 200 with it.
 async fn the_metrics_token_guards_the_endpoint(engine: Engine) {

@@ -45,7 +45,7 @@ pub struct OpenOptions {
     /// Connections to Postgres (SQLite readers are capped at 4).
     pub max_connections: u32,
     /// SQLite's `synchronous` setting: `FULL` (the default) syncs the WAL at every commit, so
-    /// a committed change survives a power loss (CONTRACT section 7); `NORMAL`, an opt-in,
+    /// a committed change survives a power loss; `NORMAL`, an opt-in,
     /// survives a crash of the process but may lose the last commits on a power loss.
     pub sqlite_synchronous: SqliteSynchronous,
 }
