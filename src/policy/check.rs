@@ -517,6 +517,8 @@ struct Decided {
     /// A human's earlier answer to this very request, when one decided it.
     human: Option<PolicyChallenge>,
     challenge: Option<NewChallenge>,
+    /// What the policy could not read in the request as its rules expect.
+    warnings: Vec<api::DecisionWarning>,
 }
 
 /// One attempt at a check, on the caches' state under `view`, step by step: the decision and
@@ -533,6 +535,7 @@ async fn decide(
     let at = Attempt::load(ctx, view, input).await?;
     let counts = at.email_counts().await?;
     let mut decision = at.evaluate(counts)?;
+    let warnings = at.warnings();
     let mut ops = Vec::new();
     // Only challenges need the fingerprint: allow and deny answers skip the hashing.
     let fingerprint = (decision.outcome == Outcome::Challenge).then(|| input.fingerprint());
@@ -567,6 +570,7 @@ async fn decide(
         challenge.as_ref().map(|c| c.id.as_str()),
         human.as_ref(),
         counts,
+        &warnings,
     ));
     let decided = Decided {
         decision,
@@ -574,6 +578,7 @@ async fn decide(
         trace_id,
         human,
         challenge,
+        warnings,
     };
     Ok((change, decided))
 }
@@ -612,6 +617,7 @@ impl Decided {
             determining_policies: decision.determining_policies,
             challenge_id,
             challenge,
+            warnings: self.warnings,
         }
     }
 }
@@ -684,6 +690,24 @@ impl<'a> Attempt<'a> {
             .caches
             .decide(&self.agent, &self.policy.compiled, &facts)
             .map_err(CheckError::internal)
+    }
+
+    /// The request's context fields that the policy's rules read as numbers but that hold
+    /// another JSON type. The compiled policy lists those fields: a check looks up only them,
+    /// and allocates nothing when they are numbers or absent.
+    fn warnings(&self) -> Vec<api::DecisionWarning> {
+        super::evaluate::field_warnings(
+            &self.policy.compiled,
+            &self.input.action,
+            self.input.fields(),
+        )
+        .into_iter()
+        .map(|w| api::DecisionWarning {
+            code: w.code.to_owned(),
+            message: w.message,
+            field: w.field,
+        })
+        .collect()
     }
 
     /// A human's answer to this very request (same agent and fingerprint) within the time an
@@ -837,6 +861,7 @@ impl<'a> Attempt<'a> {
         challenge_id: Option<&str>,
         human: Option<&PolicyChallenge>,
         counts: Option<(i64, i64)>,
+        warnings: &[api::DecisionWarning],
     ) -> AuditRecord {
         let input = super::impact::replay_input(
             &self.agent,
@@ -844,6 +869,16 @@ impl<'a> Attempt<'a> {
             self.input.email.as_ref(),
             counts,
         );
+        let mut details = json!({
+            "policy_version": self.policy.version,
+            "determining_policies": decision.determining_policies,
+            "challenge_id": challenge_id,
+            "approval": human.map(|h| json!({"challenge_id": h.id, "status": h.status.as_str(), "decided_by": h.decided_by})),
+            "input": input,
+        });
+        if !warnings.is_empty() {
+            details["warnings"] = json!(warnings);
+        }
         AuditRecord {
             id: ids::new_id(ids::EVENT),
             workspace_id: Some(self.view.workspace_id.clone()),
@@ -858,13 +893,7 @@ impl<'a> Attempt<'a> {
             reasons: decision.reasons.clone(),
             reason_codes: decision.reason_codes.clone(),
             actor: actor.label(),
-            details: json!({
-                "policy_version": self.policy.version,
-                "determining_policies": decision.determining_policies,
-                "challenge_id": challenge_id,
-                "approval": human.map(|h| json!({"challenge_id": h.id, "status": h.status.as_str(), "decided_by": h.decided_by})),
-                "input": input,
-            }),
+            details,
         }
     }
 }
