@@ -570,8 +570,10 @@ async fn decide(
         challenge.as_ref().map(|c| c.id.as_str()),
         human.as_ref(),
         counts,
-        &warnings,
     ));
+    if let Some(event) = change.audit.last_mut().filter(|_| !warnings.is_empty()) {
+        event.details["warnings"] = json!(warnings);
+    }
     let decided = Decided {
         decision,
         policy: at.policy,
@@ -861,7 +863,6 @@ impl<'a> Attempt<'a> {
         challenge_id: Option<&str>,
         human: Option<&PolicyChallenge>,
         counts: Option<(i64, i64)>,
-        warnings: &[api::DecisionWarning],
     ) -> AuditRecord {
         let input = super::impact::replay_input(
             &self.agent,
@@ -869,16 +870,6 @@ impl<'a> Attempt<'a> {
             self.input.email.as_ref(),
             counts,
         );
-        let mut details = json!({
-            "policy_version": self.policy.version,
-            "determining_policies": decision.determining_policies,
-            "challenge_id": challenge_id,
-            "approval": human.map(|h| json!({"challenge_id": h.id, "status": h.status.as_str(), "decided_by": h.decided_by})),
-            "input": input,
-        });
-        if !warnings.is_empty() {
-            details["warnings"] = json!(warnings);
-        }
         AuditRecord {
             id: ids::new_id(ids::EVENT),
             workspace_id: Some(self.view.workspace_id.clone()),
@@ -893,7 +884,13 @@ impl<'a> Attempt<'a> {
             reasons: decision.reasons.clone(),
             reason_codes: decision.reason_codes.clone(),
             actor: actor.label(),
-            details,
+            details: json!({
+                "policy_version": self.policy.version,
+                "determining_policies": decision.determining_policies,
+                "challenge_id": challenge_id,
+                "approval": human.map(|h| json!({"challenge_id": h.id, "status": h.status.as_str(), "decided_by": h.decided_by})),
+                "input": input,
+            }),
         }
     }
 }

@@ -574,9 +574,7 @@ impl Line {
 
 struct Writer<'a> {
     comments: &'a Attached,
-    /// Comments written so far, by path and kind: each is written once (an alias repeats its
-    /// anchor's paths... never, paths are the document's, but a list item's first entry can
-    /// carry the item's).
+    /// Comments written so far, by kind and path: each is written once.
     used: HashSet<(u8, String)>,
 }
 
