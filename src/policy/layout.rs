@@ -512,8 +512,10 @@ fn attach(text: &str, root: &Located) -> Result<Attached, FmtError> {
     let lines: Vec<Vec<char>> = text.lines().map(|l| l.chars().collect()).collect();
     let mut all = Vec::new();
     entries(root, &lines, &mut Vec::new(), &mut all);
-    // Document order; an alias's entries repeat its anchor's places after them (stable).
+    // Document order. An alias's entries repeat its anchor's places: a comment there belongs
+    // to the anchor's own entries, which come first (the sort is stable).
     all.sort_by_key(|e| (e.line, e.col));
+    all.dedup_by_key(|e| (e.line, e.col));
     let before = |c: &Comment| all.partition_point(|e| (e.line, e.col) < (c.line, c.col));
     for c in found {
         let next = before(&c);
@@ -535,6 +537,8 @@ fn attach(text: &str, root: &Located) -> Result<Attached, FmtError> {
                 attached.add(Which::Trailing, &p.path.clone(), c.text)
             }
             (Some(e), _) => attached.add(Which::Leading, &e.path.clone(), c.text),
+            // Indented: the end of the entry before; at the margin: the end of the file.
+            (None, Some(p)) if c.col > 0 => attached.add(Which::Trailing, &p.path.clone(), c.text),
             (None, _) => attached.footer.push(c.text),
         }
     }
@@ -1026,6 +1030,17 @@ mod tests {
         assert!(out.contains("amount: 10.0, \"n\": 10"), "{out}");
         assert!(out.contains("{\"on\": \"yes\", \"n\": \"1\"}"), "{out}");
         assert!(out.contains("challenge_up_to: 1000}"), "{out}");
+        assert_eq!(fmt(&out), out);
+    }
+
+    #[test]
+    fn comments_of_anchors_block_scalars_and_flow_collections_are_kept_once() {
+        let text = "reusable_policy_blocks:   # the blocks\n  base: &base\n    actions:\n      allow: [read, 'it''s # not']   # eol\n      deny:\n        - drop_db   # dangerous\n        # more soon\n  copy: *base\n  raw:\n    cedar:\n      - name: s\n        when: |-   # header\n          context.action == \"b\"\n        outcome: deny\n        reason_code: d\n        reason: \"two\n          lines # not\"\nagent_groups: [ {name: g,   # in flow\n   description: \"d\"} ]\n";
+        let out = fmt(text);
+        assert_eq!(
+            out,
+            "reusable_policy_blocks:  # the blocks\n  base:\n    actions:\n      allow: [read, \"it's # not\"]  # eol\n      deny:\n        - drop_db  # dangerous\n        # more soon\n  copy:\n    actions: {allow: [read, \"it's # not\"], deny: [drop_db]}\n  raw:\n    cedar:\n      - name: s\n        when: context.action == \"b\"  # header\n        outcome: deny\n        reason_code: d\n        reason: \"two lines # not\"\nagent_groups:  # in flow\n  - {name: g, description: d}\n"
+        );
         assert_eq!(fmt(&out), out);
     }
 
