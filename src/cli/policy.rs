@@ -10,7 +10,7 @@ use clap::Subcommand;
 use serde_json::{json, Value};
 
 use crate::policy::compile::unused_block_errors;
-use crate::policy::evaluate::{evaluate, ContextFields, EmailFacts, Facts};
+use crate::policy::evaluate::{evaluate, field_warnings, ContextFields, EmailFacts, Facts};
 use crate::policy::layout::{self, FmtError};
 use crate::policy::lint;
 use crate::policy::source::Located;
@@ -335,6 +335,8 @@ struct CaseResult {
     /// What differed, or why the case could not run; `None` when it passed.
     failure: Option<String>,
     got: Option<crate::policy::Decision>,
+    /// What a check with this input would be warned of (a number sent as a string).
+    warnings: Vec<String>,
 }
 
 fn run_case(policy: &CompiledPolicy, case: &TestCase) -> CaseResult {
@@ -342,6 +344,7 @@ fn run_case(policy: &CompiledPolicy, case: &TestCase) -> CaseResult {
         name: case.name.clone(),
         failure: Some(failure),
         got: None,
+        warnings: Vec::new(),
     };
     let agent = &case.agent;
     if !STATUSES.contains(&agent.status.as_str()) {
@@ -421,10 +424,15 @@ fn run_case(policy: &CompiledPolicy, case: &TestCase) -> CaseResult {
             decision.reason_codes.join(", ")
         )
     });
+    let warnings = field_warnings(policy, &case.action, ContextFields::new(&case.context))
+        .into_iter()
+        .map(|w| w.message)
+        .collect();
     CaseResult {
         name: case.name.clone(),
         failure,
         got: Some(decision),
+        warnings,
     }
 }
 
@@ -460,6 +468,7 @@ fn test(p: &mut Printed, file: &Path, output: Output) -> anyhow::Result<i32> {
                         "name": r.name,
                         "ok": r.failure.is_none(),
                         "failure": r.failure,
+                        "warnings": r.warnings,
                         "expected": {
                             "decision": case.expect.decision.as_str(),
                             "reason_codes": case.expect.reason_codes,
@@ -486,6 +495,9 @@ fn test(p: &mut Printed, file: &Path, output: Output) -> anyhow::Result<i32> {
                 match &r.failure {
                     None => p.line(format!("ok   {}", r.name)),
                     Some(why) => p.line(format!("FAIL {}: {why}", r.name)),
+                }
+                for w in &r.warnings {
+                    p.line(format!("     warning: {w}"));
                 }
             }
             p.line(format!("{passed} passed, {failed} failed"));
@@ -548,6 +560,24 @@ mod tests {
         assert!(order.windows(2).all(|w| w[0] < w[1]), "{out}");
         assert!(!out.contains("members"), "{out}");
         assert_eq!(layout::format(&out, Format::Json).unwrap(), out);
+    }
+
+    #[test]
+    fn a_case_whose_number_is_a_string_is_warned_of() {
+        let spec = spec::parse(
+            "reusable_policy_blocks: {r: {amount: {limits: {USD: {allow_up_to: 10}}}}}\nagent_groups: [{name: g, members: [agt_00000000000000000000000000000000]}]\nbindings: [{group: g, blocks: [r]}]\ntests:\n  - {name: t, agent: {}, action: refund, context: {amount: \"5\", currency: USD}, expect: {decision: deny}}\n",
+            Format::Yaml,
+        )
+        .unwrap();
+        let policy = compile(&spec).unwrap();
+        let r = run_case(&policy, &spec.tests[0]);
+        assert!(r.failure.is_none());
+        assert_eq!(r.warnings.len(), 1);
+        assert!(
+            r.warnings[0].contains("`amount` is the string \"5\""),
+            "{:?}",
+            r.warnings
+        );
     }
 
     #[test]
