@@ -901,6 +901,23 @@ pub struct DecisionResponse {
     pub challenge_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub challenge: Option<ChallengeInfo>,
+    /// What in the request the policy could not read as its rules expect (a context field the
+    /// rules compare as a number sent as a string, say); present only when there is something
+    /// to say. The decision is the policy's all the same, made as if that field were absent.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<DecisionWarning>,
+}
+
+/// A warning about a check's request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct DecisionWarning {
+    /// A stable snake_case code: `field_type_mismatch` (a context field the policy reads as a
+    /// number holds another JSON type).
+    pub code: String,
+    /// What is wrong and how to send it instead.
+    pub message: String,
+    /// The context field it is about.
+    pub field: String,
 }
 
 /// Up to 100 checks decided together (`POST /v1/check/batch`).
@@ -1089,6 +1106,10 @@ pub struct SyncDiff {
     pub changed: bool,
     /// Unified diff of the compiled Cedar, current → desired.
     pub cedar_diff: String,
+    /// Dry runs: unified diff of the two specs as `acp policy fmt` writes them, current →
+    /// desired (empty when they read the same): the change in the spec's own words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_diff: Option<String>,
     /// Blocks, groups, bindings and memberships added, removed and changed.
     pub summary: Value,
     /// Dry runs: the workspace's recorded checks replayed against the current and the desired

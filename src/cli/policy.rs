@@ -8,9 +8,11 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use clap::Subcommand;
 use serde_json::{json, Value};
-use serde_yaml_ng::Value as Yaml;
 
-use crate::policy::evaluate::{evaluate, ContextFields, EmailFacts, Facts};
+use crate::policy::compile::unused_block_errors;
+use crate::policy::evaluate::{evaluate, field_warnings, ContextFields, EmailFacts, Facts};
+use crate::policy::layout::{self, FmtError};
+use crate::policy::lint;
 use crate::policy::source::Located;
 use crate::policy::spec::{self, Format, PolicySpec, TestCase};
 use crate::policy::{compile, CompiledPolicy, SpecError};
@@ -19,10 +21,13 @@ use super::output::Output;
 
 #[derive(Debug, Subcommand)]
 pub enum PolicyCommand {
-    /// Parse and compile a spec; print `ok <hash>` or every error (exit 1)
+    /// Parse and compile a spec; print `ok <hash>` and any warnings, or every error (exit 1)
     Validate {
         /// The spec file (YAML, or JSON when it ends in .json)
         file: PathBuf,
+        /// Fail (exit 1) when there are warnings too (an unused block or group)
+        #[arg(long)]
+        deny_warnings: bool,
         /// `text`, or `json` for tools
         #[arg(long, value_enum, default_value_t = Output::Text)]
         output: Output,
@@ -60,7 +65,11 @@ pub enum PolicyCommand {
 pub fn run(cmd: &PolicyCommand) -> anyhow::Result<i32> {
     let mut p = Printed::default();
     let code = match cmd {
-        PolicyCommand::Validate { file, output } => validate(&mut p, file, *output),
+        PolicyCommand::Validate {
+            file,
+            output,
+            deny_warnings,
+        } => validate(&mut p, file, *output, *deny_warnings),
         PolicyCommand::Fmt { file, write, check } => fmt(&mut p, file, *write, *check),
         PolicyCommand::Compile { file, output } => compile_cmd(&mut p, file, *output),
         PolicyCommand::Test { file, output } => test(&mut p, file, *output),
@@ -141,12 +150,21 @@ fn load_compiled(file: &Path) -> anyhow::Result<(Source, Result<CompiledPolicy, 
     Ok((source, compiled))
 }
 
-/// Compiles; compile errors get the line and column of their path.
+/// Compiles, and checks the blocks nothing uses as if something did; errors get the line and
+/// column of their path.
 fn compiled_located(
     spec: &PolicySpec,
     located: &Located,
 ) -> Result<CompiledPolicy, Vec<SpecError>> {
-    compile(spec).map_err(|mut errors| {
+    let compiled = compile(spec).and_then(|compiled| {
+        let unused = unused_block_errors(spec);
+        if unused.is_empty() {
+            Ok(compiled)
+        } else {
+            Err(unused)
+        }
+    });
+    compiled.map_err(|mut errors| {
         spec::place(&mut errors, located);
         errors
     })
@@ -188,15 +206,42 @@ fn errors_json(errors: &[SpecError]) -> Value {
     json!({"ok": false, "errors": errors})
 }
 
-fn validate(p: &mut Printed, file: &Path, output: Output) -> anyhow::Result<i32> {
-    let (source, compiled) = load_compiled(file)?;
+fn validate(
+    p: &mut Printed,
+    file: &Path,
+    output: Output,
+    deny_warnings: bool,
+) -> anyhow::Result<i32> {
+    let (source, parsed) = load(file)?;
+    let compiled = parsed.and_then(|(spec, located)| {
+        compiled_located(&spec, &located).map(|compiled| (compiled, located))
+    });
     match compiled {
-        Ok(compiled) => {
+        Ok((compiled, located)) => {
+            let mut warnings = lint::warnings(&compiled.spec);
+            spec::place(&mut warnings, &located);
+            let failed = deny_warnings && !warnings.is_empty();
             match output {
-                Output::Text => p.line(format!("ok {}", compiled.hash)),
-                Output::Json => p.line(json!({"ok": true, "policy_hash": compiled.hash})),
+                Output::Text => {
+                    for w in &warnings {
+                        p.line(format!("warning: {}", error_text(w, &source)));
+                    }
+                    if failed {
+                        p.line(format!(
+                            "{} warning(s), and --deny-warnings: not ok",
+                            warnings.len()
+                        ));
+                    } else {
+                        p.line(format!("ok {}", compiled.hash));
+                    }
+                }
+                Output::Json => p.line(json!({
+                    "ok": !failed,
+                    "policy_hash": compiled.hash,
+                    "warnings": warnings,
+                })),
             }
-            Ok(0)
+            Ok(if failed { 1 } else { 0 })
         }
         Err(errors) => {
             match output {
@@ -234,163 +279,6 @@ fn compile_cmd(p: &mut Printed, file: &Path, output: Output) -> anyhow::Result<i
 
 // --- fmt ----------------------------------------------------------------------------------
 
-enum Seg {
-    Key(Yaml),
-    Index(usize),
-}
-
-/// Paths of every mapping key, children before their parent.
-fn key_paths(value: &Yaml, prefix: &mut Vec<Seg>, out: &mut Vec<Vec<Seg>>) {
-    match value {
-        Yaml::Mapping(map) => {
-            for (k, v) in map {
-                prefix.push(Seg::Key(k.clone()));
-                key_paths(v, prefix, out);
-                out.push(prefix.iter().map(Seg::clone_seg).collect());
-                prefix.pop();
-            }
-        }
-        Yaml::Sequence(items) => {
-            for (i, v) in items.iter().enumerate() {
-                prefix.push(Seg::Index(i));
-                key_paths(v, prefix, out);
-                prefix.pop();
-            }
-        }
-        _ => {}
-    }
-}
-
-impl Seg {
-    fn clone_seg(&self) -> Seg {
-        match self {
-            Seg::Key(k) => Seg::Key(k.clone()),
-            Seg::Index(i) => Seg::Index(*i),
-        }
-    }
-}
-
-/// Removes the key at `path`; false when the path does not lead to one.
-fn remove_at(root: &mut Yaml, path: &[Seg]) -> bool {
-    let Some((last, parents)) = path.split_last() else {
-        return false;
-    };
-    let mut node = root;
-    for seg in parents {
-        let next = match (seg, node) {
-            (Seg::Key(k), Yaml::Mapping(map)) => map.get_mut(k),
-            (Seg::Index(i), Yaml::Sequence(items)) => items.get_mut(*i),
-            _ => None,
-        };
-        let Some(next) = next else {
-            return false;
-        };
-        node = next;
-    }
-    match (last, node) {
-        (Seg::Key(k), Yaml::Mapping(map)) => map.shift_remove(k).is_some(),
-        _ => false,
-    }
-}
-
-fn parses_to(value: &Yaml, spec: &PolicySpec) -> bool {
-    serde_json::to_value(value)
-        .ok()
-        .and_then(|v| spec::from_value(&v).ok())
-        .is_some_and(|parsed| &parsed == spec)
-}
-
-/// The spec as a document in the model's key order, without the keys that only repeat a
-/// default: a key is left out exactly when the spec parses the same without it, so the policy
-/// hash and the test cases never change.
-fn normalised(spec: &PolicySpec) -> anyhow::Result<Yaml> {
-    let mut doc = serde_yaml_ng::to_value(spec).context("cannot serialise the spec")?;
-    let mut paths = Vec::new();
-    key_paths(&doc, &mut Vec::new(), &mut paths);
-    for path in paths {
-        let mut candidate = doc.clone();
-        if remove_at(&mut candidate, &path) && parses_to(&candidate, spec) {
-            doc = candidate;
-        }
-    }
-    Ok(doc)
-}
-
-/// The leading comment lines of a YAML file (kept by `fmt`; other comments are not).
-fn yaml_header(text: &str) -> String {
-    let mut lines: Vec<&str> = text
-        .lines()
-        .map(str::trim_end)
-        .skip_while(|l| l.is_empty())
-        .take_while(|l| l.is_empty() || l.starts_with('#'))
-        .collect();
-    while lines.last().is_some_and(|l| l.is_empty()) {
-        lines.pop();
-    }
-    lines.iter().map(|l| format!("{l}\n")).collect()
-}
-
-/// The formatted text of a spec file.
-pub fn formatted(text: &str, format: Format) -> Result<String, Vec<SpecError>> {
-    let spec = spec::parse(text, format)?;
-    let doc = normalised(&spec).map_err(|e| vec![SpecError::new("", format!("{e:#}"))])?;
-    match format {
-        Format::Json => serde_json::to_string_pretty(&doc)
-            .map(|s| s + "\n")
-            .map_err(|e| vec![SpecError::new("", format!("cannot write JSON: {e}"))]),
-        Format::Yaml => {
-            let body = serde_yaml_ng::to_string(&doc)
-                .map_err(|e| vec![SpecError::new("", format!("cannot write YAML: {e}"))])?;
-            let header = yaml_header(text);
-            Ok(if header.is_empty() {
-                body
-            } else {
-                format!("{header}\n{body}")
-            })
-        }
-    }
-}
-
-/// The first line (from 1) of a YAML file's comments that `fmt` would drop: a `#` that starts
-/// a comment after the leading comment lines. A `#` counts as a comment when cutting the line
-/// there leaves the document unchanged (so `#` inside a value never counts).
-pub fn dropped_comment(text: &str) -> Option<usize> {
-    let header = text
-        .lines()
-        .take_while(|l| l.trim_end().is_empty() || l.starts_with('#'))
-        .count();
-    let parsed = crate::policy::source::parse_yaml(text).ok()?.to_value();
-    let lines: Vec<&str> = text.lines().collect();
-    let mut tried = 0;
-    for (i, line) in lines.iter().enumerate() {
-        if i < header {
-            // The leading comment lines are kept.
-            continue;
-        }
-        let hashes = line
-            .char_indices()
-            .filter(|&(at, c)| c == '#' && (at == 0 || line[..at].ends_with([' ', '\t'])))
-            .map(|(at, _)| at);
-        for at in hashes {
-            tried += 1;
-            if tried > 1000 {
-                return Some(i + 1);
-            }
-            let mut cut: Vec<&str> = lines.clone();
-            if let Some(l) = cut.get_mut(i) {
-                *l = &line[..at];
-            }
-            let same = crate::policy::source::parse_yaml(&cut.join("\n"))
-                .ok()
-                .is_some_and(|v| v.to_value() == parsed);
-            if same {
-                return Some(i + 1);
-            }
-        }
-    }
-    None
-}
-
 fn fmt(p: &mut Printed, file: &Path, write: bool, check: bool) -> anyhow::Result<i32> {
     let text = read(file)?;
     let name = file.display().to_string();
@@ -398,21 +286,19 @@ fn fmt(p: &mut Printed, file: &Path, write: bool, check: bool) -> anyhow::Result
         name: name.clone(),
         text: text.clone(),
     };
-    let out = match formatted(&text, format_of(file)) {
+    let out = match layout::format(&text, format_of(file)) {
         Ok(out) => out,
-        Err(errors) => {
+        Err(FmtError::Spec(errors)) => {
             print_errors(p, &errors, &source, true);
             return Ok(1);
         }
-    };
-    if (write || check) && format_of(file) == Format::Yaml {
-        if let Some(line) = dropped_comment(&text) {
+        Err(FmtError::Comments { line, why }) => {
             p.eline(format!(
-                "`{name}` has comments that `acp policy fmt` would drop (the first at line {line}); keep comments in the leading lines of the file, or say it in `description` fields"
+                "fmt cannot keep the comments of `{name}` (line {line}: {why}); nothing changed"
             ));
             return Ok(1);
         }
-    }
+    };
     if check {
         if out == text {
             return Ok(0);
@@ -451,6 +337,8 @@ struct CaseResult {
     /// What differed, or why the case could not run; `None` when it passed.
     failure: Option<String>,
     got: Option<crate::policy::Decision>,
+    /// What a check with this input would be warned of (a number sent as a string).
+    warnings: Vec<String>,
 }
 
 fn run_case(policy: &CompiledPolicy, case: &TestCase) -> CaseResult {
@@ -458,6 +346,7 @@ fn run_case(policy: &CompiledPolicy, case: &TestCase) -> CaseResult {
         name: case.name.clone(),
         failure: Some(failure),
         got: None,
+        warnings: Vec::new(),
     };
     let agent = &case.agent;
     if !STATUSES.contains(&agent.status.as_str()) {
@@ -537,10 +426,15 @@ fn run_case(policy: &CompiledPolicy, case: &TestCase) -> CaseResult {
             decision.reason_codes.join(", ")
         )
     });
+    let warnings = field_warnings(policy, &case.action, ContextFields::new(&case.context))
+        .into_iter()
+        .map(|w| w.message)
+        .collect();
     CaseResult {
         name: case.name.clone(),
         failure,
         got: Some(decision),
+        warnings,
     }
 }
 
@@ -576,6 +470,7 @@ fn test(p: &mut Printed, file: &Path, output: Output) -> anyhow::Result<i32> {
                         "name": r.name,
                         "ok": r.failure.is_none(),
                         "failure": r.failure,
+                        "warnings": r.warnings,
                         "expected": {
                             "decision": case.expect.decision.as_str(),
                             "reason_codes": case.expect.reason_codes,
@@ -603,6 +498,9 @@ fn test(p: &mut Printed, file: &Path, output: Output) -> anyhow::Result<i32> {
                     None => p.line(format!("ok   {}", r.name)),
                     Some(why) => p.line(format!("FAIL {}: {why}", r.name)),
                 }
+                for w in &r.warnings {
+                    p.line(format!("     warning: {w}"));
+                }
             }
             p.line(format!("{passed} passed, {failed} failed"));
         }
@@ -626,7 +524,7 @@ mod tests {
 
     #[test]
     fn fmt_drops_only_defaults_and_keeps_the_meaning() {
-        let out = formatted(SPEC, Format::Yaml).unwrap();
+        let out = layout::format(SPEC, Format::Yaml).unwrap();
         assert!(
             out.starts_with("# header\n\nreusable_policy_blocks:\n"),
             "{out}"
@@ -648,13 +546,13 @@ mod tests {
         let after = spec::parse(&out, Format::Yaml).unwrap();
         assert_eq!(before, after);
         assert_eq!(before.hash(), after.hash());
-        assert_eq!(formatted(&out, Format::Yaml).unwrap(), out);
+        assert_eq!(layout::format(&out, Format::Yaml).unwrap(), out);
     }
 
     #[test]
     fn fmt_keeps_json_as_json_in_model_order() {
         let json = r#"{"bindings":[{"blocks":["b"],"group":"g"}],"agent_groups":[{"members":[],"name":"g"}],"reusable_policy_blocks":{"b":{"actions":{"allow":["x"]}}}}"#;
-        let out = formatted(json, Format::Json).unwrap();
+        let out = layout::format(json, Format::Json).unwrap();
         let v: Value = serde_json::from_str(&out).unwrap();
         assert_eq!(v["bindings"][0]["group"], "g");
         let order: Vec<usize> = ["reusable_policy_blocks", "agent_groups", "bindings"]
@@ -663,7 +561,25 @@ mod tests {
             .collect();
         assert!(order.windows(2).all(|w| w[0] < w[1]), "{out}");
         assert!(!out.contains("members"), "{out}");
-        assert_eq!(formatted(&out, Format::Json).unwrap(), out);
+        assert_eq!(layout::format(&out, Format::Json).unwrap(), out);
+    }
+
+    #[test]
+    fn a_case_whose_number_is_a_string_is_warned_of() {
+        let spec = spec::parse(
+            "reusable_policy_blocks: {r: {amount: {limits: {USD: {allow_up_to: 10}}}}}\nagent_groups: [{name: g, members: [agt_00000000000000000000000000000000]}]\nbindings: [{group: g, blocks: [r]}]\ntests:\n  - {name: t, agent: {}, action: refund, context: {amount: \"5\", currency: USD}, expect: {decision: deny}}\n",
+            Format::Yaml,
+        )
+        .unwrap();
+        let policy = compile(&spec).unwrap();
+        let r = run_case(&policy, &spec.tests[0]);
+        assert!(r.failure.is_none());
+        assert_eq!(r.warnings.len(), 1);
+        assert!(
+            r.warnings[0].contains("`amount` is the string \"5\""),
+            "{:?}",
+            r.warnings
+        );
     }
 
     #[test]

@@ -7,8 +7,11 @@ use super::client::{cell, fields, finish, print_json, table, Client, ClientArgs,
 use super::operate::named;
 use super::output::{colours_on, line, print};
 use super::sync::diff_text;
-use crate::policy::diff::diff;
-use crate::policy::spec::PolicySpec;
+use crate::policy::compile;
+use crate::policy::diff::{diff, spec_diff};
+use crate::policy::layout;
+use crate::policy::semantic::{analyse, semantic_diff, SemanticDiff};
+use crate::policy::spec::{self, PolicySpec, SpecError};
 
 #[derive(Debug, clap::Args)]
 pub struct PolicyGetArgs {
@@ -19,10 +22,50 @@ pub struct PolicyGetArgs {
     #[arg(long)]
     pub version: Option<i64>,
     /// Print only the compiled Cedar
-    #[arg(long)]
+    #[arg(long, conflicts_with = "format")]
     pub cedar: bool,
+    /// Print only the spec, as `acp policy fmt` writes it: `yaml` or `json`. Syncing this
+    /// text back is no change.
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub format: Option<SpecFormat>,
     #[command(flatten)]
     pub client: ClientArgs,
+}
+
+/// The text format of a spec printed alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SpecFormat {
+    Yaml,
+    Json,
+}
+
+/// A policy version's spec (as the server answers it) in its canonical text.
+fn spec_text(detail: &Value, format: SpecFormat) -> anyhow::Result<String> {
+    let spec = spec_of(detail)?;
+    match format {
+        SpecFormat::Yaml => layout::yaml(&spec),
+        SpecFormat::Json => layout::json(&spec),
+    }
+    .map_err(|e| anyhow::anyhow!("cannot write the spec: {e}"))
+}
+
+/// The semantic diff of two versions, its examples confirmed against both compiled (from the
+/// specs alone when one does not compile here, which a version the server holds always did).
+fn semantic(from: &PolicySpec, to: &PolicySpec) -> SemanticDiff {
+    match (compile(from), compile(to)) {
+        (Ok(from), Ok(to)) => semantic_diff(Some(&from), &to),
+        _ => analyse(Some(from), to),
+    }
+}
+
+/// The spec of a policy version, as the server answers it.
+fn spec_of(detail: &Value) -> anyhow::Result<PolicySpec> {
+    spec::from_value(&detail["spec"]).map_err(|errors| {
+        anyhow::anyhow!(
+            "the server's spec does not read as a spec: {}",
+            SpecError::list(&errors)
+        )
+    })
 }
 
 #[derive(Debug, clap::Args)]
@@ -43,6 +86,9 @@ pub struct PolicyDiffArgs {
     /// The policy [default: pol_default]
     #[arg(long, default_value = "pol_default")]
     pub policy: String,
+    /// Also print the unified diff of the compiled Cedar (text output; JSON always has it)
+    #[arg(long)]
+    pub cedar: bool,
     #[command(flatten)]
     pub client: ClientArgs,
 }
@@ -66,6 +112,9 @@ pub struct PolicyRollbackArgs {
     /// Make a retried rollback safe: the server answers a retry with the first answer
     #[arg(long, value_name = "KEY")]
     pub idempotency_key: Option<String>,
+    /// Also print the unified diff of the compiled Cedar (text output; JSON always has it)
+    #[arg(long)]
+    pub cedar: bool,
     #[command(flatten)]
     pub yes: YesArg,
     #[command(flatten)]
@@ -87,7 +136,9 @@ pub async fn get(args: &PolicyGetArgs) -> anyhow::Result<i32> {
     let result = async {
         let client = args.client.connect()?;
         let detail = version(&client, &args.policy, args.version).await?;
-        if args.client.json() {
+        if let Some(format) = args.format {
+            print(&spec_text(&detail, format)?)?;
+        } else if args.client.json() {
             print_json(&detail)?;
         } else if args.cedar {
             print(detail["cedar"].as_str().unwrap_or(""))?;
@@ -106,7 +157,7 @@ pub async fn get(args: &PolicyGetArgs) -> anyhow::Result<i32> {
                 ],
             )?;
             line("spec:")?;
-            line(serde_json::to_string_pretty(&detail["spec"])?)?;
+            print(&spec_text(&detail, SpecFormat::Yaml)?)?;
         }
         Ok(0)
     }
@@ -150,22 +201,22 @@ pub async fn diff_versions(args: &PolicyDiffArgs) -> anyhow::Result<i32> {
         let client = args.client.connect()?;
         let from = version(&client, &args.policy, Some(args.from)).await?;
         let to = version(&client, &args.policy, Some(args.to)).await?;
-        let spec_of = |v: &Value| -> anyhow::Result<PolicySpec> {
-            Ok(serde_json::from_value(v["spec"].clone())?)
-        };
         let (from_spec, to_spec) = (spec_of(&from)?, spec_of(&to)?);
         let d = diff(
             Some((&from_spec, from["cedar"].as_str().unwrap_or(""))),
             &to_spec,
             to["cedar"].as_str().unwrap_or(""),
         );
-        let summary = serde_json::to_value(&d.summary)?;
+        let answer = json!({
+            "ok": true, "policy_id": args.policy, "from": args.from, "to": args.to,
+            "from_hash": from["policy_hash"], "to_hash": to["policy_hash"],
+            "changed": d.changed, "cedar_diff": d.cedar_diff,
+            "spec_diff": spec_diff(Some(&from_spec), &to_spec),
+            "summary": serde_json::to_value(&d.summary)?,
+            "semantic": serde_json::to_value(semantic(&from_spec, &to_spec))?,
+        });
         if args.client.json() {
-            print_json(&json!({
-                "ok": true, "policy_id": args.policy, "from": args.from, "to": args.to,
-                "from_hash": from["policy_hash"], "to_hash": to["policy_hash"],
-                "changed": d.changed, "cedar_diff": d.cedar_diff, "summary": summary,
-            }))?;
+            print_json(&answer)?;
         } else {
             let mut out = format!(
                 "policy {} version {} ({}) -> {} ({})\n",
@@ -177,8 +228,8 @@ pub async fn diff_versions(args: &PolicyDiffArgs) -> anyhow::Result<i32> {
             );
             if d.changed {
                 out.push_str(&diff_text(
-                    &summary,
-                    &d.cedar_diff,
+                    &answer,
+                    args.cedar,
                     colours_on(&std::io::stdout()),
                 ));
             } else {
@@ -229,8 +280,8 @@ pub async fn rollback(args: &PolicyRollbackArgs) -> anyhow::Result<i32> {
             args.version
         );
         out.push_str(&diff_text(
-            &answer["diff"]["summary"],
-            answer["diff"]["cedar_diff"].as_str().unwrap_or(""),
+            &answer["diff"],
+            args.cedar,
             colours_on(&std::io::stdout()),
         ));
         out.push_str(

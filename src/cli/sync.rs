@@ -50,6 +50,9 @@ pub struct SyncArgs {
     /// Dry run: exit 7 when the semantic diff finds a cell that becomes more permissive
     #[arg(long, value_enum, value_name = "WHEN", conflicts_with = "apply")]
     pub fail_on: Option<FailOn>,
+    /// Also print the unified diff of the compiled Cedar (text output; JSON always has it)
+    #[arg(long)]
+    pub cedar: bool,
     #[command(flatten)]
     pub client: ClientArgs,
 }
@@ -197,14 +200,9 @@ fn summary_lines(summary: &Value) -> Vec<String> {
     out
 }
 
-/// A diff's summary lines and its unified Cedar diff (coloured when `color`).
-pub fn diff_text(summary: &Value, cedar_diff: &str, color: bool) -> String {
-    let mut out = String::new();
-    for line in summary_lines(summary) {
-        out.push_str(&line);
-        out.push('\n');
-    }
-    for line in cedar_diff.lines() {
+/// A unified diff's lines, coloured when `color`.
+fn unified_lines(diff: &str, color: bool, out: &mut String) {
+    for line in diff.lines() {
         let painted = if line.starts_with("+++") || line.starts_with("---") {
             paint(line, Style::new().bold(), color)
         } else if line.starts_with('+') {
@@ -218,6 +216,45 @@ pub fn diff_text(summary: &Value, cedar_diff: &str, color: bool) -> String {
         };
         out.push_str(&painted);
         out.push('\n');
+    }
+}
+
+/// A diff (`diff` of a sync or rollback answer) as text, in the spec's terms first: the
+/// summary (blocks, groups, bindings, memberships), the specs' own unified diff, the semantic
+/// diff's cells and the replayed impact; then the compiled Cedar's diff with `cedar`, or one
+/// line saying how to see it.
+pub fn diff_text(diff: &Value, cedar: bool, color: bool) -> String {
+    let mut out = String::new();
+    for line in summary_lines(&diff["summary"]) {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    if let Some(spec) = diff["spec_diff"].as_str().filter(|d| !d.is_empty()) {
+        out.push_str("spec:\n");
+        unified_lines(spec, color, &mut out);
+    }
+    for line in semantic_lines(&diff["semantic"])
+        .into_iter()
+        .chain(impact_lines(&diff["impact"]))
+    {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    let cedar_diff = diff["cedar_diff"].as_str().unwrap_or("");
+    if cedar {
+        unified_lines(cedar_diff, color, &mut out);
+    } else if !cedar_diff.is_empty() {
+        let changed = cedar_diff
+            .lines()
+            .filter(|l| {
+                (l.starts_with('+') || l.starts_with('-'))
+                    && !l.starts_with("+++")
+                    && !l.starts_with("---")
+            })
+            .count();
+        out.push_str(&format!(
+            "cedar: {changed} line(s) of the compiled policy change (--cedar shows them)\n"
+        ));
     }
     out
 }
@@ -340,18 +377,7 @@ pub async fn run(args: &SyncArgs) -> anyhow::Result<i32> {
         answer["current_policy_hash"].as_str().unwrap_or("(new)"),
         answer["desired_policy_hash"].as_str().unwrap_or("")
     ));
-    out.push_str(&diff_text(
-        &answer["diff"]["summary"],
-        answer["diff"]["cedar_diff"].as_str().unwrap_or(""),
-        color,
-    ));
-    for line in semantic_lines(&answer["diff"]["semantic"])
-        .into_iter()
-        .chain(impact_lines(&answer["diff"]["impact"]))
-    {
-        out.push_str(&line);
-        out.push('\n');
-    }
+    out.push_str(&diff_text(&answer["diff"], args.cedar, color));
     if code == GATE_TRIPPED {
         out.push_str("dry run: the change fails --fail-on-impact / --fail-on (exit 7)\n");
     }

@@ -1316,7 +1316,7 @@ async fn evaluate_bench(
                 return Ok(with_status(render(&page), StatusCode::UNPROCESSABLE_ENTITY));
             }
         };
-        match sync::compile_in_background(spec).await? {
+        match sync::compile_in_background(spec, true).await? {
             Ok(compiled) => std::sync::Arc::new(compiled),
             Err(errors) => {
                 let errors = errors.iter().map(spec_error_text).collect();

@@ -517,6 +517,8 @@ struct Decided {
     /// A human's earlier answer to this very request, when one decided it.
     human: Option<PolicyChallenge>,
     challenge: Option<NewChallenge>,
+    /// What the policy could not read in the request as its rules expect.
+    warnings: Vec<api::DecisionWarning>,
 }
 
 /// One attempt at a check, on the caches' state under `view`, step by step: the decision and
@@ -533,6 +535,7 @@ async fn decide(
     let at = Attempt::load(ctx, view, input).await?;
     let counts = at.email_counts().await?;
     let mut decision = at.evaluate(counts)?;
+    let warnings = at.warnings();
     let mut ops = Vec::new();
     // Only challenges need the fingerprint: allow and deny answers skip the hashing.
     let fingerprint = (decision.outcome == Outcome::Challenge).then(|| input.fingerprint());
@@ -568,12 +571,16 @@ async fn decide(
         human.as_ref(),
         counts,
     ));
+    if let Some(event) = change.audit.last_mut().filter(|_| !warnings.is_empty()) {
+        event.details["warnings"] = json!(warnings);
+    }
     let decided = Decided {
         decision,
         policy: at.policy,
         trace_id,
         human,
         challenge,
+        warnings,
     };
     Ok((change, decided))
 }
@@ -612,6 +619,7 @@ impl Decided {
             determining_policies: decision.determining_policies,
             challenge_id,
             challenge,
+            warnings: self.warnings,
         }
     }
 }
@@ -684,6 +692,24 @@ impl<'a> Attempt<'a> {
             .caches
             .decide(&self.agent, &self.policy.compiled, &facts)
             .map_err(CheckError::internal)
+    }
+
+    /// The request's context fields that the policy's rules read as numbers but that hold
+    /// another JSON type. The compiled policy lists those fields: a check looks up only them,
+    /// and allocates nothing when they are numbers or absent.
+    fn warnings(&self) -> Vec<api::DecisionWarning> {
+        super::evaluate::field_warnings(
+            &self.policy.compiled,
+            &self.input.action,
+            self.input.fields(),
+        )
+        .into_iter()
+        .map(|w| api::DecisionWarning {
+            code: w.code.to_owned(),
+            message: w.message,
+            field: w.field,
+        })
+        .collect()
     }
 
     /// A human's answer to this very request (same agent and fingerprint) within the time an

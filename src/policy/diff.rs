@@ -63,6 +63,22 @@ fn memberships(spec: &PolicySpec) -> BTreeMap<String, ()> {
         .collect()
 }
 
+/// A unified diff of the two specs as `acp policy fmt` writes them (current → desired): what
+/// the spec's author changed, in the spec's own words. Empty when they read the same.
+pub fn spec_diff(current: Option<&PolicySpec>, desired: &PolicySpec) -> String {
+    let text = |spec: &PolicySpec| super::layout::yaml(spec).unwrap_or_default();
+    let old = current.map(text).unwrap_or_default();
+    let new = text(desired);
+    if old == new {
+        return String::new();
+    }
+    TextDiff::from_lines(&old, &new)
+        .unified_diff()
+        .context_radius(3)
+        .header("current", "desired")
+        .to_string()
+}
+
 /// Compares the current spec and Cedar (none for a new policy) with the desired ones.
 pub fn diff(
     current: Option<(&PolicySpec, &str)>,
@@ -137,5 +153,17 @@ mod tests {
         assert!(d.cedar_diff.contains("-x") && d.cedar_diff.contains("+y"));
         let same = diff(Some((&new, "y\n")), &new, "y\n");
         assert!(!same.changed && same.cedar_diff.is_empty());
+        // The specs' own text: a block's action, a member gone.
+        let text = spec_diff(Some(&old), &new);
+        assert!(
+            text.contains("-    actions: {allow: [x]}\n")
+                && text.contains("+    actions: {allow: [\"y\"]}\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("-  - {name: g, members: [agt_0123456789abcdef0123456789abcdef]}\n"),
+            "{text}"
+        );
+        assert!(spec_diff(Some(&new), &new).is_empty());
     }
 }

@@ -180,6 +180,81 @@ impl Serialize for ContextFields<'_> {
     }
 }
 
+/// The code of a warning about a context field whose JSON type is not the one the policy's
+/// rules read it as.
+pub const FIELD_TYPE_MISMATCH: &str = "field_type_mismatch";
+
+/// Something in a check that the policy could not read as its rules expect, reported beside
+/// the decision (the decision itself is the policy's, as if the field were absent).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldWarning {
+    /// A stable snake_case code: [`FIELD_TYPE_MISMATCH`].
+    pub code: &'static str,
+    pub message: String,
+    /// The context field.
+    pub field: String,
+}
+
+/// The JSON type of a value, in the words the messages use.
+fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The context fields of a check of `action` that some rule of the policy reads as numbers but
+/// that hold another JSON type (`{"amount": "150"}`): the rules that compare them do not see
+/// them. Only the fields the compiled policy lists are looked up (no parsing, nothing built):
+/// when every one is a number, or absent, or null, nothing is allocated.
+pub fn field_warnings(
+    policy: &CompiledPolicy,
+    action: &str,
+    context: ContextFields<'_>,
+) -> Vec<FieldWarning> {
+    let mut warnings = Vec::new();
+    for field in &policy.number_fields {
+        let Some(value) = context.get(&field.name) else {
+            continue;
+        };
+        if matches!(value, Value::Number(_) | Value::Null) || !field.read_for(action) {
+            continue;
+        }
+        warnings.push(type_mismatch(&field.name, value));
+    }
+    warnings
+}
+
+fn type_mismatch(name: &str, value: &Value) -> FieldWarning {
+    let found = match value {
+        Value::String(text) => {
+            let shown: String = text.chars().take(40).collect();
+            let more = if shown.len() < text.len() { "..." } else { "" };
+            format!("the string {:?}{more}", shown)
+        }
+        other => json_type(other).to_owned(),
+    };
+    let send = match value
+        .as_str()
+        .and_then(|t| t.trim().parse::<f64>().ok())
+        .filter(|n| n.is_finite())
+    {
+        Some(n) => format!("send it as the JSON number {n}"),
+        None => "send it as a JSON number".to_owned(),
+    };
+    FieldWarning {
+        code: FIELD_TYPE_MISMATCH,
+        message: format!(
+            "the context field `{name}` is {found}, but the policy reads it as a number: the rules that compare it did not apply; {send}"
+        ),
+        field: name.to_owned(),
+    }
+}
+
 /// The reason code of a deny because no rule matched.
 pub const NO_MATCHING_RULE: &str = "no_matching_rule";
 /// The reason codes of a check a human already answered: approved (an allow) or denied.

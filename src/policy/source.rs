@@ -501,6 +501,11 @@ fn count(value: &Located) -> usize {
     }
 }
 
+/// Whether a plain scalar reads as this very string (not as null, a boolean or a number).
+pub fn reads_as_string(text: &str) -> bool {
+    matches!(plain_scalar(text), Ok(Node::String(s)) if s == text)
+}
+
 /// A plain scalar as YAML's core schema reads it.
 fn plain_scalar(text: &str) -> Result<Node, String> {
     match text {

@@ -34,8 +34,12 @@ const COMPILE_STACK_BYTES: usize = 16 * 1024 * 1024;
 
 /// Compiles on a thread of its own; the work stops when the returned future is dropped (the
 /// client went away, or the request timed out) or when it runs over its budget.
+///
+/// With `check_unused`, the blocks nothing uses are checked too, as a binding would check them
+/// (a new spec; not a rollback to a version that was accepted before that check existed).
 pub async fn compile_in_background(
     spec: PolicySpec,
+    check_unused: bool,
 ) -> SyncResult<Result<CompiledPolicy, Vec<SpecError>>> {
     let cancel = Arc::new(AtomicBool::new(false));
     let _cancel_on_drop = CancelOnDrop(cancel.clone());
@@ -44,7 +48,19 @@ pub async fn compile_in_background(
         .name("acp-compile".into())
         .stack_size(COMPILE_STACK_BYTES)
         .spawn(move || {
-            let _ = tx.send(compile_with(&spec, &Budget::cancellable(cancel)));
+            let compiled = compile_with(&spec, &Budget::cancellable(cancel)).and_then(|c| {
+                let unused = if check_unused {
+                    super::compile::unused_block_errors(&spec)
+                } else {
+                    Vec::new()
+                };
+                if unused.is_empty() {
+                    Ok(c)
+                } else {
+                    Err(unused)
+                }
+            });
+            let _ = tx.send(compiled);
         })
         .map_err(SyncError::internal)?;
     rx.await
@@ -255,7 +271,7 @@ async fn sync_as(
             })?,
     };
     let spec = from_value(&req.spec).map_err(SyncError::InvalidSpec)?;
-    let compiled = compile_in_background(spec)
+    let compiled = compile_in_background(spec, rollback_to.is_none())
         .await?
         .map_err(SyncError::InvalidSpec)?;
 
@@ -292,7 +308,9 @@ async fn sync_as(
     } else {
         (compiled, None)
     };
-    let (impact, semantic) = analysis.map_or((None, None), |a| (a.impact, Some(a.semantic)));
+    let (spec_diff, impact, semantic) = analysis.map_or((None, None, None), |a| {
+        (Some(a.spec_diff), a.impact, Some(a.semantic))
+    });
     let mut answer = api::SyncResponse {
         ok: true,
         dry_run: req.dry_run,
@@ -303,6 +321,7 @@ async fn sync_as(
         diff: api::SyncDiff {
             changed,
             cedar_diff: d.cedar_diff,
+            spec_diff,
             summary: serde_json::to_value(&d.summary).unwrap_or(Value::Null),
             impact: impact.map(|i| serde_json::to_value(i).unwrap_or(Value::Null)),
             semantic: semantic.map(|d| serde_json::to_value(d).unwrap_or(Value::Null)),
@@ -416,6 +435,8 @@ async fn sync_as(
 /// What a dry run finds beyond the text: the semantic diff of the specs, and the impact on
 /// the recorded checks.
 struct Analysis {
+    /// The specs' own text, compared (see `diff::spec_diff`).
+    spec_diff: String,
     semantic: SemanticDiff,
     impact: Option<Impact>,
 }
@@ -450,6 +471,7 @@ async fn analyse(
     };
     tokio::task::spawn_blocking(move || {
         let before = current.as_ref().map(|c| &c.compiled);
+        let spec_diff = super::diff::spec_diff(before.map(|c| &c.spec), &desired.spec);
         let semantic = semantic_diff(before, &desired);
         let impact = match (before, events) {
             (Some(before), Some(events)) => {
@@ -457,7 +479,14 @@ async fn analyse(
             }
             _ => None,
         };
-        Ok::<_, String>((desired, Analysis { semantic, impact }))
+        Ok::<_, String>((
+            desired,
+            Analysis {
+                spec_diff,
+                semantic,
+                impact,
+            },
+        ))
     })
     .await
     .map_err(|e| SyncError::internal(format!("the dry run's analysis stopped: {e}")))?

@@ -50,6 +50,7 @@ mod operator_cli;
 mod operators;
 mod policies;
 mod policy_cli;
+mod policy_round_trip;
 mod rate_limits;
 mod replicas;
 mod reputation;

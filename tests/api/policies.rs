@@ -317,10 +317,15 @@ async fn the_sync_cli_has_exit_codes_for_ci() {
 
     let (code, out, _) = acp_sync(&base).await;
     assert_eq!(code, 2, "a dry run that finds changes: {out}");
+    // In the spec's terms; the compiled Cedar only with `--cedar`.
     assert!(
-        out.contains("+ blocks: ops") && out.contains("+@source(\"team:ops/ops\")"),
+        out.contains("+ blocks: ops") && out.contains("+    actions: {allow: [read]}"),
         "{out}"
     );
+    assert!(!out.contains("+@source(\"team:ops/ops\")"), "{out}");
+    let (code, out, _) = acp_sync(&[&base[..], &["--cedar"]].concat()).await;
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("+@source(\"team:ops/ops\")"), "{out}");
     let (code, out, err) =
         acp_sync(&[&base[..], &["--apply", "--idempotency-key", "ci-1"]].concat()).await;
     assert_eq!(code, 0, "{out}{err}");

@@ -203,10 +203,9 @@ fn fmt_check_passes_on_shipped_specs_and_fails_on_a_messy_copy() {
     let messy = original
         .replace("      limits:\n", "      field: amount\n      limits:\n")
         .replace(
-            "  reputation:\n",
-            "  reputation: {challenge_at: medium, deny_at: high}\n  email: null\n",
-        )
-        .replace("    challenge_at: medium\n    deny_at: high\n", "");
+            "  reputation: {challenge_at: medium, deny_at: high}\n",
+            "  email: null\n  reputation:\n    deny_at: high\n    challenge_at: medium\n",
+        );
     assert_ne!(messy, original);
     let file = write(dir.path(), "messy.yaml", &messy);
     assert_eq!(hash_of(&file), hash_of("policies/finance-refunds.yaml"));
@@ -281,4 +280,141 @@ fn yaml_and_json_compile_to_the_same_hash() {
         let formatted: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert!(formatted.get("reusable_policy_blocks").is_some());
     }
+}
+
+#[test]
+fn fmt_keeps_comments_and_short_flow_mappings() {
+    let dir = tempfile::tempdir().unwrap();
+    let written = "# Refunds, as finance wants them.\n\nbindings:\n  # Refunds only: the block has an email part too.\n  - {group: finance, blocks: [refunds], actions: [refund]}  # see the runbook\nreusable_policy_blocks:\n  refunds:\n    amount:\n      field: amount  # the default, said anyway\n      limits: {USD: {allow_up_to: 100, challenge_up_to: 1000}}\n    actions:\n      allow: [read]\n      # deny: [drop_db]\nagent_groups:\n  - name: finance\n    selectors:\n      - labels: {dept: finance}  # the inventory's label\n# the end\n";
+    let file = write(dir.path(), "commented.yaml", written);
+    let out = acp(&["policy", "fmt", &file]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let formatted = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(
+        formatted,
+        "# Refunds, as finance wants them.\n\nreusable_policy_blocks:\n  refunds:\n    amount:\n      field: amount  # the default, said anyway\n      limits: {USD: {allow_up_to: 100, challenge_up_to: 1000}}\n    actions:\n      allow: [read]\n      # deny: [drop_db]\nagent_groups:\n  - name: finance\n    selectors:\n      - {labels: {dept: finance}}  # the inventory's label\nbindings:\n  # Refunds only: the block has an email part too.\n  - {group: finance, blocks: [refunds], actions: [refund]}  # see the runbook\n# the end\n"
+    );
+    // Written back, then checked: formatted, and the same policy.
+    let out = acp(&["policy", "fmt", "--write", &file]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), formatted);
+    assert!(acp(&["policy", "fmt", "--check", &file]).status.success());
+    let original = write(dir.path(), "original.yaml", written);
+    let hash =
+        |f: &str| String::from_utf8_lossy(&acp(&["policy", "validate", f]).stdout).into_owned();
+    assert_eq!(hash(&file), hash(&original));
+}
+
+#[test]
+fn fmt_that_cannot_keep_a_comment_says_so_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    // The item's comment and its first entry's comment would have to share one line.
+    let written = "agent_groups: [{name: g}]\nreusable_policy_blocks: {b: {}}\nbindings:\n  - {  # the binding\n     group: g,  # the group\n     blocks: [b]}\n";
+    let file = write(dir.path(), "two.yaml", written);
+    for args in [
+        vec!["policy", "fmt"],
+        vec!["policy", "fmt", "--write"],
+        vec!["policy", "fmt", "--check"],
+    ] {
+        let out = acp(&[args.as_slice(), &[file.as_str()]].concat());
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", text(&out));
+        assert!(out.stdout.is_empty(), "{args:?}: {}", text(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("fmt cannot keep the comments of") && err.contains("nothing changed"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), written);
+    }
+}
+
+#[test]
+fn validate_warns_of_unused_blocks_and_groups_and_checks_them_like_used_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = "reusable_policy_blocks:\n  used: {actions: {allow: [read]}}\n  spare: {actions: {allow: [write]}}\nagent_groups:\n  - {name: team}\n  - {name: idle}\nbindings:\n  - {group: team, blocks: [used]}\n";
+    let file = write(dir.path(), "warn.yaml", spec);
+    let out = acp(&["policy", "validate", &file]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let shown = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        shown.contains("warning: reusable_policy_blocks.spare: block `spare` is not used"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("warning: agent_groups[1].name: group `idle` is not used"),
+        "{shown}"
+    );
+    assert!(shown.contains(&format!("--> {file}:3:3")), "{shown}");
+    assert!(
+        shown.lines().last().unwrap().starts_with("ok sha256:"),
+        "{shown}"
+    );
+    let report = stdout_json(&acp(&["policy", "validate", &file, "--output", "json"]));
+    assert_eq!(report["ok"], true, "{report}");
+    assert_eq!(report["warnings"].as_array().unwrap().len(), 2, "{report}");
+    // Warnings fail only when asked to.
+    let out = acp(&["policy", "validate", &file, "--deny-warnings"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let report = stdout_json(&acp(&[
+        "policy",
+        "validate",
+        &file,
+        "--deny-warnings",
+        "--output",
+        "json",
+    ]));
+    assert_eq!(report["ok"], false, "{report}");
+
+    // An unused block has the errors a used one would have.
+    let broken = "reusable_policy_blocks:\n  spare:\n    amount: {limits: {USD: {allow_up_to: 10, challenge_up_to: 5}}}\n    cedar:\n      - {name: big, when: 'context.amount > 5', outcome: deny, reason_code: too_big, reason: too big}\n";
+    let file = write(dir.path(), "broken.yaml", broken);
+    let out = acp(&["policy", "validate", &file]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let shown = text(&out);
+    assert!(
+        shown.contains("reusable_policy_blocks.spare.amount.limits.USD"),
+        "{shown}"
+    );
+    let used = write(
+        dir.path(),
+        "used.yaml",
+        &format!(
+            "{broken}agent_groups: [{{name: g}}]\nbindings: [{{group: g, blocks: [spare]}}]\n"
+        ),
+    );
+    let used_out = text(&acp(&["policy", "validate", &used]));
+    let first_error = |t: &str| {
+        t.lines()
+            .find(|l| l.contains("limits.USD"))
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(first_error(&shown), first_error(&used_out));
+
+    // A raw rule reading `context.amount` is told how fields and numbers are read.
+    let raw = "reusable_policy_blocks:\n  b:\n    cedar:\n      - {name: big, when: 'context.amount > 5', outcome: deny, reason_code: too_big, reason: too big}\nagent_groups: [{name: g}]\nbindings: [{group: g, blocks: [b]}]\n";
+    let file = write(dir.path(), "raw.yaml", raw);
+    let shown = text(&acp(&["policy", "validate", &file]));
+    assert!(
+        shown.contains("read a string or boolean field as `context.fields.contains(\"amount=value\")`, and a number as `resource.hasTag(\"amount\") && resource.getTag(\"amount\") > N`, where N is in ten-thousandths (12.5 is 125000)"),
+        "{shown}"
+    );
+    assert!(!shown.contains("did you mean `action`"), "{shown}");
+
+    // A reference to a group or block that is not there: the nearest name.
+    let typo = "reusable_policy_blocks:\n  refunds: {actions: {allow: [refund]}}\nagent_groups: [{name: finance}]\nbindings: [{group: finanse, blocks: [refund]}]\nglobal_guardrails: {blocks: [refundz]}\n";
+    let file = write(dir.path(), "typo.yaml", typo);
+    let shown = text(&acp(&["policy", "validate", &file]));
+    assert!(
+        shown.contains("bindings[0].group: no group `finanse`; did you mean `finance`?"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("bindings[0].blocks[0]: no block `refund`; did you mean `refunds`?"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("global_guardrails.blocks[0]: no block `refundz`; did you mean `refunds`?"),
+        "{shown}"
+    );
 }

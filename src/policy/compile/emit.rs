@@ -49,6 +49,9 @@ pub(super) struct Rule {
     /// Its condition reads the value of a numeric tag other than through `range` (raw Cedar
     /// calling `getTag`): the decision cache then keeps every number of a check apart.
     pub(super) reads_tag_values: bool,
+    /// The numeric tags its raw condition names (`getTag` / `hasTag`); a built-in rule names
+    /// its tag in `range`.
+    pub(super) raw_tags: Vec<String>,
 }
 
 /// A Cedar string literal.
@@ -147,6 +150,42 @@ pub(super) fn rules(spec: &PolicySpec, errors: &mut Vec<SpecError>) -> Vec<Rule>
     rules
 }
 
+/// The rules of the blocks that no binding and no guardrail names, emitted as a binding
+/// would emit them, only for their errors: they never reach a compiled policy.
+pub(super) fn unused_block_rules(spec: &PolicySpec, errors: &mut Vec<SpecError>) -> Vec<Rule> {
+    let used: BTreeSet<&str> = spec
+        .bindings
+        .iter()
+        .flat_map(|b| b.blocks.iter())
+        .chain(spec.global_guardrails.blocks.iter())
+        .map(String::as_str)
+        .collect();
+    let mut rules = Vec::new();
+    let mut raw_reads = HashMap::new();
+    for (name, block) in &spec.reusable_policy_blocks {
+        if used.contains(name.as_str()) {
+            continue;
+        }
+        let mut e = Emitter {
+            rules: &mut rules,
+            errors: &mut *errors,
+            group: None,
+            source: format!("reusable_policy_blocks/{name}"),
+            narrow: None,
+            narrow_actions: None,
+            scope: None,
+            unusual: false,
+            guard: None,
+            reads: Reads::default(),
+            allows: true,
+            approval: None,
+            raw_reads: &mut raw_reads,
+        };
+        e.block(block, &format!("reusable_policy_blocks.{name}"), false);
+    }
+    rules
+}
+
 /// Collects a block's rules. `allows` is false for guardrails: there the email and amount
 /// blocks only restrict; they do not grant email sending or amounts to every agent (an explicit
 /// `actions.allow` or raw Cedar `allow` rule still does).
@@ -205,6 +244,7 @@ impl Emitter<'_> {
             range: None,
             reads_email_counts: self.reads.email_counts,
             reads_tag_values: self.reads.tag_values,
+            raw_tags: self.reads.tags.iter().cloned().collect(),
             id: format!("{}#{kind}", self.source),
             group: self.group.clone(),
             meta: RuleMeta {
@@ -759,6 +799,8 @@ pub(super) struct Reads {
     email_counts: bool,
     /// The value of a numeric tag (raw Cedar; a built-in rule reads tags through its range).
     tag_values: bool,
+    /// The numeric tags a raw condition names (`getTag` / `hasTag`).
+    tags: BTreeSet<String>,
 }
 
 impl Reads {
@@ -794,7 +836,8 @@ fn raw_reads(when: &str) -> Reads {
     let is_field = |f: &str| {
         !f.is_empty() && f.len() <= 64 && f.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
     };
-    let mut fields: BTreeSet<String> = found.tags.into_iter().filter(|f| is_field(f)).collect();
+    let tags: BTreeSet<String> = found.tags.into_iter().filter(|f| is_field(f)).collect();
+    let mut fields = tags.clone();
     if found.context_fields {
         fields.extend(
             found
@@ -813,6 +856,7 @@ fn raw_reads(when: &str) -> Reads {
         fields,
         email_counts: found.email_counts,
         tag_values: found.get_tag,
+        tags,
     }
 }
 
@@ -923,6 +967,7 @@ fn status_rule(
         range: None,
         reads_email_counts: false,
         reads_tag_values: false,
+        raw_tags: Vec::new(),
         condition: format!("principal.status == {}", lit(status)),
         raw: None,
     }

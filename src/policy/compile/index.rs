@@ -165,6 +165,11 @@ pub(super) struct TagRange {
 }
 
 impl TagRange {
+    /// The tag (the context field) the range bounds.
+    pub(super) fn tag(&self) -> &str {
+        &self.tag
+    }
+
     pub(super) fn new(tag: &str, above: Option<i64>, up_to: Option<i64>) -> Self {
         Self {
             tag: tag.to_owned(),

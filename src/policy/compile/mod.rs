@@ -23,7 +23,7 @@ mod emit;
 mod index;
 mod validate;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use cedar_policy::PolicySet;
 
@@ -58,6 +58,85 @@ pub struct CompiledPolicy {
     /// on the tag an interval index is built on only through the interval its value falls in
     /// (see `evaluate`'s decision cache; other tags count by value there).
     pub tags_read_by_ranges_only: bool,
+    /// The context fields some rule reads as numbers (an `amount` block's `field`, a tag that
+    /// raw Cedar names), in name order, each with the actions of those rules: a check whose
+    /// context holds one of them as another JSON type gets a warning (see
+    /// `evaluate::field_warnings`), found without parsing anything per check.
+    pub number_fields: Vec<NumberField>,
+}
+
+/// A context field that rules read as a number, and for which actions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NumberField {
+    pub name: String,
+    /// The actions of the rules reading it; `None`: some rule reads it for any action.
+    pub actions: Option<BTreeSet<String>>,
+}
+
+impl NumberField {
+    /// Whether a check of `action` has a rule that reads this field.
+    pub fn read_for(&self, action: &str) -> bool {
+        self.actions.as_ref().is_none_or(|a| a.contains(action))
+    }
+}
+
+/// The fields the rules read as numbers, merged by name (see `CompiledPolicy::number_fields`).
+fn number_fields(rules: &[Rule]) -> Vec<NumberField> {
+    let mut by_name: BTreeMap<&str, Option<BTreeSet<String>>> = BTreeMap::new();
+    for rule in rules {
+        let tags = rule
+            .range
+            .iter()
+            .map(|r| r.tag())
+            .chain(rule.raw_tags.iter().map(String::as_str));
+        for tag in tags {
+            let entry = by_name.entry(tag).or_insert_with(|| Some(BTreeSet::new()));
+            match (entry.as_mut(), &rule.actions) {
+                (Some(known), Some(actions)) => known.extend(actions.iter().cloned()),
+                _ => *entry = None,
+            }
+        }
+    }
+    by_name
+        .into_iter()
+        .map(|(name, actions)| NumberField {
+            name: name.to_owned(),
+            actions,
+        })
+        .collect()
+}
+
+/// The errors of the blocks that no binding and no guardrail uses, found as if a binding used
+/// them: their values, and their raw Cedar in strict mode against the schema. Not part of
+/// [`compile`], so that a stored policy holding such a block still loads; `acp policy
+/// validate` and the sync endpoint report them with the spec's other errors.
+pub fn unused_block_errors(spec: &PolicySpec) -> Vec<SpecError> {
+    let mut errors = Vec::new();
+    let rules = emit::unused_block_rules(spec, &mut errors);
+    let refs: Vec<&Rule> = rules.iter().collect();
+    let placed = emit::static_rules(&refs, &mut errors);
+    if !errors.is_empty() || placed.is_empty() {
+        return errors;
+    }
+    let mut all = PolicySet::new();
+    for p in placed {
+        if let index::Compiled::Static(policy) = p.compiled {
+            let _ = all.add(*policy);
+        }
+    }
+    let by_id: HashMap<&str, &Rule> = rules.iter().map(|r| (r.id.as_str(), r)).collect();
+    let origin = |id: &cedar_policy::PolicyId| {
+        let rule = by_id.get(id.to_string().as_str());
+        validate::Origin {
+            rule: id.to_string(),
+            source: rule.map(|r| r.meta.source.clone()).unwrap_or_default(),
+            written: rule.and_then(|r| r.raw.clone().map(|raw| (raw, cedar_text(r)))),
+        }
+    };
+    if let Err(e) = validate::against_schema(&all, origin, &mut errors) {
+        errors.push(e);
+    }
+    errors
 }
 
 /// Compiles a spec. Errors list every problem found, each with its path.
@@ -163,6 +242,7 @@ pub fn compile_with(spec: &PolicySpec, budget: &Budget) -> Result<CompiledPolicy
     Ok(CompiledPolicy {
         counts_emails: rules.iter().any(|r| r.reads_email_counts),
         tags_read_by_ranges_only: rules.iter().all(|r| !r.reads_tag_values),
+        number_fields: number_fields(&rules),
         spec: spec.clone(),
         hash: spec.hash(),
         cedar,

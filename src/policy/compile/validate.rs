@@ -103,7 +103,11 @@ pub(super) fn structure(spec: &PolicySpec, errors: &mut Vec<SpecError>) {
         if !groups.contains(&b.group) {
             errors.push(SpecError::new(
                 format!("bindings[{i}].group"),
-                format!("no group `{}`", b.group),
+                format!(
+                    "no group `{}`{}",
+                    b.group,
+                    did_you_mean(&b.group, groups.iter().map(String::as_str))
+                ),
             ));
         }
         if b.blocks.is_empty() {
@@ -116,7 +120,7 @@ pub(super) fn structure(spec: &PolicySpec, errors: &mut Vec<SpecError>) {
             if !spec.reusable_policy_blocks.contains_key(block) {
                 errors.push(SpecError::new(
                     format!("bindings[{i}].blocks[{j}]"),
-                    format!("no block `{block}`"),
+                    format!("no block `{block}`{}", block_hint(spec, block)),
                 ));
             }
         }
@@ -153,10 +157,40 @@ pub(super) fn structure(spec: &PolicySpec, errors: &mut Vec<SpecError>) {
         if !spec.reusable_policy_blocks.contains_key(block) {
             errors.push(SpecError::new(
                 format!("global_guardrails.blocks[{j}]"),
-                format!("no block `{block}`"),
+                format!("no block `{block}`{}", block_hint(spec, block)),
             ));
         }
     }
+}
+
+/// `; did you mean `x`?` when one of `names` is close to `word` (a likely typo), else nothing.
+fn did_you_mean<'a>(word: &str, names: impl Iterator<Item = &'a str>) -> String {
+    let names: Vec<&str> = names.collect();
+    nearest(word, &names)
+        .map(|n| format!("; did you mean `{n}`?"))
+        .unwrap_or_default()
+}
+
+fn block_hint(spec: &PolicySpec, block: &str) -> String {
+    did_you_mean(
+        block,
+        spec.reusable_policy_blocks.keys().map(String::as_str),
+    )
+}
+
+/// What a raw condition that reads `context.<name>` is told: the check's context fields are
+/// not attributes of `context` in the compiled policy.
+pub(super) fn context_hint(name: &str) -> String {
+    format!(
+        "; the check's context fields are not attributes of `context`: read a string or boolean field as `context.fields.contains(\"{name}=value\")`, and a number as `resource.hasTag(\"{name}\") && resource.getTag(\"{name}\") > N`, where N is in ten-thousandths (12.5 is 125000)"
+    )
+}
+
+/// The attribute an error says `context` does not have.
+fn missing_context_attribute(message: &str) -> Option<&str> {
+    let rest = message.split("attribute `").nth(1)?;
+    let (name, after) = rest.split_once('`')?;
+    after.starts_with(" in context not found").then_some(name)
 }
 
 /// A raw `cedar` rule as the user wrote it, for errors that point at it.
@@ -543,13 +577,18 @@ pub(super) fn against_schema(
                     let start = text.rfind(&format!("({})", raw.when))? + 1;
                     (at >= start && at + len <= start + raw.when.len()).then(|| (at - start, len))
                 });
+                // Cedar's own hint for a context attribute (`did you mean `action`?`) misleads:
+                // a context field is read otherwise.
+                let help = match missing_context_attribute(&message) {
+                    Some(name) => context_hint(name),
+                    None => help_text(err),
+                };
                 errors.push(SpecError::new(
                     raw.path.clone(),
                     format!(
-                        "rule `{}`: {message}{}{}",
+                        "rule `{}`: {message}{}{help}",
                         raw.name,
                         quote(&raw.when, span),
-                        help_text(err)
                     ),
                 ));
             }
