@@ -14,8 +14,8 @@
 //! command tree, so a command missing from [`GROUPS`] shows up under "Other commands" (and a test
 //! fails).
 
-mod agent_side;
 mod admin;
+mod agent_side;
 mod api_key;
 mod audit;
 mod backup;

@@ -634,7 +634,11 @@ fn challenge_text(c: &Value) -> String {
     if !c["decided_at"].is_null() {
         rows.push((
             "decided",
-            format!("{} by {}", cell(&c["decided_at"]), named(&c["decided_by_name"], &c["decided_by"])),
+            format!(
+                "{} by {}",
+                cell(&c["decided_at"]),
+                named(&c["decided_by_name"], &c["decided_by"])
+            ),
         ));
         rows.push(("reason", cell(&c["decision_reason"])));
         if status == "approved" {
