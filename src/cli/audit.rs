@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::Subcommand;
 use serde_json::Value;
 
-use super::client::{cell, finish, print_json, table, Client, ClientArgs, Failure};
+use super::client::{cell, finish, items, print_json, table, Client, ClientArgs, Failure};
 use super::operate::{list_all, named};
 use super::output::line;
 use super::resolve;
@@ -149,13 +149,7 @@ pub async fn run(args: &AuditArgs) -> anyhow::Result<i32> {
                 if args.client.json() {
                     print_json(&found)?;
                 } else {
-                    let rows: Vec<Vec<String>> = found["items"]
-                        .as_array()
-                        .map(Vec::as_slice)
-                        .unwrap_or_default()
-                        .iter()
-                        .map(row)
-                        .collect();
+                    let rows: Vec<Vec<String>> = items(&found).iter().map(row).collect();
                     table(HEADERS, &rows)?;
                 }
                 Ok(0)
@@ -220,11 +214,7 @@ async fn tail(
             Some((last - crate::audit::tail::LAG_MS).to_string()),
         ));
         let known = list_all(client, "/v1/workspace/audit/events", &window, 10_000).await?;
-        for event in known["items"]
-            .as_array()
-            .map(Vec::as_slice)
-            .unwrap_or_default()
-        {
+        for event in items(&known) {
             seen.insert(event["event_id"].as_str().unwrap_or("").to_owned());
         }
     }

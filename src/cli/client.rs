@@ -318,14 +318,19 @@ pub fn show_list(json: bool, listed: &Value, columns: &[(&str, &str)]) -> anyhow
         return print_json(listed);
     }
     let headers: Vec<&str> = columns.iter().map(|(h, _)| *h).collect();
-    let rows: Vec<Vec<String>> = listed["items"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
+    let rows: Vec<Vec<String>> = items(listed)
         .iter()
         .map(|item| columns.iter().map(|(_, k)| cell(&item[*k])).collect())
         .collect();
     table(&headers, &rows)
+}
+
+/// The `items` of a list answer (none when it has no such array).
+pub fn items(listed: &Value) -> &[Value] {
+    listed["items"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
 }
 
 /// Workspaces (`workspace_id`, `name`, `role`) as a table, `*` marking the `active` one.

@@ -6,7 +6,7 @@ use clap::Subcommand;
 use serde_json::json;
 
 use super::client::{
-    cell, finish, normalize, print_json, table, workspace_table, ClientArgs, Failure, YesArg,
+    cell, finish, items, normalize, print_json, table, workspace_table, ClientArgs, Failure, YesArg,
 };
 use super::credentials::Credentials;
 use super::operate::named;
@@ -63,10 +63,7 @@ pub async fn api_keys(args: &ApiKeysArgs) -> anyhow::Result<i32> {
                     print_json(&listed)?;
                     return Ok(0);
                 }
-                let rows: Vec<Vec<String>> = listed["items"]
-                    .as_array()
-                    .map(Vec::as_slice)
-                    .unwrap_or_default()
+                let rows: Vec<Vec<String>> = items(&listed)
                     .iter()
                     .map(|k| {
                         let mut row: Vec<String> = [

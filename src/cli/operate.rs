@@ -6,7 +6,9 @@
 use clap::Subcommand;
 use serde_json::{json, Value};
 
-use super::client::{cell, fields, finish, print_json, show_list, table, ClientArgs, YesArg};
+use super::client::{
+    cell, fields, finish, items, print_json, show_list, table, ClientArgs, YesArg,
+};
 use super::output::line;
 use super::resolve;
 use super::values::{self, AgentStatus, ChallengeStatus, RiskTier, Seen};
@@ -685,10 +687,7 @@ pub async fn challenges(args: &ChallengesArgs) -> anyhow::Result<i32> {
                     print_json(&listed)?;
                     return Ok(0);
                 }
-                let rows: Vec<Vec<String>> = listed["items"]
-                    .as_array()
-                    .map(Vec::as_slice)
-                    .unwrap_or_default()
+                let rows: Vec<Vec<String>> = items(&listed)
                     .iter()
                     .map(|c| {
                         vec![

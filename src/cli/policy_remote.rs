@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 
-use super::client::{cell, fields, finish, print_json, table, Client, ClientArgs, YesArg};
+use super::client::{cell, fields, finish, items, print_json, table, Client, ClientArgs, YesArg};
 use super::operate::named;
 use super::output::{colours_on, line, print};
 use super::sync::diff_text;
@@ -175,10 +175,7 @@ pub async fn versions(args: &PolicyVersionsArgs) -> anyhow::Result<i32> {
             print_json(&listed)?;
             return Ok(0);
         }
-        let rows: Vec<Vec<String>> = listed["items"]
-            .as_array()
-            .map(Vec::as_slice)
-            .unwrap_or_default()
+        let rows: Vec<Vec<String>> = items(&listed)
             .iter()
             .map(|v| {
                 vec![

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::client::{Client, Failure};
+use super::client::{items, Client, Failure};
 use crate::domain::ids;
 
 /// How many matches an ambiguous name's error lists at most.
@@ -63,10 +63,7 @@ pub async fn agent(client: &Client, name_or_id: &str) -> anyhow::Result<String> 
         .request(reqwest::Method::GET, "/v1/agents")
         .query(&[("name", name_or_id), ("limit", "200")]);
     let listed = client.send(req).await?;
-    let matches = listed["items"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
+    let matches = items(&listed)
         .iter()
         .map(|a| (text(&a["agent_id"]), text(&a["status"])))
         .collect();
@@ -97,10 +94,7 @@ pub async fn token(client: &Client, name_or_id: &str) -> anyhow::Result<String> 
 
 /// The items of a list answer named `name` and not revoked, as `(id, last four)`.
 fn live_named(listed: &Value, id_key: &str, name: &str) -> Vec<(String, String)> {
-    listed["items"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
+    items(&listed)
         .iter()
         .filter(|k| k["name"].as_str() == Some(name) && k["revoked_at"].is_null())
         .map(|k| {
@@ -127,10 +121,7 @@ pub async fn member(client: &Client, email_or_id: &str) -> anyhow::Result<String
         .into());
     }
     let listed = client.get("/v1/workspace/members").await?;
-    let found = listed["items"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
+    let found = items(&listed)
         .iter()
         .find(|m| {
             m["email"]

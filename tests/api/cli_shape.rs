@@ -15,20 +15,6 @@ use crate::helpers::*;
 
 const BIN: &str = env!("CARGO_BIN_EXE_acp");
 
-/// What one run of the binary did.
-#[derive(Debug)]
-struct Ran {
-    code: i32,
-    out: String,
-    err: String,
-}
-
-impl Ran {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.out).unwrap_or_else(|e| panic!("{e}: {self:?}"))
-    }
-}
-
 /// A terminal: the binary with none of the caller's `ACP_` variables, its own (empty)
 /// credentials file, and the server and token given.
 struct Term {

@@ -19,20 +19,6 @@ use crate::helpers::*;
 
 const BIN: &str = env!("CARGO_BIN_EXE_acp");
 
-/// What a command did.
-#[derive(Debug)]
-struct Ran {
-    code: i32,
-    out: String,
-    err: String,
-}
-
-impl Ran {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.out).unwrap_or_else(|e| panic!("{e}: {self:?}"))
-    }
-}
-
 /// A terminal in its own folder: the binary without the caller's `ACP_` variables, its own
 /// credentials file.
 struct Terminal {

@@ -682,3 +682,18 @@ impl Browser {
             .expect("post")
     }
 }
+
+/// What one run of the binary did: its exit code and what it wrote.
+#[derive(Debug)]
+pub struct Ran {
+    pub code: i32,
+    pub out: String,
+    pub err: String,
+}
+
+impl Ran {
+    /// Standard output as JSON (the test fails with the run when it is not).
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.out).unwrap_or_else(|e| panic!("{e}: {self:?}"))
+    }
+}

@@ -18,20 +18,6 @@ struct Terminal {
     creds: PathBuf,
 }
 
-/// What a command did.
-#[derive(Debug)]
-struct Ran {
-    code: i32,
-    out: String,
-    err: String,
-}
-
-impl Ran {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.out).unwrap_or_else(|e| panic!("{e}: {self:?}"))
-    }
-}
-
 impl Terminal {
     fn new() -> Terminal {
         let dir = tempfile::tempdir().unwrap();
