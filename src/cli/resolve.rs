@@ -94,7 +94,7 @@ pub async fn token(client: &Client, name_or_id: &str) -> anyhow::Result<String> 
 
 /// The items of a list answer named `name` and not revoked, as `(id, last four)`.
 fn live_named(listed: &Value, id_key: &str, name: &str) -> Vec<(String, String)> {
-    items(&listed)
+    items(listed)
         .iter()
         .filter(|k| k["name"].as_str() == Some(name) && k["revoked_at"].is_null())
         .map(|k| {
