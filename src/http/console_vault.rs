@@ -24,6 +24,7 @@ use crate::api::{
 };
 use crate::context::{Context, SharedContext};
 use crate::domain::access::Need;
+use crate::domain::VaultAction;
 use crate::enforce::leases;
 use crate::enforce::vault::{self, Lifecycle};
 use crate::error::ApiError;
@@ -41,8 +42,8 @@ use super::pages::render;
 const CREATE_ROWS: usize = 5;
 const NEW_KEY_ROWS: usize = 3;
 
-/// What a grant may allow (as `POST /v1/vault/grants` takes them).
-const GRANT_ACTIONS: [&str; 3] = ["proxy_use", "read", "mint_request_lease"];
+/// What a grant may allow, by the names answers use (`POST /v1/vault/grants` takes them).
+const GRANT_ACTIONS: [VaultAction; 3] = VaultAction::ALL;
 
 /// The notices after a change, by the `done` word the redirect carries.
 const NOTICES: [(&str, &str); 9] = [
@@ -716,7 +717,7 @@ async fn set_detail(
         can_change: can_change && live,
         can_lease,
         new_rows: (1..=NEW_KEY_ROWS).collect(),
-        grant_actions: GRANT_ACTIONS,
+        grant_actions: GRANT_ACTIONS.map(VaultAction::name),
         state,
         href,
         done,
@@ -1144,7 +1145,7 @@ fn expiry(text: &str) -> Option<String> {
 #[utoipa::path(post, path = "/dashboard/vault/{secret_set_id}/grants", tag = "dashboard",
     params(("secret_set_id" = String, Path)),
     request_body(content = String, content_type = "application/x-www-form-urlencoded",
-        description = "`csrf`, `agent_id` or `group`, repeated `action` (`proxy_use`, `read`, `mint_request_lease`), `all_keys` or repeated `key`, optional `expires_at` (RFC 3339, or `YYYY-MM-DDTHH:MM` UTC)"),
+        description = "`csrf`, `agent_id` or `group`, repeated `action` (`proxy`, `read`, `mint_lease`; or an alias: `proxy_use`, `mint_request_lease`), `all_keys` or repeated `key`, optional `expires_at` (RFC 3339, or `YYYY-MM-DDTHH:MM` UTC)"),
     responses((status = 303, description = "granted: to the set's page (or not logged in: to /login)"),
         (status = 400, description = "HTML page: `missing_agent_id`, `missing_allowed_keys`, `missing_allowed_actions`, `invalid_allowed_actions`, `invalid_expires_at`"),
         (status = 403, description = "HTML page: `csrf_failed`, or the role may not change the vault"),
