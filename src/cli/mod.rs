@@ -4,7 +4,7 @@
 //!
 //! The client commands (`login`, `whoami`, `token`, `agents`, `audit`, `kill-switch`,
 //! `credentials`, `challenges`, `policy get|versions|diff|rollback`, `api-keys`, `members`,
-//! `workspaces`, `sync`) talk to a running server with a person's token (`acp login` stores one
+//! `workspaces`, `vault` but for `vault rewrap`, `sync`) talk to a running server with a person's token (`acp login` stores one
 //! per server) or a workspace API key; see `client.rs`.
 //!
 //! Exit codes: 0 success; 1 any error (bad flags included); `sync` and `policy rollback
@@ -29,6 +29,7 @@ mod serve;
 mod sinks;
 mod sync;
 mod vault;
+mod vault_remote;
 mod workspace;
 
 use std::collections::BTreeSet;
@@ -75,7 +76,8 @@ pub enum Command {
     Sync(sync::SyncArgs),
     /// Manage the JWT issuer's signing keys
     Keys(keys::KeysArgs),
-    /// The vault's keys: re-wrap every secret set's data key after a master-key rotation
+    /// The vault on a server: secret sets, versions, grants, workflow leases; and re-wrapping
+    /// the data keys after a master-key rotation (on the database)
     Vault(vault::VaultArgs),
     /// Write a consistent copy of the SQLite database while the servers run
     Backup(backup::BackupArgs),
