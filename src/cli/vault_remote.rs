@@ -475,6 +475,13 @@ pub async fn put(args: &PutArgs) -> anyhow::Result<i32> {
                 Failure::local(1, format!("`{key}` is both given a value and unset")).into(),
             );
         }
+        if is_id_or_number(&args.set) && (args.provider.is_some() || args.environment.is_some()) {
+            return Err(Failure::local(
+                1,
+                "--provider and --environment create a set: name it by its name, not its id or number",
+            )
+            .into());
+        }
         let client = args.client.connect()?;
         let entries: Map<String, Value> = entries
             .into_iter()

@@ -226,6 +226,7 @@ both_engines! {
         let ran = cli.run(&["vault", "put", "stripe-prod", "--provider", "paypal", "--environment", "production",
             &format!("K={FROM_ARG}")]).await.exits(1);
         assert!(ran.err.contains("provider `stripe`"), "{ran:?}");
+        cli.run(&["vault", "put", "1", "--provider", "stripe", "--environment", "production", &format!("K={FROM_ARG}")]).await.exits(1);
         let ran = cli.run(&["vault", "put", "stripe-prod", "--expected-version", "1", &format!("K={FROM_ARG}")]).await.exits(3);
         assert!(ran.err.contains("version_conflict"), "{ran:?}");
         let ran = cli.run(&["vault", "put", "stripe-prod", &format!("9BAD={FROM_ARG}"), "--output", "json"]).await.exits(1);
