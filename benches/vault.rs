@@ -173,7 +173,7 @@ async fn main() -> Result<()> {
         &actor,
         serde_json::from_value(
             json!({"secret_set_id": 1, "agent_id": agent_id, "allowed_keys": "*",
-            "allowed_actions": ["read", "proxy_use", "mint_request_lease"]}),
+            "allowed_actions": ["read", "proxy", "mint_lease"]}),
         )?,
     )
     .await

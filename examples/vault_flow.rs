@@ -5,8 +5,8 @@
 //!    upstream's `/echo/` paths only, as `Authorization: Bearer ${API_TOKEN}`;
 //! b. an agent registers and attests; the owner applies a policy whose `vault` block allows
 //!    the vault's actions in `production` and proxying to the upstream's host, and grants the
-//!    agent least privilege in two grants: `read` of `ACCOUNT_ID` only, and `proxy_use` +
-//!    `mint_request_lease` of every key;
+//!    agent least privilege in two grants: `read` of `ACCOUNT_ID` only, and `proxy` +
+//!    `mint_lease` of every key;
 //! c. the pipeline (the API key) hands the agent a workflow lease for `read` and `proxy`;
 //! d. the agent, with its own signed requests (as the public client sends them: no `agent_id`
 //!    in the body, the set's number as `secret_set_id`), asks the policy, mints one-use request
@@ -216,7 +216,7 @@ async fn main() -> Result<()> {
     let mut grants = Vec::new();
     for (keys, actions) in [
         (json!(["ACCOUNT_ID"]), json!(["read"])),
-        (json!("*"), json!(["proxy_use", "mint_request_lease"])),
+        (json!("*"), json!(["proxy", "mint_lease"])),
     ] {
         let granted = ok(
             "grant the set",
@@ -230,7 +230,7 @@ async fn main() -> Result<()> {
         grants.push(text(&granted["grant"]["grant_id"], "grant_id")?.to_owned());
     }
     println!(
-        "   grants: {} = read of ACCOUNT_ID only; {} = proxy_use + mint_request_lease of every key",
+        "   grants: {} = read of ACCOUNT_ID only; {} = proxy + mint_lease of every key",
         grants[0], grants[1]
     );
 

@@ -65,7 +65,7 @@ pending=$(keyed POST /v1/agents/register '{"name":"fuzz-pending","public_key":"1
 api POST /v1/policies/sync '{"spec":{"global_guardrails":{"actions":{"allow":["mint_credential","token_exchange","vault.read","vault.proxy","vault.mint_lease","deploy"]}}}}' > /dev/null
 challenge=$(keyed POST /v1/check "{\"agent_id\":\"$pending\",\"action\":\"deploy\"}" | field challenge_id)
 set_id=$(api POST /v1/vault/secret-sets '{"name":"fuzz","provider":"echo","environment":"staging","entries":{"TOKEN":"fuzz-secret-value"}}' | field secret_set_id)
-grant=$(api POST /v1/vault/grants "{\"secret_set_id\":\"$set_id\",\"agent_id\":\"$active\",\"allowed_keys\":\"*\",\"allowed_actions\":[\"read\",\"mint_request_lease\"]}" | field grant_id)
+grant=$(api POST /v1/vault/grants "{\"secret_set_id\":\"$set_id\",\"agent_id\":\"$active\",\"allowed_keys\":\"*\",\"allowed_actions\":[\"read\",\"mint_lease\"]}" | field grant_id)
 lease=$(keyed POST /v1/vault/leases/workflow "{\"agent_id\":\"$active\",\"secret_set_id\":\"$set_id\",\"purpose\":\"fuzz\",\"actions\":[\"read\"]}" | field lease_id)
 cred=$(keyed POST /v1/identity/credentials/mint "{\"agent_id\":\"$active\"}" | field cred_id)
 user=$(api GET /v1/workspace/members | field user_id)

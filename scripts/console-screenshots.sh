@@ -63,7 +63,7 @@ owner /v1/vault/secret-sets '{"name":"stripe-prod","provider":"stripe","environm
     "profiles":{"stripe":{"hosts":["api.stripe.com"],"methods":["GET","POST"],"path_prefixes":["/v1/"],"inject":{"headers":{"Authorization":"Bearer ${STRIPE_SECRET_KEY}"}}}}}'
 owner /v1/vault/secret-sets/1 '{"set":{"WEBHOOK_SECRET":"whsec_x"}}'
 owner /v1/vault/secret-sets '{"name":"openai-dev","provider":"openai","environment":"development","entries":{"OPENAI_API_KEY":"sk-x"}}'
-owner /v1/vault/grants "{\"secret_set_id\":1,\"agent_id\":\"$agent\",\"allowed_keys\":\"*\",\"allowed_actions\":[\"proxy_use\",\"mint_request_lease\"]}"
+owner /v1/vault/grants "{\"secret_set_id\":1,\"agent_id\":\"$agent\",\"allowed_keys\":\"*\",\"allowed_actions\":[\"proxy\",\"mint_lease\"]}"
 owner /v1/vault/leases/workflow "{\"agent_id\":\"$agent\",\"secret_set_id\":1,\"purpose\":\"nightly payouts\",\"actions\":[\"proxy\"],\"ttl_seconds\":3600}"
 # The workspace: members, keys (one revoked), a token, the approval setting.
 owner /v1/workspace/members '{"email":"ada@example.com","role":"admin"}'

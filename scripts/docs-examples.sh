@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Runs the examples of docs/ that are marked runnable: every ```sh block of the files below, in
-# order, against one fresh server (a temporary SQLite file). Each block runs in `bash -euo
-# pipefail` with these variables set:
-#   ACP_URL       the server's base URL
+# order, against one fresh server (a temporary SQLite file); ```shell blocks are illustrations
+# and are not run. Each block runs in `bash -euo pipefail` with these variables set:
+#   ACP_URL       the server's base URL (ACP_SERVER too, for the `acp` client commands)
 #   ACP_API_KEY   the default workspace's API key
 #   ACP_TOKEN     a personal access token of the workspace's owner (for `acp sync`)
 #   ACP_DATABASE_URL  the server's database (for the seeding script of docs/scale.md)
 #   AGENT_ID      an attested agent of the workspace (examples/attested_agent.rs)
 #   EXAMPLES      a scratch directory shared by the blocks (spec files, answers)
+#   UPSTREAM      an HTTPS echo server for the vault's proxy (examples/https_echo.rs; the
+#                 server trusts its CA and may reach loopback for it)
 # and `acp` on the PATH (target/debug/acp). A block fails the run when any command in it does;
 # the blocks check what they show with `grep`/`test`. Exits non-zero on the first failure.
 #
@@ -15,17 +17,28 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 docs=("$@")
-[ ${#docs[@]} -gt 0 ] || docs=(docs/decisions.md docs/policy-impact.md docs/scale.md)
+# The vault's page last: its example replaces the default policy.
+[ ${#docs[@]} -gt 0 ] || docs=(docs/decisions.md docs/policy-impact.md docs/scale.md docs/vault.md)
 dir=$(mktemp -d)
 pid=
+echo_pid=
 cleanup() {
-    [ -n "$pid" ] && { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; }
+    for p in "$pid" "$echo_pid"; do
+        [ -n "$p" ] || continue
+        kill "$p" 2>/dev/null || true
+        wait "$p" 2>/dev/null || true
+    done
     rm -rf "$dir"
 }
 trap cleanup EXIT
-cargo build -q --bin acp --example attested_agent --example seed_policy
+cargo build -q --bin acp --example attested_agent --example seed_policy --example https_echo
 . scripts/server.sh
-start_server "$dir" > /dev/null
+target/debug/examples/https_echo "$dir/echo-ca.pem" > "$dir/echo.out" 2> "$dir/echo.err" &
+echo_pid=$!
+for _ in $(seq 1 100); do grep -q '^https_echo listening on' "$dir/echo.out" 2>/dev/null && break; sleep 0.1; done
+upstream=$(sed -n 's/^https_echo listening on \(https:[^ ]*\).*/\1/p' "$dir/echo.out")
+[ -n "$upstream" ] || { echo "https_echo did not start"; cat "$dir/echo.err"; exit 1; }
+ACP_VAULT_PROXY_CA_FILE="$dir/echo-ca.pem" ACP_VAULT_PROXY_ALLOW=127.0.0.1/32 start_server "$dir" > /dev/null
 token=$(owner_token "$url" "$dir" owner@example.com docs-examples)
 agent=$(ACP_URL="$url" ACP_API_KEY="$key" target/debug/examples/attested_agent docs-agent | tail -1)
 mkdir -p "$dir/examples" "$dir/bin"
@@ -43,8 +56,9 @@ for doc in "${docs[@]}"; do
     ' "$doc"
     for block in "$dir"/block-*.sh; do
         [ -e "$block" ] || continue
-        if ! (cd "$dir/examples" && PATH="$dir/bin:$PATH" ACP_URL="$url" ACP_API_KEY="$key" \
+        if ! (cd "$dir/examples" && PATH="$dir/bin:$PATH" ACP_URL="$url" ACP_SERVER="$url" ACP_API_KEY="$key" \
             ACP_TOKEN="$token" ACP_DATABASE_URL="sqlite:$dir/acp.db" AGENT_ID="$agent" EXAMPLES="$dir/examples" \
+            UPSTREAM="${upstream%/}/echo" ACP_CREDENTIALS="$dir/credentials.json" \
             bash -euo pipefail "$block") > "$dir/block.out" 2>&1; then
             echo "docs example failed: $doc, block $(basename "$block" .sh | sed 's/block-0*//'):"
             sed 's/^/  | /' "$block"

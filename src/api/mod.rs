@@ -1855,6 +1855,7 @@ pub struct GrantInfo {
     pub group: Option<String>,
     #[schema(schema_with = key_selection)]
     pub allowed_keys: Value,
+    /// Some of `proxy`, `read`, `mint_lease` (always these names, whichever alias was sent).
     pub allowed_actions: Vec<String>,
     pub expires_at: Option<String>,
     pub created_at: String,
@@ -1893,7 +1894,8 @@ pub struct CreateGrantRequest {
     pub group: Option<String>,
     #[schema(schema_with = key_selection)]
     pub allowed_keys: Value,
-    /// Some of `proxy_use`, `read`, `mint_request_lease` (`read` is never implied).
+    /// Some of `proxy`, `read`, `mint_lease` (`read` is never implied). Aliases accepted:
+    /// `proxy_use`, `mint_request_lease` and the `vault.` names; answers use the first names.
     pub allowed_actions: Vec<String>,
     /// RFC 3339; absent for a grant that does not expire.
     #[serde(default)]
@@ -1910,7 +1912,7 @@ pub struct WorkflowLeaseRequest {
     /// Why (1 to 200 printable characters; audited).
     #[schema(max_length = 200)]
     pub purpose: String,
-    /// Some of `read`, `proxy_use` (`proxy` is read as `proxy_use`).
+    /// Some of `read`, `proxy` (aliases accepted: `proxy_use`, `vault.read`, `vault.proxy`).
     pub actions: Vec<String>,
     /// 1 to 86,400, default 3,600.
     #[serde(default, deserialize_with = "int::optional")]
@@ -1937,6 +1939,7 @@ pub struct LeaseInfo {
     pub agent_id: String,
     pub secret_set_id: String,
     pub purpose: String,
+    /// `read` and/or `proxy` (always these names, whichever alias was sent).
     pub actions: Vec<String>,
     pub keys: Option<Vec<String>>,
     pub uses_left: Option<i64>,
@@ -1997,7 +2000,8 @@ pub struct VaultAuditParams {
 pub struct VaultEvalRequest {
     #[schema(schema_with = secret_set_ref)]
     pub secret_set_id: Value,
-    /// `read`, `proxy` or `mint_lease` (`vault.read`, `vault.proxy`, `vault.mint_lease`).
+    /// `read`, `proxy` or `mint_lease` (aliases accepted: `proxy_use`, `mint_request_lease` and
+    /// the `vault.` names).
     pub action: String,
     /// The keys the action would touch (default: every key of the set).
     #[serde(default)]
@@ -2026,7 +2030,8 @@ pub struct RequestLeaseMintRequest {
     pub workflow_lease_token: String,
     #[schema(schema_with = secret_set_ref)]
     pub secret_set_id: Value,
-    /// `read` or `proxy` (`proxy_use`): what the request lease is for.
+    /// `read` or `proxy` (aliases accepted: `proxy_use`, `vault.read`, `vault.proxy`): what the
+    /// request lease is for.
     pub action: String,
     /// The keys it may touch (default: every key the grant allows).
     #[serde(default)]

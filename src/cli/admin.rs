@@ -31,7 +31,7 @@ pub enum AdminCommand {
     /// The JWT issuer's signing keys: rotate, list
     Keys(keys::KeysArgs),
     /// The vault's keys: re-wrap every secret set's data key after a master-key rotation
-    Vault(vault::VaultArgs),
+    Vault(vault::AdminVaultArgs),
     /// Write a consistent copy of the SQLite database while the servers run
     Backup(backup::BackupArgs),
     /// Put a backup in place of the SQLite database (the servers stopped)
@@ -50,7 +50,7 @@ pub async fn run(args: &AdminArgs) -> anyhow::Result<i32> {
         AdminCommand::ApiKey(args) => api_key::run(args).await,
         AdminCommand::Outbox(args) => outbox::run(args).await,
         AdminCommand::Keys(args) => keys::run(args).await,
-        AdminCommand::Vault(args) => vault::run(args).await,
+        AdminCommand::Vault(args) => vault::run_admin(args).await,
         AdminCommand::Backup(args) => backup::backup(args).await,
         AdminCommand::Restore(args) => backup::restore(args).await,
     }

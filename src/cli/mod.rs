@@ -5,7 +5,7 @@
 //!
 //! The client commands (`login`, `whoami`, `token`, `agents`, `audit`, `kill-switch`,
 //! `credentials`, `challenges`, `policy get|versions|diff|rollback`, `api-keys`, `members`,
-//! `workspaces`, `sync`) talk to a running server with a person's token (`acp login` stores one
+//! `workspaces`, `vault`, `sync`) talk to a running server with a person's token (`acp login` stores one
 //! per server) or a workspace API key; see `client.rs`. Their shared flags are listed once, by
 //! `acp options`, and hidden from each command's help.
 //!
@@ -38,6 +38,7 @@ mod starter;
 mod sync;
 mod values;
 mod vault;
+mod vault_remote;
 mod workspace;
 
 use std::collections::BTreeSet;
@@ -79,7 +80,7 @@ pub const GROUPS: &[(&str, &[&str])] = &[
     ("Agents and decisions", &["agents", "check"]),
     ("Policies", &["policy", "sync"]),
     ("Approvals and audit", &["challenges", "audit"]),
-    ("Credentials", &["credentials", "kill-switch"]),
+    ("Credentials and vault", &["credentials", "kill-switch", "vault"]),
     (
         "Workspace and access",
         &["workspaces", "members", "api-keys"],
@@ -139,6 +140,8 @@ pub enum Command {
     /// The kill switch: status, pause or resume minting, revoke every credential
     #[command(name = "kill-switch")]
     KillSwitch(operate::KillSwitchArgs),
+    /// The vault on a server: secret sets, versions, grants, workflow leases
+    Vault(vault::VaultArgs),
     /// Your workspaces on a server: list, create, use
     Workspaces(manage::WorkspacesArgs),
     /// The workspace's members on a server: list, add, remove
@@ -162,8 +165,6 @@ pub enum Command {
     Outbox(outbox::OutboxArgs),
     #[command(hide = true)]
     Keys(keys::KeysArgs),
-    #[command(hide = true)]
-    Vault(vault::VaultArgs),
     #[command(hide = true)]
     Backup(backup::BackupArgs),
     #[command(hide = true)]
@@ -330,10 +331,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             deprecated(&format!("keys {sub}"), &format!("admin keys {sub}"));
             keys::run(args).await
         }
-        Command::Vault(args) => {
-            deprecated("vault rewrap", "admin vault rewrap");
-            vault::run(args).await
-        }
+        Command::Vault(args) => vault::run(args).await,
         Command::Backup(args) => {
             deprecated("backup", "admin backup");
             backup::backup(args).await

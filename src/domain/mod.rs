@@ -12,6 +12,7 @@ pub mod input;
 pub mod member;
 pub mod refusal;
 pub mod signup;
+pub mod vault_action;
 
 pub use access::{Denied, Need, Scopes};
 pub use agent::{AgentStatus, RiskTier};
@@ -21,3 +22,4 @@ pub use input::FieldError;
 pub use member::Role;
 pub use refusal::{Refusal, RefusalKind};
 pub use signup::Signup;
+pub use vault_action::VaultAction;

@@ -9,7 +9,7 @@ use serde_json::json;
 use crate::api;
 use crate::audit::{self, Actor};
 use crate::context::Context;
-use crate::domain::ids;
+use crate::domain::{ids, VaultAction};
 use crate::secret::{random_base62, sha256_hex};
 use crate::store::{Change, LeaseFilter, LeaseRecord, StoreError, VaultOp};
 use crate::time::{iso, now_ms};
@@ -21,19 +21,22 @@ use super::{EnforceError, EnforceResult};
 pub const LEASE: &str = "ls";
 pub const WORKFLOW_TOKEN_PREFIX: &str = "vwl_";
 
-/// What a workflow lease may let request leases do.
-pub const LEASE_ACTIONS: &[&str] = &["read", "proxy_use"];
-
 const DEFAULT_WORKFLOW_TTL_SECS: i64 = 3_600;
 const MAX_WORKFLOW_TTL_SECS: i64 = 86_400;
 
-/// `proxy` is the public client's word for `proxy_use`.
-pub fn lease_action(action: &str) -> Option<&'static str> {
-    match action {
-        "read" => Some("read"),
-        "proxy_use" | "proxy" => Some("proxy_use"),
-        _ => None,
-    }
+/// What a lease may be for, as `field` of a request names it: `read` or `proxy` (or an alias,
+/// see [`VaultAction`]); `mint_lease` and other words are `invalid_<field>`.
+pub fn lease_action(field: &'static str, text: &str) -> EnforceResult<VaultAction> {
+    VaultAction::parse_leasable(text).ok_or_else(|| {
+        EnforceError::invalid(
+            field,
+            format!(
+                "`{}` is not an action a lease is for: {}",
+                text.trim(),
+                VaultAction::listed(&VaultAction::LEASABLE)
+            ),
+        )
+    })
 }
 
 fn wire(l: &LeaseRecord, all_revoked_at: Option<i64>) -> api::LeaseInfo {
@@ -46,7 +49,7 @@ fn wire(l: &LeaseRecord, all_revoked_at: Option<i64>) -> api::LeaseInfo {
         agent_id: l.agent_id.clone(),
         secret_set_id: l.secret_set_id.clone(),
         purpose: l.purpose.clone(),
-        actions: l.actions.clone(),
+        actions: VaultAction::names(&l.actions),
         keys: l.keys.clone(),
         uses_left: l.uses_left,
         expires_at: iso(l.expires_at),
@@ -92,16 +95,11 @@ pub async fn issue_workflow(
             "must be at most 200 printable characters",
         ));
     }
-    let mut actions: Vec<String> = Vec::new();
+    let mut actions: Vec<VaultAction> = Vec::new();
     for a in &req.actions {
-        let action = lease_action(a).ok_or_else(|| {
-            EnforceError::invalid(
-                "actions",
-                format!("`{a}` is not one of {}", LEASE_ACTIONS.join(", ")),
-            )
-        })?;
-        if !actions.iter().any(|x| x == action) {
-            actions.push(action.to_owned());
+        let action = lease_action("actions", a)?;
+        if !actions.contains(&action) {
+            actions.push(action);
         }
     }
     if actions.is_empty() {

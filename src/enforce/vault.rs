@@ -1,4 +1,4 @@
-//! The vault's administration (CONTRACT section 11): secret sets with versions, sealed at rest
+//! The vault's administration: secret sets with versions, sealed at rest
 //! with envelope encryption, and grants of them to agents.
 //!
 //! Each set has its own data key (32 random bytes) sealed with the master key, the associated
@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use crate::api;
 use crate::audit::{self, Actor};
 use crate::context::Context;
-use crate::domain::ids;
+use crate::domain::{ids, VaultAction};
 use crate::secret::{DataKey, MasterKey};
 use crate::store::backup::SealedKeys;
 use crate::store::{
@@ -27,9 +27,6 @@ use super::{EnforceError, EnforceResult};
 /// The id prefix of secret sets and grants.
 pub const SECRET_SET: &str = "ss";
 pub const GRANT: &str = "grt";
-
-/// What a grant may allow.
-pub const GRANT_ACTIONS: &[&str] = &["proxy_use", "read", "mint_request_lease"];
 
 const MAX_KEYS: usize = 256;
 const MAX_KEY_LEN: usize = 128;
@@ -821,7 +818,7 @@ fn grant_wire(g: &GrantRecord, number: i64) -> api::GrantInfo {
             None => json!("*"),
             Some(keys) => json!(keys),
         },
-        allowed_actions: g.allowed_actions.clone(),
+        allowed_actions: VaultAction::names(&g.allowed_actions),
         expires_at: g.expires_at.map(iso),
         created_at: iso(g.created_at),
         created_by: g.created_by.clone(),
@@ -890,16 +887,19 @@ pub async fn create_grant(
             ))
         }
     };
-    let mut actions: Vec<String> = Vec::new();
+    let mut actions: Vec<VaultAction> = Vec::new();
     for a in &req.allowed_actions {
-        if !GRANT_ACTIONS.contains(&a.as_str()) {
-            return Err(EnforceError::invalid(
+        let action = VaultAction::parse(a).ok_or_else(|| {
+            EnforceError::invalid(
                 "allowed_actions",
-                format!("`{a}` is not one of {}", GRANT_ACTIONS.join(", ")),
-            ));
-        }
-        if !actions.contains(a) {
-            actions.push(a.clone());
+                format!(
+                    "`{a}` is not a vault action: {}",
+                    VaultAction::listed(&VaultAction::ALL)
+                ),
+            )
+        })?;
+        if !actions.contains(&action) {
+            actions.push(action);
         }
     }
     if actions.is_empty() {

@@ -1,4 +1,4 @@
-//! The vault, the agent's side (CONTRACT section 11): an agent, with its own signed requests,
+//! The vault, the agent's side: an agent, with its own signed requests,
 //! asks how the policy would judge a vault action, mints short request leases from the
 //! workflow lease a person handed it, and reads secrets with them (the proxy, which uses
 //! secrets without handing them over, is in `vault_proxy.rs`).
@@ -33,6 +33,7 @@ use crate::time::{iso, now_ms};
 use super::leases::{lease_action, LEASE};
 use super::vault::{live_set, open_entries, set_ref};
 use super::{EnforceError, EnforceResult};
+pub use crate::domain::VaultAction;
 
 pub const REQUEST_TOKEN_PREFIX: &str = "vrl_";
 const DEFAULT_REQUEST_TTL_SECS: i64 = 60;
@@ -55,42 +56,6 @@ impl Signer<'_> {
 
     fn actor(&self) -> Actor {
         Actor::Agent(self.agent.id.clone())
-    }
-}
-
-/// A vault action as the policy names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum VaultAction {
-    Read,
-    Proxy,
-    MintLease,
-}
-
-impl VaultAction {
-    pub fn parse(text: &str) -> Option<Self> {
-        match text.trim() {
-            "read" | "vault.read" => Some(Self::Read),
-            "proxy" | "proxy_use" | "vault.proxy" => Some(Self::Proxy),
-            "mint_lease" | "mint_request_lease" | "vault.mint_lease" => Some(Self::MintLease),
-            _ => None,
-        }
-    }
-
-    pub fn policy_action(self) -> &'static str {
-        match self {
-            Self::Read => "vault.read",
-            Self::Proxy => "vault.proxy",
-            Self::MintLease => "vault.mint_lease",
-        }
-    }
-
-    /// The grant action that allows it.
-    pub fn grant_action(self) -> &'static str {
-        match self {
-            Self::Read => "read",
-            Self::Proxy => "proxy_use",
-            Self::MintLease => "mint_request_lease",
-        }
     }
 }
 
@@ -201,7 +166,7 @@ impl Scene {
         &self,
         ctx: &Context,
         agent: &AgentRecord,
-        action: &str,
+        action: VaultAction,
         keys: &[String],
     ) -> EnforceResult<GrantRecord> {
         let now = now_ms();
@@ -218,7 +183,7 @@ impl Scene {
                 (None, Some(group)) => groups.contains(group),
                 (None, None) => false,
             })
-            .filter(|g| g.allowed_actions.iter().any(|a| a == action))
+            .filter(|g| g.allowed_actions.contains(&action))
             .collect();
         if usable.is_empty() {
             return Err(EnforceError::forbidden(
@@ -317,7 +282,7 @@ async fn judge(
         &signer.actor(),
         api::CheckRequest {
             agent_id: signer.agent.id.clone(),
-            action: action.policy_action().into(),
+            action: action.check_action().into(),
             context: Some(Value::Object(context)),
             email: None,
             policy_id: None,
@@ -339,15 +304,17 @@ pub async fn eval(
     let action = VaultAction::parse(&req.action).ok_or_else(|| {
         EnforceError::invalid(
             "action",
-            "must be `read`, `proxy` or `mint_lease` (or `vault.read`, `vault.proxy`, `vault.mint_lease`)",
+            format!(
+                "`{}` is not a vault action: {}",
+                req.action.trim(),
+                VaultAction::listed(&VaultAction::ALL)
+            ),
         )
     })?;
     let scene = Scene::load(ctx, workspace_id, &req.secret_set_id).await?;
     let lease_action = match req.lease_action.as_deref() {
-        None => "read",
-        Some(a) => lease_action(a.trim()).ok_or_else(|| {
-            EnforceError::invalid("lease_action", "must be `read` or `proxy` (`proxy_use`)")
-        })?,
+        None => VaultAction::Read,
+        Some(a) => lease_action("lease_action", a)?,
     };
     let call = match (action, &req.profile, &req.request) {
         (VaultAction::Proxy, Some(profile), Some(request)) => {
@@ -363,9 +330,7 @@ pub async fn eval(
             None => Vec::new(),
         },
     };
-    let grant = scene
-        .grant(ctx, signer.agent, action.grant_action(), &keys)
-        .await?;
+    let grant = scene.grant(ctx, signer.agent, action, &keys).await?;
     scene.check_claims(req.environment.as_deref(), req.provider.as_deref())?;
     let keys = if keys.is_empty() {
         scene.granted_keys(&[&grant])
@@ -377,12 +342,7 @@ pub async fn eval(
         None => scene.context(&keys),
     };
     if action == VaultAction::MintLease {
-        let short = if lease_action == "read" {
-            "read"
-        } else {
-            "proxy"
-        };
-        context.insert("lease_action".into(), json!(short));
+        context.insert("lease_action".into(), json!(lease_action.name()));
     }
     judge(ctx, &signer, action, context, AgentCheck::Ask).await
 }
@@ -514,10 +474,8 @@ pub async fn mint(
     let workspace_id = signer.workspace_id()?;
     let scene = Scene::load(ctx, workspace_id, &req.secret_set_id).await?;
     let workflow = lease_of(ctx, &signer, &scene, &req.workflow_lease_token, "workflow").await?;
-    let action = lease_action(req.action.trim()).ok_or_else(|| {
-        EnforceError::invalid("action", "must be `read` or `proxy` (`proxy_use`)")
-    })?;
-    if !workflow.actions.iter().any(|a| a == action) {
+    let action = lease_action("action", &req.action)?;
+    if !workflow.actions.contains(&action) {
         return Err(EnforceError::forbidden(
             "action_not_leased",
             format!("the workflow lease does not allow `{action}`"),
@@ -545,7 +503,7 @@ pub async fn mint(
     // `keys` the lease gets the keys both allow, written into it. The minting grant is checked
     // again when the lease is written, the action's at each use.
     let grant = scene
-        .grant(ctx, signer.agent, "mint_request_lease", &asked)
+        .grant(ctx, signer.agent, VaultAction::MintLease, &asked)
         .await?;
     let using = scene.grant(ctx, signer.agent, action, &asked).await?;
     let keys = if asked.is_empty() {
@@ -564,10 +522,7 @@ pub async fn mint(
         asked
     };
     let mut context = scene.context(&keys);
-    context.insert(
-        "lease_action".into(),
-        json!(if action == "read" { "read" } else { "proxy" }),
-    );
+    context.insert("lease_action".into(), json!(action.name()));
 
     let token = format!("{REQUEST_TOKEN_PREFIX}{}", random_base62(43));
     let now = now_ms();
@@ -579,7 +534,7 @@ pub async fn mint(
         agent_id: signer.agent.id.clone(),
         secret_set_id: scene.set.id.clone(),
         purpose: workflow.purpose.clone(),
-        actions: vec![action.to_owned()],
+        actions: vec![action],
         keys: Some(keys),
         token_hash: sha256_hex(token.as_bytes()),
         uses_left: Some(uses),
@@ -629,10 +584,10 @@ pub async fn read(
     let workspace_id = signer.workspace_id()?;
     let scene = Scene::load(ctx, workspace_id, &req.secret_set_id).await?;
     let lease = lease_of(ctx, &signer, &scene, &req.request_lease_token, "request").await?;
-    if !lease.actions.iter().any(|a| a == "read") {
+    if !lease.actions.contains(&VaultAction::Read) {
         return Err(EnforceError::forbidden(
             "action_not_leased",
-            "the request lease was minted for `proxy_use`, not `read`",
+            "the request lease was minted for `proxy`, not `read`",
         ));
     }
     if req.keys.is_empty() {
@@ -640,7 +595,9 @@ pub async fn read(
     }
     let keys = scene.keys(Some(&req.keys))?;
     within_lease(&lease, &keys, &scene.set.name)?;
-    let grant = scene.grant(ctx, signer.agent, "read", &keys).await?;
+    let grant = scene
+        .grant(ctx, signer.agent, VaultAction::Read, &keys)
+        .await?;
     scene.check_claims(req.environment.as_deref(), None)?;
 
     let mut entries = open_entries(ctx, &scene.set, &scene.version)?;

@@ -131,16 +131,18 @@ pub async fn proxy(
     let scene = Scene::load(ctx, workspace_id, &req.secret_set_id).await?;
     let lease =
         vault_agent::lease_of(ctx, &signer, &scene, &req.request_lease_token, "request").await?;
-    if !lease.actions.iter().any(|a| a == "proxy_use") {
+    if !lease.actions.contains(&VaultAction::Proxy) {
         return Err(EnforceError::forbidden(
             "action_not_leased",
-            "the request lease was minted for `read`, not `proxy_use`",
+            "the request lease was minted for `read`, not `proxy`",
         ));
     }
     let call = Call::read(&scene, &req.profile, &req.request)?;
     let keys = scene.keys(Some(&call.keys()))?;
     vault_agent::within_lease(&lease, &keys, &scene.set.name)?;
-    let grant = scene.grant(ctx, signer.agent, "proxy_use", &keys).await?;
+    let grant = scene
+        .grant(ctx, signer.agent, VaultAction::Proxy, &keys)
+        .await?;
     scene.check_claims(req.environment.as_deref(), None)?;
     // Everything the agent's own input can fail is checked before the decision and the use:
     // the destination's addresses, then the call with the secrets in their slots.

@@ -1,13 +1,16 @@
 //! The console's vault: the selected workspace's secret sets (key names, versions and profiles,
 //! never a value), one set's page with its versions, profiles, grants, live leases and vault
 //! audit trail, and for the roles that change the vault (owner, admin) the forms that write new
-//! values, roll back, delete, undelete and destroy a set, grant and revoke, and revoke leases.
+//! values, roll back, delete, undelete and destroy a set, grant and revoke, and issue and revoke
+//! workflow leases.
 //!
 //! Values are write-only: they are typed into password inputs that are never pre-filled, go
 //! straight to the same use cases as `/v1/vault/*`, and no page, notice or error page ever
 //! carries one (the use cases' errors name keys, never values). Every form is posted with the
 //! session's CSRF token, every request checks the role again, and every change is audited by
-//! its use case with the person as actor.
+//! its use case with the person as actor. A workflow lease's token is shown exactly once: on the
+//! page that answers the POST which issued it (status 200, `no-store`), never through a redirect,
+//! never kept in the session, never in a log line or an audit event.
 
 use std::collections::BTreeSet;
 
@@ -21,9 +24,11 @@ use serde_json::{Map, Value};
 use crate::api::{
     CreateGrantRequest, CreateSecretSetRequest, GrantInfo, LeaseInfo, LeaseListParams,
     SecretRollbackRequest, SecretSetInfo, SecretVersionItem, UpdateSecretSetRequest,
+    WorkflowLeaseRequest,
 };
 use crate::context::{Context, SharedContext};
 use crate::domain::access::Need;
+use crate::domain::VaultAction;
 use crate::enforce::leases;
 use crate::enforce::vault::{self, Lifecycle};
 use crate::error::ApiError;
@@ -41,8 +46,20 @@ use super::pages::render;
 const CREATE_ROWS: usize = 5;
 const NEW_KEY_ROWS: usize = 3;
 
-/// What a grant may allow (as `POST /v1/vault/grants` takes them).
-const GRANT_ACTIONS: [&str; 3] = ["proxy_use", "read", "mint_request_lease"];
+/// What a grant may allow, by the names answers use (`POST /v1/vault/grants` takes them).
+const GRANT_ACTIONS: [VaultAction; 3] = VaultAction::ALL;
+
+/// What a workflow lease may be for (`POST /v1/vault/leases/workflow` takes them).
+const LEASE_ACTIONS: [VaultAction; 2] = VaultAction::LEASABLE;
+
+/// How long a workflow lease issued on the set's page lasts: the choices, in seconds (the
+/// first is the default; the use case checks any other value a forged form sends).
+const LEASE_TTLS: [(i64, &str); 4] = [
+    (3_600, "1 hour"),
+    (900, "15 minutes"),
+    (28_800, "8 hours"),
+    (86_400, "24 hours"),
+];
 
 /// The notices after a change, by the `done` word the redirect carries.
 const NOTICES: [(&str, &str); 9] = [
@@ -310,6 +327,12 @@ struct SetPage {
     can_change: bool,
     /// Whether the role may revoke leases (checked again on every POST).
     can_lease: bool,
+    /// Whether the page offers to issue a workflow lease: the role may, and the set is live.
+    can_issue: bool,
+    lease_actions: [&'static str; 2],
+    lease_ttls: [(i64, &'static str); 4],
+    /// The agents with a live grant of the set, offered in the lease form.
+    grantees: Vec<String>,
     done: Option<&'static str>,
     versions: Vec<VersionRow>,
     profiles: Vec<ProfileRow>,
@@ -641,6 +664,13 @@ async fn set_detail(
         v.author = names.shown(&v.author);
     }
     let agent_href = |agent_id: &str| format!("{base}/dashboard/agents/{agent_id}");
+    let mut grantees: Vec<String> = grants
+        .iter()
+        .filter(|g| grant_state(g, now) == "live")
+        .filter_map(|g| g.agent_id.clone())
+        .collect();
+    grantees.sort();
+    grantees.dedup();
     let grants = grants
         .into_iter()
         .map(|g| {
@@ -729,9 +759,13 @@ async fn set_detail(
         next_href: next.map(|c| audit_href(&href, Some(&c), limit_kept)),
         profiles: profile_rows(&set.profiles),
         can_change: can_change && live,
+        can_issue: can_lease && live,
+        lease_actions: LEASE_ACTIONS.map(VaultAction::name),
+        lease_ttls: LEASE_TTLS,
+        grantees,
         can_lease,
         new_rows: (1..=NEW_KEY_ROWS).collect(),
-        grant_actions: GRANT_ACTIONS,
+        grant_actions: GRANT_ACTIONS.map(VaultAction::name),
         state,
         href,
         done,
@@ -1159,7 +1193,7 @@ fn expiry(text: &str) -> Option<String> {
 #[utoipa::path(post, path = "/dashboard/vault/{secret_set_id}/grants", tag = "dashboard",
     params(("secret_set_id" = String, Path)),
     request_body(content = String, content_type = "application/x-www-form-urlencoded",
-        description = "`csrf`, `agent_id` or `group`, repeated `action` (`proxy_use`, `read`, `mint_request_lease`), `all_keys` or repeated `key`, optional `expires_at` (RFC 3339, or `YYYY-MM-DDTHH:MM` UTC)"),
+        description = "`csrf`, `agent_id` or `group`, repeated `action` (`proxy`, `read`, `mint_lease`; or an alias: `proxy_use`, `mint_request_lease`), `all_keys` or repeated `key`, optional `expires_at` (RFC 3339, or `YYYY-MM-DDTHH:MM` UTC)"),
     responses((status = 303, description = "granted: to the set's page (or not logged in: to /login)"),
         (status = 400, description = "HTML page: `missing_agent_id`, `missing_allowed_keys`, `missing_allowed_actions`, `invalid_allowed_actions`, `invalid_expires_at`"),
         (status = 403, description = "HTML page: `csrf_failed`, or the role may not change the vault"),
@@ -1269,6 +1303,114 @@ async fn end_grant(
     }
     vault::revoke_grant(ctx, &workspace_id, &principal.actor(), grant_id).await?;
     Ok(done_at(ctx, &set.id, "grant_revoked"))
+}
+
+#[derive(Template)]
+#[template(path = "vault_lease.html", config = "src/http/templates/askama.toml")]
+struct LeasePage {
+    shell: Shell,
+    set_name: String,
+    set_href: String,
+    /// Shown on this page only; the server keeps its hash.
+    token: String,
+    facts: Vec<(&'static str, String)>,
+}
+
+/// Issues a workflow lease for an agent on the set (a form: `csrf`, `agent_id`, repeated
+/// `action`, `purpose`, `ttl_seconds`), as `POST /v1/vault/leases/workflow`, audited with the
+/// person as actor (never the token); the answer shows the token, once.
+#[utoipa::path(post, path = "/dashboard/vault/{secret_set_id}/leases", tag = "dashboard",
+    params(("secret_set_id" = String, Path, description = "`ss_...` or the set's number")),
+    request_body(content = String, content_type = "application/x-www-form-urlencoded",
+        description = "`csrf`, `agent_id`, repeated `action` (`proxy`, `read`; or an alias: `proxy_use`), `purpose`, optional `ttl_seconds` (1 to 86,400, default 3,600)"),
+    responses((status = 200, description = "HTML page showing the new lease's token once (`no-store`)"),
+        (status = 303, description = "not logged in: to /login"),
+        (status = 400, description = "HTML page: `missing_agent_id`, `missing_actions`, `invalid_actions`, `missing_purpose`, `invalid_purpose`, `invalid_ttl_seconds`"),
+        (status = 403, description = "HTML page: `csrf_failed`, `minting_paused`, `agent_not_active`, or the role may not issue leases"),
+        (status = 404, description = "HTML page: `unknown_secret_set` (also a deleted set), `unknown_agent`")))]
+#[tracing::instrument(level = "debug", skip_all)]
+pub async fn issue_set_lease(
+    State(ctx): State<SharedContext>,
+    headers: HeaderMap,
+    Path(secret_set_id): Path<String>,
+    body: Bytes,
+) -> Response {
+    form_answer(
+        &ctx,
+        &headers,
+        &body,
+        Section::Vault,
+        async |principal, fields| issue_lease(&ctx, principal, &secret_set_id, &fields).await,
+    )
+    .await
+}
+
+async fn issue_lease(
+    ctx: &Context,
+    principal: &Principal,
+    secret_set_id: &str,
+    fields: &[(String, String)],
+) -> Result<Response, ApiError> {
+    person_requires(principal, Need::VaultLeases)?;
+    let (workspace_id, _) = principal.membership()?;
+    let set = vault::live_set(ctx, &workspace_id, &set_ref(secret_set_id)?).await?;
+    let text = |name: &str| field(fields, name).map(str::trim).unwrap_or_default();
+    let agent_id = text("agent_id");
+    if agent_id.is_empty() {
+        return Err(ApiError::missing("agent_id"));
+    }
+    let ttl_seconds = match text("ttl_seconds") {
+        "" => None,
+        t => Some(
+            t.parse::<i64>()
+                .map_err(|_| ApiError::invalid("ttl_seconds", "must be a number of seconds"))?,
+        ),
+    };
+    let actions: Vec<String> = fields
+        .iter()
+        .filter(|(k, v)| k == "action" && !v.trim().is_empty())
+        .map(|(_, v)| v.trim().to_owned())
+        .collect();
+    // The actions as the lease is written (by their names), for the facts shown with the token.
+    let mut names: Vec<&str> = Vec::new();
+    for action in actions
+        .iter()
+        .filter_map(|a| VaultAction::parse_leasable(a))
+    {
+        if !names.contains(&action.name()) {
+            names.push(action.name());
+        }
+    }
+    let names = names.join(", ");
+    let req = WorkflowLeaseRequest {
+        agent_id: agent_id.to_owned(),
+        secret_set_id: Value::String(set.id.clone()),
+        purpose: text("purpose").to_owned(),
+        actions,
+        ttl_seconds,
+    };
+    let issued = leases::issue_workflow(ctx, &workspace_id, &principal.actor(), req).await?;
+    let shell = shell(ctx, principal, Section::Vault).await?;
+    let set_href = set_href(&shell.base, &set.id);
+    let facts = vec![
+        ("Lease", issued.lease_id),
+        ("Agent", agent_id.to_owned()),
+        (
+            "Secret set",
+            format!("{} (number {})", set.name, set.number),
+        ),
+        ("Actions", names),
+        ("Purpose", text("purpose").to_owned()),
+        ("Expires", issued.expires_at),
+    ];
+    // `render` marks the answer `no-store`: the token is in this response and nowhere else.
+    Ok(render(&LeasePage {
+        shell,
+        set_name: set.name,
+        set_href,
+        token: issued.workflow_lease_token,
+        facts,
+    }))
 }
 
 /// Revokes a lease of the set and the request leases minted from it (a form: `csrf`), audited

@@ -341,6 +341,7 @@ fn routes() -> OpenApiRouter<SharedContext> {
         )) // GET, POST /dashboard/vault/{secret_set_id}/rollback/{version}
         .routes(routes!(console_vault::add_grant)) // POST /dashboard/vault/{secret_set_id}/grants
         .routes(routes!(console_vault::revoke_set_grant)) // POST /dashboard/vault/{secret_set_id}/grants/{grant_id}/revoke
+        .routes(routes!(console_vault::issue_set_lease)) // POST /dashboard/vault/{secret_set_id}/leases
         .routes(routes!(console_vault::revoke_set_lease)) // POST /dashboard/vault/{secret_set_id}/leases/{lease_id}/revoke
         .routes(routes!(console_workspace::workspace_page)) // GET /dashboard/settings
         .routes(routes!(console_workspace::save_member)) // POST /dashboard/settings/members

@@ -1,5 +1,5 @@
 //! `/v1/vault/*`: the vault's administration (secret sets, their versions, grants), for people
-//! and their tokens by role (CONTRACT section 11). No answer here ever carries a secret value.
+//! and their tokens by role. No answer here ever carries a secret value.
 
 use axum::extract::State;
 use axum::Json;

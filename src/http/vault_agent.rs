@@ -1,5 +1,5 @@
 //! `/v1/vault/{policy/eval, leases/request/mint, secrets/read, proxy/request}`: the vault's
-//! agent side, in requests the agent signs itself (CONTRACT sections 2 and 11). The public
+//! agent side, in requests the agent signs itself. The public
 //! client sends no `agent_id` in these bodies: the signer is the agent.
 
 use axum::extract::State;

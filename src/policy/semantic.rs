@@ -609,11 +609,7 @@ fn vault_actions(list: &[String]) -> BTreeSet<String> {
     }
     list.iter()
         .filter_map(|entry| {
-            let entry = entry.trim();
-            VAULT_ACTIONS
-                .iter()
-                .find(|(short, full)| entry == *short || entry == *full)
-                .map(|(_, full)| (*full).to_owned())
+            crate::domain::VaultAction::parse(entry).map(|a| a.check_action().to_owned())
         })
         .collect()
 }

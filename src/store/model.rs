@@ -602,7 +602,7 @@ pub struct GrantRecord {
     pub group_name: Option<String>,
     /// `None` is every key (`"*"`).
     pub allowed_keys: Option<Vec<String>>,
-    pub allowed_actions: Vec<String>,
+    pub allowed_actions: Vec<crate::domain::VaultAction>,
     pub expires_at: Option<i64>,
     pub created_at: i64,
     pub created_by: String,
@@ -622,7 +622,8 @@ pub struct LeaseRecord {
     pub agent_id: String,
     pub secret_set_id: String,
     pub purpose: String,
-    pub actions: Vec<String>,
+    /// What the lease is for: `read`, `proxy` (never `mint_lease`).
+    pub actions: Vec<crate::domain::VaultAction>,
     /// `None` is every key the grant allows.
     pub keys: Option<Vec<String>>,
     pub token_hash: String,

@@ -1,6 +1,7 @@
 //! The console's vault in a real browser (headless Chromium through WebDriver): an admin
-//! creates a secret set and writes a new version through the forms; a member reads the set's
-//! page without forms and a forged POST is refused. SQLite only.
+//! creates a secret set and writes a new version through the forms, and issues a workflow
+//! lease whose token is shown once; a member reads the set's page without forms and a forged
+//! POST is refused. SQLite only.
 
 use serde_json::{json, Value};
 
@@ -158,5 +159,78 @@ async fn a_member_reads_a_set_without_forms_and_a_forged_write_is_refused() {
 
     let (_, set) = status_json(owner.get(&format!("/v1/vault/secret-sets/{id}")).await).await;
     assert_eq!(set["secret_set"]["version"], 1, "nothing changed");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_issues_a_workflow_lease_and_sees_its_token_once() {
+    let app = TestApp::spawn(Engine::Sqlite).await;
+    app.grant(&app.workspace_id, "admin@example.com", "admin")
+        .await;
+    let admin = app.login("admin@example.com").await;
+    let agent = app.active_agent("payments-bot").await;
+    let (s, made) = status_json(
+        admin
+            .post(
+                "/v1/vault/secret-sets",
+                &json!({"name": "stripe-prod", "provider": "stripe", "environment": "production",
+                    "entries": {"STRIPE_SECRET_KEY": FIRST}}),
+            )
+            .await,
+    )
+    .await;
+    assert_eq!(s, 200, "{made}");
+    let id = made["secret_set"]["secret_set_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let browser = Browser::start().await;
+    browser.log_in_as(&app, &admin).await;
+    browser
+        .open(&app.url(&format!("/dashboard/vault/{id}")))
+        .await;
+    assert!(browser.exists("#no-leases").await && browser.exists("#issue-lease").await);
+    browser.type_into("#lease-agent", &agent.id).await;
+    browser.click("#lease-action-proxy").await;
+    browser.click("#lease-action-read").await;
+    browser.type_into("#lease-purpose", "nightly payouts").await;
+    browser.click("#lease-submit").await;
+    browser.wait_text("#set-name", "stripe-prod").await;
+    let token = browser.text("#lease-token").await;
+    assert!(token.starts_with("vwl_") && token.len() == 47, "{token}");
+    assert!(browser
+        .text("#shown-once")
+        .await
+        .starts_with("Copy the token now"));
+    let facts = browser.text("#lease-facts").await;
+    assert!(
+        facts.contains("proxy, read")
+            && facts.contains("nightly payouts")
+            && facts.contains(&agent.id),
+        "{facts}"
+    );
+    assert!(!page_html(&browser).await.contains(FIRST));
+
+    // Back on the set's page: the lease is listed, its token is not.
+    browser.click("#done-lease").await;
+    browser.wait_text("#version", "1").await;
+    assert!(!browser.exists("#no-leases").await, "the lease is live");
+    let html = page_html(&browser).await;
+    assert!(html.contains("nightly payouts") && !html.contains(&token));
+    browser.quit().await;
+
+    // The token is the agent's workflow lease (the mint gets past it to the missing grant).
+    let res = agent
+        .signed_post(
+            &app,
+            "/v1/vault/leases/request/mint",
+            &json!({"workflow_lease_token": token, "secret_set_id": 1, "action": "read"}),
+        )
+        .await;
+    assert_error(res, 403, "no_grant").await;
+    let (_, leases) = status_json(admin.get("/v1/vault/leases").await).await;
+    assert_eq!(leases["items"][0]["actions"], json!(["proxy", "read"]));
+    assert!(!leases.to_string().contains(&token));
     app.stop().await;
 }

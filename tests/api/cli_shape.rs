@@ -298,6 +298,7 @@ async fn the_client_flags_are_listed_once_and_yes_is_where_a_command_asks() {
         "token revoke",
         "audit sinks rotate-secret",
         "audit sinks delete",
+        "vault revoke",
     ]
     .into_iter()
     .map(str::to_owned)

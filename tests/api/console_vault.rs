@@ -1,8 +1,9 @@
 //! The console's vault: every role reads the secret sets and a set's page; owners and admins
 //! create sets, write values, roll back, delete, undelete and destroy, grant and revoke, and
-//! revoke leases through forms, audited with the person as actor; members and approvers are
-//! refused on the server. No page ever carries a value, not even an error page after a bad
-//! submission. On both engines.
+//! issue and revoke leases through forms, audited with the person as actor; members and
+//! approvers are refused on the server. No page ever carries a value, not even an error page
+//! after a bad submission, and a lease's token is on the page that issued it only. On both
+//! engines.
 
 use serde_json::{json, Value};
 
@@ -243,6 +244,7 @@ both_engines! {
         let grants = grants["items"].as_array().unwrap().clone();
         assert_eq!(grants.len(), 2);
         let to_agent = grants.iter().find(|g| g["agent_id"] == agent.id.as_str()).unwrap();
+        assert_eq!(to_agent["allowed_actions"], json!(["proxy", "mint_lease"]), "the form's aliases, answered by their names");
         assert_eq!((to_agent["allowed_keys"].clone(), to_agent["expires_at"].as_str()), (json!("*"), Some("2099-01-31T09:00:00.000Z")), "a datetime-local time is read as UTC");
         let to_group = grants.iter().find(|g| g["group"] == HOSTILE).unwrap();
         assert_eq!(to_group["allowed_keys"], json!(["STRIPE_SECRET_KEY"]));
@@ -340,5 +342,125 @@ both_engines! {
         assert!(s == 200 && html.contains("destroyed") && html.contains("vault.secret_set.destroyed"), "{html}");
         let event = newest_vault_event(&owner, &id).await;
         assert_eq!(event["actor"], user_actor(&owner).await.as_str());
+    }
+}
+
+/// The token a lease page shows.
+fn lease_token(html: &str) -> String {
+    let start = html
+        .find("id=\"lease-token\">")
+        .expect("the token on the page")
+        + "id=\"lease-token\">".len();
+    let token = &html[start..start + html[start..].find('<').unwrap()];
+    assert!(token.starts_with("vwl_") && token.len() == 47, "{token}");
+    token.to_owned()
+}
+
+both_engines! {
+    async fn a_workflow_lease_is_issued_on_the_set_page_and_its_token_shown_once(app) {
+        for (email, role) in [("owner@example.com", "owner"), ("admin@example.com", "admin"),
+            ("member@example.com", "member"), ("approver@example.com", "approver")] {
+            app.grant(&app.workspace_id, email, role).await;
+        }
+        let owner = app.login("owner@example.com").await;
+        let admin = app.login("admin@example.com").await;
+        let member = app.login("member@example.com").await;
+        let approver = app.login("approver@example.com").await;
+        let agent = app.active_agent("payments-bot").await;
+        let id = create_through_form(&owner, "stripe-prod").await;
+        let set_path = format!("/dashboard/vault/{id}");
+        let res = post_form(&owner, &format!("{set_path}/grants"), &[("csrf", &owner.csrf), ("agent_id", &agent.id),
+            ("action", "proxy"), ("action", "mint_lease"), ("all_keys", "1")]).await;
+        assert!(location(&res).ends_with("?done=granted"));
+
+        // Owners and admins get the form (the set's grantees offered), members and approvers not.
+        for (browser, offered) in [(&owner, true), (&admin, true), (&member, false), (&approver, false)] {
+            let (s, html) = page(browser, &set_path).await;
+            assert_eq!(s, 200);
+            assert_eq!(html.contains("id=\"issue-lease\""), offered, "{html}");
+            if offered {
+                assert!(html.contains(&format!("<option value=\"{}\">", agent.id)), "the grantee is offered");
+                assert!(html.contains("id=\"lease-action-proxy\"") && html.contains("id=\"lease-action-read\""));
+                assert!(!html.contains("lease-action-mint_lease"), "a lease is for proxy or read");
+            }
+        }
+
+        // The admin issues one: the token on the answer's page, once, never cached.
+        let res = post_form(&admin, &format!("{set_path}/leases"), &[("csrf", &admin.csrf), ("agent_id", &agent.id),
+            ("action", "proxy_use"), ("action", "read"), ("purpose", "nightly payouts"), ("ttl_seconds", "900")]).await;
+        assert_eq!(res.status().as_u16(), 200);
+        assert_eq!(res.headers()["cache-control"], "no-store");
+        assert!(res.headers().get("location").is_none(), "no redirect carries the token");
+        let html = res.text().await.unwrap();
+        let token = lease_token(&html);
+        assert!(html.contains("id=\"shown-once\"") && html.contains("nightly payouts") && html.contains("proxy, read"), "{html}");
+        assert_no_value(&html);
+
+        // Issued as the API issues it: listed (never the token), audited with the admin, and the
+        // token is a live workflow lease of the agent (the mint gets past the lease to the grant).
+        let (_, leases) = status_json(owner.get(&format!("/v1/vault/leases?secret_set_id={id}")).await).await;
+        let lease = leases["items"][0].clone();
+        assert_eq!((lease["kind"].as_str(), lease["agent_id"].as_str()), (Some("workflow"), Some(agent.id.as_str())));
+        assert_eq!(lease["actions"], json!(["proxy", "read"]), "aliases in, names out");
+        assert_eq!(lease["purpose"], "nightly payouts");
+        assert!(!leases.to_string().contains(&token));
+        let event = newest_vault_event(&owner, &id).await;
+        assert_eq!((event["event_type"].as_str(), event["actor"].clone()), (Some("vault.lease.minted"), json!(user_actor(&admin).await)));
+        let res = agent.signed_post(&app, "/v1/vault/leases/request/mint",
+            &json!({"workflow_lease_token": token, "secret_set_id": 1, "action": "read"})).await;
+        assert_error(res, 403, "no_grant").await;
+        let res = agent.signed_post(&app, "/v1/vault/leases/request/mint",
+            &json!({"workflow_lease_token": format!("vwl_{}", "x".repeat(43)), "secret_set_id": 1, "action": "read"})).await;
+        assert_error(res, 401, "invalid_lease").await;
+
+        // Never again: not on the set's page, its list, nor anywhere in the audit trail.
+        for browser in [&owner, &admin, &member] {
+            let (_, html) = page(browser, &set_path).await;
+            assert!(html.contains(&format!("data-lease=\"{}\"", lease["lease_id"].as_str().unwrap())));
+            assert!(!html.contains(&token));
+        }
+        let (_, trail) = status_json(owner.get("/v1/workspace/audit/events?limit=200").await).await;
+        assert!(trail["items"].as_array().is_some_and(|i| !i.is_empty()));
+        assert!(!trail.to_string().contains(&token));
+        let (_, trail) = status_json(owner.get("/v1/vault/audit?limit=200").await).await;
+        assert!(!trail.to_string().contains(&token));
+
+        // Refusals: the use case's codes as error pages, and no lease written by any of them.
+        let issue = |browser: &Browser, fields: Vec<(&'static str, String)>| {
+            let browser = browser.clone();
+            let set_path = set_path.clone();
+            async move {
+                let fields: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                post_form(&browser, &format!("{set_path}/leases"), &fields).await
+            }
+        };
+        let form = |browser: &Browser, agent_id: &str, action: &str, purpose: &str, ttl: &str| vec![
+            ("csrf", browser.csrf.clone()), ("agent_id", agent_id.to_owned()), ("action", action.to_owned()),
+            ("purpose", purpose.to_owned()), ("ttl_seconds", ttl.to_owned())];
+        for (fields, status, code) in [
+            (form(&owner, "", "proxy", "p", "600"), 400, "missing_agent_id"),
+            (form(&owner, &agent.id, "mint_lease", "p", "600"), 400, "invalid_actions"),
+            (form(&owner, &agent.id, "", "p", "600"), 400, "missing_actions"),
+            (form(&owner, &agent.id, "proxy", "", "600"), 400, "missing_purpose"),
+            (form(&owner, &agent.id, "proxy", "p", "86401"), 400, "invalid_ttl_seconds"),
+            (form(&owner, &agent.id, "proxy", "p", "soon"), 400, "invalid_ttl_seconds"),
+            (form(&owner, "agt_00000000000000000000000000000000", "proxy", "p", "600"), 404, "unknown_agent"),
+            (form(&member, &agent.id, "proxy", "p", "600"), 403, "insufficient_role"),
+            (form(&approver, &agent.id, "proxy", "p", "600"), 403, "insufficient_role"),
+        ] {
+            let browser = if code == "insufficient_role" { if fields[0].1 == member.csrf { &member } else { &approver } } else { &owner };
+            assert_refused(issue(browser, fields).await, status, code).await;
+        }
+        let mut forged = form(&owner, &agent.id, "proxy", "p", "600");
+        forged[0].1 = member.csrf.clone();
+        assert_refused(issue(&owner, forged).await, 403, "csrf_failed").await;
+        let (_, leases) = status_json(owner.get(&format!("/v1/vault/leases?secret_set_id={id}")).await).await;
+        assert_eq!(leases["items"].as_array().unwrap().len(), 1, "nothing refused wrote a lease");
+
+        // A deleted set issues nothing (and offers no form).
+        assert!(location(&post_form(&owner, &format!("{set_path}/delete"), &[("csrf", &owner.csrf)]).await).ends_with("?done=deleted"));
+        let (_, html) = page(&owner, &set_path).await;
+        assert!(!html.contains("id=\"issue-lease\""));
+        assert_refused(issue(&owner, form(&owner, &agent.id, "proxy", "p", "600")).await, 404, "unknown_secret_set").await;
     }
 }

@@ -62,6 +62,7 @@ mod streams;
 mod telemetry;
 mod vault;
 mod vault_agent;
+mod vault_cli;
 mod vault_proxy;
 mod verify;
 #[cfg(acp_browser)]

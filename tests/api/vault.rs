@@ -1,4 +1,4 @@
-//! The vault's administration (CONTRACT section 11): secret sets sealed at rest with envelope
+//! The vault's administration: secret sets sealed at rest with envelope
 //! encryption, their versions, lifecycle and grants; the master-key check at start and
 //! `acp admin vault rewrap`. On both engines.
 
@@ -177,12 +177,13 @@ both_engines! {
         assert_eq!(s, 200, "{g}");
         let grant = &g["grant"];
         assert_eq!((grant["secret_set_id"].as_str(), grant["number"].as_i64()), (Some(id.as_str()), Some(1)));
-        assert_eq!(grant["allowed_actions"], json!(["proxy_use"]));
+        assert_eq!(grant["allowed_actions"], json!(["proxy"]), "an alias in, the name out");
         let (s, g2) = status_json(owner.post("/v1/vault/grants", &json!({
             "secret_set_id": id, "group": "finance", "allowed_keys": "*", "allowed_actions": ["read", "mint_request_lease"],
             "expires_at": "2099-01-01T00:00:00Z"})).await).await;
         assert_eq!(s, 200, "{g2}");
         assert_eq!(g2["grant"]["allowed_keys"], "*");
+        assert_eq!(g2["grant"]["allowed_actions"], json!(["read", "mint_lease"]));
 
         for (body, code) in [
             (json!({"secret_set_id": 1, "allowed_keys": "*", "allowed_actions": ["read"]}), "missing_agent_id"),
@@ -296,7 +297,7 @@ both_engines! {
         let (s, listed) = status_json(member.get("/v1/vault/leases?kind=workflow").await).await;
         assert_eq!(s, 200, "{listed}");
         assert_eq!(listed["items"].as_array().unwrap().len(), 2);
-        assert_eq!(listed["items"][1]["actions"], json!(["proxy_use", "read"]));
+        assert_eq!(listed["items"][1]["actions"], json!(["proxy", "read"]));
         assert_eq!(listed["items"][1]["purpose"], "nightly payouts");
         assert!(!listed.to_string().contains(&token));
 

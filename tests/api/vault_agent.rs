@@ -1,4 +1,4 @@
-//! The vault's agent side (CONTRACT section 11), driven the way the public client's
+//! The vault's agent side, driven the way the public client's
 //! `VaultProvider` drives it: signed requests with no `agent_id` in the body and an integer
 //! `secret_set_id`. Every refusal, the audit trail without values, and two processes racing for
 //! one one-use lease. On both engines.
@@ -100,7 +100,7 @@ impl Setup {
 }
 
 fn read_grant() -> Value {
-    json!({"allowed_keys": "*", "allowed_actions": ["read", "mint_request_lease"]})
+    json!({"allowed_keys": "*", "allowed_actions": ["read", "mint_lease"]})
 }
 
 both_engines! {
@@ -151,7 +151,7 @@ both_engines! {
 
 both_engines! {
     async fn every_refusal_has_its_code(app) {
-        let s = setup(&app, stripe_set(), json!({"allowed_keys": ["ACCOUNT"], "allowed_actions": ["read", "mint_request_lease"]}), json!(["read"])).await;
+        let s = setup(&app, stripe_set(), json!({"allowed_keys": ["ACCOUNT"], "allowed_actions": ["read", "mint_lease"]}), json!(["read"])).await;
 
         // Input.
         assert_error(s.mint(&app, "write", json!({})).await, 400, "invalid_action").await;
@@ -224,7 +224,7 @@ both_engines! {
         assert_eq!(s.owner.post(&format!("/v1/vault/grants/{}/revoke", s.grant_id), &json!({})).await.status(), 200);
         assert_error(s.read(&app, &token, json!(["ACCOUNT"])).await, 403, "no_grant").await;
         let (_, g) = status_json(s.owner.post("/v1/vault/grants", &json!({"secret_set_id": 1, "agent_id": s.agent.id,
-            "allowed_keys": "*", "allowed_actions": ["read", "mint_request_lease"]})).await).await;
+            "allowed_keys": "*", "allowed_actions": ["read", "mint_lease"]})).await).await;
         assert!(g["grant"]["grant_id"].is_string(), "{g}");
 
         // The kill switch: paused minting mints nothing; revoke-all revokes what was minted.
@@ -346,7 +346,7 @@ both_engines! {
         })).await;
         for set in [1, 2] {
             let (s, g) = status_json(owner.post("/v1/vault/grants", &json!({"secret_set_id": set, "group": "payers",
-                "allowed_keys": "*", "allowed_actions": ["read", "mint_request_lease"]})).await).await;
+                "allowed_keys": "*", "allowed_actions": ["read", "mint_lease"]})).await).await;
             assert_eq!(s, 200, "{g}");
         }
         let agent_id = agent.id.clone();
@@ -391,7 +391,7 @@ async fn an_agent_never_decides_its_own_vault_challenge(engine: Engine) {
     let mut set = stripe_set();
     set["profiles"]["local"] = json!({"hosts": ["localhost"], "ports": [9],
         "inject": {"headers": {"Authorization": "Bearer ${STRIPE_SECRET_KEY}"}}});
-    let grant = json!({"allowed_keys": "*", "allowed_actions": ["read", "proxy_use", "mint_request_lease"]});
+    let grant = json!({"allowed_keys": "*", "allowed_actions": ["read", "proxy", "mint_lease"]});
     let s = setup(&app, set, grant, json!(["read", "proxy"])).await;
     app.apply_policy(json!({
         "reusable_policy_blocks": {"secrets": {
@@ -603,5 +603,93 @@ both_engines! {
             "context": {"secret_set": "stripe-prod", "secret_set_id": set_id, "provider": "stripe",
                 "environment": "production", "keys": ["ACCOUNT"]}})).await).await;
         assert_eq!(again["decision"], "allow", "{again}");
+    }
+}
+
+both_engines! {
+    async fn every_spelling_of_an_action_is_accepted_and_answers_use_one(app) {
+        app.grant(&app.workspace_id, "owner@example.com", "owner").await;
+        let agent = app.active_agent("speller").await;
+        // The policy spec names the actions by their aliases too.
+        app.apply_policy(json!({
+            "reusable_policy_blocks": {"v": {"vault": {"allow": ["proxy_use", "mint_request_lease", "vault.read"]}}},
+            "agent_groups": [{"name": "payers", "members": [agent.id]}],
+            "bindings": [{"group": "payers", "blocks": ["v"]}],
+        })).await;
+        let owner = app.login("owner@example.com").await;
+        assert_eq!(owner.post("/v1/vault/secret-sets", &stripe_set()).await.status(), 200);
+
+        // A grant: aliases in, names out (the answer, the list, the audit event).
+        let (s, g) = status_json(owner.post("/v1/vault/grants", &json!({"secret_set_id": 1, "agent_id": agent.id,
+            "allowed_keys": "*", "allowed_actions": ["proxy_use", "mint_request_lease", "vault.read", "vault.proxy"]})).await).await;
+        assert_eq!(s, 200, "{g}");
+        assert_eq!(g["grant"]["allowed_actions"], json!(["proxy", "mint_lease", "read"]));
+        let (_, listed) = status_json(owner.get("/v1/vault/grants").await).await;
+        assert_eq!(listed["items"][0]["allowed_actions"], json!(["proxy", "mint_lease", "read"]));
+        let (_, trail) = status_json(owner.get("/v1/vault/audit?secret_set_id=1&limit=1").await).await;
+        assert_eq!(trail["items"][0]["event_type"], "vault.grant.created");
+        assert_eq!(trail["items"][0]["details"]["allowed_actions"], json!(["proxy", "mint_lease", "read"]));
+
+        // A workflow lease: `proxy_use` and `vault.read` in, `proxy` and `read` out.
+        let (s, lease) = status_json(app.post("/v1/vault/leases/workflow", &json!({"agent_id": agent.id,
+            "secret_set_id": 1, "purpose": "spelling", "actions": ["proxy_use", "vault.read", "proxy"]})).await).await;
+        assert_eq!(s, 200, "{lease}");
+        let workflow = lease["workflow_lease_token"].as_str().unwrap().to_owned();
+        let (_, leases) = status_json(owner.get("/v1/vault/leases?kind=workflow").await).await;
+        assert_eq!(leases["items"][0]["actions"], json!(["proxy", "read"]));
+        let (_, trail) = status_json(owner.get("/v1/vault/audit?secret_set_id=1&limit=1").await).await;
+        assert_eq!(trail["items"][0]["details"]["actions"], json!(["proxy", "read"]));
+
+        // The agent's side: eval and mint take every spelling.
+        for (action, lease_action) in [("mint_request_lease", Some("proxy_use")), ("vault.mint_lease", None),
+            ("vault.read", None), ("proxy_use", None), ("mint_lease", Some("vault.proxy"))] {
+            let mut body = json!({"secret_set_id": 1, "action": action});
+            if let Some(l) = lease_action {
+                body["lease_action"] = json!(l);
+            }
+            let (s, eval) = status_json(agent.signed_post(&app, "/v1/vault/policy/eval", &body).await).await;
+            assert_eq!((s.as_u16(), eval["decision"].as_str()), (200, Some("allow")), "{action}: {eval}");
+        }
+        let mint = |action: &'static str| {
+            let agent = agent.clone();
+            let app = app.clone();
+            let workflow = workflow.clone();
+            async move {
+                agent.signed_post(&app, "/v1/vault/leases/request/mint",
+                    &json!({"workflow_lease_token": workflow, "secret_set_id": 1, "action": action})).await
+            }
+        };
+        for (action, name) in [("vault.read", "read"), ("proxy_use", "proxy"), ("vault.proxy", "proxy")] {
+            let (s, minted) = status_json(mint(action).await).await;
+            assert_eq!(s, 200, "{action}: {minted}");
+            let (_, leases) = status_json(owner.get("/v1/vault/leases?kind=request").await).await;
+            assert_eq!(leases["items"][0]["actions"], json!([name]), "{action}");
+            let (_, trail) = status_json(owner.get("/v1/vault/audit?secret_set_id=1&limit=20").await).await;
+            let event = trail["items"].as_array().unwrap().iter()
+                .find(|e| e["event_type"] == "vault.lease.minted" && e["details"]["lease_id"] == minted["lease_id"]).unwrap();
+            assert_eq!(event["details"]["actions"], json!([name]), "{action}");
+        }
+        // A lease is for `proxy` or `read`, never `mint_lease`; other words are refused everywhere.
+        assert_error(mint("mint_lease").await, 400, "invalid_action").await;
+        assert_error(mint("lease").await, 400, "invalid_action").await;
+        assert_error(app.post("/v1/vault/leases/workflow", &json!({"agent_id": agent.id, "secret_set_id": 1,
+            "purpose": "p", "actions": ["mint_request_lease"]})).await, 400, "invalid_actions").await;
+        assert_error(owner.post("/v1/vault/grants", &json!({"secret_set_id": 1, "agent_id": agent.id,
+            "allowed_keys": "*", "allowed_actions": ["mint-lease"]})).await, 400, "invalid_allowed_actions").await;
+        let body = assert_error(agent.signed_post(&app, "/v1/vault/policy/eval",
+            &json!({"secret_set_id": 1, "action": "write"})).await, 400, "invalid_action").await;
+        assert!(body["message"].as_str().unwrap().contains("`proxy`, `read` or `mint_lease`"), "{body}");
+
+        // Rows written with the old spellings read as the names, and still allow what they did.
+        let grant_id = g["grant"]["grant_id"].as_str().unwrap();
+        run_sql(&app.db_url, &format!(
+            "UPDATE vault_grants SET allowed_actions = '[\"proxy_use\",\"mint_request_lease\",\"read\"]' WHERE id = '{grant_id}'")).await;
+        run_sql(&app.db_url, "UPDATE vault_leases SET actions = '[\"proxy_use\",\"read\"]' WHERE kind = 'workflow'").await;
+        let (_, listed) = status_json(owner.get("/v1/vault/grants").await).await;
+        assert_eq!(listed["items"][0]["allowed_actions"], json!(["proxy", "mint_lease", "read"]));
+        let (_, leases) = status_json(owner.get("/v1/vault/leases?kind=workflow").await).await;
+        assert_eq!(leases["items"][0]["actions"], json!(["proxy", "read"]));
+        let (s, minted) = status_json(mint("proxy").await).await;
+        assert_eq!(s, 200, "{minted}");
     }
 }

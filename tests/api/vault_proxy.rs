@@ -59,8 +59,7 @@ async fn proxy(
 /// The owner's set `set`, an active agent granted `keys` of it for the proxy, and a request
 /// lease minted for that agent (`lease`: the mint's extra fields): the setup and the lease.
 async fn proxying(app: &TestApp, set: Value, keys: Value, lease: Value) -> (Setup, String) {
-    let grant =
-        json!({"allowed_keys": keys, "allowed_actions": ["proxy_use", "mint_request_lease"]});
+    let grant = json!({"allowed_keys": keys, "allowed_actions": ["proxy", "mint_lease"]});
     let s = crate::vault_agent::setup(app, set, grant, json!(["proxy"])).await;
     let token = s.minted(app, "proxy", lease).await;
     (s, token)
@@ -280,7 +279,7 @@ async fn the_proxy_injects_scrubs_and_refuses(engine: Engine) {
         assert!(!body.to_string().contains(TOKEN), "{status_text}");
     }
     assert_eq!(uses_left(&s).await, before, "refusals spend no use");
-    // `proxy_use` never implies `read`: no read lease for this agent.
+    // `proxy` never implies `read`: no read lease for this agent.
     let (_, lease) = status_json(app.post("/v1/vault/leases/workflow",
         &json!({"agent_id": s.agent.id, "secret_set_id": 1, "purpose": "p", "actions": ["read"]})).await).await;
     let res = s.agent.signed_post(&app, "/v1/vault/leases/request/mint",

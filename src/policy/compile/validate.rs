@@ -441,12 +441,10 @@ pub(super) fn vault_actions(
     let mut actions = BTreeSet::new();
     for (i, entry) in list.iter().enumerate() {
         let entry = entry.trim();
-        match VAULT_ACTIONS
-            .iter()
-            .find(|(short, full)| entry == *short || entry == *full)
-        {
-            Some((_, full)) => {
-                actions.insert((*full).to_owned());
+        // Every spelling the vault accepts (`proxy_use`, `mint_request_lease` too).
+        match crate::domain::VaultAction::parse(entry) {
+            Some(action) => {
+                actions.insert(action.check_action().to_owned());
             }
             None => {
                 let shorts: Vec<&str> = VAULT_ACTIONS.iter().map(|(short, _)| *short).collect();

@@ -5,6 +5,7 @@ use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
 
 use super::{changed_rows, SqlStore};
+use crate::domain::VaultAction;
 use crate::store::*;
 
 const SET_COLUMNS: &str =
@@ -74,8 +75,7 @@ fn grant_from_row(row: &AnyRow) -> Result<GrantRecord, sqlx::Error> {
         } else {
             Some(serde_json::from_str(&keys).unwrap_or_default())
         },
-        allowed_actions: serde_json::from_str(&row.try_get::<String, _>("allowed_actions")?)
-            .unwrap_or_default(),
+        allowed_actions: VaultAction::from_stored(&row.try_get::<String, _>("allowed_actions")?),
         expires_at: row.try_get("expires_at")?,
         created_at: row.try_get("created_at")?,
         created_by: row.try_get("created_by")?,
@@ -93,7 +93,7 @@ fn lease_from_row(row: &AnyRow) -> Result<LeaseRecord, sqlx::Error> {
         agent_id: row.try_get("agent_id")?,
         secret_set_id: row.try_get("secret_set_id")?,
         purpose: row.try_get("purpose")?,
-        actions: serde_json::from_str(&row.try_get::<String, _>("actions")?).unwrap_or_default(),
+        actions: VaultAction::from_stored(&row.try_get::<String, _>("actions")?),
         keys: keys.map(|k| serde_json::from_str(&k).unwrap_or_default()),
         token_hash: row.try_get("token_hash")?,
         uses_left: row.try_get("uses_left")?,
