@@ -3,7 +3,7 @@
 //! it keeps them: the check use case and every other use case that reads a key, an agent or a
 //! policy go through [`Caches`].
 //!
-//! **No answer rests on superseded state** (CONTRACT section 7). Each workspace has a state
+//! **No answer rests on superseded state**. Each workspace has a state
 //! version in the database, bumped in the transaction of every change that decisions or
 //! authentications read (a key revoked, an agent's status, labels or reputation, a policy
 //! applied, the kill switch). A replica keeps, per workspace, a [`View`]: the version it last

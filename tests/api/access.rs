@@ -1,4 +1,4 @@
-//! Who may call what (CONTRACT section 10): every management endpoint against every kind of
+//! Who may call what: every management endpoint against every kind of
 //! credential (API key, scoped API key, session, token, scoped token, a token of another
 //! workspace, expired and revoked tokens) and every role, on both engines.
 

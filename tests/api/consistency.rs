@@ -1,4 +1,4 @@
-//! CONTRACT section 7: once a change has been answered 2xx on any replica, no replica answers a
+//! Once a change has been answered 2xx on any replica, no replica answers a
 //! 2xx based on the state it replaced. Two servers on one database (this process and a real
 //! `acp serve` process): every change is made on the first and answered, and the very next
 //! request goes to the second, which has the replaced state cached.
