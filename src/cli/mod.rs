@@ -80,7 +80,10 @@ pub const GROUPS: &[(&str, &[&str])] = &[
     ("Agents and decisions", &["agents", "check"]),
     ("Policies", &["policy", "sync"]),
     ("Approvals and audit", &["challenges", "audit"]),
-    ("Credentials and vault", &["credentials", "kill-switch", "vault"]),
+    (
+        "Credentials and vault",
+        &["credentials", "kill-switch", "vault"],
+    ),
     (
         "Workspace and access",
         &["workspaces", "members", "api-keys"],
