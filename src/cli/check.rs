@@ -1,4 +1,4 @@
-//! `acp check --agent ID --action A [--context JSON|@FILE] [--policy P]`: the question a
+//! `acp check --agent NAME|ID --action A [--context JSON|@FILE] [--policy P]`: the question a
 //! backend asks before it acts (`POST /v1/check`, with the workspace API key), from a
 //! terminal. The decision is the exit code, so scripts can branch on it: 0 allow, 8 deny,
 //! 9 challenge.
@@ -18,7 +18,8 @@ pub const EXIT_CHALLENGE: i32 = 9;
     after_help = "Exit codes: 0 allow, 8 deny, 9 challenge (an approver decides: `acp challenges show|approve|deny ID`); 1 any error (bad input, the server unreachable), 4 the API key is not valid, 5 refused by its scopes, 6 unknown agent or policy.\n`--output json` prints the server's answer (the Decision) as it is."
 )]
 pub struct CheckArgs {
-    /// The agent that wants to act (`agt_...`)
+    /// The agent that wants to act: its name (when no other agent of the workspace has it) or
+    /// its id (`agt_...`)
     #[arg(long, value_name = "ID")]
     pub agent: String,
     /// What it wants to do, e.g. `refund`
@@ -140,7 +141,8 @@ pub async fn run(args: &CheckArgs) -> anyhow::Result<i32> {
     let result = async {
         let context = args.context.as_deref().map(context_of).transpose()?;
         let client = connect_with_key(&args.client, args.api_key.as_deref())?;
-        let mut body = json!({ "agent_id": args.agent, "action": args.action });
+        let agent = super::resolve::agent(&client, &args.agent).await?;
+        let mut body = json!({ "agent_id": agent, "action": args.action });
         if let Some(context) = context {
             body["context"] = context;
         }

@@ -169,7 +169,6 @@ async fn the_help_groups_every_command_once_and_shows_the_exit_codes() {
         "api-key",
         "outbox",
         "keys",
-        "vault",
         "backup",
         "restore",
     ] {

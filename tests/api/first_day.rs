@@ -491,6 +491,11 @@ both_engines! {
         let ran = check(&term, &app, &agent_id, "read_docs", None).await;
         assert_eq!(ran.code, 0, "{ran:?}");
         assert!(ran.out.starts_with("decision      allow"), "{ran:?}");
+        // The agent by its name, as by its id; a name no agent has is not found (6).
+        let ran = check(&term, &app, "demo-agent", "read_docs", None).await;
+        assert_eq!(ran.code, 0, "{ran:?}");
+        let ran = check(&term, &app, "no-such-agent", "read_docs", None).await;
+        assert_eq!(ran.code, 6, "{ran:?}");
         let ran = check(&term, &app, &agent_id, "delete_database", None).await;
         assert_eq!(ran.code, 8, "{ran:?}");
         assert!(ran.out.contains("action_denied"), "{ran:?}");
