@@ -14,7 +14,7 @@ use std::path::PathBuf;
 
 use serde_json::{json, Map, Value};
 
-use super::client::{cell, finish, print_json, table, Client, ClientArgs, Failure, YesArg};
+use super::client::{cell, finish, items, print_json, table, Client, ClientArgs, Failure, YesArg};
 use super::output::{eline, line};
 use crate::time::{iso, now_ms};
 
@@ -239,10 +239,8 @@ async fn set_named(client: &Client, name: &str) -> anyhow::Result<Option<Value>>
     let listed = client
         .get("/v1/vault/secret-sets?include_deleted=true")
         .await?;
-    Ok(listed["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    Ok(items(&listed)
+        .iter()
         .find(|s| s["name"].as_str() == Some(name))
         .cloned())
 }
@@ -270,13 +268,6 @@ fn checked_id(id: &str) -> anyhow::Result<&str> {
     } else {
         Err(Failure::local(1, format!("`{id}` is not an id")).into())
     }
-}
-
-fn items(listed: &Value) -> &[Value] {
-    listed["items"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
 }
 
 /// `live`, `revoked` or `expired` (and `used` for a request lease with no use left).
