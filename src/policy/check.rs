@@ -703,13 +703,6 @@ impl<'a> Attempt<'a> {
             &self.input.action,
             self.input.fields(),
         )
-        .into_iter()
-        .map(|w| api::DecisionWarning {
-            code: w.code.to_owned(),
-            message: w.message,
-            field: w.field,
-        })
-        .collect()
     }
 
     /// A human's answer to this very request (same agent and fingerprint) within the time an

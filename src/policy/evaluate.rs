@@ -18,6 +18,7 @@ use serde_json::{Map, Value};
 use super::compile::{tag_value, CompiledPolicy, Picked, RuleMeta, RuleSet};
 use super::memo::Memo;
 use super::spec::{Outcome, Selector};
+use crate::api::DecisionWarning;
 use crate::domain::agent::selector_text;
 use crate::domain::RiskTier;
 
@@ -184,17 +185,6 @@ impl Serialize for ContextFields<'_> {
 /// rules read it as.
 pub const FIELD_TYPE_MISMATCH: &str = "field_type_mismatch";
 
-/// Something in a check that the policy could not read as its rules expect, reported beside
-/// the decision (the decision itself is the policy's, as if the field were absent).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FieldWarning {
-    /// A stable snake_case code: [`FIELD_TYPE_MISMATCH`].
-    pub code: &'static str,
-    pub message: String,
-    /// The context field.
-    pub field: String,
-}
-
 /// The JSON type of a value, in the words the messages use.
 fn json_type(value: &Value) -> &'static str {
     match value {
@@ -207,7 +197,7 @@ fn json_type(value: &Value) -> &'static str {
     }
 }
 
-/// The context fields of a check of `action` that some rule of the policy reads as numbers but
+/// The warnings (the Decision's `warnings`) about the context fields of a check of `action` that some rule of the policy reads as numbers but
 /// that hold another JSON type (`{"amount": "150"}`): the rules that compare them do not see
 /// them. Only the fields the compiled policy lists are looked up (no parsing, nothing built):
 /// when every one is a number, or absent, or null, nothing is allocated.
@@ -215,7 +205,7 @@ pub fn field_warnings(
     policy: &CompiledPolicy,
     action: &str,
     context: ContextFields<'_>,
-) -> Vec<FieldWarning> {
+) -> Vec<DecisionWarning> {
     let mut warnings = Vec::new();
     for field in &policy.number_fields {
         let Some(value) = context.get(&field.name) else {
@@ -229,7 +219,7 @@ pub fn field_warnings(
     warnings
 }
 
-fn type_mismatch(name: &str, value: &Value) -> FieldWarning {
+fn type_mismatch(name: &str, value: &Value) -> DecisionWarning {
     let found = match value {
         Value::String(text) => {
             let shown: String = text.chars().take(40).collect();
@@ -246,8 +236,8 @@ fn type_mismatch(name: &str, value: &Value) -> FieldWarning {
         Some(n) => format!("send it as the JSON number {n}"),
         None => "send it as a JSON number".to_owned(),
     };
-    FieldWarning {
-        code: FIELD_TYPE_MISMATCH,
+    DecisionWarning {
+        code: FIELD_TYPE_MISMATCH.to_owned(),
         message: format!(
             "the context field `{name}` is {found}, but the policy reads it as a number: the rules that compare it did not apply; {send}"
         ),
