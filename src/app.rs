@@ -383,6 +383,7 @@ impl App {
             sink_egress,
             instance_id: crate::domain::ids::new_id("rep"),
             audit_streams,
+            background: tokio_util::task::TaskTracker::new(),
         });
         Ok(App {
             ctx,
@@ -462,6 +463,17 @@ impl App {
         {
             task.abort();
             let _ = task.await;
+        }
+        // What the last requests handed off (approval mails) still commits through the writer.
+        ctx.background.close();
+        if tokio::time::timeout(grace, ctx.background.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                tasks = ctx.background.len(),
+                "grace period over; dropping the approval mails still being sent"
+            );
         }
         drop(ctx);
         writer.shutdown().await;

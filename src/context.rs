@@ -33,6 +33,9 @@ pub struct Context {
     pub instance_id: String,
     /// The live audit streams (`GET /v1/workspace/audit/stream`), counted against their caps.
     pub audit_streams: StreamSlots,
+    /// Work a request hands off so that its answer does not wait (the approvers' mail of a
+    /// challenge): waited for at shutdown, after the last request, so none of it is lost.
+    pub background: tokio_util::task::TaskTracker,
 }
 
 pub type SharedContext = Arc<Context>;

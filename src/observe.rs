@@ -22,7 +22,8 @@ use std::sync::{Mutex, OnceLock, PoisonError, RwLock};
 use std::time::Duration;
 
 use metrics::{
-    counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram, Counter, Unit,
+    counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram, Counter,
+    Histogram, Unit,
 };
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
@@ -450,6 +451,48 @@ pub fn intern(text: &str) -> &'static str {
 
 // ---- recording --------------------------------------------------------------------------------
 
+/// Whether this process's recorder is installed: handles are kept only then (one made before
+/// would be a no-op handle for good).
+fn recording() -> bool {
+    HANDLE.get().and_then(Option::as_ref).is_some()
+}
+
+/// Metric handles kept by their labels, made at a label set's first use: `counter!` and
+/// `histogram!` build a key and look the series up by name and labels on every call, a kept
+/// handle is an atomic add. Only for labels that are interned `&'static str` (compared by
+/// address: one address per distinct value) from sets the server bounds.
+struct Handles<T> {
+    kept: RwLock<HashMap<[usize; 3], T>>,
+}
+
+impl<T: Clone> Handles<T> {
+    fn new() -> Self {
+        Self {
+            kept: RwLock::new(HashMap::new()),
+        }
+    }
+
+    fn get(&self, labels: [&'static str; 3], make: impl FnOnce() -> T) -> T {
+        let key = labels.map(|l| l.as_ptr() as usize);
+        if let Some(hit) = self
+            .kept
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&key)
+        {
+            return hit.clone();
+        }
+        let made = make();
+        if recording() {
+            self.kept
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(key, made.clone());
+        }
+        made
+    }
+}
+
 /// One HTTP request answered.
 pub fn http_request(
     method: &'static str,
@@ -457,8 +500,22 @@ pub fn http_request(
     status: &'static str,
     took: Duration,
 ) {
-    counter!(HTTP_REQUESTS, "method" => method, "route" => route, "status" => status).increment(1);
-    histogram!(HTTP_DURATION, "method" => method, "route" => route).record(took.as_secs_f64());
+    static REQUESTS: OnceLock<Handles<Counter>> = OnceLock::new();
+    static DURATIONS: OnceLock<Handles<Histogram>> = OnceLock::new();
+    REQUESTS
+        .get_or_init(Handles::new)
+        .get(
+            [method, route, status],
+            || counter!(HTTP_REQUESTS, "method" => method, "route" => route, "status" => status),
+        )
+        .increment(1);
+    DURATIONS
+        .get_or_init(Handles::new)
+        .get(
+            [method, route, ""],
+            || histogram!(HTTP_DURATION, "method" => method, "route" => route),
+        )
+        .record(took.as_secs_f64());
 }
 
 /// A request refused 401.
@@ -557,8 +614,19 @@ fn reason_counter(outcome: &'static str, policy_label: &str, reason: &str) -> Co
 /// committed (`committed`), was applied change by change after a transient conflict
 /// (`retried`), or failed (`failed`).
 pub fn commit_batch(size: usize, took: Duration, outcome: &'static str) {
-    histogram!(COMMIT_BATCH_SIZE).record(size as f64);
-    histogram!(COMMIT_DURATION, "outcome" => outcome).record(took.as_secs_f64());
+    static SIZES: OnceLock<Handles<Histogram>> = OnceLock::new();
+    static DURATIONS: OnceLock<Handles<Histogram>> = OnceLock::new();
+    SIZES
+        .get_or_init(Handles::new)
+        .get(["", "", ""], || histogram!(COMMIT_BATCH_SIZE))
+        .record(size as f64);
+    DURATIONS
+        .get_or_init(Handles::new)
+        .get(
+            [outcome, "", ""],
+            || histogram!(COMMIT_DURATION, "outcome" => outcome),
+        )
+        .record(took.as_secs_f64());
 }
 
 /// The caches of the decision path.
@@ -581,8 +649,15 @@ impl Cache {
 
 /// A cache lookup that found a usable entry (`hit`) or went to the store.
 pub fn cache_lookup(cache: Cache, hit: bool) {
+    static LOOKUPS: OnceLock<Handles<Counter>> = OnceLock::new();
     let result = if hit { "hit" } else { "miss" };
-    counter!(CACHE_LOOKUPS, "cache" => cache.label(), "result" => result).increment(1);
+    LOOKUPS
+        .get_or_init(Handles::new)
+        .get(
+            [cache.label(), result, ""],
+            || counter!(CACHE_LOOKUPS, "cache" => cache.label(), "result" => result),
+        )
+        .increment(1);
 }
 
 /// `count` entries of `cache` dropped or reloaded because their state changed.

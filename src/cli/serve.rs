@@ -36,22 +36,40 @@ impl ServeArgs {
     }
 }
 
-fn init_logging(format: LogFormat) {
+/// Log lines queued for the log thread at most; a request that finds the queue full waits
+/// for room (lines are never dropped).
+const LOG_QUEUE_LINES: usize = 64 * 1024;
+
+/// The server's log: formatted where it happens, written to stderr by a thread of its own
+/// through a buffer flushed whenever the queue runs empty, so that a request never waits on a
+/// `write` and a busy server writes many lines per system call. The guard flushes what is
+/// queued when `serve` returns.
+fn init_logging(format: LogFormat) -> tracing_appender::non_blocking::WorkerGuard {
     let filter = tracing_subscriber::EnvFilter::try_from_env("ACP_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn"));
+    let colours = super::output::colours_on(&std::io::stderr());
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(false)
+        .buffered_lines_limit(LOG_QUEUE_LINES)
+        .thread_name("acp-log")
+        .finish(std::io::BufWriter::with_capacity(
+            64 * 1024,
+            std::io::stderr(),
+        ));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(super::output::colours_on(&std::io::stderr()));
+        .with_writer(writer)
+        .with_ansi(colours);
     let _ = match format {
         LogFormat::Json => builder.json().try_init(),
         LogFormat::Pretty => builder.try_init(),
     };
+    guard
 }
 
 pub async fn run(args: &ServeArgs) -> anyhow::Result<i32> {
     let config = args.resolve()?;
-    init_logging(config.log_format);
+    let _log = init_logging(config.log_format);
     for name in unknown_env_vars() {
         tracing::warn!(variable = %name, "unknown ACP_ environment variable ignored (typo?)");
     }

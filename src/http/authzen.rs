@@ -273,29 +273,10 @@ fn object(context: Option<Value>) -> Result<Map<String, Value>, &'static str> {
     }
 }
 
-/// The bytes `value` takes as serde_json writes it, counted without writing them.
-fn json_bytes(value: &Value) -> usize {
-    /// A writer that only counts what it is given (std has none; this is all of one).
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0 = self.0.saturating_add(bytes.len());
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    // Writing a `Value` cannot fail, and `Count` never does.
-    let _ = serde_json::to_writer(&mut count, value);
-    count.0
-}
-
 /// What the evaluations come to with the defaults merged into each (see [`MAX_MERGED_BYTES`]):
 /// each default is measured once and counted for every evaluation that takes it.
 fn merged_bytes(req: &AuthzenEvaluationsRequest, items: &[AuthzenEvaluationItem]) -> usize {
-    let json = |v: &Option<Value>| v.as_ref().map_or(0, json_bytes);
+    let json = |v: &Option<Value>| v.as_ref().map_or(0, crate::policy::impact::json_len);
     let subject = |s: &AuthzenSubject| s.id.len();
     let action = |a: &AuthzenAction| a.name.len().saturating_add(json(&a.properties));
     let resource = |r: &AuthzenResource| {

@@ -191,7 +191,7 @@ pub async fn check_batch(
             let Some(input) = &inputs[i] else { continue };
             match result {
                 Ok(_) => {
-                    decided.notify_approvers(ctx).await;
+                    decided.notify_approvers(ctx);
                     answers[i] = Some(Ok(decided.answer(input.policy_id.clone())));
                 }
                 // Decided on replaced state: decided again with the others, on fresh state.
@@ -294,7 +294,7 @@ pub async fn check_for_agent(
         }
         match ctx.writer.commit(change).await {
             Ok(_) => {
-                decided.notify_approvers(ctx).await;
+                decided.notify_approvers(ctx);
                 return Ok(decided.answer(input.policy_id));
             }
             Err(StoreError::Stale(version)) => {
@@ -402,7 +402,7 @@ async fn check_input(
         .await?;
         match ctx.writer.commit(change).await {
             Ok(_) => {
-                decided.notify_approvers(ctx).await;
+                decided.notify_approvers(ctx);
                 return Ok(decided.answer(input.policy_id.clone()));
             }
             // Decided on state another request replaced meanwhile: decide again on fresh state.
@@ -586,13 +586,26 @@ async fn decide(
 }
 
 impl Decided {
-    /// Mails the approval link of a new challenge, when the deciding rules name approvers.
-    async fn notify_approvers(&self, ctx: &Context) {
+    /// Mails the approval link of a new challenge, when the deciding rules name approvers, from
+    /// a task of its own: the answer never waits on the mail provider (the challenge is
+    /// committed already; the mail is claimed and sent after the answer).
+    fn notify_approvers(&self, ctx: &Context) {
         let Some(challenge) = &self.challenge else {
             return;
         };
         if let (Some(record), Some(approval)) = (&challenge.notify, &self.decision.approval) {
-            notify_approvers(ctx, record, &challenge.approval_link, approval).await;
+            let mail = Notify {
+                writer: ctx.writer.clone(),
+                store: ctx.store.clone(),
+                mailer: ctx.mailer.clone(),
+            };
+            let (record, link, approval) = (
+                record.clone(),
+                challenge.approval_link.clone(),
+                approval.clone(),
+            );
+            ctx.background
+                .spawn(async move { notify_approvers(&mail, &record, &link, &approval).await });
         }
     }
 
@@ -914,8 +927,15 @@ struct NewChallenge {
 /// [`challenge::APPROVAL_MAILS_PER_AGENT`] an hour per agent (the challenge itself is made and
 /// listed either way). A delivery failure is logged, not fatal: the challenge is on the
 /// console's approvals page and in `acp challenges list`.
+/// What the approvers' mail needs of the server's context, owned by the task that sends it.
+struct Notify {
+    writer: crate::store::GroupCommit,
+    store: Arc<dyn crate::store::Store>,
+    mailer: Arc<dyn crate::mail::Mailer>,
+}
+
 async fn notify_approvers(
-    ctx: &Context,
+    ctx: &Notify,
     record: &PolicyChallenge,
     approval_link: &str,
     approval: &ApprovalRules,

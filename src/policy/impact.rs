@@ -61,12 +61,33 @@ pub fn replay_input(
     if let Some((minute, day)) = counts {
         input["sent"] = json!([minute, day]);
     }
-    // Measured as written (serde_json's compact form, as the store writes details).
-    let bytes = input.to_string().len();
+    // Measured as written (serde_json's compact form, as the store writes details), without
+    // keeping the text: the store writes it once, with the event.
+    let bytes = json_len(&input);
     if bytes > INPUT_CAP_BYTES {
         return json!({"omitted": "too_large", "bytes": bytes});
     }
     input
+}
+
+/// The bytes `value` takes in serde_json's compact form, counted as it is written, without
+/// keeping the text.
+pub fn json_len(value: &Value) -> usize {
+    /// A writer that only counts what it is given (std has none; this is all of one).
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 = self.0.saturating_add(bytes.len());
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing a `Value` cannot fail, and `Count` never does.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }
 
 /// What changes, over the checks replayed.
@@ -255,6 +276,22 @@ impl<'a> Recorded<'a> {
             email: self.email.as_ref(),
             emails_sent_last_minute: self.sent.0,
             emails_sent_last_day: self.sent.1,
+        }
+    }
+}
+
+#[cfg(test)]
+mod json_len_tests {
+    use serde_json::json;
+
+    #[test]
+    fn counts_the_compact_form_exactly() {
+        for value in [
+            json!(null),
+            json!({"a": [1, 2.5, "é\"\n"], "b": {"c": true}}),
+            json!("x".repeat(5000)),
+        ] {
+            assert_eq!(super::json_len(&value), value.to_string().len());
         }
     }
 }
