@@ -60,7 +60,7 @@ cache=${ACP_BENCH_CACHE:-$HOME/.cache/acp-bench}
 cedar_agent=$cache/cedar-agent/bin/cedar-agent
 if [ ! -x "$cedar_agent" ]; then
     echo "bench-peers: installing cedar-agent into $cache/cedar-agent (once) ..." >&2
-    CARGO_TARGET_DIR=$cache/cedar-agent-target cargo install -q cedar-agent --locked --root "$cache/cedar-agent"
+    CARGO_TARGET_DIR=$cache/cedar-agent-target cargo install -q cedar-agent --version 0.2.0 --locked --root "$cache/cedar-agent"
     rm -rf "$cache/cedar-agent-target"
 fi
 
@@ -70,7 +70,9 @@ pg_base=${ACP_BENCH_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/postgres}
 cleanup() {
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
     for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-    for db in "${databases[@]}"; do psql -q "$pg_base" -c "DROP DATABASE IF EXISTS $db" 2>/dev/null || true; done
+    for db in "${databases[@]}"; do
+        psql -q "$pg_base" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" || echo "bench-peers: could not drop the database $db" >&2
+    done
     rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -111,7 +113,9 @@ for entry in "${acps[@]}"; do
         db="acp_bench_peers_${label//[^A-Za-z0-9]/_}_$$"
         psql -q "$pg_base" -c "CREATE DATABASE $db"
         databases+=("$db")
-        database_url="${pg_base%/*}/$db"
+        # The server's URL with this database in place of its own (and its parameters kept).
+        pg_server=${pg_base%%\?*}
+        database_url="${pg_server%/*}/$db${pg_base#"$pg_server"}"
         master_key=$(head -c 32 /dev/urandom | base64)
     else
         database_url="sqlite:$home/acp.db"

@@ -434,12 +434,17 @@ impl App {
         let stopping = Arc::new(tokio::sync::Notify::new());
         let notify = stopping.clone();
         let closing = ctx.clone();
+        // One grace period for everything a stop waits for: the requests, then what they
+        // handed off (approval mails), counted from the signal.
+        let deadline = Arc::new(std::sync::OnceLock::new());
+        let started_stopping = deadline.clone();
         let server = axum::serve(
             crate::http::wire::Listener::new(listener),
             router.into_make_service_with_connect_info::<crate::http::wire::Peer>(),
         )
         .with_graceful_shutdown(async move {
             shutdown.await;
+            let _ = started_stopping.set(tokio::time::Instant::now() + grace);
             tracing::info!("shutting down: finishing in-flight requests");
             closing.closing.send_replace(true);
             notify.notify_one();
@@ -464,15 +469,20 @@ impl App {
             task.abort();
             let _ = task.await;
         }
-        // What the last requests handed off (approval mails) still commits through the writer.
+        // What the last requests handed off (approval mails) still commits through the writer,
+        // within what is left of the grace period.
         ctx.background.close();
-        if tokio::time::timeout(grace, ctx.background.wait())
+        let deadline = deadline
+            .get()
+            .copied()
+            .unwrap_or_else(|| tokio::time::Instant::now() + grace);
+        if tokio::time::timeout_at(deadline, ctx.background.wait())
             .await
             .is_err()
         {
             tracing::warn!(
                 tasks = ctx.background.len(),
-                "grace period over; dropping the approval mails still being sent"
+                "grace period over; approval mails still being sent are dropped (their challenges are listed for approvers all the same)"
             );
         }
         drop(ctx);

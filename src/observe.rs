@@ -482,8 +482,11 @@ impl<T: Clone> Handles<T> {
         {
             return hit.clone();
         }
+        // Read before the handle is made: one made while the recorder was not yet installed
+        // is never kept.
+        let keep = recording();
         let made = make();
-        if recording() {
+        if keep {
             self.kept
                 .write()
                 .unwrap_or_else(PoisonError::into_inner)

@@ -8,6 +8,7 @@
 use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
+use tracing::Instrument as _;
 
 use crate::api;
 use crate::audit::Actor;
@@ -604,8 +605,11 @@ impl Decided {
                 challenge.approval_link.clone(),
                 approval.clone(),
             );
-            ctx.background
-                .spawn(async move { notify_approvers(&mail, &record, &link, &approval).await });
+            // In the request's span: its log lines keep the request's ids.
+            ctx.background.spawn(
+                async move { notify_approvers(&mail, &record, &link, &approval).await }
+                    .in_current_span(),
+            );
         }
     }
 
@@ -922,11 +926,6 @@ struct NewChallenge {
     notify: Option<PolicyChallenge>,
 }
 
-/// Mails the approval link to the approvers the deciding rules name: once per agent and
-/// request while a mailed challenge for it is pending, and at most
-/// [`challenge::APPROVAL_MAILS_PER_AGENT`] an hour per agent (the challenge itself is made and
-/// listed either way). A delivery failure is logged, not fatal: the challenge is on the
-/// console's approvals page and in `acp challenges list`.
 /// What the approvers' mail needs of the server's context, owned by the task that sends it.
 struct Notify {
     writer: crate::store::GroupCommit,
@@ -934,6 +933,11 @@ struct Notify {
     mailer: Arc<dyn crate::mail::Mailer>,
 }
 
+/// Mails the approval link to the approvers the deciding rules name: once per agent and
+/// request while a mailed challenge for it is pending, and at most
+/// [`challenge::APPROVAL_MAILS_PER_AGENT`] an hour per agent (the challenge itself is made and
+/// listed either way). A delivery failure is logged, not fatal: the challenge is on the
+/// console's approvals page and in `acp challenges list`.
 async fn notify_approvers(
     ctx: &Notify,
     record: &PolicyChallenge,
