@@ -314,15 +314,25 @@ pub fn table(headers: &[&str], rows: &[Vec<String>]) -> anyhow::Result<()> {
 /// A list answer as the command's output: the JSON itself, or a table of `columns` (header,
 /// key) over its `items`.
 pub fn show_list(json: bool, listed: &Value, columns: &[(&str, &str)]) -> anyhow::Result<()> {
+    let headers: Vec<&str> = columns.iter().map(|(h, _)| *h).collect();
+    show_rows(json, listed, &headers, |item| {
+        columns.iter().map(|(_, k)| cell(&item[*k])).collect()
+    })
+}
+
+/// A list answer as the command's output: the JSON itself, or a table under `headers` of one
+/// `row` per item of its `items` (for cells computed from several fields).
+pub fn show_rows(
+    json: bool,
+    listed: &Value,
+    headers: &[&str],
+    row: impl Fn(&Value) -> Vec<String>,
+) -> anyhow::Result<()> {
     if json {
         return print_json(listed);
     }
-    let headers: Vec<&str> = columns.iter().map(|(h, _)| *h).collect();
-    let rows: Vec<Vec<String>> = items(listed)
-        .iter()
-        .map(|item| columns.iter().map(|(_, k)| cell(&item[*k])).collect())
-        .collect();
-    table(&headers, &rows)
+    let rows: Vec<Vec<String>> = items(listed).iter().map(row).collect();
+    table(headers, &rows)
 }
 
 /// The `items` of a list answer (none when it has no such array).

@@ -14,7 +14,9 @@ use std::path::PathBuf;
 
 use serde_json::{json, Map, Value};
 
-use super::client::{cell, finish, items, print_json, table, Client, ClientArgs, Failure, YesArg};
+use super::client::{
+    cell, finish, items, print_json, show_list, show_rows, Client, ClientArgs, Failure, YesArg,
+};
 use super::output::{eline, line};
 use crate::time::{iso, now_ms};
 
@@ -292,13 +294,21 @@ pub async fn sets(args: &SetsArgs) -> anyhow::Result<i32> {
             "/v1/vault/secret-sets"
         };
         let listed = client.get(path).await?;
-        if args.client.json() {
-            print_json(&listed)?;
-            return Ok(0);
-        }
-        let rows: Vec<Vec<String>> = items(&listed)
-            .iter()
-            .map(|s| {
+        show_rows(
+            args.client.json(),
+            &listed,
+            &[
+                "#",
+                "SET",
+                "NAME",
+                "PROVIDER",
+                "ENVIRONMENT",
+                "VERSION",
+                "KEYS",
+                "PROFILES",
+                "STATE",
+            ],
+            |s| {
                 let profiles: Vec<String> = s["profiles"]
                     .as_object()
                     .map(|p| p.keys().cloned().collect())
@@ -321,21 +331,7 @@ pub async fn sets(args: &SetsArgs) -> anyhow::Result<i32> {
                     cell(&json!(profiles)),
                     state.to_owned(),
                 ]
-            })
-            .collect();
-        table(
-            &[
-                "#",
-                "SET",
-                "NAME",
-                "PROVIDER",
-                "ENVIRONMENT",
-                "VERSION",
-                "KEYS",
-                "PROFILES",
-                "STATE",
-            ],
-            &rows,
+            },
         )?;
         Ok(0)
     }
@@ -578,22 +574,16 @@ pub async fn versions(args: &VersionsArgs) -> anyhow::Result<i32> {
         let listed = client
             .get(&format!("/v1/vault/secret-sets/{id}/versions"))
             .await?;
-        if args.client.json() {
-            print_json(&listed)?;
-            return Ok(0);
-        }
-        let rows: Vec<Vec<String>> = items(&listed)
-            .iter()
-            .map(|v| {
-                vec![
-                    cell(&v["version"]),
-                    cell(&v["keys"]),
-                    cell(&v["author"]),
-                    cell(&v["created_at"]),
-                ]
-            })
-            .collect();
-        table(&["VERSION", "KEYS", "AUTHOR", "CREATED"], &rows)?;
+        show_list(
+            args.client.json(),
+            &listed,
+            &[
+                ("VERSION", "version"),
+                ("KEYS", "keys"),
+                ("AUTHOR", "author"),
+                ("CREATED", "created_at"),
+            ],
+        )?;
         Ok(0)
     }
     .await;
@@ -689,14 +679,14 @@ pub async fn grants(args: &GrantsArgs) -> anyhow::Result<i32> {
             None => "/v1/vault/grants".to_owned(),
         };
         let listed = client.get(&path).await?;
-        if args.client.json() {
-            print_json(&listed)?;
-            return Ok(0);
-        }
         let now = iso(now_ms());
-        let rows: Vec<Vec<String>> = items(&listed)
-            .iter()
-            .map(|g| {
+        show_rows(
+            args.client.json(),
+            &listed,
+            &[
+                "GRANT", "SET #", "TO", "ACTIONS", "KEYS", "EXPIRES", "STATE", "BY",
+            ],
+            |g| {
                 vec![
                     cell(&g["grant_id"]),
                     cell(&g["number"]),
@@ -707,13 +697,7 @@ pub async fn grants(args: &GrantsArgs) -> anyhow::Result<i32> {
                     state(g, &now).to_owned(),
                     cell(&g["created_by"]),
                 ]
-            })
-            .collect();
-        table(
-            &[
-                "GRANT", "SET #", "TO", "ACTIONS", "KEYS", "EXPIRES", "STATE", "BY",
-            ],
-            &rows,
+            },
         )?;
         Ok(0)
     }
@@ -774,14 +758,15 @@ pub async fn leases(args: &LeasesArgs) -> anyhow::Result<i32> {
                     .query(&query),
             )
             .await?;
-        if args.client.json() {
-            print_json(&listed)?;
-            return Ok(0);
-        }
         let now = iso(now_ms());
-        let rows: Vec<Vec<String>> = items(&listed)
-            .iter()
-            .map(|l| {
+        show_rows(
+            args.client.json(),
+            &listed,
+            &[
+                "LEASE", "KIND", "AGENT", "SET", "ACTIONS", "KEYS", "USES", "EXPIRES", "STATE",
+                "PURPOSE",
+            ],
+            |l| {
                 vec![
                     cell(&l["lease_id"]),
                     cell(&l["kind"]),
@@ -798,14 +783,7 @@ pub async fn leases(args: &LeasesArgs) -> anyhow::Result<i32> {
                     state(l, &now).to_owned(),
                     cell(&l["purpose"]),
                 ]
-            })
-            .collect();
-        table(
-            &[
-                "LEASE", "KIND", "AGENT", "SET", "ACTIONS", "KEYS", "USES", "EXPIRES", "STATE",
-                "PURPOSE",
-            ],
-            &rows,
+            },
         )?;
         Ok(0)
     }
