@@ -237,7 +237,8 @@ fn recorded_checks() -> Vec<acp::store::AuditRecord> {
                 details: json!({"input": {
                     "agent": {"status": "active", "risk_tier": "low", "metadata": {"team": "support"}, "labels": {}},
                     "context": context,
-                }}),
+                }})
+                .into(),
             }
         })
         .collect()

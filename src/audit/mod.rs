@@ -58,7 +58,7 @@ pub fn state_change(
         agent_id: agent_id.map(str::to_owned),
         action: Some(action.to_owned()),
         actor: actor.label(),
-        details,
+        details: details.into(),
         ..AuditRecord::default()
     }
 }
@@ -78,7 +78,7 @@ pub fn to_wire(e: AuditRecord) -> api::AuditEvent {
         reason_codes: e.reason_codes,
         actor: e.actor,
         actor_name: None,
-        details: e.details,
+        details: e.details.into_value(),
     }
 }
 

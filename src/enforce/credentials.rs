@@ -528,7 +528,7 @@ pub async fn kill_switch_view(ctx: &Context, workspace_id: &str) -> EnforceResul
     let change = |events: Vec<crate::store::AuditRecord>| {
         events.into_iter().next().map(|e| SwitchChange {
             at: e.created_at,
-            reason: e.details["reason"].as_str().map(str::to_owned),
+            reason: e.details.value()["reason"].as_str().map(str::to_owned),
             actor: e.actor,
         })
     };

@@ -314,6 +314,9 @@ impl View {
 pub struct CachedAgent {
     pub agent: AgentRecord,
     pub labels: Value,
+    /// The agent's facts as a decision event records them (status, risk tier, metadata,
+    /// labels), written once when the agent is cached rather than once per check.
+    facts_json: Box<serde_json::value::RawValue>,
     /// The cache epoch read before the agent was loaded.
     loaded: u64,
     /// The agent's part of a check, prepared under the last compiled policy it was checked
@@ -323,12 +326,24 @@ pub struct CachedAgent {
 
 impl CachedAgent {
     pub fn new(agent: AgentRecord, labels: Value, loaded: u64) -> Self {
+        let facts = json!({
+            "status": agent.status.as_str(),
+            "risk_tier": agent.risk_tier.as_str(),
+            "metadata": agent.metadata,
+            "labels": labels,
+        });
         Self {
+            facts_json: super::impact::raw(facts.to_string()),
             agent,
             labels,
             loaded,
             prepared: RwLock::new(None),
         }
+    }
+
+    /// The agent's facts as JSON text, as a decision event records them.
+    pub fn facts_json(&self) -> &serde_json::value::RawValue {
+        &self.facts_json
     }
 
     /// The facts of a check of this agent: `sent` is its emails in the last minute and day.
@@ -371,6 +386,7 @@ impl CachedAgent {
         saturate(
             size_of::<Self>()
                 .saturating_add(strings)
+                .saturating_add(self.facts_json.get().len())
                 .saturating_add(facts)
                 .saturating_add(PREPARED_BASE)
                 .saturating_add(facts.saturating_mul(PREPARED_PER_FACT_BYTE)),

@@ -18,8 +18,8 @@ use crate::domain::ids;
 use crate::domain::Refusal;
 use crate::secret::{random_base62, sha256_hex};
 use crate::store::{
-    Applied, ApprovalNotice, AuditRecord, Change, EmailOp, NonceClaim, Op, PolicyChallenge,
-    PolicyOp, StoreError, APPROVAL_MAILS_SPENT, APPROVAL_USED,
+    Applied, ApprovalNotice, AuditRecord, Change, Details, EmailOp, NonceClaim, Op,
+    PolicyChallenge, PolicyOp, StoreError, APPROVAL_MAILS_SPENT, APPROVAL_USED,
 };
 use crate::time::{iso, now_ms};
 
@@ -306,7 +306,9 @@ pub async fn check_for_agent(
             Err(refused) => {
                 if let Some(mut alone) = alone {
                     for event in &mut alone.audit {
-                        event.details["effect_refused"] = serde_json::json!(true);
+                        event
+                            .details
+                            .insert("effect_refused", serde_json::json!(true));
                     }
                     if let Err(err) = ctx.writer.commit(alone).await {
                         tracing::warn!(error = %err, "the decision of a refused vault action was not recorded");
@@ -571,10 +573,8 @@ async fn decide(
         challenge.as_ref().map(|c| c.id.as_str()),
         human.as_ref(),
         counts,
+        &warnings,
     ));
-    if let Some(event) = change.audit.last_mut().filter(|_| !warnings.is_empty()) {
-        event.details["warnings"] = json!(warnings);
-    }
     let decided = Decided {
         decision,
         policy: at.policy,
@@ -865,7 +865,9 @@ impl<'a> Attempt<'a> {
         .into()
     }
 
-    /// The decision's audit event.
+    /// The decision's audit event, its details written as text at once (see
+    /// [`EventDetails`]).
+    #[allow(clippy::too_many_arguments)]
     fn event(
         &self,
         actor: &Actor,
@@ -874,6 +876,7 @@ impl<'a> Attempt<'a> {
         challenge_id: Option<&str>,
         human: Option<&PolicyChallenge>,
         counts: Option<(i64, i64)>,
+        warnings: &[api::DecisionWarning],
     ) -> AuditRecord {
         let input = super::impact::replay_input(
             &self.agent,
@@ -881,6 +884,20 @@ impl<'a> Attempt<'a> {
             self.input.email.as_ref(),
             counts,
         );
+        let details = EventDetails {
+            policy_version: self.policy.version,
+            determining_policies: &decision.determining_policies,
+            challenge_id,
+            approval: human.map(|h| EventApproval {
+                challenge_id: &h.id,
+                status: h.status.as_str(),
+                decided_by: h.decided_by.as_deref(),
+            }),
+            input: &input,
+            warnings,
+        };
+        // Writing plain values and `RawValue`s cannot fail.
+        let details = serde_json::to_string(&details).unwrap_or_default();
         AuditRecord {
             id: ids::new_id(ids::EVENT),
             workspace_id: Some(self.view.workspace_id.clone()),
@@ -895,15 +912,30 @@ impl<'a> Attempt<'a> {
             reasons: decision.reasons.clone(),
             reason_codes: decision.reason_codes.clone(),
             actor: actor.label(),
-            details: json!({
-                "policy_version": self.policy.version,
-                "determining_policies": decision.determining_policies,
-                "challenge_id": challenge_id,
-                "approval": human.map(|h| json!({"challenge_id": h.id, "status": h.status.as_str(), "decided_by": h.decided_by})),
-                "input": input,
-            }),
+            details: Details::Text(super::impact::raw(details)),
         }
     }
+}
+
+/// A decision event's details, written as JSON text straight from the decision (no tree).
+#[derive(serde::Serialize)]
+struct EventDetails<'a> {
+    policy_version: i64,
+    determining_policies: &'a [String],
+    challenge_id: Option<&'a str>,
+    /// The human answer the decision used.
+    approval: Option<EventApproval<'a>>,
+    /// What the evaluation read, for the replay of a policy change.
+    input: &'a serde_json::value::RawValue,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    warnings: &'a [api::DecisionWarning],
+}
+
+#[derive(serde::Serialize)]
+struct EventApproval<'a> {
+    challenge_id: &'a str,
+    status: &'a str,
+    decided_by: Option<&'a str>,
 }
 
 /// The operations of one change as one: none, the one, or a batch in order.

@@ -23,7 +23,7 @@ use crate::domain::agent::selector_text;
 use crate::domain::RiskTier;
 
 /// Metadata of an attachment (never its content).
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct Attachment {
     pub filename: String,
     pub content_type: String,
@@ -108,18 +108,17 @@ impl EmailFacts {
             attachments,
         })
     }
+}
 
-    /// The facts as JSON that [`EmailFacts::from_json`] reads back (the recipients as `to`):
-    /// what a decision event records for replay, never a subject or content.
-    pub fn to_json(&self) -> Value {
-        serde_json::json!({
-            "to": self.recipients,
-            "attachments": self.attachments.iter().map(|a| serde_json::json!({
-                "filename": a.filename,
-                "content_type": a.content_type,
-                "size_bytes": a.size_bytes,
-            })).collect::<Vec<_>>(),
-        })
+/// The facts as JSON that [`EmailFacts::from_json`] reads back (the recipients as `to`): what
+/// a decision event records for replay, never a subject or content.
+impl Serialize for EmailFacts {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(2))?;
+        map.serialize_entry("to", &self.recipients)?;
+        map.serialize_entry("attachments", &self.attachments)?;
+        map.end()
     }
 }
 

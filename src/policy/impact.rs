@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 use super::cache::CachedAgent;
@@ -37,37 +38,45 @@ pub const EXAMPLES_PER_KIND: usize = 20;
 /// The largest input a decision event records (its JSON, in bytes).
 pub const INPUT_CAP_BYTES: usize = 16 * 1024;
 
-/// What a check's evaluation read, for [`replay`]: `counts` are the agent's emails in the last
-/// minute and day when the policy read them.
+/// What a check's evaluation read, for [`replay`], as the compact JSON text the event records:
+/// written once, straight from the check's own values (no tree is built per check). `counts`
+/// are the agent's emails in the last minute and day when the policy read them.
 pub fn replay_input(
     agent: &CachedAgent,
     context: ContextFields<'_>,
     email: Option<&EmailFacts>,
     counts: Option<(i64, i64)>,
-) -> Value {
-    let a = &agent.agent;
-    let mut input = json!({
-        "agent": {
-            "status": a.status.as_str(),
-            "risk_tier": a.risk_tier.as_str(),
-            "metadata": a.metadata,
-            "labels": agent.labels,
-        },
-        "context": context,
-    });
-    if let Some(email) = email {
-        input["email"] = email.to_json();
+) -> Box<RawValue> {
+    #[derive(Serialize)]
+    struct Input<'a> {
+        agent: &'a RawValue,
+        context: ContextFields<'a>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        email: Option<&'a EmailFacts>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        sent: Option<[i64; 2]>,
     }
-    if let Some((minute, day)) = counts {
-        input["sent"] = json!([minute, day]);
+    let input = Input {
+        agent: agent.facts_json(),
+        context,
+        email,
+        sent: counts.map(|(minute, day)| [minute, day]),
+    };
+    // Writing string-keyed maps and plain values cannot fail.
+    let Ok(text) = serde_json::to_string(&input) else {
+        return Box::default();
+    };
+    if text.len() > INPUT_CAP_BYTES {
+        let omitted = json!({"omitted": "too_large", "bytes": text.len()});
+        return raw(omitted.to_string());
     }
-    // Measured as written (serde_json's compact form, as the store writes details), without
-    // keeping the text: the store writes it once, with the event.
-    let bytes = json_len(&input);
-    if bytes > INPUT_CAP_BYTES {
-        return json!({"omitted": "too_large", "bytes": bytes});
-    }
-    input
+    raw(text)
+}
+
+/// JSON text serde_json wrote, as a `RawValue` (which checks it once more; it is valid, so
+/// the fallback, `null`, is never taken).
+pub fn raw(text: String) -> Box<RawValue> {
+    RawValue::from_string(text).unwrap_or_default()
 }
 
 /// The bytes `value` takes in serde_json's compact form, counted as it is written, without
@@ -238,7 +247,8 @@ struct Recorded<'a> {
 
 impl<'a> Recorded<'a> {
     fn read(event: &'a AuditRecord) -> Option<Self> {
-        let input = event.details.get("input")?;
+        // Records read back from the store hold their details as a tree.
+        let input = event.details.as_tree()?.get("input")?;
         let agent = input.get("agent")?;
         let context = input.get("context").filter(|c| c.is_object())?;
         event.action.as_ref()?;

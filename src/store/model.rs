@@ -1,7 +1,9 @@
 //! Records as the store keeps them. Times are epoch milliseconds.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 use crate::domain::{AgentStatus, ChallengeStatus, RiskTier, Role};
@@ -141,7 +143,74 @@ pub struct AuditRecord {
     pub reasons: Vec<String>,
     pub reason_codes: Vec<String>,
     pub actor: String,
-    pub details: Value,
+    pub details: Details,
+}
+
+/// An audit event's details, a JSON object: a tree as most writers make it and every reader
+/// gets it back from the store, or the compact text a decision's event is written as once on
+/// the request path (no tree is built per check), which the store writes as it is.
+#[derive(Debug, Clone)]
+pub enum Details {
+    Tree(Value),
+    Text(Box<RawValue>),
+}
+
+impl Default for Details {
+    fn default() -> Self {
+        Self::Tree(Value::Null)
+    }
+}
+
+impl From<Value> for Details {
+    fn from(value: Value) -> Self {
+        Self::Tree(value)
+    }
+}
+
+impl PartialEq for Details {
+    fn eq(&self, other: &Self) -> bool {
+        self.value() == other.value()
+    }
+}
+
+impl Details {
+    /// The details as a tree (text is read into one).
+    pub fn value(&self) -> Cow<'_, Value> {
+        match self {
+            Self::Tree(value) => Cow::Borrowed(value),
+            Self::Text(text) => Cow::Owned(read_text(text)),
+        }
+    }
+
+    /// The tree, when the details are one (as every record read back from the store is).
+    pub fn as_tree(&self) -> Option<&Value> {
+        match self {
+            Self::Tree(value) => Some(value),
+            Self::Text(_) => None,
+        }
+    }
+
+    pub fn into_value(self) -> Value {
+        match self {
+            Self::Tree(value) => value,
+            Self::Text(text) => read_text(&text),
+        }
+    }
+
+    /// Sets one field (details that are not an object yet, none, become one).
+    pub fn insert(&mut self, key: &str, field: Value) {
+        let mut fields = match std::mem::take(self).into_value() {
+            Value::Object(fields) => fields,
+            _ => serde_json::Map::new(),
+        };
+        fields.insert(key.to_owned(), field);
+        *self = Self::Tree(Value::Object(fields));
+    }
+}
+
+/// A `RawValue` holds valid JSON, so reading it back cannot fail.
+fn read_text(text: &RawValue) -> Value {
+    serde_json::from_str(text.get()).unwrap_or(Value::Null)
 }
 
 /// A single-use nonce: the claim fails with [`super::StoreError::Replay`] while an unexpired
@@ -699,5 +768,25 @@ mod tests {
             ]
         );
         assert_eq!(label_terms(&cases[0]).get("payments"), Some(&TERM_ENTRY));
+    }
+
+    #[test]
+    fn details_as_text_read_and_change_as_the_tree_they_hold() {
+        let text = Details::Text(
+            RawValue::from_string(r#"{"input":{"n":1},"challenge_id":null}"#.into()).unwrap(),
+        );
+        let tree = Details::from(serde_json::json!({"challenge_id": null, "input": {"n": 1}}));
+        assert_eq!(text, tree);
+        assert_eq!(text.value()["input"]["n"], 1);
+        assert!(text.as_tree().is_none());
+        let mut changed = text.clone();
+        changed.insert("effect_refused", Value::Bool(true));
+        assert_eq!(
+            changed.into_value(),
+            serde_json::json!({"input": {"n": 1}, "challenge_id": null, "effect_refused": true})
+        );
+        let mut none = Details::default();
+        none.insert("k", Value::from(1));
+        assert_eq!(none.as_tree(), Some(&serde_json::json!({"k": 1})));
     }
 }

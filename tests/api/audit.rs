@@ -100,7 +100,7 @@ fn test_event(workspace_id: &str, action: &str, n: usize, tag: &str) -> acp::sto
         reasons: vec![format!("reason {n}"), "it's \"quoted\"".into()],
         reason_codes: vec![format!("code_{n}")],
         actor: "test".into(),
-        details: json!({"n": n, "nested": {"list": [1, 2, 3]}}),
+        details: json!({"n": n, "nested": {"list": [1, 2, 3]}}).into(),
     }
 }
 
@@ -333,7 +333,8 @@ async fn audit_events_survive_the_id_index_migration(engine: Engine) {
             reasons: vec![format!("reason {i}")],
             reason_codes: vec![format!("code_{i}")],
             actor: "api_key:key_00000000000000000000000000000001".into(),
-            details: json!({"policy_version": i, "determining_policies": ["binding:refunds"]}),
+            details: json!({"policy_version": i, "determining_policies": ["binding:refunds"]})
+                .into(),
         })
         .collect();
     for e in &old {
@@ -355,7 +356,7 @@ async fn audit_events_survive_the_id_index_migration(engine: Engine) {
         .bind(serde_json::to_string(&e.reasons).unwrap())
         .bind(serde_json::to_string(&e.reason_codes).unwrap())
         .bind(&e.actor)
-        .bind(e.details.to_string())
+        .bind(e.details.value().to_string())
         .execute(&pool)
         .await
         .unwrap();
@@ -454,6 +455,28 @@ both_engines! {
         store.apply(&[retry]).await.expect("batch").pop().expect("one").expect("committed");
         let only_stale = store.apply(&[record(6, "stale").on(at(v0))]).await.expect("batch");
         assert!(matches!(only_stale[..], [Err(StoreError::Stale(_))]), "{only_stale:?}");
+
+        // Decisions alone (on Postgres the version check and the INSERT are one statement),
+        // one of them with its details written as text, as a check writes them.
+        let mut as_text = test_event(&ws, "act_9", 9, "records");
+        as_text.details = acp::store::Details::Text(
+            serde_json::value::RawValue::from_string(r#"{"input":{"context":{"amount":9}}}"#.into()).expect("json"),
+        );
+        let records = vec![
+            Change::new(Op::Nothing).audited(test_event(&ws, "act_7", 7, "records")).on(at(v0)),
+            Change::new(Op::Nothing).audited(test_event(&ws, "act_8", 8, "records")).on(at(v1)),
+            Change::new(Op::Nothing).audited(as_text),
+            Change::new(Op::Nothing).audited(test_event(&ws, "act_10", 10, "records")).on(at(v0)),
+        ];
+        let results = store.apply(&records).await.expect("batch");
+        let stale: Vec<bool> = results.iter().map(|r| matches!(r, Err(StoreError::Stale(v)) if *v == v1)).collect();
+        assert_eq!(stale, [true, false, false, true], "{results:?}");
+        let mut written = stored_events(&store, &ws, "records").await;
+        written.sort_by(|a, b| a.action.cmp(&b.action));
+        let actions: Vec<&str> = written.iter().filter_map(|e| e.action.as_deref()).collect();
+        assert_eq!(actions, ["act_8", "act_9"]);
+        assert_eq!(written[1].details.value()["input"]["context"]["amount"], 9);
+        assert_eq!(written[0].details.value()["nested"]["list"][2], 3);
         store.close().await;
     }
 }

@@ -20,16 +20,33 @@ pub(super) async fn apply(
     if changes.iter().all(|c| c.basis.is_none()) {
         return apply_fresh(conn, &changes.iter().collect::<Vec<_>>()).await;
     }
+    if conn.backend_name() == <sqlx::Postgres as sqlx::Database>::NAME
+        && changes.iter().all(is_record)
+    {
+        // Decisions on Postgres: the version check and the INSERT in one round trip.
+        let rows: Vec<(&AuditRecord, Option<&Basis>)> = changes
+            .iter()
+            .flat_map(|c| c.audit.iter().map(|e| (e, c.basis.as_ref())))
+            .collect();
+        // Nothing was written on failure: each change may be tried alone.
+        let folded = audit::insert_if_current(conn, &rows)
+            .await
+            .map_err(|e| StoreError::Retryable(e.to_string()))?;
+        if let Some(versions) = folded {
+            return Ok(changes
+                .iter()
+                .map(|c| match stale_at(&versions, c) {
+                    Some(version) => Err(StoreError::Stale(version)),
+                    None => Ok(Applied::Done),
+                })
+                .collect());
+        }
+    }
     // Changes decided on a workspace version that has moved are answered `Stale` unwritten;
     // the rest are applied. The versions are read after every change in the batch was
     // decided, so a change answered (on any replica) before one of them was made is seen.
     let versions = current_versions(conn, changes).await?;
-    let is_stale = |c: &Change| {
-        c.basis
-            .as_ref()
-            .and_then(|b| versions.get(&b.workspace_id).filter(|v| **v != b.version))
-            .copied()
-    };
+    let is_stale = |c: &Change| stale_at(&versions, c);
     let fresh: Vec<&Change> = changes.iter().filter(|c| is_stale(c).is_none()).collect();
     let mut applied = apply_fresh(conn, &fresh).await?.into_iter();
     let mut results = Vec::with_capacity(changes.len());
@@ -42,6 +59,20 @@ pub(super) async fn apply(
         });
     }
     Ok(results)
+}
+
+/// The current version of the workspace `change` was decided on, when it has moved since.
+fn stale_at(versions: &HashMap<String, i64>, change: &Change) -> Option<i64> {
+    change
+        .basis
+        .as_ref()
+        .and_then(|b| versions.get(&b.workspace_id).filter(|v| **v != b.version))
+        .copied()
+}
+
+/// A pure record: audit events only (a decision), no nonce, no operation.
+fn is_record(change: &Change) -> bool {
+    change.nonce.is_none() && matches!(change.op, Op::Nothing)
 }
 
 /// Changes whose only precondition is checked before their first write: audit-only and
@@ -202,10 +233,7 @@ async fn apply_fresh(
     // A batch of pure records (decisions: no nonce, no operation) that fits one INSERT
     // needs no transaction: the statement is atomic on its own, so the `/v1/check` hot path
     // has no BEGIN and COMMIT round trips.
-    if changes
-        .iter()
-        .all(|c| c.nonce.is_none() && matches!(c.op, Op::Nothing))
-    {
+    if changes.iter().all(|c| is_record(c)) {
         let events: Vec<&AuditRecord> = changes.iter().flat_map(|c| &c.audit).collect();
         if events.len() <= AUDIT_ROWS_PER_INSERT {
             if !events.is_empty() {

@@ -1,6 +1,7 @@
 //! SQL of the audit trail: records written together in multi-row `INSERT`s by the change
 //! machinery (see `apply.rs`), and read back by audit queries.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use async_trait::async_trait;
@@ -68,25 +69,127 @@ pub(super) async fn insert_audits(
     for chunk in events.chunks(AUDIT_ROWS_PER_INSERT) {
         let mut query = sqlx::query(audit_insert_sql(chunk.len(), sqlite));
         for e in chunk {
-            query = query
-                .bind(&e.id)
-                .bind(e.workspace_id.as_deref())
-                .bind(e.created_at)
-                .bind(&e.event_type)
-                .bind(e.agent_id.as_deref())
-                .bind(e.action.as_deref())
-                .bind(e.decision.as_deref())
-                .bind(e.policy_id.as_deref())
-                .bind(e.policy_hash.as_deref())
-                .bind(e.trace_id.as_deref())
-                .bind(serde_json::to_string(&e.reasons).unwrap_or_else(|_| "[]".into()))
-                .bind(serde_json::to_string(&e.reason_codes).unwrap_or_else(|_| "[]".into()))
-                .bind(&e.actor)
-                .bind(json_text(&e.details));
+            query = bind_audit(query, e);
         }
         query.execute(&mut *conn).await?;
     }
     Ok(())
+}
+
+type AnyQuery<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>;
+
+/// Binds an event's [`AUDIT_COLUMNS`] values, in the column order of the INSERTs.
+fn bind_audit<'q>(query: AnyQuery<'q>, e: &'q AuditRecord) -> AnyQuery<'q> {
+    let query = query
+        .bind(&e.id)
+        .bind(e.workspace_id.as_deref())
+        .bind(e.created_at)
+        .bind(&e.event_type)
+        .bind(e.agent_id.as_deref())
+        .bind(e.action.as_deref())
+        .bind(e.decision.as_deref())
+        .bind(e.policy_id.as_deref())
+        .bind(e.policy_hash.as_deref())
+        .bind(e.trace_id.as_deref())
+        .bind(serde_json::to_string(&e.reasons).unwrap_or_else(|_| "[]".into()))
+        .bind(serde_json::to_string(&e.reason_codes).unwrap_or_else(|_| "[]".into()))
+        .bind(&e.actor);
+    match &e.details {
+        Details::Text(text) => query.bind(text.get()),
+        Details::Tree(tree) => query.bind(json_text(tree)),
+    }
+}
+
+/// Postgres: writes the events of records decided on a workspace version (decisions), each
+/// only if that version is still current, and answers the current versions of those
+/// workspaces, in one statement: one round trip, where a read of the versions and then an
+/// INSERT took two. The statement reads the versions and inserts in one snapshot, so what it
+/// answers is what it judged by. `None` when the rows do not fit one statement.
+pub(super) async fn insert_if_current(
+    conn: &mut AnyConnection,
+    rows: &[(&AuditRecord, Option<&Basis>)],
+) -> Result<Option<HashMap<String, i64>>, sqlx::Error> {
+    if rows.is_empty() || rows.len() > AUDIT_ROWS_PER_INSERT {
+        return Ok(None);
+    }
+    let mut workspaces: Vec<&str> = rows
+        .iter()
+        .filter_map(|(_, basis)| basis.map(|b| b.workspace_id.as_str()))
+        .collect();
+    workspaces.sort_unstable();
+    workspaces.dedup();
+    if workspaces.is_empty() {
+        return Ok(None);
+    }
+    let built;
+    let sql = if workspaces.len() == 1 {
+        // The hot path (one workspace): the statement is built once per row count.
+        static SQL: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+        SQL.get_or_init(|| {
+            (1..=AUDIT_ROWS_PER_INSERT)
+                .map(|n| insert_if_current_sql(n, 1))
+                .collect()
+        })
+        .get(rows.len() - 1)
+        .map_or("", String::as_str)
+    } else {
+        built = insert_if_current_sql(rows.len(), workspaces.len());
+        built.as_str()
+    };
+    let mut query = sqlx::query(sql);
+    for id in &workspaces {
+        query = query.bind(*id);
+    }
+    for (event, basis) in rows {
+        query = bind_audit(query, event)
+            .bind(basis.map(|b| b.workspace_id.as_str()))
+            .bind(basis.map(|b| b.version));
+    }
+    let mut versions: HashMap<String, i64> =
+        workspaces.iter().map(|id| ((*id).to_owned(), 0)).collect();
+    for row in query.fetch_all(&mut *conn).await? {
+        versions.insert(row.try_get("workspace_id")?, row.try_get("version")?);
+    }
+    Ok(Some(versions))
+}
+
+/// [`insert_if_current`]'s statement for `rows` events over `workspaces` workspace ids: the
+/// ids first, then per row its [`AUDIT_COLUMNS`] values, its basis workspace and version.
+fn insert_if_current_sql(rows: usize, workspaces: usize) -> String {
+    const COLUMNS: &str = "id, workspace_id, created_at, event_type, agent_id, action, decision, \
+        policy_id, policy_hash, trace_id, reasons, reason_codes, actor, details";
+    let mut sql = String::from(
+        "WITH versions AS (SELECT workspace_id, version FROM workspace_versions WHERE workspace_id IN (",
+    );
+    for i in 1..=workspaces {
+        let _ = write!(sql, "{}${i}", if i == 1 { "" } else { ", " });
+    }
+    let _ = write!(
+        sql,
+        ")), written AS (INSERT INTO audit_events ({COLUMNS}) SELECT {COLUMNS} FROM (VALUES "
+    );
+    let per_row = AUDIT_COLUMNS + 2;
+    for row in 0..rows {
+        sql.push_str(if row == 0 { "(" } else { ", (" });
+        for column in 0..per_row {
+            let n = workspaces + row * per_row + column + 1;
+            // The first row names the types: a VALUES list takes its column types from it.
+            let cast = match (row, column) {
+                (0, 2) | (0, 15) => "::bigint",
+                (0, _) => "::text",
+                _ => "",
+            };
+            let _ = write!(sql, "{}${n}{cast}", if column == 0 { "" } else { ", " });
+        }
+        sql.push(')');
+    }
+    let _ = write!(
+        sql,
+        ") AS e ({COLUMNS}, basis, basis_version) WHERE e.basis IS NULL OR e.basis_version = \
+         COALESCE((SELECT v.version FROM versions v WHERE v.workspace_id = e.basis), 0)) \
+         SELECT workspace_id, version FROM versions"
+    );
+    sql
 }
 
 fn audit_from_row(row: &AnyRow) -> Result<AuditRecord, sqlx::Error> {
@@ -104,7 +207,7 @@ fn audit_from_row(row: &AnyRow) -> Result<AuditRecord, sqlx::Error> {
         reasons: string_list(&row.try_get::<String, _>("reasons")?),
         reason_codes: string_list(&row.try_get::<String, _>("reason_codes")?),
         actor: row.try_get("actor")?,
-        details: json_value(&row.try_get::<String, _>("details")?),
+        details: Details::Tree(json_value(&row.try_get::<String, _>("details")?)),
     })
 }
 
