@@ -62,6 +62,7 @@ pub async fn open_store(config: &Config) -> anyhow::Result<Arc<SqlStore>> {
     let options = OpenOptions {
         max_connections: config.db_max_connections,
         sqlite_synchronous: config.sqlite_synchronous,
+        ..OpenOptions::default()
     };
     let store = SqlStore::open(&config.database_url, &options)
         .await

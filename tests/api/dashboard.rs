@@ -1477,6 +1477,42 @@ both_engines! {
         let (s, html) = page(&owner, "/dashboard/agents?group=ghosts").await;
         assert_eq!(s, 200);
         assert!(html.contains("No agent matches these filters."));
+
+        // The store reads the same members whether it looks the few candidates up by id or
+        // walks the newest agents probing each (its choice past `list_candidates`).
+        use acp::store::{AgentQuery, AgentStore, GroupMembers, OpenOptions, SelectorTerms, SqlStore};
+        let pairs = |p: &[(&str, &str)]| p.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect::<Vec<_>>();
+        let selector = |metadata: &[(&str, &str)], labels: &[(&str, &str)]| SelectorTerms { metadata: pairs(metadata), labels: pairs(labels) };
+        let group = |ids: Vec<String>, selectors: Vec<SelectorTerms>| Some(GroupMembers { ids, selectors });
+        let queries = [
+            AgentQuery { label: Some("payments".into()), ..Default::default() },
+            AgentQuery { label: Some("tier=gold".into()), ..Default::default() },
+            AgentQuery { group: group(vec![], vec![selector(&[], &[("payments", "true")])]), ..Default::default() },
+            AgentQuery { group: group(vec![], vec![selector(&[], &[("tier", "gold")])]), ..Default::default() },
+            AgentQuery { group: group(vec![], vec![selector(&[("team", "t")], &[])]), ..Default::default() },
+            AgentQuery { group: group(vec![picked.id.clone()], vec![selector(&[("team", "t")], &[("tier", "gold")])]), ..Default::default() },
+            AgentQuery { group: group(vec![], vec![selector(&[("team", "t")], &[])]), label: Some("payments".into()), ..Default::default() },
+            AgentQuery { group: group(vec![], vec![selector(&[], &[])]), ..Default::default() },
+        ];
+        let mut listed: Vec<Vec<Vec<String>>> = Vec::new();
+        for list_candidates in [0, 5_000] {
+            let store = SqlStore::open(&app.db_url, &OpenOptions { list_candidates, ..OpenOptions::default() }).await.expect("open");
+            let mut lists = Vec::new();
+            for query in &queries {
+                let query = AgentQuery { workspace_id: app.workspace_id.clone(), limit: 50, ..query.clone() };
+                let mut names: Vec<String> = store.list_agents(&query).await.expect("list").into_iter().map(|a| a.name).collect();
+                names.sort();
+                lists.push(names);
+            }
+            store.close().await;
+            listed.push(lists);
+        }
+        assert_eq!(listed[0], listed[1]);
+        assert_eq!(listed[0][0], ["payer"]);
+        assert_eq!(listed[0][1], ["gold"]);
+        assert_eq!(listed[0][5], ["gold", "picked"]);
+        assert_eq!(listed[0][6], ["payer"]);
+        assert_eq!(listed[0][7].len(), 4, "a selector without keys keeps every agent");
     }
 }
 

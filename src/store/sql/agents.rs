@@ -4,7 +4,9 @@ use async_trait::async_trait;
 use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
 
-use super::{changed_rows, is_unique_violation, json_text, json_value, Arg, Filters, SqlStore};
+use super::{
+    changed_rows, is_unique_violation, json_text, json_value, Arg, Backend, Filters, SqlStore,
+};
 use crate::domain::agent::metadata_pairs;
 use crate::domain::{AgentStatus, RiskTier};
 use crate::store::*;
@@ -320,8 +322,18 @@ impl AgentStore for SqlStore {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn list_agents(&self, query: &AgentQuery) -> Result<Vec<AgentRecord>, StoreError> {
+        let read = self.membership_read(query).await?;
         let mut f = Filters::new();
-        f.text("workspace_id = ?", Some(&query.workspace_id));
+        f.text(
+            if read == MembershipRead::FromCandidates {
+                // Not the index on (workspace_id, created_at): the few candidates are looked
+                // up by id and sorted instead.
+                "workspace_id || '' = ?"
+            } else {
+                "workspace_id = ?"
+            },
+            Some(&query.workspace_id),
+        );
         // A name is rarer than a status: with both, the name's index is read and the status
         // filtered (`|| ''` keeps the planner off the status index, which would spare it the
         // sort but read every agent of that status).
@@ -356,7 +368,7 @@ impl AgentStore for SqlStore {
             );
         }
         if let Some(group) = &query.group {
-            let (clause, args) = Self::group_clause(&query.workspace_id, group);
+            let (clause, args) = self.group_clause(&query.workspace_id, group, read);
             f.push(&clause, args);
         }
         match query.last_seen {
@@ -367,7 +379,7 @@ impl AgentStore for SqlStore {
         }
         if let Some(label) = &query.label {
             f.push(
-                "id IN (SELECT agent_id FROM agent_inventory_labels WHERE workspace_id = ? AND term = ?)",
+                &self.member_of(LABEL_TERM, read),
                 [
                     Arg::Text(query.workspace_id.clone()),
                     Arg::Text(label.clone()),
@@ -456,7 +468,12 @@ impl SqlStore {
     /// explicit ids, or any selector's keys all holding their values, read in the indexed
     /// metadata pairs (migration 0019) and label terms (0018), compared as text as policies
     /// compare them. A group with neither members nor selectors keeps none.
-    fn group_clause(workspace_id: &str, group: &GroupMembers) -> (String, Vec<Arg>) {
+    fn group_clause(
+        &self,
+        workspace_id: &str,
+        group: &GroupMembers,
+        read: MembershipRead,
+    ) -> (String, Vec<Arg>) {
         let mut any = Vec::new();
         let mut args = Vec::new();
         if !group.ids.is_empty() {
@@ -466,9 +483,7 @@ impl SqlStore {
         for selector in &group.selectors {
             let mut all = Vec::new();
             for (key, value) in &selector.metadata {
-                all.push(
-                    "id IN (SELECT agent_id FROM agent_metadata_pairs WHERE key = ? AND value = ?)",
-                );
+                all.push(self.member_of(METADATA_PAIR, read));
                 args.extend([Arg::Text(key.clone()), Arg::Text(value.clone())]);
             }
             for (key, value) in &selector.labels {
@@ -478,18 +493,10 @@ impl SqlStore {
                 ]);
                 if value == "true" {
                     // A list entry `k` reads as `k` = "true".
-                    all.push(
-                        "id IN (SELECT agent_id FROM agent_inventory_labels \
-                         WHERE workspace_id = ? AND term = ? AND source = 'pair' \
-                         UNION ALL SELECT agent_id FROM agent_inventory_labels \
-                         WHERE workspace_id = ? AND term = ? AND source = 'entry')",
-                    );
+                    all.push(self.member_of_either(LABEL_PAIR, LABEL_ENTRY, read));
                     args.extend([Arg::Text(workspace_id.to_owned()), Arg::Text(key.clone())]);
                 } else {
-                    all.push(
-                        "id IN (SELECT agent_id FROM agent_inventory_labels \
-                         WHERE workspace_id = ? AND term = ? AND source = 'pair')",
-                    );
+                    all.push(self.member_of(LABEL_PAIR, read));
                 }
             }
             any.push(if all.is_empty() {
@@ -504,4 +511,202 @@ impl SqlStore {
             (format!("({})", any.join(" OR ")), args)
         }
     }
+
+    /// The clause keeping the agents `rows` (a [`MembershipRows`], its `?` marks in order)
+    /// names, written for `read`: the candidates listed once (`id IN`), or each agent walked
+    /// looked up in them (`EXISTS`, an index probe per agent).
+    fn member_of(&self, rows: MembershipRows, read: MembershipRead) -> String {
+        match read {
+            MembershipRead::FromCandidates => {
+                format!(
+                    "id IN (SELECT agent_id FROM {} WHERE {})",
+                    rows.table, rows.condition
+                )
+            }
+            MembershipRead::Walking => format!(
+                "EXISTS (SELECT 1 FROM {} WHERE {} AND agent_id = agents.id{})",
+                rows.table,
+                rows.condition,
+                // Postgres would otherwise read every matching row into a hash table first
+                // (a "hashed SubPlan": 200-500 ms for 50,000 of a million agents) rather than
+                // probe its index for the few agents the page walks; a subquery with an
+                // OFFSET is never turned into one.
+                if self.backend == Backend::Postgres {
+                    " OFFSET 0"
+                } else {
+                    ""
+                }
+            ),
+        }
+    }
+
+    /// The agents either `rows` or `other` name, as [`Self::member_of`] writes each (the marks
+    /// of `rows` first). Listed once, both go in one list: Postgres reads two `id IN` joined by
+    /// OR by walking every agent.
+    fn member_of_either(
+        &self,
+        rows: MembershipRows,
+        other: MembershipRows,
+        read: MembershipRead,
+    ) -> String {
+        match read {
+            MembershipRead::FromCandidates => format!(
+                "id IN (SELECT agent_id FROM {} WHERE {} UNION ALL SELECT agent_id FROM {} WHERE {})",
+                rows.table, rows.condition, other.table, other.condition
+            ),
+            MembershipRead::Walking => format!(
+                "({} OR {})",
+                self.member_of(rows, read),
+                self.member_of(other, read)
+            ),
+        }
+    }
+
+    /// How a list filtered by labels or a group reads its members, from the number of agents
+    /// its filters could keep at most (each membership's rows counted up to
+    /// `list_candidates` + 1, in one statement): a few thousand candidates are looked up by id
+    /// and sorted; more are found by walking the newest agents and probing each, which reaches
+    /// a page within a few thousand agents when one in a few hundred matches. (Without this,
+    /// SQLite walked all of a million agents for a label ten of them hold, and listed every
+    /// holder of a common label before walking.)
+    async fn membership_read(&self, query: &AgentQuery) -> Result<MembershipRead, StoreError> {
+        let mut counts: Vec<(MembershipRows, [Arg; 2])> = Vec::new();
+        let ws = || Arg::Text(query.workspace_id.clone());
+        // Per bound: the rows whose counts add up to it.
+        let mut bounds: Vec<Vec<usize>> = Vec::new();
+        if let Some(label) = &query.label {
+            counts.push((LABEL_TERM, [ws(), Arg::Text(label.clone())]));
+            bounds.push(vec![counts.len() - 1]);
+        }
+        // A group's members are at most its explicit ids plus, per selector, the fewest agents
+        // one of its keys keeps; a selector without keys keeps every agent.
+        let mut group_fixed = 0usize;
+        let mut group_terms: Vec<Vec<usize>> = Vec::new();
+        let mut group_unbounded = false;
+        if let Some(group) = &query.group {
+            group_fixed = group.ids.len();
+            for selector in &group.selectors {
+                let mut keys: Vec<Vec<usize>> = Vec::new();
+                for (key, value) in &selector.metadata {
+                    counts.push((
+                        METADATA_PAIR,
+                        [Arg::Text(key.clone()), Arg::Text(value.clone())],
+                    ));
+                    keys.push(vec![counts.len() - 1]);
+                }
+                for (key, value) in &selector.labels {
+                    counts.push((LABEL_PAIR, [ws(), Arg::Text(format!("{key}={value}"))]));
+                    let mut rows = vec![counts.len() - 1];
+                    if value == "true" {
+                        counts.push((LABEL_ENTRY, [ws(), Arg::Text(key.clone())]));
+                        rows.push(counts.len() - 1);
+                    }
+                    keys.push(rows);
+                }
+                if keys.is_empty() {
+                    group_unbounded = true;
+                }
+                group_terms.extend(keys);
+            }
+        }
+        if query.label.is_none() && query.group.is_none() {
+            return Ok(MembershipRead::Walking);
+        }
+        let mut f = Filters::new();
+        let mut columns = Vec::with_capacity(counts.len());
+        for (i, (rows, args)) in counts.iter().enumerate() {
+            // Only to number the marks: the clauses are read back as one select list.
+            f.push(
+                &format!(
+                    "(SELECT COUNT(*) FROM (SELECT 1 FROM {} WHERE {} LIMIT {}) c{i}) AS n{i}",
+                    rows.table,
+                    rows.condition,
+                    self.list_candidates.saturating_add(1)
+                ),
+                args.clone(),
+            );
+            columns.push(format!("n{i}"));
+        }
+        let found: Vec<usize> = if counts.is_empty() {
+            Vec::new()
+        } else {
+            let sql = format!("SELECT {}", f.clauses.join(", "));
+            let row = f
+                .fetch(&self.read, &sql)
+                .await?
+                .into_iter()
+                .next()
+                .ok_or_else(|| StoreError::Database("no row of counts".into()))?;
+            let mut found = Vec::with_capacity(columns.len());
+            for column in &columns {
+                let n: i64 = row.try_get(column.as_str())?;
+                found.push(usize::try_from(n).unwrap_or(usize::MAX));
+            }
+            found
+        };
+        let sum = |rows: &[usize]| rows.iter().map(|&i| found[i]).sum::<usize>();
+        let mut bound = bounds.iter().map(|rows| sum(rows)).min();
+        if query.group.is_some() && !group_unbounded {
+            // Each selector's keys are ANDed: the selector keeps at most its rarest key's
+            // agents. Selectors and explicit ids are ORed: their bounds add up.
+            let selectors: usize = query.group.as_ref().map_or(0, |group| {
+                let mut next = 0;
+                group
+                    .selectors
+                    .iter()
+                    .map(|selector| {
+                        let keys = selector.metadata.len() + selector.labels.len();
+                        let rarest = group_terms[next..next + keys]
+                            .iter()
+                            .map(|rows| sum(rows))
+                            .min()
+                            .unwrap_or(0);
+                        next += keys;
+                        rarest
+                    })
+                    .sum()
+            });
+            let group_bound = group_fixed.saturating_add(selectors);
+            bound = Some(bound.map_or(group_bound, |b| b.min(group_bound)));
+        }
+        Ok(match bound {
+            Some(n) if n <= self.list_candidates => MembershipRead::FromCandidates,
+            _ => MembershipRead::Walking,
+        })
+    }
 }
+
+/// How a filtered list reads the members of a label or a group (see `membership_read`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MembershipRead {
+    FromCandidates,
+    Walking,
+}
+
+/// Rows that name agents: a table and a condition with two `?` marks.
+#[derive(Debug, Clone, Copy)]
+struct MembershipRows {
+    table: &'static str,
+    condition: &'static str,
+}
+
+/// Agents whose inventory labels hold a term (`?` workspace, `?` term), whatever its source.
+const LABEL_TERM: MembershipRows = MembershipRows {
+    table: "agent_inventory_labels",
+    condition: "workspace_id = ? AND term = ?",
+};
+/// Agents with the label pair `k=v` (`?` workspace, `?` `k=v`).
+const LABEL_PAIR: MembershipRows = MembershipRows {
+    table: "agent_inventory_labels",
+    condition: "workspace_id = ? AND term = ? AND source = 'pair'",
+};
+/// Agents with the list entry `k` (`?` workspace, `?` `k`).
+const LABEL_ENTRY: MembershipRows = MembershipRows {
+    table: "agent_inventory_labels",
+    condition: "workspace_id = ? AND term = ? AND source = 'entry'",
+};
+/// Agents with the metadata pair (`?` key, `?` value).
+const METADATA_PAIR: MembershipRows = MembershipRows {
+    table: "agent_metadata_pairs",
+    condition: "key = ? AND value = ?",
+};

@@ -48,6 +48,10 @@ pub struct OpenOptions {
     /// a committed change survives a power loss; `NORMAL`, an opt-in,
     /// survives a crash of the process but may lose the last commits on a power loss.
     pub sqlite_synchronous: SqliteSynchronous,
+    /// An agents list filtered by labels or a policy group whose filters keep at most this
+    /// many agents looks them up by id and sorts them; past it, it walks the newest agents and
+    /// looks each up in the labels or selectors (see `list_agents`). Both read the same agents.
+    pub list_candidates: usize,
 }
 
 /// See [`OpenOptions::sqlite_synchronous`].
@@ -80,6 +84,7 @@ impl Default for OpenOptions {
         Self {
             max_connections: 16,
             sqlite_synchronous: SqliteSynchronous::Full,
+            list_candidates: 5_000,
         }
     }
 }
@@ -95,6 +100,8 @@ pub struct SqlStore {
     /// that: once per group-commit batch on the `/v1/check` path. `None` for Postgres, whose
     /// connections come from the pool (which tests them) for each write.
     held: Option<Mutex<Option<PoolConnection<Any>>>>,
+    /// See [`OpenOptions::list_candidates`].
+    list_candidates: usize,
     /// SQLite: a shared lock on the database's lock file while the store is open, so that
     /// `acp admin restore` never replaces a database in use (see `backup.rs`).
     _lock: Option<backup::DatabaseLock>,
@@ -181,6 +188,7 @@ impl SqlStore {
                 read: pool.clone(),
                 write: pool,
                 held: None,
+                list_candidates: options.list_candidates,
                 _lock: None,
             }
         } else {
@@ -220,6 +228,7 @@ impl SqlStore {
                 read,
                 write,
                 held: Some(Mutex::new(None)),
+                list_candidates: options.list_candidates,
                 _lock: lock,
             });
         };
@@ -266,6 +275,7 @@ fn string_list(text: &str) -> Vec<String> {
 }
 
 /// A value for a statement built at run time (filters that may or may not apply).
+#[derive(Debug, Clone)]
 enum Arg {
     Text(String),
     Int(i64),
