@@ -163,7 +163,14 @@ struct Lru<V> {
 
 impl<V: Clone + Send + Sync + 'static> Lru<V> {
     /// `weigh`: the value's estimated bytes (the key and the entry's bookkeeping are added).
-    fn new(which: Cache, capacity: u64, ttl: Option<Duration>, weigh: fn(&V) -> usize) -> Self {
+    /// `release`: takes each value the cache lets go of (evicted, replaced, removed, expired).
+    fn new(
+        which: Cache,
+        capacity: u64,
+        ttl: Option<Duration>,
+        weigh: fn(&V) -> usize,
+        release: fn(V),
+    ) -> Self {
         let builder = moka::sync::Cache::builder()
             .max_capacity(capacity)
             .eviction_policy(EvictionPolicy::lru())
@@ -171,10 +178,11 @@ impl<V: Clone + Send + Sync + 'static> Lru<V> {
                 let weight = entry_weight(key, weigh(value));
                 u32::try_from(capacity).map_or(weight, |cap| weight.min(cap))
             })
-            .eviction_listener(move |_key, _value, cause| {
+            .eviction_listener(move |_key, value, cause| {
                 if cause == RemovalCause::Size {
                     observe::cache_evicted(which, 1);
                 }
+                release(value);
             });
         let cache = match ttl {
             Some(ttl) => builder.time_to_live(ttl).build(),
@@ -580,6 +588,7 @@ impl Caches {
                 limits.keys_bytes,
                 Some(ENTRY_TTL),
                 |key: &Arc<CachedKey>| key.weight() as usize,
+                drop,
             ),
             key_rate: limits.key_rate,
             agents: Lru::new(
@@ -587,12 +596,15 @@ impl Caches {
                 limits.agents_bytes,
                 Some(ENTRY_TTL),
                 |agent: &Arc<CachedAgent>| agent.weight() as usize,
+                drop,
             ),
             policies: Lru::new(
                 Cache::Policy,
                 limits.policies_bytes,
                 None,
                 |entry: &PolicyEntry| entry.weight as usize,
+                // Freed on a thread of its own: a large policy takes seconds to free.
+                |entry: PolicyEntry| super::reaper::release(entry.policy),
             ),
             views: RwLock::default(),
             epoch: AtomicU64::new(1),

@@ -22,6 +22,7 @@ pub mod limits;
 pub mod lint;
 mod memo;
 pub mod rate;
+mod reaper;
 pub mod semantic;
 pub mod source;
 pub mod spec;
