@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 use sqlx::{Any, AnyConnection, Connection, Row, Transaction};
 
-use super::audit::{insert_audits, AUDIT_ROWS_PER_INSERT};
+use super::audit::{insert_audits, Enclosed, AUDIT_ROWS_PER_INSERT};
 use super::{accounts, agents, audit, credentials, email, policies, site, telemetry, vault};
 use crate::store::*;
 
@@ -91,7 +91,7 @@ async fn apply_change(
 ) -> Result<Applied, StoreError> {
     let applied = apply_unaudited(tx, change).await?;
     let events: Vec<&AuditRecord> = change.audit.iter().collect();
-    insert_audits(tx, &events).await?;
+    insert_audits(tx, &events, Enclosed::InTransaction).await?;
     Ok(applied)
 }
 
@@ -238,7 +238,7 @@ async fn apply_fresh(
         if events.len() <= AUDIT_ROWS_PER_INSERT {
             if !events.is_empty() {
                 // Nothing was written on failure: each change may be tried alone.
-                insert_audits(conn, &events)
+                insert_audits(conn, &events, Enclosed::Alone)
                     .await
                     .map_err(|e| StoreError::Retryable(e.to_string()))?;
             }
@@ -289,7 +289,7 @@ async fn apply_fresh(
             }
             continue;
         }
-        if let Err(err) = insert_audits(&mut tx, &pending).await {
+        if let Err(err) = insert_audits(&mut tx, &pending, Enclosed::InTransaction).await {
             tx.rollback().await?;
             return Err(StoreError::Retryable(err.to_string()));
         }
@@ -313,7 +313,7 @@ async fn apply_fresh(
             }
         }
     }
-    if let Err(err) = insert_audits(&mut tx, &pending).await {
+    if let Err(err) = insert_audits(&mut tx, &pending, Enclosed::InTransaction).await {
         tx.rollback().await?;
         return Err(StoreError::Retryable(err.to_string()));
     }
