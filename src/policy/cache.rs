@@ -341,7 +341,7 @@ impl CachedAgent {
             "labels": labels,
         });
         Self {
-            facts_json: super::impact::raw(facts.to_string()),
+            facts_json: super::impact::raw(&facts),
             agent,
             labels,
             loaded,

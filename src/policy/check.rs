@@ -896,8 +896,6 @@ impl<'a> Attempt<'a> {
             input: &input,
             warnings,
         };
-        // Writing plain values and `RawValue`s cannot fail.
-        let details = serde_json::to_string(&details).unwrap_or_default();
         AuditRecord {
             id: ids::new_id(ids::EVENT),
             workspace_id: Some(self.view.workspace_id.clone()),
@@ -912,7 +910,7 @@ impl<'a> Attempt<'a> {
             reasons: decision.reasons.clone(),
             reason_codes: decision.reason_codes.clone(),
             actor: actor.label(),
-            details: Details::Text(super::impact::raw(details)),
+            details: Details::Text(super::impact::raw(&details)),
         }
     }
 }

@@ -62,21 +62,21 @@ pub fn replay_input(
         email,
         sent: counts.map(|(minute, day)| [minute, day]),
     };
-    // Writing string-keyed maps and plain values cannot fail.
-    let Ok(text) = serde_json::to_string(&input) else {
-        return Box::default();
-    };
-    if text.len() > INPUT_CAP_BYTES {
-        let omitted = json!({"omitted": "too_large", "bytes": text.len()});
-        return raw(omitted.to_string());
+    // Written straight into a `RawValue` (not read back to be checked); writing string-keyed
+    // maps and plain values cannot fail.
+    let input = raw(&input);
+    let bytes = input.get().len();
+    if bytes > INPUT_CAP_BYTES {
+        return raw(&json!({"omitted": "too_large", "bytes": bytes}));
     }
-    raw(text)
+    input
 }
 
-/// JSON text serde_json wrote, as a `RawValue` (which checks it once more; it is valid, so
-/// the fallback, `null`, is never taken).
-pub fn raw(text: String) -> Box<RawValue> {
-    RawValue::from_string(text).unwrap_or_default()
+/// `value` written as JSON text into a `RawValue` at once (serde_json's own writer: the text
+/// is not parsed again). Writing string-keyed maps and plain values cannot fail; the fallback,
+/// `null`, is never taken.
+pub fn raw<T: Serialize + ?Sized>(value: &T) -> Box<RawValue> {
+    serde_json::value::to_raw_value(value).unwrap_or_default()
 }
 
 /// The bytes `value` takes in serde_json's compact form, counted as it is written, without

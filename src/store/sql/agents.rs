@@ -570,50 +570,49 @@ impl SqlStore {
     /// SQLite walked all of a million agents for a label ten of them hold, and listed every
     /// holder of a common label before walking.)
     async fn membership_read(&self, query: &AgentQuery) -> Result<MembershipRead, StoreError> {
-        let mut counts: Vec<(MembershipRows, [Arg; 2])> = Vec::new();
-        let ws = || Arg::Text(query.workspace_id.clone());
-        // Per bound: the rows whose counts add up to it.
-        let mut bounds: Vec<Vec<usize>> = Vec::new();
-        if let Some(label) = &query.label {
-            counts.push((LABEL_TERM, [ws(), Arg::Text(label.clone())]));
-            bounds.push(vec![counts.len() - 1]);
-        }
-        // A group's members are at most its explicit ids plus, per selector, the fewest agents
-        // one of its keys keeps; a selector without keys keeps every agent.
-        let mut group_fixed = 0usize;
-        let mut group_terms: Vec<Vec<usize>> = Vec::new();
-        let mut group_unbounded = false;
-        if let Some(group) = &query.group {
-            group_fixed = group.ids.len();
-            for selector in &group.selectors {
-                let mut keys: Vec<Vec<usize>> = Vec::new();
-                for (key, value) in &selector.metadata {
-                    counts.push((
-                        METADATA_PAIR,
-                        [Arg::Text(key.clone()), Arg::Text(value.clone())],
-                    ));
-                    keys.push(vec![counts.len() - 1]);
-                }
-                for (key, value) in &selector.labels {
-                    counts.push((LABEL_PAIR, [ws(), Arg::Text(format!("{key}={value}"))]));
-                    let mut rows = vec![counts.len() - 1];
-                    if value == "true" {
-                        counts.push((LABEL_ENTRY, [ws(), Arg::Text(key.clone())]));
-                        rows.push(counts.len() - 1);
-                    }
-                    keys.push(rows);
-                }
-                if keys.is_empty() {
-                    group_unbounded = true;
-                }
-                group_terms.extend(keys);
-            }
-        }
         if query.label.is_none() && query.group.is_none() {
             return Ok(MembershipRead::Walking);
         }
+        // The rows to count; a key's agents are at most the sum of its rows' counts.
+        let mut counts: Vec<(MembershipRows, [Arg; 2])> = Vec::new();
+        let mut count = |rows: MembershipRows, args: [Arg; 2]| {
+            counts.push((rows, args));
+            counts.len() - 1
+        };
+        let ws = || Arg::Text(query.workspace_id.clone());
+        let label: Option<Vec<usize>> = query
+            .label
+            .as_ref()
+            .map(|label| vec![count(LABEL_TERM, [ws(), Arg::Text(label.clone())])]);
+        // Per selector, per key, the rows of that key.
+        let group: Option<(usize, Vec<Vec<Vec<usize>>>)> = query.group.as_ref().map(|group| {
+            let selectors = group
+                .selectors
+                .iter()
+                .map(|selector| {
+                    let pairs = selector.metadata.iter().map(|(key, value)| {
+                        vec![count(
+                            METADATA_PAIR,
+                            [Arg::Text(key.clone()), Arg::Text(value.clone())],
+                        )]
+                    });
+                    let mut keys: Vec<Vec<usize>> = pairs.collect();
+                    for (key, value) in &selector.labels {
+                        let mut rows = vec![count(
+                            LABEL_PAIR,
+                            [ws(), Arg::Text(format!("{key}={value}"))],
+                        )];
+                        if value == "true" {
+                            rows.push(count(LABEL_ENTRY, [ws(), Arg::Text(key.clone())]));
+                        }
+                        keys.push(rows);
+                    }
+                    keys
+                })
+                .collect();
+            (group.ids.len(), selectors)
+        });
         let mut f = Filters::new();
-        let mut columns = Vec::with_capacity(counts.len());
         for (i, (rows, args)) in counts.iter().enumerate() {
             // Only to number the marks: the clauses are read back as one select list.
             f.push(
@@ -625,11 +624,9 @@ impl SqlStore {
                 ),
                 args.clone(),
             );
-            columns.push(format!("n{i}"));
         }
-        let found: Vec<usize> = if counts.is_empty() {
-            Vec::new()
-        } else {
+        let mut found = Vec::with_capacity(counts.len());
+        if !counts.is_empty() {
             let sql = format!("SELECT {}", f.clauses.join(", "));
             let row = f
                 .fetch(&self.read, &sql)
@@ -637,38 +634,23 @@ impl SqlStore {
                 .into_iter()
                 .next()
                 .ok_or_else(|| StoreError::Database("no row of counts".into()))?;
-            let mut found = Vec::with_capacity(columns.len());
-            for column in &columns {
-                let n: i64 = row.try_get(column.as_str())?;
+            for i in 0..counts.len() {
+                let n: i64 = row.try_get(format!("n{i}").as_str())?;
                 found.push(usize::try_from(n).unwrap_or(usize::MAX));
             }
-            found
-        };
-        let sum = |rows: &[usize]| rows.iter().map(|&i| found[i]).sum::<usize>();
-        let mut bound = bounds.iter().map(|rows| sum(rows)).min();
-        if query.group.is_some() && !group_unbounded {
-            // Each selector's keys are ANDed: the selector keeps at most its rarest key's
-            // agents. Selectors and explicit ids are ORed: their bounds add up.
-            let selectors: usize = query.group.as_ref().map_or(0, |group| {
-                let mut next = 0;
-                group
-                    .selectors
-                    .iter()
-                    .map(|selector| {
-                        let keys = selector.metadata.len() + selector.labels.len();
-                        let rarest = group_terms[next..next + keys]
-                            .iter()
-                            .map(|rows| sum(rows))
-                            .min()
-                            .unwrap_or(0);
-                        next += keys;
-                        rarest
-                    })
-                    .sum()
-            });
-            let group_bound = group_fixed.saturating_add(selectors);
-            bound = Some(bound.map_or(group_bound, |b| b.min(group_bound)));
         }
+        let sum = |rows: &Vec<usize>| rows.iter().fold(0usize, |n, &i| n.saturating_add(found[i]));
+        // Each selector's keys are ANDed: it keeps at most its rarest key's agents, and every
+        // agent when it has no key (no bound). Selectors and explicit ids are ORed: they add up.
+        let group_bound = group.and_then(|(ids, selectors)| {
+            selectors.iter().try_fold(ids, |total, keys| {
+                keys.iter().map(sum).min().map(|n| total.saturating_add(n))
+            })
+        });
+        let bound = [label.as_ref().map(sum), group_bound]
+            .into_iter()
+            .flatten()
+            .min();
         Ok(match bound {
             Some(n) if n <= self.list_candidates => MembershipRead::FromCandidates,
             _ => MembershipRead::Walking,
