@@ -470,8 +470,8 @@ impl App {
             task.abort();
             let _ = task.await;
         }
-        // What the last requests handed off (approval mails) still commits through the writer,
-        // within what is left of the grace period.
+        // What the last requests handed off (approval mails, proxied calls' outcome events)
+        // still commits through the writer, within what is left of the grace period.
         ctx.background.close();
         let deadline = deadline
             .get()
@@ -483,7 +483,7 @@ impl App {
         {
             tracing::warn!(
                 tasks = ctx.background.len(),
-                "grace period over; approval mails still being sent are dropped (their challenges are listed for approvers all the same)"
+                "grace period over; approval mails still being sent and proxied calls' outcome events not yet recorded are dropped (challenges are listed for approvers all the same; the calls' decisions and lease uses are recorded)"
             );
         }
         drop(ctx);

@@ -2,13 +2,15 @@
 //! into a profile's declared slots, so the agent uses a secret it never holds. The call is
 //! judged like every vault action (lease, grant, policy, with the target host in the policy's
 //! context), the lease's use is spent before the upstream is called, and what comes back is
-//! scrubbed of the secrets before the agent sees it. The egress itself (address checks,
+//! scrubbed of the secrets before the agent sees it; the call's outcome event is committed
+//! beside the answer, not before it. The egress itself (address checks,
 //! pinned connection, bounds) is `egress.rs`.
 
 use std::collections::BTreeMap;
 
 use base64::Engine;
 use serde_json::{json, Map, Value};
+use tracing::Instrument as _;
 
 use crate::api;
 use crate::context::Context;
@@ -233,7 +235,20 @@ pub async fn proxy(
         audit: events,
         ..Default::default()
     };
-    ctx.writer.commit(change).await?;
+    // The call's outcome is committed beside the answer, by a tracked task (a graceful stop
+    // waits for it), with the next batch the writer makes (within 50 ms): the request waits
+    // only on the decision and the lease's use, committed before the call, and the outcome
+    // costs no commit of its own. A commit that fails is logged; the decision and the use
+    // stay recorded.
+    let writer = ctx.writer.clone();
+    ctx.background.spawn(
+        async move {
+            if let Err(e) = writer.commit_lazily(change).await {
+                tracing::error!(error = %e, "the proxied call's outcome event was not recorded");
+            }
+        }
+        .in_current_span(),
+    );
     let upstream = answered?;
 
     let mut headers: BTreeMap<String, String> = BTreeMap::new();

@@ -451,6 +451,9 @@ pub struct LoadedPolicy {
 /// action and context field that point at it. Placements, not the Cedar text, drive the size:
 /// a group's set repeats the guardrail rules that apply to it.
 const POLICY_PER_PLACED_RULE: usize = 15 * 1024;
+/// Estimated bytes of a compiled policy per rule of a group that shares its set with others:
+/// what the rule means for that group (its source), kept by the rule's id.
+const POLICY_PER_OWN_RULE: usize = 1024;
 /// Estimated bytes of a compiled policy per byte of its Cedar text: the text it keeps, and the
 /// typed spec it was compiled from (of about the same size).
 const POLICY_PER_CEDAR_BYTE: usize = 2;
@@ -461,9 +464,17 @@ impl LoadedPolicy {
     /// Version `version` of policy `policy_id`, with a decision counter for each reason code
     /// it can give.
     pub fn new(policy_id: &str, name: String, version: i64, compiled: CompiledPolicy) -> Self {
-        let mut reasons: std::collections::HashSet<String> = std::iter::once(&compiled.guardrails)
-            .chain(compiled.groups.values())
-            .flat_map(|set| set.rules.values())
+        // Every group's set holds the guardrails and rules meaning what the group's own do.
+        let mut reasons: std::collections::HashSet<String> = compiled
+            .guardrails
+            .rules
+            .values()
+            .chain(
+                compiled
+                    .groups
+                    .values()
+                    .flat_map(|group| group.own.values()),
+            )
             .map(|rule| rule.reason_code.clone())
             .collect();
         reasons.extend(super::evaluate::FIXED_REASON_CODES.map(str::to_owned));
@@ -475,29 +486,38 @@ impl LoadedPolicy {
         }
     }
 
-    /// Estimated bytes: a fixed part, a multiple of the rules placed in its rule sets and a
-    /// multiple of its Cedar text's length.
+    /// Estimated bytes: a fixed part, a multiple of the rules placed in its rule sets (each
+    /// shared set once), a multiple of the groups' own rules and a multiple of its Cedar text's
+    /// length.
     ///
-    /// Measured once (policies compiled and kept, resident memory growth per policy, against
-    /// this estimate): the benchmarks' large spec (1,000 groups of 10 members, 1,000 bindings,
-    /// 5.0 MB of Cedar) took 366 MB; 100 such groups 36.8 MB (estimate 30.3 MB, factor 1.2);
-    /// 100 groups under ten guardrail blocks (13,015 placements) 189 MB (estimate 201 MB,
-    /// factor 0.94); 1,000 single-member groups under those blocks 1.87 GB (estimate 1.99 GB);
-    /// 100 groups of long raw Cedar rules (2 KB each) 16.5 MB (estimate 19.4 MB, factor 0.85).
-    /// So within about 25% either way; the Cedar text alone would have been off by 9 to 45
-    /// times. Counting the placements walks the groups: for inserts, not lookups.
+    /// Measured (policies compiled and kept, resident memory growth per policy, against this
+    /// estimate), when every group held a set of its own: 100 groups of 10 members 36.8 MB
+    /// (estimate 30.3 MB, factor 1.2); 100 groups under ten guardrail blocks (13,015
+    /// placements) 189 MB (estimate 201 MB, factor 0.94); 100 groups of long raw Cedar rules
+    /// (2 KB each) 16.5 MB (estimate 19.4 MB, factor 0.85). With shared sets: the 10,000-group
+    /// spec of the scale benchmarks (10 sets, 100,000 own rules) about 190 MB at rest
+    /// (estimate 178 MB, factor 1.1). So within about 25% either way; the Cedar text alone
+    /// would have been off by 9 to 45 times. Counting the placements walks the groups: for
+    /// inserts, not lookups.
     pub fn weight(&self) -> u32 {
         let compiled = &self.compiled;
-        let placed = compiled
-            .groups
-            .values()
-            .fold(compiled.guardrails.rules.len(), |sum, set| {
-                sum.saturating_add(set.rules.len())
-            });
+        // Each shared set once, and each group's own meaning of its rules.
+        let mut sets = std::collections::HashSet::new();
+        let (placed, own) = compiled.groups.values().fold(
+            (compiled.guardrails.rules.len(), 0usize),
+            |(placed, own), group| {
+                let new = sets.insert(Arc::as_ptr(&group.set));
+                (
+                    placed.saturating_add(if new { group.set.rules.len() } else { 0 }),
+                    own.saturating_add(group.own.len()),
+                )
+            },
+        );
         saturate(
             POLICY_BASE
                 .saturating_add(self.name.len())
                 .saturating_add(placed.saturating_mul(POLICY_PER_PLACED_RULE))
+                .saturating_add(own.saturating_mul(POLICY_PER_OWN_RULE))
                 .saturating_add(compiled.cedar.len().saturating_mul(POLICY_PER_CEDAR_BYTE)),
         )
     }

@@ -15,7 +15,7 @@ use cedar_policy::{
 use serde::ser::{Serialize, Serializer};
 use serde_json::{Map, Value};
 
-use super::compile::{tag_value, CompiledPolicy, Picked, RuleMeta, RuleSet};
+use super::compile::{tag_value, CompiledPolicy, GroupRules, Picked, RuleMeta, RuleSet};
 use super::memo::Memo;
 use super::spec::{Outcome, Selector};
 use crate::api::DecisionWarning;
@@ -472,10 +472,17 @@ pub fn prepare_agent(policy: &CompiledPolicy, facts: &Facts<'_>) -> Result<Prepa
     let groups = groups_of(policy, facts);
     let risk_level = RiskTier::parse(facts.risk_tier).map_or(2, RiskTier::level);
     let agent_uid = uid(AGENT, facts.agent_id)?;
-    let parents = groups
+    // Its groups, and the classes their shared rule sets are linked to.
+    let mut parents = groups
         .iter()
         .map(|g| uid(GROUP, g))
         .collect::<Result<Vec<_>, _>>()?;
+    parents.extend(
+        groups
+            .iter()
+            .filter_map(|g| policy.groups.get(g))
+            .map(|rules| rules.class.clone()),
+    );
     let mut tags = pairs(facts.metadata);
     tags.extend(pairs(facts.labels));
     let agent = Entity::new(
@@ -585,25 +592,28 @@ fn evaluate_in(
     // each, the policies to evaluate: through the indexes (by action, whether the agent is
     // unusual, i.e. not active or above low risk, context fields and numbers), or every rule.
     // Chosen here, before `fields` moves into the context and `numbers` into the entity.
-    let mut sets: Vec<&RuleSet> = prepared
+    let mut sets: Vec<(&RuleSet, Option<&GroupRules>)> = prepared
         .groups
         .iter()
         .filter_map(|g| policy.groups.get(g))
+        .map(|rules| (&*rules.set, Some(rules)))
         .collect();
     if sets.is_empty() {
-        sets.push(&policy.guardrails);
+        sets.push((&policy.guardrails, None));
     }
     // With each, the interval of a numeric tag that chose its rules, if one did.
-    let chosen: Vec<(&RuleSet, Picked<'_>)> = sets
+    let chosen: Vec<Chosen<'_>> = sets
         .into_iter()
-        .flat_map(|set| {
+        .flat_map(|(set, group)| {
             let usual = if indexed {
                 set.for_action(facts.action).pick_in(&fields, &numbers)
             } else {
                 (&set.policies, None)
             };
             let extra = (indexed && prepared.unusual).then(|| (set.for_unusual(), None));
-            std::iter::once(usual).chain(extra).map(move |p| (set, p))
+            std::iter::once(usual)
+                .chain(extra)
+                .map(move |picked| Chosen { set, group, picked })
         })
         .collect();
     // Checks without email facts are found in the decision cache by their action and fields:
@@ -647,13 +657,16 @@ fn evaluate_in(
     .map_err(|e| e.to_string())?;
 
     let mut matched = Vec::new();
-    for (set, (policies, _)) in chosen {
-        let response = authorizer().is_authorized(&request, policies, &entities);
+    for Chosen { set, group, picked } in chosen {
+        let response = authorizer().is_authorized(&request, picked.0, &entities);
         matched.extend(
             response
                 .diagnostics()
                 .reason()
-                .filter_map(|id| set.rules.get(id)),
+                .filter_map(|id| match group {
+                    Some(group) => group.meta(id),
+                    None => set.rules.get(id),
+                }),
         );
     }
     let decision = decide(&matched);
@@ -730,13 +743,21 @@ impl DecisionCache {
     }
 }
 
+/// A rule set a check is judged by: the group it is judged as (`None`: the guardrails alone),
+/// the policies its indexes picked and the interval of a numeric tag that chose them.
+struct Chosen<'a> {
+    set: &'a RuleSet,
+    group: Option<&'a GroupRules>,
+    picked: Picked<'a>,
+}
+
 /// The decision cache's key for a check: its plain key (action and fields), its prepared agent
 /// and its numbers; `None` when too long to keep.
 fn decision_key(
     plain: &str,
     prepared: &PreparedAgent,
     numbers: &[(String, i64)],
-    chosen: &[(&RuleSet, Picked<'_>)],
+    chosen: &[Chosen<'_>],
 ) -> Option<String> {
     // Every part with its length (or an end marker) first, so that no two checks share a key.
     // The numbers come from one JSON object: each name appears once.
@@ -751,10 +772,10 @@ fn decision_key(
         let by_interval = !chosen.is_empty()
             && chosen
                 .iter()
-                .all(|(_, (_, interval))| interval.is_some_and(|(tag, _)| tag == name));
+                .all(|c| c.picked.1.is_some_and(|(tag, _)| tag == name));
         if by_interval {
-            for (_, (_, interval)) in chosen {
-                if let Some((_, i)) = interval {
+            for c in chosen {
+                if let Some((_, i)) = c.picked.1 {
                     let _ = write!(key, "~{i}");
                 }
             }

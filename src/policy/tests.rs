@@ -1,5 +1,7 @@
 //! Each built-in block and each outcome, evaluated through compiled Cedar.
 
+use std::sync::Arc;
+
 use serde_json::{json, Value};
 
 use super::compile::tag_value;
@@ -611,7 +613,7 @@ fn the_currency_index_agrees_with_every_rule() {
             "no check answered {code}: {seen:?}"
         );
     }
-    let set = &p.groups["finance"];
+    let set = &p.groups["finance"].set;
     let ids = |fields: &[&str], amount: Option<i64>| -> Vec<String> {
         let fields: Vec<String> = fields.iter().map(|f| f.to_string()).collect();
         let numbers: Vec<(String, i64)> = amount
@@ -1311,7 +1313,7 @@ bindings: [{ group: g, blocks: [v], actions: [vault.read, vault.mint_lease] }]
         ),
         (Outcome::Deny, codes(&["no_matching_rule"]))
     );
-    let set = &narrowed.groups["g"];
+    let set = &narrowed.groups["g"].set;
     let ids: Vec<String> = set
         .for_action("vault.proxy")
         .pick(&[], &[])
@@ -1368,6 +1370,7 @@ fn the_vault_indexes_agree_with_every_rule() {
     let ids = |fields: &[&str]| -> Vec<String> {
         let fields: Vec<String> = fields.iter().map(|f| f.to_string()).collect();
         p.groups["payments"]
+            .set
             .for_action("vault.read")
             .pick(&fields, &[])
             .policies()
@@ -1523,4 +1526,59 @@ fn an_approver_is_shown_the_values_of_an_array() {
         lines.contains(&("environment".to_owned(), "production".to_owned())),
         "{lines:?}"
     );
+}
+
+#[test]
+fn groups_bound_alike_share_one_rule_set_and_keep_their_own_sources() {
+    let p = policy(
+        r#"
+reusable_policy_blocks:
+  ops: { actions: { allow: [read], challenge: [deploy] } }
+  other: { actions: { allow: [write] } }
+  spy: { cedar: [{ name: red, when: 'principal in Group::"red"', outcome: deny, reason_code: red_team, reason: "red" }] }
+agent_groups:
+  - { name: red, selectors: [{ metadata: { team: red } }] }
+  - { name: blue, selectors: [{ metadata: { team: blue } }] }
+  - { name: green, selectors: [{ metadata: { team: green } }] }
+  - { name: both, selectors: [{ metadata: { team: blue } }] }
+bindings:
+  - { name: red-ops, group: red, blocks: [ops] }
+  - { name: blue-ops, group: blue, blocks: [ops] }
+  - { name: green-other, group: green, blocks: [other] }
+  - { name: both-spy, group: both, blocks: [ops, spy] }
+"#,
+    );
+    // Red and blue are bound to the same block the same way: one set between them.
+    let set = |g: &str| &p.groups[g].set;
+    assert!(Arc::ptr_eq(set("red"), set("blue")));
+    assert!(!Arc::ptr_eq(set("red"), set("green")));
+    assert!(!Arc::ptr_eq(set("red"), set("both")));
+    // Each group's decisions name its own binding.
+    let judged = |team: &str, action: &'static str| {
+        run(
+            &p,
+            &Check {
+                metadata: json!({ "team": team }),
+                action,
+                ..Check::default()
+            },
+        )
+    };
+    let red = judged("red", "read");
+    assert_eq!(red.outcome, Outcome::Allow);
+    assert_eq!(red.determining_policies, ["red-ops/ops"]);
+    let blue = judged("blue", "deploy");
+    assert_eq!(blue.outcome, Outcome::Challenge);
+    assert!(
+        blue.determining_policies
+            .iter()
+            .all(|s| s == "blue-ops/ops" || s == "both-spy/ops"),
+        "{blue:?}"
+    );
+    // A set is matched only by its own groups' agents: green's agent gets nothing of ops.
+    assert_eq!(judged("green", "read").outcome, Outcome::Deny);
+    assert_eq!(judged("green", "write").outcome, Outcome::Allow);
+    // Raw Cedar naming a group still sees the agent's real groups only (blue's agent is not in
+    // red, though it shares red's set).
+    assert_eq!(judged("blue", "read").outcome, Outcome::Allow);
 }

@@ -225,6 +225,55 @@ both_engines! {
 }
 
 both_engines! {
+    async fn a_lazy_change_rides_with_a_batch_or_goes_alone_and_is_never_lost(app) {
+        use acp::store::{Change, GroupCommit, Op, SqlStore, Store, StoreError};
+        use std::sync::Arc;
+        let store: Arc<dyn Store> =
+            Arc::new(SqlStore::open(&app.db_url, &Default::default()).await.expect("open"));
+        let event = |n: usize, tag: &str| test_event(&app.workspace_id, &format!("act_{n:04}"), n, tag);
+        let stored = |tag: &'static str| stored_events(store.as_ref(), &app.workspace_id, tag);
+        let (writer, handle) = GroupCommit::start(store.clone(), 4);
+
+        // Alone: nothing comes to ride with, so it goes on its own.
+        writer.commit_lazily(Change::new(Op::Nothing).audited(event(0, "alone"))).await.expect("committed");
+        assert_eq!(stored("alone").await.len(), 1);
+
+        // Mixed with eager changes: every one is answered and written once.
+        let tasks: Vec<_> = (0..60)
+            .map(|n| {
+                let (writer, change) = (writer.clone(), Change::new(Op::Nothing).audited(event(n, "mixed")));
+                tokio::spawn(async move {
+                    if n % 3 == 0 { writer.commit_lazily(change).await } else { writer.commit(change).await }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.expect("task").expect("committed");
+        }
+        assert_eq!(stored("mixed").await.len(), 60);
+
+        // Stopping: a lazy change already accepted is committed, not left waiting.
+        let waiting: Vec<_> = (0..10)
+            .map(|n| {
+                let (writer, change) = (writer.clone(), Change::new(Op::Nothing).audited(event(n, "stop")));
+                tokio::spawn(async move { writer.commit_lazily(change).await })
+            })
+            .collect();
+        tokio::task::yield_now().await;
+        handle.shutdown().await;
+        let mut answered = 0;
+        for task in waiting {
+            match task.await.expect("task") {
+                Ok(_) => answered += 1,
+                Err(StoreError::Closed) => {}
+                Err(other) => panic!("unexpected answer: {other:?}"),
+            }
+        }
+        assert_eq!(stored("stop").await.len(), answered);
+    }
+}
+
+both_engines! {
     async fn several_changes_of_one_caller_commit_together(app) {
         use acp::store::{Change, GroupCommit, Op, SqlStore, Store};
         use std::sync::Arc;

@@ -557,6 +557,28 @@ pub async fn audit_events(app: &TestApp, query: &str) -> Vec<Value> {
     body["items"].as_array().expect("items").clone()
 }
 
+/// The audit events of `query` once `ready` holds of them: for events committed beside an
+/// answer rather than before it (a proxied call's outcome). Waits up to ten seconds, then
+/// fails with what it found.
+pub async fn audit_events_once(
+    app: &TestApp,
+    query: &str,
+    ready: impl Fn(&[Value]) -> bool,
+) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let events = audit_events(app, query).await;
+        if ready(&events) {
+            return events;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the events of {query} never became ready: {events:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 /// A logged-in browser: its session cookie and CSRF token.
 #[derive(Clone)]
 pub struct Browser {

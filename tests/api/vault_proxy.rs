@@ -127,8 +127,11 @@ async fn the_proxy_injects_scrubs_and_refuses(engine: Engine) {
     assert_eq!(st, 200, "{leaked}");
     assert!(!leaked.to_string().contains(TOKEN));
     assert!(leaked["body"].as_str().unwrap().contains("[REDACTED]"));
-    let leaks = audit_events(&app, "event_type=vault.proxy.leak_scrubbed").await;
-    assert!(!leaks.is_empty());
+    // (A call's outcome events are committed beside its answer.)
+    let leaks = audit_events_once(&app, "event_type=vault.proxy.leak_scrubbed", |e| {
+        !e.is_empty()
+    })
+    .await;
     let forms: Vec<&str> = leaks
         .iter()
         .flat_map(|e| {
@@ -325,7 +328,12 @@ async fn the_proxy_injects_scrubs_and_refuses(engine: Engine) {
     app.apply_policy(vault_policy(false)).await;
 
     // The trail: each call with its host, status and latency; no secret anywhere in it.
-    let calls = audit_events(&app, "event_type=vault.proxy.request&limit=200").await;
+    let calls = audit_events_once(&app, "event_type=vault.proxy.request&limit=200", |e| {
+        e.iter().any(|e| e["details"]["path"] == "/echo/v1/charges")
+            && e.iter()
+                .any(|e| e["details"]["error"] == "upstream_timeout")
+    })
+    .await;
     let ok = calls
         .iter()
         .find(|e| e["details"]["path"] == "/echo/v1/charges")
@@ -515,7 +523,10 @@ async fn the_scrub_sees_through_common_encodings(engine: Engine) {
         );
     }
 
-    let leaks = audit_events(&app, "event_type=vault.proxy.leak_scrubbed").await;
+    let leaks = audit_events_once(&app, "event_type=vault.proxy.leak_scrubbed", |e| {
+        !e.is_empty()
+    })
+    .await;
     let found: Vec<(String, String)> = leaks
         .iter()
         .flat_map(|e| e["details"]["leaks"].as_array().unwrap().clone())

@@ -10,7 +10,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::str::FromStr;
 use std::sync::Arc;
 
-use cedar_policy::{Policy, PolicyId};
+use cedar_policy::{EntityUid, Policy, PolicyId};
 use serde_json::Value;
 
 use crate::domain::RiskTier;
@@ -1104,20 +1104,28 @@ impl Templates {
     }
 }
 
-/// A group's rules, linked from the shared templates.
+/// The Cedar entity a group's name makes, or an error naming it.
+pub(super) fn group_uid(group: &str, errors: &mut Vec<SpecError>) -> Option<EntityUid> {
+    match EntityUid::from_str(&format!("Group::{}", lit(group))) {
+        Ok(uid) => Some(uid),
+        Err(_) => {
+            errors.push(SpecError::new(
+                "agent_groups",
+                format!("`{group}` cannot name a Cedar entity"),
+            ));
+            None
+        }
+    }
+}
+
+/// Bound rules linked from the shared templates to `class`: the entity every agent judged by
+/// them is a child of (see `compile::GroupRules`).
 pub(super) fn group_rules(
-    group: &str,
+    class: &EntityUid,
     rules: &[&Rule],
     templates: &mut Templates,
     errors: &mut Vec<SpecError>,
 ) -> Vec<Placed> {
-    let Ok(group_uid) = cedar_policy::EntityUid::from_str(&format!("Group::{}", lit(group))) else {
-        errors.push(SpecError::new(
-            "agent_groups",
-            format!("`{group}` cannot name a Cedar entity"),
-        ));
-        return Vec::new();
-    };
     rules
         .iter()
         .filter_map(|rule| {
@@ -1127,7 +1135,7 @@ pub(super) fn group_rules(
                 compiled: Compiled::Linked {
                     template: Box::new(template),
                     id: PolicyId::new(&rule.id),
-                    group: group_uid.clone(),
+                    group: class.clone(),
                 },
                 meta: rule.meta.clone(),
                 actions: rule.actions.clone(),
@@ -1137,4 +1145,51 @@ pub(super) fn group_rules(
             })
         })
         .collect()
+}
+
+/// What makes two groups' bound rules decide alike: each rule's condition, meaning (but for its
+/// source, which names the binding) and index entries, in order. Groups bound to the same
+/// blocks the same way have equal shapes and share one compiled rule set.
+#[derive(PartialEq)]
+pub(super) struct Shape<'a>(Vec<RuleShape<'a>>);
+
+#[derive(PartialEq)]
+struct RuleShape<'a> {
+    condition: &'a str,
+    outcome: Outcome,
+    reason_code: &'a str,
+    reason: &'a str,
+    approval: &'a Option<ApprovalRules>,
+    reads: &'a [String],
+    actions: &'a Option<Arc<BTreeSet<String>>>,
+    unusual: bool,
+    guard: &'a Option<FieldGuard>,
+    range: &'a Option<TagRange>,
+}
+
+impl<'a> Shape<'a> {
+    pub(super) fn of(rules: &[&'a Rule]) -> Self {
+        Shape(
+            rules
+                .iter()
+                .map(|r| RuleShape {
+                    condition: &r.condition,
+                    outcome: r.meta.outcome,
+                    reason_code: &r.meta.reason_code,
+                    reason: &r.meta.reason,
+                    approval: &r.meta.approval,
+                    reads: &r.meta.reads,
+                    actions: &r.actions,
+                    unusual: r.unusual,
+                    guard: &r.guard,
+                    range: &r.range,
+                })
+                .collect(),
+        )
+    }
+
+    /// The conditions alone, in order: what shapes are first looked up by.
+    pub(super) fn conditions(&self) -> Vec<&'a str> {
+        self.0.iter().map(|r| r.condition).collect()
+    }
 }

@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use cedar_policy::{Policy, PolicyId, PolicySet};
+use cedar_policy::{EntityUid, Policy, PolicyId, PolicySet};
 
 use crate::policy::limits::Budget;
 use crate::policy::spec::{ApprovalRules, Outcome, SpecError};
@@ -60,6 +60,28 @@ impl RuleSet {
     /// low (status and reputation rules), whatever the action: skipped for everyone else.
     pub fn for_unusual(&self) -> &PolicySet {
         &self.unusual
+    }
+}
+
+/// A bound group's rules: one rule set, shared by every group whose bound rules decide alike
+/// (see `emit::Shape`: groups bound to the same blocks the same way), and what this group's
+/// own rules mean.
+#[derive(Debug, Clone)]
+pub struct GroupRules {
+    /// The group's bound rules, linked to `class`, and the guardrails, indexed.
+    pub set: Arc<RuleSet>,
+    /// The entity the set's bound rules are linked to, of a type no spec can name
+    /// (`RuleClass`): an agent of the group is made its child, so that the set matches it.
+    pub class: EntityUid,
+    /// The meaning of the group's bound rules, by their ids in `set` (their sources name this
+    /// group's bindings); the guardrails' is the set's own.
+    pub own: HashMap<PolicyId, RuleMeta>,
+}
+
+impl GroupRules {
+    /// What the rule `id` of the set means for this group.
+    pub fn meta(&self, id: &PolicyId) -> Option<&RuleMeta> {
+        self.own.get(id).or_else(|| self.set.rules.get(id))
     }
 }
 

@@ -6,7 +6,10 @@
 //! Evaluation collects the matching rules and applies deny > challenge > allow, with default
 //! deny. Guardrail rules are unscoped; binding rules are scoped to `principal in Group::"..."`.
 //! The compiled form keeps one Cedar policy set for the guardrails and one per bound group, so a
-//! check evaluates only the rules that can apply to its agent; each set is indexed by the actions
+//! check evaluates only the rules that can apply to its agent; groups whose bound rules decide
+//! alike (bound to the same blocks the same way) share one set, its bound rules linked to a
+//! class entity that their agents are children of, and each group keeps only what its own
+//! rules mean (their source names its binding); each set is indexed by the actions
 //! its rules test, and status and reputation rules sit apart, evaluated only for agents that are
 //! not active or above low risk. Within an action, rules that test one value of a context field
 //! (an amount block's currency) are indexed by that value too, and rules that bound a numeric tag
@@ -24,14 +27,16 @@ mod index;
 mod validate;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::str::FromStr;
+use std::sync::Arc;
 
-use cedar_policy::PolicySet;
+use cedar_policy::{EntityId, EntityTypeName, EntityUid, PolicyId, PolicySet};
 
 use super::limits::{self, Budget};
 use super::spec::{PolicySpec, Selector, SpecError};
 
-use emit::{cedar_text, Rule, Templates};
-pub use index::{scaled, tag_value, Indexed, Picked, RuleMeta, RuleSet};
+use emit::{cedar_text, Rule, Shape, Templates};
+pub use index::{scaled, tag_value, GroupRules, Indexed, Picked, RuleMeta, RuleSet};
 pub use validate::schema;
 
 /// A compiled spec: what checks evaluate. Built once per policy version; never rebuilt on the
@@ -44,8 +49,9 @@ pub struct CompiledPolicy {
     /// The whole policy set as Cedar text (deterministic).
     pub cedar: String,
     pub guardrails: RuleSet,
-    /// Per group that some binding names.
-    pub groups: BTreeMap<String, RuleSet>,
+    /// Per group that some binding names. Groups whose bound rules decide alike share one
+    /// rule set: ten thousand groups bound to ten blocks hold ten sets.
+    pub groups: BTreeMap<String, GroupRules>,
     /// Explicit members: agent id → groups.
     pub members: HashMap<String, Vec<String>>,
     /// Groups with selectors.
@@ -139,6 +145,17 @@ pub fn unused_block_errors(spec: &PolicySpec) -> Vec<SpecError> {
     errors
 }
 
+/// The entity the bound rules of the `n`th shared rule set are linked to. Its type is not in
+/// the schema, so no rule a spec writes can name it (raw Cedar is validated strictly).
+fn class_uid(n: usize) -> Result<EntityUid, SpecError> {
+    let class = EntityTypeName::from_str("RuleClass")
+        .map_err(|e| SpecError::new("bindings", format!("no rule class: {e}")))?;
+    Ok(EntityUid::from_type_name_and_id(
+        class,
+        EntityId::new(n.to_string()),
+    ))
+}
+
 /// Compiles a spec. Errors list every problem found, each with its path.
 pub fn compile(spec: &PolicySpec) -> Result<CompiledPolicy, Vec<SpecError>> {
     compile_with(spec, &Budget::default())
@@ -178,12 +195,44 @@ pub fn compile_with(spec: &PolicySpec, budget: &Budget) -> Result<CompiledPolicy
         }
     }
     let mut templates = Templates::default();
+    // The sets built so far, by their bound rules' conditions: each with its shape, its class
+    // and the ids its bound rules have in it (the first group's rule ids, in the group's order).
+    type Built<'a> = (Shape<'a>, Arc<RuleSet>, EntityUid, Vec<PolicyId>);
+    let mut built: HashMap<Vec<&str>, Vec<Built<'_>>> = HashMap::new();
+    let mut classes = 0usize;
     for (group, of_group) in bound {
         budget.check().map_err(stop)?;
-        // Every group's set also holds the guardrails (see `evaluate`).
-        let mut placed = emit::group_rules(group, &of_group, &mut templates, &mut errors);
-        placed.extend(guardrail_placed.iter().cloned());
-        groups.insert(group.clone(), index::index(&placed, &mut errors, budget));
+        if emit::group_uid(group, &mut errors).is_none() {
+            continue;
+        }
+        let shape = Shape::of(&of_group);
+        let alike = built.entry(shape.conditions()).or_default();
+        let found = alike
+            .iter()
+            .find(|(other, ..)| *other == shape)
+            .map(|(_, set, class, ids)| (set.clone(), class.clone(), ids.clone()));
+        let (set, class, ids) = match found {
+            Some(found) => found,
+            None => {
+                let class = class_uid(classes).map_err(stop)?;
+                classes += 1;
+                let mut placed = emit::group_rules(&class, &of_group, &mut templates, &mut errors);
+                let ids: Vec<PolicyId> = placed.iter().map(|p| p.compiled.id()).collect();
+                // Every group's set also holds the guardrails (see `evaluate`).
+                placed.extend(guardrail_placed.iter().cloned());
+                let set = Arc::new(index::index(&placed, &mut errors, budget));
+                alike.push((shape, set.clone(), class.clone(), ids.clone()));
+                (set, class, ids)
+            }
+        };
+        // A rule whose template failed has no id (and the compile fails): the zip then stops
+        // short, which nothing reads.
+        let own = of_group
+            .iter()
+            .zip(ids)
+            .map(|(rule, id)| (id, rule.meta.clone()))
+            .collect();
+        groups.insert(group.clone(), GroupRules { set, class, own });
     }
     budget.check().map_err(stop)?;
     if errors.is_empty() {
