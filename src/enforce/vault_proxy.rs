@@ -231,15 +231,22 @@ pub async fn proxy(
     for event in &mut events {
         event.trace_id = Some(trace_id.clone());
     }
+    let scrubbed = events.len() > 1;
     let change = crate::store::Change {
         audit: events,
         ..Default::default()
     };
-    // The call's outcome is committed beside the answer, by a tracked task (a graceful stop
-    // waits for it), with the next batch the writer makes (within 50 ms): the request waits
-    // only on the decision and the lease's use, committed before the call, and the outcome
-    // costs no commit of its own. A commit that fails is logged; the decision and the use
-    // stay recorded.
+    if scrubbed {
+        // A scrubbed leak is committed before the answer, like the decision: the agent's
+        // upstream echoed a secret, which the trail must hold whatever happens next.
+        ctx.writer.commit(change).await?;
+        return Ok(answer(answered?, trace_id));
+    }
+    // Otherwise the call's outcome is committed beside the answer, by a tracked task (a
+    // graceful stop waits for it), with the next batch the writer makes (within 50 ms): the
+    // request waits only on the decision and the lease's use, committed before the call, and
+    // the outcome costs no commit of its own. A commit that fails is logged; the decision and
+    // the use stay recorded.
     let writer = ctx.writer.clone();
     ctx.background.spawn(
         async move {
@@ -249,8 +256,12 @@ pub async fn proxy(
         }
         .in_current_span(),
     );
-    let upstream = answered?;
+    Ok(answer(answered?, trace_id))
+}
 
+/// The agent's answer: the upstream's status, its headers (repeated ones joined) and its body,
+/// as text when it is UTF-8.
+fn answer(upstream: egress::Upstream, trace_id: String) -> api::ProxyResponse {
     let mut headers: BTreeMap<String, String> = BTreeMap::new();
     for (name, value) in upstream.headers {
         headers
@@ -268,12 +279,12 @@ pub async fn proxy(
             Some(base64::engine::general_purpose::STANDARD.encode(e.as_bytes())),
         ),
     };
-    Ok(api::ProxyResponse {
+    api::ProxyResponse {
         ok: true,
         status: upstream.status,
         headers,
         body,
         body_base64,
         trace_id,
-    })
+    }
 }

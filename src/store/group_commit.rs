@@ -2,9 +2,11 @@
 //! hand it a [`Change`] and wait; a single task drains the queue, applies everything waiting in
 //! one transaction and answers each caller only after that transaction has committed. A 2xx
 //! response therefore always means its audit event is durable, at the cost of one commit per
-//! batch rather than one per request. A caller may hand over several changes at once
-//! ([`GroupCommit::commit_all`]): they travel as one message, which is never split, so they
-//! commit in the same transaction (a batch of decisions, `/v1/check/batch`).
+//! batch rather than one per request. (A change handed over lazily,
+//! [`GroupCommit::commit_lazily`], is for a record that no answer waits on.) A caller may hand
+//! over several changes at once ([`GroupCommit::commit_all`]): they travel as one message,
+//! which is never split, so they commit in the same transaction (a batch of decisions,
+//! `/v1/check/batch`).
 
 use std::sync::Arc;
 
@@ -207,7 +209,8 @@ async fn run(
                 return;
             }
         }
-        let room = max_batch.saturating_sub(next.len());
+        // Lazy changes waiting count too: a batch never exceeds `max_batch` for them.
+        let room = max_batch.saturating_sub(next.len() + lazy.waiting.len());
         // A timer only when lazy changes wait and nothing is in flight (made when first
         // polled, not on every turn).
         let due = lazy.due.filter(|_| current.is_none());
@@ -224,7 +227,7 @@ async fn run(
             Some(done) = OptionFuture::from(current.as_mut()) => {
                 // What was queued meanwhile joins the next batch, which starts before this
                 // batch's callers are woken.
-                while next.len() < max_batch {
+                while next.len() + lazy.waiting.len() < max_batch {
                     match receiver.try_recv() {
                         Ok(item) => lazy.sort(item, &mut next),
                         Err(_) => break,
@@ -233,15 +236,16 @@ async fn run(
                 current = start_next(&store, &mut next, &mut lazy, max_batch);
                 answer(done);
             }
+            // Before taking more: lazy changes wait at most `LAZY_WAIT`, whatever arrives.
+            () = lazy_timer, if due.is_some() => {
+                // No batch came for them to ride with.
+                lazy.board(&mut next);
+            }
             received = receiver.recv_many(&mut next, room), if open && room > 0 => {
                 if received == 0 {
                     open = false;
                 }
-                lazy.take_from(&mut next);
-            }
-            () = lazy_timer, if due.is_some() => {
-                // No batch came for them to ride with.
-                lazy.board(&mut next);
+                lazy.take_from(&mut next, received);
             }
             _ = &mut stopped, if !stopping => {
                 // Shutting down: take nothing new, but commit what was already accepted.
@@ -273,10 +277,15 @@ impl Lazy {
         }
     }
 
-    /// Moves the lazy messages just received into `next` over to the waiting ones.
-    fn take_from(&mut self, next: &mut Batch) {
-        if next.iter().any(|m| matches!(m, Message::Lazy(..))) {
-            for message in std::mem::take(next) {
+    /// Moves the lazy messages among the `received` last ones of `next` over to the waiting
+    /// ones (only those are looked at: the rest were sorted when they came).
+    fn take_from(&mut self, next: &mut Batch, received: usize) {
+        let from = next.len().saturating_sub(received);
+        if next
+            .get(from..)
+            .is_some_and(|new| new.iter().any(|m| matches!(m, Message::Lazy(..))))
+        {
+            for message in next.split_off(from) {
                 self.sort(message, next);
             }
         }

@@ -1188,8 +1188,13 @@ impl<'a> Shape<'a> {
         )
     }
 
-    /// The conditions alone, in order: what shapes are first looked up by.
-    pub(super) fn conditions(&self) -> Vec<&'a str> {
-        self.0.iter().map(|r| r.condition).collect()
+    /// The conditions with their reason codes and reasons, in order: what shapes are first
+    /// looked up by (groups whose rules differ only in their meaning fall apart here, not in
+    /// a linear search of alike shapes).
+    pub(super) fn key(&self) -> Vec<[&'a str; 3]> {
+        self.0
+            .iter()
+            .map(|r| [r.condition, r.reason_code, r.reason])
+            .collect()
     }
 }

@@ -195,10 +195,10 @@ pub fn compile_with(spec: &PolicySpec, budget: &Budget) -> Result<CompiledPolicy
         }
     }
     let mut templates = Templates::default();
-    // The sets built so far, by their bound rules' conditions: each with its shape, its class
-    // and the ids its bound rules have in it (the first group's rule ids, in the group's order).
+    // The sets built so far, by their shape's key: each with its shape, its class and the ids
+    // its bound rules have in it (the first group's rule ids, in the group's order).
     type Built<'a> = (Shape<'a>, Arc<RuleSet>, EntityUid, Vec<PolicyId>);
-    let mut built: HashMap<Vec<&str>, Vec<Built<'_>>> = HashMap::new();
+    let mut built: HashMap<Vec<[&str; 3]>, Vec<Built<'_>>> = HashMap::new();
     let mut classes = 0usize;
     for (group, of_group) in bound {
         budget.check().map_err(stop)?;
@@ -206,7 +206,7 @@ pub fn compile_with(spec: &PolicySpec, budget: &Budget) -> Result<CompiledPolicy
             continue;
         }
         let shape = Shape::of(&of_group);
-        let alike = built.entry(shape.conditions()).or_default();
+        let alike = built.entry(shape.key()).or_default();
         let found = alike
             .iter()
             .find(|(other, ..)| *other == shape)
@@ -225,8 +225,9 @@ pub fn compile_with(spec: &PolicySpec, budget: &Budget) -> Result<CompiledPolicy
                 (set, class, ids)
             }
         };
-        // A rule whose template failed has no id (and the compile fails): the zip then stops
-        // short, which nothing reads.
+        // Equal shapes have as many rules in the same order, so the ids pair up by position.
+        // (A rule whose template failed has no id, which shifts the pairs; the compile then
+        // fails, so nothing reads them.)
         let own = of_group
             .iter()
             .zip(ids)
