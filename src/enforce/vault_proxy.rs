@@ -231,7 +231,9 @@ pub async fn proxy(
     for event in &mut events {
         event.trace_id = Some(trace_id.clone());
     }
-    let scrubbed = events.len() > 1;
+    let scrubbed = events
+        .iter()
+        .any(|e| e.event_type == "vault.proxy.leak_scrubbed");
     let change = crate::store::Change {
         audit: events,
         ..Default::default()

@@ -72,12 +72,7 @@ impl GroupCommit {
 
     /// Applies `change` and waits until the batch holding it is committed.
     pub async fn commit(&self, change: Change) -> Result<Applied, StoreError> {
-        let (reply, answer) = oneshot::channel();
-        self.queue
-            .send(Message::One(change, reply))
-            .await
-            .map_err(|_| StoreError::Closed)?;
-        answer.await.map_err(|_| StoreError::Closed)?
+        self.send_one(Message::One, change).await
     }
 
     /// Applies `change` with the next batch that other changes start, or on its own after
@@ -85,9 +80,18 @@ impl GroupCommit {
     /// answer waits on (a proxied call's outcome, committed beside the answer), which then
     /// costs no commit of its own while others are being made. A stop commits it at once.
     pub async fn commit_lazily(&self, change: Change) -> Result<Applied, StoreError> {
+        self.send_one(Message::Lazy, change).await
+    }
+
+    /// Queues one change as the message `kind` makes of it and waits for its answer.
+    async fn send_one(
+        &self,
+        kind: fn(Change, oneshot::Sender<Outcome>) -> Message,
+        change: Change,
+    ) -> Result<Applied, StoreError> {
         let (reply, answer) = oneshot::channel();
         self.queue
-            .send(Message::Lazy(change, reply))
+            .send(kind(change, reply))
             .await
             .map_err(|_| StoreError::Closed)?;
         answer.await.map_err(|_| StoreError::Closed)?

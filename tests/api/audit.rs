@@ -105,6 +105,22 @@ fn test_event(workspace_id: &str, action: &str, n: usize, tag: &str) -> acp::sto
 }
 
 /// The stored events of type `test.{tag}`, by id.
+/// Waits for the writer's callers that raced a shutdown: how many were answered; each of the
+/// others must have been refused (`Closed`), never answered with another error.
+async fn answered_or_closed(
+    tasks: Vec<tokio::task::JoinHandle<Result<acp::store::Applied, acp::store::StoreError>>>,
+) -> usize {
+    let mut answered = 0;
+    for task in tasks {
+        match task.await.expect("task") {
+            Ok(_) => answered += 1,
+            Err(acp::store::StoreError::Closed) => {}
+            Err(other) => panic!("unexpected answer: {other:?}"),
+        }
+    }
+    answered
+}
+
 async fn stored_events(
     store: &dyn acp::store::Store,
     workspace_id: &str,
@@ -208,14 +224,7 @@ both_engines! {
             .collect();
         tokio::task::yield_now().await;
         handle.shutdown().await;
-        let mut answered = 0;
-        for task in tasks {
-            match task.await.expect("task") {
-                Ok(_) => answered += 1,
-                Err(StoreError::Closed) => {}
-                Err(other) => panic!("unexpected answer: {other:?}"),
-            }
-        }
+        let answered = answered_or_closed(tasks).await;
         assert_eq!(stored("cut").await.len(), answered);
         assert!(matches!(
             writer.commit(Change::new(Op::Nothing).audited(event(0, "late"))).await,
@@ -226,7 +235,7 @@ both_engines! {
 
 both_engines! {
     async fn a_lazy_change_rides_with_a_batch_or_goes_alone_and_is_never_lost(app) {
-        use acp::store::{Change, GroupCommit, Op, SqlStore, Store, StoreError};
+        use acp::store::{Change, GroupCommit, Op, SqlStore, Store};
         use std::sync::Arc;
         let store: Arc<dyn Store> =
             Arc::new(SqlStore::open(&app.db_url, &Default::default()).await.expect("open"));
@@ -261,14 +270,7 @@ both_engines! {
             .collect();
         tokio::task::yield_now().await;
         handle.shutdown().await;
-        let mut answered = 0;
-        for task in waiting {
-            match task.await.expect("task") {
-                Ok(_) => answered += 1,
-                Err(StoreError::Closed) => {}
-                Err(other) => panic!("unexpected answer: {other:?}"),
-            }
-        }
+        let answered = answered_or_closed(waiting).await;
         assert_eq!(stored("stop").await.len(), answered);
     }
 }
