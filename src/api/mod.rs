@@ -1055,6 +1055,15 @@ pub struct AuthzenEvaluationsResponse {
     pub evaluations: Vec<AuthzenDecision>,
 }
 
+/// What `POST /access/v1/evaluations` answers: the list of decisions, or one decision when the
+/// request has no evaluations (the single-evaluation form).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum AuthzenEvaluationsAnswer {
+    Many(AuthzenEvaluationsResponse),
+    One(AuthzenDecision),
+}
+
 /// `GET /.well-known/authzen-configuration`.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct AuthzenConfiguration {

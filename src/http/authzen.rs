@@ -29,8 +29,9 @@ use utoipa::IntoParams;
 
 use crate::api::{
     AuthzenAction, AuthzenConfiguration, AuthzenDecision, AuthzenEvaluationItem,
-    AuthzenEvaluationRequest, AuthzenEvaluationsRequest, AuthzenEvaluationsResponse,
-    AuthzenResource, AuthzenSubject, CheckRequest, DecisionResponse, ErrorBody,
+    AuthzenEvaluationRequest, AuthzenEvaluationsAnswer, AuthzenEvaluationsRequest,
+    AuthzenEvaluationsResponse, AuthzenResource, AuthzenSubject, CheckRequest, DecisionResponse,
+    ErrorBody,
 };
 use crate::context::SharedContext;
 use crate::domain::access::Need;
@@ -90,7 +91,7 @@ pub async fn evaluation(
 /// `POST /access/v1/evaluation` answers it.
 #[utoipa::path(post, path = "/access/v1/evaluations", tag = "decisions", params(AuthzenParams),
     request_body = AuthzenEvaluationsRequest, security(("api_key" = [])),
-    responses((status = 200, description = "`{evaluations: [decision, ...]}`, or one decision when the request has no evaluations", body = AuthzenEvaluationsResponse),
+    responses((status = 200, description = "`{evaluations: [decision, ...]}`, or one decision when the request has no evaluations", body = AuthzenEvaluationsAnswer),
         (status = 400, description = "`missing_field` (a subject, action or resource in neither the evaluation nor the defaults), `invalid_field`", body = ErrorBody),
         (status = 401, body = ErrorBody),
         (status = 413, description = "`evaluations_too_large`: the evaluations, merged with the defaults, come to more than 1 MiB", body = ErrorBody),
@@ -101,7 +102,7 @@ pub async fn evaluations(
     DecidingBatch(caller): DecidingBatch,
     AppQuery(params): AppQuery<AuthzenParams>,
     AppJson(mut req): AppJson<AuthzenEvaluationsRequest>,
-) -> ApiResult<axum::response::Response> {
+) -> ApiResult<Json<AuthzenEvaluationsAnswer>> {
     let items = req.evaluations.take().unwrap_or_default();
     // One token of the key's rate per evaluation (a request of one, or a refused one, one).
     caller.spend(if items.len() > MAX_BATCH_CHECKS {
@@ -123,7 +124,9 @@ pub async fn evaluations(
             params.policy_id,
         )?;
         let answer = check::check(&ctx, &caller.access, &caller.actor(), check_req).await;
-        return Ok(Json(authzen_decision(answer)?).into_response());
+        return Ok(Json(AuthzenEvaluationsAnswer::One(authzen_decision(
+            answer,
+        )?)));
     }
     if items.len() > MAX_BATCH_CHECKS {
         return Err(ApiError::invalid(
@@ -222,7 +225,9 @@ pub async fn evaluations(
             break;
         }
     }
-    Ok(Json(AuthzenEvaluationsResponse { evaluations }).into_response())
+    Ok(Json(AuthzenEvaluationsAnswer::Many(
+        AuthzenEvaluationsResponse { evaluations },
+    )))
 }
 
 /// Where this PDP's endpoints are (the AuthZEN PDP metadata).
