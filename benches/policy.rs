@@ -75,7 +75,8 @@ fn benches(c: &mut Criterion) {
         check(&policy, &kept, &member, "refund", &refund, None),
         "challenge"
     );
-    let email = EmailFacts::from_json(&json!({"to": ["a@example.com"]})).expect("email");
+    let email = EmailFacts::from_json(&json!({"to": ["a@example.com"]}), acp::mail::address_of)
+        .expect("email");
     // Percentiles of single evaluations (criterion reports means), after a warm-up.
     for _ in 0..5_000 {
         black_box(check(&policy, &kept, &member, "refund", &refund, None));

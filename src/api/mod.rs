@@ -920,6 +920,16 @@ pub struct DecisionWarning {
     pub field: String,
 }
 
+impl From<acp_engine::evaluate::Warning> for DecisionWarning {
+    fn from(w: acp_engine::evaluate::Warning) -> Self {
+        Self {
+            code: w.code,
+            message: w.message,
+            field: w.field,
+        }
+    }
+}
+
 /// Up to 100 checks decided together (`POST /v1/check/batch`).
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct CheckBatchRequest {

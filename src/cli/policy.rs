@@ -374,7 +374,7 @@ fn run_case(policy: &CompiledPolicy, case: &TestCase) -> CaseResult {
     }
     let email = match &case.email {
         None => None,
-        Some(v) => match EmailFacts::from_json(v) {
+        Some(v) => match EmailFacts::from_json(v, crate::mail::address_of) {
             Ok(email) => Some(email),
             Err(field) => return fail(format!("`{field}` is not valid email input")),
         },

@@ -305,7 +305,7 @@ pub async fn send(
         domains,
     } = message(&req.email)?;
     // The facts the policy sees, read as `/v1/check` reads them (one address per entry).
-    EmailFacts::from_json(&facts_json)
+    EmailFacts::from_json(&facts_json, crate::mail::address_of)
         .map_err(|field| EnforceError::invalid(field, "each entry must be one email address"))?;
     let reservation = EmailReservation {
         id: ids::new_id("eml"),
@@ -472,7 +472,7 @@ mod tests {
         assert_eq!(out.facts["bcc"], json!(["ops@corp.example"]));
         assert_eq!(out.domains, ["corp.example", "example.com"]);
         assert!(out.facts.get("attachments").is_none());
-        assert!(EmailFacts::from_json(&out.facts).is_ok());
+        assert!(EmailFacts::from_json(&out.facts, crate::mail::address_of).is_ok());
         for bad in [
             "a@example.com, b@evil.test",
             "Jane <a@example.com> b@evil.test",
@@ -501,7 +501,7 @@ mod tests {
             json!({"filename": "r.pdf", "content_type": "application/pdf", "size_bytes": 5,
                 "sha256": sha256_hex(b"hello")})
         );
-        let facts = EmailFacts::from_json(&out.facts).unwrap();
+        let facts = EmailFacts::from_json(&out.facts, crate::mail::address_of).unwrap();
         assert_eq!(facts.attachments.len(), 2);
         assert_eq!(facts.attachments[0].size_bytes, 5);
     }

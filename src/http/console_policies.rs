@@ -1349,7 +1349,7 @@ fn bench_decide(
     request: &bench::BenchRequest,
     policy: &crate::policy::CompiledPolicy,
 ) -> Response {
-    match bench::run(policy, request) {
+    match bench::run(policy, request, crate::mail::address_of) {
         Ok(decision) => {
             let decision = decided(&form.against, &policy.hash, decision);
             render(&bench_page(

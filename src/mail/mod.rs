@@ -375,9 +375,43 @@ impl Smtp {
     }
 }
 
+/// The address of one recipient entry as written (`jane@example.com` or
+/// `Jane Doe <jane@example.com>`), read by lettre's parser, the one messages are sent with, so
+/// that a policy judges the address a message goes to. Anything it does not read as one mailbox
+/// (a list in one entry, say) is kept as written, to be refused by the one-address check of the
+/// policy's email facts. This is the reader the service gives the policy engine.
+pub fn address_of(entry: &str) -> String {
+    let entry = entry.trim();
+    match <Mailbox as std::str::FromStr>::from_str(entry) {
+        Ok(mailbox) if entry.ends_with('>') => mailbox.email.to_string(),
+        _ => entry.to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_recipient_with_a_display_name_is_read_by_its_address() {
+        assert_eq!(
+            address_of(" Jane Doe <jane@example.com> "),
+            "jane@example.com"
+        );
+        assert_eq!(
+            address_of("\"Doe, John\" <john@gmail.com>"),
+            "john@gmail.com"
+        );
+        assert_eq!(address_of("bob@Example.org"), "bob@Example.org");
+        // A list in one entry is not one mailbox: kept as written, for the policy's
+        // one-address check to refuse.
+        for list in [
+            "a@example.com, b@gmail.com",
+            "Jane <a@example.com>, b@gmail.com",
+        ] {
+            assert_eq!(address_of(list), list);
+        }
+    }
 
     fn lettre(url: &str) -> String {
         lettre_url(url).unwrap().0

@@ -473,9 +473,11 @@ impl CheckInput {
         let email = match &email_json {
             Value::Null if action == "send_email" => return Err(CheckError::missing("email")),
             Value::Null => None,
-            v => Some(EmailFacts::from_json(v).map_err(|_| {
-                CheckError::invalid("email", "must be {to, cc, bcc, subject, attachments}")
-            })?),
+            v => Some(
+                EmailFacts::from_json(v, crate::mail::address_of).map_err(|_| {
+                    CheckError::invalid("email", "must be {to, cc, bcc, subject, attachments}")
+                })?,
+            ),
         };
         let policy_id = req
             .policy_id
@@ -720,6 +722,9 @@ impl<'a> Attempt<'a> {
             &self.input.action,
             self.input.fields(),
         )
+        .into_iter()
+        .map(api::DecisionWarning::from)
+        .collect()
     }
 
     /// A human's answer to this very request (same agent and fingerprint) within the time an

@@ -254,7 +254,7 @@ impl<'a> Recorded<'a> {
         event.action.as_ref()?;
         let email = match input.get("email") {
             None | Some(Value::Null) => None,
-            Some(email) => Some(EmailFacts::from_json(email).ok()?),
+            Some(email) => Some(EmailFacts::from_json(email, crate::mail::address_of).ok()?),
         };
         let sent = input
             .get("sent")

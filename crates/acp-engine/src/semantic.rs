@@ -68,7 +68,7 @@ use serde::Serialize;
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
-use crate::domain::RiskTier;
+use acp_domain::RiskTier;
 
 use super::compile::{compile, scaled, CompiledPolicy};
 use super::evaluate::{evaluate, ContextFields, EmailFacts, Facts};
@@ -170,7 +170,10 @@ impl Example {
     /// The outcome of this request under `policy`, as `/v1/check` decides it.
     pub fn evaluate(&self, policy: &CompiledPolicy) -> Result<Outcome, String> {
         let email = match &self.email {
-            Some(v) => Some(EmailFacts::from_json(v).map_err(|f| format!("`{f}` is not valid"))?),
+            Some(v) => Some(
+                EmailFacts::from_json(v, super::evaluate::bare_address)
+                    .map_err(|f| format!("`{f}` is not valid"))?,
+            ),
             None => None,
         };
         let facts = Facts {
@@ -609,7 +612,7 @@ fn vault_actions(list: &[String]) -> BTreeSet<String> {
     }
     list.iter()
         .filter_map(|entry| {
-            crate::domain::VaultAction::parse(entry).map(|a| a.check_action().to_owned())
+            acp_domain::VaultAction::parse(entry).map(|a| a.check_action().to_owned())
         })
         .collect()
 }

@@ -741,10 +741,22 @@ fn review_edge_cases_are_closed() {
         .1,
         codes(&["attachment_blocked"])
     );
-    assert!(EmailFacts::from_json(&json!({"to": ["x@evil.test, y@example.com"]})).is_err());
-    assert!(
-        EmailFacts::from_json(&json!({"to": ["a@example.com"], "cc": "b@example.com"})).is_ok()
-    );
+    // One address per entry: a list in one entry (kept as written by the reader) is refused.
+    for list in [
+        "x@evil.test, y@example.com",
+        "Jane <x@evil.test>, y@example.com",
+    ] {
+        assert_eq!(
+            EmailFacts::from_json(&json!({"to": [list]}), crate::evaluate::bare_address).err(),
+            Some("email.to"),
+            "{list}"
+        );
+    }
+    assert!(EmailFacts::from_json(
+        &json!({"to": ["a@example.com"], "cc": "b@example.com"}),
+        crate::evaluate::bare_address
+    )
+    .is_ok());
 
     let refunds = policy(
         "reusable_policy_blocks: {r: {amount: {limits: {USD: {allow_up_to: 500}}}}}\nagent_groups: [{name: g, members: [agt_0123456789abcdef0123456789abcdef]}]\nbindings: [{group: g, blocks: [r]}]\n",
@@ -1482,7 +1494,7 @@ fn a_vault_spec_keeps_the_hashes_of_specs_without_one() {
     let spec = parse(ACTIONS, Format::Yaml).unwrap();
     assert!(!spec.canonical_json().contains("vault"));
     // The hash docs/policy-spec.md shows for this shipped spec, made before the block existed.
-    let shipped = include_str!("../../policies/devops-deploys.yaml");
+    let shipped = include_str!("../../../policies/devops-deploys.yaml");
     assert_eq!(
         parse(shipped, Format::Yaml).unwrap().hash(),
         "sha256:0e322f332e4a678a03bb7f684a55bd447da3a3d660e4a0094feca9f7fbbea6ad"

@@ -18,9 +18,8 @@ use serde_json::{Map, Value};
 use super::compile::{tag_value, CompiledPolicy, GroupRules, Picked, RuleMeta, RuleSet};
 use super::memo::Memo;
 use super::spec::{Outcome, Selector};
-use crate::api::DecisionWarning;
-use crate::domain::agent::selector_text;
-use crate::domain::RiskTier;
+use acp_domain::agent::selector_text;
+use acp_domain::RiskTier;
 
 /// Metadata of an attachment (never its content).
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
@@ -28,6 +27,18 @@ pub struct Attachment {
     pub filename: String,
     pub content_type: String,
     pub size_bytes: u64,
+}
+
+/// A warning about a check's request, answered beside its decision.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Warning {
+    /// A stable snake_case code: `field_type_mismatch` (a context field the policy reads as a
+    /// number holds another JSON type).
+    pub code: String,
+    /// What is wrong and how to send it instead.
+    pub message: String,
+    /// The context field it is about.
+    pub field: String,
 }
 
 /// The email facts of a `send_email` check.
@@ -38,23 +49,26 @@ pub struct EmailFacts {
     pub attachments: Vec<Attachment>,
 }
 
-/// The address of one recipient entry: lettre's parser reads `Name <address>` forms; anything
-/// it does not read as one mailbox (a list in one entry, say) is kept as written, to be refused
-/// by the one-address check.
-fn address_of(entry: &str) -> String {
-    let entry = entry.trim();
-    match <lettre::message::Mailbox as std::str::FromStr>::from_str(entry) {
-        Ok(mailbox) if entry.ends_with('>') => mailbox.email.to_string(),
-        _ => entry.to_owned(),
-    }
+/// Reads the address out of one recipient entry as written: `jane@example.com`, or
+/// `Jane Doe <jane@example.com>` (as `/v1/email/send` takes them). The service passes its mail
+/// layer's reader, which parses with the parser the message is sent with, so that a rule judges
+/// the address the message goes to: the engine reads no mailbox syntax of its own. An entry the
+/// reader does not read as one mailbox (a list in one entry, say) comes back as written, to be
+/// refused by the one-address check.
+pub type ReadAddress = fn(&str) -> String;
+
+/// The reader of entries that are bare addresses, as the semantic model writes them: the entry,
+/// trimmed (a `Name <address>` form is kept as written, and so refused).
+pub fn bare_address(entry: &str) -> String {
+    entry.trim().to_owned()
 }
 
 impl EmailFacts {
     /// Reads `{to, cc, bcc, attachments: [{filename, content_type, size_bytes}]}`; the error
     /// names the offending field.
     /// Recipients may be written `jane@example.com` or `Jane Doe <jane@example.com>` (as
-    /// `/v1/email/send` takes them); rules read the address.
-    pub fn from_json(email: &Value) -> Result<EmailFacts, &'static str> {
+    /// `/v1/email/send` takes them); `read` finds the address, which rules read.
+    pub fn from_json(email: &Value, read: ReadAddress) -> Result<EmailFacts, &'static str> {
         let Some(obj) = email.as_object() else {
             return Err("email");
         };
@@ -62,10 +76,10 @@ impl EmailFacts {
         for (field, name) in [("to", "email.to"), ("cc", "email.cc"), ("bcc", "email.bcc")] {
             match obj.get(field) {
                 None | Some(Value::Null) => {}
-                Some(Value::String(one)) => recipients.push(address_of(one)),
+                Some(Value::String(one)) => recipients.push(read(one)),
                 Some(Value::Array(list)) => {
                     for r in list {
-                        recipients.push(address_of(r.as_str().ok_or(name)?));
+                        recipients.push(read(r.as_str().ok_or(name)?));
                     }
                 }
                 Some(_) => return Err(name),
@@ -204,7 +218,7 @@ pub fn field_warnings(
     policy: &CompiledPolicy,
     action: &str,
     context: ContextFields<'_>,
-) -> Vec<DecisionWarning> {
+) -> Vec<Warning> {
     let mut warnings = Vec::new();
     for field in &policy.number_fields {
         let Some(value) = context.get(&field.name) else {
@@ -218,7 +232,7 @@ pub fn field_warnings(
     warnings
 }
 
-fn type_mismatch(name: &str, value: &Value) -> DecisionWarning {
+fn type_mismatch(name: &str, value: &Value) -> Warning {
     let found = match value {
         Value::String(text) => {
             let shown: String = text.chars().take(40).collect();
@@ -235,7 +249,7 @@ fn type_mismatch(name: &str, value: &Value) -> DecisionWarning {
         Some(n) => format!("send it as the JSON number {n}"),
         None => "send it as a JSON number".to_owned(),
     };
-    DecisionWarning {
+    Warning {
         code: FIELD_TYPE_MISMATCH.to_owned(),
         message: format!(
             "the context field `{name}` is {found}, but the policy reads it as a number: the rules that compare it did not apply; {send}"
@@ -932,7 +946,7 @@ fn merge_approvals<'a>(
             (None, r) => r.clone(),
             (Some(x), None) => Some(x),
             (Some(x), Some(y)) => {
-                let rank = |r: &str| crate::domain::Role::parse(r).map_or(3, |r| r as u8);
+                let rank = |r: &str| acp_domain::Role::parse(r).map_or(3, |r| r as u8);
                 Some(if rank(y) < rank(&x) { y.clone() } else { x })
             }
         };
@@ -946,34 +960,4 @@ fn merge_approvals<'a>(
         m.approvers.dedup();
     }
     merged
-}
-
-#[cfg(test)]
-mod recipient_tests {
-    use super::EmailFacts;
-    use serde_json::json;
-
-    #[test]
-    fn recipients_with_a_display_name_are_read_by_their_address() {
-        let facts = EmailFacts::from_json(&json!({
-            "to": ["Jane Doe <jane@example.com>", "bob@Example.org"],
-            "cc": "\"Doe, John\" <john@gmail.com>"
-        }))
-        .unwrap();
-        assert_eq!(
-            facts.recipients,
-            ["jane@example.com", "bob@Example.org", "john@gmail.com"]
-        );
-        // Still one address per entry: a list smuggled into one entry is refused.
-        for smuggled in [
-            "a@example.com, b@gmail.com",
-            "Jane <a@example.com>, b@gmail.com",
-        ] {
-            assert_eq!(
-                EmailFacts::from_json(&json!({"to": [smuggled]})).err(),
-                Some("email.to"),
-                "{smuggled}"
-            );
-        }
-    }
 }

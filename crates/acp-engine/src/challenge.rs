@@ -136,7 +136,7 @@ pub fn approval_email_text(
     text.push_str(&format!(
         "\nApprove or deny (the link works once, until {}; log in as an approver of the \
          workspace if the page asks):\n\n{approval_link}\n",
-        crate::time::iso(expires_at)
+        acp_domain::time::iso(expires_at)
     ));
     text
 }

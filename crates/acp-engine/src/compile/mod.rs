@@ -306,7 +306,7 @@ pub fn compile_with(spec: &PolicySpec, budget: &Budget) -> Result<CompiledPolicy
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::spec::{parse, Format};
+    use crate::spec::{parse, Format};
 
     #[test]
     fn compilation_stops_when_its_request_is_gone() {

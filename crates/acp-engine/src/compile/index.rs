@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use cedar_policy::{EntityUid, Policy, PolicyId, PolicySet};
 
-use crate::policy::limits::Budget;
-use crate::policy::spec::{ApprovalRules, Outcome, SpecError};
+use crate::limits::Budget;
+use crate::spec::{ApprovalRules, Outcome, SpecError};
 
 /// What a matching rule means.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -46,8 +46,8 @@ pub fn warnings(spec: &PolicySpec) -> Vec<SpecError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::compile::{compile, unused_block_errors};
-    use crate::policy::spec::{parse, Format};
+    use crate::compile::{compile, unused_block_errors};
+    use crate::spec::{parse, Format};
 
     #[test]
     fn unused_blocks_and_groups_are_warnings_and_unused_blocks_are_still_checked() {

@@ -13,11 +13,11 @@ use std::sync::Arc;
 use cedar_policy::{EntityUid, Policy, PolicyId};
 use serde_json::Value;
 
-use crate::domain::RiskTier;
-use crate::policy::spec::{
+use crate::spec::{
     ActionRules, AmountRules, ApprovalRules, Block, EmailRules, Outcome, PolicySpec, SpecError,
     VaultRules,
 };
+use acp_domain::RiskTier;
 
 use super::index::{Compiled, FieldGuard, Placed, RuleMeta, TagRange};
 use super::validate::{self, Raw};

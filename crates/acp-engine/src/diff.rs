@@ -128,7 +128,7 @@ pub fn diff(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::spec::{parse, Format};
+    use crate::spec::{parse, Format};
 
     #[test]
     fn summary_lists_what_changed() {

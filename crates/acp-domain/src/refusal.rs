@@ -94,12 +94,13 @@ impl Refusal {
 
 /// The constructors every use-case error enum shares. The enum must have the variants
 /// `Field(FieldError)`, `Refused(Refusal)` and `Internal(String)`.
+#[macro_export]
 macro_rules! use_case_error {
     ($error:ty) => {
         impl $error {
             /// A required field that is absent, null or empty.
             pub fn missing(field: impl Into<std::borrow::Cow<'static, str>>) -> Self {
-                Self::Field($crate::domain::FieldError::missing(field))
+                Self::Field($crate::FieldError::missing(field))
             }
 
             /// A field whose value has the wrong type, shape or value.
@@ -107,57 +108,57 @@ macro_rules! use_case_error {
                 field: impl Into<std::borrow::Cow<'static, str>>,
                 why: impl std::fmt::Display,
             ) -> Self {
-                Self::Field($crate::domain::FieldError::invalid(field, why))
+                Self::Field($crate::FieldError::invalid(field, why))
             }
 
             pub fn malformed(
                 code: &'static str,
                 message: impl Into<std::borrow::Cow<'static, str>>,
             ) -> Self {
-                Self::Refused($crate::domain::Refusal::invalid(code, message))
+                Self::Refused($crate::Refusal::invalid(code, message))
             }
 
             pub fn unauthenticated(
                 code: &'static str,
                 message: impl Into<std::borrow::Cow<'static, str>>,
             ) -> Self {
-                Self::Refused($crate::domain::Refusal::unauthenticated(code, message))
+                Self::Refused($crate::Refusal::unauthenticated(code, message))
             }
 
             pub fn forbidden(
                 code: &'static str,
                 message: impl Into<std::borrow::Cow<'static, str>>,
             ) -> Self {
-                Self::Refused($crate::domain::Refusal::forbidden(code, message))
+                Self::Refused($crate::Refusal::forbidden(code, message))
             }
 
             pub fn not_found(
                 code: &'static str,
                 message: impl Into<std::borrow::Cow<'static, str>>,
             ) -> Self {
-                Self::Refused($crate::domain::Refusal::not_found(code, message))
+                Self::Refused($crate::Refusal::not_found(code, message))
             }
 
             pub fn conflict(
                 code: &'static str,
                 message: impl Into<std::borrow::Cow<'static, str>>,
             ) -> Self {
-                Self::Refused($crate::domain::Refusal::conflict(code, message))
+                Self::Refused($crate::Refusal::conflict(code, message))
             }
 
             pub fn gone(
                 code: &'static str,
                 message: impl Into<std::borrow::Cow<'static, str>>,
             ) -> Self {
-                Self::Refused($crate::domain::Refusal::gone(code, message))
+                Self::Refused($crate::Refusal::gone(code, message))
             }
 
             pub fn unknown_agent() -> Self {
-                Self::Refused($crate::domain::Refusal::unknown_agent())
+                Self::Refused($crate::Refusal::unknown_agent())
             }
 
             pub fn agent_not_active(status: &str) -> Self {
-                Self::Refused($crate::domain::Refusal::agent_not_active(status))
+                Self::Refused($crate::Refusal::agent_not_active(status))
             }
 
             /// A failure the caller cannot fix; `cause` is logged, never sent.
@@ -167,7 +168,7 @@ macro_rules! use_case_error {
         }
     };
 }
-pub(crate) use use_case_error;
+pub use crate::use_case_error;
 
 impl From<super::FieldError> for Refusal {
     fn from(err: super::FieldError) -> Self {

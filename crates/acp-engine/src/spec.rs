@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::domain::RiskTier;
+use acp_domain::RiskTier;
 
 use super::source::{parse_json, parse_yaml, Located, Pos};
 

@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use super::compile::CompiledPolicy;
-use super::evaluate::{evaluate, ContextFields, Decision, EmailFacts, Facts};
+use super::evaluate::{evaluate, ContextFields, Decision, EmailFacts, Facts, ReadAddress};
 
 /// The agent statuses and risk tiers a request may name.
 pub const STATUSES: [&str; 4] = ["pending", "active", "suspended", "revoked"];
@@ -27,8 +27,13 @@ pub struct BenchRequest {
     pub email: Option<Value>,
 }
 
-/// The decision on `request`, or what is wrong with the request (naming the field).
-pub fn run(policy: &CompiledPolicy, request: &BenchRequest) -> Result<Decision, String> {
+/// The decision on `request`, or what is wrong with the request (naming the field); `read`
+/// finds each recipient's address, as the service's checks find it.
+pub fn run(
+    policy: &CompiledPolicy,
+    request: &BenchRequest,
+    read: ReadAddress,
+) -> Result<Decision, String> {
     if !STATUSES.contains(&request.status.as_str()) {
         return Err(format!(
             "`agent.status` must be one of {}",
@@ -56,7 +61,7 @@ pub fn run(policy: &CompiledPolicy, request: &BenchRequest) -> Result<Decision, 
     let email = match &request.email {
         None => None,
         Some(v) => Some(
-            EmailFacts::from_json(v)
+            EmailFacts::from_json(v, read)
                 .map_err(|field| format!("`{field}` is not valid email input"))?,
         ),
     };
@@ -78,8 +83,9 @@ pub fn run(policy: &CompiledPolicy, request: &BenchRequest) -> Result<Decision, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::spec::{parse, Format};
-    use crate::policy::{compile, Outcome};
+    use crate::evaluate::bare_address;
+    use crate::spec::{parse, Format};
+    use crate::{compile, Outcome};
     use serde_json::json;
 
     fn request(action: &str) -> BenchRequest {
@@ -103,24 +109,30 @@ mod tests {
         )
         .unwrap();
         let policy = compile(&spec).unwrap();
-        let allowed = run(&policy, &request("read")).unwrap();
+        let allowed = run(&policy, &request("read"), bare_address).unwrap();
         assert_eq!(allowed.outcome, Outcome::Allow);
         assert_eq!(
             allowed.determining_policies,
             vec!["ops-read/read".to_string()]
         );
-        let denied = run(&policy, &request("write")).unwrap();
+        let denied = run(&policy, &request("write"), bare_address).unwrap();
         assert_eq!(denied.outcome, Outcome::Deny);
         assert!(!denied.reason_codes.is_empty());
 
         let mut bad = request("read");
         bad.status = "asleep".into();
-        assert!(run(&policy, &bad).unwrap_err().contains("agent.status"));
+        assert!(run(&policy, &bad, bare_address)
+            .unwrap_err()
+            .contains("agent.status"));
         let mut bad = request("read");
         bad.context = json!([1]);
-        assert!(run(&policy, &bad).unwrap_err().contains("`context`"));
+        assert!(run(&policy, &bad, bare_address)
+            .unwrap_err()
+            .contains("`context`"));
         let mut bad = request("read");
         bad.email = Some(json!("nope"));
-        assert!(run(&policy, &bad).unwrap_err().contains("email"));
+        assert!(run(&policy, &bad, bare_address)
+            .unwrap_err()
+            .contains("email"));
     }
 }

@@ -1,4 +1,4 @@
-//! Validation: what a spec must satisfy besides its shape (which [`crate::policy::spec`] reads):
+//! Validation: what a spec must satisfy besides its shape (which [`crate::spec`] reads):
 //! names and references, the values of each built-in block, raw Cedar conditions, and the
 //! compiled Cedar checked in strict mode against `schemas/acp.cedarschema`, with each error
 //! pointed back at the part of the spec it comes from. Emission calls the block checks as it
@@ -10,14 +10,14 @@ use std::sync::OnceLock;
 
 use cedar_policy::{PolicyId, PolicySet, Schema, ValidationMode, Validator};
 
-use crate::policy::spec::{
+use crate::spec::{
     nearest, ActionRules, AmountRules, ApprovalRules, CedarRule, Outcome, PolicySpec, SpecError,
     StatusRules, Threshold,
 };
 
 use super::index::scaled;
 
-const SCHEMA_TEXT: &str = include_str!("../../../schemas/acp.cedarschema");
+const SCHEMA_TEXT: &str = include_str!("../../../../schemas/acp.cedarschema");
 
 /// The Cedar schema, parsed once.
 pub fn schema() -> Result<&'static Schema, SpecError> {
@@ -90,7 +90,7 @@ pub(super) fn structure(spec: &PolicySpec, errors: &mut Vec<SpecError>) {
             }
         }
         for (j, m) in g.members.iter().enumerate() {
-            if !crate::domain::ids::has_shape(m, crate::domain::ids::AGENT) {
+            if !acp_domain::ids::has_shape(m, acp_domain::ids::AGENT) {
                 errors.push(SpecError::new(
                     format!("agent_groups[{i}].members[{j}]"),
                     format!("`{m}` is not an agent id"),
@@ -205,7 +205,7 @@ pub(super) struct Raw {
 /// A block's approval settings.
 pub(super) fn approval(a: &ApprovalRules, path: &str, errors: &mut Vec<SpecError>) {
     for (i, email) in a.approvers.iter().enumerate() {
-        if crate::domain::EmailAddress::parse(email).is_err() {
+        if acp_domain::EmailAddress::parse(email).is_err() {
             errors.push(SpecError::new(
                 format!("{path}.approval.approvers[{i}]"),
                 format!("`{email}` is not an email address"),
@@ -214,7 +214,7 @@ pub(super) fn approval(a: &ApprovalRules, path: &str, errors: &mut Vec<SpecError
     }
     if a.approver_role
         .as_deref()
-        .is_some_and(|r| crate::domain::Role::parse(r).is_none())
+        .is_some_and(|r| acp_domain::Role::parse(r).is_none())
     {
         errors.push(SpecError::new(
             format!("{path}.approval.approver_role"),
@@ -442,7 +442,7 @@ pub(super) fn vault_actions(
     for (i, entry) in list.iter().enumerate() {
         let entry = entry.trim();
         // Every spelling the vault accepts (`proxy_use`, `mint_request_lease` too).
-        match crate::domain::VaultAction::parse(entry) {
+        match acp_domain::VaultAction::parse(entry) {
             Some(action) => {
                 actions.insert(action.check_action().to_owned());
             }

@@ -12,6 +12,7 @@ pub mod input;
 pub mod member;
 pub mod refusal;
 pub mod signup;
+pub mod time;
 pub mod vault_action;
 
 pub use access::{Denied, Need, Scopes};
