@@ -154,7 +154,7 @@ async fn main() -> Result<()> {
     )
     .await
     .map_err(|e| anyhow::anyhow!("policy: {e}"))?;
-    acp::enforce::vault::create_set(
+    acp::vault::sets::create_set(
         &ctx,
         &workspace_id,
         &actor,
@@ -167,7 +167,7 @@ async fn main() -> Result<()> {
     )
     .await
     .map_err(|e| anyhow::anyhow!("set: {e}"))?;
-    acp::enforce::vault::create_grant(
+    acp::vault::sets::create_grant(
         &ctx,
         &workspace_id,
         &actor,
@@ -178,7 +178,7 @@ async fn main() -> Result<()> {
     )
     .await
     .map_err(|e| anyhow::anyhow!("grant: {e}"))?;
-    let workflow = acp::enforce::leases::issue_workflow(
+    let workflow = acp::vault::leases::issue_workflow(
         &ctx,
         &workspace_id,
         &actor,

@@ -272,8 +272,8 @@ impl App {
         // Every sealed item must open with this key, or the server does not start (rather than
         // answer 500 on first use): the JWT signing keys, the vault's data keys, the audit
         // sinks' secrets. A key file is written only once that holds.
-        let sealed = crate::enforce::vault::sealed_keys(store.as_ref()).await?;
-        let unopened = crate::enforce::vault::unopened(&master_key, &sealed);
+        let sealed = crate::vault::sets::sealed_keys(store.as_ref()).await?;
+        let unopened = crate::vault::sets::unopened(&master_key, &sealed);
         if let Some(first) = unopened.first() {
             let count = unopened.len();
             if let Some(file) = &new_key_file {
@@ -296,8 +296,8 @@ impl App {
                 // Another server on this database wrote the file first: its key is the one,
                 // and it is checked like a key file found at start.
                 KeyFile::Found(key) => {
-                    let sealed = crate::enforce::vault::sealed_keys(store.as_ref()).await?;
-                    if let Some(first) = crate::enforce::vault::unopened(&key, &sealed).first() {
+                    let sealed = crate::vault::sets::sealed_keys(store.as_ref()).await?;
+                    if let Some(first) = crate::vault::sets::unopened(&key, &sealed).first() {
                         anyhow::bail!(
                             "the key file `{}` written meanwhile by another server does not open \
                              what the database holds sealed (first: {first}); this server wrote no key file",
@@ -326,22 +326,21 @@ impl App {
         let mailer =
             crate::mail::from_url(&config.email_url, &config.email_from, dyn_store.clone())
                 .map_err(anyhow::Error::msg)?;
-        let egress = crate::enforce::egress::Egress::new(crate::enforce::egress::EgressSettings {
+        let egress = crate::net::egress::Egress::new(crate::net::egress::EgressSettings {
             allow: config.vault_proxy_allow.clone(),
             ca_pem: config.vault_proxy_ca_pem.clone(),
             timeout: std::time::Duration::from_secs(config.vault_proxy_timeout_secs),
             max_response_bytes: config.vault_proxy_max_response_bytes,
         })
         .map_err(anyhow::Error::msg)?;
-        let sink_egress =
-            crate::enforce::egress::Egress::new(crate::enforce::egress::EgressSettings {
-                allow: config.vault_proxy_allow.clone(),
-                ca_pem: config.vault_proxy_ca_pem.clone(),
-                timeout: std::time::Duration::from_secs(config.audit_sink_timeout_secs),
-                // The receiver's answer is not read, only its status.
-                max_response_bytes: 64 * 1024,
-            })
-            .map_err(anyhow::Error::msg)?;
+        let sink_egress = crate::net::egress::Egress::new(crate::net::egress::EgressSettings {
+            allow: config.vault_proxy_allow.clone(),
+            ca_pem: config.vault_proxy_ca_pem.clone(),
+            timeout: std::time::Duration::from_secs(config.audit_sink_timeout_secs),
+            // The receiver's answer is not read, only its status.
+            max_response_bytes: 64 * 1024,
+        })
+        .map_err(anyhow::Error::msg)?;
         let mut bootstrap = bootstrap(store.as_ref(), &config).await?;
         let owner_later = match (&bootstrap, &config.owner) {
             (None, Some(email)) => Some(owner_later(store.as_ref(), email.as_str()).await?),

@@ -26,9 +26,9 @@ pub struct Context {
     /// Turns true when the server starts shutting down (long-lived streams end).
     pub closing: tokio::sync::watch::Sender<bool>,
     /// The vault proxy's outbound HTTPS, with its operator allow-list and pooled clients.
-    pub egress: crate::enforce::egress::Egress,
+    pub egress: crate::net::egress::Egress,
     /// The audit sinks' outbound HTTPS: the proxy's allow-list and roots, the sinks' timeout.
-    pub sink_egress: crate::enforce::egress::Egress,
+    pub sink_egress: crate::net::egress::Egress,
     /// This process among the replicas (holds audit sink leases): random per start.
     pub instance_id: String,
     /// The live audit streams (`GET /v1/workspace/audit/stream`), counted against their caps.

@@ -28,15 +28,23 @@ const LAYERS: &[(&str, u8)] = &[
     // the replica's caches of keys, agents and compiled policies, and the errors and texts of
     // its use cases. Pure but for the caches, which read the store.
     ("policy", 1),
-    ("enforce::egress", 1),
+    // Outbound HTTP with its SSRF rules (the vault proxy's and the audit sinks' way out).
+    ("net", 1),
+    // The audit trail's events, cursors, names and tail (what every use case records with);
+    // its own use cases (sinks and their delivery, retention, the summary) sit a floor above.
+    ("audit", 1),
     // 2. The use cases and the run-time context they share.
     ("context", 2),
     ("policy::check", 2),
     ("policy::sync", 2),
     ("identity", 2),
     ("enforce", 2),
+    ("vault", 2),
     ("telemetry", 2),
-    ("audit", 2),
+    ("audit::delivery", 2),
+    ("audit::retention", 2),
+    ("audit::sinks", 2),
+    ("audit::summary", 2),
     ("site", 2),
     // 3. The edges: HTTP (with its error type), the command line, assembly and the binary.
     ("error", 3),

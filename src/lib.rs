@@ -22,12 +22,14 @@ pub mod error;
 pub mod http;
 pub mod identity;
 pub mod mail;
+pub mod net;
 pub mod observe;
 pub mod policy;
 pub mod secret;
 pub mod site;
 pub mod store;
 pub mod telemetry;
+pub mod vault;
 
 pub use acp_domain as domain;
 pub use acp_domain::time;

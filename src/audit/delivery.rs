@@ -19,7 +19,7 @@ use sha2::Sha256;
 
 use crate::api;
 use crate::context::{Context, SharedContext};
-use crate::enforce::egress::{EgressError, Outbound};
+use crate::net::egress::{EgressError, Outbound};
 use crate::secret::{random_base62, sha256_hex};
 use crate::store::{DeliveryOutcome, SinkCursor, SinkRecord};
 use crate::time::now_ms;

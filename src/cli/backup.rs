@@ -113,7 +113,7 @@ fn check_master_key(
             file.display()
         )
     };
-    if let Some(first) = crate::enforce::vault::unopened(master, sealed)
+    if let Some(first) = crate::vault::sets::unopened(master, sealed)
         .into_iter()
         .next()
     {

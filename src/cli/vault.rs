@@ -117,7 +117,7 @@ async fn rewrap(args: &RewrapArgs) -> anyhow::Result<i32> {
     })?;
     let new = crate::app::existing_master_key(&config)?;
     let store = DatabaseArgs::open(&config).await?;
-    let done = crate::enforce::vault::rewrap(store.as_ref(), &old, &new).await;
+    let done = crate::vault::sets::rewrap(store.as_ref(), &old, &new).await;
     store.close().await;
     let done = done.map_err(anyhow::Error::msg)?;
     if output.json() {

@@ -3,13 +3,8 @@
 
 pub mod approvals;
 pub mod credentials;
-pub mod egress;
 pub mod email;
 pub mod error;
 pub mod jwt;
-pub mod leases;
-pub mod vault;
-pub mod vault_agent;
-pub mod vault_proxy;
 
 pub use error::{EnforceError, EnforceResult};

@@ -8,11 +8,11 @@ use crate::api::{
     AuditSinkListResponse, AuditSinkResponse, AuditSinkSecretResponse, CreateAuditSinkRequest,
     ErrorBody, OkResponse, UpdateAuditSinkRequest,
 };
+use crate::audit::sinks;
 use crate::context::SharedContext;
 use crate::domain::access::Need;
 use crate::error::ApiResult;
 use crate::identity::accounts::Principal;
-use crate::identity::audit_sinks as sinks;
 
 use super::extract::AppJson;
 use super::operator::person_requires;

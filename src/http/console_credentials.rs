@@ -20,12 +20,12 @@ use crate::audit::names::ActorNames;
 use crate::context::{Context, SharedContext};
 use crate::domain::access::Need;
 use crate::enforce::credentials::{self, SwitchChange};
-use crate::enforce::leases;
 use crate::error::ApiError;
 use crate::identity::accounts::Principal;
 use crate::identity::agents;
 use crate::store::ActiveCredential;
 use crate::time::{iso, parse_iso};
+use crate::vault::leases;
 
 use super::console::{
     answer, base, field, form_answer, page_answer, person, see_other, shell, Section, Shell,

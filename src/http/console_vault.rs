@@ -29,12 +29,12 @@ use crate::api::{
 use crate::context::{Context, SharedContext};
 use crate::domain::access::Need;
 use crate::domain::VaultAction;
-use crate::enforce::leases;
-use crate::enforce::vault::{self, Lifecycle};
 use crate::error::ApiError;
 use crate::identity::accounts::Principal;
 use crate::store::SetRef;
 use crate::time::{now_ms, parse_iso};
+use crate::vault::leases;
+use crate::vault::sets::{self as vault, Lifecycle};
 
 use super::console::{
     base, field, form_answer, page_answer, see_other, shell, Section, Shell, LIMIT, PAGE_ROWS,

@@ -368,9 +368,7 @@ async fn workspace_parts(
             .heartbeat_retention_days
             .map(|d| d.to_string())
             .unwrap_or_default(),
-        sinks: crate::identity::audit_sinks::list(ctx, principal)
-            .await?
-            .items,
+        sinks: crate::audit::sinks::list(ctx, principal).await?.items,
     })
 }
 

@@ -13,9 +13,9 @@ use crate::api::{
     WorkflowLeaseRequest, WorkflowLeaseResponse,
 };
 use crate::context::SharedContext;
-use crate::enforce::leases;
-use crate::enforce::vault::{self, Lifecycle};
 use crate::error::ApiResult;
+use crate::vault::leases;
+use crate::vault::sets::{self as vault, Lifecycle};
 
 use super::extract::{AppJson, AppPath, AppQuery};
 use super::operator::{needs, Authorized};

@@ -10,9 +10,9 @@ use crate::api::{
     RequestLeaseResponse, SecretsReadRequest, SecretsReadResponse, VaultEvalRequest,
 };
 use crate::context::SharedContext;
-use crate::enforce::vault_agent::{self, Signer};
-use crate::enforce::vault_proxy;
 use crate::error::ApiResult;
+use crate::vault::agent::{self as vault_agent, Signer};
+use crate::vault::proxy as vault_proxy;
 
 use super::extract::SignedRequest;
 

@@ -3,7 +3,6 @@
 pub mod accounts;
 pub mod agents;
 pub mod api_keys;
-pub mod audit_sinks;
 pub mod error;
 pub mod keys;
 pub mod signing;

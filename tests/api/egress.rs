@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use acp::enforce::egress::{
+use acp::net::egress::{
     render, scrub, target, Egress, EgressError, EgressSettings, Outbound, Profile, ProxyCall,
     Upstream,
 };

@@ -22,7 +22,7 @@ use crate::store::{
 };
 use crate::time::{iso, now_ms, parse_iso};
 
-use super::{EnforceError, EnforceResult};
+use crate::enforce::{EnforceError, EnforceResult};
 
 /// The id prefix of secret sets and grants.
 pub const SECRET_SET: &str = "ss";

@@ -5,12 +5,12 @@
 
 use serde_json::json;
 
-use super::accounts::{bounded_name, Principal};
-use super::{IdentityError, IdentityResult};
 use crate::api;
 use crate::context::Context;
 use crate::domain::ids;
-use crate::enforce::egress::EgressError;
+use crate::identity::accounts::{bounded_name, Principal};
+use crate::identity::{IdentityError, IdentityResult};
+use crate::net::egress::EgressError;
 use crate::secret::random_base62;
 use crate::store::{AuditOp, Change, SinkRecord, StoreError};
 use crate::time::{iso, now_ms};

@@ -15,9 +15,9 @@ use tracing::Instrument as _;
 use crate::api;
 use crate::context::Context;
 
-use super::egress::{self, EgressError, Profile, ProxyCall, Target};
-use super::vault_agent::{self, Scene, Signer, VaultAction};
-use super::{EnforceError, EnforceResult};
+use super::agent::{self, Scene, Signer, VaultAction};
+use crate::enforce::{EnforceError, EnforceResult};
+use crate::net::egress::{self, EgressError, Profile, ProxyCall, Target};
 use crate::policy::check::Effect;
 
 /// A proxy call read against its profile: where it goes, checked against where the profile
@@ -131,8 +131,7 @@ pub async fn proxy(
         .as_deref()
         .ok_or_else(EnforceError::unknown_agent)?;
     let scene = Scene::load(ctx, workspace_id, &req.secret_set_id).await?;
-    let lease =
-        vault_agent::lease_of(ctx, &signer, &scene, &req.request_lease_token, "request").await?;
+    let lease = agent::lease_of(ctx, &signer, &scene, &req.request_lease_token, "request").await?;
     if !lease.actions.contains(&VaultAction::Proxy) {
         return Err(EnforceError::forbidden(
             "action_not_leased",
@@ -141,7 +140,7 @@ pub async fn proxy(
     }
     let call = Call::read(&scene, &req.profile, &req.request)?;
     let keys = scene.keys(Some(&call.keys()))?;
-    vault_agent::within_lease(&lease, &keys, &scene.set.name)?;
+    agent::within_lease(&lease, &keys, &scene.set.name)?;
     let grant = scene
         .grant(ctx, signer.agent, VaultAction::Proxy, &keys)
         .await?;
@@ -153,7 +152,7 @@ pub async fn proxy(
         .destination(&call.target)
         .await
         .map_err(refusal)?;
-    let entries = super::vault::open_entries(ctx, &scene.set, &scene.version)?;
+    let entries = super::sets::open_entries(ctx, &scene.set, &scene.version)?;
     let secrets: BTreeMap<String, String> = entries
         .into_iter()
         .filter(|(k, _)| keys.contains(k))
@@ -167,8 +166,8 @@ pub async fn proxy(
         "host": t.host, "port": t.port, "path": t.path, "keys": keys,
     });
     let effect = Effect {
-        op: vault_agent::use_of(&signer, &scene, &lease, &grant).into(),
-        audit: vec![vault_agent::event(
+        op: agent::use_of(&signer, &scene, &lease, &grant).into(),
+        audit: vec![agent::event(
             &signer,
             &scene,
             "vault.lease.used",
@@ -176,7 +175,7 @@ pub async fn proxy(
             base.clone(),
         )],
     };
-    let decision = vault_agent::decide(
+    let decision = agent::decide(
         ctx,
         &signer,
         VaultAction::Proxy,
@@ -209,7 +208,7 @@ pub async fn proxy(
                     .iter()
                     .map(|l| json!({"key": l.key, "place": l.place, "form": l.form}))
                     .collect();
-                events.push(vault_agent::event(
+                events.push(agent::event(
                     &signer,
                     &scene,
                     "vault.proxy.leak_scrubbed",
@@ -226,7 +225,7 @@ pub async fn proxy(
     };
     events.insert(
         0,
-        vault_agent::event(&signer, &scene, "vault.proxy.request", "proxy", details),
+        agent::event(&signer, &scene, "vault.proxy.request", "proxy", details),
     );
     for event in &mut events {
         event.trace_id = Some(trace_id.clone());

@@ -1,7 +1,7 @@
 //! The vault, the agent's side: an agent, with its own signed requests,
 //! asks how the policy would judge a vault action, mints short request leases from the
 //! workflow lease a person handed it, and reads secrets with them (the proxy, which uses
-//! secrets without handing them over, is in `vault_proxy.rs`).
+//! secrets without handing them over, is in `proxy.rs`).
 //!
 //! Every action is judged three ways, in this order: the lease (the agent's, for this set and
 //! action, live, with uses left), the grants (a live grant of the set to the agent or one of
@@ -31,9 +31,9 @@ use crate::store::{
 use crate::time::{iso, now_ms};
 
 use super::leases::{lease_action, LEASE};
-use super::vault::{live_set, open_entries, set_ref};
-use super::{EnforceError, EnforceResult};
+use super::sets::{live_set, open_entries, set_ref};
 pub use crate::domain::VaultAction;
+use crate::enforce::{EnforceError, EnforceResult};
 
 pub const REQUEST_TOKEN_PREFIX: &str = "vrl_";
 const DEFAULT_REQUEST_TTL_SECS: i64 = 60;
@@ -318,7 +318,7 @@ pub async fn eval(
     };
     let call = match (action, &req.profile, &req.request) {
         (VaultAction::Proxy, Some(profile), Some(request)) => {
-            Some(super::vault_proxy::Call::read(&scene, profile, request)?)
+            Some(super::proxy::Call::read(&scene, profile, request)?)
         }
         _ => None,
     };

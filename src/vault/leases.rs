@@ -14,8 +14,8 @@ use crate::secret::{random_base62, sha256_hex};
 use crate::store::{Change, LeaseFilter, LeaseRecord, StoreError, VaultOp};
 use crate::time::{iso, now_ms};
 
-use super::vault::{set_ref, set_ref_text};
-use super::{EnforceError, EnforceResult};
+use super::sets::{set_ref, set_ref_text};
+use crate::enforce::{EnforceError, EnforceResult};
 
 /// The id prefix of leases, and of workflow lease tokens.
 pub const LEASE: &str = "ls";
@@ -70,7 +70,7 @@ pub async fn issue_workflow(
     actor: &Actor,
     req: api::WorkflowLeaseRequest,
 ) -> EnforceResult<api::WorkflowLeaseResponse> {
-    let set = super::vault::live_set(ctx, workspace_id, &set_ref(&req.secret_set_id)?).await?;
+    let set = super::sets::live_set(ctx, workspace_id, &set_ref(&req.secret_set_id)?).await?;
     let agent = ctx
         .store
         .agent(&req.agent_id)
@@ -177,7 +177,7 @@ pub async fn list(
     }
     let secret_set_id = match params.secret_set_id.as_deref().filter(|s| !s.is_empty()) {
         Some(text) => Some(
-            super::vault::any_set(ctx, workspace_id, &set_ref_text(text)?)
+            super::sets::any_set(ctx, workspace_id, &set_ref_text(text)?)
                 .await?
                 .id,
         ),
@@ -237,7 +237,7 @@ pub async fn revoke_matching(
     let secret_set_id = match &req.secret_set_id {
         None | Some(serde_json::Value::Null) => None,
         Some(v) => Some(
-            super::vault::any_set(ctx, workspace_id, &set_ref(v)?)
+            super::sets::any_set(ctx, workspace_id, &set_ref(v)?)
                 .await?
                 .id,
         ),
