@@ -1,11 +1,14 @@
-//! The dependency direction, checked: every `crate::` path in `src/**` (a `use` line or a path
-//! in code), and every `super::` path of a module's own files, is an arrow from the file's module
-//! to the module it names. Modules are the table's entries: a top-level module, or one of its
+//! The dependency direction, checked: every `crate::` path in `src/**` (a `use` line, a group
+//! or a path in code), and every `self::` and `super::` path of every file (chains of
+//! `super::` included), made absolute, is an arrow from the file's module to the module it
+//! names; a name a module re-exports from one of its submodules (`pub use sub::Item`) names
+//! that submodule. Modules are the table's entries: a top-level module, or one of its
 //! submodules where the table places that apart (the policy engine sits below the run-time
-//! context; the check and sync use cases, in the same folder so that the decision path reads top
-//! to bottom in one place, sit above it). An arrow to a higher layer fails, and so does any
-//! circle of arrows between modules, each named by the file and line that draws it. The table is
-//! the one in `docs/architecture.md`.
+//! context; the check and sync use cases, in the same folder so that the decision path reads
+//! top to bottom in one place, sit above it). An arrow to a higher layer fails, and so does any
+//! circle of arrows between modules, each named by the file and line that draws it. The table
+//! is the one in `docs/architecture.md`. The crates below the service (`acp-domain`,
+//! `acp-engine`) are held by the compiler, and by the last test here, which reads `Cargo.lock`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -165,71 +168,22 @@ fn ident_at(code: &str, at: usize) -> &str {
     &rest[..end]
 }
 
-/// The module (a table entry) that `path` names, from its first segment `first` at byte
-/// `after` of `code` (just past `first`): `first::sub` when the table has that entry and the
-/// path goes on into it, else `first`. A group (`first::{a, b}`) names each of its items.
-fn units_at(code: &str, first: &str, after: usize) -> Vec<String> {
-    let rest = &code[after..];
-    let Some(rest) = rest.strip_prefix("::") else {
-        return vec![first.to_owned()];
-    };
-    let entry = |sub: &str| {
-        let unit = format!("{first}::{sub}");
-        if LAYERS.iter().any(|(m, _)| *m == unit) {
-            unit
-        } else {
-            first.to_owned()
-        }
-    };
-    if let Some(group) = rest.strip_prefix('{') {
-        let end = group.find('}').unwrap_or(group.len());
-        let mut units: Vec<String> = group[..end]
-            .split(',')
-            .map(|item| entry(ident_at(item.trim_start(), 0)))
-            .collect();
-        units.dedup();
-        units
-    } else {
-        vec![entry(ident_at(rest, 0))]
-    }
-}
+/// Names re-exported by a module from one of its own submodules (`pub use check::Attempt;` in
+/// `policy/mod.rs`), by the module's path and the name: a path through the re-export names the
+/// submodule's table entry, not the module's.
+type Reexports = BTreeMap<(String, String), String>;
 
-/// The modules named after `prefix` (`crate::`, or `acp::` in the binary): `x` in
-/// `crate::x::...`, and each `x` in `crate::{x, y::z}`, each refined by [`units_at`]. `base`
-/// stands for the prefix itself (`super::` in a module's files names the module): then the
-/// names are its submodules. With the byte offset of each.
-fn named_after(code: &str, prefix: &str, base: Option<&str>) -> Vec<(usize, String)> {
-    let mut found = Vec::new();
-    let mut from = 0;
-    let name = |first: &str, at: usize| -> Vec<String> {
-        match base {
-            None => units_at(code, first, at + first.len()),
-            Some(base) => {
-                let unit = format!("{base}::{first}");
-                if LAYERS.iter().any(|(m, _)| *m == unit) {
-                    vec![unit]
-                } else {
-                    vec![base.to_owned()]
-                }
-            }
-        }
-    };
-    while let Some(pos) = code[from..].find(prefix) {
-        let at = from + pos;
-        from = at + prefix.len();
-        if at > 0
-            && code[..at]
-                .chars()
-                .next_back()
-                .is_some_and(|c| is_ident(c) || c == '$' || c == ':')
-        {
-            continue;
-        }
-        let after = at + prefix.len();
-        if code[after..].starts_with('{') {
+/// The paths that start at byte `at` of `code` (just past a prefix such as `crate::`), each
+/// item of a group (`a::{b, c::{d, e}}`) a path of its own, after `prefix`; with the byte offset
+/// of each.
+fn paths_at(code: &str, at: usize, prefix: Vec<String>, into: &mut Vec<(usize, Vec<String>)>) {
+    let mut path = prefix;
+    let mut at = at;
+    loop {
+        if code[at..].starts_with('{') {
             let mut depth = 0;
             let mut start_of_item = true;
-            for (k, ch) in code[after..].char_indices() {
+            for (k, ch) in code[at..].char_indices() {
                 match ch {
                     '{' => {
                         depth += 1;
@@ -244,27 +198,206 @@ fn named_after(code: &str, prefix: &str, base: Option<&str>) -> Vec<(usize, Stri
                     ',' if depth == 1 => start_of_item = true,
                     c if c.is_whitespace() => {}
                     _ if depth == 1 && start_of_item => {
-                        let first = ident_at(code, after + k);
-                        if !first.is_empty() {
-                            for unit in name(first, after + k) {
-                                found.push((after + k, unit));
-                            }
-                        }
+                        paths_at(code, at + k, path.clone(), into);
                         start_of_item = false;
                     }
                     _ => {}
                 }
             }
+            return;
+        }
+        let segment = ident_at(code, at);
+        if segment.is_empty() {
+            if !path.is_empty() {
+                into.push((at, path));
+            }
+            return;
+        }
+        path.push(segment.to_owned());
+        let next = at + segment.len();
+        if code[next..].starts_with("::") {
+            at = next + 2;
         } else {
-            let first = ident_at(code, after);
-            if !first.is_empty() {
-                for unit in name(first, after) {
-                    found.push((at, unit));
+            into.push((at, path));
+            return;
+        }
+    }
+}
+
+/// The table entry an absolute path names: the longest prefix of it that is an entry or
+/// reaches one through a re-export. `None` for a path that names no module of the table.
+fn unit_for(path: &[String], reexports: &Reexports) -> Option<String> {
+    for k in (1..=path.len()).rev() {
+        if k >= 2 {
+            let key = (path[..k - 1].join("::"), path[k - 1].clone());
+            if let Some(unit) = reexports.get(&key) {
+                return Some(unit.clone());
+            }
+        }
+        let candidate = path[..k].join("::");
+        if LAYERS.iter().any(|(m, _)| *m == candidate) {
+            return Some(candidate);
+        }
+    }
+    None
+}
+
+/// A module path named in a file, made absolute, at a byte offset of the file; `absolute` when
+/// it was written from the crate root (`crate::`, or `acp::` in the binary).
+struct Named {
+    at: usize,
+    path: Vec<String>,
+    absolute: bool,
+}
+
+/// The module paths named in `code` of a file whose module path is `module`: every
+/// `crate::` path (`acp::` in the binary), and every `self::` and `super::` path (chains of
+/// `super::` included), each made absolute.
+fn named_paths(code: &str, module: &[String], crate_prefix: &str) -> Vec<Named> {
+    let mut found = Vec::new();
+    let bytes = code.as_bytes();
+    let mut at = 0;
+    while at < code.len() {
+        let starts_path = at == 0 || {
+            let before = code[..at].chars().next_back();
+            !before.is_some_and(|c| is_ident(c) || c == '$' || c == ':')
+        };
+        if !starts_path || !(bytes[at].is_ascii_alphabetic()) {
+            at += code[at..].chars().next().map_or(1, char::len_utf8);
+            continue;
+        }
+        let (base, after) = if code[at..].starts_with(crate_prefix) {
+            (Vec::new(), at + crate_prefix.len())
+        } else if code[at..].starts_with("self::") || code[at..].starts_with("super::") {
+            let mut base = module.to_vec();
+            let mut after = at;
+            if code[after..].starts_with("self::") {
+                after += "self::".len();
+            }
+            let mut outside = false;
+            while code[after..].starts_with("super::") {
+                after += "super::".len();
+                outside |= base.pop().is_none();
+            }
+            if outside {
+                at = after;
+                continue;
+            }
+            (base, after)
+        } else {
+            at += ident_at(code, at).len().max(1);
+            continue;
+        };
+        let absolute = code[at..].starts_with(crate_prefix);
+        let mut paths = Vec::new();
+        paths_at(code, after, base, &mut paths);
+        for (offset, path) in paths {
+            found.push(Named {
+                at: offset,
+                path,
+                absolute,
+            });
+        }
+        at = after;
+    }
+    found
+}
+
+/// The module path a file of `src/` stands for: `src/m/x.rs` is `m::x`, `src/m/mod.rs` is `m`.
+fn module_of(parts: &[String]) -> Vec<String> {
+    let mut module = parts.to_vec();
+    if module.last().is_some_and(|last| last == "mod") {
+        module.pop();
+    }
+    module
+}
+
+/// Every `pub use` of a module's own submodule's item, as [`Reexports`] (a re-export through
+/// `crate::` or `super::` paths is resolved the same way).
+fn reexports(src: &Path, files: &[PathBuf]) -> Reexports {
+    let mut map = Reexports::new();
+    for path in files {
+        let rel = path.strip_prefix(src).unwrap_or(path);
+        let parts: Vec<String> = rel
+            .iter()
+            .map(|p| p.to_string_lossy().trim_end_matches(".rs").to_owned())
+            .collect();
+        if parts[0] == "lib" || parts[0] == "main" {
+            continue;
+        }
+        let module = module_of(&parts);
+        let folder = src.join(module.join("/"));
+        let code = code_only(&std::fs::read_to_string(path).unwrap_or_default());
+        let mut from = 0;
+        while let Some(pos) = code[from..].find("pub use ") {
+            let start = from + pos + "pub use ".len();
+            let end = code[start..].find(';').map_or(code.len(), |e| start + e);
+            from = end;
+            let statement = code[start..end].trim();
+            let own = |first: &str| {
+                folder.join(format!("{first}.rs")).exists()
+                    || folder.join(first).join("mod.rs").exists()
+            };
+            let (base, rest) = if let Some(rest) = statement.strip_prefix("crate::") {
+                (Vec::new(), rest)
+            } else if statement.starts_with("self::") || statement.starts_with("super::") {
+                let mut base = module.clone();
+                let mut rest = statement.strip_prefix("self::").unwrap_or(statement);
+                while let Some(r) = rest.strip_prefix("super::") {
+                    base.pop();
+                    rest = r;
+                }
+                (base, rest)
+            } else if own(ident_at(statement, 0)) {
+                (module.clone(), statement)
+            } else {
+                continue;
+            };
+            // `a::b::{C, D as E}` or `a::b::C` (or `... as E`): the names it exports, each with
+            // the path of what it exports.
+            let (prefix, items): (&str, Vec<&str>) = match rest.find('{') {
+                Some(open) => (
+                    rest[..open].trim_end_matches("::"),
+                    rest[open + 1..]
+                        .trim_end_matches('}')
+                        .split(',')
+                        .map(str::trim)
+                        .filter(|i| !i.is_empty())
+                        .collect(),
+                ),
+                None => match rest.rfind("::") {
+                    Some(cut) => (&rest[..cut], vec![&rest[cut + 2..]]),
+                    None => ("", vec![rest]),
+                },
+            };
+            let mut target = base.clone();
+            target.extend(
+                prefix
+                    .split("::")
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_owned),
+            );
+            for item in items {
+                let (path, name) = match item.split_once(" as ") {
+                    Some((path, name)) => (path.trim(), name.trim()),
+                    None => (item, item.rsplit("::").next().unwrap_or(item)),
+                };
+                if name == "self" || name == "*" || path.contains('{') {
+                    continue;
+                }
+                let mut full = target.clone();
+                full.extend(path.split("::").map(str::to_owned));
+                let (Some(unit), Some(here)) = (unit_for(&full, &map), unit_for(&module, &map))
+                else {
+                    continue;
+                };
+                if unit != here {
+                    map.insert((module.join("::"), name.to_owned()), unit);
                 }
             }
         }
     }
-    found
+    map
 }
 
 /// The table entry a file belongs to: the longest entry its module path starts with.
@@ -292,11 +425,14 @@ fn rust_files(dir: &Path, into: &mut Vec<PathBuf>) {
     }
 }
 
-/// Every arrow between two different top-level modules in `src/`.
+/// Every arrow between two different table entries in `src/`: from the entry of each file to
+/// the entry of every module path the file names (`crate::`, `self::` and `super::` paths,
+/// re-exports resolved to the submodule they come from).
 fn arrows(src: &Path) -> Vec<Arrow> {
     let mut files = Vec::new();
     rust_files(src, &mut files);
     files.sort();
+    let reexports = reexports(src, &files);
     let mut arrows = Vec::new();
     for path in files {
         let rel = path.strip_prefix(src).unwrap_or(&path);
@@ -313,12 +449,15 @@ fn arrows(src: &Path) -> Vec<Arrow> {
         let code = code_only(&text);
         let prefix = if from == "main" { "acp::" } else { "crate::" };
         let line_of = |at: usize| code[..at].matches('\n').count() + 1;
-        let mut named = named_after(&code, prefix, None);
-        // `super::` in `src/m/x.rs` names `m`'s own items (in `src/m/mod.rs`, the crate root's).
-        if parts.len() == 2 && parts[1] != "mod" {
-            named.extend(named_after(&code, "super::", Some(&parts[0])));
-        }
-        for (at, to) in named {
+        for named in named_paths(&code, &module_of(&parts), prefix) {
+            // A `crate::` path to a module the table does not place is an arrow to it (and
+            // fails as unplaced); a relative path that reaches no entry names a local item.
+            let to = match unit_for(&named.path, &reexports) {
+                Some(to) => to,
+                None if named.absolute => named.path[0].clone(),
+                None => continue,
+            };
+            let at = named.at;
             if to != from {
                 arrows.push(Arrow {
                     from: from.clone(),
@@ -465,23 +604,25 @@ let c = '"'; let d = crate::time::now_ms();
 fn f<'a>(x: &'a str) -> crate::audit::Actor { make() }
 "##;
     let code = code_only(text);
-    let names: Vec<String> = named_after(&code, "crate::", None)
-        .into_iter()
-        .map(|(_, n)| n)
-        .collect();
-    assert_eq!(names, ["store", "api", "domain", "time", "audit"]);
-    // Submodules the table places apart are modules of their own, in paths, groups and the
-    // `super::` paths of a module's files.
-    let code = code_only(
-        "use crate::policy::check::check;\nuse crate::policy::{cache::View, sync};\nuse super::check::x;\nuse super::spec::y;\n",
-    );
-    let names: Vec<String> = named_after(&code, "crate::", None)
-        .into_iter()
-        .chain(named_after(&code, "super::", Some("policy")))
-        .map(|(_, n)| n)
-        .collect();
+    let none = Reexports::new();
+    let units = |code: &str, module: &[&str], reexports: &Reexports| -> Vec<String> {
+        let module: Vec<String> = module.iter().map(|m| (*m).to_owned()).collect();
+        named_paths(code, &module, "crate::")
+            .into_iter()
+            .filter_map(|n| unit_for(&n.path, reexports))
+            .collect()
+    };
     assert_eq!(
-        names,
+        units(&code, &["http", "x"], &none),
+        ["store", "store", "api", "domain", "time", "audit"]
+    );
+    // Submodules the table places apart are modules of their own, in paths, groups and the
+    // `self::`/`super::` paths of every file, however deep (a chain of `super::` included).
+    let code = code_only(
+        "use crate::policy::check::check;\nuse crate::policy::{cache::View, sync};\nuse super::check::x;\nuse super::cache::y;\n",
+    );
+    assert_eq!(
+        units(&code, &["policy", "impact"], &none),
         [
             "policy::check",
             "policy",
@@ -489,6 +630,22 @@ fn f<'a>(x: &'a str) -> crate::audit::Actor { make() }
             "policy::check",
             "policy"
         ]
+    );
+    let code = code_only("use super::super::check::check;\nuse self::inner::z;\n");
+    assert_eq!(
+        units(&code, &["policy", "compile", "emit"], &none),
+        ["policy::check", "policy"]
+    );
+    // A name a module re-exports from a submodule names that submodule.
+    let mut reexports = Reexports::new();
+    reexports.insert(
+        ("policy".to_owned(), "Attempt".to_owned()),
+        "policy::check".to_owned(),
+    );
+    let code = code_only("use crate::policy::Attempt;\nuse crate::policy::{cache, Attempt};\n");
+    assert_eq!(
+        units(&code, &["audit"], &reexports),
+        ["policy::check", "policy", "policy::check"]
     );
     let engine_to_check = vec![Arrow {
         from: "policy".into(),
