@@ -22,8 +22,7 @@ use crate::store::{
 };
 use crate::time::{iso, now_ms};
 
-pub const DEFAULT_TTL_SECS: i64 = 300;
-pub const MAX_TTL_SECS: i64 = 3600;
+pub use crate::domain::credential::{DEFAULT_TTL_SECS, MAX_TTL_SECS};
 const MINTS_PER_MINUTE: i64 = 60;
 
 fn check_scopes(scopes: &[String]) -> EnforceResult<()> {

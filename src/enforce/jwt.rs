@@ -15,7 +15,7 @@ use crate::store::{Applied, Change, CredentialOp, SigningKeyRecord, Store, Store
 use crate::time::now_ms;
 
 /// The longest lifetime of any token a key signs (credentials and token exchange).
-pub const MAX_TOKEN_TTL_SECS: i64 = super::credentials::MAX_TTL_SECS;
+pub const MAX_TOKEN_TTL_SECS: i64 = crate::domain::credential::MAX_TTL_SECS;
 
 /// A retired key stays published this long past the rotation: it signs for one more JWKS cache
 /// lifetime, then its last tokens live `MAX_TOKEN_TTL_SECS`; plus a minute for clock skew.

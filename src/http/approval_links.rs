@@ -126,9 +126,9 @@ pub async fn decide(
     // link alone decides (a backend's challenge in a workspace that allows it: the token is
     // the secret, so it needs no CSRF token either).
     // A session cookie, or a personal access token (scripts, CI) as `Authorization: Bearer`.
-    let presented = super::session::cookie(&headers, crate::identity::accounts::SESSION_COOKIE)
+    let presented = super::headers::cookie(&headers, crate::identity::accounts::SESSION_COOKIE)
         .is_some()
-        || super::extract::bearer_token(&headers)
+        || super::headers::bearer_token(&headers)
             .is_some_and(|t| t.starts_with(crate::identity::accounts::PAT_PREFIX));
     let approver = if presented {
         super::session::authenticate_user(&ctx, &Method::POST, &headers, &Uri::default())

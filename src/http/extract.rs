@@ -19,6 +19,7 @@ use crate::secret::{ct_eq, sha256_hex};
 use crate::store::{AgentRecord, NonceClaim};
 use crate::time::now_ms;
 
+use super::headers::{bearer_token, is_json_content_type};
 use super::observe::{note_principal, note_signed, PrincipalKind};
 use super::shape::{self, Failure, Node};
 
@@ -35,19 +36,6 @@ fn body_error(rejection: BytesRejection) -> ApiError {
     } else {
         ApiError::bad_request("invalid_body", "the request body could not be read")
     }
-}
-
-/// True for a `Content-Type` value that declares JSON: `application/json` or an
-/// `application/...+json` type, with or without parameters such as `charset`.
-pub fn is_json_content_type(value: &[u8]) -> bool {
-    let mime = std::str::from_utf8(value)
-        .unwrap_or("")
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
-    mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json"))
 }
 
 /// Refuses bodies declared as something other than JSON (a missing Content-Type is accepted).
@@ -328,18 +316,6 @@ pub fn presented_api_key(headers: &HeaderMap) -> Option<&str> {
         return v.to_str().ok().map(str::trim);
     }
     bearer_token(headers)
-}
-
-/// The credential in `Authorization: Bearer ...`, if any.
-pub fn bearer_token(headers: &HeaderMap) -> Option<&str> {
-    headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
-        .map(str::trim)
 }
 
 /// Authenticates the workspace API key among `headers`, confirming with one read that the

@@ -22,6 +22,7 @@ pub mod console_workspace;
 pub mod credentials;
 pub mod email;
 pub mod extract;
+pub mod headers;
 pub mod heartbeats;
 pub mod inventory;
 pub mod kill_switch;

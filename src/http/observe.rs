@@ -24,7 +24,7 @@ use crate::error::{ApiError, ErrorCode};
 use crate::identity::accounts::{PAT_PREFIX, SESSION_COOKIE};
 use crate::observe;
 
-use super::extract::bearer_token;
+use super::headers::bearer_token;
 
 /// The `tracing` target of the access log lines (`ACP_LOG=info,sqlx=warn,acp::access=off`
 /// silences them).
@@ -224,7 +224,7 @@ fn presented_credential(headers: &HeaderMap) -> &'static str {
         Some(token) if token.starts_with(PAT_PREFIX) => "token",
         Some(token) if token.starts_with("svc_") => "api_key",
         Some(_) => "bearer",
-        None if super::session::cookie(headers, SESSION_COOKIE).is_some() => "session",
+        None if super::headers::cookie(headers, SESSION_COOKIE).is_some() => "session",
         None => "none",
     }
 }

@@ -20,8 +20,9 @@ use crate::error::ApiError;
 use crate::identity::accounts::{Principal, PAT_PREFIX, SESSION_COOKIE};
 use crate::policy::cache::View;
 
-use super::extract::{authenticate, bearer_token, Caller};
-use super::session::{authenticate_user, cookie};
+use super::extract::{authenticate, Caller};
+use super::headers::{bearer_token, cookie};
+use super::session::authenticate_user;
 
 /// What a handler needs, as a type (see [`needs`]).
 pub trait Grant {

@@ -11,7 +11,6 @@
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, Method, StatusCode, Uri};
-use axum_extra::extract::cookie::CookieJar;
 
 use crate::context::{Context, SharedContext};
 use crate::error::{ApiError, ApiResult};
@@ -19,16 +18,8 @@ use crate::identity::accounts::{self, Principal, PAT_PREFIX, SESSION_COOKIE};
 use crate::identity::api_keys;
 use crate::secret::ct_eq;
 
-use super::extract::{bearer_token, is_json_content_type};
+use super::headers::{bearer_token, cookie, is_json_content_type};
 use super::observe::{note_principal, PrincipalKind};
-
-/// The value of cookie `name` in the request, if sent and not empty.
-pub fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
-    CookieJar::from_headers(headers)
-        .get(name)
-        .map(|c| c.value().to_owned())
-        .filter(|v| !v.is_empty())
-}
 
 /// The workspace a token's request names: the `X-Service-Workspace` header
 /// (`X-Service-Workspace-Id` is read too), else the `workspace_id` query parameter.

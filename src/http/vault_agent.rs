@@ -39,7 +39,9 @@ pub async fn eval(
     signed: SignedRequest,
 ) -> ApiResult<Json<DecisionResponse>> {
     let req: VaultEvalRequest = signed.json_of_signer()?;
-    Ok(Json(vault_agent::eval(&ctx, signer(&signed), req).await?))
+    Ok(Json(
+        crate::vault::eval::eval(&ctx, signer(&signed), req).await?,
+    ))
 }
 
 /// Mints a short request lease (default 60 s, one use) from a workflow lease of the signing

@@ -884,7 +884,7 @@ impl<'a> Attempt<'a> {
         warnings: &[api::DecisionWarning],
     ) -> AuditRecord {
         let input = super::impact::replay_input(
-            &self.agent,
+            self.agent.facts_json(),
             self.input.fields(),
             self.input.email.as_ref(),
             counts,

@@ -19,7 +19,6 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
-use super::cache::CachedAgent;
 use super::compile::CompiledPolicy;
 use super::evaluate::{
     evaluate_prepared, prepare_agent, ContextFields, DecisionCache, EmailFacts, Facts,
@@ -39,10 +38,11 @@ pub const EXAMPLES_PER_KIND: usize = 20;
 pub const INPUT_CAP_BYTES: usize = 16 * 1024;
 
 /// What a check's evaluation read, for [`replay`], as the compact JSON text the event records:
-/// written once, straight from the check's own values (no tree is built per check). `counts`
-/// are the agent's emails in the last minute and day when the policy read them.
+/// written once, straight from the check's own values (no tree is built per check): the
+/// agent's facts as the cached agent keeps them written, the context, the email facts, and
+/// `counts`, the agent's emails in the last minute and day when the policy read them.
 pub fn replay_input(
-    agent: &CachedAgent,
+    agent_facts: &RawValue,
     context: ContextFields<'_>,
     email: Option<&EmailFacts>,
     counts: Option<(i64, i64)>,
@@ -57,7 +57,7 @@ pub fn replay_input(
         sent: Option<[i64; 2]>,
     }
     let input = Input {
-        agent: agent.facts_json(),
+        agent: agent_facts,
         context,
         email,
         sent: counts.map(|(minute, day)| [minute, day]),

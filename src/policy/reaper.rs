@@ -9,14 +9,16 @@ use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use super::cache::LoadedPolicy;
+/// What the reaper holds: a replaced compiled policy, or anything else slow to free (it needs
+/// nothing of it but its count of holders, so it names none of the cache's types).
+pub type Held = Arc<dyn std::any::Any + Send + Sync>;
 
 /// How often held policies are looked at again while others still hold them.
 const RECHECK: Duration = Duration::from_millis(200);
 
 /// Hands `policy` to the reaper thread, to be freed there once no one else holds it. Without
 /// the thread (it could not be started), it is dropped here, as before.
-pub fn release(policy: Arc<LoadedPolicy>) {
+pub fn release(policy: Held) {
     match sender() {
         Some(tx) => {
             if let Err(mpsc::SendError(policy)) = tx.send(policy) {
@@ -27,8 +29,8 @@ pub fn release(policy: Arc<LoadedPolicy>) {
     }
 }
 
-fn sender() -> Option<Sender<Arc<LoadedPolicy>>> {
-    static SENDER: OnceLock<Option<Mutex<Sender<Arc<LoadedPolicy>>>>> = OnceLock::new();
+fn sender() -> Option<Sender<Held>> {
+    static SENDER: OnceLock<Option<Mutex<Sender<Held>>>> = OnceLock::new();
     SENDER
         .get_or_init(|| {
             let (tx, rx) = mpsc::channel();
@@ -48,8 +50,8 @@ fn sender() -> Option<Sender<Arc<LoadedPolicy>>> {
 }
 
 /// The thread: takes released policies, frees each once it is the last holder.
-fn reap(rx: mpsc::Receiver<Arc<LoadedPolicy>>) {
-    let mut held: Vec<Arc<LoadedPolicy>> = Vec::new();
+fn reap(rx: mpsc::Receiver<Held>) {
+    let mut held: Vec<Held> = Vec::new();
     loop {
         let next = if held.is_empty() {
             rx.recv().map_err(|_| RecvTimeoutError::Disconnected)
@@ -72,14 +74,8 @@ mod tests {
 
     #[test]
     fn a_released_policy_is_freed_once_its_last_other_holder_lets_go() {
-        let policy = super::super::cache::default_policy().expect("default policy");
         // A distinct allocation, as a replaced version is.
-        let mine = Arc::new(LoadedPolicy::new(
-            "pol_test",
-            "test".into(),
-            1,
-            policy.compiled.clone(),
-        ));
+        let mine = Arc::new(vec![0u8; 4096]);
         let weak = Arc::downgrade(&mine);
         let request = mine.clone();
         release(mine);

@@ -6,6 +6,7 @@
 pub mod access;
 pub mod agent;
 pub mod challenge;
+pub mod credential;
 pub mod email;
 pub mod ids;
 pub mod input;
