@@ -13,9 +13,11 @@ pub mod auth;
 pub mod authzen;
 pub mod check;
 pub mod console;
+pub mod console_agents;
 pub mod console_approvals;
 pub mod console_audit;
 pub mod console_credentials;
+pub mod console_overview;
 pub mod console_policies;
 pub mod console_vault;
 pub mod console_workspace;
@@ -280,14 +282,14 @@ fn routes() -> OpenApiRouter<SharedContext> {
         .routes(routes!(settings::get_settings, settings::update_settings)) // GET, POST /v1/workspace/settings
         // Pages and the site
         .routes(routes!(pages::login_page)) // GET /login
-        .routes(routes!(console::dashboard)) // GET /dashboard
+        .routes(routes!(console_overview::dashboard)) // GET /dashboard
         .routes(routes!(console::switch_workspace)) // POST /dashboard/workspace
-        .routes(routes!(console::agents_page)) // GET /dashboard/agents
-        .routes(routes!(console::claim_agent)) // POST /dashboard/agents/claim
-        .routes(routes!(console::agent_page)) // GET /dashboard/agents/{agent_id}
+        .routes(routes!(console_agents::agents_page)) // GET /dashboard/agents
+        .routes(routes!(console_agents::claim_agent)) // POST /dashboard/agents/claim
+        .routes(routes!(console_agents::agent_page)) // GET /dashboard/agents/{agent_id}
         .routes(routes!(
-            console::confirm_agent_action,
-            console::agent_action
+            console_agents::confirm_agent_action,
+            console_agents::agent_action
         )) // GET, POST /dashboard/agents/{agent_id}/{action}
         .routes(routes!(console_policies::policies_page)) // GET /dashboard/policies
         .routes(routes!(console_policies::policy_page)) // GET /dashboard/policies/{policy_id}

@@ -13,6 +13,7 @@ pub mod bench;
 pub mod challenge;
 pub mod compile;
 pub mod diff;
+pub mod error;
 pub mod evaluate;
 pub mod layout;
 pub mod limits;

@@ -13,12 +13,8 @@ use std::sync::Arc;
 
 use super::spec::{Block, PolicySpec, SpecError};
 
-/// Largest spec text (a file, or the JSON of the sync request's `spec`).
-pub const MAX_SPEC_BYTES: usize = 1024 * 1024;
-/// Deepest nesting of mappings and lists in a spec's YAML or JSON.
-pub const MAX_SPEC_NESTING: usize = 32;
-/// Most values a YAML spec may expand to once its aliases are resolved.
-pub const MAX_SPEC_NODES: usize = 1_000_000;
+/// The bounds of the spec text itself, kept by the reader that enforces them.
+pub use super::source::{MAX_SPEC_BYTES, MAX_SPEC_NESTING, MAX_SPEC_NODES};
 /// Most entries of `reusable_policy_blocks`.
 pub const MAX_BLOCKS: usize = 1_000;
 /// Most `agent_groups`.

@@ -1,6 +1,7 @@
 //! Spec text read strictly: YAML or JSON to a tree that remembers where each value and key
 //! was written. A key written twice in one mapping is an error naming both places (never a
-//! silent overwrite); nesting, size and YAML alias expansion are bounded (see `limits`). The
+//! silent overwrite); nesting, size and YAML alias expansion are bounded (the bounds are here; `limits` lists
+//! them with the others). The
 //! tree becomes the JSON value the spec is read from, and answers where a spec path is written
 //! so that every error about a file carries its line and column.
 
@@ -10,21 +11,15 @@ use serde_json::{Map, Number, Value};
 use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
 use yaml_rust2::scanner::{Marker, TScalarStyle};
 
-use super::limits::{MAX_SPEC_BYTES, MAX_SPEC_NESTING, MAX_SPEC_NODES};
-use super::spec::SpecError;
+pub use super::error::Pos;
+use super::error::SpecError;
 
-/// A place in the text: line and column, both from 1.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Pos {
-    pub line: usize,
-    pub column: usize,
-}
-
-impl std::fmt::Display for Pos {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "line {}, column {}", self.line, self.column)
-    }
-}
+/// Largest spec text (a file, or the JSON of the sync request's `spec`).
+pub const MAX_SPEC_BYTES: usize = 1024 * 1024;
+/// Deepest nesting of mappings and lists in a spec's YAML or JSON.
+pub const MAX_SPEC_NESTING: usize = 32;
+/// Most values a YAML spec may expand to once its aliases are resolved.
+pub const MAX_SPEC_NODES: usize = 1_000_000;
 
 /// A value and where it was written.
 #[derive(Debug, Clone, PartialEq)]

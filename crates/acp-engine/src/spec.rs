@@ -10,46 +10,8 @@ use sha2::{Digest, Sha256};
 
 use acp_domain::RiskTier;
 
-use super::source::{parse_json, parse_yaml, Located, Pos};
-
-/// A problem in a spec, located by a path such as `bindings[2].group` and, for spec text, by
-/// the line and column (from 1) where that part is written.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SpecError {
-    pub path: String,
-    pub message: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub line: Option<usize>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub column: Option<usize>,
-}
-
-impl SpecError {
-    pub fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
-        Self {
-            path: path.into(),
-            message: message.into(),
-            line: None,
-            column: None,
-        }
-    }
-
-    /// The error, written at `pos`.
-    pub fn at(mut self, pos: Pos) -> Self {
-        self.line = Some(pos.line);
-        self.column = Some(pos.column);
-        self
-    }
-
-    /// Several errors as one line of text, each as [`Display`](std::fmt::Display) writes it.
-    pub fn list(errors: &[SpecError]) -> String {
-        errors
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("; ")
-    }
-}
+pub use super::error::SpecError;
+use super::source::{parse_json, parse_yaml, Located};
 
 /// Gives every error without a place the place of its path in `source`.
 pub fn place(errors: &mut [SpecError], source: &Located) {
@@ -57,16 +19,6 @@ pub fn place(errors: &mut [SpecError], source: &Located) {
         let pos = source.locate(&e.path);
         e.line = Some(pos.line);
         e.column = Some(pos.column);
-    }
-}
-
-impl std::fmt::Display for SpecError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.path.is_empty() {
-            write!(f, "{}", self.message)
-        } else {
-            write!(f, "{}: {}", self.path, self.message)
-        }
     }
 }
 
