@@ -5,9 +5,16 @@
 //! The exit codes are one table for every command (see `EXIT_CODES` in `mod.rs`): a refusal of
 //! the server maps by its status (401 to 4, 403 to 5, 404 to 6, 409 and 410 to 3), anything else
 //! that goes wrong is 1. Errors are one line on stderr, `error: MESSAGE (code: CODE)`.
+//!
+//! A call gives up on a server it cannot connect to within [`CONNECT_TIMEOUT`] and on an
+//! answer that takes longer than [`REQUEST_TIMEOUT`] (the event stream of `acp audit tail
+//! --follow` has no total limit). A read (`GET`) the server could not take (no connection, or
+//! 502, 503, 504 from a proxy in front of it) is tried again up to [`ATTEMPTS`] times in all,
+//! waiting [`FIRST_RETRY_DELAY`] and then twice as long each time; a change is sent once.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use serde_json::Value;
@@ -218,6 +225,15 @@ pub fn finish(result: anyhow::Result<i32>, json: bool) -> anyhow::Result<i32> {
     }
 }
 
+/// The longest a command waits for a connection to the server.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The longest a command waits for one whole answer.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// How many times in all a read is tried while the server cannot take it.
+pub const ATTEMPTS: u32 = 3;
+/// The wait before the second try of a read (doubled before each further one).
+pub const FIRST_RETRY_DELAY: Duration = Duration::from_millis(250);
+
 /// An acp server as one credential sees it.
 pub struct Client {
     http: reqwest::Client,
@@ -228,8 +244,12 @@ pub struct Client {
 
 impl Client {
     pub fn new(server: String, token: String, workspace: Option<String>) -> Self {
+        let http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .build()
+            .unwrap_or_default();
         Self {
-            http: reqwest::Client::new(),
+            http,
             server,
             token,
             workspace,
@@ -263,13 +283,43 @@ impl Client {
             .await
     }
 
-    /// Sends `req`; a 2xx answer's JSON, else the server's refusal as a [`Failure`].
+    /// Sends `req` within [`REQUEST_TIMEOUT`]; a 2xx answer's JSON, else the server's refusal
+    /// as a [`Failure`]. A read is tried again while the server cannot take it (see the module's
+    /// documentation); a change is sent once.
     pub async fn send(&self, req: reqwest::RequestBuilder) -> anyhow::Result<Value> {
-        let res = req
-            .send()
-            .await
-            .with_context(|| format!("cannot reach the acp server at {}", self.server))?;
-        answer(res).await
+        let unreachable = || format!("cannot reach the acp server at {}", self.server);
+        let request = req
+            .timeout(REQUEST_TIMEOUT)
+            .build()
+            .with_context(unreachable)?;
+        let read = matches!(
+            *request.method(),
+            reqwest::Method::GET | reqwest::Method::HEAD
+        );
+        let mut request = request;
+        let mut delay = FIRST_RETRY_DELAY;
+        let mut attempt = 1;
+        loop {
+            let again = if read && attempt < ATTEMPTS {
+                request.try_clone()
+            } else {
+                None
+            };
+            let result = self.http.execute(request).await;
+            let busy = match &result {
+                Err(e) => e.is_connect(),
+                Ok(res) => matches!(res.status().as_u16(), 502..=504),
+            };
+            match again {
+                Some(next) if busy => {
+                    tokio::time::sleep(delay).await;
+                    delay = delay.saturating_mul(2);
+                    attempt += 1;
+                    request = next;
+                }
+                _ => return answer(result.with_context(unreachable)?).await,
+            }
+        }
     }
 }
 
@@ -384,4 +434,91 @@ pub fn fields(value: &Value, keys: &[&str]) -> anyhow::Result<()> {
 /// Prints the server's answer as JSON (for `--output json`).
 pub fn print_json(value: &Value) -> anyhow::Result<()> {
     line(serde_json::to_string_pretty(value)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    use super::*;
+
+    /// A server on loopback that answers each request with the next of `statuses` (the last
+    /// one again once they run out), counting the requests.
+    async fn server(statuses: &'static [u16]) -> (String, Arc<AtomicUsize>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let seen = Arc::new(AtomicUsize::new(0));
+        let count = seen.clone();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let n = count.fetch_add(1, Ordering::SeqCst);
+                let status = statuses[n.min(statuses.len() - 1)];
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") && socket.read(&mut byte).await.unwrap_or(0) == 1
+                {
+                    head.push(byte[0]);
+                }
+                let body = if status == 200 {
+                    r#"{"ok":true}"#.to_owned()
+                } else {
+                    format!(r#"{{"error":{{"code":"busy","message":"status {status}"}}}}"#)
+                };
+                let answer = format!(
+                    "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = socket.write_all(answer.as_bytes()).await;
+            }
+        });
+        (base, seen)
+    }
+
+    #[tokio::test]
+    async fn a_read_is_tried_again_while_the_server_cannot_take_it() {
+        let (base, seen) = server(&[503, 502, 200]).await;
+        let client = Client::new(base, "pat_x".into(), None);
+        assert_eq!(
+            client.get("/v1/x").await.unwrap(),
+            serde_json::json!({"ok": true})
+        );
+        assert_eq!(seen.load(Ordering::SeqCst), 3);
+        // Never more than ATTEMPTS tries: the refusal of the last one is the answer.
+        let (base, seen) = server(&[503]).await;
+        let client = Client::new(base, "pat_x".into(), None);
+        let err = client.get("/v1/x").await.unwrap_err();
+        let failure = err.downcast_ref::<Failure>().expect("a refusal");
+        assert_eq!(failure.status, Some(503));
+        assert_eq!(seen.load(Ordering::SeqCst), ATTEMPTS as usize);
+    }
+
+    #[tokio::test]
+    async fn a_change_is_sent_once_and_an_unreachable_server_is_said_so() {
+        let (base, seen) = server(&[503, 200]).await;
+        let client = Client::new(base, "pat_x".into(), None);
+        let err = client
+            .post("/v1/x", &serde_json::json!({}))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.downcast_ref::<Failure>().and_then(|f| f.status),
+            Some(503)
+        );
+        assert_eq!(seen.load(Ordering::SeqCst), 1);
+        // A port nothing listens on: the read is tried ATTEMPTS times, then named.
+        let closed = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", closed.local_addr().unwrap());
+        drop(closed);
+        let client = Client::new(base.clone(), "pat_x".into(), None);
+        let err = client.get("/v1/x").await.unwrap_err();
+        assert!(
+            err.to_string()
+                .contains(&format!("cannot reach the acp server at {base}")),
+            "{err}"
+        );
+    }
 }
