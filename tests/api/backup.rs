@@ -257,7 +257,11 @@ async fn a_backup_under_load_restores_every_event_committed_before_it() {
     let stop_load = Arc::new(AtomicBool::new(false));
     let answered = Arc::new(Mutex::new(Vec::new()));
     let load = start_load(&base, &key, &agent_id, stop_load.clone(), answered.clone());
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Some load answered before the backup starts, however slow the machine (bounded wait).
+    let loading = Instant::now();
+    while answered.lock().unwrap().len() < 20 && loading.elapsed() < Duration::from_secs(60) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 
     let backup_started = Instant::now();
     let out = acp(&[
@@ -272,7 +276,17 @@ async fn a_backup_under_load_restores_every_event_committed_before_it() {
     .await;
     let backup_ended = Instant::now();
     let made = json_of(&out);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // And some sent and answered after it (bounded wait).
+    let after = Instant::now();
+    while !answered
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|a| a.sent > backup_ended)
+        && after.elapsed() < Duration::from_secs(60)
+    {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     stop_load.store(true, Ordering::Relaxed);
     for task in load {
         task.await.unwrap();
