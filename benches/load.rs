@@ -672,7 +672,10 @@ async fn send_one(
 
 /// Runs `concurrency` workers; each sends its share of `requests` (or `count` GETs when
 /// `requests` is `None`) one after the other until its share is done or `deadline` passes.
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one phase of the run, described by its settings"
+)]
 async fn run_phase(
     name: &str,
     client: &reqwest::Client,

@@ -6,7 +6,11 @@
 //! no group. Also: compile of the largest spec the limits allow (10,000 groups, 100,000 members,
 //! 10,000 bindings), and what a sync's dry run adds: the replay of 10,000 recorded checks against
 //! the current and the desired policy, and the semantic diff of the two specs.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a benchmark stops at the first failure"
+)]
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use serde_json::{json, Value};

@@ -16,7 +16,11 @@
 //!
 //! Run: `cargo bench --bench vault` (settings: `ACP_BENCH_PROXY_PAIRS`, default 300;
 //! `ACP_BENCH_READ_SECS`, default 5; `ACP_BENCH_CONCURRENCY`, default 16).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a benchmark stops at the first failure"
+)]
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

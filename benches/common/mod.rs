@@ -1,6 +1,10 @@
 //! What the benches (and `examples/seed_policy.rs`) share: the large policy specs, and their
 //! installation straight into a database.
-#![allow(dead_code, clippy::expect_used)]
+#![allow(
+    dead_code,
+    clippy::expect_used,
+    reason = "shared by the benchmarks, each using a part; a benchmark stops at the first failure"
+)]
 
 use std::time::{Duration, Instant};
 

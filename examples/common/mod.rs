@@ -1,6 +1,6 @@
 //! What the examples share: the service's error envelope, the canonical request signature and
 //! an agent that registers and proves its key, all with the client's own code.
-#![allow(dead_code)]
+#![allow(dead_code, reason = "shared by the examples, each using a part")]
 
 use anyhow::{bail, Context, Result};
 use base64::engine::general_purpose::STANDARD as B64;

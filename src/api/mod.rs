@@ -50,7 +50,10 @@ pub mod int {
             // as a float rounded to it.
             const TWO_63: f64 = 9_223_372_036_854_775_808.0;
             if v.fract() == 0.0 && v > -TWO_63 && v < TWO_63 {
-                #[allow(clippy::cast_possible_truncation)]
+                #[allow(
+                    clippy::cast_possible_truncation,
+                    reason = "a whole number strictly inside the i64 range"
+                )]
                 Ok(v as i64)
             } else {
                 Err(E::invalid_type(serde::de::Unexpected::Float(v), &self))

@@ -564,7 +564,10 @@ mod tests {
     #[derive(Debug, serde::Deserialize)]
     struct AllOptional {
         #[serde(default)]
-        #[allow(dead_code)]
+        #[allow(
+            dead_code,
+            reason = "read only to test that an absent field is accepted"
+        )]
         reason: Option<String>,
     }
 

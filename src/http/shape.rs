@@ -230,7 +230,10 @@ mod tests {
     use super::*;
 
     #[derive(Debug, serde::Deserialize)]
-    #[allow(dead_code)]
+    #[allow(
+        dead_code,
+        reason = "deserialised only, to name the field a body gets wrong"
+    )]
     struct Body {
         name: String,
         count: Option<u32>,
@@ -239,7 +242,10 @@ mod tests {
     }
 
     #[derive(Debug, serde::Deserialize)]
-    #[allow(dead_code)]
+    #[allow(
+        dead_code,
+        reason = "deserialised only, to name the field a body gets wrong"
+    )]
     struct Inner {
         label: String,
     }

@@ -872,7 +872,10 @@ impl<'a> Attempt<'a> {
 
     /// The decision's audit event, its details written as text at once (see
     /// [`EventDetails`]).
-    #[allow(clippy::too_many_arguments)]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "each is one field of the recorded event, borrowed from the attempt"
+    )]
     fn event(
         &self,
         actor: &Actor,

@@ -27,7 +27,10 @@ enum Reply {
 /// What a caller queues: its changes (one or several, applied in one batch) and where to
 /// answer. A single change travels unboxed: it is every decision's message, and a box would
 /// cost each of them an allocation.
-#[allow(clippy::large_enum_variant)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "a decision's change travels unboxed: a box would cost each an allocation"
+)]
 enum Message {
     One(Change, oneshot::Sender<Outcome>),
     Many(Vec<Change>, oneshot::Sender<Vec<Outcome>>),

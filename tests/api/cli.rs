@@ -665,7 +665,10 @@ async fn check_action(app: &TestApp, agent: &TestAgent, action: &str) -> String 
 }
 
 /// How many tables the Postgres database at `url` has.
-#[cfg_attr(not(acp_postgres), allow(dead_code))]
+#[cfg_attr(
+    not(acp_postgres),
+    allow(dead_code, reason = "used only by the tests built with acp_postgres")
+)]
 async fn postgres_tables(url: &str) -> i64 {
     use sqlx::Connection;
     let mut conn = sqlx::PgConnection::connect(url).await.unwrap();

@@ -19,7 +19,7 @@ use tokio::task::JoinHandle;
 macro_rules! both_engines {
     ($(#[$meta:meta])* async fn $name:ident($app:ident) $body:block) => {
         mod $name {
-            #[allow(unused_imports)]
+            #[allow(unused_imports, reason = "a test body need not use the names of its file")]
             use super::*;
             async fn run($app: $crate::helpers::TestApp) $body
 
@@ -44,7 +44,10 @@ macro_rules! both_engines {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Engine {
     Sqlite,
-    #[cfg_attr(not(acp_postgres), allow(dead_code))]
+    #[cfg_attr(
+        not(acp_postgres),
+        allow(dead_code, reason = "used only by the tests built with acp_postgres")
+    )]
     Postgres,
 }
 
@@ -54,7 +57,10 @@ pub struct TestDb {
     _dir: Option<tempfile::TempDir>,
 }
 
-#[cfg_attr(not(acp_postgres), allow(dead_code))]
+#[cfg_attr(
+    not(acp_postgres),
+    allow(dead_code, reason = "used only by the tests built with acp_postgres")
+)]
 fn postgres_admin_url() -> String {
     std::env::var("ACP_TEST_POSTGRES_URL")
         .expect("ACP_TEST_POSTGRES_URL is set when Postgres tests are compiled")

@@ -3,7 +3,11 @@
 //! a fresh Postgres database.
 
 // Test code: a failed unwrap is a failed test, which is what it should be.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails at the first unexpected answer"
+)]
 
 mod helpers;
 mod smtp;
