@@ -1,19 +1,26 @@
 //! Configuration in layers: built-in defaults, then an optional TOML file (`--config` /
-//! `ACP_CONFIG`), then `ACP_*` environment variables, then command-line flags. Secrets are
-//! redacted in `Debug`.
+//! `ACP_CONFIG`), then `ACP_*` environment variables, then command-line flags. clap reads the
+//! flags and the environment (each flag names its variable, so `--help` shows both); figment
+//! lays them over the file, keeping for every setting the highest layer that sets it and
+//! naming the file and the key of a value it cannot take. [`Settings::resolve`] then applies
+//! the defaults and checks every value, each refusal a [`ConfigError`] naming its setting.
+//! Secrets are redacted in `Debug`.
 
 use std::net::{IpAddr, SocketAddr};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
+use figment::providers::{Format, Serialized, Toml};
+use figment::Figment;
 use ipnet::IpNet;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::secret::Secret;
 use crate::store::SqliteSynchronous;
 
 /// Every setting as it may appear in the file, the environment or on the command line.
-/// `None` means "not set at this layer".
-#[derive(Debug, Default, Clone, Deserialize, clap::Args)]
+/// `None` means "not set at this layer" (and is left out when a layer is laid over another).
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Default, Clone, Serialize, Deserialize, clap::Args)]
 #[serde(deny_unknown_fields)]
 pub struct Settings {
     /// Database URL: `sqlite:PATH` or `postgres://...` [default: sqlite:./data/acp.db]
@@ -186,6 +193,14 @@ impl std::str::FromStr for SecretSetting {
     }
 }
 
+/// The value itself, for the layering only: figment holds the layers as values in memory for
+/// the moment it merges them, and none of them is ever printed or written.
+impl Serialize for SecretSetting {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.0.expose())
+    }
+}
+
 fn deserialize_secret<'de, D: serde::Deserializer<'de>>(
     d: D,
 ) -> Result<Option<SecretSetting>, D::Error> {
@@ -257,119 +272,101 @@ pub struct Config {
 
 pub const DEFAULT_DATABASE_URL: &str = "sqlite:./data/acp.db";
 
-impl Settings {
-    /// Reads the TOML file at `path`.
-    pub fn from_file(path: &Path) -> Result<Self, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
-        toml::from_str(&text).map_err(|e| format!("invalid config file `{}`: {e}", path.display()))
-    }
+/// Why a configuration cannot be used: the file, or one setting's value.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The settings file cannot be read, is not TOML, or holds a key or value no setting takes.
+    #[error("invalid config file `{}`: {reason}", path.display())]
+    File { path: PathBuf, reason: String },
+    /// A setting's value is refused; `reason` says what it must be.
+    #[error("`{setting}` {reason}")]
+    Invalid {
+        setting: &'static str,
+        reason: String,
+    },
+}
 
-    /// `self` wins where set; `lower` fills the gaps.
-    pub fn over(self, lower: Settings) -> Settings {
-        Settings {
-            database_url: self.database_url.or(lower.database_url),
-            addr: self.addr.or(lower.addr),
-            public_url: self.public_url.or(lower.public_url),
-            path_prefix: self.path_prefix.or(lower.path_prefix),
-            signature_window_secs: self.signature_window_secs.or(lower.signature_window_secs),
-            challenge_ttl_secs: self.challenge_ttl_secs.or(lower.challenge_ttl_secs),
-            claim_code_ttl_secs: self.claim_code_ttl_secs.or(lower.claim_code_ttl_secs),
-            commit_batch_max: self.commit_batch_max.or(lower.commit_batch_max),
-            db_max_connections: self.db_max_connections.or(lower.db_max_connections),
-            shutdown_grace_secs: self.shutdown_grace_secs.or(lower.shutdown_grace_secs),
-            log_format: self.log_format.or(lower.log_format),
-            sqlite_synchronous: self.sqlite_synchronous.or(lower.sqlite_synchronous),
-            bootstrap_api_key: self.bootstrap_api_key.or(lower.bootstrap_api_key),
-            owner: self.owner.or(lower.owner),
-            master_key: self.master_key.or(lower.master_key),
-            metrics_token: self.metrics_token.or(lower.metrics_token),
-            signup: self.signup.or(lower.signup),
-            api_key_rate_limit: self.api_key_rate_limit.or(lower.api_key_rate_limit),
-            metrics_max_policy_labels: self
-                .metrics_max_policy_labels
-                .or(lower.metrics_max_policy_labels),
-            metrics_max_reason_labels: self
-                .metrics_max_reason_labels
-                .or(lower.metrics_max_reason_labels),
-            metrics_max_sink_labels: self
-                .metrics_max_sink_labels
-                .or(lower.metrics_max_sink_labels),
-            email_url: self.email_url.or(lower.email_url),
-            email_from: self.email_from.or(lower.email_from),
-            contact_email: self.contact_email.or(lower.contact_email),
-            session_ttl_secs: self.session_ttl_secs.or(lower.session_ttl_secs),
-            login_limit_per_email: self.login_limit_per_email.or(lower.login_limit_per_email),
-            login_limit_per_ip: self.login_limit_per_ip.or(lower.login_limit_per_ip),
-            contact_limit_per_ip: self.contact_limit_per_ip.or(lower.contact_limit_per_ip),
-            register_limit_per_ip: self.register_limit_per_ip.or(lower.register_limit_per_ip),
-            vault_history: self.vault_history.or(lower.vault_history),
-            vault_proxy_allow: self.vault_proxy_allow.or(lower.vault_proxy_allow),
-            vault_proxy_ca_file: self.vault_proxy_ca_file.or(lower.vault_proxy_ca_file),
-            vault_proxy_timeout_secs: self
-                .vault_proxy_timeout_secs
-                .or(lower.vault_proxy_timeout_secs),
-            vault_proxy_max_response_bytes: self
-                .vault_proxy_max_response_bytes
-                .or(lower.vault_proxy_max_response_bytes),
-            audit_sink_timeout_secs: self
-                .audit_sink_timeout_secs
-                .or(lower.audit_sink_timeout_secs),
-            audit_sink_backoff_max_secs: self
-                .audit_sink_backoff_max_secs
-                .or(lower.audit_sink_backoff_max_secs),
-            retention_interval_secs: self
-                .retention_interval_secs
-                .or(lower.retention_interval_secs),
-            cache_agents_mib: self.cache_agents_mib.or(lower.cache_agents_mib),
-            cache_keys_mib: self.cache_keys_mib.or(lower.cache_keys_mib),
-            cache_policies_mib: self.cache_policies_mib.or(lower.cache_policies_mib),
-            audit_streams_per_principal: self
-                .audit_streams_per_principal
-                .or(lower.audit_streams_per_principal),
-            audit_streams_max: self.audit_streams_max.or(lower.audit_streams_max),
+impl ConfigError {
+    fn invalid(setting: &'static str, reason: impl Into<String>) -> Self {
+        Self::Invalid {
+            setting,
+            reason: reason.into(),
         }
+    }
+}
+
+impl Settings {
+    /// These settings (flags and environment, as clap read them) laid over the TOML file at
+    /// `file`, when one is named: a setting the upper layer leaves unset comes from the file.
+    pub fn over_file(self, file: Option<&Path>) -> Result<Settings, ConfigError> {
+        let Some(path) = file else {
+            return Ok(self);
+        };
+        let refused = |reason: String| ConfigError::File {
+            path: path.to_owned(),
+            reason,
+        };
+        // Read here rather than by `Toml::file`, which takes a missing file for an empty one.
+        let text =
+            std::fs::read_to_string(path).map_err(|e| refused(format!("cannot read it: {e}")))?;
+        Figment::from(Toml::string(&text))
+            .merge(Serialized::defaults(self))
+            .extract()
+            .map_err(|e| refused(file_errors(e)))
     }
 
     /// Applies defaults and checks every value.
-    pub fn resolve(self) -> Result<Config, String> {
+    pub fn resolve(self) -> Result<Config, ConfigError> {
         let addr: SocketAddr = self
             .addr
             .as_deref()
             .unwrap_or("127.0.0.1:8080")
             .parse()
-            .map_err(|e| format!("invalid `addr`: {e}"))?;
-        let positive = |name: &str, value: Option<u64>, default: u64| -> Result<i64, String> {
+            .map_err(|e| {
+                ConfigError::invalid("addr", format!("is not an address and port: {e}"))
+            })?;
+        let positive = |name: &'static str, value: Option<u64>, default: u64| {
             let v = value.unwrap_or(default);
             if v == 0 || v > 86_400 * 30 {
-                return Err(format!("`{name}` must be between 1 and 2592000 seconds"));
+                return Err(ConfigError::invalid(
+                    name,
+                    "must be between 1 and 2592000 seconds",
+                ));
             }
             Ok(v as i64 * 1000)
         };
-        let limit = |name: &str, value: Option<i64>, default: i64| -> Result<i64, String> {
-            match value.unwrap_or(default) {
+        let limit =
+            |name: &'static str, value: Option<i64>, default: i64| match value.unwrap_or(default) {
                 v if v >= 1 => Ok(v),
-                _ => Err(format!("`{name}` must be at least 1")),
-            }
-        };
+                _ => Err(ConfigError::invalid(name, "must be at least 1")),
+            };
         let path_prefix = match self.path_prefix.as_deref().map(|p| p.trim_end_matches('/')) {
             None | Some("") => None,
             Some(p) if p.starts_with('/') => Some(p.to_owned()),
-            Some(p) => return Err(format!("`path_prefix` must start with `/`, got `{p}`")),
+            Some(p) => {
+                return Err(ConfigError::invalid(
+                    "path_prefix",
+                    format!("must start with `/`, got `{p}`"),
+                ))
+            }
         };
         let log_format = match self.log_format.as_deref().unwrap_or("pretty") {
             "pretty" => LogFormat::Pretty,
             "json" => LogFormat::Json,
             other => {
-                return Err(format!(
-                    "`log_format` must be `pretty` or `json`, got `{other}`"
+                return Err(ConfigError::invalid(
+                    "log_format",
+                    format!("must be `pretty` or `json`, got `{other}`"),
                 ))
             }
         };
         let sqlite_synchronous = match self.sqlite_synchronous.as_deref() {
             None => SqliteSynchronous::Full,
             Some(text) => SqliteSynchronous::parse(text).ok_or_else(|| {
-                format!("`sqlite_synchronous` must be `full` or `normal`, got `{text}`")
+                ConfigError::invalid(
+                    "sqlite_synchronous",
+                    format!("must be `full` or `normal`, got `{text}`"),
+                )
             })?,
         };
         // Parsed here, so a bad address stops the start instead of the first mail.
@@ -377,8 +374,9 @@ impl Settings {
             .email_from
             .unwrap_or_else(|| "acp@localhost".to_owned());
         if email_from.parse::<lettre::message::Mailbox>().is_err() {
-            return Err(format!(
-                "`email_from` must be an email address (`acp@example.com` or `acp <acp@example.com>`), got `{email_from}`"
+            return Err(ConfigError::invalid(
+                "email_from",
+                format!("must be an email address (`acp@example.com` or `acp <acp@example.com>`), got `{email_from}`"),
             ));
         }
         let contact_email = match self.contact_email.as_deref().map(str::trim) {
@@ -386,7 +384,10 @@ impl Settings {
             Some(text) => Some(
                 text.parse::<lettre::Address>()
                     .map_err(|_| {
-                        format!("`contact_email` must be one email address, got `{text}`")
+                        ConfigError::invalid(
+                            "contact_email",
+                            format!("must be one email address, got `{text}`"),
+                        )
                     })?
                     .to_string(),
             ),
@@ -402,24 +403,29 @@ impl Settings {
         };
         let vault_proxy_timeout_secs = self.vault_proxy_timeout_secs.unwrap_or(30);
         if !(1..=300).contains(&vault_proxy_timeout_secs) {
-            return Err(format!(
-                "`vault_proxy_timeout_secs` must be between 1 and 300, got {vault_proxy_timeout_secs}"
+            return Err(ConfigError::invalid(
+                "vault_proxy_timeout_secs",
+                format!("must be between 1 and 300, got {vault_proxy_timeout_secs}"),
             ));
         }
         let vault_proxy_max_response_bytes = self
             .vault_proxy_max_response_bytes
             .unwrap_or(4 * 1024 * 1024);
         if !(1..=MAX_PROXY_RESPONSE_BYTES).contains(&vault_proxy_max_response_bytes) {
-            return Err(format!(
-                "`vault_proxy_max_response_bytes` must be between 1 and {MAX_PROXY_RESPONSE_BYTES}, got {vault_proxy_max_response_bytes}"
+            return Err(ConfigError::invalid(
+                "vault_proxy_max_response_bytes",
+                format!("must be between 1 and {MAX_PROXY_RESPONSE_BYTES}, got {vault_proxy_max_response_bytes}"),
             ));
         }
-        let within = |name: &str, value: Option<u64>, default: u64, max: u64| {
+        let within = |name: &'static str, value: Option<u64>, default: u64, max: u64| {
             let value = value.unwrap_or(default);
             if (1..=max).contains(&value) {
                 Ok(value)
             } else {
-                Err(format!("`{name}` must be between 1 and {max}, got {value}"))
+                Err(ConfigError::invalid(
+                    name,
+                    format!("must be between 1 and {max}, got {value}"),
+                ))
             }
         };
         // Checked here, so a malformed address stops the first start before it creates anything.
@@ -427,18 +433,20 @@ impl Settings {
             None | Some("") => None,
             Some(text) => Some(
                 crate::domain::EmailAddress::parse(text)
-                    .map_err(|e| format!("`owner` {e}: `{text}`"))?,
+                    .map_err(|e| ConfigError::invalid("owner", format!("{e}: `{text}`")))?,
             ),
         };
         let signup = match self.signup.as_deref() {
             None => crate::domain::Signup::default(),
-            Some(text) => crate::domain::Signup::parse(text)?,
+            Some(text) => crate::domain::Signup::parse(text)
+                .map_err(|reason| ConfigError::invalid("signup", reason))?,
         };
-        let labels = |name: &str, value: Option<usize>, default: usize| match value {
+        let labels = |name: &'static str, value: Option<usize>, default: usize| match value {
             None => Ok(default),
             Some(n) if n <= MAX_METRICS_LABELS => Ok(n),
-            Some(n) => Err(format!(
-                "`{name}` must be at most {MAX_METRICS_LABELS}, got {n}"
+            Some(n) => Err(ConfigError::invalid(
+                name,
+                format!("must be at most {MAX_METRICS_LABELS}, got {n}"),
             )),
         };
         let defaults = crate::observe::LabelLimits::default();
@@ -463,22 +471,27 @@ impl Settings {
             .api_key_rate_limit
             .unwrap_or(DEFAULT_API_KEY_RATE_LIMIT);
         if api_key_rate_limit > MAX_API_KEY_RATE_LIMIT {
-            return Err(format!(
-                "`api_key_rate_limit` must be at most {MAX_API_KEY_RATE_LIMIT} (0: no limit), got {api_key_rate_limit}"
+            return Err(ConfigError::invalid(
+                "api_key_rate_limit",
+                format!("must be at most {MAX_API_KEY_RATE_LIMIT} (0: no limit), got {api_key_rate_limit}"),
             ));
         }
         let audit_streams_per_principal = self
             .audit_streams_per_principal
             .unwrap_or(DEFAULT_AUDIT_STREAMS_PER_PRINCIPAL);
         if !(1..=MAX_AUDIT_STREAMS).contains(&audit_streams_per_principal) {
-            return Err(format!(
-                "`audit_streams_per_principal` must be between 1 and {MAX_AUDIT_STREAMS}, got {audit_streams_per_principal}"
+            return Err(ConfigError::invalid(
+                "audit_streams_per_principal",
+                format!(
+                    "must be between 1 and {MAX_AUDIT_STREAMS}, got {audit_streams_per_principal}"
+                ),
             ));
         }
         if let Some(max) = self.audit_streams_max {
             if !(1..=MAX_AUDIT_STREAMS).contains(&max) {
-                return Err(format!(
-                    "`audit_streams_max` must be between 1 and {MAX_AUDIT_STREAMS}, got {max}"
+                return Err(ConfigError::invalid(
+                    "audit_streams_max",
+                    format!("must be between 1 and {MAX_AUDIT_STREAMS}, got {max}"),
                 ));
             }
         }
@@ -552,7 +565,10 @@ impl Settings {
             metrics_token: match self.metrics_token.map(|s| s.0) {
                 Some(token) if token.expose().trim().is_empty() => None,
                 Some(token) if token.expose().len() < 16 => {
-                    return Err("`metrics_token` must be at least 16 characters".to_owned())
+                    return Err(ConfigError::invalid(
+                        "metrics_token",
+                        "must be at least 16 characters",
+                    ))
                 }
                 token => token,
             },
@@ -603,37 +619,52 @@ const MAX_CACHE_MIB: u64 = 64 * 1024;
 /// well below what a server can hold for several calls at once.
 const MAX_PROXY_RESPONSE_BYTES: usize = 256 * 1024 * 1024;
 
+/// What is wrong in a settings file, by key (figment's own text also names its profile and
+/// source, which a file of settings has no use for).
+fn file_errors(errors: figment::Error) -> String {
+    errors
+        .into_iter()
+        .map(|e| match e.path.join(".") {
+            key if key.is_empty() => e.kind.to_string(),
+            key => format!("key `{key}`: {}", e.kind),
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// `10.0.0.5, 192.168.7.0/24, ::1`: addresses (one-address networks) and CIDRs.
-fn parse_networks(text: &str) -> Result<Vec<IpNet>, String> {
+fn parse_networks(text: &str) -> Result<Vec<IpNet>, ConfigError> {
     text.split(',')
         .map(str::trim)
         .filter(|item| !item.is_empty())
         .map(|item| {
             item.parse::<IpNet>()
                 .or_else(|_| item.parse::<IpAddr>().map(IpNet::from))
-                .map_err(|_| format!("`vault_proxy_allow`: `{item}` is not an IP address or CIDR"))
+                .map_err(|_| {
+                    ConfigError::invalid(
+                        "vault_proxy_allow",
+                        format!("takes IP addresses and CIDRs: `{item}` is neither"),
+                    )
+                })
         })
         .collect()
 }
 
 /// The PEM text of a CA file, with at least one certificate in it.
-fn read_ca_file(path: &Path) -> Result<Vec<u8>, String> {
-    let pem = std::fs::read(path).map_err(|e| {
-        format!(
-            "`vault_proxy_ca_file`: cannot read `{}`: {e}",
-            path.display()
-        )
-    })?;
+fn read_ca_file(path: &Path) -> Result<Vec<u8>, ConfigError> {
+    let refused = |reason: String| ConfigError::invalid("vault_proxy_ca_file", reason);
+    let pem = std::fs::read(path)
+        .map_err(|e| refused(format!("cannot be read: `{}`: {e}", path.display())))?;
     match reqwest::Certificate::from_pem_bundle(&pem) {
         Ok(certs) if !certs.is_empty() => Ok(pem),
-        Ok(_) => Err(format!(
-            "`vault_proxy_ca_file`: `{}` holds no PEM certificate",
+        Ok(_) => Err(refused(format!(
+            "must hold a PEM certificate: `{}` holds none",
             path.display()
-        )),
-        Err(e) => Err(format!(
-            "`vault_proxy_ca_file`: `{}` is not a PEM certificate file: {e}",
+        ))),
+        Err(e) => Err(refused(format!(
+            "must be a PEM certificate file: `{}` is not: {e}",
             path.display()
-        )),
+        ))),
     }
 }
 
@@ -659,7 +690,7 @@ impl Config {
     }
 
     /// A configuration with every default, on the given database (tests, tools).
-    pub fn for_database(database_url: &str) -> Result<Config, String> {
+    pub fn for_database(database_url: &str) -> Result<Config, ConfigError> {
         Settings {
             database_url: Some(database_url.to_owned()),
             ..Settings::default()
@@ -674,13 +705,18 @@ mod tests {
 
     #[test]
     fn upper_layers_win_and_defaults_fill_the_rest() {
-        let file: Settings =
-            toml::from_str("addr = \"0.0.0.0:9000\"\nsignature_window_secs = 60\n").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("acp.toml");
+        std::fs::write(
+            &file,
+            "addr = \"0.0.0.0:9000\"\nsignature_window_secs = 60\n",
+        )
+        .unwrap();
         let flags = Settings {
             addr: Some("127.0.0.1:7000".into()),
             ..Settings::default()
         };
-        let config = flags.over(file).resolve().unwrap();
+        let config = flags.over_file(Some(&file)).unwrap().resolve().unwrap();
         assert_eq!(config.addr.port(), 7000);
         assert_eq!(config.signature_window_ms, 60_000);
         assert_eq!(config.challenge_ttl_ms, 300_000);
@@ -690,6 +726,18 @@ mod tests {
     #[test]
     fn bad_values_and_unknown_file_keys_are_errors() {
         assert!(toml::from_str::<Settings>("adr = \"x\"").is_err());
+        let dir = tempfile::tempdir().unwrap();
+        let (typo, missing) = (dir.path().join("typo.toml"), dir.path().join("none.toml"));
+        std::fs::write(&typo, "adr = \"x\"\n").unwrap();
+        for (path, says) in [(&typo, "adr"), (&missing, "cannot read it")] {
+            let err = Settings::default().over_file(Some(path)).unwrap_err();
+            assert!(matches!(err, ConfigError::File { .. }), "{err}");
+            let shown = err.to_string();
+            assert!(
+                shown.contains(says) && shown.contains(&path.display().to_string()),
+                "{shown}"
+            );
+        }
         let bad = Settings {
             signature_window_secs: Some(0),
             ..Settings::default()
@@ -730,7 +778,11 @@ mod tests {
         );
         assert!(!format!("{config:?}").contains("scrape-me-please"));
         let short: Settings = toml::from_str("metrics_token = \"short\"\n").unwrap();
-        assert!(short.resolve().unwrap_err().contains("metrics_token"));
+        assert!(short
+            .resolve()
+            .unwrap_err()
+            .to_string()
+            .contains("metrics_token"));
         let blank: Settings = toml::from_str("metrics_token = \" \"\n").unwrap();
         assert!(blank.resolve().unwrap().metrics_token.is_none());
     }
@@ -757,7 +809,8 @@ mod tests {
             let err = toml::from_str::<Settings>(bad)
                 .unwrap()
                 .resolve()
-                .unwrap_err();
+                .unwrap_err()
+                .to_string();
             assert!(err.contains("must be between 1 and 65536"), "{err}");
         }
     }
@@ -789,7 +842,8 @@ mod tests {
             let err = toml::from_str::<Settings>(bad)
                 .unwrap()
                 .resolve()
-                .unwrap_err();
+                .unwrap_err()
+                .to_string();
             assert!(err.contains("must be between 1 and"), "{err}");
         }
     }
@@ -846,7 +900,8 @@ mod tests {
                 ..Settings::default()
             }
             .resolve()
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
             assert!(err.starts_with("`vault_proxy_ca_file`"), "{err}");
             assert!(err.contains(&path.display().to_string()), "{err}");
         }

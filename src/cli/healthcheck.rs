@@ -50,18 +50,13 @@ pub async fn run(args: &HealthcheckArgs) -> anyhow::Result<i32> {
     let base = match &args.url {
         Some(url) => url.clone(),
         None => {
-            let file = match &args.config {
-                Some(path) => Settings::from_file(path).map_err(anyhow::Error::msg)?,
-                None => Settings::default(),
-            };
             let config = Settings {
                 addr: args.addr.clone(),
                 path_prefix: args.path_prefix.clone(),
                 ..Settings::default()
             }
-            .over(file)
-            .resolve()
-            .map_err(anyhow::Error::msg)?;
+            .over_file(args.config.as_deref())?
+            .resolve()?;
             format!(
                 "http://{}{}",
                 config.addr,

@@ -208,17 +208,12 @@ pub struct DatabaseArgs {
 impl DatabaseArgs {
     /// The configuration: `more` and the database URL over the settings file, then defaults.
     pub fn resolve(&self, more: Settings) -> anyhow::Result<Config> {
-        let file = match &self.config {
-            Some(path) => Settings::from_file(path).map_err(anyhow::Error::msg)?,
-            None => Settings::default(),
-        };
-        Settings {
+        Ok(Settings {
             database_url: self.database_url.clone(),
             ..more
         }
-        .over(file)
-        .resolve()
-        .map_err(anyhow::Error::msg)
+        .over_file(self.config.as_deref())?
+        .resolve()?)
     }
 
     /// Opens the existing database of `config`.

@@ -24,15 +24,11 @@ pub struct ServeArgs {
 impl ServeArgs {
     /// Layers flags and environment (already merged by clap) over the optional file.
     fn resolve(&self) -> anyhow::Result<Config> {
-        let file = match &self.config {
-            Some(path) => Settings::from_file(path).map_err(anyhow::Error::msg)?,
-            None => Settings::default(),
-        };
-        self.settings
+        Ok(self
+            .settings
             .clone()
-            .over(file)
-            .resolve()
-            .map_err(anyhow::Error::msg)
+            .over_file(self.config.as_deref())?
+            .resolve()?)
     }
 }
 
