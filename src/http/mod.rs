@@ -13,14 +13,6 @@ pub mod auth;
 pub mod authzen;
 pub mod check;
 pub mod console;
-pub mod console_agents;
-pub mod console_approvals;
-pub mod console_audit;
-pub mod console_credentials;
-pub mod console_overview;
-pub mod console_policies;
-pub mod console_vault;
-pub mod console_workspace;
 pub mod credentials;
 pub mod email;
 pub mod extract;
@@ -176,7 +168,9 @@ async fn openapi_json() -> impl IntoResponse {
     )
 }
 
-fn routes() -> OpenApiRouter<SharedContext> {
+/// Every route; with the server's context, the console's wrapped in the layer that shows its
+/// errors as pages (see `console::routes`).
+fn routes(ctx: Option<&SharedContext>) -> OpenApiRouter<SharedContext> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         // Each line: the paths and methods (in the handlers' order) of one `routes!`; the test
         // `router_lines_name_their_paths` holds them to the OpenAPI document.
@@ -282,89 +276,7 @@ fn routes() -> OpenApiRouter<SharedContext> {
         .routes(routes!(settings::get_settings, settings::update_settings)) // GET, POST /v1/workspace/settings
         // Pages and the site
         .routes(routes!(pages::login_page)) // GET /login
-        .routes(routes!(console_overview::dashboard)) // GET /dashboard
-        .routes(routes!(console::switch_workspace)) // POST /dashboard/workspace
-        .routes(routes!(console_agents::agents_page)) // GET /dashboard/agents
-        .routes(routes!(console_agents::claim_agent)) // POST /dashboard/agents/claim
-        .routes(routes!(console_agents::agent_page)) // GET /dashboard/agents/{agent_id}
-        .routes(routes!(
-            console_agents::confirm_agent_action,
-            console_agents::agent_action
-        )) // GET, POST /dashboard/agents/{agent_id}/{action}
-        .routes(routes!(console_policies::policies_page)) // GET /dashboard/policies
-        .routes(routes!(console_policies::policy_page)) // GET /dashboard/policies/{policy_id}
-        .routes(routes!(console_policies::diff_page)) // GET /dashboard/policies/{policy_id}/diff
-        .routes(routes!(
-            console_policies::dry_run_form,
-            console_policies::dry_run
-        )) // GET, POST /dashboard/policies/{policy_id}/dry-run
-        .routes(routes!(console_policies::apply)) // POST /dashboard/policies/{policy_id}/apply
-        .routes(routes!(
-            console_policies::confirm_rollback,
-            console_policies::rollback
-        )) // GET, POST /dashboard/policies/{policy_id}/rollback/{version}
-        .routes(routes!(
-            console_policies::bench_form,
-            console_policies::bench_run
-        )) // GET, POST /dashboard/policies/{policy_id}/test
-        .routes(routes!(console_approvals::approvals_page)) // GET /dashboard/approvals
-        .routes(routes!(
-            console_approvals::challenge_page,
-            console_approvals::decide
-        )) // GET, POST /dashboard/approvals/{challenge_id}
-        .routes(routes!(console_audit::audit_page)) // GET /dashboard/audit
-        .routes(routes!(console_audit::export)) // GET /dashboard/audit/export
-        .routes(routes!(console_audit::event_page)) // GET /dashboard/audit/{event_id}
-        .routes(routes!(console_credentials::credentials_page)) // GET /dashboard/credentials
-        .routes(routes!(console_credentials::minting)) // POST /dashboard/credentials/minting
-        .routes(routes!(console_credentials::revoke_all)) // POST /dashboard/credentials/revoke-all
-        .routes(routes!(
-            console_credentials::confirm_revoke,
-            console_credentials::revoke
-        )) // GET, POST /dashboard/credentials/{cred_id}/revoke
-        .routes(routes!(
-            console_credentials::confirm_revoke_agent,
-            console_credentials::revoke_agent
-        )) // GET, POST /dashboard/credentials/agents/{agent_id}/revoke
-        .routes(routes!(
-            console_vault::vault_page,
-            console_vault::create_set
-        )) // GET, POST /dashboard/vault
-        .routes(routes!(
-            console_vault::set_page,
-            console_vault::write_values
-        )) // GET, POST /dashboard/vault/{secret_set_id}
-        .routes(routes!(
-            console_vault::confirm_lifecycle,
-            console_vault::lifecycle
-        )) // GET, POST /dashboard/vault/{secret_set_id}/{action}
-        .routes(routes!(
-            console_vault::confirm_rollback_set,
-            console_vault::rollback_set
-        )) // GET, POST /dashboard/vault/{secret_set_id}/rollback/{version}
-        .routes(routes!(console_vault::add_grant)) // POST /dashboard/vault/{secret_set_id}/grants
-        .routes(routes!(console_vault::revoke_set_grant)) // POST /dashboard/vault/{secret_set_id}/grants/{grant_id}/revoke
-        .routes(routes!(console_vault::issue_set_lease)) // POST /dashboard/vault/{secret_set_id}/leases
-        .routes(routes!(console_vault::revoke_set_lease)) // POST /dashboard/vault/{secret_set_id}/leases/{lease_id}/revoke
-        .routes(routes!(console_workspace::workspace_page)) // GET /dashboard/settings
-        .routes(routes!(console_workspace::save_member)) // POST /dashboard/settings/members
-        .routes(routes!(
-            console_workspace::confirm_remove_member,
-            console_workspace::remove_member
-        )) // GET, POST /dashboard/settings/members/{user_id}/remove
-        .routes(routes!(console_workspace::create_api_key)) // POST /dashboard/settings/api-keys
-        .routes(routes!(
-            console_workspace::confirm_revoke_api_key,
-            console_workspace::revoke_api_key
-        )) // GET, POST /dashboard/settings/api-keys/{key_id}/revoke
-        .routes(routes!(console_workspace::create_token)) // POST /dashboard/settings/tokens
-        .routes(routes!(
-            console_workspace::confirm_revoke_token,
-            console_workspace::revoke_token
-        )) // GET, POST /dashboard/settings/tokens/{token_id}/revoke
-        .routes(routes!(console_workspace::save_settings)) // POST /dashboard/settings/approval
-        .routes(routes!(console_workspace::save_retention)) // POST /dashboard/settings/retention
-        .routes(routes!(console_workspace::create_workspace)) // POST /dashboard/settings/workspaces
+        .merge(console::router(ctx))
         .routes(routes!(site::home)) // GET /
         .routes(routes!(site::summary)) // GET /v1/status/summary
         .routes(routes!(site::run_checks)) // POST /v1/status/checks/run
@@ -377,7 +289,7 @@ pub fn openapi_document() -> String {
     static DOCUMENT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     DOCUMENT
         .get_or_init(|| {
-            let (_, doc) = routes().split_for_parts();
+            let (_, doc) = routes(None).split_for_parts();
             let mut value = serde_json::to_value(&doc).unwrap_or_default();
             openapi::finish(&mut value);
             let mut text = serde_json::to_string_pretty(&value).unwrap_or_default();
@@ -500,7 +412,7 @@ fn with_middleware<S: Clone + Send + Sync + 'static>(
 
 /// The application: every route, its error fallbacks, body limit, request ids and tracing.
 pub fn router(ctx: SharedContext) -> Router {
-    let (api, _) = routes().split_for_parts();
+    let (api, _) = routes(Some(&ctx)).split_for_parts();
     let app = with_middleware(
         api.fallback(not_found)
             .method_not_allowed_fallback(method_not_allowed),
@@ -558,23 +470,35 @@ mod tests {
     use axum::routing::{get, post};
     use tower::ServiceExt;
 
-    /// Every line of `routes()` names its methods and path in a comment, and the comment is
+    /// Every line of `routes()` (here and the console's) names its methods and path in a comment, and the comment is
     /// true: the OpenAPI document (built from the same handlers) has exactly those operations,
     /// each handled by the function the line names.
     #[test]
     fn router_lines_name_their_paths() {
-        let source = include_str!("mod.rs");
-        let start = source.find("fn routes()").unwrap();
-        let body = &source[start..start + source[start..].find("\n}\n").unwrap()];
-        let flat = body.split_whitespace().collect::<Vec<_>>().join(" ");
+        let flat = [include_str!("mod.rs"), include_str!("console/mod.rs")]
+            .iter()
+            .map(|source| {
+                let start = source.find("fn routes(").unwrap();
+                let body = &source[start..start + source[start..].find("\n}\n").unwrap()];
+                body.split_whitespace().collect::<Vec<_>>().join(" ")
+            })
+            .collect::<Vec<_>>()
+            .join(" // ");
         let doc: serde_json::Value = serde_json::from_str(&openapi_document()).unwrap();
         let mut named = 0;
         for line in flat.split(".routes(routes!(").skip(1) {
             let (handlers, rest) = line.split_once("))").unwrap();
-            let comment = rest.trim_start().strip_prefix("// ").unwrap_or_else(|| {
-                panic!("`routes!({handlers})` has no `// METHOD /path` comment")
-            });
-            let comment = comment.split(" //").next().unwrap().trim();
+            let comment = rest
+                .trim_start()
+                .trim_start_matches(';')
+                .trim_start()
+                .strip_prefix("// ")
+                .unwrap_or_else(|| {
+                    panic!("`routes!({handlers})` has no `// METHOD /path` comment")
+                });
+            // A comment ends at the next comment or the next call of the chain (`.merge(..)`).
+            let comment = comment.split(" //").next().unwrap();
+            let comment = comment.split(" .").next().unwrap().trim();
             let (methods, path) = comment.rsplit_once(' ').unwrap();
             let methods: Vec<&str> = methods.split(", ").collect();
             let handlers: Vec<&str> = handlers

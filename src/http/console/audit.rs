@@ -6,11 +6,12 @@
 //! authenticates it) and puts new events on top. Without JavaScript the page is the plain list.
 
 use askama::Template;
-use axum::extract::{Path, RawQuery, State};
-use axum::http::{header, HeaderMap, Method};
+use axum::extract::{Path, State};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use chrono::{NaiveDate, NaiveDateTime};
+use serde::Deserialize;
 
 use crate::api::{self, AuditExportResponse, AuditFilters, AuditPageParams};
 use crate::audit::{self, summary};
@@ -20,16 +21,17 @@ use crate::error::ApiError;
 use crate::identity::accounts::Principal;
 use crate::time::parse_iso;
 
-use super::console::{
-    answer, options, page_answer, person, shell, Section, SelectOption, Shell, LIMIT, PAGE_ROWS,
-};
-use super::operator::person_requires;
-use super::pages::render;
+use super::extract::{NotLoggedIn, PageQuery, PageResult, Paged, Person, Positive};
+use super::{options, shell, Section, SelectOption, Shell, PAGE_ROWS};
+use crate::http::operator::person_requires;
+use crate::http::pages::render;
 
 /// The search as typed (empty when not set): the API's filters, with `from` and `until` as
 /// times rather than epoch milliseconds.
-#[derive(Debug, Default)]
-struct Search {
+/// The audit page's filters (empty when not set).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct Search {
     agent_id: String,
     action: String,
     decision: String,
@@ -42,31 +44,18 @@ struct Search {
 }
 
 impl Search {
-    /// The search and the page's cursor and limit from a query string.
-    fn parse(raw_query: &str) -> Result<(Search, Option<String>, Option<i64>), ApiError> {
-        let mut search = Search::default();
-        let (mut cursor, mut limit) = (None, None);
-        for (name, value) in form_urlencoded::parse(raw_query.as_bytes()) {
-            let value = value.trim().to_owned();
-            match name.as_ref() {
-                "agent_id" => search.agent_id = value,
-                "action" => search.action = value,
-                "decision" => search.decision = value,
-                "event_type" => search.event_type = value,
-                "trace_id" => search.trace_id = value,
-                "from" => search.from = value,
-                "until" => search.until = value,
-                "cursor" => cursor = Some(value).filter(|c| !c.is_empty()),
-                "limit" if !value.is_empty() => {
-                    limit = Some(
-                        value
-                            .parse::<i64>()
-                            .map_err(|_| ApiError::invalid("limit", "must be a whole number"))?,
-                    );
-                }
-                _ => {}
-            }
-        }
+    /// The search as given, trimmed, each filter at most 200 characters.
+    fn checked(self) -> Result<Search, ApiError> {
+        let trim = |s: String| s.trim().to_owned();
+        let search = Search {
+            agent_id: trim(self.agent_id),
+            action: trim(self.action),
+            decision: trim(self.decision),
+            event_type: trim(self.event_type),
+            trace_id: trim(self.trace_id),
+            from: trim(self.from),
+            until: trim(self.until),
+        };
         let too_long = [
             &search.agent_id,
             &search.action,
@@ -84,7 +73,7 @@ impl Search {
                 "filters are at most 200 characters",
             ));
         }
-        Ok((search, cursor, limit))
+        Ok(search)
     }
 
     fn is_set(&self) -> bool {
@@ -198,41 +187,35 @@ struct EventRow {
         ("until" = Option<String>, Query, description = "exclusive, as `from`"),
         ("limit" = Option<i64>, Query, description = "1 to 200, default 25"),
         ("cursor" = Option<String>, Query, description = "the next page's cursor")),
-    responses((status = 200, description = "HTML list of audit events"), (status = 303, description = "not logged in: to /login"),
+    responses((status = 200, description = "HTML list of audit events"), NotLoggedIn,
         (status = 400, description = "HTML page: a filter, the limit or the cursor is not valid"),
         (status = 403, description = "HTML page: the role may not read the audit trail")))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn audit_page(
     State(ctx): State<SharedContext>,
-    headers: HeaderMap,
-    RawQuery(query): RawQuery,
-) -> Response {
-    page_answer(
-        &ctx,
-        &headers,
-        query.as_deref(),
-        LIMIT,
-        Section::Audit,
-        async |principal| search_page(&ctx, principal, query.as_deref().unwrap_or("")).await,
-    )
-    .await
+    PageQuery(query): PageQuery<Paged<Search>>,
+    Person(principal): Person,
+) -> PageResult {
+    let principal = &principal;
+    Ok(search_page(&ctx, principal, query).await?)
 }
 
 async fn search_page(
     ctx: &Context,
     principal: &Principal,
-    raw_query: &str,
+    query: Paged<Search>,
 ) -> Result<Response, ApiError> {
     person_requires(principal, Need::AuditRead)?;
     let (workspace_id, _) = principal.membership()?;
-    let (search, cursor, limit) = Search::parse(raw_query)?;
+    let (cursor, limit) = (query.cursor(), query.limit());
+    let search = query.filters.checked()?;
     let filters = search.filters()?;
     let stream_filters = filters.clone();
     let page = AuditPageParams {
         limit: Some(limit.unwrap_or(PAGE_ROWS)),
         cursor: cursor.clone(),
     };
-    let (items, next) = super::audit::list_events(ctx, workspace_id, filters, page).await?;
+    let (items, next) = crate::http::audit::list_events(ctx, workspace_id, filters, page).await?;
     let shell = shell(ctx, principal, Section::Audit).await?;
     let base = shell.base.clone();
     let events = items
@@ -359,21 +342,16 @@ pub(super) async fn decided_version(
 /// One audit event: every field and its details.
 #[utoipa::path(get, path = "/dashboard/audit/{event_id}", tag = "dashboard",
     params(("event_id" = String, Path)),
-    responses((status = 200, description = "HTML page of the event"), (status = 303, description = "not logged in: to /login"),
+    responses((status = 200, description = "HTML page of the event"), NotLoggedIn,
         (status = 403, description = "HTML page: the role may not read the audit trail"),
         (status = 404, description = "HTML page: `unknown_event`")))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn event_page(
     State(ctx): State<SharedContext>,
-    headers: HeaderMap,
     Path(event_id): Path<String>,
-) -> Response {
-    let principal = match person(&ctx, &Method::GET, &headers).await {
-        Ok(p) => p,
-        Err(response) => return response,
-    };
-    let result = event_detail(&ctx, &principal, &event_id).await;
-    answer(&ctx, &principal, Section::Audit, result).await
+    Person(principal): Person,
+) -> PageResult {
+    Ok(event_detail(&ctx, &principal, &event_id).await?)
 }
 
 async fn event_detail(
@@ -444,44 +422,44 @@ async fn event_detail(
         ("from" = Option<String>, Query), ("until" = Option<String>, Query),
         ("limit" = Option<i64>, Query, description = "1 to 10,000, default 1,000")),
     responses((status = 200, description = "an attachment: `text/csv` or `application/json`"),
-        (status = 303, description = "not logged in: to /login"),
+        NotLoggedIn,
         (status = 400, description = "HTML page: a filter, the format or the limit is not valid"),
         (status = 403, description = "HTML page: the role may not read the audit trail")))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn export(
     State(ctx): State<SharedContext>,
-    headers: HeaderMap,
-    RawQuery(query): RawQuery,
-) -> Response {
-    page_answer(
-        &ctx,
-        &headers,
-        query.as_deref(),
-        &[],
-        Section::Audit,
-        async |principal| export_file(&ctx, principal, query.as_deref().unwrap_or("")).await,
-    )
-    .await
+    PageQuery(query): PageQuery<ExportQuery>,
+    Person(principal): Person,
+) -> PageResult {
+    let principal = &principal;
+    Ok(export_file(&ctx, principal, query).await?)
+}
+
+/// The export's query: the search, how many events (the newest), and the format.
+#[derive(Deserialize)]
+pub struct ExportQuery {
+    #[serde(flatten)]
+    search: Search,
+    limit: Option<Positive>,
+    format: Option<String>,
 }
 
 async fn export_file(
     ctx: &Context,
     principal: &Principal,
-    raw_query: &str,
+    query: ExportQuery,
 ) -> Result<Response, ApiError> {
     person_requires(principal, Need::AuditRead)?;
     let (workspace_id, _) = principal.membership()?;
-    let (search, _, limit) = Search::parse(raw_query)?;
-    let format = form_urlencoded::parse(raw_query.as_bytes())
-        .find(|(k, _)| k == "format")
-        .map(|(_, v)| v.trim().to_owned())
-        .unwrap_or_default();
-    let csv = match format.as_str() {
+    let search = query.search.checked()?;
+    let limit = query.limit.map(|l| l.0);
+    let csv = match query.format.as_deref().map_or("", str::trim) {
         "" | "json" => false,
         "csv" => true,
         _ => return Err(ApiError::invalid("format", "must be `json` or `csv`")),
     };
-    let items = super::audit::export_events(ctx, workspace_id, search.filters()?, limit).await?;
+    let items =
+        crate::http::audit::export_events(ctx, workspace_id, search.filters()?, limit).await?;
     Ok(if csv {
         (
             [
@@ -534,9 +512,12 @@ mod tests {
 
     #[test]
     fn links_keep_the_search() {
-        let (search, cursor, limit) =
-            Search::parse("agent_id=agt_1&decision=deny&from=2025-01-01&cursor=c&limit=5&x=1")
-                .unwrap_or_default();
+        let read = |query: &str| {
+            super::super::extract::typed::<Paged<Search>>(query.as_bytes())
+                .and_then(|q| Ok((q.cursor(), q.limit(), q.filters.checked()?)))
+        };
+        let (cursor, limit, search) =
+            read("agent_id=agt_1&decision=+deny+&from=2025-01-01&cursor=c&limit=5&x=1").unwrap();
         assert_eq!((cursor.as_deref(), limit), (Some("c"), Some(5)));
         assert_eq!(
             search.href(
@@ -547,6 +528,9 @@ mod tests {
             "/acp/dashboard/audit/export?agent_id=agt_1&decision=deny&from=2025-01-01&format=csv"
         );
         assert!(search.is_set() && !Search::default().is_set());
-        assert!(Search::parse(&format!("action={}", "a".repeat(201))).is_err());
+        assert!(read(&format!("action={}", "a".repeat(201))).is_err());
+        let err = read("limit=0").unwrap_err();
+        assert_eq!(err.code, "invalid_limit", "{}", err.message);
+        assert!(err.message.contains("from 1 to 200"), "{}", err.message);
     }
 }

@@ -3,7 +3,6 @@
 
 use askama::Template;
 use axum::extract::State;
-use axum::http::{HeaderMap, Method};
 use axum::response::Response;
 
 use crate::audit::summary::{self, DecisionCounts};
@@ -15,9 +14,10 @@ use crate::identity::accounts::Principal;
 use crate::identity::agents;
 use crate::time::{iso, now_ms};
 
-use super::console::{answer, person, shell, Section, Shell, RECENT_ROWS};
-use super::operator::person_requires;
-use super::pages::render;
+use super::extract::{NotLoggedIn, PageResult, Person};
+use super::{shell, Section, Shell, RECENT_ROWS};
+use crate::http::operator::person_requires;
+use crate::http::pages::render;
 
 /// Pending approvals counted on the overview; more are shown as "100+".
 const PENDING_COUNTED: i64 = 100;
@@ -216,15 +216,10 @@ fn decision_rows(hour: DecisionCounts, day: DecisionCounts) -> Vec<DecisionRow> 
 /// last hour and day, pending approvals, the kill switch, recent denials and API keys; and the
 /// person's workspaces.
 #[utoipa::path(get, path = "/dashboard", tag = "dashboard",
-    responses((status = 200, description = "HTML overview"), (status = 303, description = "not logged in: to /login")))]
+    responses((status = 200, description = "HTML overview"), NotLoggedIn))]
 #[tracing::instrument(level = "debug", skip_all)]
-pub async fn dashboard(State(ctx): State<SharedContext>, headers: HeaderMap) -> Response {
-    let principal = match person(&ctx, &Method::GET, &headers).await {
-        Ok(p) => p,
-        Err(response) => return response,
-    };
-    let result = overview_page(&ctx, &principal).await;
-    answer(&ctx, &principal, Section::Overview, result).await
+pub async fn dashboard(State(ctx): State<SharedContext>, Person(principal): Person) -> PageResult {
+    Ok(overview_page(&ctx, &principal).await?)
 }
 
 async fn overview_page(ctx: &Context, principal: &Principal) -> Result<Response, ApiError> {

@@ -9,10 +9,9 @@
 //! case as `POST /v1/policy-challenges/{id}/decide`, audited with the person as actor.
 
 use askama::Template;
-use axum::body::Bytes;
-use axum::extract::{Path, RawQuery, State};
-use axum::http::HeaderMap;
+use axum::extract::{Path, State};
 use axum::response::Response;
+use serde::Deserialize;
 
 use crate::api::PolicyChallengeInfo;
 use crate::context::{Context, SharedContext};
@@ -23,11 +22,10 @@ use crate::identity::accounts::Principal;
 use crate::policy::challenge;
 use crate::time::{now_ms, parse_iso};
 
-use super::console::{
-    base, field, form_answer, page_answer, see_other, shell, Section, Shell, LIMIT, PAGE_ROWS,
-};
-use super::operator::person_requires;
-use super::pages::render;
+use super::extract::{NotLoggedIn, PageQuery, PageResult, Paged, Person, Posted};
+use super::{base, see_other, shell, Section, Shell, PAGE_ROWS};
+use crate::http::operator::person_requires;
+use crate::http::pages::render;
 
 /// Pending challenges shown at once; more are announced, not listed.
 const QUEUE_ROWS: i64 = 100;
@@ -115,51 +113,26 @@ fn href(base: &str, cursor: Option<&str>, limit: Option<i64>) -> String {
     params(("limit" = Option<i64>, Query, description = "rows of the history, 1 to 200, default 25"),
         ("cursor" = Option<String>, Query, description = "the history's next page"),
         ("done" = Option<String>, Query, description = "the decision just taken (`approve` or `deny`), for its notice")),
-    responses((status = 200, description = "HTML queue and history"), (status = 303, description = "not logged in: to /login"),
+    responses((status = 200, description = "HTML queue and history"), NotLoggedIn,
         (status = 400, description = "HTML page: the limit or the cursor is not valid"),
         (status = 403, description = "HTML page: the role may not read challenges")))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn approvals_page(
     State(ctx): State<SharedContext>,
-    headers: HeaderMap,
-    RawQuery(query): RawQuery,
-) -> Response {
-    page_answer(
-        &ctx,
-        &headers,
-        query.as_deref(),
-        LIMIT,
-        Section::Approvals,
-        async |principal| queue(&ctx, principal, query.as_deref().unwrap_or("")).await,
-    )
-    .await
+    PageQuery(query): PageQuery<Paged>,
+    Person(principal): Person,
+) -> PageResult {
+    let principal = &principal;
+    Ok(queue(&ctx, principal, query).await?)
 }
 
-async fn queue(
-    ctx: &Context,
-    principal: &Principal,
-    raw_query: &str,
-) -> Result<Response, ApiError> {
+async fn queue(ctx: &Context, principal: &Principal, query: Paged) -> Result<Response, ApiError> {
     person_requires(principal, Need::ChallengesRead)?;
     let (workspace_id, _) = principal.membership()?;
-    let (mut cursor, mut limit, mut done) = (None, None, None);
-    for (name, value) in form_urlencoded::parse(raw_query.as_bytes()) {
-        let value = value.trim().to_owned();
-        match name.as_ref() {
-            "cursor" => cursor = Some(value).filter(|c| !c.is_empty()),
-            "done" => done = decision_notice(&value),
-            "limit" if !value.is_empty() => {
-                limit = Some(
-                    value
-                        .parse::<i64>()
-                        .map_err(|_| ApiError::invalid("limit", "must be a whole number"))?,
-                );
-            }
-            _ => {}
-        }
-    }
-    let page_rows = super::page_limit(limit, PAGE_ROWS, 200)?;
-    let after = super::page_cursor(cursor.as_deref())?;
+    let (cursor, limit) = (query.cursor(), query.limit());
+    let done = decision_notice(query.done());
+    let page_rows = crate::http::page_limit(limit, PAGE_ROWS, 200)?;
+    let after = crate::http::page_cursor(cursor.as_deref())?;
     let mut pending = approvals::list(
         ctx,
         &workspace_id,
@@ -169,9 +142,9 @@ async fn queue(
         QUEUE_ROWS + 1,
     )
     .await?;
-    let more_pending = super::next_cursor(&mut pending, QUEUE_ROWS, created_key).is_some();
+    let more_pending = crate::http::next_cursor(&mut pending, QUEUE_ROWS, created_key).is_some();
     let mut decided = approvals::history(ctx, &workspace_id, after, page_rows + 1).await?;
-    let next = super::next_cursor(&mut decided, page_rows, created_key);
+    let next = crate::http::next_cursor(&mut decided, page_rows, created_key);
     let shell = shell(ctx, principal, Section::Approvals).await?;
     let base = shell.base.clone();
     let agent_href = |c: &PolicyChallengeInfo| format!("{base}/dashboard/agents/{}", c.agent_id);
@@ -245,24 +218,16 @@ struct ChallengePage {
 /// trace.
 #[utoipa::path(get, path = "/dashboard/approvals/{challenge_id}", tag = "dashboard",
     params(("challenge_id" = String, Path)),
-    responses((status = 200, description = "HTML page of the challenge"), (status = 303, description = "not logged in: to /login"),
+    responses((status = 200, description = "HTML page of the challenge"), NotLoggedIn,
         (status = 403, description = "HTML page: the role may not read challenges"),
         (status = 404, description = "HTML page: `unknown_challenge`")))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn challenge_page(
     State(ctx): State<SharedContext>,
-    headers: HeaderMap,
     Path(challenge_id): Path<String>,
-) -> Response {
-    page_answer(
-        &ctx,
-        &headers,
-        None,
-        &[],
-        Section::Approvals,
-        async |principal| one_challenge(&ctx, principal, &challenge_id).await,
-    )
-    .await
+    Person(principal): Person,
+) -> PageResult {
+    Ok(one_challenge(&ctx, &principal, &challenge_id).await?)
 }
 
 async fn one_challenge(
@@ -315,27 +280,27 @@ fn created_key(c: &PolicyChallengeInfo) -> (i64, String) {
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn decide(
     State(ctx): State<SharedContext>,
-    headers: HeaderMap,
     Path(challenge_id): Path<String>,
-    body: Bytes,
-) -> Response {
-    form_answer(
+    posted: Posted<DecisionForm>,
+) -> PageResult {
+    let principal = &posted.person;
+    let form = &posted.form;
+    let decision = form.decision.as_deref().unwrap_or("");
+    Ok(decide_challenge(
         &ctx,
-        &headers,
-        &body,
-        Section::Approvals,
-        async |principal, fields| {
-            decide_challenge(
-                &ctx,
-                principal,
-                &challenge_id,
-                field(&fields, "decision").unwrap_or(""),
-                field(&fields, "reason"),
-            )
-            .await
-        },
+        principal,
+        &challenge_id,
+        decision,
+        form.reason.as_deref(),
     )
-    .await
+    .await?)
+}
+
+/// The decision form: `approve` or `deny`, and the reason.
+#[derive(Deserialize)]
+pub struct DecisionForm {
+    decision: Option<String>,
+    reason: Option<String>,
 }
 
 async fn decide_challenge(

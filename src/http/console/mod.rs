@@ -11,21 +11,107 @@
 //! applies [`super::session::csrf_refusal`] as for any cookie request (a cross-site request is
 //! refused, token or not). Every change is audited by its use case with the person as actor.
 
+pub mod agents;
+pub mod approvals;
+pub mod audit;
+pub mod credentials;
+pub mod extract;
+pub mod overview;
+pub mod policies;
+pub mod vault;
+pub mod workspace;
+
 use askama::Template;
-use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
+use axum::http::{header, HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
+
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::context::{Context, SharedContext};
 use crate::domain::access::Need;
-use crate::domain::FieldError;
 use crate::error::ApiError;
 use crate::identity::accounts::{self, Principal};
 
+use self::extract::{PageResult, Posted};
 use super::operator::person_requires;
 use super::pages::{error_page, login_url, render};
 use super::session::authenticate_user;
+
+/// Every page and form of the console, a section per module. Each line: the paths and methods
+/// (in the handlers' order) of one `routes!`; the test `router_lines_name_their_paths` holds
+/// them to the OpenAPI document.
+pub fn routes() -> OpenApiRouter<SharedContext> {
+    OpenApiRouter::new()
+        .routes(routes!(overview::dashboard)) // GET /dashboard
+        .routes(routes!(switch_workspace)) // POST /dashboard/workspace
+        .routes(routes!(agents::agents_page)) // GET /dashboard/agents
+        .routes(routes!(agents::claim_agent)) // POST /dashboard/agents/claim
+        .routes(routes!(agents::agent_page)) // GET /dashboard/agents/{agent_id}
+        .routes(routes!(agents::confirm_agent_action, agents::agent_action)) // GET, POST /dashboard/agents/{agent_id}/{action}
+        .routes(routes!(policies::policies_page)) // GET /dashboard/policies
+        .routes(routes!(policies::policy_page)) // GET /dashboard/policies/{policy_id}
+        .routes(routes!(policies::diff_page)) // GET /dashboard/policies/{policy_id}/diff
+        .routes(routes!(policies::dry_run_form, policies::dry_run)) // GET, POST /dashboard/policies/{policy_id}/dry-run
+        .routes(routes!(policies::apply)) // POST /dashboard/policies/{policy_id}/apply
+        .routes(routes!(policies::confirm_rollback, policies::rollback)) // GET, POST /dashboard/policies/{policy_id}/rollback/{version}
+        .routes(routes!(policies::bench_form, policies::bench_run)) // GET, POST /dashboard/policies/{policy_id}/test
+        .routes(routes!(approvals::approvals_page)) // GET /dashboard/approvals
+        .routes(routes!(approvals::challenge_page, approvals::decide)) // GET, POST /dashboard/approvals/{challenge_id}
+        .routes(routes!(audit::audit_page)) // GET /dashboard/audit
+        .routes(routes!(audit::export)) // GET /dashboard/audit/export
+        .routes(routes!(audit::event_page)) // GET /dashboard/audit/{event_id}
+        .routes(routes!(credentials::credentials_page)) // GET /dashboard/credentials
+        .routes(routes!(credentials::minting)) // POST /dashboard/credentials/minting
+        .routes(routes!(credentials::revoke_all)) // POST /dashboard/credentials/revoke-all
+        .routes(routes!(credentials::confirm_revoke, credentials::revoke)) // GET, POST /dashboard/credentials/{cred_id}/revoke
+        .routes(routes!(
+            credentials::confirm_revoke_agent,
+            credentials::revoke_agent
+        )) // GET, POST /dashboard/credentials/agents/{agent_id}/revoke
+        .routes(routes!(vault::vault_page, vault::create_set)) // GET, POST /dashboard/vault
+        .routes(routes!(vault::set_page, vault::write_values)) // GET, POST /dashboard/vault/{secret_set_id}
+        .routes(routes!(vault::confirm_lifecycle, vault::lifecycle)) // GET, POST /dashboard/vault/{secret_set_id}/{action}
+        .routes(routes!(vault::confirm_rollback_set, vault::rollback_set)) // GET, POST /dashboard/vault/{secret_set_id}/rollback/{version}
+        .routes(routes!(vault::add_grant)) // POST /dashboard/vault/{secret_set_id}/grants
+        .routes(routes!(vault::revoke_set_grant)) // POST /dashboard/vault/{secret_set_id}/grants/{grant_id}/revoke
+        .routes(routes!(vault::issue_set_lease)) // POST /dashboard/vault/{secret_set_id}/leases
+        .routes(routes!(vault::revoke_set_lease)) // POST /dashboard/vault/{secret_set_id}/leases/{lease_id}/revoke
+        .routes(routes!(workspace::workspace_page)) // GET /dashboard/settings
+        .routes(routes!(workspace::save_member)) // POST /dashboard/settings/members
+        .routes(routes!(
+            workspace::confirm_remove_member,
+            workspace::remove_member
+        )) // GET, POST /dashboard/settings/members/{user_id}/remove
+        .routes(routes!(workspace::create_api_key)) // POST /dashboard/settings/api-keys
+        .routes(routes!(
+            workspace::confirm_revoke_api_key,
+            workspace::revoke_api_key
+        )) // GET, POST /dashboard/settings/api-keys/{key_id}/revoke
+        .routes(routes!(workspace::create_token)) // POST /dashboard/settings/tokens
+        .routes(routes!(
+            workspace::confirm_revoke_token,
+            workspace::revoke_token
+        )) // GET, POST /dashboard/settings/tokens/{token_id}/revoke
+        .routes(routes!(workspace::save_settings)) // POST /dashboard/settings/approval
+        .routes(routes!(workspace::save_retention)) // POST /dashboard/settings/retention
+        .routes(routes!(workspace::create_workspace)) // POST /dashboard/settings/workspaces
+}
+
+/// The console's routes; with the server's context, each wrapped in
+/// [`extract::show_failures`], which shows a handler's error as a page of its section (without,
+/// for the OpenAPI document alone, bare).
+pub fn router(ctx: Option<&SharedContext>) -> OpenApiRouter<SharedContext> {
+    let routes = routes();
+    match ctx {
+        Some(ctx) => routes.route_layer(axum::middleware::from_fn_with_state(
+            ctx.clone(),
+            extract::show_failures,
+        )),
+        None => routes,
+    }
+}
 
 /// Rows of a list page unless `limit` says otherwise.
 pub(super) const PAGE_ROWS: i64 = 25;
@@ -154,6 +240,22 @@ fn section_info(section: Section) -> &'static SectionInfo {
         .unwrap_or(&SECTIONS[0])
 }
 
+/// The section of a console route (the overview's for `/dashboard` itself and the paths no
+/// section holds), by the route's path as the router matched it.
+pub(super) fn section_at(ctx: &Context, matched: &str) -> Section {
+    let path = matched
+        .strip_prefix(ctx.config.path_prefix.as_deref().unwrap_or_default())
+        .unwrap_or(matched);
+    SECTIONS
+        .iter()
+        .filter(|s| {
+            path.strip_prefix(s.path)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+        })
+        .max_by_key(|s| s.path.len())
+        .map_or(Section::Overview, |s| s.section)
+}
+
 pub(super) fn base(ctx: &Context) -> String {
     ctx.config.path_prefix.clone().unwrap_or_default()
 }
@@ -205,60 +307,6 @@ pub(super) fn see_other(location: String) -> Response {
     (StatusCode::SEE_OTHER, [(header::LOCATION, location)]).into_response()
 }
 
-/// The integer parameters of the pages that take a page size, and of the versions diff.
-pub(super) const LIMIT: &[(&str, i64, i64)] = &[("limit", 1, 200)];
-pub(super) const VERSIONS: &[(&str, i64, i64)] = &[("from", 1, i64::MAX), ("to", 1, i64::MAX)];
-
-/// A page's query, checked as the API checks its parameters, before anything else (a bad
-/// query is a 400 page whether or not the person is logged in): no NUL in a name or value, and
-/// each of `ints` (name, least, most) a whole number within its bounds.
-fn checked_query(
-    ctx: &Context,
-    query: Option<&str>,
-    ints: &[(&'static str, i64, i64)],
-) -> Option<Response> {
-    for (name, value) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
-        if value.contains('\0') || name.contains('\0') {
-            return Some(error_page(
-                ctx,
-                ApiError::bad_request(
-                    "invalid_query",
-                    "a query parameter must not contain NUL characters",
-                ),
-            ));
-        }
-        if let Some((field, low, high)) = ints.iter().find(|(n, _, _)| *n == name) {
-            if !value
-                .parse::<i64>()
-                .is_ok_and(|n| (*low..=*high).contains(&n))
-            {
-                return Some(error_page(
-                    ctx,
-                    FieldError::invalid(
-                        *field,
-                        format!("must be a whole number from {low} to {high}"),
-                    )
-                    .into(),
-                ));
-            }
-        }
-    }
-    None
-}
-
-/// The person behind a page's GET, after its query was checked (see [`checked_query`]).
-pub(super) async fn page_person(
-    ctx: &Context,
-    headers: &HeaderMap,
-    query: Option<&str>,
-    ints: &[(&'static str, i64, i64)],
-) -> Result<Principal, Response> {
-    if let Some(refused) = checked_query(ctx, query, ints) {
-        return Err(refused);
-    }
-    person(ctx, &Method::GET, headers).await
-}
-
 /// The person behind a console request, by session cookie (tokens and API keys open no
 /// pages), or the answer to send instead: the login page without a session, an error page
 /// for a refused request (a failed CSRF check).
@@ -273,60 +321,6 @@ pub(super) async fn person(
         Err(err) if err.status == StatusCode::UNAUTHORIZED => Err(see_other(login_url(ctx))),
         Err(err) => Err(error_page(ctx, err)),
     }
-}
-
-/// The person behind a form posted to the console and the form's fields. The form's `csrf`
-/// field counts as the `X-CSRF-Token` header, so the cookie request passes the same CSRF
-/// check as any other.
-pub(super) async fn form_person(
-    ctx: &Context,
-    headers: &HeaderMap,
-    body: &[u8],
-) -> Result<(Principal, Vec<(String, String)>), Response> {
-    let fields: Vec<(String, String)> = form_urlencoded::parse(body).into_owned().collect();
-    let mut headers = headers.clone();
-    if !headers.contains_key("x-csrf-token") {
-        if let Some(token) = field(&fields, "csrf").and_then(|t| HeaderValue::from_str(t).ok()) {
-            headers.insert("x-csrf-token", token);
-        }
-    }
-    let principal = person(ctx, &Method::POST, &headers).await?;
-    Ok((principal, fields))
-}
-
-/// A console form's answer: the person behind the POST (see [`form_person`]), then `act` with
-/// the form's fields, its error shown as a page of `section` (see [`answer`]).
-pub(super) async fn form_answer(
-    ctx: &Context,
-    headers: &HeaderMap,
-    body: &[u8],
-    section: Section,
-    act: impl AsyncFnOnce(&Principal, Vec<(String, String)>) -> Result<Response, ApiError>,
-) -> Response {
-    let (principal, fields) = match form_person(ctx, headers, body).await {
-        Ok(found) => found,
-        Err(response) => return response,
-    };
-    let result = act(&principal, fields).await;
-    answer(ctx, &principal, section, result).await
-}
-
-/// A console page's answer: the person behind the GET (see [`page_person`]), then `show`, its
-/// error shown as a page of `section` (see [`answer`]).
-pub(super) async fn page_answer(
-    ctx: &Context,
-    headers: &HeaderMap,
-    query: Option<&str>,
-    ints: &[(&'static str, i64, i64)],
-    section: Section,
-    show: impl AsyncFnOnce(&Principal) -> Result<Response, ApiError>,
-) -> Response {
-    let principal = match page_person(ctx, headers, query, ints).await {
-        Ok(p) => p,
-        Err(response) => return response,
-    };
-    let result = show(&principal).await;
-    answer(ctx, &principal, section, result).await
 }
 
 pub(super) fn field<'a>(fields: &'a [(String, String)], name: &str) -> Option<&'a str> {
@@ -397,19 +391,17 @@ pub(super) async fn answer(
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn switch_workspace(
     State(ctx): State<SharedContext>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let (principal, fields) = match form_person(&ctx, &headers, &body).await {
-        Ok(found) => found,
-        Err(response) => return response,
-    };
-    let workspace_id = field(&fields, "workspace_id").unwrap_or("");
-    let result = accounts::select_workspace(&ctx, &principal, workspace_id)
-        .await
-        .map(|()| see_other(format!("{}/dashboard", base(&ctx))))
-        .map_err(ApiError::from);
-    answer(&ctx, &principal, Section::Overview, result).await
+    posted: Posted<SwitchForm>,
+) -> PageResult {
+    let workspace_id = posted.form.workspace_id.as_deref().unwrap_or("");
+    accounts::select_workspace(&ctx, &posted.person, workspace_id).await?;
+    Ok(see_other(format!("{}/dashboard", base(&ctx))))
+}
+
+/// The workspace switcher's form: the workspace to show.
+#[derive(serde::Deserialize)]
+pub struct SwitchForm {
+    workspace_id: Option<String>,
 }
 
 // ---- select options shared by the sections ----------------------------------------------------

@@ -3,10 +3,10 @@
 //! agent into the workspace.
 
 use askama::Template;
-use axum::body::Bytes;
-use axum::extract::{Path, RawQuery, State};
-use axum::http::{header, HeaderMap, HeaderValue, Method};
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderValue};
 use axum::response::Response;
+use serde::Deserialize;
 
 use crate::api;
 use crate::audit::summary;
@@ -20,12 +20,12 @@ use crate::store::AgentQuery;
 use crate::telemetry::{heartbeats, inventory};
 use crate::time::{iso, now_ms};
 
-use super::console::{
-    answer, base, field, form_answer, form_person, options, page_answer, page_person, person,
-    see_other, shell, Section, SelectOption, Shell, LIMIT, PAGE_ROWS, RECENT_ROWS,
+use super::extract::{NotLoggedIn, Nothing, PageQuery, PageResult, Paged, Person, Posted};
+use super::{
+    base, options, see_other, shell, Section, SelectOption, Shell, PAGE_ROWS, RECENT_ROWS,
 };
-use super::operator::person_requires;
-use super::pages::render;
+use crate::http::operator::person_requires;
+use crate::http::pages::render;
 
 /// Heartbeats drawn in an agent's latency chart (the table lists the newest [`RECENT_ROWS`]).
 const CHARTED_HEARTBEATS: i64 = 60;
@@ -33,8 +33,9 @@ const CHARTED_HEARTBEATS: i64 = 60;
 // ---- agents -----------------------------------------------------------------------------------
 
 /// The filters of the agents page, as typed (empty when not set).
-#[derive(Debug, Default)]
-struct AgentFilters {
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct AgentFilters {
     q: String,
     status: String,
     risk_tier: String,
@@ -44,6 +45,19 @@ struct AgentFilters {
 }
 
 impl AgentFilters {
+    /// The filters with their blanks around them gone.
+    fn trimmed(self) -> Self {
+        let trim = |s: String| s.trim().to_owned();
+        Self {
+            q: trim(self.q),
+            status: trim(self.status),
+            risk_tier: trim(self.risk_tier),
+            label: trim(self.label),
+            group: trim(self.group),
+            seen: trim(self.seen),
+        }
+    }
+
     fn is_set(&self) -> bool {
         !(self.q.is_empty()
             && self.status.is_empty()
@@ -126,56 +140,29 @@ struct AgentRow {
         ("label" = Option<String>, Query, description = "an inventory label, or `key=value`"),
         ("limit" = Option<i64>, Query, description = "1 to 200, default 25"),
         ("cursor" = Option<String>, Query, description = "the next page's cursor")),
-    responses((status = 200, description = "HTML list of agents"), (status = 303, description = "not logged in: to /login"),
+    responses((status = 200, description = "HTML list of agents"), NotLoggedIn,
         (status = 400, description = "HTML page: a filter, the limit or the cursor is not valid"),
         (status = 403, description = "HTML page: the role may not read agents")))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn agents_page(
     State(ctx): State<SharedContext>,
-    headers: HeaderMap,
-    RawQuery(query): RawQuery,
-) -> Response {
-    page_answer(
-        &ctx,
-        &headers,
-        query.as_deref(),
-        LIMIT,
-        Section::Agents,
-        async |principal| agents_list(&ctx, principal, query.as_deref().unwrap_or("")).await,
-    )
-    .await
+    PageQuery(query): PageQuery<Paged<AgentFilters>>,
+    Person(principal): Person,
+) -> PageResult {
+    let principal = &principal;
+    Ok(agents_list(&ctx, principal, query).await?)
 }
 
 async fn agents_list(
     ctx: &Context,
     principal: &Principal,
-    raw_query: &str,
+    query: Paged<AgentFilters>,
 ) -> Result<Response, ApiError> {
     person_requires(principal, Need::AgentsRead)?;
     let (workspace_id, _) = principal.membership()?;
-    let mut filters = AgentFilters::default();
-    let (mut cursor, mut limit, mut done) = (None, None, None);
-    for (name, value) in form_urlencoded::parse(raw_query.as_bytes()) {
-        let value = value.trim().to_owned();
-        match name.as_ref() {
-            "q" => filters.q = value,
-            "status" => filters.status = value,
-            "risk_tier" => filters.risk_tier = value,
-            "label" => filters.label = value,
-            "group" => filters.group = value,
-            "seen" => filters.seen = value,
-            "cursor" => cursor = Some(value),
-            "done" if value == "reject" => done = Some(CLAIM_REJECTED),
-            "limit" if !value.is_empty() => {
-                limit = Some(
-                    value
-                        .parse::<i64>()
-                        .map_err(|_| ApiError::invalid("limit", "must be a whole number"))?,
-                );
-            }
-            _ => {}
-        }
-    }
+    let (cursor, limit) = (query.cursor(), query.limit());
+    let done = (query.done() == "reject").then_some(CLAIM_REJECTED);
+    let filters = query.filters.trimmed();
     let status = match filters.status.as_str() {
         "" => None,
         s => Some(AgentStatus::parse(s).ok_or_else(|| {
@@ -207,8 +194,8 @@ async fn agents_list(
         "" => None,
         name => Some(agents::group_members(ctx, &workspace_id, name).await?),
     };
-    let page_rows = super::page_limit(limit, PAGE_ROWS, 200)?;
-    let after = super::page_cursor(cursor.as_deref())?;
+    let page_rows = crate::http::page_limit(limit, PAGE_ROWS, 200)?;
+    let after = crate::http::page_cursor(cursor.as_deref())?;
     let query = AgentQuery {
         workspace_id,
         status,
@@ -223,7 +210,7 @@ async fn agents_list(
         ..AgentQuery::default()
     };
     let mut rows = agents::list(ctx, &query).await?;
-    let next = super::next_cursor(&mut rows, page_rows, |a| (a.created_at, a.id.clone()));
+    let next = crate::http::next_cursor(&mut rows, page_rows, |a| (a.created_at, a.id.clone()));
     let shell = shell(ctx, principal, Section::Agents).await?;
     let base = shell.base.clone();
     let agents = rows
@@ -288,7 +275,7 @@ struct AgentPage {
     actions: Vec<ActionLink>,
     done: Option<&'static str>,
     /// Its active credentials and live vault leases (`credentials_agent.html`).
-    holdings: super::console_credentials::AgentHoldings,
+    holdings: super::credentials::AgentHoldings,
 }
 
 /// An agent's heartbeat latencies over time, oldest on the left, as an SVG polyline in a
@@ -418,27 +405,26 @@ fn actions_for(status: &str) -> impl Iterator<Item = &'static AgentAction> {
 /// change agents) its actions.
 #[utoipa::path(get, path = "/dashboard/agents/{agent_id}", tag = "dashboard",
     params(("agent_id" = String, Path), ("done" = Option<String>, Query, description = "the action just done, for its notice")),
-    responses((status = 200, description = "HTML page of the agent"), (status = 303, description = "not logged in: to /login"),
+    responses((status = 200, description = "HTML page of the agent"), NotLoggedIn,
         (status = 403, description = "HTML page: the role may not read agents"), (status = 404, description = "HTML page: `unknown_agent`")))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn agent_page(
     State(ctx): State<SharedContext>,
-    headers: HeaderMap,
     Path(agent_id): Path<String>,
-    RawQuery(query): RawQuery,
-) -> Response {
-    let principal = match page_person(&ctx, &headers, query.as_deref(), &[]).await {
-        Ok(p) => p,
-        Err(response) => return response,
-    };
-    let done = form_urlencoded::parse(query.unwrap_or_default().as_bytes())
-        .find(|(k, _)| k == "done")
-        .and_then(|(_, verb)| match verb.as_ref() {
-            "claim" => Some(CLAIMED),
-            verb => action_named(verb).ok().map(|a| a.done),
-        });
-    let result = agent_detail(&ctx, &principal, &agent_id, done).await;
-    answer(&ctx, &principal, Section::Agents, result).await
+    PageQuery(query): PageQuery<DoneQuery>,
+    Person(principal): Person,
+) -> PageResult {
+    let done = query.done.as_deref().and_then(|verb| match verb {
+        "claim" => Some(CLAIMED),
+        verb => action_named(verb).ok().map(|a| a.done),
+    });
+    Ok(agent_detail(&ctx, &principal, &agent_id, done).await?)
+}
+
+/// A page's query after a change: `done`, the change just made, for its notice.
+#[derive(Deserialize)]
+pub struct DoneQuery {
+    done: Option<String>,
 }
 
 async fn agent_detail(
@@ -468,7 +454,7 @@ async fn agent_detail(
         Err(_) => None,
     };
     let shell = shell(ctx, principal, Section::Agents).await?;
-    let holdings = super::console_credentials::agent_holdings(
+    let holdings = super::credentials::agent_holdings(
         ctx,
         principal,
         &workspace_id,
@@ -521,21 +507,17 @@ struct ConfirmPage {
 /// does it. Only roles that may change agents get it.
 #[utoipa::path(get, path = "/dashboard/agents/{agent_id}/{action}", tag = "dashboard",
     params(("agent_id" = String, Path), ("action" = String, Path, description = "`suspend`, `resume`, `revoke` or `approve`")),
-    responses((status = 200, description = "HTML confirmation form"), (status = 303, description = "not logged in: to /login"),
+    responses((status = 200, description = "HTML confirmation form"), NotLoggedIn,
         (status = 403, description = "HTML page: the role may not change agents"),
         (status = 404, description = "HTML page: `unknown_agent`, or no such action")))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn confirm_agent_action(
     State(ctx): State<SharedContext>,
-    headers: HeaderMap,
     Path((agent_id, verb)): Path<(String, String)>,
-) -> Response {
-    let principal = match person(&ctx, &Method::GET, &headers).await {
-        Ok(p) => p,
-        Err(response) => return response,
-    };
-    let result = confirm_page(&ctx, &principal, &agent_id, &verb).await;
-    answer(&ctx, &principal, Section::Agents, result).await
+    _query: PageQuery<Nothing>,
+    Person(principal): Person,
+) -> PageResult {
+    Ok(confirm_page(&ctx, &principal, &agent_id, &verb).await?)
 }
 
 async fn confirm_page(
@@ -574,20 +556,24 @@ async fn confirm_page(
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn agent_action(
     State(ctx): State<SharedContext>,
-    headers: HeaderMap,
     Path((agent_id, verb)): Path<(String, String)>,
-    body: Bytes,
-) -> Response {
-    form_answer(
+    posted: Posted<ActionForm>,
+) -> PageResult {
+    let principal = &posted.person;
+    Ok(act(
         &ctx,
-        &headers,
-        &body,
-        Section::Agents,
-        async |principal, fields| {
-            act(&ctx, principal, &agent_id, &verb, field(&fields, "reason")).await
-        },
+        principal,
+        &agent_id,
+        &verb,
+        posted.form.reason.as_deref(),
     )
-    .await
+    .await?)
+}
+
+/// The form of a status move: the reason, recorded with it.
+#[derive(Deserialize)]
+pub struct ActionForm {
+    reason: Option<String>,
 }
 
 async fn act(
@@ -663,19 +649,21 @@ struct ClaimPage {
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn claim_agent(
     State(ctx): State<SharedContext>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let (principal, fields) = match form_person(&ctx, &headers, &body).await {
-        Ok(found) => found,
-        Err(response) => return response,
-    };
-    let code = claim_code_of(field(&fields, "code").unwrap_or_default());
-    let result = match field(&fields, "decision") {
-        None | Some("") => claim_page(&ctx, &principal, code).await,
-        Some(decision) => claim(&ctx, &principal, code, decision).await,
-    };
-    answer(&ctx, &principal, Section::Agents, result).await
+    posted: Posted<ClaimForm>,
+) -> PageResult {
+    let (principal, form) = (&posted.person, &posted.form);
+    let code = claim_code_of(form.code.as_deref().unwrap_or_default());
+    Ok(match form.decision.as_deref() {
+        None | Some("") => claim_page(&ctx, principal, code).await?,
+        Some(decision) => claim(&ctx, principal, code, decision).await?,
+    })
+}
+
+/// The claim form: the claim link or its code, and the decision once the agent was shown.
+#[derive(Deserialize)]
+pub struct ClaimForm {
+    code: Option<String>,
+    decision: Option<String>,
 }
 
 async fn claim_page(

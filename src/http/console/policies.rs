@@ -10,13 +10,14 @@
 //! checked by the server on every request, GET or POST.
 
 use askama::Template;
-use axum::body::Bytes;
-use axum::extract::{Path, RawQuery, State};
-use axum::http::{HeaderMap, Method, StatusCode};
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{json, Value};
 
 use crate::api;
+use serde::Deserialize;
+
 use crate::context::{Context, SharedContext};
 use crate::domain::access::Need;
 use crate::error::ApiError;
@@ -29,13 +30,11 @@ use crate::policy::{bench, sync, Decision};
 use crate::secret::{random_base62, sha256_hex};
 use crate::time::iso;
 
-use super::console::{
-    answer, base, field, form_answer, form_person, page_answer, page_person, person, see_other,
-    shell, Section, Shell, VERSIONS,
-};
-use super::extract::AppPath;
-use super::operator::person_requires;
-use super::pages::render;
+use super::extract::{NotLoggedIn, PageQuery, PageResult, Pairs, Person, Positive, Posted};
+use super::{base, field, see_other, shell, Section, Shell};
+use crate::http::extract::AppPath;
+use crate::http::operator::person_requires;
+use crate::http::pages::render;
 
 /// The most spec text a form may carry (a spec's own limits apply after parsing).
 const MAX_SPEC_TEXT: usize = 512 * 1024;
@@ -63,10 +62,20 @@ fn yaml_of(spec: &Value) -> String {
     serde_yaml_ng::to_string(spec).unwrap_or_else(|_| spec.to_string())
 }
 
-fn query_pairs(raw: Option<&str>) -> Vec<(String, String)> {
-    form_urlencoded::parse(raw.unwrap_or_default().as_bytes())
-        .into_owned()
-        .collect()
+/// A policy page's query: an earlier `version` to show, `done` the change just made, and for
+/// the test bench the audit `event` whose request it takes.
+#[derive(Deserialize)]
+pub struct PolicyQuery {
+    version: Option<Positive>,
+    done: Option<String>,
+    event: Option<String>,
+}
+
+/// The versions diff's query: the two versions.
+#[derive(Deserialize)]
+pub struct DiffQuery {
+    from: Option<Positive>,
+    to: Option<Positive>,
 }
 
 // ---- the diff, as the pages show it -------------------------------------------------------------
@@ -147,16 +156,14 @@ struct PolicyRow {
 /// The workspace's policies (`pol_default` always among them): id, name, version, hash and
 /// when it last changed.
 #[utoipa::path(get, path = "/dashboard/policies", tag = "dashboard",
-    responses((status = 200, description = "HTML list of policies"), (status = 303, description = "not logged in: to /login"),
+    responses((status = 200, description = "HTML list of policies"), NotLoggedIn,
         (status = 403, description = "HTML page: the role may not read policies")))]
 #[tracing::instrument(level = "debug", skip_all)]
-pub async fn policies_page(State(ctx): State<SharedContext>, headers: HeaderMap) -> Response {
-    let principal = match person(&ctx, &Method::GET, &headers).await {
-        Ok(p) => p,
-        Err(response) => return response,
-    };
-    let result = policies_list(&ctx, &principal).await;
-    answer(&ctx, &principal, Section::Policies, result).await
+pub async fn policies_page(
+    State(ctx): State<SharedContext>,
+    Person(principal): Person,
+) -> PageResult {
+    Ok(policies_list(&ctx, &principal).await?)
 }
 
 async fn policies_list(ctx: &Context, principal: &Principal) -> Result<Response, ApiError> {
@@ -259,41 +266,25 @@ async fn version_rows(
         .collect())
 }
 
-/// The `version` a policy page or the bench shows, when its query names one.
-const VERSION: &[(&str, i64, i64)] = &[("version", 1, i64::MAX)];
-
 /// A policy: its current spec (YAML and JSON), compiled Cedar, hash and versions, with the
 /// diff form and (for owners and admins) dry run and rollback; with `version`, that version's
 /// spec and Cedar instead (the audit trail links a decision to the version that made it).
 #[utoipa::path(get, path = "/dashboard/policies/{policy_id}", tag = "dashboard",
     params(("policy_id" = String, Path), ("done" = Option<String>, Query, description = "`applied`, `unchanged` or `rolled_back`, for its notice"),
         ("version" = Option<i64>, Query, description = "an earlier version to show (default: the current one)")),
-    responses((status = 200, description = "HTML page of the policy"), (status = 303, description = "not logged in: to /login"),
+    responses((status = 200, description = "HTML page of the policy"), NotLoggedIn,
         (status = 400, description = "HTML page: `invalid_version`"),
         (status = 403, description = "HTML page: the role may not read policies"), (status = 404, description = "HTML page: `unknown_policy`, `unknown_version`")))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn policy_page(
     State(ctx): State<SharedContext>,
-    headers: HeaderMap,
     Path(policy_id): Path<String>,
-    RawQuery(query): RawQuery,
-) -> Response {
-    let principal = match page_person(&ctx, &headers, query.as_deref(), VERSION).await {
-        Ok(p) => p,
-        Err(response) => return response,
-    };
-    let pairs = query_pairs(query.as_deref());
-    let done = pairs
-        .iter()
-        .find(|(k, _)| k == "done")
-        .and_then(|(_, v)| done_notice(v));
-    // Checked by `page_person`: a whole number of at least 1.
-    let version = pairs
-        .iter()
-        .find(|(k, _)| k == "version")
-        .and_then(|(_, v)| v.parse::<i64>().ok());
-    let result = policy_detail(&ctx, &principal, &policy_id, done, version).await;
-    answer(&ctx, &principal, Section::Policies, result).await
+    PageQuery(query): PageQuery<PolicyQuery>,
+    Person(principal): Person,
+) -> PageResult {
+    let done = query.done.as_deref().and_then(done_notice);
+    let version = query.version.map(|v| v.0);
+    Ok(policy_detail(&ctx, &principal, &policy_id, done, version).await?)
 }
 
 fn done_notice(done: &str) -> Option<String> {
@@ -364,34 +355,24 @@ struct DiffPage {
 /// summary of blocks, groups, bindings and memberships, and the diff of the compiled Cedar.
 #[utoipa::path(get, path = "/dashboard/policies/{policy_id}/diff", tag = "dashboard",
     params(("policy_id" = String, Path), ("from" = i64, Query), ("to" = i64, Query)),
-    responses((status = 200, description = "HTML diff"), (status = 303, description = "not logged in: to /login"),
+    responses((status = 200, description = "HTML diff"), NotLoggedIn,
         (status = 400, description = "HTML page: `invalid_from`, `invalid_to`"),
         (status = 403, description = "HTML page: the role may not read policies"),
         (status = 404, description = "HTML page: `unknown_policy`, `unknown_version`")))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn diff_page(
     State(ctx): State<SharedContext>,
-    headers: HeaderMap,
     Path(policy_id): Path<String>,
-    RawQuery(query): RawQuery,
-) -> Response {
-    page_answer(
-        &ctx,
-        &headers,
-        query.as_deref(),
-        VERSIONS,
-        Section::Policies,
-        async |principal| versions_diff(&ctx, principal, &policy_id, query.as_deref()).await,
-    )
-    .await
+    PageQuery(query): PageQuery<DiffQuery>,
+    Person(principal): Person,
+) -> PageResult {
+    let principal = &principal;
+    Ok(versions_diff(&ctx, principal, &policy_id, query).await?)
 }
 
-fn version_param(pairs: &[(String, String)], name: &'static str) -> Result<i64, ApiError> {
-    pairs
-        .iter()
-        .find(|(k, _)| k == name)
-        .and_then(|(_, v)| v.trim().parse::<i64>().ok())
-        .filter(|v| *v >= 0)
+fn version_param(version: Option<Positive>, name: &'static str) -> Result<i64, ApiError> {
+    version
+        .map(|v| v.0)
         .ok_or_else(|| ApiError::invalid(name, "must be a version number"))
 }
 
@@ -399,11 +380,13 @@ async fn versions_diff(
     ctx: &Context,
     principal: &Principal,
     policy_id: &str,
-    query: Option<&str>,
+    query: DiffQuery,
 ) -> Result<Response, ApiError> {
     let workspace_id = readable(principal)?;
-    let pairs = query_pairs(query);
-    let (from_v, to_v) = (version_param(&pairs, "from")?, version_param(&pairs, "to")?);
+    let (from_v, to_v) = (
+        version_param(query.from, "from")?,
+        version_param(query.to, "to")?,
+    );
     let from = sync::policy_detail(ctx, &workspace_id, policy_id, Some(from_v)).await?;
     let to = sync::policy_detail(ctx, &workspace_id, policy_id, Some(to_v)).await?;
     let spec_of = |d: &api::PolicyDetail| -> Result<PolicySpec, ApiError> {
@@ -520,20 +503,15 @@ fn view_of<T: serde::de::DeserializeOwned>(part: Option<&serde_json::Value>) -> 
 /// current one. Owners and admins only.
 #[utoipa::path(get, path = "/dashboard/policies/{policy_id}/dry-run", tag = "dashboard",
     params(("policy_id" = String, Path)),
-    responses((status = 200, description = "HTML form"), (status = 303, description = "not logged in: to /login"),
+    responses((status = 200, description = "HTML form"), NotLoggedIn,
         (status = 403, description = "HTML page: the role may not sync policies"), (status = 404, description = "HTML page: `unknown_policy`")))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn dry_run_form(
     State(ctx): State<SharedContext>,
-    headers: HeaderMap,
     Path(policy_id): Path<String>,
-) -> Response {
-    let principal = match person(&ctx, &Method::GET, &headers).await {
-        Ok(p) => p,
-        Err(response) => return response,
-    };
-    let result = sync_form(&ctx, &principal, &policy_id).await;
-    answer(&ctx, &principal, Section::Policies, result).await
+    Person(principal): Person,
+) -> PageResult {
+    Ok(sync_form(&ctx, &principal, &policy_id).await?)
 }
 
 async fn sync_form(
@@ -614,23 +592,23 @@ fn sync_page_with(
 #[utoipa::path(post, path = "/dashboard/policies/{policy_id}/dry-run", tag = "dashboard",
     params(("policy_id" = String, Path)),
     request_body(content = String, content_type = "application/x-www-form-urlencoded", description = "`csrf` (the session's token) and `spec` (YAML or JSON)"),
-    responses((status = 200, description = "HTML page: the diff and hashes, and the apply form"), (status = 303, description = "not logged in: to /login"),
+    responses((status = 200, description = "HTML page: the diff and hashes, and the apply form"), NotLoggedIn,
         (status = 403, description = "HTML page: `csrf_failed`, or the role may not sync policies"),
         (status = 404, description = "HTML page: `unknown_policy`"), (status = 422, description = "HTML page: the spec's errors")))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn dry_run(
     State(ctx): State<SharedContext>,
-    headers: HeaderMap,
     Path(policy_id): Path<String>,
-    body: Bytes,
-) -> Response {
-    let (principal, fields) = match form_person(&ctx, &headers, &body).await {
-        Ok(found) => found,
-        Err(response) => return response,
-    };
-    let spec = field(&fields, "spec").unwrap_or("");
-    let result = run_dry_run(&ctx, &principal, &policy_id, spec).await;
-    answer(&ctx, &principal, Section::Policies, result).await
+    posted: Posted<SpecForm>,
+) -> PageResult {
+    let spec = posted.form.spec.as_deref().unwrap_or("");
+    Ok(run_dry_run(&ctx, &posted.person, &policy_id, spec).await?)
+}
+
+/// The dry run's form: the spec, YAML or JSON.
+#[derive(Deserialize)]
+pub struct SpecForm {
+    spec: Option<String>,
 }
 
 async fn run_dry_run(
@@ -704,18 +682,11 @@ async fn run_dry_run(
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn apply(
     State(ctx): State<SharedContext>,
-    headers: HeaderMap,
     Path(policy_id): Path<String>,
-    body: Bytes,
-) -> Response {
-    form_answer(
-        &ctx,
-        &headers,
-        &body,
-        Section::Policies,
-        async |principal, fields| run_apply(&ctx, principal, &policy_id, &fields).await,
-    )
-    .await
+    posted: Posted<Pairs>,
+) -> PageResult {
+    let principal = &posted.person;
+    Ok(run_apply(&ctx, principal, &policy_id, &posted.form).await?)
 }
 
 async fn run_apply(
@@ -829,21 +800,16 @@ struct RollbackPage {
 /// run of the rollback), and the form that does it. Owners and admins only.
 #[utoipa::path(get, path = "/dashboard/policies/{policy_id}/rollback/{version}", tag = "dashboard",
     params(("policy_id" = String, Path), ("version" = i64, Path)),
-    responses((status = 200, description = "HTML confirmation with the diff"), (status = 303, description = "not logged in: to /login"),
+    responses((status = 200, description = "HTML confirmation with the diff"), NotLoggedIn,
         (status = 403, description = "HTML page: the role may not sync policies"),
         (status = 404, description = "HTML page: `unknown_policy`, `unknown_version`")))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn confirm_rollback(
     State(ctx): State<SharedContext>,
-    headers: HeaderMap,
     AppPath((policy_id, version)): AppPath<(String, i64)>,
-) -> Response {
-    let principal = match person(&ctx, &Method::GET, &headers).await {
-        Ok(p) => p,
-        Err(response) => return response,
-    };
-    let result = rollback_confirmation(&ctx, &principal, &policy_id, version).await;
-    answer(&ctx, &principal, Section::Policies, result).await
+    Person(principal): Person,
+) -> PageResult {
+    Ok(rollback_confirmation(&ctx, &principal, &policy_id, version).await?)
 }
 
 async fn rollback_confirmation(
@@ -893,18 +859,10 @@ async fn rollback_confirmation(
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn rollback(
     State(ctx): State<SharedContext>,
-    headers: HeaderMap,
     AppPath((policy_id, version)): AppPath<(String, i64)>,
-    body: Bytes,
-) -> Response {
-    form_answer(
-        &ctx,
-        &headers,
-        &body,
-        Section::Policies,
-        async |principal, fields| run_rollback(&ctx, principal, &policy_id, version, &fields).await,
-    )
-    .await
+    posted: Posted<Pairs>,
+) -> PageResult {
+    Ok(run_rollback(&ctx, &posted.person, &policy_id, version, &posted.form).await?)
 }
 
 async fn run_rollback(
@@ -1174,33 +1132,23 @@ fn prefill_from_event(form: &mut BenchForm, event: &api::AuditEvent) -> Vec<Stri
     params(("policy_id" = String, Path),
         ("event" = Option<String>, Query, description = "a decision event (`decision.check`) of this policy to fill the form in from"),
         ("version" = Option<i64>, Query, description = "an earlier version of the policy as the draft")),
-    responses((status = 200, description = "HTML form"), (status = 303, description = "not logged in: to /login"),
+    responses((status = 200, description = "HTML form"), NotLoggedIn,
         (status = 400, description = "HTML page: `invalid_version`, `invalid_event` (not a decision of this policy)"),
         (status = 403, description = "HTML page: the role may not read policies (or, with `event`, the audit trail)"),
         (status = 404, description = "HTML page: `unknown_policy`, `unknown_version`, `unknown_event`")))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn bench_form(
     State(ctx): State<SharedContext>,
-    headers: HeaderMap,
     Path(policy_id): Path<String>,
-    RawQuery(query): RawQuery,
-) -> Response {
-    let principal = match page_person(&ctx, &headers, query.as_deref(), VERSION).await {
-        Ok(p) => p,
-        Err(response) => return response,
-    };
-    let pairs = query_pairs(query.as_deref());
-    let event_id = pairs
-        .iter()
-        .find(|(k, _)| k == "event")
-        .map(|(_, v)| v.trim().to_owned())
+    PageQuery(query): PageQuery<PolicyQuery>,
+    Person(principal): Person,
+) -> PageResult {
+    let event_id = query
+        .event
+        .map(|v| v.trim().to_owned())
         .filter(|v| !v.is_empty());
-    // Checked by `page_person`: a whole number of at least 1.
-    let version = pairs
-        .iter()
-        .find(|(k, _)| k == "version")
-        .and_then(|(_, v)| v.parse::<i64>().ok());
-    let result = async {
+    let version = query.version.map(|v| v.0);
+    let result: Result<Response, ApiError> = async {
         let workspace_id = readable(&principal)?;
         let policy = sync::policy_detail(&ctx, &workspace_id, &policy_id, None).await?;
         let mut form = BenchForm {
@@ -1226,7 +1174,7 @@ pub async fn bench_form(
             }
             notes = prefill_from_event(&mut form, &event);
             if version.is_none() {
-                version = super::console_audit::decided_version(
+                version = super::audit::decided_version(
                     &ctx,
                     &workspace_id,
                     &event,
@@ -1251,7 +1199,7 @@ pub async fn bench_form(
         Ok(render(&page))
     }
     .await;
-    answer(&ctx, &principal, Section::Policies, result).await
+    Ok(result?)
 }
 
 /// Evaluates the bench's request (a form: `csrf` and the fields) against the current policy or
@@ -1261,24 +1209,18 @@ pub async fn bench_form(
     params(("policy_id" = String, Path)),
     request_body(content = String, content_type = "application/x-www-form-urlencoded",
         description = "`csrf`, `agent_id`, `status`, `risk_tier`, `metadata`, `labels` (JSON objects), `action`, `context` (JSON object), `email` (optional JSON), `against` (`current` or `draft`) and `draft` (YAML or JSON)"),
-    responses((status = 200, description = "HTML page with the decision"), (status = 303, description = "not logged in: to /login"),
+    responses((status = 200, description = "HTML page with the decision"), NotLoggedIn,
         (status = 400, description = "HTML page: a field of the request does not read"),
         (status = 403, description = "HTML page: `csrf_failed`, or the role may not read policies"),
         (status = 404, description = "HTML page: `unknown_policy`"), (status = 422, description = "HTML page: the draft's errors")))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn bench_run(
     State(ctx): State<SharedContext>,
-    headers: HeaderMap,
     Path(policy_id): Path<String>,
-    body: Bytes,
-) -> Response {
-    let (principal, fields) = match form_person(&ctx, &headers, &body).await {
-        Ok(found) => found,
-        Err(response) => return response,
-    };
-    let form = BenchForm::from_fields(&fields);
-    let result = evaluate_bench(&ctx, &principal, &policy_id, form).await;
-    answer(&ctx, &principal, Section::Policies, result).await
+    posted: Posted<Pairs>,
+) -> PageResult {
+    let form = BenchForm::from_fields(&posted.form);
+    Ok(evaluate_bench(&ctx, &posted.person, &policy_id, form).await?)
 }
 
 fn with_status(mut response: Response, status: StatusCode) -> Response {

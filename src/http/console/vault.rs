@@ -15,10 +15,9 @@
 use std::collections::BTreeSet;
 
 use askama::Template;
-use axum::body::Bytes;
-use axum::extract::{Path, RawQuery, State};
-use axum::http::HeaderMap;
+use axum::extract::{Path, State};
 use axum::response::Response;
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::api::{
@@ -36,11 +35,10 @@ use crate::time::{now_ms, parse_iso};
 use crate::vault::leases;
 use crate::vault::sets::{self as vault, Lifecycle};
 
-use super::console::{
-    base, field, form_answer, page_answer, see_other, shell, Section, Shell, LIMIT, PAGE_ROWS,
-};
-use super::operator::person_requires;
-use super::pages::render;
+use super::extract::{NotLoggedIn, Nothing, PageQuery, PageResult, Paged, Person, Posted};
+use super::{base, see_other, shell, Section, Shell, PAGE_ROWS};
+use crate::http::operator::person_requires;
+use crate::http::pages::render;
 
 /// Blank key/value rows on the form that creates a set, and for new keys on a set's page.
 const CREATE_ROWS: usize = 5;
@@ -137,47 +135,39 @@ struct SetRow {
 #[utoipa::path(get, path = "/dashboard/vault", tag = "dashboard",
     params(("deleted" = Option<bool>, Query, description = "list deleted sets too"),
         ("done" = Option<String>, Query, description = "the change just made, for its notice")),
-    responses((status = 200, description = "HTML list of secret sets"), (status = 303, description = "not logged in: to /login"),
+    responses((status = 200, description = "HTML list of secret sets"), NotLoggedIn,
         (status = 400, description = "HTML page: `invalid_deleted`"),
         (status = 403, description = "HTML page: the role may not read the vault")))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn vault_page(
     State(ctx): State<SharedContext>,
-    headers: HeaderMap,
-    RawQuery(query): RawQuery,
-) -> Response {
-    page_answer(
-        &ctx,
-        &headers,
-        query.as_deref(),
-        &[],
-        Section::Vault,
-        async |principal| list_page(&ctx, principal, query.as_deref().unwrap_or("")).await,
-    )
-    .await
+    PageQuery(query): PageQuery<ListQuery>,
+    Person(principal): Person,
+) -> PageResult {
+    let principal = &principal;
+    Ok(list_page(&ctx, principal, query).await?)
+}
+
+/// The list's query: `deleted` to list deleted sets too, `done` the change just made.
+#[derive(Deserialize)]
+pub struct ListQuery {
+    deleted: Option<String>,
+    done: Option<String>,
 }
 
 async fn list_page(
     ctx: &Context,
     principal: &Principal,
-    raw_query: &str,
+    query: ListQuery,
 ) -> Result<Response, ApiError> {
     person_requires(principal, Need::VaultRead)?;
     let (workspace_id, _) = principal.membership()?;
-    let (mut show_deleted, mut done) = (false, None);
-    for (name, value) in form_urlencoded::parse(raw_query.as_bytes()) {
-        match name.as_ref() {
-            "deleted" => {
-                show_deleted = match value.trim() {
-                    "" | "0" | "false" => false,
-                    "1" | "true" | "on" => true,
-                    _ => return Err(ApiError::invalid("deleted", "must be `true` or `false`")),
-                }
-            }
-            "done" => done = notice(&value),
-            _ => {}
-        }
-    }
+    let show_deleted = match query.deleted.as_deref().map(str::trim) {
+        None | Some("" | "0" | "false") => false,
+        Some("1" | "true" | "on") => true,
+        Some(_) => return Err(ApiError::invalid("deleted", "must be `true` or `false`")),
+    };
+    let done = query.done.as_deref().and_then(notice);
     let sets = vault::list_sets(ctx, &workspace_id, show_deleted).await?;
     let shell = shell(ctx, principal, Section::Vault).await?;
     let sets = sets
@@ -207,17 +197,8 @@ async fn list_page(
 
 /// The form's key/value rows in order (`key` and `value` fields pair up), keys trimmed; rows
 /// left blank are skipped. A value is never part of an error message.
-fn form_rows(fields: &[(String, String)]) -> Result<Vec<(String, String)>, ApiError> {
-    let keys: Vec<&str> = fields
-        .iter()
-        .filter(|(k, _)| k == "key")
-        .map(|(_, v)| v.trim())
-        .collect();
-    let values: Vec<&str> = fields
-        .iter()
-        .filter(|(k, _)| k == "value")
-        .map(|(_, v)| v.as_str())
-        .collect();
+fn form_rows(keys: &[String], values: &[String]) -> Result<Vec<(String, String)>, ApiError> {
+    let keys: Vec<&str> = keys.iter().map(|k| k.trim()).collect();
     if keys.len() != values.len() {
         return Err(ApiError::invalid(
             "entries",
@@ -226,7 +207,7 @@ fn form_rows(fields: &[(String, String)]) -> Result<Vec<(String, String)>, ApiEr
     }
     let mut rows = Vec::new();
     let mut seen = BTreeSet::new();
-    for (n, (key, value)) in keys.into_iter().zip(values).enumerate() {
+    for (n, (key, value)) in keys.into_iter().zip(values.iter()).enumerate() {
         if key.is_empty() {
             if value.is_empty() {
                 continue;
@@ -257,11 +238,8 @@ fn object(entries: Vec<(String, String)>) -> Value {
 }
 
 /// The optional `profiles` field: JSON as the API takes it, or nothing.
-fn profiles_field(fields: &[(String, String)]) -> Result<Option<Value>, ApiError> {
-    match field(fields, "profiles")
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-    {
+fn profiles_field(profiles: Option<&str>) -> Result<Option<Value>, ApiError> {
+    match profiles.map(str::trim).filter(|p| !p.is_empty()) {
         None => Ok(None),
         Some(text) => serde_json::from_str(text)
             .map(Some)
@@ -282,33 +260,41 @@ fn profiles_field(fields: &[(String, String)]) -> Result<Option<Value>, ApiError
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn create_set(
     State(ctx): State<SharedContext>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    form_answer(
-        &ctx,
-        &headers,
-        &body,
-        Section::Vault,
-        async |principal, fields| create(&ctx, principal, &fields).await,
-    )
-    .await
+    posted: Posted<CreateForm>,
+) -> PageResult {
+    let principal = &posted.person;
+    Ok(create(&ctx, principal, &posted.form).await?)
+}
+
+/// The form that creates a set.
+#[derive(Deserialize)]
+pub struct CreateForm {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    provider: String,
+    #[serde(default)]
+    environment: String,
+    #[serde(default)]
+    key: Vec<String>,
+    #[serde(default)]
+    value: Vec<String>,
+    profiles: Option<String>,
 }
 
 async fn create(
     ctx: &Context,
     principal: &Principal,
-    fields: &[(String, String)],
+    form: &CreateForm,
 ) -> Result<Response, ApiError> {
     person_requires(principal, Need::VaultChange)?;
     let (workspace_id, _) = principal.membership()?;
-    let text = |name: &str| field(fields, name).unwrap_or_default().to_owned();
     let req = CreateSecretSetRequest {
-        name: text("name"),
-        provider: text("provider"),
-        environment: text("environment"),
-        entries: object(form_rows(fields)?),
-        profiles: profiles_field(fields)?,
+        name: form.name.clone(),
+        provider: form.provider.clone(),
+        environment: form.environment.clone(),
+        entries: object(form_rows(&form.key, &form.value)?),
+        profiles: profiles_field(form.profiles.as_deref())?,
     };
     let set = vault::create_set(ctx, &workspace_id, &principal.actor(), req).await?;
     Ok(done_at(ctx, &set.secret_set_id, "created"))
@@ -554,62 +540,33 @@ fn audit_href(href: &str, cursor: Option<&str>, limit: Option<i64>) -> String {
         ("limit" = Option<i64>, Query, description = "audit events shown, 1 to 200, default 25"),
         ("cursor" = Option<String>, Query, description = "the audit events' next page"),
         ("done" = Option<String>, Query, description = "the change just made, for its notice")),
-    responses((status = 200, description = "HTML page of the secret set"), (status = 303, description = "not logged in: to /login"),
+    responses((status = 200, description = "HTML page of the secret set"), NotLoggedIn,
         (status = 400, description = "HTML page: the limit or the cursor is not valid"),
         (status = 403, description = "HTML page: the role may not read the vault"),
         (status = 404, description = "HTML page: `unknown_secret_set`")))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn set_page(
     State(ctx): State<SharedContext>,
-    headers: HeaderMap,
     Path(secret_set_id): Path<String>,
-    RawQuery(query): RawQuery,
-) -> Response {
-    page_answer(
-        &ctx,
-        &headers,
-        query.as_deref(),
-        LIMIT,
-        Section::Vault,
-        async |principal| {
-            set_detail(
-                &ctx,
-                principal,
-                &secret_set_id,
-                query.as_deref().unwrap_or(""),
-            )
-            .await
-        },
-    )
-    .await
+    PageQuery(query): PageQuery<Paged>,
+    Person(principal): Person,
+) -> PageResult {
+    let principal = &principal;
+    Ok(set_detail(&ctx, principal, &secret_set_id, query).await?)
 }
 
 async fn set_detail(
     ctx: &Context,
     principal: &Principal,
     secret_set_id: &str,
-    raw_query: &str,
+    query: Paged,
 ) -> Result<Response, ApiError> {
     person_requires(principal, Need::VaultRead)?;
     let (workspace_id, _) = principal.membership()?;
-    let (mut cursor, mut limit, mut done) = (None, None, None);
-    for (name, value) in form_urlencoded::parse(raw_query.as_bytes()) {
-        let value = value.trim().to_owned();
-        match name.as_ref() {
-            "cursor" => cursor = Some(value).filter(|c| !c.is_empty()),
-            "done" => done = notice(&value),
-            "limit" if !value.is_empty() => {
-                limit = Some(
-                    value
-                        .parse::<i64>()
-                        .map_err(|_| ApiError::invalid("limit", "must be a whole number"))?,
-                );
-            }
-            _ => {}
-        }
-    }
-    let page_rows = super::page_limit(limit, PAGE_ROWS, 200)?;
-    let after = super::page_cursor(cursor.as_deref())?;
+    let (cursor, limit) = (query.cursor(), query.limit());
+    let done = notice(query.done());
+    let page_rows = crate::http::page_limit(limit, PAGE_ROWS, 200)?;
+    let after = crate::http::page_cursor(cursor.as_deref())?;
     let set = vault::get_set(ctx, &workspace_id, &set_ref(secret_set_id)?).await?;
     let state = state_of(&set);
     let id = set.secret_set_id.clone();
@@ -720,7 +677,7 @@ async fn set_detail(
             created_by: names.shown(&l.created_by),
         })
         .collect();
-    let next = super::next_cursor(&mut events, page_rows, |e| (e.created_at, e.id.clone()));
+    let next = crate::http::next_cursor(&mut events, page_rows, |e| (e.created_at, e.id.clone()));
     let events = events
         .into_iter()
         .map(crate::audit::to_wire)
@@ -780,11 +737,8 @@ async fn set_detail(
 }
 
 /// `expected_version` as a form sends it: absent, or a version number.
-fn expected_version(fields: &[(String, String)]) -> Result<Option<i64>, ApiError> {
-    match field(fields, "expected_version")
-        .map(str::trim)
-        .filter(|v| !v.is_empty())
-    {
+fn expected_version(text: Option<&str>) -> Result<Option<i64>, ApiError> {
+    match text.map(str::trim).filter(|v| !v.is_empty()) {
         None => Ok(None),
         Some(text) => text
             .parse::<i64>()
@@ -810,25 +764,30 @@ fn expected_version(fields: &[(String, String)]) -> Result<Option<i64>, ApiError
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn write_values(
     State(ctx): State<SharedContext>,
-    headers: HeaderMap,
     Path(secret_set_id): Path<String>,
-    body: Bytes,
-) -> Response {
-    form_answer(
-        &ctx,
-        &headers,
-        &body,
-        Section::Vault,
-        async |principal, fields| write(&ctx, principal, &secret_set_id, &fields).await,
-    )
-    .await
+    posted: Posted<WriteForm>,
+) -> PageResult {
+    let principal = &posted.person;
+    Ok(write(&ctx, principal, &secret_set_id, &posted.form).await?)
+}
+
+/// The form that writes new values.
+#[derive(Deserialize)]
+pub struct WriteForm {
+    expected_version: Option<String>,
+    #[serde(default)]
+    key: Vec<String>,
+    #[serde(default)]
+    value: Vec<String>,
+    #[serde(default)]
+    unset: Vec<String>,
 }
 
 async fn write(
     ctx: &Context,
     principal: &Principal,
     secret_set_id: &str,
-    fields: &[(String, String)],
+    form: &WriteForm,
 ) -> Result<Response, ApiError> {
     person_requires(principal, Need::VaultChange)?;
     let (workspace_id, _) = principal.membership()?;
@@ -836,7 +795,7 @@ async fn write(
     let current = vault::get_set(ctx, &workspace_id, &set_ref).await?;
     let known: BTreeSet<&str> = current.keys.iter().map(String::as_str).collect();
     let mut set = Vec::new();
-    for (key, value) in form_rows(fields)? {
+    for (key, value) in form_rows(&form.key, &form.value)? {
         if !value.is_empty() {
             set.push((key, value));
         } else if !known.contains(key.as_str()) {
@@ -846,11 +805,7 @@ async fn write(
             ));
         }
     }
-    let unset: Vec<String> = fields
-        .iter()
-        .filter(|(k, v)| k == "unset" && !v.trim().is_empty())
-        .map(|(_, v)| v.trim().to_owned())
-        .collect();
+    let unset = given(&form.unset);
     if let Some((key, _)) = set.iter().find(|(k, _)| unset.contains(k)) {
         return Err(ApiError::invalid(
             "entries",
@@ -866,7 +821,7 @@ async fn write(
     let req = UpdateSecretSetRequest {
         set: (!set.is_empty()).then(|| object(set)),
         unset: (!unset.is_empty()).then_some(unset),
-        expected_version: expected_version(fields)?,
+        expected_version: expected_version(form.expected_version.as_deref())?,
         ..UpdateSecretSetRequest::default()
     };
     let updated = vault::update_set(ctx, &workspace_id, &principal.actor(), &set_ref, req).await?;
@@ -935,25 +890,18 @@ fn set_action(verb: &str) -> Result<&'static SetAction, ApiError> {
 /// set's name). Only roles that change the vault get it.
 #[utoipa::path(get, path = "/dashboard/vault/{secret_set_id}/{action}", tag = "dashboard",
     params(("secret_set_id" = String, Path), ("action" = String, Path, description = "`delete`, `undelete` or `destroy`")),
-    responses((status = 200, description = "HTML confirmation form"), (status = 303, description = "not logged in: to /login"),
+    responses((status = 200, description = "HTML confirmation form"), NotLoggedIn,
         (status = 403, description = "HTML page: the role may not change the vault"),
         (status = 404, description = "HTML page: `unknown_secret_set`, or no such action")))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn confirm_lifecycle(
     State(ctx): State<SharedContext>,
-    headers: HeaderMap,
     Path((secret_set_id, verb)): Path<(String, String)>,
-    RawQuery(query): RawQuery,
-) -> Response {
-    page_answer(
-        &ctx,
-        &headers,
-        query.as_deref(),
-        &[],
-        Section::Vault,
-        async |principal| confirm_lifecycle_page(&ctx, principal, &secret_set_id, &verb).await,
-    )
-    .await
+    _query: PageQuery<Nothing>,
+    Person(principal): Person,
+) -> PageResult {
+    let principal = &principal;
+    Ok(confirm_lifecycle_page(&ctx, principal, &secret_set_id, &verb).await?)
 }
 
 async fn confirm_lifecycle_page(
@@ -994,20 +942,17 @@ async fn confirm_lifecycle_page(
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn lifecycle(
     State(ctx): State<SharedContext>,
-    headers: HeaderMap,
     Path((secret_set_id, verb)): Path<(String, String)>,
-    body: Bytes,
-) -> Response {
-    form_answer(
-        &ctx,
-        &headers,
-        &body,
-        Section::Vault,
-        async |principal, fields| {
-            change_lifecycle(&ctx, principal, &secret_set_id, &verb, &fields).await
-        },
-    )
-    .await
+    posted: Posted<LifecycleForm>,
+) -> PageResult {
+    let principal = &posted.person;
+    Ok(change_lifecycle(&ctx, principal, &secret_set_id, &verb, &posted.form).await?)
+}
+
+/// The form of a lifecycle change: `confirm_name`, the set's name typed, to destroy it.
+#[derive(Deserialize)]
+pub struct LifecycleForm {
+    confirm_name: Option<String>,
 }
 
 async fn change_lifecycle(
@@ -1015,7 +960,7 @@ async fn change_lifecycle(
     principal: &Principal,
     secret_set_id: &str,
     verb: &str,
-    fields: &[(String, String)],
+    form: &LifecycleForm,
 ) -> Result<Response, ApiError> {
     person_requires(principal, Need::VaultChange)?;
     let action = set_action(verb)?;
@@ -1023,7 +968,7 @@ async fn change_lifecycle(
     let set_ref = set_ref(secret_set_id)?;
     if action.what == Lifecycle::Destroy {
         let set = vault::any_set(ctx, &workspace_id, &set_ref).await?;
-        if field(fields, "confirm_name") != Some(set.name.as_str()) {
+        if form.confirm_name.as_deref() != Some(set.name.as_str()) {
             return Err(ApiError::invalid(
                 "confirm_name",
                 "type the set's name exactly to destroy it",
@@ -1055,25 +1000,18 @@ fn version_number(text: &str) -> Result<i64, ApiError> {
 /// The confirmation step of rolling a set back to a kept version.
 #[utoipa::path(get, path = "/dashboard/vault/{secret_set_id}/rollback/{version}", tag = "dashboard",
     params(("secret_set_id" = String, Path), ("version" = String, Path, description = "the kept version to roll back to")),
-    responses((status = 200, description = "HTML confirmation form"), (status = 303, description = "not logged in: to /login"),
+    responses((status = 200, description = "HTML confirmation form"), NotLoggedIn,
         (status = 403, description = "HTML page: the role may not change the vault"),
         (status = 404, description = "HTML page: `unknown_secret_set`, `unknown_version`")))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn confirm_rollback_set(
     State(ctx): State<SharedContext>,
-    headers: HeaderMap,
     Path((secret_set_id, version)): Path<(String, String)>,
-    RawQuery(query): RawQuery,
-) -> Response {
-    page_answer(
-        &ctx,
-        &headers,
-        query.as_deref(),
-        &[],
-        Section::Vault,
-        async |principal| confirm_rollback_page(&ctx, principal, &secret_set_id, &version).await,
-    )
-    .await
+    _query: PageQuery<Nothing>,
+    Person(principal): Person,
+) -> PageResult {
+    let principal = &principal;
+    Ok(confirm_rollback_page(&ctx, principal, &secret_set_id, &version).await?)
 }
 
 async fn confirm_rollback_page(
@@ -1127,20 +1065,17 @@ async fn confirm_rollback_page(
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn rollback_set(
     State(ctx): State<SharedContext>,
-    headers: HeaderMap,
     Path((secret_set_id, version)): Path<(String, String)>,
-    body: Bytes,
-) -> Response {
-    form_answer(
-        &ctx,
-        &headers,
-        &body,
-        Section::Vault,
-        async |principal, fields| {
-            roll_back(&ctx, principal, &secret_set_id, &version, &fields).await
-        },
-    )
-    .await
+    posted: Posted<RollbackForm>,
+) -> PageResult {
+    let principal = &posted.person;
+    Ok(roll_back(&ctx, principal, &secret_set_id, &version, &posted.form).await?)
+}
+
+/// The form of a rollback: the version the page showed as the newest.
+#[derive(Deserialize)]
+pub struct RollbackForm {
+    expected_version: Option<String>,
 }
 
 async fn roll_back(
@@ -1148,13 +1083,13 @@ async fn roll_back(
     principal: &Principal,
     secret_set_id: &str,
     version: &str,
-    fields: &[(String, String)],
+    form: &RollbackForm,
 ) -> Result<Response, ApiError> {
     person_requires(principal, Need::VaultChange)?;
     let (workspace_id, _) = principal.membership()?;
     let req = SecretRollbackRequest {
         version: version_number(version)?,
-        expected_version: expected_version(fields)?,
+        expected_version: expected_version(form.expected_version.as_deref())?,
     };
     let set = vault::rollback(
         ctx,
@@ -1201,57 +1136,69 @@ fn expiry(text: &str) -> Option<String> {
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn add_grant(
     State(ctx): State<SharedContext>,
-    headers: HeaderMap,
     Path(secret_set_id): Path<String>,
-    body: Bytes,
-) -> Response {
-    form_answer(
-        &ctx,
-        &headers,
-        &body,
-        Section::Vault,
-        async |principal, fields| grant(&ctx, principal, &secret_set_id, &fields).await,
-    )
-    .await
+    posted: Posted<GrantForm>,
+) -> PageResult {
+    let principal = &posted.person;
+    Ok(grant(&ctx, principal, &secret_set_id, &posted.form).await?)
+}
+
+/// The form that grants the set: to an agent or a group, which actions on which keys, until
+/// when.
+#[derive(Deserialize)]
+pub struct GrantForm {
+    agent_id: Option<String>,
+    group: Option<String>,
+    #[serde(default)]
+    action: Vec<String>,
+    all_keys: Option<String>,
+    #[serde(default)]
+    key: Vec<String>,
+    expires_at: Option<String>,
+}
+
+/// The values given, trimmed, without the blank ones.
+fn given(values: &[String]) -> Vec<String> {
+    values
+        .iter()
+        .map(|v| v.trim())
+        .filter(|v| !v.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A text field, trimmed; `None` when blank.
+fn text(value: Option<&str>) -> Option<String> {
+    value
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(str::to_owned)
 }
 
 async fn grant(
     ctx: &Context,
     principal: &Principal,
     secret_set_id: &str,
-    fields: &[(String, String)],
+    form: &GrantForm,
 ) -> Result<Response, ApiError> {
     person_requires(principal, Need::VaultChange)?;
     let (workspace_id, _) = principal.membership()?;
     set_ref(secret_set_id)?;
-    let all = |name: &str| -> Vec<String> {
-        fields
-            .iter()
-            .filter(|(k, v)| k == name && !v.trim().is_empty())
-            .map(|(_, v)| v.trim().to_owned())
-            .collect()
-    };
-    let keys = all("key");
-    let allowed_keys = if field(fields, "all_keys").is_some_and(|v| !v.is_empty()) {
+    let keys = given(&form.key);
+    let allowed_keys = if form.all_keys.as_deref().is_some_and(|v| !v.is_empty()) {
         Value::String("*".into())
     } else if keys.is_empty() {
         Value::Null
     } else {
         Value::Array(keys.into_iter().map(Value::String).collect())
     };
-    let text = |name: &str| {
-        field(fields, name)
-            .map(str::trim)
-            .filter(|v| !v.is_empty())
-            .map(str::to_owned)
-    };
     let req = CreateGrantRequest {
         secret_set_id: Value::String(secret_set_id.to_owned()),
-        agent_id: text("agent_id"),
-        group: text("group"),
+        agent_id: text(form.agent_id.as_deref()),
+        group: text(form.group.as_deref()),
         allowed_keys,
-        allowed_actions: all("action"),
-        expires_at: field(fields, "expires_at").and_then(expiry),
+        allowed_actions: given(&form.action),
+        expires_at: form.expires_at.as_deref().and_then(expiry),
     };
     let made = vault::create_grant(ctx, &workspace_id, &principal.actor(), req).await?;
     Ok(done_at(ctx, &made.secret_set_id, "granted"))
@@ -1267,18 +1214,11 @@ async fn grant(
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn revoke_set_grant(
     State(ctx): State<SharedContext>,
-    headers: HeaderMap,
     Path((secret_set_id, grant_id)): Path<(String, String)>,
-    body: Bytes,
-) -> Response {
-    form_answer(
-        &ctx,
-        &headers,
-        &body,
-        Section::Vault,
-        async |principal, _| end_grant(&ctx, principal, &secret_set_id, &grant_id).await,
-    )
-    .await
+    posted: Posted<Nothing>,
+) -> PageResult {
+    let principal = &posted.person;
+    Ok(end_grant(&ctx, principal, &secret_set_id, &grant_id).await?)
 }
 
 async fn end_grant(
@@ -1324,53 +1264,51 @@ struct LeasePage {
     request_body(content = String, content_type = "application/x-www-form-urlencoded",
         description = "`csrf`, `agent_id`, repeated `action` (`proxy`, `read`; or an alias: `proxy_use`), `purpose`, optional `ttl_seconds` (1 to 86,400, default 3,600)"),
     responses((status = 200, description = "HTML page showing the new lease's token once (`no-store`)"),
-        (status = 303, description = "not logged in: to /login"),
+        NotLoggedIn,
         (status = 400, description = "HTML page: `missing_agent_id`, `missing_actions`, `invalid_actions`, `missing_purpose`, `invalid_purpose`, `invalid_ttl_seconds`"),
         (status = 403, description = "HTML page: `csrf_failed`, `minting_paused`, `agent_not_active`, or the role may not issue leases"),
         (status = 404, description = "HTML page: `unknown_secret_set` (also a deleted set), `unknown_agent`")))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn issue_set_lease(
     State(ctx): State<SharedContext>,
-    headers: HeaderMap,
     Path(secret_set_id): Path<String>,
-    body: Bytes,
-) -> Response {
-    form_answer(
-        &ctx,
-        &headers,
-        &body,
-        Section::Vault,
-        async |principal, fields| issue_lease(&ctx, principal, &secret_set_id, &fields).await,
-    )
-    .await
+    posted: Posted<LeaseForm>,
+) -> PageResult {
+    let principal = &posted.person;
+    Ok(issue_lease(&ctx, principal, &secret_set_id, &posted.form).await?)
+}
+
+/// The form that issues a workflow lease.
+#[derive(Deserialize)]
+pub struct LeaseForm {
+    agent_id: Option<String>,
+    #[serde(default)]
+    action: Vec<String>,
+    purpose: Option<String>,
+    ttl_seconds: Option<String>,
 }
 
 async fn issue_lease(
     ctx: &Context,
     principal: &Principal,
     secret_set_id: &str,
-    fields: &[(String, String)],
+    form: &LeaseForm,
 ) -> Result<Response, ApiError> {
     person_requires(principal, Need::VaultLeases)?;
     let (workspace_id, _) = principal.membership()?;
     let set = vault::live_set(ctx, &workspace_id, &set_ref(secret_set_id)?).await?;
-    let text = |name: &str| field(fields, name).map(str::trim).unwrap_or_default();
-    let agent_id = text("agent_id");
-    if agent_id.is_empty() {
+    let Some(agent_id) = text(form.agent_id.as_deref()) else {
         return Err(ApiError::missing("agent_id"));
-    }
-    let ttl_seconds = match text("ttl_seconds") {
-        "" => None,
-        t => Some(
+    };
+    let ttl_seconds = match text(form.ttl_seconds.as_deref()) {
+        None => None,
+        Some(t) => Some(
             t.parse::<i64>()
                 .map_err(|_| ApiError::invalid("ttl_seconds", "must be a number of seconds"))?,
         ),
     };
-    let actions: Vec<String> = fields
-        .iter()
-        .filter(|(k, v)| k == "action" && !v.trim().is_empty())
-        .map(|(_, v)| v.trim().to_owned())
-        .collect();
+    let purpose = text(form.purpose.as_deref()).unwrap_or_default();
+    let actions = given(&form.action);
     // The actions as the lease is written (by their names), for the facts shown with the token.
     let mut names: Vec<&str> = Vec::new();
     for action in actions
@@ -1383,9 +1321,9 @@ async fn issue_lease(
     }
     let names = names.join(", ");
     let req = WorkflowLeaseRequest {
-        agent_id: agent_id.to_owned(),
+        agent_id: agent_id.clone(),
         secret_set_id: Value::String(set.id.clone()),
-        purpose: text("purpose").to_owned(),
+        purpose: purpose.clone(),
         actions,
         ttl_seconds,
     };
@@ -1394,13 +1332,13 @@ async fn issue_lease(
     let set_href = set_href(&shell.base, &set.id);
     let facts = vec![
         ("Lease", issued.lease_id),
-        ("Agent", agent_id.to_owned()),
+        ("Agent", agent_id),
         (
             "Secret set",
             format!("{} (number {})", set.name, set.number),
         ),
         ("Actions", names),
-        ("Purpose", text("purpose").to_owned()),
+        ("Purpose", purpose),
         ("Expires", issued.expires_at),
     ];
     // `render` marks the answer `no-store`: the token is in this response and nowhere else.
@@ -1424,18 +1362,11 @@ async fn issue_lease(
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn revoke_set_lease(
     State(ctx): State<SharedContext>,
-    headers: HeaderMap,
     Path((secret_set_id, lease_id)): Path<(String, String)>,
-    body: Bytes,
-) -> Response {
-    form_answer(
-        &ctx,
-        &headers,
-        &body,
-        Section::Vault,
-        async |principal, _| end_lease(&ctx, principal, &secret_set_id, &lease_id).await,
-    )
-    .await
+    posted: Posted<Nothing>,
+) -> PageResult {
+    let principal = &posted.person;
+    Ok(end_lease(&ctx, principal, &secret_set_id, &lease_id).await?)
 }
 
 async fn end_lease(
@@ -1455,23 +1386,28 @@ async fn end_lease(
 mod tests {
     use super::*;
 
-    fn fields(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
+    /// The rows of a form that sent these `key` and `value` fields, in order.
+    fn form_rows_of(pairs: &[(&str, &str)]) -> Result<Vec<(String, String)>, ApiError> {
+        let of = |name: &str| -> Vec<String> {
+            pairs
+                .iter()
+                .filter(|(k, _)| *k == name)
+                .map(|(_, v)| (*v).to_owned())
+                .collect()
+        };
+        form_rows(&of("key"), &of("value"))
     }
 
     #[test]
     fn rows_pair_keys_and_values_and_never_name_a_value() {
-        let rows = form_rows(&fields(&[
+        let rows = form_rows_of(&[
             ("key", " A "),
             ("value", "one"),
             ("key", ""),
             ("value", ""),
             ("key", "B"),
             ("value", ""),
-        ]));
+        ]);
         assert_eq!(
             rows.ok(),
             Some(vec![
@@ -1479,20 +1415,16 @@ mod tests {
                 ("B".into(), String::new())
             ])
         );
-        let err = form_rows(&fields(&[("key", ""), ("value", "s3cret-value")]))
+        let err = form_rows_of(&[("key", ""), ("value", "s3cret-value")])
             .err()
             .map(|e| (e.code.to_string(), e.message));
         let (code, message) = err.unwrap_or_default();
         assert_eq!(code, "invalid_entries");
         assert!(!message.contains("s3cret-value"), "{message}");
-        assert!(form_rows(&fields(&[
-            ("key", "A"),
-            ("value", "x"),
-            ("key", "A"),
-            ("value", "y")
-        ]))
-        .is_err());
-        assert!(form_rows(&fields(&[("key", "A")])).is_err());
+        assert!(
+            form_rows_of(&[("key", "A"), ("value", "x"), ("key", "A"), ("value", "y")]).is_err()
+        );
+        assert!(form_rows_of(&[("key", "A")]).is_err());
     }
 
     #[test]

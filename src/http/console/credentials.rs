@@ -10,10 +10,9 @@
 //! `/v1/identity/credentials/revoke*`), audited with the person as actor.
 
 use askama::Template;
-use axum::body::Bytes;
-use axum::extract::{Path, RawQuery, State};
-use axum::http::{HeaderMap, Method};
+use axum::extract::{Path, State};
 use axum::response::Response;
+use serde::Deserialize;
 
 use crate::api;
 use crate::audit::names::ActorNames;
@@ -27,15 +26,38 @@ use crate::store::ActiveCredential;
 use crate::time::{iso, parse_iso};
 use crate::vault::leases;
 
-use super::console::{
-    answer, base, field, form_answer, page_answer, person, see_other, shell, Section, Shell,
-    PAGE_ROWS,
-};
-use super::operator::person_requires;
-use super::pages::render;
+use super::extract::{Count, NotLoggedIn, Nothing, PageQuery, PageResult, Paged, Person, Posted};
+use super::{base, see_other, shell, Section, Shell, PAGE_ROWS};
+use crate::http::operator::person_requires;
+use crate::http::pages::render;
 
 /// The integer parameters of the page: its size, and the count of a revoke just done.
-const INTS: &[(&str, i64, i64)] = &[("limit", 1, 200), ("revoked", 0, i64::MAX)];
+/// The page's filter (one agent's credentials only) and, after a change, how many it revoked.
+#[derive(Deserialize)]
+pub struct CredentialFilters {
+    agent_id: Option<String>,
+    revoked: Option<Count>,
+}
+
+/// The form that pauses or resumes minting: `minting` (`pause` or `resume`), the reason.
+#[derive(Deserialize)]
+pub struct SwitchForm {
+    minting: Option<String>,
+    reason: Option<String>,
+}
+
+/// The form that revokes everything: the workspace's name typed as `confirm`, the reason.
+#[derive(Deserialize)]
+pub struct RevokeAllForm {
+    confirm: Option<String>,
+    reason: Option<String>,
+}
+
+/// The form that revokes one credential, or an agent's: the reason.
+#[derive(Deserialize)]
+pub struct ReasonForm {
+    reason: Option<String>,
+}
 
 #[derive(Template)]
 #[template(path = "credentials.html", config = "src/http/templates/askama.toml")]
@@ -172,50 +194,37 @@ async fn workspace_name(ctx: &Context, workspace_id: &str) -> Result<String, Api
         ("cursor" = Option<String>, Query, description = "the next page"),
         ("done" = Option<String>, Query, description = "the change just done, for its notice"),
         ("revoked" = Option<i64>, Query, description = "how many credentials the change revoked")),
-    responses((status = 200, description = "HTML kill switch and credentials"), (status = 303, description = "not logged in: to /login"),
+    responses((status = 200, description = "HTML kill switch and credentials"), NotLoggedIn,
         (status = 400, description = "HTML page: the limit or the cursor is not valid"),
         (status = 403, description = "HTML page: the role may not read the kill switch"),
         (status = 404, description = "HTML page: `unknown_agent`")))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn credentials_page(
     State(ctx): State<SharedContext>,
-    headers: HeaderMap,
-    RawQuery(query): RawQuery,
-) -> Response {
-    page_answer(
-        &ctx,
-        &headers,
-        query.as_deref(),
-        INTS,
-        Section::Credentials,
-        async |principal| listing(&ctx, principal, query.as_deref().unwrap_or("")).await,
-    )
-    .await
+    PageQuery(query): PageQuery<Paged<CredentialFilters>>,
+    Person(principal): Person,
+) -> PageResult {
+    let principal = &principal;
+    Ok(listing(&ctx, principal, query).await?)
 }
 
 async fn listing(
     ctx: &Context,
     principal: &Principal,
-    raw_query: &str,
+    query: Paged<CredentialFilters>,
 ) -> Result<Response, ApiError> {
     person_requires(principal, Need::KillSwitchRead)?;
     let (workspace_id, _) = principal.membership()?;
-    let (mut agent_id, mut cursor, mut limit, mut done, mut revoked) =
-        (String::new(), None, None, String::new(), None);
-    for (name, value) in form_urlencoded::parse(raw_query.as_bytes()) {
-        let value = value.trim().to_owned();
-        match name.as_ref() {
-            "agent_id" => agent_id = value,
-            "cursor" => cursor = Some(value).filter(|c| !c.is_empty()),
-            "done" => done = value,
-            // Both checked as whole numbers in their bounds by `page_person`.
-            "limit" if !value.is_empty() => limit = value.parse::<i64>().ok(),
-            "revoked" if !value.is_empty() => revoked = value.parse::<i64>().ok(),
-            _ => {}
-        }
-    }
-    let page_rows = super::page_limit(limit, PAGE_ROWS, 200)?;
-    let after = super::page_cursor(cursor.as_deref())?;
+    let (cursor, limit, done) = (query.cursor(), query.limit(), query.done().to_owned());
+    let agent_id = query
+        .filters
+        .agent_id
+        .as_deref()
+        .map_or("", str::trim)
+        .to_owned();
+    let revoked = query.filters.revoked.map(|r| r.0);
+    let page_rows = crate::http::page_limit(limit, PAGE_ROWS, 200)?;
+    let after = crate::http::page_cursor(cursor.as_deref())?;
     let shell = shell(ctx, principal, Section::Credentials).await?;
     let base = shell.base.clone();
     let agent = if agent_id.is_empty() {
@@ -237,7 +246,7 @@ async fn listing(
         page_rows + 1,
     )
     .await?;
-    let next = super::next_cursor(&mut rows, page_rows, |c| (c.created_at, c.id.clone()));
+    let next = crate::http::next_cursor(&mut rows, page_rows, |c| (c.created_at, c.id.clone()));
     let limit_kept = limit.filter(|l| *l != PAGE_ROWS);
     let names = ActorNames::lookup(
         ctx.store.as_ref(),
@@ -285,29 +294,19 @@ async fn listing(
         (status = 400, description = "HTML page: `invalid_minting`, `invalid_reason`"),
         (status = 403, description = "HTML page: `csrf_failed`, or the role may not use the kill switch")))]
 #[tracing::instrument(level = "debug", skip_all)]
-pub async fn minting(
-    State(ctx): State<SharedContext>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    form_answer(
-        &ctx,
-        &headers,
-        &body,
-        Section::Credentials,
-        async |principal, fields| switch_minting(&ctx, principal, &fields).await,
-    )
-    .await
+pub async fn minting(State(ctx): State<SharedContext>, posted: Posted<SwitchForm>) -> PageResult {
+    let principal = &posted.person;
+    Ok(switch_minting(&ctx, principal, &posted.form).await?)
 }
 
 async fn switch_minting(
     ctx: &Context,
     principal: &Principal,
-    fields: &[(String, String)],
+    form: &SwitchForm,
 ) -> Result<Response, ApiError> {
     person_requires(principal, Need::KillSwitch)?;
     let (workspace_id, _) = principal.membership()?;
-    let paused = match field(fields, "minting") {
+    let paused = match form.minting.as_deref() {
         Some("pause") => true,
         Some("resume") => false,
         _ => return Err(ApiError::invalid("minting", "must be `pause` or `resume`")),
@@ -318,7 +317,7 @@ async fn switch_minting(
         &principal.actor(),
         api::MintingSwitchRequest {
             paused,
-            reason: reason_of(fields),
+            reason: reason_of(form.reason.as_deref()),
         },
     )
     .await?;
@@ -329,8 +328,8 @@ async fn switch_minting(
     )))
 }
 
-fn reason_of(fields: &[(String, String)]) -> Option<String> {
-    field(fields, "reason")
+fn reason_of(reason: Option<&str>) -> Option<String> {
+    reason
         .map(str::trim)
         .filter(|r| !r.is_empty())
         .map(str::to_owned)
@@ -347,17 +346,10 @@ fn reason_of(fields: &[(String, String)]) -> Option<String> {
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn revoke_all(
     State(ctx): State<SharedContext>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    form_answer(
-        &ctx,
-        &headers,
-        &body,
-        Section::Credentials,
-        async |principal, fields| kill_all(&ctx, principal, &fields).await,
-    )
-    .await
+    posted: Posted<RevokeAllForm>,
+) -> PageResult {
+    let principal = &posted.person;
+    Ok(kill_all(&ctx, principal, &posted.form).await?)
 }
 
 /// Whether what was typed is the confirmation word (surrounding blanks aside).
@@ -368,12 +360,12 @@ fn confirmed(typed: Option<&str>, word: &str) -> bool {
 async fn kill_all(
     ctx: &Context,
     principal: &Principal,
-    fields: &[(String, String)],
+    form: &RevokeAllForm,
 ) -> Result<Response, ApiError> {
     person_requires(principal, Need::KillSwitch)?;
     let (workspace_id, _) = principal.membership()?;
     let word = workspace_name(ctx, &workspace_id).await?;
-    if !confirmed(field(fields, "confirm"), &word) {
+    if !confirmed(form.confirm.as_deref(), &word) {
         return Err(ApiError::bad_request(
             "confirmation_mismatch",
             "Nothing was revoked: type the workspace's name exactly as the page shows it to revoke every credential.",
@@ -384,7 +376,7 @@ async fn kill_all(
         &workspace_id,
         &principal.actor(),
         api::RevokeAllRequest {
-            reason: reason_of(fields),
+            reason: reason_of(form.reason.as_deref()),
         },
     )
     .await?;
@@ -414,21 +406,17 @@ struct RevokePage {
 /// The confirmation step of revoking one credential: what it is, a reason, and the form.
 #[utoipa::path(get, path = "/dashboard/credentials/{cred_id}/revoke", tag = "dashboard",
     params(("cred_id" = String, Path)),
-    responses((status = 200, description = "HTML confirmation form"), (status = 303, description = "not logged in: to /login"),
+    responses((status = 200, description = "HTML confirmation form"), NotLoggedIn,
         (status = 403, description = "HTML page: the role may not revoke credentials"),
         (status = 404, description = "HTML page: `unknown_credential`")))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn confirm_revoke(
     State(ctx): State<SharedContext>,
-    headers: HeaderMap,
     Path(cred_id): Path<String>,
-) -> Response {
-    let principal = match person(&ctx, &Method::GET, &headers).await {
-        Ok(p) => p,
-        Err(response) => return response,
-    };
-    let result = revoke_one_page(&ctx, &principal, &cred_id).await;
-    answer(&ctx, &principal, Section::Credentials, result).await
+    _query: PageQuery<Nothing>,
+    Person(principal): Person,
+) -> PageResult {
+    Ok(revoke_one_page(&ctx, &principal, &cred_id).await?)
 }
 
 async fn revoke_one_page(
@@ -484,25 +472,18 @@ async fn revoke_one_page(
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn revoke(
     State(ctx): State<SharedContext>,
-    headers: HeaderMap,
     Path(cred_id): Path<String>,
-    body: Bytes,
-) -> Response {
-    form_answer(
-        &ctx,
-        &headers,
-        &body,
-        Section::Credentials,
-        async |principal, fields| revoke_one(&ctx, principal, &cred_id, &fields).await,
-    )
-    .await
+    posted: Posted<ReasonForm>,
+) -> PageResult {
+    let principal = &posted.person;
+    Ok(revoke_one(&ctx, principal, &cred_id, &posted.form).await?)
 }
 
 async fn revoke_one(
     ctx: &Context,
     principal: &Principal,
     cred_id: &str,
-    fields: &[(String, String)],
+    form: &ReasonForm,
 ) -> Result<Response, ApiError> {
     person_requires(principal, Need::Credentials)?;
     let (workspace_id, _) = principal.membership()?;
@@ -511,7 +492,7 @@ async fn revoke_one(
         &workspace_id,
         &principal.actor(),
         cred_id,
-        reason_of(fields),
+        reason_of(form.reason.as_deref()),
     )
     .await?;
     Ok(see_other(format!(
@@ -524,21 +505,17 @@ async fn revoke_one(
 /// The confirmation step of revoking every credential of an agent.
 #[utoipa::path(get, path = "/dashboard/credentials/agents/{agent_id}/revoke", tag = "dashboard",
     params(("agent_id" = String, Path)),
-    responses((status = 200, description = "HTML confirmation form"), (status = 303, description = "not logged in: to /login"),
+    responses((status = 200, description = "HTML confirmation form"), NotLoggedIn,
         (status = 403, description = "HTML page: the role may not revoke credentials"),
         (status = 404, description = "HTML page: `unknown_agent`")))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn confirm_revoke_agent(
     State(ctx): State<SharedContext>,
-    headers: HeaderMap,
     Path(agent_id): Path<String>,
-) -> Response {
-    let principal = match person(&ctx, &Method::GET, &headers).await {
-        Ok(p) => p,
-        Err(response) => return response,
-    };
-    let result = revoke_agent_page(&ctx, &principal, &agent_id).await;
-    answer(&ctx, &principal, Section::Credentials, result).await
+    _query: PageQuery<Nothing>,
+    Person(principal): Person,
+) -> PageResult {
+    Ok(revoke_agent_page(&ctx, &principal, &agent_id).await?)
 }
 
 async fn revoke_agent_page(
@@ -577,25 +554,18 @@ async fn revoke_agent_page(
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn revoke_agent(
     State(ctx): State<SharedContext>,
-    headers: HeaderMap,
     Path(agent_id): Path<String>,
-    body: Bytes,
-) -> Response {
-    form_answer(
-        &ctx,
-        &headers,
-        &body,
-        Section::Credentials,
-        async |principal, fields| revoke_of_agent(&ctx, principal, &agent_id, &fields).await,
-    )
-    .await
+    posted: Posted<ReasonForm>,
+) -> PageResult {
+    let principal = &posted.person;
+    Ok(revoke_of_agent(&ctx, principal, &agent_id, &posted.form).await?)
 }
 
 async fn revoke_of_agent(
     ctx: &Context,
     principal: &Principal,
     agent_id: &str,
-    fields: &[(String, String)],
+    form: &ReasonForm,
 ) -> Result<Response, ApiError> {
     person_requires(principal, Need::Credentials)?;
     let (workspace_id, _) = principal.membership()?;
@@ -609,7 +579,7 @@ async fn revoke_of_agent(
         &principal.actor(),
         api::RevokeByAgentRequest {
             agent_id: agent_id.to_owned(),
-            reason: reason_of(fields),
+            reason: reason_of(form.reason.as_deref()),
         },
     )
     .await?;
@@ -662,8 +632,9 @@ pub(super) async fn agent_holdings(
             let mut rows =
                 credentials::active(ctx, workspace_id, Some(agent_id), None, AGENT_ROWS + 1)
                     .await?;
-            let more = super::next_cursor(&mut rows, AGENT_ROWS, |c| (c.created_at, c.id.clone()))
-                .is_some();
+            let more =
+                crate::http::next_cursor(&mut rows, AGENT_ROWS, |c| (c.created_at, c.id.clone()))
+                    .is_some();
             (
                 Some(rows.into_iter().map(|c| credential_row(base, c)).collect()),
                 more,

@@ -10,10 +10,9 @@
 //! through a redirect, never kept in the session.
 
 use askama::Template;
-use axum::body::Bytes;
-use axum::extract::{Path, RawQuery, State};
-use axum::http::HeaderMap;
+use axum::extract::{Path, State};
 use axum::response::Response;
+use serde::Deserialize;
 
 use crate::api;
 use crate::context::{Context, SharedContext};
@@ -25,11 +24,10 @@ use crate::identity::accounts::{self, Principal};
 use crate::store::Cursor;
 use crate::time::iso;
 
-use super::console::{
-    base, field, form_answer, page_answer, see_other, shell, Section, Shell, PAGE_ROWS,
-};
-use super::operator::{person_requires, unscoped_required};
-use super::pages::render;
+use super::extract::{NotLoggedIn, Nothing, PageQuery, PageResult, Pairs, Person, Posted};
+use super::{base, field, see_other, shell, Section, Shell, PAGE_ROWS};
+use crate::http::operator::{person_requires, unscoped_required};
+use crate::http::pages::render;
 
 /// The roles a member may be given, as the form offers them.
 const ROLES: [&str; 4] = ["member", "approver", "admin", "owner"];
@@ -175,13 +173,13 @@ fn page_of<T>(
     list: &str,
     key: impl Fn(&T) -> (i64, String),
 ) -> Result<Listed<T>, ApiError> {
-    let after: Option<Cursor> = super::page_cursor(cursor)?;
+    let after: Option<Cursor> = crate::http::page_cursor(cursor)?;
     rows.sort_by_key(|r| std::cmp::Reverse(key(r)));
     if let Some(after) = after {
         let after = (after.created_at, after.id);
         rows.retain(|r| key(r) < after);
     }
-    let next = super::next_cursor(&mut rows, PAGE_ROWS, &key);
+    let next = crate::http::next_cursor(&mut rows, PAGE_ROWS, &key);
     Ok(Listed {
         rows,
         first_href: cursor
@@ -206,41 +204,40 @@ fn scopes_text(scopes: &[String]) -> String {
         ("keys" = Option<String>, Query, description = "the API keys' next page"),
         ("tokens" = Option<String>, Query, description = "the access tokens' next page"),
         ("done" = Option<String>, Query, description = "the change just made, for its notice")),
-    responses((status = 200, description = "HTML page of the workspace"), (status = 303, description = "not logged in: to /login"),
+    responses((status = 200, description = "HTML page of the workspace"), NotLoggedIn,
         (status = 400, description = "HTML page: `invalid_cursor`")))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn workspace_page(
     State(ctx): State<SharedContext>,
-    headers: HeaderMap,
-    RawQuery(query): RawQuery,
-) -> Response {
-    page_answer(
-        &ctx,
-        &headers,
-        query.as_deref(),
-        &[],
-        Section::Workspace,
-        async |principal| overview(&ctx, principal, query.as_deref().unwrap_or("")).await,
-    )
-    .await
+    PageQuery(query): PageQuery<WorkspaceQuery>,
+    Person(principal): Person,
+) -> PageResult {
+    let principal = &principal;
+    Ok(overview(&ctx, principal, query).await?)
+}
+
+/// The page's query: where each of its lists is (`members`, `keys`, `tokens`: cursors), and
+/// `done`, the change just made.
+#[derive(Deserialize)]
+pub struct WorkspaceQuery {
+    members: Option<String>,
+    keys: Option<String>,
+    tokens: Option<String>,
+    done: Option<String>,
 }
 
 async fn overview(
     ctx: &Context,
     principal: &Principal,
-    raw_query: &str,
+    query: WorkspaceQuery,
 ) -> Result<Response, ApiError> {
-    let (mut cursors, mut done) = (Cursors::default(), None);
-    for (name, value) in form_urlencoded::parse(raw_query.as_bytes()) {
-        let value = Some(value.trim().to_owned()).filter(|v| !v.is_empty());
-        match name.as_ref() {
-            "members" => cursors.members = value,
-            "keys" => cursors.keys = value,
-            "tokens" => cursors.tokens = value,
-            "done" => done = value.as_deref().and_then(notice),
-            _ => {}
-        }
-    }
+    let given = |v: Option<String>| v.map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
+    let done = given(query.done).as_deref().and_then(notice);
+    let cursors = Cursors {
+        members: given(query.members),
+        keys: given(query.keys),
+        tokens: given(query.tokens),
+    };
     let shell = shell(ctx, principal, Section::Workspace).await?;
     let base = shell.base.clone();
     // Without a selected workspace the person still has their tokens and workspaces.
@@ -407,28 +404,20 @@ fn all_of(fields: &[(String, String)], name: &str) -> Option<Vec<String>> {
         (status = 403, description = "HTML page: `csrf_failed`, or `insufficient_role`"),
         (status = 409, description = "HTML page: `last_owner`")))]
 #[tracing::instrument(level = "debug", skip_all)]
-pub async fn save_member(
-    State(ctx): State<SharedContext>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    form_answer(
-        &ctx,
-        &headers,
-        &body,
-        Section::Workspace,
-        async |principal, fields| {
-            person_requires(principal, Need::WorkspaceChange)?;
-            clean(&fields)?;
-            let req = api::AddMemberRequest {
-                email: field(&fields, "email").unwrap_or("").trim().to_owned(),
-                role: field(&fields, "role").map(str::to_owned),
-            };
-            accounts::add_member(&ctx, principal, req).await?;
-            Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "member")))
-        },
-    )
-    .await
+pub async fn save_member(State(ctx): State<SharedContext>, posted: Posted<Pairs>) -> PageResult {
+    let principal = &posted.person;
+    let answer: Result<Response, ApiError> = async {
+        person_requires(principal, Need::WorkspaceChange)?;
+        clean(&posted.form)?;
+        let req = api::AddMemberRequest {
+            email: field(&posted.form, "email").unwrap_or("").trim().to_owned(),
+            role: field(&posted.form, "role").map(str::to_owned),
+        };
+        accounts::add_member(&ctx, principal, req).await?;
+        Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "member")))
+    }
+    .await;
+    Ok(answer?)
 }
 
 #[derive(Template)]
@@ -469,16 +458,17 @@ fn confirm(
 /// The confirmation step of removing a member (owners and admins).
 #[utoipa::path(get, path = "/dashboard/settings/members/{user_id}/remove", tag = "dashboard",
     params(("user_id" = String, Path)),
-    responses((status = 200, description = "HTML confirmation form"), (status = 303, description = "not logged in: to /login"),
+    responses((status = 200, description = "HTML confirmation form"), NotLoggedIn,
         (status = 403, description = "HTML page: `insufficient_role`"), (status = 404, description = "HTML page: `unknown_member`")))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn confirm_remove_member(
     State(ctx): State<SharedContext>,
-    headers: HeaderMap,
     Path(user_id): Path<String>,
-    RawQuery(query): RawQuery,
-) -> Response {
-    page_answer(&ctx, &headers, query.as_deref(), &[], Section::Workspace, async |principal| {
+    _query: PageQuery<Nothing>,
+    Person(principal): Person,
+) -> PageResult {
+    let principal = &principal;
+    let answer: Result<Response, ApiError> = async {
         person_requires(principal, Need::WorkspaceChange)?;
         principal.admin_of()?;
         let members = accounts::list_members(&ctx, principal).await?;
@@ -497,8 +487,9 @@ pub async fn confirm_remove_member(
             "Remove",
             action_href,
         ))
-    })
-    .await
+    }
+    .await;
+    Ok(answer?)
 }
 
 /// Removes a member (a form: `csrf`), as `POST /v1/workspace/members/{user_id}/remove`; a
@@ -512,22 +503,17 @@ pub async fn confirm_remove_member(
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn remove_member(
     State(ctx): State<SharedContext>,
-    headers: HeaderMap,
     Path(user_id): Path<String>,
-    body: Bytes,
-) -> Response {
-    form_answer(
-        &ctx,
-        &headers,
-        &body,
-        Section::Workspace,
-        async |principal, _| {
-            person_requires(principal, Need::WorkspaceChange)?;
-            accounts::remove_member(&ctx, principal, &user_id).await?;
-            Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "removed")))
-        },
-    )
-    .await
+    posted: Posted<Nothing>,
+) -> PageResult {
+    let principal = &posted.person;
+    let answer: Result<Response, ApiError> = async {
+        person_requires(principal, Need::WorkspaceChange)?;
+        accounts::remove_member(&ctx, principal, &user_id).await?;
+        Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "removed")))
+    }
+    .await;
+    Ok(answer?)
 }
 
 // ---- the page that shows a new secret once ---------------------------------------------------
@@ -573,69 +559,62 @@ fn secret_page(
 /// field per scope), as `POST /v1/workspace/api-keys`; the answer shows the key, once.
 #[utoipa::path(post, path = "/dashboard/settings/api-keys", tag = "dashboard",
     request_body(content = String, content_type = "application/x-www-form-urlencoded", description = "`csrf` (the session's token), `name`, `mode` (`test` or `live`) and `scopes` (repeated)"),
-    responses((status = 200, description = "HTML page showing the new key once (`no-store`)"), (status = 303, description = "not logged in: to /login"),
+    responses((status = 200, description = "HTML page showing the new key once (`no-store`)"), NotLoggedIn,
         (status = 400, description = "HTML page: `invalid_name`, `invalid_mode`, `invalid_scopes`"),
         (status = 403, description = "HTML page: `csrf_failed`, or `insufficient_role`")))]
 #[tracing::instrument(level = "debug", skip_all)]
-pub async fn create_api_key(
-    State(ctx): State<SharedContext>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    form_answer(
-        &ctx,
-        &headers,
-        &body,
-        Section::Workspace,
-        async |principal, fields| {
-            person_requires(principal, Need::WorkspaceChange)?;
-            clean(&fields)?;
-            let live = match field(&fields, "mode").unwrap_or("test") {
-                "test" | "" => false,
-                "live" => true,
-                _ => return Err(ApiError::invalid("mode", "must be `test` or `live`")),
-            };
-            let req = api::CreateApiKeyRequest {
-                name: field(&fields, "name").map(str::to_owned),
-                live: Some(live),
-                scopes: all_of(&fields, "scopes"),
-                // The server's default; a rate of its own is set through the API or the CLI.
-                rate_limit: None,
-            };
-            let created = accounts::create_api_key(&ctx, principal, req).await?;
-            let shell = shell(&ctx, principal, Section::Workspace).await?;
-            let key = created.api_key;
-            Ok::<Response, ApiError>(secret_page(
-                shell,
-                "API key",
-                "Send it in the X-Service-Api-Key header.",
-                created.key,
-                vec![
-                    ("Name", key.name.unwrap_or_default()),
-                    ("Mode", key.mode),
-                    ("Ends in", key.last_four),
-                    ("Scopes", scopes_text(&key.scopes)),
-                    ("Created", key.created_at),
-                ],
-            ))
-        },
-    )
-    .await
+pub async fn create_api_key(State(ctx): State<SharedContext>, posted: Posted<Pairs>) -> PageResult {
+    let principal = &posted.person;
+    let answer: Result<Response, ApiError> = async {
+        person_requires(principal, Need::WorkspaceChange)?;
+        clean(&posted.form)?;
+        let live = match field(&posted.form, "mode").unwrap_or("test") {
+            "test" | "" => false,
+            "live" => true,
+            _ => return Err(ApiError::invalid("mode", "must be `test` or `live`")),
+        };
+        let req = api::CreateApiKeyRequest {
+            name: field(&posted.form, "name").map(str::to_owned),
+            live: Some(live),
+            scopes: all_of(&posted.form, "scopes"),
+            // The server's default; a rate of its own is set through the API or the CLI.
+            rate_limit: None,
+        };
+        let created = accounts::create_api_key(&ctx, principal, req).await?;
+        let shell = shell(&ctx, principal, Section::Workspace).await?;
+        let key = created.api_key;
+        Ok::<Response, ApiError>(secret_page(
+            shell,
+            "API key",
+            "Send it in the X-Service-Api-Key header.",
+            created.key,
+            vec![
+                ("Name", key.name.unwrap_or_default()),
+                ("Mode", key.mode),
+                ("Ends in", key.last_four),
+                ("Scopes", scopes_text(&key.scopes)),
+                ("Created", key.created_at),
+            ],
+        ))
+    }
+    .await;
+    Ok(answer?)
 }
 
 /// The confirmation step of revoking an API key (owners and admins).
 #[utoipa::path(get, path = "/dashboard/settings/api-keys/{key_id}/revoke", tag = "dashboard",
     params(("key_id" = String, Path)),
-    responses((status = 200, description = "HTML confirmation form"), (status = 303, description = "not logged in: to /login"),
+    responses((status = 200, description = "HTML confirmation form"), NotLoggedIn,
         (status = 403, description = "HTML page: `insufficient_role`"), (status = 404, description = "HTML page: `unknown_api_key`")))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn confirm_revoke_api_key(
     State(ctx): State<SharedContext>,
-    headers: HeaderMap,
     Path(key_id): Path<String>,
-    RawQuery(query): RawQuery,
-) -> Response {
-    page_answer(&ctx, &headers, query.as_deref(), &[], Section::Workspace, async |principal| {
+    _query: PageQuery<Nothing>,
+    Person(principal): Person,
+) -> PageResult {
+    let principal = &principal;
+    let answer: Result<Response, ApiError> = async {
         person_requires(principal, Need::WorkspaceChange)?;
         let (workspace_id, _) = principal.admin_of()?;
         let key = ctx
@@ -658,8 +637,9 @@ pub async fn confirm_revoke_api_key(
             "Revoke",
             action_href,
         ))
-    })
-    .await
+    }
+    .await;
+    Ok(answer?)
 }
 
 /// Revokes an API key (a form: `csrf`), as `POST /v1/workspace/api-keys/{key_id}/revoke`.
@@ -672,22 +652,17 @@ pub async fn confirm_revoke_api_key(
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn revoke_api_key(
     State(ctx): State<SharedContext>,
-    headers: HeaderMap,
     Path(key_id): Path<String>,
-    body: Bytes,
-) -> Response {
-    form_answer(
-        &ctx,
-        &headers,
-        &body,
-        Section::Workspace,
-        async |principal, _| {
-            person_requires(principal, Need::WorkspaceChange)?;
-            accounts::revoke_api_key(&ctx, principal, &key_id).await?;
-            Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "key_revoked")))
-        },
-    )
-    .await
+    posted: Posted<Nothing>,
+) -> PageResult {
+    let principal = &posted.person;
+    let answer: Result<Response, ApiError> = async {
+        person_requires(principal, Need::WorkspaceChange)?;
+        accounts::revoke_api_key(&ctx, principal, &key_id).await?;
+        Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "key_revoked")))
+    }
+    .await;
+    Ok(answer?)
 }
 
 // ---- personal access tokens -------------------------------------------------------------------
@@ -696,28 +671,25 @@ pub async fn revoke_api_key(
 /// `scopes`, one field per scope), as `POST /v1/auth/tokens`; the answer shows it, once.
 #[utoipa::path(post, path = "/dashboard/settings/tokens", tag = "dashboard",
     request_body(content = String, content_type = "application/x-www-form-urlencoded", description = "`csrf` (the session's token), `name`, `expires_in_days` (1 to 365) and `scopes` (repeated)"),
-    responses((status = 200, description = "HTML page showing the new token once (`no-store`)"), (status = 303, description = "not logged in: to /login"),
+    responses((status = 200, description = "HTML page showing the new token once (`no-store`)"), NotLoggedIn,
         (status = 400, description = "HTML page: `missing_name`, `invalid_name`, `invalid_expires_in_days`, `invalid_scopes`"),
         (status = 403, description = "HTML page: `csrf_failed`")))]
 #[tracing::instrument(level = "debug", skip_all)]
-pub async fn create_token(
-    State(ctx): State<SharedContext>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    form_answer(&ctx, &headers, &body, Section::Workspace, async |principal, fields| {
+pub async fn create_token(State(ctx): State<SharedContext>, posted: Posted<Pairs>) -> PageResult {
+    let principal = &posted.person;
+    let answer: Result<Response, ApiError> = async {
         unscoped_required(principal)?;
-        clean(&fields)?;
-        let days = match field(&fields, "expires_in_days").map(str::trim) {
+        clean(&posted.form)?;
+        let days = match field(&posted.form, "expires_in_days").map(str::trim) {
             None | Some("") => None,
             Some(d) => Some(d.parse::<i64>().map_err(|_| {
                 ApiError::invalid("expires_in_days", "must be a whole number of days")
             })?),
         };
         let req = api::CreateTokenRequest {
-            name: field(&fields, "name").unwrap_or("").to_owned(),
+            name: field(&posted.form, "name").unwrap_or("").to_owned(),
             expires_in_days: days,
-            scopes: all_of(&fields, "scopes"),
+            scopes: all_of(&posted.form, "scopes"),
         };
         let created = accounts::create_pat(&ctx, principal, req).await?;
         let shell = shell(&ctx, principal, Section::Workspace).await?;
@@ -735,54 +707,48 @@ pub async fn create_token(
                 ("Expires", token.expires_at),
             ],
         ))
-    })
-    .await
+    }
+    .await;
+    Ok(answer?)
 }
 
 /// The confirmation step of revoking one of the person's tokens.
 #[utoipa::path(get, path = "/dashboard/settings/tokens/{token_id}/revoke", tag = "dashboard",
     params(("token_id" = String, Path)),
-    responses((status = 200, description = "HTML confirmation form"), (status = 303, description = "not logged in: to /login"),
+    responses((status = 200, description = "HTML confirmation form"), NotLoggedIn,
         (status = 404, description = "HTML page: `unknown_token`")))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn confirm_revoke_token(
     State(ctx): State<SharedContext>,
-    headers: HeaderMap,
     Path(token_id): Path<String>,
-    RawQuery(query): RawQuery,
-) -> Response {
-    page_answer(
-        &ctx,
-        &headers,
-        query.as_deref(),
-        &[],
-        Section::Workspace,
-        async |principal| {
-            let token = ctx
-                .store
-                .pats(&principal.user.id)
-                .await?
-                .into_iter()
-                .find(|p| p.id == token_id && p.revoked_at.is_none())
-                .ok_or_else(|| {
-                    ApiError::not_found("unknown_token", "no such live token of yours")
-                })?;
-            let shell = shell(&ctx, principal, Section::Workspace).await?;
-            let action_href = format!(
-                "{}/dashboard/settings/tokens/{}/revoke",
-                shell.base, token.id
-            );
-            Ok::<Response, ApiError>(confirm(
-                shell,
-                "Revoke this access token?",
-                format!("{} (…{})", token.name, token.last_four),
-                "Requests with this token fail at once, and it cannot be brought back.",
-                "Revoke",
-                action_href,
-            ))
-        },
-    )
-    .await
+    _query: PageQuery<Nothing>,
+    Person(principal): Person,
+) -> PageResult {
+    let principal = &principal;
+    let answer: Result<Response, ApiError> = async {
+        let token = ctx
+            .store
+            .pats(&principal.user.id)
+            .await?
+            .into_iter()
+            .find(|p| p.id == token_id && p.revoked_at.is_none())
+            .ok_or_else(|| ApiError::not_found("unknown_token", "no such live token of yours"))?;
+        let shell = shell(&ctx, principal, Section::Workspace).await?;
+        let action_href = format!(
+            "{}/dashboard/settings/tokens/{}/revoke",
+            shell.base, token.id
+        );
+        Ok::<Response, ApiError>(confirm(
+            shell,
+            "Revoke this access token?",
+            format!("{} (…{})", token.name, token.last_four),
+            "Requests with this token fail at once, and it cannot be brought back.",
+            "Revoke",
+            action_href,
+        ))
+    }
+    .await;
+    Ok(answer?)
 }
 
 /// Revokes one of the person's tokens (a form: `csrf`), as `POST /v1/auth/tokens/{token_id}/revoke`.
@@ -794,22 +760,17 @@ pub async fn confirm_revoke_token(
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn revoke_token(
     State(ctx): State<SharedContext>,
-    headers: HeaderMap,
     Path(token_id): Path<String>,
-    body: Bytes,
-) -> Response {
-    form_answer(
-        &ctx,
-        &headers,
-        &body,
-        Section::Workspace,
-        async |principal, _| {
-            unscoped_required(principal)?;
-            accounts::revoke_pat(&ctx, principal, &token_id).await?;
-            Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "token_revoked")))
-        },
-    )
-    .await
+    posted: Posted<Nothing>,
+) -> PageResult {
+    let principal = &posted.person;
+    let answer: Result<Response, ApiError> = async {
+        unscoped_required(principal)?;
+        accounts::revoke_pat(&ctx, principal, &token_id).await?;
+        Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "token_revoked")))
+    }
+    .await;
+    Ok(answer?)
 }
 
 // ---- approval settings and workspaces ---------------------------------------------------------
@@ -822,42 +783,34 @@ pub async fn revoke_token(
         (status = 400, description = "HTML page: `missing_require_member_approval`, `invalid_require_member_approval`"),
         (status = 403, description = "HTML page: `csrf_failed`, or `insufficient_role`")))]
 #[tracing::instrument(level = "debug", skip_all)]
-pub async fn save_settings(
-    State(ctx): State<SharedContext>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    form_answer(
-        &ctx,
-        &headers,
-        &body,
-        Section::Workspace,
-        async |principal, fields| {
-            person_requires(principal, Need::WorkspaceChange)?;
-            let wanted = match field(&fields, "require_member_approval") {
-                None | Some("") => return Err(ApiError::missing("require_member_approval")),
-                Some("true") => true,
-                Some("false") => false,
-                Some(_) => {
-                    return Err(ApiError::invalid(
-                        "require_member_approval",
-                        "must be `true` or `false`",
-                    ))
-                }
-            };
-            approvals::update_settings(
-                &ctx,
-                principal,
-                api::UpdateWorkspaceSettings {
-                    require_member_approval: Some(wanted),
-                    ..Default::default()
-                },
-            )
-            .await?;
-            Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "settings")))
-        },
-    )
-    .await
+pub async fn save_settings(State(ctx): State<SharedContext>, posted: Posted<Pairs>) -> PageResult {
+    let principal = &posted.person;
+    let answer: Result<Response, ApiError> = async {
+        person_requires(principal, Need::WorkspaceChange)?;
+        let wanted = match field(&posted.form, "require_member_approval") {
+            None | Some("") => return Err(ApiError::missing("require_member_approval")),
+            Some("true") => true,
+            Some("false") => false,
+            Some(_) => {
+                return Err(ApiError::invalid(
+                    "require_member_approval",
+                    "must be `true` or `false`",
+                ))
+            }
+        };
+        approvals::update_settings(
+            &ctx,
+            principal,
+            api::UpdateWorkspaceSettings {
+                require_member_approval: Some(wanted),
+                ..Default::default()
+            },
+        )
+        .await?;
+        Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "settings")))
+    }
+    .await;
+    Ok(answer?)
 }
 
 /// A retention field of the form: absent leaves it, empty keeps everything, else days.
@@ -888,32 +841,27 @@ fn retention_field(
         (status = 400, description = "HTML page: `invalid_retention`"),
         (status = 403, description = "HTML page: `csrf_failed`, or `insufficient_role`")))]
 #[tracing::instrument(level = "debug", skip_all)]
-pub async fn save_retention(
-    State(ctx): State<SharedContext>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    form_answer(
-        &ctx,
-        &headers,
-        &body,
-        Section::Workspace,
-        async |principal, fields| {
-            person_requires(principal, Need::WorkspaceChange)?;
-            approvals::update_settings(
-                &ctx,
-                principal,
-                api::UpdateWorkspaceSettings {
-                    audit_retention_days: retention_field(&fields, "audit_retention_days")?,
-                    heartbeat_retention_days: retention_field(&fields, "heartbeat_retention_days")?,
-                    ..Default::default()
-                },
-            )
-            .await?;
-            Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "retention")))
-        },
-    )
-    .await
+pub async fn save_retention(State(ctx): State<SharedContext>, posted: Posted<Pairs>) -> PageResult {
+    let principal = &posted.person;
+    let answer: Result<Response, ApiError> = async {
+        person_requires(principal, Need::WorkspaceChange)?;
+        approvals::update_settings(
+            &ctx,
+            principal,
+            api::UpdateWorkspaceSettings {
+                audit_retention_days: retention_field(&posted.form, "audit_retention_days")?,
+                heartbeat_retention_days: retention_field(
+                    &posted.form,
+                    "heartbeat_retention_days",
+                )?,
+                ..Default::default()
+            },
+        )
+        .await?;
+        Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "retention")))
+    }
+    .await;
+    Ok(answer?)
 }
 
 /// Creates a workspace with the person as owner and selects it (a form: `csrf`, `name`), as
@@ -926,23 +874,18 @@ pub async fn save_retention(
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn create_workspace(
     State(ctx): State<SharedContext>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    form_answer(
-        &ctx,
-        &headers,
-        &body,
-        Section::Workspace,
-        async |principal, fields| {
-            unscoped_required(principal)?;
-            clean(&fields)?;
-            accounts::create_workspace(&ctx, principal, field(&fields, "name").unwrap_or(""))
-                .await?;
-            Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "workspace")))
-        },
-    )
-    .await
+    posted: Posted<Pairs>,
+) -> PageResult {
+    let principal = &posted.person;
+    let answer: Result<Response, ApiError> = async {
+        unscoped_required(principal)?;
+        clean(&posted.form)?;
+        accounts::create_workspace(&ctx, principal, field(&posted.form, "name").unwrap_or(""))
+            .await?;
+        Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "workspace")))
+    }
+    .await;
+    Ok(answer?)
 }
 
 #[cfg(test)]
