@@ -5,6 +5,12 @@
 //!
 //! Self-contained on purpose: it names nothing of the rest of the crate, so the run-time
 //! context can hold an [`Egress`] without importing the vault's use cases.
+//!
+//! Why one file of this length (1,700 lines of code, 900 of tests): it is the service's only
+//! way out to addresses an agent chooses, so every rule that keeps a request from reaching
+//! what it must not (resolution, the address checks, the pinned connection, redirects refused,
+//! the secrets' slots, the scrubbing of every spelling of every secret) is read and reviewed in
+//! one place, beside the tests that attack it.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};

@@ -25,6 +25,9 @@
 //! would exceed the capacity. Eviction only makes a later lookup a miss; it never lets an entry
 //! count under a view it is older than. The decision cache keeps its fixed bounds (see
 //! [`DecisionCache`]); views are one per workspace.
+//!
+//! Why one file of this length: the caches and the view-and-epoch rule above are one mechanism,
+//! and the argument that no answer rests on superseded state reads across all of them.
 
 use std::collections::HashMap;
 use std::mem::size_of;

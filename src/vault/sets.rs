@@ -6,6 +6,10 @@
 //! the data key, the associated data naming the workspace, the set and the version: a sealed
 //! value copied into another row, set or workspace does not open. Key names and profiles
 //! (templates, no values) are stored in the clear so that listing never decrypts.
+//!
+//! Why one file of this length: every change of a set (write, rollback, the lifecycle, grants)
+//! seals or opens with the same associated data, keeps the same version history and audits
+//! the same way; one file keeps the sealing rules where they can be checked together.
 
 use std::collections::BTreeMap;
 

@@ -60,6 +60,11 @@
 //! Agents matching the selectors of several groups at once are analysed only when one
 //! selector's pairs are enough to match the other groups too. Context fields other than the
 //! ones above (read only by raw Cedar), approvers, and reason codes are not compared.
+//!
+//! Why one file of this length: the method above is one analysis over one model of the
+//! spec's rules, and its principals, dimensions, cells and work budget share that model's
+//! types. The model is still read from the spec here, apart from the compiler's lowering; once
+//! the spec is lowered once into a rule model both read, this file keeps the enumeration only.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;

@@ -59,6 +59,14 @@ impl<F: DeserializeOwned> FromRequest<SharedContext> for Posted<F> {
             }
         }
         let person = person(ctx, &Method::POST, &headers).await?;
+        // As the API refuses such JSON: text columns cannot store NUL.
+        if form_urlencoded::parse(&body).any(|(k, v)| k.contains('\0') || v.contains('\0')) {
+            let err = ApiError::bad_request(
+                "invalid_form",
+                "text in the form must not contain NUL characters",
+            );
+            return Err(PageError(err).into_response());
+        }
         let form = typed(&body).map_err(|e| PageError(e).into_response())?;
         Ok(Posted { person, form })
     }
@@ -236,9 +244,23 @@ impl<F> Paged<F> {
     }
 }
 
-/// A form read as its fields in order, for the forms whose handlers look their fields up by
-/// name (`super::field`) rather than through a struct of their own.
-pub type Pairs = Vec<(String, String)>;
+/// A form field as sent: `None` when the form has no such field, else its text, empty
+/// included (serde_html_form reads an empty value of an `Option` as absent, which some forms
+/// must tell apart). Use with `#[serde(default)]`.
+#[derive(Debug, Default)]
+pub struct Sent(pub Option<String>);
+
+impl<'de> Deserialize<'de> for Sent {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d).map(|text| Sent(Some(text)))
+    }
+}
+
+impl Sent {
+    pub fn as_deref(&self) -> Option<&str> {
+        self.0.as_deref()
+    }
+}
 
 /// The answer of every console page to a request without a session, for the OpenAPI entries
 /// of the pages (written once, named in each page's `responses`).

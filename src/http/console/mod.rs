@@ -323,13 +323,6 @@ pub(super) async fn person(
     }
 }
 
-pub(super) fn field<'a>(fields: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    fields
-        .iter()
-        .find(|(k, _)| k == name)
-        .map(|(_, v)| v.as_str())
-}
-
 #[derive(Template)]
 #[template(path = "console_error.html", config = "src/http/templates/askama.toml")]
 struct ConsoleError<'a> {

@@ -8,6 +8,9 @@
 //! sync compiles) evaluated by [`bench::run`], as `acp policy test` evaluates a case. Reading
 //! needs `policies:read` (every role); dry runs, applies and rollbacks are for owners and admins,
 //! checked by the server on every request, GET or POST.
+//!
+//! Why one file of this length: the section's pages (the list, a policy, the versions diff, the
+//! dry run, apply, rollback, the test bench) share the diff's views and the spec's readers.
 
 use askama::Template;
 use axum::extract::{Path, State};
@@ -30,8 +33,8 @@ use crate::policy::{bench, sync, Decision};
 use crate::secret::{random_base62, sha256_hex};
 use crate::time::iso;
 
-use super::extract::{NotLoggedIn, PageQuery, PageResult, Pairs, Person, Positive, Posted};
-use super::{base, field, see_other, shell, Section, Shell};
+use super::extract::{NotLoggedIn, PageQuery, PageResult, Person, Positive, Posted, Sent};
+use super::{base, see_other, shell, Section, Shell};
 use crate::http::extract::AppPath;
 use crate::http::operator::person_requires;
 use crate::http::pages::render;
@@ -683,22 +686,35 @@ async fn run_dry_run(
 pub async fn apply(
     State(ctx): State<SharedContext>,
     Path(policy_id): Path<String>,
-    posted: Posted<Pairs>,
+    posted: Posted<ApplyForm>,
 ) -> PageResult {
     let principal = &posted.person;
     Ok(run_apply(&ctx, principal, &policy_id, &posted.form).await?)
+}
+
+/// The apply form: the spec the dry run showed, the policy's hash then, and the key that
+/// makes a second post of the same form a retry.
+#[derive(Deserialize)]
+pub struct ApplyForm {
+    #[serde(default)]
+    spec: String,
+    expected_policy_hash: Option<String>,
+    #[serde(default)]
+    idempotency_key: Sent,
 }
 
 async fn run_apply(
     ctx: &Context,
     principal: &Principal,
     policy_id: &str,
-    fields: &[(String, String)],
+    form: &ApplyForm,
 ) -> Result<Response, ApiError> {
     let workspace_id = may_sync(principal)?;
     sync::policy_detail(ctx, &workspace_id, policy_id, None).await?;
-    let text = field(fields, "spec").unwrap_or("");
-    let expected = field(fields, "expected_policy_hash")
+    let text = form.spec.as_str();
+    let expected = form
+        .expected_policy_hash
+        .as_deref()
         .map(str::trim)
         .filter(|h| !h.is_empty())
         .ok_or_else(|| {
@@ -707,7 +723,7 @@ async fn run_apply(
                 "is required: dry-run the spec first",
             )
         })?;
-    let key = sync::IdempotencyKey::parse(field(fields, "idempotency_key"))?;
+    let key = sync::IdempotencyKey::parse(form.idempotency_key.as_deref())?;
     let value = match spec_value(text) {
         Ok(value) => value,
         Err(errors) => {
@@ -860,7 +876,7 @@ async fn rollback_confirmation(
 pub async fn rollback(
     State(ctx): State<SharedContext>,
     AppPath((policy_id, version)): AppPath<(String, i64)>,
-    posted: Posted<Pairs>,
+    posted: Posted<ApplyForm>,
 ) -> PageResult {
     Ok(run_rollback(&ctx, &posted.person, &policy_id, version, &posted.form).await?)
 }
@@ -870,14 +886,16 @@ async fn run_rollback(
     principal: &Principal,
     policy_id: &str,
     version: i64,
-    fields: &[(String, String)],
+    form: &ApplyForm,
 ) -> Result<Response, ApiError> {
     let workspace_id = may_sync(principal)?;
-    let expected = field(fields, "expected_policy_hash")
+    let expected = form
+        .expected_policy_hash
+        .as_deref()
         .map(str::trim)
         .filter(|h| !h.is_empty())
         .ok_or_else(|| ApiError::invalid("expected_policy_hash", "is required"))?;
-    let key = sync::IdempotencyKey::parse(field(fields, "idempotency_key"))?;
+    let key = sync::IdempotencyKey::parse(form.idempotency_key.as_deref())?;
     let request_hash = sha256_hex(
         json!({"console_rollback": policy_id, "version": version, "expected_policy_hash": expected})
             .to_string()
@@ -960,24 +978,39 @@ impl Default for BenchForm {
     }
 }
 
+/// The bench's form as posted (a field not sent is empty).
+#[derive(Default, Deserialize)]
+#[serde(default)]
+pub struct BenchFields {
+    agent_id: String,
+    status: String,
+    risk_tier: String,
+    metadata: String,
+    labels: String,
+    action: String,
+    context: String,
+    email: String,
+    against: String,
+    draft: String,
+}
+
 impl BenchForm {
-    fn from_fields(fields: &[(String, String)]) -> Self {
-        let get = |name: &str| field(fields, name).unwrap_or("").to_owned();
+    fn from_fields(fields: BenchFields) -> Self {
         Self {
-            agent_id: get("agent_id"),
-            status: get("status"),
-            risk_tier: get("risk_tier"),
-            metadata: get("metadata"),
-            labels: get("labels"),
-            action: get("action"),
-            context: get("context"),
-            email: get("email"),
-            against: if field(fields, "against") == Some("draft") {
+            agent_id: fields.agent_id,
+            status: fields.status,
+            risk_tier: fields.risk_tier,
+            metadata: fields.metadata,
+            labels: fields.labels,
+            action: fields.action,
+            context: fields.context,
+            email: fields.email,
+            against: if fields.against == "draft" {
                 "draft".into()
             } else {
                 "current".into()
             },
-            draft: get("draft"),
+            draft: fields.draft,
         }
     }
 
@@ -1217,9 +1250,9 @@ pub async fn bench_form(
 pub async fn bench_run(
     State(ctx): State<SharedContext>,
     Path(policy_id): Path<String>,
-    posted: Posted<Pairs>,
+    posted: Posted<BenchFields>,
 ) -> PageResult {
-    let form = BenchForm::from_fields(&posted.form);
+    let form = BenchForm::from_fields(posted.form);
     Ok(evaluate_bench(&ctx, &posted.person, &policy_id, form).await?)
 }
 

@@ -11,6 +11,10 @@
 //! its use case with the person as actor. A workflow lease's token is shown exactly once: on the
 //! page that answers the POST which issued it (status 200, `no-store`), never through a redirect,
 //! never kept in the session, never in a log line or an audit event.
+//!
+//! Why one file of this length: the section has twelve pages and forms (the list, a set,
+//! writing, delete/undelete/destroy, rollback, grants, leases), each with its template's view;
+//! split, one section's notices, confirmation steps and form readers would import each other.
 
 use std::collections::BTreeSet;
 

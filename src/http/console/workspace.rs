@@ -24,8 +24,8 @@ use crate::identity::accounts::{self, Principal};
 use crate::store::Cursor;
 use crate::time::iso;
 
-use super::extract::{NotLoggedIn, Nothing, PageQuery, PageResult, Pairs, Person, Posted};
-use super::{base, field, see_other, shell, Section, Shell, PAGE_ROWS};
+use super::extract::{NotLoggedIn, Nothing, PageQuery, PageResult, Person, Posted, Sent};
+use super::{base, see_other, shell, Section, Shell, PAGE_ROWS};
 use crate::http::operator::{person_requires, unscoped_required};
 use crate::http::pages::render;
 
@@ -369,28 +369,51 @@ async fn workspace_parts(
     })
 }
 
-/// Rejects a form with a NUL character anywhere, as the API rejects such JSON.
-fn clean(fields: &[(String, String)]) -> Result<(), ApiError> {
-    if fields
-        .iter()
-        .any(|(k, v)| k.contains('\0') || v.contains('\0'))
-    {
-        return Err(ApiError::bad_request(
-            "invalid_form",
-            "text in the form must not contain NUL characters",
-        ));
-    }
-    Ok(())
+/// The values of a repeated field (checkboxes), or `None` when there are none.
+fn all_of(values: &[String]) -> Option<Vec<String>> {
+    Some(values.to_vec()).filter(|v| !v.is_empty())
 }
 
-/// The values of every field named `name` (checkboxes), or `None` when there are none.
-fn all_of(fields: &[(String, String)], name: &str) -> Option<Vec<String>> {
-    let values: Vec<String> = fields
-        .iter()
-        .filter(|(k, _)| k == name)
-        .map(|(_, v)| v.clone())
-        .collect();
-    Some(values).filter(|v| !v.is_empty())
+/// The form that adds a member or changes a member's role.
+#[derive(Deserialize)]
+pub struct MemberForm {
+    #[serde(default)]
+    email: String,
+    #[serde(default)]
+    role: Sent,
+}
+
+/// The form that creates an API key (`scopes` repeated) or an access token.
+#[derive(Deserialize)]
+pub struct CredentialForm {
+    #[serde(default)]
+    name: Sent,
+    mode: Option<String>,
+    expires_in_days: Option<String>,
+    #[serde(default)]
+    scopes: Vec<String>,
+}
+
+/// The form of the approval setting.
+#[derive(Deserialize)]
+pub struct ApprovalForm {
+    require_member_approval: Option<String>,
+}
+
+/// The form of the retention settings: absent leaves one, empty keeps everything.
+#[derive(Deserialize)]
+pub struct RetentionForm {
+    #[serde(default)]
+    audit_retention_days: Sent,
+    #[serde(default)]
+    heartbeat_retention_days: Sent,
+}
+
+/// The form that creates a workspace.
+#[derive(Deserialize)]
+pub struct WorkspaceForm {
+    #[serde(default)]
+    name: String,
 }
 
 // ---- members ----------------------------------------------------------------------------------
@@ -404,14 +427,16 @@ fn all_of(fields: &[(String, String)], name: &str) -> Option<Vec<String>> {
         (status = 403, description = "HTML page: `csrf_failed`, or `insufficient_role`"),
         (status = 409, description = "HTML page: `last_owner`")))]
 #[tracing::instrument(level = "debug", skip_all)]
-pub async fn save_member(State(ctx): State<SharedContext>, posted: Posted<Pairs>) -> PageResult {
+pub async fn save_member(
+    State(ctx): State<SharedContext>,
+    posted: Posted<MemberForm>,
+) -> PageResult {
     let principal = &posted.person;
     let answer: Result<Response, ApiError> = async {
         person_requires(principal, Need::WorkspaceChange)?;
-        clean(&posted.form)?;
         let req = api::AddMemberRequest {
-            email: field(&posted.form, "email").unwrap_or("").trim().to_owned(),
-            role: field(&posted.form, "role").map(str::to_owned),
+            email: posted.form.email.trim().to_owned(),
+            role: posted.form.role.0.clone(),
         };
         accounts::add_member(&ctx, principal, req).await?;
         Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "member")))
@@ -563,20 +588,22 @@ fn secret_page(
         (status = 400, description = "HTML page: `invalid_name`, `invalid_mode`, `invalid_scopes`"),
         (status = 403, description = "HTML page: `csrf_failed`, or `insufficient_role`")))]
 #[tracing::instrument(level = "debug", skip_all)]
-pub async fn create_api_key(State(ctx): State<SharedContext>, posted: Posted<Pairs>) -> PageResult {
+pub async fn create_api_key(
+    State(ctx): State<SharedContext>,
+    posted: Posted<CredentialForm>,
+) -> PageResult {
     let principal = &posted.person;
     let answer: Result<Response, ApiError> = async {
         person_requires(principal, Need::WorkspaceChange)?;
-        clean(&posted.form)?;
-        let live = match field(&posted.form, "mode").unwrap_or("test") {
+        let live = match posted.form.mode.as_deref().unwrap_or("test") {
             "test" | "" => false,
             "live" => true,
             _ => return Err(ApiError::invalid("mode", "must be `test` or `live`")),
         };
         let req = api::CreateApiKeyRequest {
-            name: field(&posted.form, "name").map(str::to_owned),
+            name: posted.form.name.0.clone(),
             live: Some(live),
-            scopes: all_of(&posted.form, "scopes"),
+            scopes: all_of(&posted.form.scopes),
             // The server's default; a rate of its own is set through the API or the CLI.
             rate_limit: None,
         };
@@ -675,21 +702,23 @@ pub async fn revoke_api_key(
         (status = 400, description = "HTML page: `missing_name`, `invalid_name`, `invalid_expires_in_days`, `invalid_scopes`"),
         (status = 403, description = "HTML page: `csrf_failed`")))]
 #[tracing::instrument(level = "debug", skip_all)]
-pub async fn create_token(State(ctx): State<SharedContext>, posted: Posted<Pairs>) -> PageResult {
+pub async fn create_token(
+    State(ctx): State<SharedContext>,
+    posted: Posted<CredentialForm>,
+) -> PageResult {
     let principal = &posted.person;
     let answer: Result<Response, ApiError> = async {
         unscoped_required(principal)?;
-        clean(&posted.form)?;
-        let days = match field(&posted.form, "expires_in_days").map(str::trim) {
+        let days = match posted.form.expires_in_days.as_deref().map(str::trim) {
             None | Some("") => None,
             Some(d) => Some(d.parse::<i64>().map_err(|_| {
                 ApiError::invalid("expires_in_days", "must be a whole number of days")
             })?),
         };
         let req = api::CreateTokenRequest {
-            name: field(&posted.form, "name").unwrap_or("").to_owned(),
+            name: posted.form.name.as_deref().unwrap_or("").to_owned(),
             expires_in_days: days,
-            scopes: all_of(&posted.form, "scopes"),
+            scopes: all_of(&posted.form.scopes),
         };
         let created = accounts::create_pat(&ctx, principal, req).await?;
         let shell = shell(&ctx, principal, Section::Workspace).await?;
@@ -783,11 +812,14 @@ pub async fn revoke_token(
         (status = 400, description = "HTML page: `missing_require_member_approval`, `invalid_require_member_approval`"),
         (status = 403, description = "HTML page: `csrf_failed`, or `insufficient_role`")))]
 #[tracing::instrument(level = "debug", skip_all)]
-pub async fn save_settings(State(ctx): State<SharedContext>, posted: Posted<Pairs>) -> PageResult {
+pub async fn save_settings(
+    State(ctx): State<SharedContext>,
+    posted: Posted<ApprovalForm>,
+) -> PageResult {
     let principal = &posted.person;
     let answer: Result<Response, ApiError> = async {
         person_requires(principal, Need::WorkspaceChange)?;
-        let wanted = match field(&posted.form, "require_member_approval") {
+        let wanted = match posted.form.require_member_approval.as_deref() {
             None | Some("") => return Err(ApiError::missing("require_member_approval")),
             Some("true") => true,
             Some("false") => false,
@@ -814,11 +846,8 @@ pub async fn save_settings(State(ctx): State<SharedContext>, posted: Posted<Pair
 }
 
 /// A retention field of the form: absent leaves it, empty keeps everything, else days.
-fn retention_field(
-    fields: &[(String, String)],
-    name: &str,
-) -> Result<Option<Option<i64>>, ApiError> {
-    match field(fields, name).map(str::trim) {
+fn retention_field(sent: &Sent, name: &str) -> Result<Option<Option<i64>>, ApiError> {
+    match sent.as_deref().map(str::trim) {
         None => Ok(None),
         Some("") => Ok(Some(None)),
         Some(text) => text
@@ -841,7 +870,10 @@ fn retention_field(
         (status = 400, description = "HTML page: `invalid_retention`"),
         (status = 403, description = "HTML page: `csrf_failed`, or `insufficient_role`")))]
 #[tracing::instrument(level = "debug", skip_all)]
-pub async fn save_retention(State(ctx): State<SharedContext>, posted: Posted<Pairs>) -> PageResult {
+pub async fn save_retention(
+    State(ctx): State<SharedContext>,
+    posted: Posted<RetentionForm>,
+) -> PageResult {
     let principal = &posted.person;
     let answer: Result<Response, ApiError> = async {
         person_requires(principal, Need::WorkspaceChange)?;
@@ -849,9 +881,12 @@ pub async fn save_retention(State(ctx): State<SharedContext>, posted: Posted<Pai
             &ctx,
             principal,
             api::UpdateWorkspaceSettings {
-                audit_retention_days: retention_field(&posted.form, "audit_retention_days")?,
+                audit_retention_days: retention_field(
+                    &posted.form.audit_retention_days,
+                    "audit_retention_days",
+                )?,
                 heartbeat_retention_days: retention_field(
-                    &posted.form,
+                    &posted.form.heartbeat_retention_days,
                     "heartbeat_retention_days",
                 )?,
                 ..Default::default()
@@ -874,14 +909,12 @@ pub async fn save_retention(State(ctx): State<SharedContext>, posted: Posted<Pai
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn create_workspace(
     State(ctx): State<SharedContext>,
-    posted: Posted<Pairs>,
+    posted: Posted<WorkspaceForm>,
 ) -> PageResult {
     let principal = &posted.person;
     let answer: Result<Response, ApiError> = async {
         unscoped_required(principal)?;
-        clean(&posted.form)?;
-        accounts::create_workspace(&ctx, principal, field(&posted.form, "name").unwrap_or(""))
-            .await?;
+        accounts::create_workspace(&ctx, principal, &posted.form.name).await?;
         Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "workspace")))
     }
     .await;
