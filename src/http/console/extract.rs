@@ -149,7 +149,7 @@ pub type PageResult = Result<Response, PageError>;
 pub async fn show_failures(State(ctx): State<SharedContext>, req: Request, next: Next) -> Response {
     let headers = req.headers().clone();
     let section = section_at(
-        &ctx,
+        ctx.config.path_prefix.as_deref().unwrap_or_default(),
         req.extensions()
             .get::<MatchedPath>()
             .map_or("", MatchedPath::as_str),
@@ -267,3 +267,35 @@ impl Sent {
 #[derive(utoipa::IntoResponses)]
 #[response(status = 303, description = "not logged in: to /login")]
 pub struct NotLoggedIn;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Deserialize)]
+    struct Form {
+        #[serde(default)]
+        name: Sent,
+        #[serde(default)]
+        tag: Vec<String>,
+        limit: Option<PageSize>,
+    }
+
+    #[test]
+    fn forms_read_typed_with_the_failing_field_named() {
+        let form: Form = typed(b"name=&tag=a&tag=b&csrf=x").unwrap();
+        assert_eq!(form.name.as_deref(), Some(""), "sent empty is not absent");
+        assert_eq!(form.tag, ["a", "b"]);
+        assert_eq!(form.limit, None);
+        let form: Form = typed(b"limit=200").unwrap();
+        assert_eq!(
+            (form.name.as_deref(), form.limit),
+            (None, Some(PageSize(200)))
+        );
+        for bad in ["limit=0", "limit=201", "limit=ten"] {
+            let err = typed::<Form>(bad.as_bytes()).unwrap_err();
+            assert_eq!(err.code, "invalid_limit", "{bad}");
+            assert!(err.message.contains("from 1 to 200"), "{}", err.message);
+        }
+    }
+}

@@ -242,10 +242,9 @@ fn section_info(section: Section) -> &'static SectionInfo {
 
 /// The section of a console route (the overview's for `/dashboard` itself and the paths no
 /// section holds), by the route's path as the router matched it.
-pub(super) fn section_at(ctx: &Context, matched: &str) -> Section {
-    let path = matched
-        .strip_prefix(ctx.config.path_prefix.as_deref().unwrap_or_default())
-        .unwrap_or(matched);
+/// `prefix` is the path the server runs under ("" at the root).
+pub(super) fn section_at(prefix: &str, matched: &str) -> Section {
+    let path = matched.strip_prefix(prefix).unwrap_or(matched);
     SECTIONS
         .iter()
         .filter(|s| {
@@ -412,4 +411,35 @@ pub(super) fn options(values: &[&'static str], chosen: &str) -> Vec<SelectOption
             selected: *value == chosen,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_route_belongs_to_the_section_whose_path_it_is_under() {
+        for (prefix, matched, section) in [
+            ("", "/dashboard", Section::Overview),
+            ("", "/dashboard/workspace", Section::Overview),
+            ("", "/dashboard/agents", Section::Agents),
+            ("", "/dashboard/agents/{agent_id}/{action}", Section::Agents),
+            (
+                "",
+                "/dashboard/vault/{secret_set_id}/grants",
+                Section::Vault,
+            ),
+            ("", "/dashboard/settings/api-keys", Section::Workspace),
+            (
+                "",
+                "/dashboard/credentials/agents/{agent_id}/revoke",
+                Section::Credentials,
+            ),
+            ("/acp", "/acp/dashboard/audit/{event_id}", Section::Audit),
+            // A path that only starts like a section's is not in it.
+            ("", "/dashboard/auditors", Section::Overview),
+        ] {
+            assert_eq!(section_at(prefix, matched), section, "{prefix}{matched}");
+        }
+    }
 }
