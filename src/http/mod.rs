@@ -169,7 +169,7 @@ async fn openapi_json() -> impl IntoResponse {
 }
 
 /// Every route; with the server's context, the console's wrapped in the layer that shows its
-/// errors as pages (see `console::routes`).
+/// errors as pages (see `console::router`).
 fn routes(ctx: Option<&SharedContext>) -> OpenApiRouter<SharedContext> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         // Each line: the paths and methods (in the handlers' order) of one `routes!`; the test

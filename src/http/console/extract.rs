@@ -50,17 +50,21 @@ impl<F: DeserializeOwned> FromRequest<SharedContext> for Posted<F> {
         let body = Bytes::from_request(req, ctx)
             .await
             .map_err(IntoResponse::into_response)?;
-        if !headers.contains_key("x-csrf-token") {
-            let token = form_urlencoded::parse(&body)
-                .find(|(name, _)| name == "csrf")
-                .and_then(|(_, token)| HeaderValue::from_str(&token).ok());
-            if let Some(token) = token {
-                headers.insert("x-csrf-token", token);
+        // One pass over the fields: the `csrf` token, and whether any text holds a NUL (refused
+        // below, once the person is known, as the API refuses such JSON).
+        let (mut token, mut nul) = (None, false);
+        for (name, value) in form_urlencoded::parse(&body) {
+            nul |= name.contains('\0') || value.contains('\0');
+            if token.is_none() && name == "csrf" {
+                token = Some(HeaderValue::from_str(&value).ok());
             }
         }
+        let token = token.flatten();
+        if let Some(token) = token.filter(|_| !headers.contains_key("x-csrf-token")) {
+            headers.insert("x-csrf-token", token);
+        }
         let person = person(ctx, &Method::POST, &headers).await?;
-        // As the API refuses such JSON: text columns cannot store NUL.
-        if form_urlencoded::parse(&body).any(|(k, v)| k.contains('\0') || v.contains('\0')) {
+        if nul {
             let err = ApiError::bad_request(
                 "invalid_form",
                 "text in the form must not contain NUL characters",
