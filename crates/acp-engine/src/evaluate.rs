@@ -295,7 +295,7 @@ pub struct Decision {
     pub determining_policies: Vec<String>,
     /// For a challenge: the approvers named by the deciding rules (merged), if any.
     pub approval: Option<super::spec::ApprovalRules>,
-    /// For a challenge: the request facts the deciding rules read (see `Reads`, in `compile::emit`).
+    /// For a challenge: the request facts the deciding rules read (see `Reads`, in `compile::lower`).
     pub reads: Vec<String>,
 }
 

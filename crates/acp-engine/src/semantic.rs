@@ -5,8 +5,9 @@
 //!
 //! # Method
 //!
-//! Each spec is read into a small model of the rules its compiler emits (the same conditions
-//! as [`super::compile`] writes in Cedar; the tests check the two agree). An agent's decision
+//! Each spec is lowered as the compiler lowers it (`compile::lower`: one typed rule per rule the
+//! compiler writes in Cedar, from the same test), and each rule's test decides the enumerated
+//! requests here (the tests check the two agree). An agent's decision
 //! depends on the bound groups it belongs to, its status and risk tier, the action and the
 //! request's facts; the analysis walks these:
 //!
@@ -61,10 +62,9 @@
 //! selector's pairs are enough to match the other groups too. Context fields other than the
 //! ones above (read only by raw Cedar), approvers, and reason codes are not compared.
 //!
-//! Why one file of this length: the method above is one analysis over one model of the
-//! spec's rules, and its principals, dimensions, cells and work budget share that model's
-//! types. The model is still read from the spec here, apart from the compiler's lowering; once
-//! the spec is lowered once into a rule model both read, this file keeps the enumeration only.
+//! Why one file of this length: the method above is one analysis over the lowered rules, and
+//! its principals, dimensions, cells and work budget share their types; the rules themselves
+//! are read from the spec by the compiler's lowering only.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -75,7 +75,10 @@ use sha2::{Digest, Sha256};
 
 use acp_domain::RiskTier;
 
-use super::compile::{compile, scaled, CompiledPolicy};
+use super::compile::lower::{
+    self, is_vault, ActionList, AmountKind, Test, SEND_EMAIL, VAULT_PROXY,
+};
+use super::compile::{compile, CompiledPolicy, FieldGuard};
 use super::evaluate::{evaluate, ContextFields, EmailFacts, Facts};
 use super::spec::{Block, Outcome, PolicySpec, Selector, TestAgent};
 
@@ -89,14 +92,6 @@ const MAX_NOTES: usize = 100;
 /// `max_recipients` above this is not enumerated (an example would list that many addresses).
 const MAX_ENUMERATED_RECIPIENTS: u32 = 1_000;
 
-const SEND_EMAIL: &str = "send_email";
-const VAULT_PROXY: &str = "vault.proxy";
-/// The vault's actions: the short names a spec may write, and the actions checks name.
-const VAULT_ACTIONS: [(&str, &str); 3] = [
-    ("mint_lease", "vault.mint_lease"),
-    ("proxy", "vault.proxy"),
-    ("read", "vault.read"),
-];
 const STATUSES: [&str; 4] = ["active", "pending", "suspended", "revoked"];
 /// The first dimensions of every action: the agent's status and risk tier.
 const AGENT_AXES: usize = 2;
@@ -389,136 +384,68 @@ impl Work {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The model of a spec's rules.
+// The model of a spec's rules: the compiler's lowering (see `compile::lower`), per place.
 
-/// An amount block as its rules read it.
-#[derive(Debug)]
-struct AmountKind {
-    /// Only these actions (`None`: any).
-    actions: Option<BTreeSet<String>>,
-    field: String,
-    currency_field: String,
-    /// Currency code (or `*`) → allow and challenge limits in ten-thousandths.
-    limits: BTreeMap<String, (i64, i64)>,
-}
-
-impl AmountKind {
-    fn applies(&self, action: &str) -> bool {
-        self.actions.as_ref().is_none_or(|a| a.contains(action))
-    }
-
-    /// The `currency_field=code` fields of its listed currencies.
-    fn explicit(&self) -> BTreeSet<String> {
-        self.limits
-            .keys()
-            .filter(|c| c.as_str() != "*")
-            .map(|c| format!("{}={c}", self.currency_field))
-            .collect()
-    }
-}
-
-/// Which currencies an amount rule is about.
-#[derive(Debug)]
-enum Which {
-    Any,
-    /// `context.fields.contains(f)`.
-    Has(String),
-    /// `!context.fields.containsAny(fs)`.
-    HasNone(BTreeSet<String>),
-}
-
-/// What one rule tests, besides its binding's actions (the conditions `compile::emit` writes).
-#[derive(Debug)]
-enum Test {
-    Status(&'static str),
-    NotActive,
-    RiskAtLeast(i64),
-    Actions(Arc<BTreeSet<String>>),
-    AnyAction,
-    SendEmail,
-    /// Some recipient domain is not one of these.
-    Domains(BTreeSet<String>),
-    MaxRecipients(u64),
-    Extensions(BTreeSet<String>),
-    Types(BTreeSet<String>),
-    MaxBytes(u64),
-    PerMinute(u64),
-    PerDay(u64),
-    /// The amount block's base, its currency test and `above < amount <= up_to`.
-    Amount {
-        kind: Arc<AmountKind>,
-        which: Which,
-        above: Option<i64>,
-        up_to: Option<i64>,
-    },
-    UnknownCurrency(Arc<AmountKind>),
-    VaultAllow(BTreeSet<String>),
-    /// A vault action whose context holds none of these fields.
-    VaultNone(BTreeSet<String>),
-    /// `vault.proxy` to none of these `target_host_patterns=` fields.
-    ProxyNone(BTreeSet<String>),
-    VaultApproval {
-        actions: BTreeSet<String>,
-        environments: Option<BTreeSet<String>>,
-    },
-}
-
+/// A lowered rule as a place holds it.
 #[derive(Debug)]
 struct Rule {
-    outcome: Outcome,
     /// The binding's actions.
-    narrow: Option<Arc<BTreeSet<String>>>,
-    test: Test,
-}
-
-fn is_vault(action: &str) -> bool {
-    VAULT_ACTIONS.iter().any(|(_, full)| *full == action)
+    narrow: Option<Arc<ActionList>>,
+    rule: Arc<lower::Rule>,
 }
 
 impl Rule {
+    fn outcome(&self) -> Outcome {
+        self.rule.outcome
+    }
+
+    fn test(&self) -> &Test {
+        &self.rule.test
+    }
+
+    /// Whether the rule matches the request, as its Cedar condition would (raw Cedar is not
+    /// read: it matches nothing here).
     fn matches(&self, r: &Req) -> bool {
         if !self.narrow.as_ref().is_none_or(|n| n.contains(&r.action)) {
             return false;
         }
         let email = r.action == SEND_EMAIL;
         let none_of = |fs: &BTreeSet<String>| fs.iter().all(|f| !r.fields.contains(f));
-        match &self.test {
+        let amount = |kind: &AmountKind| {
+            r.numbers
+                .get(&kind.field)
+                .copied()
+                .filter(|_| kind.applies(&r.action))
+        };
+        match self.test() {
             Test::Status(s) => r.status == *s,
             Test::NotActive => r.status != "active",
-            Test::RiskAtLeast(level) => r.risk >= *level,
-            Test::Actions(set) => set.contains(&r.action),
+            Test::RiskAtLeast(tier) => r.risk >= tier.level(),
+            Test::Actions(list) => list.contains(&r.action),
             Test::AnyAction => true,
             Test::SendEmail => email,
             Test::Domains(d) => email && !r.domains.is_subset(d),
-            Test::MaxRecipients(m) => email && r.recipients > *m,
+            Test::MaxRecipients(m) => email && r.recipients > u64::from(*m),
             Test::Extensions(e) => email && !r.extensions.is_disjoint(e),
             Test::Types(t) => email && !r.types.is_disjoint(t),
             Test::MaxBytes(m) => email && r.largest > *m,
-            Test::PerMinute(n) => email && r.sent_minute >= *n,
-            Test::PerDay(n) => email && r.sent_day >= *n,
+            Test::PerMinute(n) => email && r.sent_minute >= u64::from(*n),
+            Test::PerDay(n) => email && r.sent_day >= u64::from(*n),
             Test::Amount {
                 kind,
                 which,
                 above,
                 up_to,
-            } => {
-                let Some(v) = r.numbers.get(&kind.field).copied() else {
-                    return false;
+            } => amount(kind).is_some_and(|v| {
+                let currency = match which {
+                    None => true,
+                    Some(FieldGuard::Has(f)) => r.fields.contains(f),
+                    Some(FieldGuard::HasNone(fs)) => none_of(fs),
                 };
-                kind.applies(&r.action)
-                    && match which {
-                        Which::Any => true,
-                        Which::Has(f) => r.fields.contains(f),
-                        Which::HasNone(fs) => none_of(fs),
-                    }
-                    && above.is_none_or(|a| v > a)
-                    && up_to.is_none_or(|u| v <= u)
-            }
-            Test::UnknownCurrency(kind) => {
-                kind.applies(&r.action)
-                    && r.numbers.contains_key(&kind.field)
-                    && none_of(&kind.explicit())
-            }
+                currency && above.is_none_or(|a| v > a) && up_to.is_none_or(|u| v <= u)
+            }),
+            Test::Negative(kind) => amount(kind).is_some_and(|v| v < 0),
+            Test::UnknownCurrency(kind) => amount(kind).is_some() && none_of(&kind.explicit()),
             Test::VaultAllow(set) => set.contains(&r.action),
             Test::VaultNone(fs) => is_vault(&r.action) && none_of(fs),
             Test::ProxyNone(fs) => r.action == VAULT_PROXY && none_of(fs),
@@ -526,6 +453,7 @@ impl Rule {
                 actions,
                 environments,
             } => actions.contains(&r.action) && environments.as_ref().is_none_or(|e| !none_of(e)),
+            Test::Raw(_) => false,
         }
     }
 
@@ -534,9 +462,9 @@ impl Rule {
         if !self.narrow.as_ref().is_none_or(|n| n.contains(action)) {
             return false;
         }
-        match &self.test {
+        match self.test() {
             Test::Status(_) | Test::NotActive | Test::RiskAtLeast(_) | Test::AnyAction => true,
-            Test::Actions(set) => set.contains(action),
+            Test::Actions(list) => list.contains(action),
             Test::SendEmail
             | Test::Domains(_)
             | Test::MaxRecipients(_)
@@ -545,22 +473,25 @@ impl Rule {
             | Test::MaxBytes(_)
             | Test::PerMinute(_)
             | Test::PerDay(_) => action == SEND_EMAIL,
-            Test::Amount { kind, .. } | Test::UnknownCurrency(kind) => kind.applies(action),
+            Test::Amount { kind, .. } | Test::Negative(kind) | Test::UnknownCurrency(kind) => {
+                kind.applies(action)
+            }
             Test::VaultAllow(set) | Test::VaultApproval { actions: set, .. } => {
                 set.contains(action)
             }
             Test::VaultNone(_) => is_vault(action),
             Test::ProxyNone(_) => action == VAULT_PROXY,
+            Test::Raw(_) => false,
         }
     }
 
     /// The actions the rule names.
     fn named_actions(&self, out: &mut BTreeSet<String>) {
         if let Some(n) = &self.narrow {
-            out.extend(n.iter().cloned());
+            out.extend(n.set.iter().cloned());
         }
-        match &self.test {
-            Test::Actions(set) => out.extend(set.iter().cloned()),
+        match self.test() {
+            Test::Actions(list) => out.extend(list.set.iter().cloned()),
             Test::SendEmail
             | Test::Domains(_)
             | Test::MaxRecipients(_)
@@ -571,19 +502,21 @@ impl Rule {
             | Test::PerDay(_) => {
                 out.insert(SEND_EMAIL.to_owned());
             }
-            Test::Amount { kind, .. } | Test::UnknownCurrency(kind) => {
-                out.extend(kind.actions.iter().flatten().cloned());
+            Test::Amount { kind, .. } | Test::Negative(kind) | Test::UnknownCurrency(kind) => {
+                out.extend(kind.actions.iter().flat_map(|a| a.set.iter()).cloned());
             }
             Test::VaultAllow(set) | Test::VaultApproval { actions: set, .. } => {
                 out.extend(set.iter().cloned());
             }
-            Test::VaultNone(_) => {
-                out.extend(VAULT_ACTIONS.iter().map(|(_, a)| (*a).to_owned()));
-            }
+            Test::VaultNone(_) => out.extend(lower::vault_actions()),
             Test::ProxyNone(_) => {
                 out.insert(VAULT_PROXY.to_owned());
             }
-            Test::Status(_) | Test::NotActive | Test::RiskAtLeast(_) | Test::AnyAction => {}
+            Test::Status(_)
+            | Test::NotActive
+            | Test::RiskAtLeast(_)
+            | Test::AnyAction
+            | Test::Raw(_) => {}
         }
     }
 }
@@ -592,7 +525,7 @@ impl Rule {
 fn decide(rules: &[&Rule], req: &Req) -> Outcome {
     let (mut challenge, mut allow) = (false, false);
     for rule in rules.iter().filter(|r| r.matches(req)) {
-        match rule.outcome {
+        match rule.outcome() {
             Outcome::Deny => return Outcome::Deny,
             Outcome::Challenge => challenge = true,
             Outcome::Allow => allow = true,
@@ -609,228 +542,6 @@ fn decide(rules: &[&Rule], req: &Req) -> Outcome {
 
 fn digest(text: &str) -> String {
     hex::encode(Sha256::digest(text.as_bytes()))
-}
-
-fn vault_actions(list: &[String]) -> BTreeSet<String> {
-    if list.iter().any(|a| a.trim() == "*") {
-        return VAULT_ACTIONS.iter().map(|(_, a)| (*a).to_owned()).collect();
-    }
-    list.iter()
-        .filter_map(|entry| {
-            acp_domain::VaultAction::parse(entry).map(|a| a.check_action().to_owned())
-        })
-        .collect()
-}
-
-/// The rules of one block, as `compile::emit` makes them (raw Cedar aside).
-fn block_rules(
-    block: &Block,
-    in_guardrails: bool,
-    narrow: &Option<Arc<BTreeSet<String>>>,
-    out: &mut Vec<Rule>,
-) {
-    let allows = !in_guardrails;
-    let mut push = |outcome: Outcome, test: Test| {
-        out.push(Rule {
-            outcome,
-            narrow: narrow.clone(),
-            test,
-        })
-    };
-    if let Some(e) = &block.email {
-        let bad = e.on_violation;
-        if allows {
-            push(Outcome::Allow, Test::SendEmail);
-        }
-        if let Some(domains) = &e.allowed_domains {
-            let lower = domains
-                .iter()
-                .map(|d| d.trim().to_ascii_lowercase())
-                .collect();
-            push(bad, Test::Domains(lower));
-        }
-        if let Some(m) = e.max_recipients {
-            push(bad, Test::MaxRecipients(u64::from(m)));
-        }
-        let (mut exts, mut types) = (BTreeSet::new(), BTreeSet::new());
-        for entry in &e.blocked_attachments {
-            let entry = entry.trim().to_ascii_lowercase();
-            if entry.len() < 2 {
-                continue;
-            }
-            if entry.starts_with('.') {
-                exts.insert(entry);
-            } else {
-                types.insert(entry);
-            }
-        }
-        if !exts.is_empty() {
-            push(bad, Test::Extensions(exts));
-        }
-        if !types.is_empty() {
-            push(bad, Test::Types(types));
-        }
-        if let Some(m) = e.max_attachment_bytes {
-            push(bad, Test::MaxBytes(m));
-        }
-        if let Some(n) = e.rate_limit_per_minute {
-            push(Outcome::Deny, Test::PerMinute(u64::from(n)));
-        }
-        if let Some(n) = e.rate_limit_per_day {
-            push(Outcome::Deny, Test::PerDay(u64::from(n)));
-        }
-    }
-    if let Some(a) = &block.amount {
-        let mut limits = BTreeMap::new();
-        let mut flags = Vec::new();
-        for (currency, t) in &a.limits {
-            let challenge_up_to = t.challenge_up_to.unwrap_or(t.allow_up_to);
-            if let (Some(allow), Some(challenge)) = (scaled(t.allow_up_to), scaled(challenge_up_to))
-            {
-                limits.insert(currency.clone(), (allow, challenge));
-                flags.push((currency.clone(), challenge_up_to > t.allow_up_to));
-            }
-        }
-        let kind = Arc::new(AmountKind {
-            actions: a
-                .actions
-                .as_ref()
-                .filter(|x| !x.is_empty())
-                .map(|x| x.iter().cloned().collect()),
-            field: a.field.clone(),
-            currency_field: a.currency_field.clone(),
-            limits,
-        });
-        let explicit = kind.explicit();
-        for (currency, has_challenge) in flags {
-            let Some((allow, challenge)) = kind.limits.get(&currency).copied() else {
-                continue;
-            };
-            let which = || {
-                if currency == "*" {
-                    if explicit.is_empty() {
-                        Which::Any
-                    } else {
-                        Which::HasNone(explicit.clone())
-                    }
-                } else {
-                    Which::Has(format!("{}={currency}", kind.currency_field))
-                }
-            };
-            let amount = |above, up_to| Test::Amount {
-                kind: kind.clone(),
-                which: which(),
-                above,
-                up_to,
-            };
-            if allows {
-                push(Outcome::Allow, amount(None, Some(allow)));
-            }
-            if has_challenge {
-                push(Outcome::Challenge, amount(Some(allow), Some(challenge)));
-            }
-            push(Outcome::Deny, amount(Some(challenge), None));
-        }
-        push(
-            Outcome::Deny,
-            Test::Amount {
-                kind: kind.clone(),
-                which: Which::Any,
-                above: None,
-                up_to: Some(-1),
-            },
-        );
-        if !a.limits.contains_key("*") {
-            push(Outcome::Deny, Test::UnknownCurrency(kind.clone()));
-        }
-    }
-    if let Some(a) = &block.actions {
-        if !a.allow.is_empty() {
-            if a.allow.iter().any(|x| x == "*") {
-                push(Outcome::Allow, Test::AnyAction);
-            } else {
-                push(
-                    Outcome::Allow,
-                    Test::Actions(Arc::new(a.allow.iter().cloned().collect())),
-                );
-            }
-        }
-        if !a.challenge.is_empty() {
-            push(
-                Outcome::Challenge,
-                Test::Actions(Arc::new(a.challenge.iter().cloned().collect())),
-            );
-        }
-        if !a.deny.is_empty() {
-            push(
-                Outcome::Deny,
-                Test::Actions(Arc::new(a.deny.iter().cloned().collect())),
-            );
-        }
-    }
-    if let Some(v) = &block.vault {
-        let bad = v.on_violation;
-        let fields = |name: &str, values: &[String], lower: bool| -> BTreeSet<String> {
-            values
-                .iter()
-                .map(|x| {
-                    let x = x.trim();
-                    if lower {
-                        format!("{name}={}", x.to_ascii_lowercase())
-                    } else {
-                        format!("{name}={x}")
-                    }
-                })
-                .collect()
-        };
-        if let Some(allow) = &v.allow {
-            let allowed = vault_actions(allow);
-            if allows && !allowed.is_empty() {
-                push(Outcome::Allow, Test::VaultAllow(allowed));
-            }
-        }
-        if let Some(sets) = &v.secret_sets {
-            push(bad, Test::VaultNone(fields("secret_set", sets, false)));
-        }
-        if let Some(envs) = &v.environments {
-            push(bad, Test::VaultNone(fields("environment", envs, false)));
-        }
-        if let Some(hosts) = &v.proxy_hosts {
-            push(
-                bad,
-                Test::ProxyNone(fields("target_host_patterns", hosts, true)),
-            );
-        }
-        if let Some(approval) = &v.require_approval {
-            let actions = match &approval.actions {
-                Some(list) => vault_actions(list),
-                None => VAULT_ACTIONS.iter().map(|(_, a)| (*a).to_owned()).collect(),
-            };
-            if !actions.is_empty() {
-                push(
-                    Outcome::Challenge,
-                    Test::VaultApproval {
-                        actions,
-                        environments: approval
-                            .environments
-                            .as_ref()
-                            .map(|e| fields("environment", e, false)),
-                    },
-                );
-            }
-        }
-    }
-    if block.status.as_ref().is_some_and(|s| s.require_active) {
-        push(Outcome::Deny, Test::NotActive);
-    }
-    if let Some(rep) = &block.reputation {
-        if let Some(tier) = rep.challenge_at {
-            push(Outcome::Challenge, Test::RiskAtLeast(tier.level()));
-        }
-        if let Some(tier) = rep.deny_at {
-            push(Outcome::Deny, Test::RiskAtLeast(tier.level()));
-        }
-    }
 }
 
 /// A spec's rules, per bound group, and what decides an agent's groups.
@@ -862,31 +573,20 @@ impl Model {
             })
             .collect();
         let g = &spec.global_guardrails;
-        let guardrail_blocks: Vec<&Block> = g
-            .blocks
-            .iter()
-            .filter_map(|b| spec.reusable_policy_blocks.get(b))
-            .collect();
-        let allow_pending = g.status.as_ref().is_some_and(|s| s.allow_pending)
-            || guardrail_blocks
-                .iter()
-                .filter_map(|b| b.status.as_ref())
-                .any(|s| s.allow_pending);
-        let base = |status, outcome| Rule {
-            outcome,
-            narrow: None,
-            test: Test::Status(status),
-        };
-        let mut guardrails = vec![
-            base("revoked", Outcome::Deny),
-            base("suspended", Outcome::Deny),
-        ];
-        if !allow_pending {
-            guardrails.push(base("pending", Outcome::Challenge));
-        }
-        block_rules(&g.inline_block(), true, &None, &mut guardrails);
-        for block in &guardrail_blocks {
-            block_rules(block, true, &None, &mut guardrails);
+        // The spec compiled (or is being diffed against one that did): its errors are reported
+        // there, not here.
+        let mut errors = Vec::new();
+        let mut guardrails = Vec::new();
+        let mut groups: HashMap<String, Vec<Rule>> = HashMap::new();
+        for place in lower::spec(spec, &mut errors) {
+            let rules = place.rules().map(|rule| Rule {
+                narrow: place.narrow.clone(),
+                rule: rule.clone(),
+            });
+            match &place.group {
+                None => guardrails.extend(rules),
+                Some(group) => groups.entry(group.clone()).or_default().extend(rules),
+            }
         }
         let guardrail_key = digest(&format!(
             "{}|{}",
@@ -897,20 +597,8 @@ impl Model {
                 .collect::<Vec<_>>()
                 .join(",")
         ));
-        let mut groups: HashMap<String, Vec<Rule>> = HashMap::new();
         let mut binding_keys: HashMap<String, Vec<String>> = HashMap::new();
         for binding in &spec.bindings {
-            let narrow = binding
-                .actions
-                .as_ref()
-                .filter(|a| !a.is_empty())
-                .map(|a| Arc::new(a.iter().cloned().collect::<BTreeSet<String>>()));
-            let rules = groups.entry(binding.group.clone()).or_default();
-            for name in &binding.blocks {
-                if let Some(block) = spec.reusable_policy_blocks.get(name) {
-                    block_rules(block, false, &narrow, rules);
-                }
-            }
             binding_keys
                 .entry(binding.group.clone())
                 .or_default()
@@ -1594,7 +1282,9 @@ fn axes(rules: &[&Rule], action: &str, notes: &mut Notes) -> (Vec<Axis>, Probe) 
     // Amounts: per (field, currency field), each listed currency and one other.
     let mut kinds: BTreeMap<(String, String), Vec<&AmountKind>> = BTreeMap::new();
     for rule in rules {
-        if let Test::Amount { kind, .. } | Test::UnknownCurrency(kind) = &rule.test {
+        if let Test::Amount { kind, .. } | Test::Negative(kind) | Test::UnknownCurrency(kind) =
+            rule.test()
+        {
             let list = kinds
                 .entry((kind.field.clone(), kind.currency_field.clone()))
                 .or_default();
@@ -1690,27 +1380,27 @@ fn axes(rules: &[&Rule], action: &str, notes: &mut Notes) -> (Vec<Axis>, Probe) 
             BTreeSet::new(),
         );
         for rule in rules {
-            match &rule.test {
+            match rule.test() {
                 Test::Domains(d) => domains.extend(d.iter().cloned()),
                 Test::Extensions(e) => exts.extend(e.iter().cloned()),
                 Test::Types(t) => types.extend(t.iter().cloned()),
                 Test::MaxRecipients(m) => {
-                    if *m > u64::from(MAX_ENUMERATED_RECIPIENTS) {
+                    if *m > MAX_ENUMERATED_RECIPIENTS {
                         notes.add(format!(
                             "max_recipients of {m}: more than {MAX_ENUMERATED_RECIPIENTS} recipients are not enumerated"
                         ));
                     } else {
-                        counts.insert(*m as i64);
+                        counts.insert(i64::from(*m));
                     }
                 }
                 Test::MaxBytes(m) => {
                     sizes.insert(i64::try_from(*m).unwrap_or(i64::MAX - 1));
                 }
                 Test::PerMinute(n) => {
-                    minutes.insert(*n as i64 - 1);
+                    minutes.insert(i64::from(*n) - 1);
                 }
                 Test::PerDay(n) => {
-                    days.insert(*n as i64 - 1);
+                    days.insert(i64::from(*n) - 1);
                 }
                 _ => {}
             }
@@ -1856,7 +1546,7 @@ fn axes(rules: &[&Rule], action: &str, notes: &mut Notes) -> (Vec<Axis>, Probe) 
         let (mut sets, mut envs, mut hosts) = (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
         let strip = |f: &String, prefix: &str| f.strip_prefix(prefix).map(str::to_owned);
         for rule in rules {
-            match &rule.test {
+            match rule.test() {
                 Test::VaultNone(fs) => {
                     for f in fs {
                         sets.extend(strip(f, "secret_set="));

@@ -1,25 +1,21 @@
-//! Emission: each element of a spec becomes rules, each rule a Cedar condition with its
-//! meaning (outcome, reason code, reason, source) and what the emitter knows of it: which
-//! actions it can match, the context field it tests, the bounds it puts on a numeric tag (the
-//! index hints), and what it reads of a check (the request facts an approver is shown, the
-//! agent's email counts, the value of a numeric tag). The compiled policy records the last two
-//! from here, so nothing searches the Cedar text for them. The rules are then parsed into Cedar
-//! policies (the guardrails) and templates linked per group (the bindings).
+//! Emission: each rule of the lowered spec (see `lower`) becomes a Cedar condition, written
+//! from its test, with its meaning (outcome, reason code, reason, source) and the index hints
+//! its test gives: which actions it can match, the context field it tests, the bounds it puts
+//! on a numeric tag, whether it only matches unusual agents. What it reads of a check (the
+//! request facts an approver is shown, the agent's email counts, the value of a numeric tag)
+//! comes with the lowered rule, so nothing searches the Cedar text for it. The rules are then
+//! parsed into Cedar policies (the guardrails) and templates linked per group (the bindings).
 
 use std::collections::{BTreeSet, HashMap};
 use std::str::FromStr;
 use std::sync::Arc;
 
 use cedar_policy::{EntityUid, Policy, PolicyId};
-use serde_json::Value;
 
-use crate::spec::{
-    ActionRules, AmountRules, ApprovalRules, Block, EmailRules, Outcome, PolicySpec, SpecError,
-    VaultRules,
-};
-use acp_domain::RiskTier;
+use crate::spec::{ApprovalRules, Outcome, PolicySpec, SpecError};
 
 use super::index::{Compiled, FieldGuard, Placed, RuleMeta, TagRange};
+use super::lower::{self, AmountKind, Placement, Test, SEND_EMAIL, VAULT_PROXY};
 use super::validate::{self, Raw};
 
 /// One rule as the emitter makes it: its Cedar condition, what it means, and what the emitter
@@ -78,848 +74,237 @@ fn set_lit<'a>(items: impl IntoIterator<Item = &'a String>) -> String {
     format!("[{}]", inner.join(", "))
 }
 
-fn actions_condition(actions: &[String]) -> String {
-    if actions.len() == 1 {
-        format!("context.action == {}", lit(&actions[0]))
-    } else {
-        format!("{}.contains(context.action)", set_lit(actions))
+fn actions_condition<'a>(actions: impl IntoIterator<Item = &'a String>) -> String {
+    let actions: Vec<&String> = actions.into_iter().collect();
+    match actions.as_slice() {
+        [one] => format!("context.action == {}", lit(one)),
+        all => format!("{}.contains(context.action)", set_lit(all.iter().copied())),
     }
 }
 
 /// Every rule of a spec: the status guardrails, then the guardrails' blocks, then each
 /// binding's. Problems in the blocks' values are added to `errors` as they are met.
 pub(super) fn rules(spec: &PolicySpec, errors: &mut Vec<SpecError>) -> Vec<Rule> {
-    let mut rules = base_rules(spec);
-    let mut raw_reads = HashMap::new();
-    {
-        let inline = spec.global_guardrails.inline_block();
-        let mut e = Emitter {
-            rules: &mut rules,
-            errors: &mut *errors,
-            group: None,
-            source: "global_guardrails".into(),
-            narrow: None,
-            narrow_actions: None,
-            scope: None,
-            unusual: false,
-            guard: None,
-            reads: Reads::default(),
-            allows: false,
-            approval: None,
-            raw_reads: &mut raw_reads,
-        };
-        e.block(&inline, "global_guardrails", true);
-        for name in &spec.global_guardrails.blocks {
-            if let Some(block) = spec.reusable_policy_blocks.get(name) {
-                e.source = format!("global_guardrails/{name}");
-                e.block(block, &format!("reusable_policy_blocks.{name}"), true);
-            }
-        }
-    }
-    for binding in &spec.bindings {
-        let mut e = Emitter {
-            rules: &mut rules,
-            errors: &mut *errors,
-            group: Some(binding.group.clone()),
-            source: String::new(),
-            narrow: binding
-                .actions
-                .as_ref()
-                .filter(|a| !a.is_empty())
-                .map(|a| actions_condition(a)),
-            narrow_actions: binding
-                .actions
-                .as_deref()
-                .filter(|a| !a.is_empty())
-                .and_then(action_scope),
-            scope: None,
-            unusual: false,
-            guard: None,
-            reads: Reads::default(),
-            allows: true,
-            approval: None,
-            raw_reads: &mut raw_reads,
-        };
-        for name in &binding.blocks {
-            if let Some(block) = spec.reusable_policy_blocks.get(name) {
-                e.source = format!("{}/{name}", binding.display_name());
-                e.block(block, &format!("reusable_policy_blocks.{name}"), false);
-            }
-        }
-    }
-    rules
+    emitted(&lower::spec(spec, errors))
 }
 
 /// The rules of the blocks that no binding and no guardrail names, emitted as a binding
 /// would emit them, only for their errors: they never reach a compiled policy.
 pub(super) fn unused_block_rules(spec: &PolicySpec, errors: &mut Vec<SpecError>) -> Vec<Rule> {
-    let used: BTreeSet<&str> = spec
-        .bindings
-        .iter()
-        .flat_map(|b| b.blocks.iter())
-        .chain(spec.global_guardrails.blocks.iter())
-        .map(String::as_str)
-        .collect();
-    let mut rules = Vec::new();
-    let mut raw_reads = HashMap::new();
-    for (name, block) in &spec.reusable_policy_blocks {
-        if used.contains(name.as_str()) {
-            continue;
-        }
-        let mut e = Emitter {
-            rules: &mut rules,
-            errors: &mut *errors,
-            group: None,
-            source: format!("reusable_policy_blocks/{name}"),
-            narrow: None,
-            narrow_actions: None,
-            scope: None,
-            unusual: false,
-            guard: None,
-            reads: Reads::default(),
-            allows: true,
-            approval: None,
-            raw_reads: &mut raw_reads,
-        };
-        e.block(block, &format!("reusable_policy_blocks.{name}"), false);
-    }
-    rules
+    emitted(&lower::unused_blocks(spec, errors))
 }
 
-/// Collects a block's rules. `allows` is false for guardrails: there the email and amount
-/// blocks only restrict; they do not grant email sending or amounts to every agent (an explicit
-/// `actions.allow` or raw Cedar `allow` rule still does).
-struct Emitter<'a> {
-    rules: &'a mut Vec<Rule>,
-    errors: &'a mut Vec<SpecError>,
-    group: Option<String>,
-    source: String,
-    narrow: Option<String>,
-    /// The actions of `narrow`.
-    narrow_actions: Option<Arc<BTreeSet<String>>>,
-    /// The actions the rules being emitted test (`None`: any).
-    scope: Option<Arc<BTreeSet<String>>>,
-    /// The rules being emitted match only unusual agents (see `Rule::unusual`).
-    unusual: bool,
-    /// What the rules being emitted require of the context fields (see `Rule::guard`).
-    guard: Option<FieldGuard>,
-    /// What the rules being emitted read of a check (see `Reads`).
-    reads: Reads,
-    allows: bool,
-    approval: Option<ApprovalRules>,
-    /// What each raw condition met so far reads (a block bound many times is read once).
-    raw_reads: &'a mut HashMap<String, Reads>,
-}
-
-/// The actions of an action list (`None` when it names every action with `*`).
-fn action_scope(actions: &[String]) -> Option<Arc<BTreeSet<String>>> {
-    if actions.iter().any(|a| a == "*") {
-        None
-    } else {
-        Some(Arc::new(actions.iter().cloned().collect()))
-    }
-}
-
-impl Emitter<'_> {
-    fn rule(
-        &mut self,
-        kind: &str,
-        outcome: Outcome,
-        code: &str,
-        reason: String,
-        condition: String,
-    ) -> &mut Rule {
-        let condition = match &self.narrow {
-            Some(narrow) => format!("({narrow}) && ({condition})"),
-            None => condition,
-        };
-        let actions = match (&self.scope, &self.narrow_actions) {
-            (Some(a), Some(b)) => Some(Arc::new(a.intersection(b).cloned().collect())),
-            (a, b) => a.clone().or_else(|| b.clone()),
-        };
-        self.rules.push(Rule {
-            actions,
-            unusual: self.unusual,
-            guard: self.guard.clone(),
-            range: None,
-            reads_email_counts: self.reads.email_counts,
-            reads_tag_values: self.reads.tag_values,
-            raw_tags: self.reads.tags.iter().cloned().collect(),
-            id: format!("{}#{kind}", self.source),
-            group: self.group.clone(),
-            meta: RuleMeta {
-                outcome,
-                reason_code: code.into(),
-                reason,
-                source: self.source.clone(),
-                approval: if outcome == Outcome::Challenge {
-                    self.approval.clone()
-                } else {
-                    None
-                },
-                reads: if outcome == Outcome::Challenge {
-                    self.reads.fields.iter().cloned().collect()
-                } else {
-                    Vec::new()
-                },
-            },
-            condition,
-            raw: None,
-        });
-        let last = self.rules.len() - 1;
-        &mut self.rules[last]
-    }
-
-    fn block(&mut self, block: &Block, path: &str, in_guardrails: bool) {
-        self.approval = block.approval.clone();
-        self.scope = None;
-        self.guard = None;
-        if let Some(a) = &block.approval {
-            validate::approval(a, path, self.errors);
-        }
-        if let Some(email) = &block.email {
-            self.email(email, &format!("{path}.email"));
-        }
-        if let Some(amount) = &block.amount {
-            self.amount(amount, &format!("{path}.amount"));
-        }
-        if let Some(actions) = &block.actions {
-            self.actions(actions, &format!("{path}.actions"));
-        }
-        if let Some(vault) = &block.vault {
-            self.vault(vault, &format!("{path}.vault"));
-        }
-        self.scope = None;
-        if let Some(status) = &block.status {
-            validate::status(status, path, in_guardrails, self.errors);
-            if status.require_active {
-                self.unusual = true;
-                self.rule(
-                    "status/require_active",
-                    Outcome::Deny,
-                    "agent_not_active",
-                    "only active agents may do this".into(),
-                    "principal.status != \"active\"".into(),
-                );
-                self.unusual = false;
-            }
-        }
-        if let Some(rep) = &block.reputation {
-            // A threshold of `low` matches every agent.
-            self.unusual = rep
-                .challenge_at
-                .into_iter()
-                .chain(rep.deny_at)
-                .all(|tier| tier.level() > 0);
-            if let Some(tier) = rep.challenge_at {
-                self.rule(
-                    "reputation/challenge",
-                    Outcome::Challenge,
-                    "risk_tier_too_high",
-                    format!("the agent's risk tier is {} or higher", tier_name(tier)),
-                    format!("principal.risk_level >= {}", tier.level()),
-                );
-            }
-            if let Some(tier) = rep.deny_at {
-                self.rule(
-                    "reputation/deny",
-                    Outcome::Deny,
-                    "risk_tier_too_high",
-                    format!("the agent's risk tier is {} or higher", tier_name(tier)),
-                    format!("principal.risk_level >= {}", tier.level()),
-                );
-            }
-            self.unusual = false;
-        }
-        for (i, raw) in block.cedar.iter().enumerate() {
-            let rpath = format!("{path}.cedar[{i}]");
-            if !validate::raw_rule(raw, &rpath, self.errors) {
-                continue;
-            }
-            self.reads = self
-                .raw_reads
-                .entry(raw.when.clone())
-                .or_insert_with(|| raw_reads(&raw.when))
-                .clone();
-            let kind = format!("cedar/{}", raw.name);
-            self.rule(
-                &kind,
-                raw.outcome,
-                &raw.reason_code,
-                raw.reason.clone(),
-                format!("({})", raw.when),
-            )
-            .raw = Some(Raw {
-                path: format!("{rpath}.when"),
-                name: raw.name.clone(),
-                when: raw.when.clone(),
-            });
-            self.reads = Reads::default();
-        }
-    }
-
-    fn email(&mut self, e: &EmailRules, path: &str) {
-        let is_email = "context.action == \"send_email\"".to_string();
-        self.scope = Some(Arc::new(BTreeSet::from(["send_email".to_owned()])));
-        self.reads = Reads::fields(["email"]);
-        let bad = e.on_violation;
-        validate::on_violation(bad, path, self.errors);
-        if self.allows {
-            self.rule(
-                "email/allow",
-                Outcome::Allow,
-                "email_allowed",
-                "the email is within policy".into(),
-                is_email.clone(),
-            );
-        }
-        if let Some(domains) = &e.allowed_domains {
-            let mut lower: Vec<String> = domains
-                .iter()
-                .map(|d| d.trim().to_ascii_lowercase())
-                .collect();
-            lower.sort();
-            lower.dedup();
-            validate::domains(&lower, path, self.errors);
-            self.rule(
-                "email/allowed_domains",
-                bad,
-                "recipient_domain_not_allowed",
-                format!("every recipient must be at {}", lower.join(", ")),
-                format!(
-                    "{is_email} && !{}.containsAll(context.email.recipient_domains)",
-                    set_lit(&lower)
-                ),
-            );
-        }
-        if let Some(max) = e.max_recipients {
-            self.rule(
-                "email/max_recipients",
-                bad,
-                "too_many_recipients",
-                format!("at most {max} recipients (to, cc and bcc)"),
-                format!("{is_email} && context.email.recipient_count > {max}"),
-            );
-        }
-        let (mut exts, mut types) = (BTreeSet::new(), BTreeSet::new());
-        for entry in &e.blocked_attachments {
-            let entry = entry.trim().to_ascii_lowercase();
-            if !validate::blocked_attachment(&entry, path, self.errors) {
-                continue;
-            }
-            if entry.starts_with('.') {
-                exts.insert(entry);
-            } else {
-                types.insert(entry);
-            }
-        }
-        if !exts.is_empty() {
-            self.rule(
-                "email/blocked_extensions",
-                bad,
-                "attachment_blocked",
-                "an attachment has a blocked file type".into(),
-                format!(
-                    "{is_email} && context.email.attachment_extensions.containsAny({})",
-                    set_lit(&exts)
-                ),
-            );
-        }
-        if !types.is_empty() {
-            self.rule(
-                "email/blocked_types",
-                bad,
-                "attachment_blocked",
-                "an attachment has a blocked content type".into(),
-                format!(
-                    "{is_email} && context.email.attachment_types.containsAny({})",
-                    set_lit(&types)
-                ),
-            );
-        }
-        if let Some(max) = e.max_attachment_bytes {
-            validate::max_attachment_bytes(max, path, self.errors);
-            self.rule(
-                "email/max_attachment_bytes",
-                bad,
-                "attachment_too_large",
-                format!("attachments may be at most {max} bytes"),
-                format!("{is_email} && context.email.max_attachment_bytes > {max}"),
-            );
-        }
-        // The rate limits read the agent's email counts.
-        self.reads.email_counts = true;
-        if let Some(n) = e.rate_limit_per_minute {
-            self.rule(
-                "email/rate_limit_per_minute",
-                Outcome::Deny,
-                "rate_limit_exceeded",
-                format!("at most {n} emails per minute per agent"),
-                format!("{is_email} && context.email.sent_last_minute >= {n}"),
-            );
-        }
-        if let Some(n) = e.rate_limit_per_day {
-            self.rule(
-                "email/rate_limit_per_day",
-                Outcome::Deny,
-                "rate_limit_exceeded",
-                format!("at most {n} emails per day per agent"),
-                format!("{is_email} && context.email.sent_last_day >= {n}"),
-            );
-        }
-        self.reads = Reads::default();
-    }
-
-    fn amount(&mut self, a: &AmountRules, path: &str) {
-        if !validate::amount(a, path, self.errors) {
-            return;
-        }
-        self.scope = a
-            .actions
+/// The rules of each placed block, in order.
+fn emitted(placements: &[Placement]) -> Vec<Rule> {
+    let mut out = Vec::new();
+    for place in placements {
+        let narrow = place
+            .narrow
             .as_deref()
-            .filter(|x| !x.is_empty())
-            .and_then(action_scope);
-        let has = format!("resource.hasTag({})", lit(&a.field));
-        let value = format!("resource.getTag({})", lit(&a.field));
-        let base = match &a.actions {
-            Some(actions) if !actions.is_empty() => {
-                format!("{} && {has}", actions_condition(actions))
-            }
-            _ => has.clone(),
-        };
-        let explicit: Vec<String> = a
-            .limits
-            .keys()
-            .filter(|c| c.as_str() != "*")
-            .map(|c| format!("{}={}", a.currency_field, c))
-            .collect();
-        for (currency, t) in &a.limits {
-            let tpath = format!("{path}.limits.{currency}");
-            let Some((allow, challenge)) = validate::thresholds(currency, t, &tpath, self.errors)
-            else {
-                continue;
-            };
-            let challenge_up_to = t.challenge_up_to.unwrap_or(t.allow_up_to);
-            let (which, guard) = if currency == "*" {
-                if explicit.is_empty() {
-                    ("true".to_owned(), None)
-                } else {
-                    (
-                        format!("!context.fields.containsAny({})", set_lit(&explicit)),
-                        Some(FieldGuard::HasNone(explicit.iter().cloned().collect())),
-                    )
-                }
-            } else {
-                let field = format!("{}={}", a.currency_field, currency);
-                (
-                    format!("context.fields.contains({})", lit(&field)),
-                    Some(FieldGuard::Has(field)),
-                )
-            };
-            // The amount, and the currency when its rules test it.
-            self.reads = match &guard {
-                Some(_) => Reads::fields([a.field.as_str(), a.currency_field.as_str()]),
-                None => Reads::fields([a.field.as_str()]),
-            };
-            self.guard = guard;
-            let kind = format!("amount/{}", if currency == "*" { "any" } else { currency });
-            let range = |above, up_to| Some(TagRange::new(&a.field, above, up_to));
-            if self.allows {
-                self.rule(
-                    &format!("{kind}/allow"),
-                    Outcome::Allow,
-                    "amount_within_limit",
-                    format!("{} {currency} or less is allowed", t.allow_up_to),
-                    format!("{base} && {which} && {value} <= {allow}"),
-                )
-                .range = range(None, Some(allow));
-            }
-            if challenge_up_to > t.allow_up_to {
-                self.rule(
-                    &format!("{kind}/challenge"),
-                    Outcome::Challenge,
-                    "amount_requires_approval",
-                    format!("amounts over {} {currency} need approval", t.allow_up_to),
-                    format!("{base} && {which} && {value} > {allow} && {value} <= {challenge}"),
-                )
-                .range = range(Some(allow), Some(challenge));
-            }
-            self.rule(
-                &format!("{kind}/deny"),
-                Outcome::Deny,
-                "amount_over_limit",
-                format!("amounts over {challenge_up_to} {currency} are not allowed"),
-                format!("{base} && {which} && {value} > {challenge}"),
-            )
-            .range = range(Some(challenge), None);
-        }
-        self.guard = None;
-        self.reads = Reads::fields([a.field.as_str()]);
-        self.rule(
-            "amount/negative",
-            Outcome::Deny,
-            "amount_invalid",
-            "amounts may not be negative".into(),
-            format!("{base} && {value} < 0"),
-        )
-        .range = Some(TagRange::new(&a.field, None, Some(-1)));
-        if !a.limits.contains_key("*") {
-            self.guard = Some(FieldGuard::HasNone(explicit.iter().cloned().collect()));
-            self.reads = Reads::fields([a.field.as_str(), a.currency_field.as_str()]);
-            self.rule(
-                "amount/unknown_currency",
-                Outcome::Deny,
-                "currency_not_allowed",
-                format!(
-                    "only {} are allowed",
-                    a.limits.keys().cloned().collect::<Vec<_>>().join(", ")
-                ),
-                format!(
-                    "{base} && !context.fields.containsAny({})",
-                    set_lit(&explicit)
-                ),
-            );
-        }
-        self.guard = None;
-        self.reads = Reads::default();
+            .map(|n| (actions_condition(&n.written), n.scope()));
+        out.extend(place.rules().map(|rule| emit(place, narrow.as_ref(), rule)));
     }
-
-    /// The vault block. Its restrictions hold for every vault action (`proxy_hosts` for
-    /// `vault.proxy`), whatever the block allows; what they read is what an approver of a vault
-    /// check is shown: the set, its environment, the keys and, for a proxied request, where it
-    /// goes.
-    fn vault(&mut self, v: &VaultRules, path: &str) {
-        let bad = v.on_violation;
-        validate::on_violation(bad, path, self.errors);
-        let every: Vec<String> = validate::VAULT_ACTIONS
-            .iter()
-            .map(|(_, full)| (*full).to_owned())
-            .collect();
-        let is_vault = actions_condition(&every);
-        let reads = |actions: &[String]| {
-            let mut fields = vec!["secret_set", "environment", "keys"];
-            if actions.iter().any(|a| a == "vault.proxy") {
-                fields.extend(["method", "target_host", "path"]);
-            }
-            Reads::fields(fields)
-        };
-        // `name=value` fields, as `context.fields` holds them.
-        let fields = |name: &str, values: &[String]| -> Vec<String> {
-            values.iter().map(|v| format!("{name}={v}")).collect()
-        };
-        if let Some(allow) = &v.allow {
-            let allowed: Vec<String> =
-                validate::vault_actions(allow, &format!("{path}.allow"), self.errors)
-                    .into_iter()
-                    .collect();
-            if self.allows && !allowed.is_empty() {
-                self.scope = action_scope(&allowed);
-                self.rule(
-                    "vault/allow",
-                    Outcome::Allow,
-                    "vault_allowed",
-                    "the vault action is allowed".into(),
-                    actions_condition(&allowed),
-                );
-            }
-        }
-        self.scope = action_scope(&every);
-        self.reads = reads(&every);
-        if let Some(sets) = &v.secret_sets {
-            let sets = validate::vault_names(
-                sets,
-                "secret set name",
-                100,
-                &format!("{path}.secret_sets"),
-                self.errors,
-            );
-            let sets_fields = fields("secret_set", &sets);
-            self.guard = Some(FieldGuard::HasNone(sets_fields.iter().cloned().collect()));
-            self.rule(
-                "vault/secret_sets",
-                bad,
-                "secret_set_not_allowed",
-                format!(
-                    "vault actions are allowed only on the secret sets {}",
-                    sets.join(", ")
-                ),
-                format!(
-                    "{is_vault} && !context.fields.containsAny({})",
-                    set_lit(&sets_fields)
-                ),
-            );
-        }
-        if let Some(envs) = &v.environments {
-            let envs = validate::vault_names(
-                envs,
-                "environment",
-                64,
-                &format!("{path}.environments"),
-                self.errors,
-            );
-            let env_fields = fields("environment", &envs);
-            self.guard = Some(FieldGuard::HasNone(env_fields.iter().cloned().collect()));
-            self.rule(
-                "vault/environments",
-                bad,
-                "environment_not_allowed",
-                format!(
-                    "vault actions are allowed only on secret sets of the environments {}",
-                    envs.join(", ")
-                ),
-                format!(
-                    "{is_vault} && !context.fields.containsAny({})",
-                    set_lit(&env_fields)
-                ),
-            );
-        }
-        if let Some(hosts) = &v.proxy_hosts {
-            let hosts = validate::proxy_hosts(hosts, &format!("{path}.proxy_hosts"), self.errors);
-            // The vault sends the target host and each `*.parent` of it as
-            // `target_host_patterns`: a pattern of the spec matches when it is one of them.
-            let host_fields = fields("target_host_patterns", &hosts);
-            let proxy = vec!["vault.proxy".to_owned()];
-            self.scope = action_scope(&proxy);
-            self.reads = reads(&proxy);
-            self.guard = Some(FieldGuard::HasNone(host_fields.iter().cloned().collect()));
-            self.rule(
-                "vault/proxy_hosts",
-                bad,
-                "proxy_host_not_allowed",
-                format!("the vault proxies only to {}", hosts.join(", ")),
-                format!(
-                    "{} && !context.fields.containsAny({})",
-                    actions_condition(&proxy),
-                    set_lit(&host_fields)
-                ),
-            );
-        }
-        self.guard = None;
-        if let Some(approval) = &v.require_approval {
-            let apath = format!("{path}.require_approval");
-            let actions: Vec<String> = match &approval.actions {
-                Some(list) => {
-                    validate::vault_actions(list, &format!("{apath}.actions"), self.errors)
-                        .into_iter()
-                        .collect()
-                }
-                None => every.clone(),
-            };
-            let mut condition = actions_condition(&actions);
-            let mut reason = "the vault action needs a human's approval".to_owned();
-            if let Some(envs) = &approval.environments {
-                let envs = validate::vault_names(
-                    envs,
-                    "environment",
-                    64,
-                    &format!("{apath}.environments"),
-                    self.errors,
-                );
-                let env_fields = fields("environment", &envs);
-                if let [only] = env_fields.as_slice() {
-                    self.guard = Some(FieldGuard::Has(only.clone()));
-                }
-                condition = format!(
-                    "{condition} && context.fields.containsAny({})",
-                    set_lit(&env_fields)
-                );
-                reason = format!("{reason} in {}", envs.join(", "));
-            }
-            if !actions.is_empty() {
-                self.scope = action_scope(&actions);
-                self.reads = reads(&actions);
-                self.rule(
-                    "vault/require_approval",
-                    Outcome::Challenge,
-                    "vault_requires_approval",
-                    reason,
-                    condition,
-                );
-            }
-            self.guard = None;
-        }
-        self.reads = Reads::default();
-    }
-
-    fn actions(&mut self, a: &ActionRules, path: &str) {
-        validate::action_lists(a, path, self.errors);
-        if !a.allow.is_empty() {
-            self.scope = action_scope(&a.allow);
-            let condition = if a.allow.iter().any(|x| x == "*") {
-                "true".to_owned()
-            } else {
-                actions_condition(&a.allow)
-            };
-            self.rule(
-                "actions/allow",
-                Outcome::Allow,
-                "action_allowed",
-                "the action is allowed".into(),
-                condition,
-            );
-        }
-        if !a.challenge.is_empty() {
-            self.scope = action_scope(&a.challenge);
-            self.rule(
-                "actions/challenge",
-                Outcome::Challenge,
-                "action_requires_approval",
-                "the action needs a human's approval".into(),
-                actions_condition(&a.challenge),
-            );
-        }
-        if !a.deny.is_empty() {
-            self.scope = action_scope(&a.deny);
-            self.rule(
-                "actions/deny",
-                Outcome::Deny,
-                "action_denied",
-                "the action is not allowed".into(),
-                actions_condition(&a.deny),
-            );
-        }
-    }
+    out
 }
 
-fn tier_name(t: RiskTier) -> &'static str {
-    match t {
-        RiskTier::Low => "low",
-        RiskTier::Medium => "medium",
-        RiskTier::High => "high",
-    }
-}
-
-/// What a rule's condition reads of a check.
-#[derive(Debug, Clone, Default)]
-pub(super) struct Reads {
-    /// The request facts an approver of a challenge is shown: context field names (numbers
-    /// and `name=value` strings), and `email` for the email's facts.
-    fields: BTreeSet<String>,
-    /// The agent's email counts.
-    email_counts: bool,
-    /// The value of a numeric tag (raw Cedar; a built-in rule reads tags through its range).
-    tag_values: bool,
-    /// The numeric tags a raw condition names (`getTag` / `hasTag`).
-    tags: BTreeSet<String>,
-}
-
-impl Reads {
-    fn fields<'a>(names: impl IntoIterator<Item = &'a str>) -> Self {
-        Self {
-            fields: names.into_iter().map(str::to_owned).collect(),
-            ..Self::default()
-        }
-    }
-}
-
-/// What a raw condition reads, from its parsed form (Cedar's JSON policy format): the fields of
-/// `resource.getTag("f")` / `hasTag("f")` and of `"f=value"` strings when it reads
-/// `context.fields`, `email` when it reads `context.email`, the email counts when it names
-/// `sent_last_minute` or `sent_last_day` (an attribute or a record key), tag values when it
-/// calls `getTag`. A condition that does not parse as a policy's reads everything.
-fn raw_reads(when: &str) -> Reads {
-    let text = format!("permit (principal, action, resource) when {{ ({when}) }};");
-    let Some(json) = Policy::parse(None, text)
-        .ok()
-        .and_then(|p| p.to_json().ok())
-    else {
-        return Reads {
-            email_counts: true,
-            tag_values: true,
-            ..Reads::default()
-        };
+/// One lowered rule as `place` holds it, narrowed to the binding's actions (their condition
+/// and their set, `None` for any) when it has some.
+fn emit(
+    place: &Placement,
+    narrow: Option<&(String, Option<Arc<BTreeSet<String>>>)>,
+    rule: &lower::Rule,
+) -> Rule {
+    let test = &rule.test;
+    let condition = match narrow {
+        Some((narrow, _)) => format!("({narrow}) && ({})", condition(test)),
+        None => condition(test),
     };
-    let mut found = Found::default();
-    if let Some(conditions) = json.get("conditions") {
-        found.walk(conditions);
-    }
-    let is_field = |f: &str| {
-        !f.is_empty() && f.len() <= 64 && f.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    let actions = match (scope(test), narrow.and_then(|(_, set)| set.clone())) {
+        (Some(a), Some(b)) => Some(Arc::new(a.intersection(&b).cloned().collect())),
+        (a, b) => a.or(b),
     };
-    let tags: BTreeSet<String> = found.tags.into_iter().filter(|f| is_field(f)).collect();
-    let mut fields = tags.clone();
-    if found.context_fields {
-        fields.extend(
-            found
-                .strings
-                .iter()
-                .filter_map(|s| s.split_once('='))
-                .map(|(name, _)| name)
-                .filter(|name| is_field(name))
-                .map(str::to_owned),
-        );
-    }
-    if found.context_email {
-        fields.insert("email".to_owned());
-    }
-    Reads {
-        fields,
-        email_counts: found.email_counts,
-        tag_values: found.get_tag,
-        tags,
+    let challenges = rule.outcome == Outcome::Challenge;
+    Rule {
+        id: format!("{}#{}", place.source, rule.kind),
+        group: place.group.clone(),
+        meta: RuleMeta {
+            outcome: rule.outcome,
+            reason_code: rule.reason_code.clone(),
+            reason: rule.reason.clone(),
+            source: place.source.clone(),
+            approval: place.approval_of(rule).cloned(),
+            reads: if challenges {
+                rule.reads.fields.iter().cloned().collect()
+            } else {
+                Vec::new()
+            },
+        },
+        condition,
+        raw: match test {
+            Test::Raw(raw) => Some(raw.clone()),
+            _ => None,
+        },
+        actions,
+        unusual: match test {
+            Test::Status(_) | Test::NotActive => true,
+            Test::RiskAtLeast(tier) => tier.level() > 0,
+            _ => false,
+        },
+        guard: guard(test),
+        range: match test {
+            Test::Amount {
+                kind, above, up_to, ..
+            } => Some(TagRange::new(&kind.field, *above, *up_to)),
+            Test::Negative(kind) => Some(TagRange::new(&kind.field, None, Some(-1))),
+            _ => None,
+        },
+        reads_email_counts: rule.reads.email_counts,
+        reads_tag_values: rule.reads.tag_values,
+        raw_tags: rule.reads.tags.iter().cloned().collect(),
     }
 }
 
-/// What a walk through a condition in Cedar's JSON format met.
-#[derive(Default)]
-struct Found {
-    /// The string literals naming a tag (`getTag` / `hasTag`).
-    tags: Vec<String>,
-    /// Every string literal.
-    strings: Vec<String>,
-    get_tag: bool,
-    context_fields: bool,
-    context_email: bool,
-    email_counts: bool,
+/// `context.action == "send_email"`.
+const IS_EMAIL: &str = "context.action == \"send_email\"";
+
+/// The Cedar condition of a test.
+fn condition(test: &Test) -> String {
+    let none_of =
+        |fields: &BTreeSet<String>| format!("!context.fields.containsAny({})", set_lit(fields));
+    match test {
+        Test::Status(status) => format!("principal.status == {}", lit(status)),
+        Test::NotActive => "principal.status != \"active\"".into(),
+        Test::RiskAtLeast(tier) => format!("principal.risk_level >= {}", tier.level()),
+        Test::AnyAction => "true".into(),
+        Test::Actions(list) => actions_condition(&list.written),
+        Test::SendEmail => IS_EMAIL.into(),
+        Test::Domains(domains) => format!(
+            "{IS_EMAIL} && !{}.containsAll(context.email.recipient_domains)",
+            set_lit(domains)
+        ),
+        Test::MaxRecipients(max) => {
+            format!("{IS_EMAIL} && context.email.recipient_count > {max}")
+        }
+        Test::Extensions(exts) => format!(
+            "{IS_EMAIL} && context.email.attachment_extensions.containsAny({})",
+            set_lit(exts)
+        ),
+        Test::Types(types) => format!(
+            "{IS_EMAIL} && context.email.attachment_types.containsAny({})",
+            set_lit(types)
+        ),
+        Test::MaxBytes(max) => {
+            format!("{IS_EMAIL} && context.email.max_attachment_bytes > {max}")
+        }
+        Test::PerMinute(n) => format!("{IS_EMAIL} && context.email.sent_last_minute >= {n}"),
+        Test::PerDay(n) => format!("{IS_EMAIL} && context.email.sent_last_day >= {n}"),
+        Test::Amount {
+            kind,
+            which,
+            above,
+            up_to,
+        } => {
+            let which = match which {
+                None => "true".to_owned(),
+                Some(FieldGuard::Has(field)) => format!("context.fields.contains({})", lit(field)),
+                Some(FieldGuard::HasNone(fields)) => none_of(fields),
+            };
+            let value = amount_value(kind);
+            let mut condition = format!("{} && {which}", amount_base(kind));
+            if let Some(above) = above {
+                condition.push_str(&format!(" && {value} > {above}"));
+            }
+            if let Some(up_to) = up_to {
+                condition.push_str(&format!(" && {value} <= {up_to}"));
+            }
+            condition
+        }
+        Test::Negative(kind) => format!("{} && {} < 0", amount_base(kind), amount_value(kind)),
+        Test::UnknownCurrency(kind) => {
+            format!("{} && {}", amount_base(kind), none_of(&kind.explicit()))
+        }
+        Test::VaultAllow(actions) => actions_condition(actions),
+        Test::VaultNone(fields) => format!(
+            "{} && {}",
+            actions_condition(&lower::vault_actions()),
+            none_of(fields)
+        ),
+        Test::ProxyNone(fields) => format!(
+            "{} && {}",
+            actions_condition([&VAULT_PROXY.to_owned()]),
+            none_of(fields)
+        ),
+        Test::VaultApproval {
+            actions,
+            environments,
+        } => match environments {
+            Some(envs) => format!(
+                "{} && context.fields.containsAny({})",
+                actions_condition(actions),
+                set_lit(envs)
+            ),
+            None => actions_condition(actions),
+        },
+        Test::Raw(raw) => format!("({})", raw.when),
+    }
 }
 
-impl Found {
-    fn walk(&mut self, node: &Value) {
-        match node {
-            Value::Object(map) => {
-                for (key, child) in map {
-                    self.node(key, child);
-                    self.walk(child);
-                }
-            }
-            Value::Array(items) => items.iter().for_each(|item| self.walk(item)),
-            _ => {}
-        }
+/// What every rule of an amount block tests first: its actions, and that the check has its
+/// field.
+fn amount_base(kind: &AmountKind) -> String {
+    let has = format!("resource.hasTag({})", lit(&kind.field));
+    match &kind.actions {
+        Some(actions) => format!("{} && {has}", actions_condition(&actions.written)),
+        None => has,
     }
+}
 
-    /// One `{key: child}` of the JSON form: an operator with its operands, or a literal.
-    fn node(&mut self, key: &str, child: &Value) {
-        let is_count = |name: &str| matches!(name, "sent_last_minute" | "sent_last_day");
-        match key {
-            "getTag" | "hasTag" => {
-                self.get_tag |= key == "getTag";
-                let tag = child.get("right").and_then(|r| r.get("Value"));
-                if let Some(tag) = tag.and_then(Value::as_str) {
-                    self.tags.push(tag.to_owned());
-                }
-            }
-            "." | "has" => {
-                let attr = child.get("attr").and_then(Value::as_str).unwrap_or("");
-                self.email_counts |= is_count(attr);
-                let of_context = child.get("left").and_then(|l| l.get("Var"))
-                    == Some(&Value::String("context".into()));
-                if key == "." && of_context {
-                    self.context_fields |= attr == "fields";
-                    self.context_email |= attr == "email";
-                }
-            }
-            "Record" => {
-                if let Some(record) = child.as_object() {
-                    self.email_counts |= record.keys().any(|k| is_count(k));
-                }
-            }
-            "Value" => {
-                if let Some(text) = child.as_str() {
-                    self.strings.push(text.to_owned());
-                }
-            }
-            _ => {}
+fn amount_value(kind: &AmountKind) -> String {
+    format!("resource.getTag({})", lit(&kind.field))
+}
+
+/// The actions a test can match (`None`: any), for the index.
+fn scope(test: &Test) -> Option<Arc<BTreeSet<String>>> {
+    let one = |action: &str| Some(Arc::new(BTreeSet::from([action.to_owned()])));
+    match test {
+        Test::Status(_)
+        | Test::NotActive
+        | Test::RiskAtLeast(_)
+        | Test::AnyAction
+        | Test::Raw(_) => None,
+        Test::Actions(list) => list.scope(),
+        Test::SendEmail
+        | Test::Domains(_)
+        | Test::MaxRecipients(_)
+        | Test::Extensions(_)
+        | Test::Types(_)
+        | Test::MaxBytes(_)
+        | Test::PerMinute(_)
+        | Test::PerDay(_) => one(SEND_EMAIL),
+        Test::Amount { kind, .. } | Test::Negative(kind) | Test::UnknownCurrency(kind) => {
+            kind.actions.as_ref().and_then(lower::ActionList::scope)
         }
+        Test::VaultAllow(actions) | Test::VaultApproval { actions, .. } => {
+            Some(Arc::new(actions.clone()))
+        }
+        Test::VaultNone(_) => Some(Arc::new(lower::vault_actions())),
+        Test::ProxyNone(_) => one(VAULT_PROXY),
+    }
+}
+
+/// What a test requires of the context fields, for the index.
+fn guard(test: &Test) -> Option<FieldGuard> {
+    match test {
+        Test::Amount { which, .. } => which.clone(),
+        Test::UnknownCurrency(kind) => Some(FieldGuard::HasNone(kind.explicit())),
+        Test::VaultNone(fields) | Test::ProxyNone(fields) => {
+            Some(FieldGuard::HasNone(fields.clone()))
+        }
+        Test::VaultApproval {
+            environments: Some(envs),
+            ..
+        } if envs.len() == 1 => envs.first().cloned().map(FieldGuard::Has),
+        _ => None,
     }
 }
 
@@ -938,83 +323,6 @@ pub(super) fn cedar_text(rule: &Rule) -> String {
         lit(&rule.meta.source),
         rule.condition
     )
-}
-
-/// A guardrail on the agent's own status: matches agents whose status is `status`.
-fn status_rule(
-    status: &str,
-    outcome: Outcome,
-    reason_code: &str,
-    reason: &str,
-    approval: Option<ApprovalRules>,
-) -> Rule {
-    // `#` cannot appear in block names, so this source never clashes with a spec element.
-    let source = "global_guardrails#agent_status";
-    Rule {
-        id: format!("{source}#{status}"),
-        group: None,
-        meta: RuleMeta {
-            outcome,
-            reason_code: reason_code.into(),
-            reason: reason.into(),
-            source: source.into(),
-            approval,
-            reads: Vec::new(),
-        },
-        actions: None,
-        unusual: true,
-        guard: None,
-        range: None,
-        reads_email_counts: false,
-        reads_tag_values: false,
-        raw_tags: Vec::new(),
-        condition: format!("principal.status == {}", lit(status)),
-        raw: None,
-    }
-}
-
-/// The status guardrails every policy has: revoked and suspended agents are denied, pending
-/// ones challenged unless the guardrails let them through.
-fn base_rules(spec: &PolicySpec) -> Vec<Rule> {
-    let mut rules = vec![
-        status_rule(
-            "revoked",
-            Outcome::Deny,
-            "agent_revoked",
-            "the agent is revoked",
-            None,
-        ),
-        status_rule(
-            "suspended",
-            Outcome::Deny,
-            "agent_suspended",
-            "the agent is suspended",
-            None,
-        ),
-    ];
-    let guardrail_blocks = spec
-        .global_guardrails
-        .blocks
-        .iter()
-        .filter_map(|b| spec.reusable_policy_blocks.get(b));
-    let allow_pending = spec
-        .global_guardrails
-        .status
-        .as_ref()
-        .is_some_and(|s| s.allow_pending)
-        || guardrail_blocks
-            .filter_map(|b| b.status.as_ref())
-            .any(|s| s.allow_pending);
-    if !allow_pending {
-        rules.push(status_rule(
-            "pending",
-            Outcome::Challenge,
-            "agent_pending",
-            "the agent has not proven its key yet (pending)",
-            spec.global_guardrails.approval.clone(),
-        ));
-    }
-    rules
 }
 
 /// The guardrail rules, parsed.

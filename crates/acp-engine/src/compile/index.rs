@@ -26,7 +26,7 @@ pub struct RuleMeta {
     /// For challenge rules: who approves, and for how long.
     pub approval: Option<ApprovalRules>,
     /// For challenge rules: the request facts the condition reads (context field names, and
-    /// `email` for the email's facts), which an approver is shown (see `Reads`, in `compile::emit`).
+    /// `email` for the email's facts), which an approver is shown (see `Reads`, in `compile::lower`).
     pub reads: Vec<String>,
 }
 
@@ -219,7 +219,7 @@ impl TagRange {
 /// its string and boolean values, and of the string and boolean elements of its arrays: a
 /// check may then hold several values of one name), besides everything else it tests.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum FieldGuard {
+pub(crate) enum FieldGuard {
     /// `context.fields.contains(f)`.
     Has(String),
     /// `!context.fields.containsAny(fs)`.

@@ -17,13 +17,15 @@
 //! that cannot match: every condition still tests its action, status, fields and amounts itself
 //! (the policy tests check both ways agree).
 //!
-//! In three parts, run in this order by [`compile_with`]: [`validate`] (names, references,
-//! block values, and the Cedar in strict mode against the schema), [`emit`] (the rules, their
-//! Cedar, and what each reads of a check), [`index`] (the rule sets and their indexes, which
-//! evaluation reads).
+//! In four parts, run in this order by [`compile_with`]: [`lower`] (each block read once into
+//! typed rules: what each tests, means and reads of a check; the semantic diff reads the same
+//! rules), [`validate`] (names, references, block values as `lower` meets them, and the Cedar
+//! in strict mode against the schema), [`emit`] (each rule's Cedar and index hints, from its
+//! test), [`index`] (the rule sets and their indexes, which evaluation reads).
 
 mod emit;
 mod index;
+pub(crate) mod lower;
 mod validate;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -36,6 +38,7 @@ use super::limits::{self, Budget};
 use super::spec::{PolicySpec, Selector, SpecError};
 
 use emit::{cedar_text, Rule, Shape, Templates};
+pub(crate) use index::FieldGuard;
 pub use index::{scaled, tag_value, GroupRules, Indexed, Picked, RuleMeta, RuleSet};
 pub use validate::schema;
 

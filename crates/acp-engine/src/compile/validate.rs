@@ -1,7 +1,7 @@
 //! Validation: what a spec must satisfy besides its shape (which [`crate::spec`] reads):
 //! names and references, the values of each built-in block, raw Cedar conditions, and the
 //! compiled Cedar checked in strict mode against `schemas/acp.cedarschema`, with each error
-//! pointed back at the part of the spec it comes from. Emission calls the block checks as it
+//! pointed back at the part of the spec it comes from. The lowering calls the block checks as it
 //! meets each block, so errors come out in the order of the spec.
 
 use std::collections::BTreeSet;
@@ -194,8 +194,8 @@ fn missing_context_attribute(message: &str) -> Option<&str> {
 }
 
 /// A raw `cedar` rule as the user wrote it, for errors that point at it.
-#[derive(Clone)]
-pub(super) struct Raw {
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Raw {
     /// Its spec path, e.g. `reusable_policy_blocks.b.cedar[0].when`.
     pub(super) path: String,
     pub(super) name: String,
