@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 
+use jsonc_parser::common::Ranged;
 use serde_json::{Map, Number, Value};
 use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
 use yaml_rust2::scanner::{Marker, TScalarStyle};
@@ -145,269 +146,135 @@ fn child_path(parent: &str, key: &str) -> String {
 }
 
 // --- JSON ---------------------------------------------------------------------------------
+//
+// Two libraries, each for what it does well: serde_json decides whether the text is JSON (its
+// grammar exactly, its errors with line and column, nesting bounded before anything recurses
+// deeper), and jsonc-parser, in its strict mode, gives the tree with the byte range of every
+// key and value, keeping a key written twice (serde_json keeps the last one silently).
 
 /// Reads JSON text strictly (one value, no duplicate keys, bounded nesting).
 pub fn parse_json(text: &str) -> Result<Located, SpecError> {
     if text.len() > MAX_SPEC_BYTES {
         return Err(too_large(text.len()));
     }
-    let mut reader = JsonReader {
-        bytes: text.as_bytes(),
-        at: 0,
-        line: 1,
-        column: 1,
-    };
-    reader.skip_space();
-    let value = reader.value("", 0)?;
-    reader.skip_space();
-    if reader.at < reader.bytes.len() {
-        return Err(reader.error("", "unexpected text after the JSON value"));
-    }
-    Ok(value)
-}
-
-struct JsonReader<'a> {
-    bytes: &'a [u8],
-    at: usize,
-    line: usize,
-    column: usize,
-}
-
-impl JsonReader<'_> {
-    fn pos(&self) -> Pos {
-        Pos {
-            line: self.line,
-            column: self.column,
-        }
-    }
-
-    fn error(&self, path: &str, message: &str) -> SpecError {
-        located_error(path, self.pos(), format!("invalid JSON: {message}"))
-    }
-
-    fn peek(&self) -> Option<u8> {
-        self.bytes.get(self.at).copied()
-    }
-
-    fn bump(&mut self) {
-        if let Some(b) = self.peek() {
-            self.at += 1;
-            if b == b'\n' {
-                self.line += 1;
-                self.column = 1;
-            } else if b & 0xC0 != 0x80 {
-                // A column per character, not per byte.
-                self.column += 1;
-            }
-        }
-    }
-
-    fn skip_space(&mut self) {
-        while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
-            self.bump();
-        }
-    }
-
-    fn expect_word(&mut self, word: &str, path: &str) -> Result<(), SpecError> {
-        for expected in word.bytes() {
-            if self.peek() != Some(expected) {
-                return Err(self.error(path, "expected a value"));
-            }
-            self.bump();
-        }
-        Ok(())
-    }
-
-    fn value(&mut self, path: &str, depth: usize) -> Result<Located, SpecError> {
-        let pos = self.pos();
-        let node = match self.peek() {
-            Some(b'{') => {
-                if depth >= MAX_SPEC_NESTING {
-                    return Err(too_deep(path, pos));
-                }
-                self.object(path, depth)?
-            }
-            Some(b'[') => {
-                if depth >= MAX_SPEC_NESTING {
-                    return Err(too_deep(path, pos));
-                }
-                self.array(path, depth)?
-            }
-            Some(b'"') => Node::String(self.string(path)?),
-            Some(b't') => {
-                self.expect_word("true", path)?;
-                Node::Bool(true)
-            }
-            Some(b'f') => {
-                self.expect_word("false", path)?;
-                Node::Bool(false)
-            }
-            Some(b'n') => {
-                self.expect_word("null", path)?;
-                Node::Null
-            }
-            Some(b'-' | b'0'..=b'9') => Node::Number(self.number(path)?),
-            Some(_) => return Err(self.error(path, "expected a value")),
-            None => return Err(self.error(path, "the text ends where a value should be")),
+    let lines = Lines::of(text);
+    if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(text) {
+        let pos = Pos {
+            line: e.line(),
+            column: e.column(),
         };
-        Ok(Located { pos, node })
+        let full = e.to_string();
+        let message = full
+            .strip_suffix(&format!(" at line {} column {}", e.line(), e.column()))
+            .unwrap_or(&full);
+        return Err(if message == "recursion limit exceeded" {
+            too_deep("", pos)
+        } else {
+            located_error("", pos, format!("invalid JSON: {message}"))
+        });
+    }
+    let strict = jsonc_parser::ParseOptions {
+        allow_comments: false,
+        allow_loose_object_property_names: false,
+        allow_trailing_commas: false,
+        allow_missing_commas: false,
+        allow_single_quoted_strings: false,
+        allow_hexadecimal_numbers: false,
+        allow_unary_plus_numbers: false,
+        allow_bare_decimal_point_numbers: false,
+        allow_non_finite_numbers: false,
+        allow_extended_string_escapes: false,
+    };
+    let parsed =
+        jsonc_parser::parse_to_ast(text, &jsonc_parser::CollectOptions::default(), &strict)
+            .map_err(|e| {
+                located_error(
+                    "",
+                    lines.pos(e.range().start),
+                    format!("invalid JSON: {}", e.kind()),
+                )
+            })?;
+    match parsed.value {
+        Some(value) => located(&value, "", 0, &lines),
+        None => Err(located_error(
+            "",
+            Pos { line: 1, column: 1 },
+            "invalid JSON: the text holds no value",
+        )),
+    }
+}
+
+/// Where each line of a text starts, to turn byte offsets into lines and columns.
+struct Lines<'a> {
+    text: &'a str,
+    starts: Vec<usize>,
+}
+
+impl<'a> Lines<'a> {
+    fn of(text: &'a str) -> Self {
+        let starts = std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+            .collect();
+        Self { text, starts }
     }
 
-    fn object(&mut self, path: &str, depth: usize) -> Result<Node, SpecError> {
-        self.bump();
-        let mut entries: Vec<(String, Pos, Located)> = Vec::new();
-        let mut seen: HashMap<String, Pos> = HashMap::new();
-        self.skip_space();
-        if self.peek() == Some(b'}') {
-            self.bump();
-            return Ok(Node::Map(entries));
-        }
-        loop {
-            self.skip_space();
-            let key_pos = self.pos();
-            if self.peek() != Some(b'"') {
-                return Err(self.error(path, "expected a key in double quotes"));
-            }
-            let key = self.string(path)?;
-            let key_path = child_path(path, &key);
-            if let Some(first) = seen.get(&key) {
-                return Err(duplicate(&key_path, &key, *first, key_pos));
-            }
-            seen.insert(key.clone(), key_pos);
-            self.skip_space();
-            if self.peek() != Some(b':') {
-                return Err(self.error(&key_path, "expected `:` after the key"));
-            }
-            self.bump();
-            self.skip_space();
-            let value = self.value(&key_path, depth + 1)?;
-            entries.push((key, key_pos, value));
-            self.skip_space();
-            match self.peek() {
-                Some(b',') => self.bump(),
-                Some(b'}') => {
-                    self.bump();
-                    return Ok(Node::Map(entries));
-                }
-                _ => return Err(self.error(path, "expected `,` or `}`")),
-            }
-        }
+    /// The line and column (a column per character, not per byte) of a byte offset.
+    fn pos(&self, at: usize) -> Pos {
+        let line = self.starts.partition_point(|&start| start <= at).max(1);
+        let start = self.starts.get(line - 1).copied().unwrap_or(0);
+        let column = self.text.get(start..at).map_or(1, |s| s.chars().count() + 1);
+        Pos { line, column }
     }
+}
 
-    fn array(&mut self, path: &str, depth: usize) -> Result<Node, SpecError> {
-        self.bump();
-        let mut items = Vec::new();
-        self.skip_space();
-        if self.peek() == Some(b']') {
-            self.bump();
-            return Ok(Node::Seq(items));
+/// The tree of a JSON value that serde_json accepted, at `path`, `depth` levels down.
+fn located(
+    value: &jsonc_parser::ast::Value<'_>,
+    path: &str,
+    depth: usize,
+    lines: &Lines<'_>,
+) -> Result<Located, SpecError> {
+    use jsonc_parser::ast::{ObjectPropName, Value as Json};
+    let pos = lines.pos(value.range().start);
+    let node = match value {
+        Json::NullKeyword(_) => Node::Null,
+        Json::BooleanLit(b) => Node::Bool(b.value),
+        Json::StringLit(s) => Node::String(s.value.to_string()),
+        Json::NumberLit(n) => Node::Number(
+            serde_json::from_str::<Number>(n.value)
+                .map_err(|e| located_error(path, pos, format!("invalid JSON: {e}")))?,
+        ),
+        Json::Array(_) | Json::Object(_) if depth >= MAX_SPEC_NESTING => {
+            return Err(too_deep(path, pos));
         }
-        loop {
-            self.skip_space();
-            let item_path = format!("{path}[{}]", items.len());
-            items.push(self.value(&item_path, depth + 1)?);
-            self.skip_space();
-            match self.peek() {
-                Some(b',') => self.bump(),
-                Some(b']') => {
-                    self.bump();
-                    return Ok(Node::Seq(items));
+        Json::Array(array) => Node::Seq(
+            array
+                .elements
+                .iter()
+                .enumerate()
+                .map(|(i, item)| located(item, &format!("{path}[{i}]"), depth + 1, lines))
+                .collect::<Result<_, _>>()?,
+        ),
+        Json::Object(object) => {
+            let mut entries: Vec<(String, Pos, Located)> = Vec::new();
+            let mut seen: HashMap<String, Pos> = HashMap::new();
+            for prop in &object.properties {
+                let (key, key_pos) = match &prop.name {
+                    ObjectPropName::String(s) => (s.value.to_string(), lines.pos(s.range.start)),
+                    ObjectPropName::Word(w) => (w.value.to_owned(), lines.pos(w.range.start)),
+                };
+                let key_path = child_path(path, &key);
+                if let Some(first) = seen.get(&key) {
+                    return Err(duplicate(&key_path, &key, *first, key_pos));
                 }
-                _ => return Err(self.error(path, "expected `,` or `]`")),
+                seen.insert(key.clone(), key_pos);
+                let value = located(&prop.value, &key_path, depth + 1, lines)?;
+                entries.push((key, key_pos, value));
             }
+            Node::Map(entries)
         }
-    }
-
-    fn hex4(&mut self, path: &str) -> Result<u32, SpecError> {
-        let mut code = 0u32;
-        for _ in 0..4 {
-            let digit = self
-                .peek()
-                .and_then(|b| (b as char).to_digit(16))
-                .ok_or_else(|| self.error(path, "a `\\u` escape needs four hex digits"))?;
-            code = code * 16 + digit;
-            self.bump();
-        }
-        Ok(code)
-    }
-
-    fn string(&mut self, path: &str) -> Result<String, SpecError> {
-        self.bump();
-        let mut out: Vec<u8> = Vec::new();
-        loop {
-            let Some(b) = self.peek() else {
-                return Err(self.error(path, "a string is not closed"));
-            };
-            match b {
-                b'"' => {
-                    self.bump();
-                    break;
-                }
-                b'\\' => {
-                    self.bump();
-                    let escaped = self.peek();
-                    self.bump();
-                    let c = match escaped {
-                        Some(b'"') => '"',
-                        Some(b'\\') => '\\',
-                        Some(b'/') => '/',
-                        Some(b'b') => '\u{8}',
-                        Some(b'f') => '\u{c}',
-                        Some(b'n') => '\n',
-                        Some(b'r') => '\r',
-                        Some(b't') => '\t',
-                        Some(b'u') => {
-                            let high = self.hex4(path)?;
-                            let code = if (0xD800..0xDC00).contains(&high) {
-                                if self.peek() != Some(b'\\') {
-                                    return Err(self.error(path, "a lone surrogate in `\\u`"));
-                                }
-                                self.bump();
-                                if self.peek() != Some(b'u') {
-                                    return Err(self.error(path, "a lone surrogate in `\\u`"));
-                                }
-                                self.bump();
-                                let low = self.hex4(path)?;
-                                if !(0xDC00..0xE000).contains(&low) {
-                                    return Err(self.error(path, "a lone surrogate in `\\u`"));
-                                }
-                                0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00)
-                            } else {
-                                high
-                            };
-                            char::from_u32(code)
-                                .ok_or_else(|| self.error(path, "a lone surrogate in `\\u`"))?
-                        }
-                        _ => return Err(self.error(path, "an unknown escape in a string")),
-                    };
-                    let mut buf = [0u8; 4];
-                    out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
-                }
-                0..=0x1f => {
-                    return Err(self.error(path, "a control character in a string"));
-                }
-                _ => {
-                    out.push(b);
-                    self.bump();
-                }
-            }
-        }
-        String::from_utf8(out).map_err(|_| self.error(path, "a string is not UTF-8"))
-    }
-
-    fn number(&mut self, path: &str) -> Result<Number, SpecError> {
-        let start = self.at;
-        while matches!(
-            self.peek(),
-            Some(b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
-        ) {
-            self.bump();
-        }
-        let text = std::str::from_utf8(self.bytes.get(start..self.at).unwrap_or_default())
-            .unwrap_or_default();
-        serde_json::from_str::<Number>(text)
-            .map_err(|_| self.error(path, &format!("`{text}` is not a number")))
-    }
+    };
+    Ok(Located { pos, node })
 }
 
 // --- YAML ---------------------------------------------------------------------------------
@@ -777,6 +644,13 @@ mod tests {
         ] {
             assert!(parse_json(bad).is_err(), "{bad}");
         }
+        // serde_json's verdict, with its line and column.
+        let e = parse_json("{\n  \"a\" 1}").unwrap_err();
+        assert_eq!((e.line, e.column), (Some(2), Some(7)), "{e:?}");
+        assert_eq!(e.message, "invalid JSON: expected `:`");
+        // Tabs, and columns counted in characters.
+        let located = parse_json("{\n\t\"é\": {\"x\": [true]}}").unwrap();
+        assert_eq!(located.locate("é.x[0]"), Pos { line: 2, column: 14 });
     }
 
     #[test]
