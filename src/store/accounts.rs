@@ -3,10 +3,7 @@
 
 use async_trait::async_trait;
 
-use super::{
-    ActorName, ApiKeyRecord, Membership, PatRecord, Role, SessionRecord, StoreError, Supersedes,
-    User, Workspace,
-};
+use super::{Role, StoreError, Supersedes};
 
 /// Reads of workspaces, keys, users, memberships, sessions and tokens.
 #[async_trait]
@@ -177,4 +174,93 @@ impl AccountOp {
             | AccountOp::HitRateLimit { .. } => None,
         }
     }
+}
+
+// Records of this area, as the store keeps them (times in epoch milliseconds).
+
+#[derive(Debug, Clone)]
+pub struct Workspace {
+    pub id: String,
+    pub name: String,
+    pub created_at: i64,
+}
+
+/// What people read for an actor of the audit trail (see `AccountStore::actor_names`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActorName {
+    /// `user`, `api_key` or `agent`: the part of the actor before `:`.
+    pub kind: String,
+    pub id: String,
+    /// The user's email address, the key's or the agent's name (`None` for an unnamed key).
+    pub name: Option<String>,
+    /// An API key's last four characters.
+    pub last_four: Option<String>,
+}
+
+/// A workspace API key as stored: its SHA-256 hash, never the key.
+#[derive(Debug, Clone)]
+pub struct ApiKeyRecord {
+    pub id: String,
+    pub workspace_id: String,
+    pub key_hash: String,
+    /// `live` or `test`.
+    pub mode: String,
+    pub last_four: String,
+    pub created_at: i64,
+    pub revoked_at: Option<i64>,
+    pub name: Option<String>,
+    /// `usr_...` of the user who made it, `None` for the CLI and bootstrap.
+    pub created_by: Option<String>,
+    pub last_used_at: Option<i64>,
+    /// Space-separated scopes that narrow the key; `None` for none (see `domain::access`).
+    pub scopes: Option<String>,
+    /// Requests and decisions per second per replica; `None` for the server's default.
+    pub rate_limit: Option<i64>,
+}
+
+/// A dashboard user, known by email.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct User {
+    pub id: String,
+    pub email: String,
+    pub created_at: i64,
+    pub last_login_at: Option<i64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Membership {
+    pub workspace: Workspace,
+    pub user_id: String,
+    pub role: Role,
+    pub created_at: i64,
+}
+
+/// A login session, stored by the SHA-256 of its id.
+#[derive(Debug, Clone)]
+pub struct SessionRecord {
+    pub id_hash: String,
+    pub user_id: String,
+    pub workspace_id: Option<String>,
+    pub created_at: i64,
+    pub expires_at: i64,
+    pub revoked_at: Option<i64>,
+}
+
+/// A personal access token (`svc_pat_...`), stored by its hash.
+#[derive(Debug, Clone)]
+pub struct PatRecord {
+    pub id: String,
+    pub user_id: String,
+    pub name: String,
+    pub token_hash: String,
+    pub last_four: String,
+    pub created_at: i64,
+    pub expires_at: i64,
+    pub revoked_at: Option<i64>,
+    pub last_used_at: Option<i64>,
+    /// Space-separated scopes that narrow the token; `None` for none (see `domain::access`).
+    pub scopes: Option<String>,
+    /// The token that made this one (`POST /v1/auth/tokens` with a token); `None` when a
+    /// session made it. Revoking the parent revokes this one; it never outlives the parent.
+    pub parent_id: Option<String>,
 }

@@ -4,9 +4,13 @@
 //! housekeeping, written directly (they are not state changes of the workspace, and the
 //! prunes are audited by the use case that runs them).
 
-use async_trait::async_trait;
+use std::borrow::Cow;
 
-use super::{AuditQuery, AuditRecord, StoreError};
+use async_trait::async_trait;
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+use super::{Cursor, StoreError};
 
 /// A position in a workspace's commit order (see migration 0020): the last event delivered,
 /// compared as `(seq, id)`. On SQLite `seq` is unique; on Postgres it is the writing
@@ -190,4 +194,145 @@ pub trait AuditStore: Send + Sync {
         before: i64,
         limit: i64,
     ) -> Result<u64, StoreError>;
+}
+
+// Records of this area, as the store keeps them (times in epoch milliseconds).
+
+/// One event of the audit trail as stored: written with the change it describes, read back by
+/// audit queries.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AuditRecord {
+    pub id: String,
+    pub workspace_id: Option<String>,
+    pub created_at: i64,
+    pub event_type: String,
+    pub agent_id: Option<String>,
+    pub action: Option<String>,
+    pub decision: Option<String>,
+    pub policy_id: Option<String>,
+    pub policy_hash: Option<String>,
+    pub trace_id: Option<String>,
+    pub reasons: Vec<String>,
+    pub reason_codes: Vec<String>,
+    pub actor: String,
+    pub details: Details,
+}
+
+/// An audit event's details, a JSON object: a tree as most writers make it and every reader
+/// gets it back from the store, or the compact text a decision's event is written as once on
+/// the request path (no tree is built per check), which the store writes as it is.
+#[derive(Debug, Clone)]
+pub enum Details {
+    Tree(Value),
+    Text(Box<RawValue>),
+}
+
+impl Default for Details {
+    fn default() -> Self {
+        Self::Tree(Value::Null)
+    }
+}
+
+impl From<Value> for Details {
+    fn from(value: Value) -> Self {
+        Self::Tree(value)
+    }
+}
+
+impl PartialEq for Details {
+    fn eq(&self, other: &Self) -> bool {
+        self.value() == other.value()
+    }
+}
+
+impl Details {
+    /// The details as a tree (text is read into one).
+    pub fn value(&self) -> Cow<'_, Value> {
+        match self {
+            Self::Tree(value) => Cow::Borrowed(value),
+            Self::Text(text) => Cow::Owned(read_text(text)),
+        }
+    }
+
+    /// The tree, when the details are one (as every record read back from the store is).
+    pub fn as_tree(&self) -> Option<&Value> {
+        match self {
+            Self::Tree(value) => Some(value),
+            Self::Text(_) => None,
+        }
+    }
+
+    pub fn into_value(self) -> Value {
+        match self {
+            Self::Tree(value) => value,
+            Self::Text(text) => read_text(&text),
+        }
+    }
+
+    /// Sets one field (details that are not an object yet, none, become one).
+    pub fn insert(&mut self, key: &str, field: Value) {
+        let mut fields = match std::mem::take(self).into_value() {
+            Value::Object(fields) => fields,
+            _ => serde_json::Map::new(),
+        };
+        fields.insert(key.to_owned(), field);
+        *self = Self::Tree(Value::Object(fields));
+    }
+}
+
+/// A `RawValue` holds valid JSON, so reading it back cannot fail.
+fn read_text(text: &RawValue) -> Value {
+    serde_json::from_str(text.get()).unwrap_or(Value::Null)
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct AuditQuery {
+    pub workspace_id: String,
+    pub agent_id: Option<String>,
+    pub action: Option<String>,
+    pub decision: Option<String>,
+    pub trace_id: Option<String>,
+    pub event_type: Option<String>,
+    pub start_ms: Option<i64>,
+    pub end_ms: Option<i64>,
+    /// Past this row in the order of the listing.
+    pub after: Option<Cursor>,
+    pub limit: i64,
+    /// Oldest first (the audit stream) instead of newest first.
+    pub oldest_first: bool,
+    /// Only event types starting with this (e.g. `vault.`).
+    pub event_type_prefix: Option<String>,
+    /// Only events whose details name this secret set (`GET /v1/vault/audit`).
+    pub secret_set_id: Option<String>,
+    /// Only the event with this id (the console's page of one event).
+    pub event_id: Option<String>,
+    /// Only events of this policy (filtered along the index read: a dry run's replay).
+    pub policy_id: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::value::RawValue;
+
+    use super::*;
+
+    #[test]
+    fn details_as_text_read_and_change_as_the_tree_they_hold() {
+        let text = Details::Text(
+            RawValue::from_string(r#"{"input":{"n":1},"challenge_id":null}"#.into()).unwrap(),
+        );
+        let tree = Details::from(serde_json::json!({"challenge_id": null, "input": {"n": 1}}));
+        assert_eq!(text, tree);
+        assert_eq!(text.value()["input"]["n"], 1);
+        assert!(text.as_tree().is_none());
+        let mut changed = text.clone();
+        changed.insert("effect_refused", Value::Bool(true));
+        assert_eq!(
+            changed.into_value(),
+            serde_json::json!({"input": {"n": 1}, "challenge_id": null, "effect_refused": true})
+        );
+        let mut none = Details::default();
+        none.insert("k", Value::from(1));
+        assert_eq!(none.as_tree(), Some(&serde_json::json!({"k": 1})));
+    }
 }

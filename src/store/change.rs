@@ -6,8 +6,8 @@
 //! does not compile.
 
 use super::{
-    AccountOp, AgentOp, AgentRecord, AuditOp, AuditRecord, CredentialOp, EmailOp, NonceClaim,
-    PolicyOp, SiteOp, Supersedes, TelemetryOp, User, VaultOp,
+    AccountOp, AgentOp, AgentRecord, AuditOp, AuditRecord, CredentialOp, EmailOp, PolicyOp, SiteOp,
+    Supersedes, TelemetryOp, User, VaultOp,
 };
 
 /// One atomic write: an optional nonce claim, a state change and its audit records.
@@ -126,4 +126,19 @@ pub enum Applied {
     Agent(Box<AgentRecord>),
     User(Box<User>),
     Count(i64),
+}
+
+// Records of this area, as the store keeps them (times in epoch milliseconds).
+
+/// A single-use nonce: the claim fails with [`super::StoreError::Replay`] while an unexpired
+/// claim of the same `(scope, nonce)` exists, on any replica sharing the database.
+#[derive(Debug, Clone)]
+pub struct NonceClaim {
+    /// `key:<public key>` for agent-signed requests: a signature is over the request, not the
+    /// agent, so its nonce is spent for every agent that shares the key.
+    pub scope: String,
+    pub nonce: String,
+    pub expires_at: i64,
+    /// The claim holds only while this agent is active (checked in the same transaction).
+    pub agent_id: Option<String>,
 }

@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 
-use super::{CredentialRecord, Cursor, KillSwitch, SigningKeyRecord, StoreError, Supersedes};
+use super::{Cursor, StoreError, Supersedes};
 
 /// Which active credentials to list, newest first (by `created_at, id`).
 #[derive(Debug, Clone, Default)]
@@ -121,5 +121,62 @@ impl CredentialOp {
             | CredentialOp::AddSigningKey { .. }
             | CredentialOp::ResealSigningKey { .. } => None,
         }
+    }
+}
+
+// Records of this area, as the store keeps them (times in epoch milliseconds).
+
+/// A minted credential; only the token's hash is kept.
+#[derive(Debug, Clone)]
+pub struct CredentialRecord {
+    pub id: String,
+    pub workspace_id: String,
+    pub agent_id: String,
+    pub token_hash: String,
+    /// `opaque` or `jwt`.
+    pub token_type: String,
+    pub provider: Option<String>,
+    pub audience: Option<String>,
+    pub scopes: Vec<String>,
+    pub one_time: bool,
+    pub created_at: i64,
+    pub expires_at: i64,
+    pub revoked_at: Option<i64>,
+    pub revoked_reason: Option<String>,
+    pub used_at: Option<i64>,
+}
+
+/// The workspace's kill switch.
+#[derive(Debug, Clone, Default)]
+pub struct KillSwitch {
+    pub minting_paused: bool,
+    pub minting_paused_reason: Option<String>,
+    /// Credentials minted before this instant count as revoked.
+    pub all_revoked_at: Option<i64>,
+}
+
+/// One of the JWT issuer's Ed25519 keys.
+#[derive(Clone)]
+pub struct SigningKeyRecord {
+    pub kid: String,
+    /// The 32-byte seed, base64.
+    pub private_key: crate::secret::Secret,
+    /// The 32-byte public key, base64url without padding (the JWK `x`).
+    pub public_key: String,
+    pub created_at: i64,
+    pub retired_at: Option<i64>,
+    /// A retired key is published until then (its last tokens' expiry).
+    pub publish_until: Option<i64>,
+}
+
+impl std::fmt::Debug for SigningKeyRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SigningKeyRecord")
+            .field("kid", &self.kid)
+            .field("public_key", &self.public_key)
+            .field("created_at", &self.created_at)
+            .field("retired_at", &self.retired_at)
+            .field("publish_until", &self.publish_until)
+            .finish_non_exhaustive()
     }
 }

@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 
-use super::{OutboxMessage, StoreError, Supersedes};
+use super::{StoreError, Supersedes};
 
 /// Reads of email sends and the outbox.
 #[async_trait]
@@ -55,4 +55,26 @@ impl EmailOp {
             }
         }
     }
+}
+
+// Records of this area, as the store keeps them (times in epoch milliseconds).
+
+#[derive(Debug, Clone)]
+pub struct OutboxMessage {
+    pub id: String,
+    pub recipients: Vec<String>,
+    pub subject: String,
+    pub text_body: Option<String>,
+    pub html_body: Option<String>,
+    /// Files delivered with the message, in order.
+    pub attachments: Vec<OutboxAttachment>,
+    pub created_at: i64,
+}
+
+/// A file of an outbox message (stored as JSON with the content in base64).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxAttachment {
+    pub filename: String,
+    pub content_type: String,
+    pub content: Vec<u8>,
 }

@@ -6,7 +6,9 @@
 //! (lldap's backend handler traits are the model): agents ([`AgentStore`], [`AgentOp`]),
 //! accounts ([`AccountStore`], [`AccountOp`]), policies, credentials, email, audit, telemetry
 //! and the site. [`Store`] is all of them plus what crosses areas: applying changes, the
-//! workspace versions replicas compare, housekeeping. Each area's SQL is one file under `sql/`.
+//! workspace versions replicas compare, housekeeping. Each area's records (the rows as the
+//! store keeps them, times in epoch milliseconds) are in the area's file beside its trait, and
+//! its SQL is one file under `sql/`.
 //!
 //! Every write is a [`Change`]: the state change itself ([`Op`]), the nonce it consumes and
 //! the audit records that describe it. A change is applied atomically (one transaction, or one
@@ -20,7 +22,6 @@ mod change;
 mod credentials;
 mod email;
 mod group_commit;
-pub mod model;
 mod policies;
 mod site;
 mod sql;
@@ -28,25 +29,58 @@ mod telemetry;
 mod vault;
 
 pub use accounts::{AccountOp, AccountStore, FirstOwner, ALREADY_BOOTSTRAPPED};
+pub use accounts::{
+    ActorName, ApiKeyRecord, Membership, PatRecord, SessionRecord, User, Workspace,
+};
+pub use agents::{
+    label_terms, labels_as_pairs, AgentQuery, AgentRecord, ChallengeRecord, ClaimCodeRecord,
+    GroupMembers, InventoryQuery, InventoryRecord, LastSeen, SelectorTerms, TERM_ENTRY, TERM_KEY,
+    TERM_PAIR,
+};
 pub use agents::{AgentOp, AgentStore};
 pub use audit::{
     AuditOp, AuditStore, DeliveryOutcome, Pruned, Retention, SinkCursor, SinkLag, SinkRecord,
 };
+pub use audit::{AuditQuery, AuditRecord, Details};
+pub use change::NonceClaim;
 pub use change::{Applied, Basis, Change, Op};
 pub use credentials::{ActiveCredential, CredentialOp, CredentialQuery, CredentialStore};
+pub use credentials::{CredentialRecord, KillSwitch, SigningKeyRecord};
 pub use email::{EmailOp, EmailStore};
+pub use email::{OutboxAttachment, OutboxMessage};
 pub use group_commit::{GroupCommit, Writer};
-pub use model::*;
 pub use policies::{ApprovalNotice, PolicyOp, PolicyStore, APPROVAL_MAILS_SPENT, APPROVAL_USED};
+pub use policies::{
+    ChallengeQuery, IdempotencyRecord, PolicyApply, PolicyChallenge, PolicyRecord, PolicyVersion,
+};
+pub use site::{ContactSubmission, StatusCheck};
 pub use site::{SiteOp, SiteStore};
 pub use sql::backup;
 pub use sql::{sqlite_file, OpenOptions, SqlStore, SqliteSynchronous, IDEMPOTENCY_KEY_TAKEN};
+pub use telemetry::HeartbeatRecord;
 pub use telemetry::{TelemetryOp, TelemetryStore};
+pub use vault::{GrantRecord, LeaseFilter, LeaseRecord, SecretSetRecord, SecretVersion, SetRef};
 pub use vault::{VaultOp, VaultStore};
 
 use async_trait::async_trait;
 
 use crate::domain::{AgentStatus, Role};
+
+/// Position in a newest-first listing: the `(created_at, id)` of the last item seen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cursor {
+    pub created_at: i64,
+    pub id: String,
+}
+
+/// Something that changed since a moment, for cache invalidation across replicas.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Invalidation {
+    Agent(String),
+    ApiKey(String),
+    /// `(workspace_id, policy_id)`.
+    Policy(String, String),
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

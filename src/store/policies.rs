@@ -2,11 +2,11 @@
 //! requests) that `challenge` decisions open.
 
 use async_trait::async_trait;
+use serde_json::Value;
 
-use super::{
-    ChallengeQuery, IdempotencyRecord, PolicyApply, PolicyChallenge, PolicyRecord, PolicyVersion,
-    StoreError, Supersedes,
-};
+use crate::domain::ChallengeStatus;
+
+use super::{Cursor, StoreError, Supersedes};
 
 /// The conflict of `PolicyOp::ClaimApprovalNotice` when the agent's approval mails of its
 /// window are spent.
@@ -124,4 +124,101 @@ impl PolicyOp {
             | PolicyOp::ClaimApprovalNotice(_) => None,
         }
     }
+}
+
+// Records of this area, as the store keeps them (times in epoch milliseconds).
+
+/// Which policy challenges to list (newest first).
+#[derive(Debug, Clone, Default)]
+pub struct ChallengeQuery {
+    pub workspace_id: String,
+    /// Effective status: `pending` and `expired` both read stored pending rows, split at `now`.
+    pub status: Option<crate::domain::ChallengeStatus>,
+    /// Only decided challenges (approved or denied): the console's history.
+    pub decided: bool,
+    pub agent_id: Option<String>,
+    pub now: i64,
+    pub after: Option<Cursor>,
+    pub limit: i64,
+}
+
+/// The current state of a policy of a workspace.
+#[derive(Debug, Clone)]
+pub struct PolicyRecord {
+    pub workspace_id: String,
+    pub id: String,
+    pub name: String,
+    pub current_version: i64,
+    pub current_hash: String,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// One applied version of a policy.
+#[derive(Debug, Clone)]
+pub struct PolicyVersion {
+    pub workspace_id: String,
+    pub policy_id: String,
+    pub version: i64,
+    pub hash: String,
+    /// The spec as applied (JSON).
+    pub spec: Value,
+    pub cedar: String,
+    /// Who applied it: `user:<id>`.
+    pub author: String,
+    pub created_at: i64,
+}
+
+/// An apply: the new version and what it materialises.
+#[derive(Debug, Clone)]
+pub struct PolicyApply {
+    pub name: String,
+    /// The version the apply was computed against; 0 for a policy that does not exist yet.
+    pub expected_version: i64,
+    pub version: PolicyVersion,
+    /// `(group, agent_id)` explicit memberships.
+    pub members: Vec<(String, String)>,
+    /// `(binding, group, block, actions JSON)`.
+    pub bindings: Vec<(String, String, String, String)>,
+}
+
+/// A stored response for an `Idempotency-Key`.
+#[derive(Debug, Clone)]
+pub struct IdempotencyRecord {
+    pub workspace_id: String,
+    pub key: String,
+    pub request_hash: String,
+    pub status: i64,
+    pub response: String,
+    pub created_at: i64,
+}
+
+/// A `challenge` decision waiting for a human.
+#[derive(Debug, Clone)]
+pub struct PolicyChallenge {
+    pub id: String,
+    pub workspace_id: String,
+    pub agent_id: String,
+    pub policy_id: String,
+    pub action: String,
+    /// SHA-256 of the action, context and email facts of the challenged request.
+    pub fingerprint: String,
+    pub token_hash: String,
+    /// Stored as `pending`, `approved` or `denied`.
+    pub status: ChallengeStatus,
+    pub reasons: Vec<String>,
+    pub reason_codes: Vec<String>,
+    /// A redacted summary of what was asked.
+    pub summary: Value,
+    pub trace_id: String,
+    pub created_at: i64,
+    pub expires_at: i64,
+    pub decided_at: Option<i64>,
+    pub decided_by: Option<String>,
+    /// The reason the person who decided gave, if any.
+    pub decision_reason: Option<String>,
+    pub consumed_at: Option<i64>,
+    pub raised_by: crate::domain::Raiser,
+    /// The emails the deciding rules name as approvers (lower case).
+    pub approvers: Vec<String>,
 }

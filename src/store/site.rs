@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 
-use super::{ContactSubmission, StatusCheck, StoreError, Supersedes};
+use super::{StoreError, Supersedes};
 
 /// Reads of the status page.
 #[async_trait]
@@ -25,4 +25,26 @@ impl SiteOp {
             SiteOp::RecordStatusChecks(_) | SiteOp::StoreContact(_) => None,
         }
     }
+}
+
+// Records of this area, as the store keeps them (times in epoch milliseconds).
+
+#[derive(Debug, Clone)]
+pub struct StatusCheck {
+    pub id: String,
+    pub component: String,
+    /// `ok`, `degraded` or `down`.
+    pub status: String,
+    pub detail: String,
+    pub latency_ms: f64,
+    pub checked_at: i64,
+}
+
+#[derive(Debug, Clone)]
+pub struct ContactSubmission {
+    pub id: String,
+    pub name: String,
+    pub email: String,
+    pub message: String,
+    pub created_at: i64,
 }

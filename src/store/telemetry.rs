@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 
-use super::{HeartbeatRecord, InventoryQuery, InventoryRecord, StoreError, Supersedes};
+use super::{InventoryQuery, InventoryRecord, StoreError, Supersedes};
 
 /// Reads of heartbeats and the inventory.
 #[async_trait]
@@ -64,4 +64,19 @@ impl TelemetryOp {
             TelemetryOp::RecordHeartbeats(_) => None,
         }
     }
+}
+
+// Records of this area, as the store keeps them (times in epoch milliseconds).
+
+#[derive(Debug, Clone)]
+pub struct HeartbeatRecord {
+    pub id: String,
+    pub workspace_id: Option<String>,
+    pub agent_id: String,
+    pub status: String,
+    pub latency_ms: f64,
+    pub observed_at: i64,
+    pub created_at: i64,
+    /// `signed` (from the agent) or `ingest` (from a pipeline with an API key).
+    pub source: String,
 }

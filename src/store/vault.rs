@@ -2,10 +2,7 @@
 
 use async_trait::async_trait;
 
-use super::{
-    GrantRecord, LeaseFilter, LeaseRecord, SecretSetRecord, SecretVersion, SetRef, StoreError,
-    Supersedes,
-};
+use super::{StoreError, Supersedes};
 
 /// Reads of the vault.
 #[async_trait]
@@ -141,4 +138,110 @@ impl VaultOp {
     pub fn supersedes(&self) -> Option<Supersedes<'_>> {
         None
     }
+}
+
+// Records of this area, as the store keeps them (times in epoch milliseconds).
+
+/// A vault secret set (its values are in [`SecretVersion`]s).
+#[derive(Debug, Clone)]
+pub struct SecretSetRecord {
+    pub id: String,
+    pub workspace_id: String,
+    /// Workspace-local, from 1 (the public client sends it as `secret_set_id`).
+    pub number: i64,
+    pub name: String,
+    pub provider: String,
+    pub environment: String,
+    pub current_version: i64,
+    /// The set's data key, sealed with the master key.
+    pub data_key: String,
+    /// Bumped by each re-wrap of the data key (`acp admin vault rewrap`).
+    pub key_version: i64,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub deleted_at: Option<i64>,
+    pub destroyed_at: Option<i64>,
+}
+
+/// Which secret set a request names: its id (`ss_...`) or its workspace-local number.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SetRef {
+    Id(String),
+    Number(i64),
+}
+
+/// One version of a secret set: its entries sealed with the set's data key, the key names and
+/// proxy profiles in the clear.
+#[derive(Clone)]
+pub struct SecretVersion {
+    pub secret_set_id: String,
+    pub version: i64,
+    pub sealed: String,
+    /// The entries' key names, sorted.
+    pub keys: Vec<String>,
+    /// The proxy profiles (JSON object), templates but no values.
+    pub profiles: serde_json::Value,
+    pub author: String,
+    pub created_at: i64,
+}
+
+impl std::fmt::Debug for SecretVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SecretVersion")
+            .field("secret_set_id", &self.secret_set_id)
+            .field("version", &self.version)
+            .field("keys", &self.keys)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A grant of a secret set to an agent or an agent group.
+#[derive(Debug, Clone)]
+pub struct GrantRecord {
+    pub id: String,
+    pub workspace_id: String,
+    pub secret_set_id: String,
+    pub agent_id: Option<String>,
+    pub group_name: Option<String>,
+    /// `None` is every key (`"*"`).
+    pub allowed_keys: Option<Vec<String>>,
+    pub allowed_actions: Vec<crate::domain::VaultAction>,
+    pub expires_at: Option<i64>,
+    pub created_at: i64,
+    pub created_by: String,
+    pub revoked_at: Option<i64>,
+}
+
+/// A vault lease: a workflow lease (issued for an agent by a person, token or API key) or a
+/// request lease (minted by the agent from a workflow lease, short and counted).
+#[derive(Debug, Clone)]
+pub struct LeaseRecord {
+    pub id: String,
+    pub workspace_id: String,
+    /// `workflow` or `request`.
+    pub kind: String,
+    /// For a request lease: the workflow lease it was minted from.
+    pub workflow_id: Option<String>,
+    pub agent_id: String,
+    pub secret_set_id: String,
+    pub purpose: String,
+    /// What the lease is for: `read`, `proxy` (never `mint_lease`).
+    pub actions: Vec<crate::domain::VaultAction>,
+    /// `None` is every key the grant allows.
+    pub keys: Option<Vec<String>>,
+    pub token_hash: String,
+    /// Uses left (request leases); `None` for workflow leases.
+    pub uses_left: Option<i64>,
+    pub expires_at: i64,
+    pub revoked_at: Option<i64>,
+    pub created_at: i64,
+    pub created_by: String,
+}
+
+/// Which leases to list or revoke.
+#[derive(Debug, Clone, Default)]
+pub struct LeaseFilter {
+    pub agent_id: Option<String>,
+    pub secret_set_id: Option<String>,
+    pub kind: Option<String>,
 }

@@ -222,7 +222,10 @@ impl<'a> Lines<'a> {
     fn pos(&self, at: usize) -> Pos {
         let line = self.starts.partition_point(|&start| start <= at).max(1);
         let start = self.starts.get(line - 1).copied().unwrap_or(0);
-        let column = self.text.get(start..at).map_or(1, |s| s.chars().count() + 1);
+        let column = self
+            .text
+            .get(start..at)
+            .map_or(1, |s| s.chars().count() + 1);
         Pos { line, column }
     }
 }
@@ -650,7 +653,13 @@ mod tests {
         assert_eq!(e.message, "invalid JSON: expected `:`");
         // Tabs, and columns counted in characters.
         let located = parse_json("{\n\t\"é\": {\"x\": [true]}}").unwrap();
-        assert_eq!(located.locate("é.x[0]"), Pos { line: 2, column: 14 });
+        assert_eq!(
+            located.locate("é.x[0]"),
+            Pos {
+                line: 2,
+                column: 14
+            }
+        );
     }
 
     #[test]
