@@ -11,13 +11,7 @@ use super::spec::{PolicySpec, SpecError};
 /// The spec's warnings, each at the path of what it is about, in the order of the spec.
 pub fn warnings(spec: &PolicySpec) -> Vec<SpecError> {
     let mut out = Vec::new();
-    let used_blocks: BTreeSet<&str> = spec
-        .bindings
-        .iter()
-        .flat_map(|b| b.blocks.iter())
-        .chain(spec.global_guardrails.blocks.iter())
-        .map(String::as_str)
-        .collect();
+    let used_blocks = spec.used_blocks();
     for name in spec.reusable_policy_blocks.keys() {
         if !used_blocks.contains(name.as_str()) {
             out.push(SpecError::new(

@@ -462,27 +462,7 @@ impl Rule {
         if !self.narrow.as_ref().is_none_or(|n| n.contains(action)) {
             return false;
         }
-        match self.test() {
-            Test::Status(_) | Test::NotActive | Test::RiskAtLeast(_) | Test::AnyAction => true,
-            Test::Actions(list) => list.contains(action),
-            Test::SendEmail
-            | Test::Domains(_)
-            | Test::MaxRecipients(_)
-            | Test::Extensions(_)
-            | Test::Types(_)
-            | Test::MaxBytes(_)
-            | Test::PerMinute(_)
-            | Test::PerDay(_) => action == SEND_EMAIL,
-            Test::Amount { kind, .. } | Test::Negative(kind) | Test::UnknownCurrency(kind) => {
-                kind.applies(action)
-            }
-            Test::VaultAllow(set) | Test::VaultApproval { actions: set, .. } => {
-                set.contains(action)
-            }
-            Test::VaultNone(_) => is_vault(action),
-            Test::ProxyNone(_) => action == VAULT_PROXY,
-            Test::Raw(_) => false,
-        }
+        !matches!(self.test(), Test::Raw(_)) && self.test().actions().contains(action)
     }
 
     /// The actions the rule names.
@@ -490,34 +470,7 @@ impl Rule {
         if let Some(n) = &self.narrow {
             out.extend(n.set.iter().cloned());
         }
-        match self.test() {
-            Test::Actions(list) => out.extend(list.set.iter().cloned()),
-            Test::SendEmail
-            | Test::Domains(_)
-            | Test::MaxRecipients(_)
-            | Test::Extensions(_)
-            | Test::Types(_)
-            | Test::MaxBytes(_)
-            | Test::PerMinute(_)
-            | Test::PerDay(_) => {
-                out.insert(SEND_EMAIL.to_owned());
-            }
-            Test::Amount { kind, .. } | Test::Negative(kind) | Test::UnknownCurrency(kind) => {
-                out.extend(kind.actions.iter().flat_map(|a| a.set.iter()).cloned());
-            }
-            Test::VaultAllow(set) | Test::VaultApproval { actions: set, .. } => {
-                out.extend(set.iter().cloned());
-            }
-            Test::VaultNone(_) => out.extend(lower::vault_actions()),
-            Test::ProxyNone(_) => {
-                out.insert(VAULT_PROXY.to_owned());
-            }
-            Test::Status(_)
-            | Test::NotActive
-            | Test::RiskAtLeast(_)
-            | Test::AnyAction
-            | Test::Raw(_) => {}
-        }
+        out.extend(self.test().actions().names());
     }
 }
 

@@ -640,6 +640,16 @@ pub fn humanize(message: &str) -> String {
 }
 
 impl PolicySpec {
+    /// The names of the blocks that some binding or the guardrails name.
+    pub fn used_blocks(&self) -> std::collections::BTreeSet<&str> {
+        self.bindings
+            .iter()
+            .flat_map(|b| b.blocks.iter())
+            .chain(self.global_guardrails.blocks.iter())
+            .map(String::as_str)
+            .collect()
+    }
+
     /// The canonical JSON of the policy part: sorted keys, defaults written out, no tests.
     pub fn canonical_json(&self) -> String {
         let policy = PolicySpec {

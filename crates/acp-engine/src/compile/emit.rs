@@ -15,7 +15,7 @@ use cedar_policy::{EntityUid, Policy, PolicyId};
 use crate::spec::{ApprovalRules, Outcome, PolicySpec, SpecError};
 
 use super::index::{Compiled, FieldGuard, Placed, RuleMeta, TagRange};
-use super::lower::{self, AmountKind, Placement, Test, SEND_EMAIL, VAULT_PROXY};
+use super::lower::{self, AmountKind, Placement, Test, VAULT_PROXY};
 use super::validate::{self, Raw};
 
 /// One rule as the emitter makes it: its Cedar condition, what it means, and what the emitter
@@ -119,7 +119,10 @@ fn emit(
         Some((narrow, _)) => format!("({narrow}) && ({})", condition(test)),
         None => condition(test),
     };
-    let actions = match (scope(test), narrow.and_then(|(_, set)| set.clone())) {
+    let actions = match (
+        test.actions().scope(),
+        narrow.and_then(|(_, set)| set.clone()),
+    ) {
         (Some(a), Some(b)) => Some(Arc::new(a.intersection(&b).cloned().collect())),
         (a, b) => a.or(b),
     };
@@ -261,35 +264,6 @@ fn amount_base(kind: &AmountKind) -> String {
 
 fn amount_value(kind: &AmountKind) -> String {
     format!("resource.getTag({})", lit(&kind.field))
-}
-
-/// The actions a test can match (`None`: any), for the index.
-fn scope(test: &Test) -> Option<Arc<BTreeSet<String>>> {
-    let one = |action: &str| Some(Arc::new(BTreeSet::from([action.to_owned()])));
-    match test {
-        Test::Status(_)
-        | Test::NotActive
-        | Test::RiskAtLeast(_)
-        | Test::AnyAction
-        | Test::Raw(_) => None,
-        Test::Actions(list) => list.scope(),
-        Test::SendEmail
-        | Test::Domains(_)
-        | Test::MaxRecipients(_)
-        | Test::Extensions(_)
-        | Test::Types(_)
-        | Test::MaxBytes(_)
-        | Test::PerMinute(_)
-        | Test::PerDay(_) => one(SEND_EMAIL),
-        Test::Amount { kind, .. } | Test::Negative(kind) | Test::UnknownCurrency(kind) => {
-            kind.actions.as_ref().and_then(lower::ActionList::scope)
-        }
-        Test::VaultAllow(actions) | Test::VaultApproval { actions, .. } => {
-            Some(Arc::new(actions.clone()))
-        }
-        Test::VaultNone(_) => Some(Arc::new(lower::vault_actions())),
-        Test::ProxyNone(_) => one(VAULT_PROXY),
-    }
 }
 
 /// What a test requires of the context fields, for the index.

@@ -153,6 +153,78 @@ pub(crate) enum Test {
     Raw(Raw),
 }
 
+/// The actions a test can match.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Actions<'a> {
+    Any,
+    One(&'static str),
+    Listed(&'a BTreeSet<String>),
+    /// Every vault action.
+    Vault,
+}
+
+impl Actions<'_> {
+    pub(crate) fn contains(self, action: &str) -> bool {
+        match self {
+            Actions::Any => true,
+            Actions::One(one) => one == action,
+            Actions::Listed(set) => set.contains(action),
+            Actions::Vault => is_vault(action),
+        }
+    }
+
+    /// The actions it names (none for any).
+    pub(crate) fn names(self) -> BTreeSet<String> {
+        match self {
+            Actions::Any => BTreeSet::new(),
+            Actions::One(one) => BTreeSet::from([one.to_owned()]),
+            Actions::Listed(set) => set.clone(),
+            Actions::Vault => vault_actions(),
+        }
+    }
+
+    /// The actions, for the index (`None` for any, and for a list holding `*`: a rule's index
+    /// entry may only be wider than what it matches).
+    pub(crate) fn scope(self) -> Option<Arc<BTreeSet<String>>> {
+        match self {
+            Actions::Any => None,
+            Actions::Listed(set) if set.contains("*") => None,
+            other => Some(Arc::new(other.names())),
+        }
+    }
+}
+
+impl Test {
+    /// The actions a check must name for this test to match it.
+    pub(crate) fn actions(&self) -> Actions<'_> {
+        match self {
+            Test::Status(_)
+            | Test::NotActive
+            | Test::RiskAtLeast(_)
+            | Test::AnyAction
+            | Test::Raw(_) => Actions::Any,
+            Test::Actions(list) => Actions::Listed(&list.set),
+            Test::SendEmail
+            | Test::Domains(_)
+            | Test::MaxRecipients(_)
+            | Test::Extensions(_)
+            | Test::Types(_)
+            | Test::MaxBytes(_)
+            | Test::PerMinute(_)
+            | Test::PerDay(_) => Actions::One(SEND_EMAIL),
+            Test::Amount { kind, .. } | Test::Negative(kind) | Test::UnknownCurrency(kind) => kind
+                .actions
+                .as_ref()
+                .map_or(Actions::Any, |list| Actions::Listed(&list.set)),
+            Test::VaultAllow(set) | Test::VaultApproval { actions: set, .. } => {
+                Actions::Listed(set)
+            }
+            Test::VaultNone(_) => Actions::Vault,
+            Test::ProxyNone(_) => Actions::One(VAULT_PROXY),
+        }
+    }
+}
+
 /// One rule of a block: what it tests and what it means.
 #[derive(Debug)]
 pub(crate) struct Rule {
@@ -275,13 +347,7 @@ pub(crate) fn spec(spec: &PolicySpec, errors: &mut Vec<SpecError>) -> Vec<Placem
 /// The blocks that no binding and no guardrail names, each placed as a binding would place it,
 /// only for their errors: they never reach a compiled policy.
 pub(crate) fn unused_blocks(spec: &PolicySpec, errors: &mut Vec<SpecError>) -> Vec<Placement> {
-    let used: BTreeSet<&str> = spec
-        .bindings
-        .iter()
-        .flat_map(|b| b.blocks.iter())
-        .chain(spec.global_guardrails.blocks.iter())
-        .map(String::as_str)
-        .collect();
+    let used = spec.used_blocks();
     spec.reusable_policy_blocks
         .iter()
         .filter(|(name, _)| !used.contains(name.as_str()))
