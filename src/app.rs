@@ -181,7 +181,7 @@ pub async fn bootstrap(store: &dyn Store, config: &Config) -> anyhow::Result<Opt
         let (token, token_hash) = crate::identity::accounts::new_login_token();
         first_owner = Some(FirstOwner {
             email: email.as_str().to_owned(),
-            user_id: ids::new_id("usr"),
+            user_id: ids::new_id(ids::USER),
             login_token_hash: token_hash,
             login_expires_at: now + crate::identity::accounts::LOGIN_LINK_TTL_MS,
         });

@@ -84,7 +84,7 @@ pub async fn api_key(client: &Client, name_or_id: &str) -> anyhow::Result<String
 /// A personal access token's id: `name_or_id` when it is a token id, else the caller's live
 /// token with that name.
 pub async fn token(client: &Client, name_or_id: &str) -> anyhow::Result<String> {
-    if ids::has_shape(name_or_id, "pat") {
+    if ids::has_shape(name_or_id, ids::TOKEN) {
         return Ok(name_or_id.to_owned());
     }
     let listed = client.get("/v1/auth/tokens").await?;
@@ -110,7 +110,7 @@ fn live_named(listed: &Value, id_key: &str, name: &str) -> Vec<(String, String)>
 /// A member's user id: `email_or_id` when it is a user id, else the member with that email
 /// address (compared without case).
 pub async fn member(client: &Client, email_or_id: &str) -> anyhow::Result<String> {
-    if ids::has_shape(email_or_id, "usr") {
+    if ids::has_shape(email_or_id, ids::USER) {
         return Ok(email_or_id.to_owned());
     }
     if !email_or_id.contains('@') {

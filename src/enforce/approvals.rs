@@ -329,7 +329,7 @@ async fn in_workspace(
             "no such policy challenge in this workspace",
         )
     };
-    if !crate::domain::ids::has_shape(id, "pch") {
+    if !crate::domain::ids::has_shape(id, crate::domain::ids::POLICY_CHALLENGE) {
         return Err(unknown());
     }
     let challenge = ctx.store.policy_challenge(id).await?.ok_or_else(unknown)?;

@@ -216,7 +216,7 @@ async fn issue(
     }
 
     let now = now_ms();
-    let cred_id = ids::new_id("crd");
+    let cred_id = ids::new_id(ids::CREDENTIAL);
     let expires_at = now + it.ttl * 1000;
     let token = if it.token_type == "jwt" {
         let key = crate::enforce::jwt::current_key(ctx.store.as_ref(), &ctx.master_key).await?;
@@ -435,7 +435,7 @@ pub async fn credential_in(
     workspace_id: &str,
     cred_id: &str,
 ) -> EnforceResult<CredentialRecord> {
-    let found = if ids::has_shape(cred_id, "crd") {
+    let found = if ids::has_shape(cred_id, ids::CREDENTIAL) {
         ctx.store.credential_in(workspace_id, cred_id).await?
     } else {
         None

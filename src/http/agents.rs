@@ -180,6 +180,7 @@ pub async fn get(
     op: Authorized<needs::AgentsRead>,
     AppPath(agent_id): AppPath<String>,
 ) -> ApiResult<Json<AgentResponse>> {
+    let agent_id = agents::agent_id(&agent_id)?;
     let agent = agents::agent_in_workspace(&ctx, &op.workspace_id, &agent_id).await?;
     Ok(Json(AgentResponse {
         ok: true,
@@ -197,7 +198,7 @@ async fn change_status(
     let agent = agents::set_status(
         &ctx,
         &op.workspace_id,
-        &agent_id,
+        &agents::agent_id(&agent_id)?,
         action,
         req.reason,
         &op.actor(),

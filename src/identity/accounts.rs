@@ -206,7 +206,7 @@ pub async fn verify_login(ctx: &Context, token: &str) -> IdentityResult<NewSessi
     let existing = ctx.store.user_by_email(&email).await?;
     let user_id = existing
         .as_ref()
-        .map_or_else(|| ids::new_id("usr"), |u| u.id.clone());
+        .map_or_else(|| ids::new_id(ids::USER), |u| u.id.clone());
     let workspace_id = match &existing {
         Some(u) => ctx
             .store
@@ -795,7 +795,7 @@ pub async fn create_pat(
     let token = format!("{PAT_PREFIX}{}", random_base62(43));
     let now = now_ms();
     let record = PatRecord {
-        id: ids::new_id("pat"),
+        id: ids::new_id(ids::TOKEN),
         user_id: principal.user.id.clone(),
         name,
         token_hash: sha256_hex(token.as_bytes()),
@@ -927,7 +927,7 @@ pub async fn add_member(
             }
         }
     }
-    let user_id = existing.map_or_else(|| ids::new_id("usr"), |u| u.id);
+    let user_id = existing.map_or_else(|| ids::new_id(ids::USER), |u| u.id);
     let event = audit::state_change(
         "membership.granted",
         "grant",

@@ -6,7 +6,7 @@ use super::error::{IdentityError, IdentityResult};
 use crate::api;
 use crate::audit::{self, Actor};
 use crate::context::Context;
-use crate::domain::ids;
+use crate::domain::ids::{self, AgentId};
 use crate::domain::{AgentStatus, RiskTier};
 use crate::policy::cache::DEFAULT_POLICY_ID;
 use crate::secret::{random_base62, random_bytes, sha256_hex};
@@ -44,16 +44,19 @@ pub fn to_wire(a: AgentRecord) -> api::Agent {
     }
 }
 
+/// An agent id as a caller wrote it (a path, a form, a body), checked once: text that is not an
+/// agent id names no agent, `unknown_agent`, with no database round trip.
+pub fn agent_id(text: &str) -> IdentityResult<AgentId> {
+    AgentId::parse(text).ok_or_else(IdentityError::unknown_agent)
+}
+
 /// The agent with this id in the caller's workspace; agents of other workspaces and unclaimed
 /// agents are `unknown_agent`, exactly like agents that do not exist.
 pub async fn agent_in_workspace(
     ctx: &Context,
     workspace_id: &str,
-    agent_id: &str,
+    agent_id: &AgentId,
 ) -> IdentityResult<AgentRecord> {
-    if !ids::has_shape(agent_id, ids::AGENT) {
-        return Err(IdentityError::unknown_agent());
-    }
     match ctx.store.agent(agent_id).await? {
         Some(agent) if agent.in_workspace(workspace_id) => Ok(agent),
         _ => Err(IdentityError::unknown_agent()),
@@ -519,7 +522,7 @@ impl StatusAction {
 pub async fn set_status(
     ctx: &Context,
     workspace_id: &str,
-    agent_id: &str,
+    agent_id: &AgentId,
     action: StatusAction,
     reason: Option<String>,
     actor: &Actor,

@@ -792,7 +792,7 @@ impl<'a> Attempt<'a> {
                 i64::try_from(s).unwrap_or(86_400) * 1000
             });
         let token = format!("apr_{}", random_base62(43));
-        let id = ids::new_id("pch");
+        let id = ids::new_id(ids::POLICY_CHALLENGE);
         let record = PolicyChallenge {
             id: id.clone(),
             workspace_id: self.view.workspace_id.clone(),

@@ -9,7 +9,7 @@ use crate::api;
 use crate::context::Context;
 use crate::domain::ids;
 use crate::domain::{FieldError, Refusal};
-use crate::identity::agents::agent_in_workspace;
+use crate::identity::agents::{self, agent_in_workspace};
 use crate::store::{AgentRecord, Change, HeartbeatRecord, NonceClaim, TelemetryOp};
 use crate::time::{iso, now_ms, parse_iso};
 
@@ -205,7 +205,7 @@ pub async fn recent(
 ) -> TelemetryResult<api::RecentHeartbeatsResponse> {
     let agent_id = agent_id.filter(|a| !a.is_empty());
     if let Some(agent_id) = agent_id {
-        agent_in_workspace(ctx, workspace_id, agent_id).await?;
+        agent_in_workspace(ctx, workspace_id, &agents::agent_id(agent_id)?).await?;
     }
     let rows = ctx
         .store

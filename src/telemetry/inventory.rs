@@ -8,7 +8,7 @@ use crate::api;
 use crate::audit::{self, Actor};
 use crate::context::Context;
 use crate::domain::FieldError;
-use crate::identity::agents::agent_in_workspace;
+use crate::identity::agents::{agent_id, agent_in_workspace};
 use crate::store::{Change, InventoryQuery, InventoryRecord, TelemetryOp};
 use crate::time::{iso, now_ms};
 
@@ -113,7 +113,7 @@ pub async fn upsert(
     let display_name = optional_text("display_name", req.display_name)?;
     let environment = optional_text("environment", req.environment)?;
     let source = optional_text("source", req.source)?;
-    let agent = agent_in_workspace(ctx, workspace_id, &req.agent_id).await?;
+    let agent = agent_in_workspace(ctx, workspace_id, &agent_id(&req.agent_id)?).await?;
 
     let now = now_ms();
     let existing = ctx.store.inventory(workspace_id, &key).await?;

@@ -28,8 +28,8 @@ use crate::time::{iso, now_ms, parse_iso};
 
 use crate::enforce::{EnforceError, EnforceResult};
 
-/// The id prefix of secret sets and grants.
-pub const SECRET_SET: &str = "ss";
+/// The id prefixes of secret sets and grants.
+pub use crate::domain::ids::SECRET_SET;
 pub const GRANT: &str = "grt";
 
 const MAX_KEYS: usize = 256;

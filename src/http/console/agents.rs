@@ -435,7 +435,8 @@ async fn agent_detail(
 ) -> Result<Response, ApiError> {
     person_requires(principal, Need::AgentsRead)?;
     let (workspace_id, _) = principal.membership()?;
-    let agent = agents::to_wire(agents::agent_in_workspace(ctx, &workspace_id, agent_id).await?);
+    let agent_id = agents::agent_id(agent_id)?;
+    let agent = agents::to_wire(agents::agent_in_workspace(ctx, &workspace_id, &agent_id).await?);
     let labels = inventory::agent_labels(ctx, &workspace_id, &agent.agent_id).await?;
     let mut heartbeats = heartbeats::recent(
         ctx,
@@ -529,7 +530,8 @@ async fn confirm_page(
     person_requires(principal, Need::AgentsChange)?;
     let action = action_named(verb)?;
     let (workspace_id, _) = principal.membership()?;
-    let agent = agents::agent_in_workspace(ctx, &workspace_id, agent_id).await?;
+    let agent =
+        agents::agent_in_workspace(ctx, &workspace_id, &agents::agent_id(agent_id)?).await?;
     let shell = shell(ctx, principal, Section::Agents).await?;
     let agent_href = format!("{}/dashboard/agents/{}", shell.base, agent.id);
     Ok(render(&ConfirmPage {
@@ -593,7 +595,7 @@ async fn act(
     let agent = agents::set_status(
         ctx,
         &workspace_id,
-        agent_id,
+        &agents::agent_id(agent_id)?,
         action.action,
         reason,
         &principal.actor(),

@@ -230,7 +230,8 @@ async fn listing(
     let agent = if agent_id.is_empty() {
         None
     } else {
-        let found = agents::agent_in_workspace(ctx, &workspace_id, &agent_id).await?;
+        let found =
+            agents::agent_in_workspace(ctx, &workspace_id, &agents::agent_id(&agent_id)?).await?;
         Some(AgentFilter {
             href: format!("{base}/dashboard/agents/{}", found.id),
             revoke_href: format!("{base}/dashboard/credentials/agents/{}/revoke", found.id),
@@ -427,7 +428,8 @@ async fn revoke_one_page(
     person_requires(principal, Need::Credentials)?;
     let (workspace_id, _) = principal.membership()?;
     let c = credentials::credential_in(ctx, &workspace_id, cred_id).await?;
-    let agent = agents::agent_in_workspace(ctx, &workspace_id, &c.agent_id).await?;
+    let agent =
+        agents::agent_in_workspace(ctx, &workspace_id, &agents::agent_id(&c.agent_id)?).await?;
     let shell = shell(ctx, principal, Section::Credentials).await?;
     let base = shell.base.clone();
     let state = if c.revoked_at.is_some() {
@@ -525,7 +527,8 @@ async fn revoke_agent_page(
 ) -> Result<Response, ApiError> {
     person_requires(principal, Need::Credentials)?;
     let (workspace_id, _) = principal.membership()?;
-    let agent = agents::agent_in_workspace(ctx, &workspace_id, agent_id).await?;
+    let agent =
+        agents::agent_in_workspace(ctx, &workspace_id, &agents::agent_id(agent_id)?).await?;
     let shell = shell(ctx, principal, Section::Credentials).await?;
     let base = shell.base.clone();
     Ok(render(&RevokePage {

@@ -432,17 +432,13 @@ pub async fn save_member(
     posted: Posted<MemberForm>,
 ) -> PageResult {
     let principal = &posted.person;
-    let answer: Result<Response, ApiError> = async {
-        person_requires(principal, Need::WorkspaceChange)?;
-        let req = api::AddMemberRequest {
-            email: posted.form.email.trim().to_owned(),
-            role: posted.form.role.0.clone(),
-        };
-        accounts::add_member(&ctx, principal, req).await?;
-        Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "member")))
-    }
-    .await;
-    Ok(answer?)
+    person_requires(principal, Need::WorkspaceChange)?;
+    let req = api::AddMemberRequest {
+        email: posted.form.email.trim().to_owned(),
+        role: posted.form.role.0.clone(),
+    };
+    accounts::add_member(&ctx, principal, req).await?;
+    Ok(see_other(settings_href(&base(&ctx), "member")))
 }
 
 #[derive(Template)]
@@ -493,28 +489,27 @@ pub async fn confirm_remove_member(
     Person(principal): Person,
 ) -> PageResult {
     let principal = &principal;
-    let answer: Result<Response, ApiError> = async {
-        person_requires(principal, Need::WorkspaceChange)?;
-        principal.admin_of()?;
-        let members = accounts::list_members(&ctx, principal).await?;
-        let member = members
-            .items
-            .into_iter()
-            .find(|m| m.user_id == user_id)
-            .ok_or_else(|| ApiError::not_found("unknown_member", "no such member of this workspace"))?;
-        let shell = shell(&ctx, principal, Section::Workspace).await?;
-        let action_href = format!("{}/dashboard/settings/members/{}/remove", shell.base, member.user_id);
-        Ok::<Response, ApiError>(confirm(
-            shell,
-            "Remove this member?",
-            format!("{} ({})", member.email, member.role),
-            "They lose access to this workspace at once: its pages, its API and its approval mail. Their account and their own tokens stay.",
-            "Remove",
-            action_href,
-        ))
-    }
-    .await;
-    Ok(answer?)
+    person_requires(principal, Need::WorkspaceChange)?;
+    principal.admin_of()?;
+    let members = accounts::list_members(&ctx, principal).await?;
+    let member = members
+        .items
+        .into_iter()
+        .find(|m| m.user_id == user_id)
+        .ok_or_else(|| ApiError::not_found("unknown_member", "no such member of this workspace"))?;
+    let shell = shell(&ctx, principal, Section::Workspace).await?;
+    let action_href = format!(
+        "{}/dashboard/settings/members/{}/remove",
+        shell.base, member.user_id
+    );
+    Ok(confirm(
+        shell,
+        "Remove this member?",
+        format!("{} ({})", member.email, member.role),
+        "They lose access to this workspace at once: its pages, its API and its approval mail. Their account and their own tokens stay.",
+        "Remove",
+        action_href,
+    ))
 }
 
 /// Removes a member (a form: `csrf`), as `POST /v1/workspace/members/{user_id}/remove`; a
@@ -532,13 +527,9 @@ pub async fn remove_member(
     posted: Posted<Nothing>,
 ) -> PageResult {
     let principal = &posted.person;
-    let answer: Result<Response, ApiError> = async {
-        person_requires(principal, Need::WorkspaceChange)?;
-        accounts::remove_member(&ctx, principal, &user_id).await?;
-        Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "removed")))
-    }
-    .await;
-    Ok(answer?)
+    person_requires(principal, Need::WorkspaceChange)?;
+    accounts::remove_member(&ctx, principal, &user_id).await?;
+    Ok(see_other(settings_href(&base(&ctx), "removed")))
 }
 
 // ---- the page that shows a new secret once ---------------------------------------------------
@@ -593,39 +584,35 @@ pub async fn create_api_key(
     posted: Posted<CredentialForm>,
 ) -> PageResult {
     let principal = &posted.person;
-    let answer: Result<Response, ApiError> = async {
-        person_requires(principal, Need::WorkspaceChange)?;
-        let live = match posted.form.mode.as_deref().unwrap_or("test") {
-            "test" | "" => false,
-            "live" => true,
-            _ => return Err(ApiError::invalid("mode", "must be `test` or `live`")),
-        };
-        let req = api::CreateApiKeyRequest {
-            name: posted.form.name.0.clone(),
-            live: Some(live),
-            scopes: all_of(&posted.form.scopes),
-            // The server's default; a rate of its own is set through the API or the CLI.
-            rate_limit: None,
-        };
-        let created = accounts::create_api_key(&ctx, principal, req).await?;
-        let shell = shell(&ctx, principal, Section::Workspace).await?;
-        let key = created.api_key;
-        Ok::<Response, ApiError>(secret_page(
-            shell,
-            "API key",
-            "Send it in the X-Service-Api-Key header.",
-            created.key,
-            vec![
-                ("Name", key.name.unwrap_or_default()),
-                ("Mode", key.mode),
-                ("Ends in", key.last_four),
-                ("Scopes", scopes_text(&key.scopes)),
-                ("Created", key.created_at),
-            ],
-        ))
-    }
-    .await;
-    Ok(answer?)
+    person_requires(principal, Need::WorkspaceChange)?;
+    let live = match posted.form.mode.as_deref().unwrap_or("test") {
+        "test" | "" => false,
+        "live" => true,
+        _ => return Err(ApiError::invalid("mode", "must be `test` or `live`").into()),
+    };
+    let req = api::CreateApiKeyRequest {
+        name: posted.form.name.0.clone(),
+        live: Some(live),
+        scopes: all_of(&posted.form.scopes),
+        // The server's default; a rate of its own is set through the API or the CLI.
+        rate_limit: None,
+    };
+    let created = accounts::create_api_key(&ctx, principal, req).await?;
+    let shell = shell(&ctx, principal, Section::Workspace).await?;
+    let key = created.api_key;
+    Ok(secret_page(
+        shell,
+        "API key",
+        "Send it in the X-Service-Api-Key header.",
+        created.key,
+        vec![
+            ("Name", key.name.unwrap_or_default()),
+            ("Mode", key.mode),
+            ("Ends in", key.last_four),
+            ("Scopes", scopes_text(&key.scopes)),
+            ("Created", key.created_at),
+        ],
+    ))
 }
 
 /// The confirmation step of revoking an API key (owners and admins).
@@ -641,32 +628,31 @@ pub async fn confirm_revoke_api_key(
     Person(principal): Person,
 ) -> PageResult {
     let principal = &principal;
-    let answer: Result<Response, ApiError> = async {
-        person_requires(principal, Need::WorkspaceChange)?;
-        let (workspace_id, _) = principal.admin_of()?;
-        let key = ctx
-            .store
-            .api_keys(&workspace_id)
-            .await?
-            .into_iter()
-            .find(|k| k.id == key_id && k.revoked_at.is_none())
-            .ok_or_else(|| {
-                ApiError::not_found("unknown_api_key", "no such live key in this workspace")
-            })?;
-        let shell = shell(&ctx, principal, Section::Workspace).await?;
-        let action_href = format!("{}/dashboard/settings/api-keys/{}/revoke", shell.base, key.id);
-        let name = key.name.unwrap_or_else(|| "(no name)".into());
-        Ok::<Response, ApiError>(confirm(
-            shell,
-            "Revoke this API key?",
-            format!("{name} (svc_{}_…{})", key.mode, key.last_four),
-            "Requests with this key fail at once, and it cannot be brought back: whatever uses it needs a new key.",
-            "Revoke",
-            action_href,
-        ))
-    }
-    .await;
-    Ok(answer?)
+    person_requires(principal, Need::WorkspaceChange)?;
+    let (workspace_id, _) = principal.admin_of()?;
+    let key = ctx
+        .store
+        .api_keys(&workspace_id)
+        .await?
+        .into_iter()
+        .find(|k| k.id == key_id && k.revoked_at.is_none())
+        .ok_or_else(|| {
+            ApiError::not_found("unknown_api_key", "no such live key in this workspace")
+        })?;
+    let shell = shell(&ctx, principal, Section::Workspace).await?;
+    let action_href = format!(
+        "{}/dashboard/settings/api-keys/{}/revoke",
+        shell.base, key.id
+    );
+    let name = key.name.unwrap_or_else(|| "(no name)".into());
+    Ok(confirm(
+        shell,
+        "Revoke this API key?",
+        format!("{name} (svc_{}_…{})", key.mode, key.last_four),
+        "Requests with this key fail at once, and it cannot be brought back: whatever uses it needs a new key.",
+        "Revoke",
+        action_href,
+    ))
 }
 
 /// Revokes an API key (a form: `csrf`), as `POST /v1/workspace/api-keys/{key_id}/revoke`.
@@ -683,13 +669,9 @@ pub async fn revoke_api_key(
     posted: Posted<Nothing>,
 ) -> PageResult {
     let principal = &posted.person;
-    let answer: Result<Response, ApiError> = async {
-        person_requires(principal, Need::WorkspaceChange)?;
-        accounts::revoke_api_key(&ctx, principal, &key_id).await?;
-        Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "key_revoked")))
-    }
-    .await;
-    Ok(answer?)
+    person_requires(principal, Need::WorkspaceChange)?;
+    accounts::revoke_api_key(&ctx, principal, &key_id).await?;
+    Ok(see_other(settings_href(&base(&ctx), "key_revoked")))
 }
 
 // ---- personal access tokens -------------------------------------------------------------------
@@ -707,38 +689,35 @@ pub async fn create_token(
     posted: Posted<CredentialForm>,
 ) -> PageResult {
     let principal = &posted.person;
-    let answer: Result<Response, ApiError> = async {
-        unscoped_required(principal)?;
-        let days = match posted.form.expires_in_days.as_deref().map(str::trim) {
+    unscoped_required(principal)?;
+    let days =
+        match posted.form.expires_in_days.as_deref().map(str::trim) {
             None | Some("") => None,
             Some(d) => Some(d.parse::<i64>().map_err(|_| {
                 ApiError::invalid("expires_in_days", "must be a whole number of days")
             })?),
         };
-        let req = api::CreateTokenRequest {
-            name: posted.form.name.as_deref().unwrap_or("").to_owned(),
-            expires_in_days: days,
-            scopes: all_of(&posted.form.scopes),
-        };
-        let created = accounts::create_pat(&ctx, principal, req).await?;
-        let shell = shell(&ctx, principal, Section::Workspace).await?;
-        let token = created.access_token;
-        Ok::<Response, ApiError>(secret_page(
-            shell,
-            "access token",
-            "Send it as Authorization: Bearer, with X-Service-Workspace naming the workspace if you belong to more than one.",
-            created.token,
-            vec![
-                ("Name", token.name),
-                ("Ends in", token.last_four),
-                ("Scopes", scopes_text(&token.scopes)),
-                ("Created", token.created_at),
-                ("Expires", token.expires_at),
-            ],
-        ))
-    }
-    .await;
-    Ok(answer?)
+    let req = api::CreateTokenRequest {
+        name: posted.form.name.as_deref().unwrap_or("").to_owned(),
+        expires_in_days: days,
+        scopes: all_of(&posted.form.scopes),
+    };
+    let created = accounts::create_pat(&ctx, principal, req).await?;
+    let shell = shell(&ctx, principal, Section::Workspace).await?;
+    let token = created.access_token;
+    Ok(secret_page(
+        shell,
+        "access token",
+        "Send it as Authorization: Bearer, with X-Service-Workspace naming the workspace if you belong to more than one.",
+        created.token,
+        vec![
+            ("Name", token.name),
+            ("Ends in", token.last_four),
+            ("Scopes", scopes_text(&token.scopes)),
+            ("Created", token.created_at),
+            ("Expires", token.expires_at),
+        ],
+    ))
 }
 
 /// The confirmation step of revoking one of the person's tokens.
@@ -754,30 +733,26 @@ pub async fn confirm_revoke_token(
     Person(principal): Person,
 ) -> PageResult {
     let principal = &principal;
-    let answer: Result<Response, ApiError> = async {
-        let token = ctx
-            .store
-            .pats(&principal.user.id)
-            .await?
-            .into_iter()
-            .find(|p| p.id == token_id && p.revoked_at.is_none())
-            .ok_or_else(|| ApiError::not_found("unknown_token", "no such live token of yours"))?;
-        let shell = shell(&ctx, principal, Section::Workspace).await?;
-        let action_href = format!(
-            "{}/dashboard/settings/tokens/{}/revoke",
-            shell.base, token.id
-        );
-        Ok::<Response, ApiError>(confirm(
-            shell,
-            "Revoke this access token?",
-            format!("{} (…{})", token.name, token.last_four),
-            "Requests with this token fail at once, and it cannot be brought back.",
-            "Revoke",
-            action_href,
-        ))
-    }
-    .await;
-    Ok(answer?)
+    let token = ctx
+        .store
+        .pats(&principal.user.id)
+        .await?
+        .into_iter()
+        .find(|p| p.id == token_id && p.revoked_at.is_none())
+        .ok_or_else(|| ApiError::not_found("unknown_token", "no such live token of yours"))?;
+    let shell = shell(&ctx, principal, Section::Workspace).await?;
+    let action_href = format!(
+        "{}/dashboard/settings/tokens/{}/revoke",
+        shell.base, token.id
+    );
+    Ok(confirm(
+        shell,
+        "Revoke this access token?",
+        format!("{} (…{})", token.name, token.last_four),
+        "Requests with this token fail at once, and it cannot be brought back.",
+        "Revoke",
+        action_href,
+    ))
 }
 
 /// Revokes one of the person's tokens (a form: `csrf`), as `POST /v1/auth/tokens/{token_id}/revoke`.
@@ -793,13 +768,9 @@ pub async fn revoke_token(
     posted: Posted<Nothing>,
 ) -> PageResult {
     let principal = &posted.person;
-    let answer: Result<Response, ApiError> = async {
-        unscoped_required(principal)?;
-        accounts::revoke_pat(&ctx, principal, &token_id).await?;
-        Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "token_revoked")))
-    }
-    .await;
-    Ok(answer?)
+    unscoped_required(principal)?;
+    accounts::revoke_pat(&ctx, principal, &token_id).await?;
+    Ok(see_other(settings_href(&base(&ctx), "token_revoked")))
 }
 
 // ---- approval settings and workspaces ---------------------------------------------------------
@@ -817,32 +788,28 @@ pub async fn save_settings(
     posted: Posted<ApprovalForm>,
 ) -> PageResult {
     let principal = &posted.person;
-    let answer: Result<Response, ApiError> = async {
-        person_requires(principal, Need::WorkspaceChange)?;
-        let wanted = match posted.form.require_member_approval.as_deref() {
-            None | Some("") => return Err(ApiError::missing("require_member_approval")),
-            Some("true") => true,
-            Some("false") => false,
-            Some(_) => {
-                return Err(ApiError::invalid(
-                    "require_member_approval",
-                    "must be `true` or `false`",
-                ))
-            }
-        };
-        approvals::update_settings(
-            &ctx,
-            principal,
-            api::UpdateWorkspaceSettings {
-                require_member_approval: Some(wanted),
-                ..Default::default()
-            },
-        )
-        .await?;
-        Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "settings")))
-    }
-    .await;
-    Ok(answer?)
+    person_requires(principal, Need::WorkspaceChange)?;
+    let wanted = match posted.form.require_member_approval.as_deref() {
+        None | Some("") => return Err(ApiError::missing("require_member_approval").into()),
+        Some("true") => true,
+        Some("false") => false,
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "require_member_approval",
+                "must be `true` or `false`",
+            ).into())
+        }
+    };
+    approvals::update_settings(
+        &ctx,
+        principal,
+        api::UpdateWorkspaceSettings {
+            require_member_approval: Some(wanted),
+            ..Default::default()
+        },
+    )
+    .await?;
+    Ok(see_other(settings_href(&base(&ctx), "settings")))
 }
 
 /// A retention field of the form: absent leaves it, empty keeps everything, else days.
@@ -875,28 +842,24 @@ pub async fn save_retention(
     posted: Posted<RetentionForm>,
 ) -> PageResult {
     let principal = &posted.person;
-    let answer: Result<Response, ApiError> = async {
-        person_requires(principal, Need::WorkspaceChange)?;
-        approvals::update_settings(
-            &ctx,
-            principal,
-            api::UpdateWorkspaceSettings {
-                audit_retention_days: retention_field(
-                    &posted.form.audit_retention_days,
-                    "audit_retention_days",
-                )?,
-                heartbeat_retention_days: retention_field(
-                    &posted.form.heartbeat_retention_days,
-                    "heartbeat_retention_days",
-                )?,
-                ..Default::default()
-            },
-        )
-        .await?;
-        Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "retention")))
-    }
-    .await;
-    Ok(answer?)
+    person_requires(principal, Need::WorkspaceChange)?;
+    approvals::update_settings(
+        &ctx,
+        principal,
+        api::UpdateWorkspaceSettings {
+            audit_retention_days: retention_field(
+                &posted.form.audit_retention_days,
+                "audit_retention_days",
+            )?,
+            heartbeat_retention_days: retention_field(
+                &posted.form.heartbeat_retention_days,
+                "heartbeat_retention_days",
+            )?,
+            ..Default::default()
+        },
+    )
+    .await?;
+    Ok(see_other(settings_href(&base(&ctx), "retention")))
 }
 
 /// Creates a workspace with the person as owner and selects it (a form: `csrf`, `name`), as
@@ -912,13 +875,9 @@ pub async fn create_workspace(
     posted: Posted<WorkspaceForm>,
 ) -> PageResult {
     let principal = &posted.person;
-    let answer: Result<Response, ApiError> = async {
-        unscoped_required(principal)?;
-        accounts::create_workspace(&ctx, principal, &posted.form.name).await?;
-        Ok::<Response, ApiError>(see_other(settings_href(&base(&ctx), "workspace")))
-    }
-    .await;
-    Ok(answer?)
+    unscoped_required(principal)?;
+    accounts::create_workspace(&ctx, principal, &posted.form.name).await?;
+    Ok(see_other(settings_href(&base(&ctx), "workspace")))
 }
 
 #[cfg(test)]
