@@ -195,12 +195,13 @@ async fn change_status(
     req: AgentStatusRequest,
     action: StatusAction,
 ) -> ApiResult<Json<AgentResponse>> {
+    let reason = agents::StatusReason::parse(req.reason)?;
     let agent = agents::set_status(
         &ctx,
         &op.workspace_id,
         &agents::agent_id(&agent_id)?,
         action,
-        req.reason,
+        reason,
         &op.actor(),
     )
     .await?;

@@ -519,21 +519,33 @@ impl StatusAction {
     }
 }
 
+/// The reason a caller gives for a change of an agent's status, checked: at most 500
+/// characters. The edge reads it before the agent's id: a request the document refuses is
+/// refused whatever the agent (a malformed id with a reason too long is `invalid_reason`).
+#[derive(Debug, Clone, Default)]
+pub struct StatusReason(Option<String>);
+
+impl StatusReason {
+    pub fn parse(reason: Option<String>) -> IdentityResult<Self> {
+        if reason.as_deref().is_some_and(|r| r.chars().count() > 500) {
+            return Err(IdentityError::invalid(
+                "reason",
+                "must be at most 500 characters",
+            ));
+        }
+        Ok(Self(reason))
+    }
+}
+
 pub async fn set_status(
     ctx: &Context,
     workspace_id: &str,
     agent_id: &AgentId,
     action: StatusAction,
-    reason: Option<String>,
+    reason: StatusReason,
     actor: &Actor,
 ) -> IdentityResult<api::Agent> {
-    // Checked first: a request the document refuses is refused whatever the agent's state.
-    if reason.as_deref().is_some_and(|r| r.chars().count() > 500) {
-        return Err(IdentityError::invalid(
-            "reason",
-            "must be at most 500 characters",
-        ));
-    }
+    let StatusReason(reason) = reason;
     let agent = agent_in_workspace(ctx, workspace_id, agent_id).await?;
     let Some(to) = action.target(&agent)? else {
         return Ok(to_wire(agent));

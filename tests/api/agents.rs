@@ -224,6 +224,9 @@ both_engines! {
             // `resume` and `approve` of an active agent would change nothing.
             assert_error(app.post(&format!("/v1/agents/{}/{action}", agent.id), &long).await, 400, "invalid_reason").await;
         }
+        // Whatever the agent: a malformed id with a long reason is refused for the reason.
+        assert_error(app.post("/v1/agents/agt_nope/suspend", &long).await, 400, "invalid_reason").await;
+        assert_error(app.post("/v1/agents/agt_nope/suspend", &json!({})).await, 404, "unknown_agent").await;
         let (s, _) = status_json(app.post(&format!("/v1/agents/{}/suspend", agent.id), &json!({"reason": "0".repeat(500)})).await).await;
         assert_eq!(s, 200);
     }

@@ -148,9 +148,10 @@ fn child_path(parent: &str, key: &str) -> String {
 // --- JSON ---------------------------------------------------------------------------------
 //
 // Two libraries, each for what it does well: serde_json decides whether the text is JSON (its
-// grammar exactly, its errors with line and column, nesting bounded before anything recurses
-// deeper), and jsonc-parser, in its strict mode, gives the tree with the byte range of every
-// key and value, keeping a key written twice (serde_json keeps the last one silently).
+// grammar exactly, with the line of an error; it skips the value without recursing), and
+// jsonc-parser, in its strict mode, gives the tree with the byte range of every key and value,
+// keeping a key written twice (serde_json keeps the last one silently). jsonc-parser refuses
+// nesting deeper than 512 levels itself; the tree refuses more than `MAX_SPEC_NESTING`.
 
 /// Reads JSON text strictly (one value, no duplicate keys, bounded nesting).
 pub fn parse_json(text: &str) -> Result<Located, SpecError> {
@@ -159,19 +160,12 @@ pub fn parse_json(text: &str) -> Result<Located, SpecError> {
     }
     let lines = Lines::of(text);
     if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(text) {
-        let pos = Pos {
-            line: e.line(),
-            column: e.column(),
-        };
         let full = e.to_string();
         let message = full
             .strip_suffix(&format!(" at line {} column {}", e.line(), e.column()))
             .unwrap_or(&full);
-        return Err(if message == "recursion limit exceeded" {
-            too_deep("", pos)
-        } else {
-            located_error("", pos, format!("invalid JSON: {message}"))
-        });
+        let pos = lines.at_byte_column(e.line(), e.column());
+        return Err(located_error("", pos, format!("invalid JSON: {message}")));
     }
     let strict = jsonc_parser::ParseOptions {
         allow_comments: false,
@@ -188,11 +182,11 @@ pub fn parse_json(text: &str) -> Result<Located, SpecError> {
     let parsed =
         jsonc_parser::parse_to_ast(text, &jsonc_parser::CollectOptions::default(), &strict)
             .map_err(|e| {
-                located_error(
-                    "",
-                    lines.pos(e.range().start),
-                    format!("invalid JSON: {}", e.kind()),
-                )
+                let pos = lines.pos(e.range().start);
+                match e.kind() {
+                    jsonc_parser::errors::ParseErrorKind::NestingDepthExceeded => too_deep("", pos),
+                    kind => located_error("", pos, format!("invalid JSON: {kind}")),
+                }
             })?;
     match parsed.value {
         Some(value) => located(&value, "", 0, &lines),
@@ -218,8 +212,24 @@ impl<'a> Lines<'a> {
         Self { text, starts }
     }
 
+    /// The place serde_json names by its line and its column in bytes (0 before the line's
+    /// first byte), with the column counted in characters.
+    fn at_byte_column(&self, line: usize, column: usize) -> Pos {
+        let start = self
+            .starts
+            .get(line.saturating_sub(1))
+            .copied()
+            .unwrap_or(0);
+        self.pos(start + column.saturating_sub(1))
+    }
+
     /// The line and column (a column per character, not per byte) of a byte offset.
     fn pos(&self, at: usize) -> Pos {
+        // The character the offset falls in (or the end of the text).
+        let at = (0..=at.min(self.text.len()))
+            .rev()
+            .find(|&i| self.text.is_char_boundary(i))
+            .unwrap_or(0);
         let line = self.starts.partition_point(|&start| start <= at).max(1);
         let start = self.starts.get(line - 1).copied().unwrap_or(0);
         let column = self
@@ -243,10 +253,15 @@ fn located(
         Json::NullKeyword(_) => Node::Null,
         Json::BooleanLit(b) => Node::Bool(b.value),
         Json::StringLit(s) => Node::String(s.value.to_string()),
-        Json::NumberLit(n) => Node::Number(
-            serde_json::from_str::<Number>(n.value)
-                .map_err(|e| located_error(path, pos, format!("invalid JSON: {e}")))?,
-        ),
+        Json::NumberLit(n) => {
+            Node::Number(serde_json::from_str::<Number>(n.value).map_err(|_| {
+                located_error(
+                    path,
+                    pos,
+                    format!("invalid JSON: the number {} is out of range", n.value),
+                )
+            })?)
+        }
         Json::Array(_) | Json::Object(_) if depth >= MAX_SPEC_NESTING => {
             return Err(too_deep(path, pos));
         }
@@ -651,6 +666,12 @@ mod tests {
         let e = parse_json("{\n  \"a\" 1}").unwrap_err();
         assert_eq!((e.line, e.column), (Some(2), Some(7)), "{e:?}");
         assert_eq!(e.message, "invalid JSON: expected `:`");
+        // Columns in characters for serde_json's errors too; nesting past jsonc-parser's own
+        // bound is the spec's nesting error.
+        let e = parse_json("[\"é\", tru]").unwrap_err();
+        assert_eq!((e.line, e.column), (Some(1), Some(10)), "{e:?}");
+        let deep = format!("{}1{}", "[".repeat(600), "]".repeat(600));
+        assert!(parse_json(&deep).unwrap_err().message.contains("nests"));
         // Tabs, and columns counted in characters.
         let located = parse_json("{\n\t\"é\": {\"x\": [true]}}").unwrap();
         assert_eq!(

@@ -588,10 +588,12 @@ async fn act(
     person_requires(principal, Need::AgentsChange)?;
     let action = action_named(verb)?;
     let (workspace_id, _) = principal.membership()?;
-    let reason = reason
-        .map(str::trim)
-        .filter(|r| !r.is_empty())
-        .map(str::to_owned);
+    let reason = agents::StatusReason::parse(
+        reason
+            .map(str::trim)
+            .filter(|r| !r.is_empty())
+            .map(str::to_owned),
+    )?;
     let agent = agents::set_status(
         ctx,
         &workspace_id,

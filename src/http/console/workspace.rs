@@ -794,10 +794,9 @@ pub async fn save_settings(
         Some("true") => true,
         Some("false") => false,
         Some(_) => {
-            return Err(ApiError::invalid(
-                "require_member_approval",
-                "must be `true` or `false`",
-            ).into())
+            return Err(
+                ApiError::invalid("require_member_approval", "must be `true` or `false`").into(),
+            )
         }
     };
     approvals::update_settings(

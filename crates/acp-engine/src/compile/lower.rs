@@ -284,9 +284,16 @@ impl Placement {
 /// A spec's rules: the status guardrails, then the guardrails' inline rules and blocks, then
 /// each binding's blocks, in the spec's order; problems met on the way are added to `errors`.
 pub(crate) fn spec(spec: &PolicySpec, errors: &mut Vec<SpecError>) -> Vec<Placement> {
-    let mut blocks = Blocks::default();
+    let mut blocks = Blocks {
+        lowered: HashMap::new(),
+        bound: spec
+            .bindings
+            .iter()
+            .flat_map(|b| b.blocks.iter().map(String::as_str))
+            .collect(),
+    };
     let g = &spec.global_guardrails;
-    let inline = Arc::new(block(&g.inline_block(), "global_guardrails", errors));
+    let inline = Arc::new(block(&g.inline_block(), "global_guardrails", true, errors));
     let guardrail_blocks: Vec<(&String, Arc<Lowered>)> = g
         .blocks
         .iter()
@@ -321,17 +328,6 @@ pub(crate) fn spec(spec: &PolicySpec, errors: &mut Vec<SpecError>) -> Vec<Placem
             let Some(block) = blocks.get(spec, name, errors) else {
                 continue;
             };
-            if block.allow_pending && blocks.bound.insert(name.clone()) {
-                validate::status(
-                    &StatusRules {
-                        allow_pending: true,
-                        require_active: false,
-                    },
-                    &format!("reusable_policy_blocks.{name}"),
-                    false,
-                    errors,
-                );
-            }
             placed.push(Placement {
                 source: format!("{}/{name}", binding.display_name()),
                 group: Some(binding.group.clone()),
@@ -353,18 +349,7 @@ pub(crate) fn unused_blocks(spec: &PolicySpec, errors: &mut Vec<SpecError>) -> V
         .filter(|(name, _)| !used.contains(name.as_str()))
         .map(|(name, b)| {
             let path = format!("reusable_policy_blocks.{name}");
-            let block = block(b, &path, errors);
-            if block.allow_pending {
-                validate::status(
-                    &StatusRules {
-                        allow_pending: true,
-                        require_active: false,
-                    },
-                    &path,
-                    false,
-                    errors,
-                );
-            }
+            let block = block(b, &path, false, errors);
             Placement {
                 source: format!("reusable_policy_blocks/{name}"),
                 group: None,
@@ -377,14 +362,14 @@ pub(crate) fn unused_blocks(spec: &PolicySpec, errors: &mut Vec<SpecError>) -> V
 }
 
 /// The reusable blocks lowered so far, each once.
-#[derive(Default)]
-struct Blocks {
+struct Blocks<'s> {
     lowered: HashMap<String, Arc<Lowered>>,
-    /// The blocks a binding placed (their status checked as a binding's).
-    bound: BTreeSet<String>,
+    /// The blocks some binding places (their status is checked as a binding's: only the
+    /// guardrails may let pending agents through).
+    bound: BTreeSet<&'s str>,
 }
 
-impl Blocks {
+impl Blocks<'_> {
     fn get(
         &mut self,
         spec: &PolicySpec,
@@ -398,6 +383,7 @@ impl Blocks {
         let b = Arc::new(block(
             written,
             &format!("reusable_policy_blocks.{name}"),
+            !self.bound.contains(name),
             errors,
         ));
         self.lowered.insert(name.to_owned(), b.clone());
@@ -496,8 +482,9 @@ impl Lowering<'_> {
     }
 }
 
-/// One block, lowered; `path` is where it is written.
-fn block(block: &Block, path: &str, errors: &mut Vec<SpecError>) -> Lowered {
+/// One block, lowered; `path` is where it is written, `in_guardrails` whether only the
+/// guardrails place it.
+fn block(block: &Block, path: &str, in_guardrails: bool, errors: &mut Vec<SpecError>) -> Lowered {
     // Written out field by field (no `..`): a part added to blocks must be lowered here.
     let Block {
         description: _,
@@ -530,11 +517,12 @@ fn block(block: &Block, path: &str, errors: &mut Vec<SpecError>) -> Lowered {
         l.vault(v, &format!("{path}.vault"));
     }
     let mut allow_pending = false;
-    if let Some(StatusRules {
-        allow_pending: pending,
-        require_active,
-    }) = status
-    {
+    if let Some(s) = status {
+        validate::status(s, path, in_guardrails, l.errors);
+        let StatusRules {
+            allow_pending: pending,
+            require_active,
+        } = s;
         allow_pending = *pending;
         if *require_active {
             l.push(
