@@ -946,18 +946,29 @@ struct BenchPage {
     notes: Vec<String>,
 }
 
-/// The bench's fields as written.
-struct BenchForm {
+/// The bench's fields as written; as posted, a field not sent is empty.
+#[derive(Deserialize)]
+pub struct BenchForm {
+    #[serde(default)]
     agent_id: String,
+    #[serde(default)]
     status: String,
+    #[serde(default)]
     risk_tier: String,
+    #[serde(default)]
     metadata: String,
+    #[serde(default)]
     labels: String,
+    #[serde(default)]
     action: String,
+    #[serde(default)]
     context: String,
+    #[serde(default)]
     email: String,
     /// `current` or `draft`.
+    #[serde(default)]
     against: String,
+    #[serde(default)]
     draft: String,
 }
 
@@ -978,40 +989,13 @@ impl Default for BenchForm {
     }
 }
 
-/// The bench's form as posted (a field not sent is empty).
-#[derive(Default, Deserialize)]
-#[serde(default)]
-pub struct BenchFields {
-    agent_id: String,
-    status: String,
-    risk_tier: String,
-    metadata: String,
-    labels: String,
-    action: String,
-    context: String,
-    email: String,
-    against: String,
-    draft: String,
-}
-
 impl BenchForm {
-    fn from_fields(fields: BenchFields) -> Self {
-        Self {
-            agent_id: fields.agent_id,
-            status: fields.status,
-            risk_tier: fields.risk_tier,
-            metadata: fields.metadata,
-            labels: fields.labels,
-            action: fields.action,
-            context: fields.context,
-            email: fields.email,
-            against: if fields.against == "draft" {
-                "draft".into()
-            } else {
-                "current".into()
-            },
-            draft: fields.draft,
+    /// The form as posted, `against` read as `draft` or else `current`.
+    fn posted(mut self) -> Self {
+        if self.against != "draft" {
+            self.against = "current".into();
         }
+        self
     }
 
     /// The request, or every field that does not read.
@@ -1250,9 +1234,9 @@ pub async fn bench_form(
 pub async fn bench_run(
     State(ctx): State<SharedContext>,
     Path(policy_id): Path<String>,
-    posted: Posted<BenchFields>,
+    posted: Posted<BenchForm>,
 ) -> PageResult {
-    let form = BenchForm::from_fields(posted.form);
+    let form = posted.form.posted();
     Ok(evaluate_bench(&ctx, &posted.person, &policy_id, form).await?)
 }
 
