@@ -43,6 +43,8 @@ const LAYERS: &[(&str, u8)] = &[
     ("identity", 2),
     ("enforce", 2),
     ("vault", 2),
+    // The MCP gateway: registered servers, and the tool calls it decides.
+    ("mcp", 2),
     ("telemetry", 2),
     ("audit::delivery", 2),
     ("audit::retention", 2),

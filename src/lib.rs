@@ -22,6 +22,7 @@ pub mod error;
 pub mod http;
 pub mod identity;
 pub mod mail;
+pub mod mcp;
 pub mod net;
 pub mod observe;
 pub mod policy;

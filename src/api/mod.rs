@@ -11,6 +11,7 @@ mod agents;
 mod audit;
 mod credentials;
 mod decisions;
+mod mcp;
 mod vault;
 
 pub use accounts::*;
@@ -18,6 +19,7 @@ pub use agents::*;
 pub use audit::*;
 pub use credentials::*;
 pub use decisions::*;
+pub use mcp::*;
 pub use vault::*;
 
 /// The error envelope of every non-2xx answer.
@@ -34,6 +36,13 @@ pub struct HealthResponse {
     pub ok: bool,
     /// `alive` or `ready`.
     pub status: String,
+}
+
+/// A field that may be absent (`None`, by `default`), `null` (`Some(None)`) or a value.
+pub(crate) fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(d).map(Some)
 }
 
 /// Integers in JSON bodies: JSON Schema's `integer` is any number without a fractional part, so

@@ -20,7 +20,6 @@ use crate::audit::state_change;
 
 /// Sinks per workspace.
 pub const MAX_SINKS: i64 = 10;
-const MAX_URL_LEN: usize = 2048;
 const ID_PREFIX: &str = "snk";
 
 /// A new signing secret: `whsec_` and 40 base62 characters (238 bits).
@@ -28,28 +27,12 @@ fn generate_secret() -> String {
     format!("whsec_{}", random_base62(40))
 }
 
-/// An `https://` URL with a host, no user name or password, no fragment; answered as given.
+/// An `https://` URL with a host, no user name or password (batches are signed), no fragment;
+/// answered as given.
 fn checked_url(raw: &str) -> IdentityResult<String> {
-    let bad = |why: &str| IdentityError::malformed("invalid_sink_url", format!("`url` {why}"));
-    if raw.len() > MAX_URL_LEN {
-        return Err(bad(&format!("must be at most {MAX_URL_LEN} characters")));
-    }
-    let url = url::Url::parse(raw).map_err(|e| bad(&format!("is not an absolute URL: {e}")))?;
-    if url.scheme() != "https" {
-        return Err(bad("must be an https:// URL"));
-    }
-    if url.host_str().is_none_or(str::is_empty) {
-        return Err(bad("has no host"));
-    }
-    if !url.username().is_empty() || url.password().is_some() {
-        return Err(bad(
-            "must not carry a user name or password (batches are signed)",
-        ));
-    }
-    if url.fragment().is_some() {
-        return Err(bad("must not have a fragment"));
-    }
-    Ok(url.to_string())
+    crate::net::egress::https_endpoint(raw)
+        .map(String::from)
+        .map_err(|why| IdentityError::malformed("invalid_sink_url", format!("`url` {why}")))
 }
 
 /// Refuses a URL whose host resolves, now, to an address the sinks may not reach (loopback,

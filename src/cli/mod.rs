@@ -5,7 +5,7 @@
 //!
 //! The client commands (`login`, `whoami`, `token`, `agents`, `audit`, `kill-switch`,
 //! `credentials`, `challenges`, `policy get|versions|diff|rollback`, `api-keys`, `members`,
-//! `workspaces`, `vault`, `sync`) talk to a running server with a person's token (`acp login` stores one
+//! `workspaces`, `vault`, `mcp`, `sync`) talk to a running server with a person's token (`acp login` stores one
 //! per server) or a workspace API key; see `client.rs`. Their shared flags are listed once, by
 //! `acp options`, and hidden from each command's help.
 //!
@@ -26,6 +26,7 @@ mod healthcheck;
 mod keys;
 mod login;
 mod manage;
+mod mcp;
 mod operate;
 mod outbox;
 pub mod output;
@@ -81,8 +82,8 @@ pub const GROUPS: &[(&str, &[&str])] = &[
     ("Policies", &["policy", "sync"]),
     ("Approvals and audit", &["challenges", "audit"]),
     (
-        "Credentials and vault",
-        &["credentials", "kill-switch", "vault"],
+        "Credentials, vault and MCP",
+        &["credentials", "kill-switch", "vault", "mcp"],
     ),
     (
         "Workspace and access",
@@ -145,6 +146,8 @@ pub enum Command {
     KillSwitch(operate::KillSwitchArgs),
     /// The vault on a server: secret sets, versions, grants, workflow leases
     Vault(vault::VaultArgs),
+    /// The MCP gateway on a server: the servers agents reach through it
+    Mcp(mcp::McpArgs),
     /// Your workspaces on a server: list, create, use
     Workspaces(manage::WorkspacesArgs),
     /// The workspace's members on a server: list, add, remove
@@ -300,6 +303,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Challenges(args) => operate::challenges(args).await,
         Command::ApiKeys(args) => manage::api_keys(args).await,
         Command::Members(args) => manage::members(args).await,
+        Command::Mcp(args) => mcp::run(args).await,
         Command::Workspaces(args) => manage::workspaces(args).await,
         Command::Admin(args) => admin::run(args).await,
         Command::Options => {

@@ -249,7 +249,7 @@ async fn set_named(client: &Client, name: &str) -> anyhow::Result<Option<Value>>
 
 /// How paths and bodies name `set`: its id or number as given, or the id of the set of that
 /// name (404 when there is none).
-async fn set_ref(client: &Client, set: &str) -> anyhow::Result<String> {
+pub(super) async fn set_ref(client: &Client, set: &str) -> anyhow::Result<String> {
     if is_id_or_number(set) {
         return Ok(set.to_owned());
     }

@@ -20,6 +20,7 @@ pub mod headers;
 pub mod heartbeats;
 pub mod inventory;
 pub mod kill_switch;
+pub mod mcp;
 pub mod members;
 pub mod observe;
 pub mod openapi;
@@ -79,6 +80,7 @@ use crate::store::Cursor;
         (name = "approvals", description = "Approval links and policy challenges"),
         (name = "credentials", description = "Short-lived credentials and the kill switch"),
         (name = "vault", description = "Secret sets, grants, leases and the injecting proxy"),
+        (name = "mcp", description = "The MCP gateway's registered servers"),
         (name = "operations", description = "Health and discovery")
     )
 )]
@@ -243,6 +245,10 @@ fn routes(ctx: Option<&SharedContext>) -> OpenApiRouter<SharedContext> {
         .routes(routes!(vault_agent::mint_request_lease)) // POST /v1/vault/leases/request/mint
         .routes(routes!(vault_agent::read_secrets)) // POST /v1/vault/secrets/read
         .routes(routes!(vault_agent::proxy_request)) // POST /v1/vault/proxy/request
+        // The MCP gateway
+        .routes(routes!(mcp::list, mcp::create)) // GET, POST /v1/mcp/servers
+        .routes(routes!(mcp::get, mcp::update)) // GET, POST /v1/mcp/servers/{server_id}
+        .routes(routes!(mcp::delete)) // POST /v1/mcp/servers/{server_id}/delete
         // Telemetry
         .routes(routes!(heartbeats::heartbeat)) // POST /v1/telemetry/heartbeat
         .routes(routes!(heartbeats::ingest)) // POST /v1/telemetry/heartbeat/ingest

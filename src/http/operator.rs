@@ -60,6 +60,8 @@ pub mod needs {
         VaultChange,
         VaultLeasesRead,
         VaultLeases,
+        McpRead,
+        McpChange,
     );
 }
 

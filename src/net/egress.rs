@@ -455,6 +455,34 @@ fn host_of(url: &url::Url, field: &'static str) -> Result<String, EgressError> {
     }
 }
 
+/// The longest endpoint URL a user may register (an audit sink, an MCP server).
+pub const MAX_ENDPOINT_URL: usize = 2048;
+
+/// An endpoint a user registers for the service to call (an audit sink's receiver, an MCP
+/// server): an absolute `https://` URL with a host, no user name or password (credentials go
+/// elsewhere, never in a URL that is shown) and no fragment, at most [`MAX_ENDPOINT_URL`]
+/// bytes. The error completes "`url` ...". Where it resolves is checked separately
+/// ([`Egress::check_destination`]), and again at every call.
+pub fn https_endpoint(raw: &str) -> Result<url::Url, String> {
+    if raw.len() > MAX_ENDPOINT_URL {
+        return Err(format!("must be at most {MAX_ENDPOINT_URL} characters"));
+    }
+    let url = url::Url::parse(raw).map_err(|e| format!("is not an absolute URL: {e}"))?;
+    if url.scheme() != "https" {
+        return Err("must be an https:// URL".into());
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err("has no host".into());
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err("must not carry a user name or password".into());
+    }
+    if url.fragment().is_some() {
+        return Err("must not have a fragment".into());
+    }
+    Ok(url)
+}
+
 /// Checks a call against a profile: scheme, host, method and path.
 pub fn target(profile: &Profile, call: &ProxyCall) -> Result<Target, EgressError> {
     let url = parse_url(&call.url)?;

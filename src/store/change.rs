@@ -6,8 +6,8 @@
 //! does not compile.
 
 use super::{
-    AccountOp, AgentOp, AgentRecord, AuditOp, AuditRecord, CredentialOp, EmailOp, PolicyOp, SiteOp,
-    Supersedes, TelemetryOp, User, VaultOp,
+    AccountOp, AgentOp, AgentRecord, AuditOp, AuditRecord, CredentialOp, EmailOp, McpOp, PolicyOp,
+    SiteOp, Supersedes, TelemetryOp, User, VaultOp,
 };
 
 /// One atomic write: an optional nonce claim, a state change and its audit records.
@@ -69,6 +69,7 @@ pub enum Op {
     Site(SiteOp),
     Vault(VaultOp),
     Audit(AuditOp),
+    Mcp(McpOp),
     /// Several operations applied in order, all or none; answers the last one's result.
     Batch(Vec<Op>),
 }
@@ -90,6 +91,7 @@ impl Op {
             Op::Site(op) => op.supersedes(),
             Op::Vault(op) => op.supersedes(),
             Op::Audit(op) => op.supersedes(),
+            Op::Mcp(op) => op.supersedes(),
         }
     }
 }
@@ -114,6 +116,7 @@ area_into_op! {
     SiteOp => Site,
     VaultOp => Vault,
     AuditOp => Audit,
+    McpOp => Mcp,
 }
 
 /// What applying a change answers, besides success: the row it produced when the caller

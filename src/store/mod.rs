@@ -5,7 +5,7 @@
 //! The store is split by area, each with a trait of its reads and an enum of its operations
 //! (lldap's backend handler traits are the model): agents ([`AgentStore`], [`AgentOp`]),
 //! accounts ([`AccountStore`], [`AccountOp`]), policies, credentials, email, audit, telemetry
-//! and the site. [`Store`] is all of them plus what crosses areas: applying changes, the
+//! the site, the vault and the MCP gateway's servers. [`Store`] is all of them plus what crosses areas: applying changes, the
 //! workspace versions replicas compare, housekeeping. Each area's records (the rows as the
 //! store keeps them, times in epoch milliseconds) are in the area's file beside its trait, and
 //! its SQL is one file under `sql/`.
@@ -22,6 +22,7 @@ mod change;
 mod credentials;
 mod email;
 mod group_commit;
+mod mcp;
 mod policies;
 mod site;
 mod sql;
@@ -49,6 +50,7 @@ pub use credentials::{CredentialRecord, KillSwitch, SigningKeyRecord};
 pub use email::{EmailOp, EmailStore};
 pub use email::{OutboxAttachment, OutboxMessage};
 pub use group_commit::{GroupCommit, Writer};
+pub use mcp::{McpOp, McpServerAuth, McpServerRecord, McpStore, ServerRef};
 pub use policies::{ApprovalNotice, PolicyOp, PolicyStore, APPROVAL_MAILS_SPENT, APPROVAL_USED};
 pub use policies::{
     ChallengeQuery, IdempotencyRecord, PolicyApply, PolicyChallenge, PolicyRecord, PolicyVersion,
@@ -174,6 +176,7 @@ pub trait Store:
     + TelemetryStore
     + SiteStore
     + VaultStore
+    + McpStore
     + Send
     + Sync
     + 'static

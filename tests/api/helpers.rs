@@ -725,3 +725,74 @@ impl Ran {
         serde_json::from_str(&self.out).unwrap_or_else(|e| panic!("{e}: {self:?}"))
     }
 }
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_acp");
+
+/// A terminal: the binary with none of the caller's `ACP_` variables, its own (empty)
+/// credentials file, and the server and token given.
+pub struct Term {
+    _dir: tempfile::TempDir,
+    env: Vec<(String, String)>,
+}
+
+impl Term {
+    pub fn new(server: Option<&str>, token: Option<&str>) -> Term {
+        let dir = tempfile::tempdir().unwrap();
+        let mut env = vec![(
+            "ACP_CREDENTIALS".to_owned(),
+            dir.path().join("credentials.json").display().to_string(),
+        )];
+        if let Some(server) = server {
+            env.push(("ACP_SERVER".into(), server.into()));
+        }
+        if let Some(token) = token {
+            env.push(("ACP_TOKEN".into(), token.into()));
+        }
+        Term { _dir: dir, env }
+    }
+
+    pub async fn run(&self, args: &[&str]) -> Ran {
+        let mut cmd = tokio::process::Command::new(BIN);
+        for (name, _) in std::env::vars_os() {
+            if name.to_string_lossy().starts_with("ACP_") {
+                cmd.env_remove(&name);
+            }
+        }
+        let out = cmd
+            .args(args)
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdin(std::process::Stdio::null())
+            .output()
+            .await
+            .unwrap();
+        Ran {
+            code: out.status.code().unwrap_or(-1),
+            out: String::from_utf8_lossy(&out.stdout).into_owned(),
+            err: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// A command that must succeed, with `--output json`.
+    pub async fn json(&self, args: &[&str]) -> Value {
+        let ran = self.run(&[args, &["--output", "json"]].concat()).await;
+        assert_eq!(ran.code, 0, "acp {args:?}: {ran:?}");
+        ran.json()
+    }
+}
+
+/// A personal access token of `email` (given `role` in the app's workspace first).
+pub async fn token_of(app: &TestApp, email: &str, role: &str) -> String {
+    app.grant(&app.workspace_id, email, role).await;
+    let person = app.login(email).await;
+    let (s, made) = status_json(
+        person
+            .post(
+                "/v1/auth/tokens",
+                &json!({"name": format!("{role} terminal")}),
+            )
+            .await,
+    )
+    .await;
+    assert_eq!(s, 200, "{made}");
+    made["token"].as_str().unwrap().to_owned()
+}

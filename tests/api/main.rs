@@ -48,6 +48,7 @@ mod first_start;
 mod foundation;
 mod isolation;
 mod jwt;
+mod mcp;
 mod metrics;
 mod openapi;
 mod operator_cli;

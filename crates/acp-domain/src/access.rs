@@ -57,6 +57,10 @@ pub enum Need {
     VaultLeasesRead,
     /// Vault workflow leases: issue and revoke.
     VaultLeases,
+    /// The MCP gateway's registered servers and their tool calls: read.
+    McpRead,
+    /// Register, change and remove the MCP gateway's servers.
+    McpChange,
 }
 
 /// The scopes an API key may be narrowed to.
@@ -91,6 +95,7 @@ impl Need {
                 | Self::WorkspaceRead
                 | Self::VaultRead
                 | Self::VaultLeasesRead
+                | Self::McpRead
         )
     }
 
@@ -115,7 +120,9 @@ impl Need {
             | Self::WorkspaceRead
             | Self::WorkspaceChange
             | Self::VaultRead
-            | Self::VaultChange => return None,
+            | Self::VaultChange
+            | Self::McpRead
+            | Self::McpChange => return None,
         })
     }
 

@@ -24,6 +24,7 @@ pub const POLICY_CHALLENGE: &str = "pch";
 pub const SECRET_SET: &str = "ss";
 pub const USER: &str = "usr";
 pub const TOKEN: &str = "pat";
+pub const MCP_SERVER: &str = "mcp";
 
 /// A new id with the given prefix, for example `agt_0193a4...`.
 pub fn new_id(prefix: &str) -> String {
@@ -234,6 +235,8 @@ kinds! {
     User, UserId, USER, "user id";
     /// A personal access token (`pat_…`).
     Token, TokenId, TOKEN, "token id";
+    /// An MCP server registered with the gateway (`mcp_…`).
+    McpServer, McpServerId, MCP_SERVER, "MCP server id";
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ pub mod credential;
 pub mod email;
 pub mod ids;
 pub mod input;
+pub mod mcp;
 pub mod member;
 pub mod refusal;
 pub mod signup;

@@ -16,6 +16,7 @@ pub mod approvals;
 pub mod audit;
 pub mod credentials;
 pub mod extract;
+pub mod mcp;
 pub mod overview;
 pub mod policies;
 pub mod vault;
@@ -78,6 +79,7 @@ pub fn routes() -> OpenApiRouter<SharedContext> {
         .routes(routes!(vault::revoke_set_grant)) // POST /dashboard/vault/{secret_set_id}/grants/{grant_id}/revoke
         .routes(routes!(vault::issue_set_lease)) // POST /dashboard/vault/{secret_set_id}/leases
         .routes(routes!(vault::revoke_set_lease)) // POST /dashboard/vault/{secret_set_id}/leases/{lease_id}/revoke
+        .routes(routes!(mcp::mcp_page)) // GET /dashboard/mcp
         .routes(routes!(workspace::workspace_page)) // GET /dashboard/settings
         .routes(routes!(workspace::save_member)) // POST /dashboard/settings/members
         .routes(routes!(
@@ -159,6 +161,7 @@ pub(super) enum Section {
     Approvals,
     Audit,
     Vault,
+    Mcp,
     Credentials,
     Workspace,
 }
@@ -173,7 +176,7 @@ struct SectionInfo {
     back: &'static str,
 }
 
-const SECTIONS: [SectionInfo; 8] = [
+const SECTIONS: [SectionInfo; 9] = [
     SectionInfo {
         section: Section::Overview,
         label: "Overview",
@@ -215,6 +218,13 @@ const SECTIONS: [SectionInfo; 8] = [
         path: "/dashboard/vault",
         need: Some(Need::VaultRead),
         back: "Back to the vault",
+    },
+    SectionInfo {
+        section: Section::Mcp,
+        label: "MCP",
+        path: "/dashboard/mcp",
+        need: Some(Need::McpRead),
+        back: "Back to the MCP gateway",
     },
     SectionInfo {
         section: Section::Credentials,

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use sqlx::{Any, AnyConnection, Connection, Row, Transaction};
 
 use super::audit::{insert_audits, Enclosed, AUDIT_ROWS_PER_INSERT};
-use super::{accounts, agents, audit, credentials, email, policies, site, telemetry, vault};
+use super::{accounts, agents, audit, credentials, email, mcp, policies, site, telemetry, vault};
 use crate::store::*;
 
 /// Applies a batch on the write connection (see [`Store::apply`](crate::store::Store::apply)).
@@ -214,6 +214,7 @@ async fn apply_area(tx: &mut Transaction<'_, Any>, op: &Op) -> Result<Applied, S
         Op::Site(op) => site::apply(tx, op).await,
         Op::Vault(op) => vault::apply(tx, op).await,
         Op::Audit(op) => audit::apply(tx, op).await,
+        Op::Mcp(op) => mcp::apply(tx, op).await,
         Op::Batch(ops) => {
             let mut last = Applied::Done;
             for op in ops {

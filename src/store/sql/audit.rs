@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
 
-use super::{json_text, json_value, string_list, Filters, SqlStore};
+use super::{found, json_text, json_value, string_list, Filters, SqlStore};
 use crate::store::*;
 
 /// Columns of one audit row.
@@ -769,14 +769,6 @@ pub(super) async fn apply(
             .await?;
             Ok(Applied::Done)
         }
-    }
-}
-
-fn found(rows: u64) -> Result<Applied, StoreError> {
-    if rows == 0 {
-        Err(StoreError::NotFound)
-    } else {
-        Ok(Applied::Done)
     }
 }
 

@@ -30,6 +30,7 @@ mod audit;
 pub mod backup;
 mod credentials;
 mod email;
+mod mcp;
 mod policies;
 mod site;
 mod telemetry;
@@ -380,6 +381,12 @@ fn changed_rows(rows: u64, refused: impl FnOnce() -> StoreError) -> Result<(), S
     } else {
         Ok(())
     }
+}
+
+/// `Done` when the statement changed a row; else `NotFound` (the row it names is not there).
+fn found(rows: u64) -> Result<Applied, StoreError> {
+    changed_rows(rows, || StoreError::NotFound)?;
+    Ok(Applied::Done)
 }
 
 /// `Done` when the statement changed a row; else `Conflict` with `why`.

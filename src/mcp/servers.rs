@@ -1,0 +1,358 @@
+//! Registered servers: the upstreams a workspace's agents reach through the gateway, each by
+//! a name of its own (`/mcp/{name}`, actions `mcp.{name}.{tool}`), registered by owners and
+//! admins and read by every member. A server's URL passes the vault proxy's egress rules (an
+//! `https://` endpoint at a public address unless the operator's allow-list opens it), checked
+//! when it is set and again at every call; its upstream authentication is a vault secret set's
+//! proxy profile, checked to cover the URL.
+
+use serde_json::{json, Value};
+
+use crate::api;
+use crate::audit::{self, names::ActorNames, Actor};
+use crate::context::Context;
+use crate::domain::ids::{self, McpServerId};
+use crate::domain::mcp::ServerName;
+use crate::enforce::{EnforceError, EnforceResult};
+use crate::net::egress::{self, EgressError, Profile, ProxyCall};
+use crate::store::{Change, McpOp, McpServerAuth, McpServerRecord, ServerRef, StoreError};
+use crate::time::{iso, now_ms};
+use crate::vault::sets::{live_set, set_ref};
+
+/// Servers per workspace.
+pub const MAX_SERVERS: i64 = 100;
+
+fn unknown_server() -> EnforceError {
+    EnforceError::not_found(
+        "unknown_mcp_server",
+        "this workspace has no such MCP server",
+    )
+}
+
+/// A server named in a path: its id (`mcp_…`) or its name. Anything else names none.
+fn server_ref(text: &str) -> EnforceResult<ServerRef<'_>> {
+    if McpServerId::parse(text).is_some() {
+        Ok(ServerRef::Id(text))
+    } else if ServerName::parse(text).is_ok() {
+        Ok(ServerRef::Name(text))
+    } else {
+        Err(unknown_server())
+    }
+}
+
+/// The workspace's server named by `server` (id or name).
+pub async fn find(
+    ctx: &Context,
+    workspace_id: &str,
+    server: &str,
+) -> EnforceResult<McpServerRecord> {
+    ctx.store
+        .mcp_server(workspace_id, server_ref(server)?)
+        .await?
+        .ok_or_else(unknown_server)
+}
+
+/// The store's refusals in the API's words.
+fn refused(err: StoreError) -> EnforceError {
+    match err {
+        StoreError::NotFound => unknown_server(),
+        StoreError::Conflict(code) if code == "mcp_server_exists" => EnforceError::conflict(
+            "mcp_server_exists",
+            "an MCP server of this workspace has that name",
+        ),
+        StoreError::Conflict(code) if code == "too_many_mcp_servers" => EnforceError::conflict(
+            "too_many_mcp_servers",
+            format!("a workspace has at most {MAX_SERVERS} MCP servers"),
+        ),
+        other => other.into(),
+    }
+}
+
+/// The upstream's endpoint, checked as every endpoint a user registers is, and its host
+/// resolved now against the egress rules (a name that does not resolve yet is let in: every
+/// call checks again).
+async fn checked_url(ctx: &Context, raw: &str) -> EnforceResult<String> {
+    let url =
+        egress::https_endpoint(raw.trim()).map_err(|why| EnforceError::invalid("url", why))?;
+    match ctx.egress.check_destination(url.as_str()).await {
+        Err(EgressError::DestinationNotAllowed(_)) => Err(EnforceError::malformed(
+            "destination_not_allowed",
+            "`url`: its host is, or resolves to, an address that is not public (loopback, private, link-local or a cloud metadata service) and that the operator's allow-list does not open",
+        )),
+        _ => Ok(url.into()),
+    }
+}
+
+/// The upstream authentication asked for: a live secret set of the workspace and a profile of
+/// its current version that lets the gateway POST to `url` and whose injections the set holds.
+async fn checked_auth(
+    ctx: &Context,
+    workspace_id: &str,
+    auth: &api::McpServerAuthRequest,
+    url: &str,
+) -> EnforceResult<McpServerAuth> {
+    let set = live_set(ctx, workspace_id, &set_ref(&auth.secret_set_id)?).await?;
+    let version = ctx
+        .store
+        .secret_version(&set.id, set.current_version)
+        .await?
+        .ok_or_else(|| EnforceError::internal("the secret set's current version is missing"))?;
+    let name = auth.profile.trim();
+    let stored = version
+        .profiles
+        .get(name)
+        .filter(|_| !name.is_empty())
+        .ok_or_else(|| {
+            EnforceError::not_found(
+                "unknown_profile",
+                format!("the secret set `{}` has no profile `{name}`", set.name),
+            )
+        })?;
+    let profile = Profile::from_json(stored).map_err(EnforceError::internal)?;
+    let bad = |why: String| EnforceError::invalid("auth", format!("`{name}`: {why}"));
+    let call = ProxyCall::from_json(&json!({ "method": "POST", "url": url }))
+        .map_err(|e| bad(e.to_string()))?;
+    egress::target(&profile, &call).map_err(|e| {
+        bad(format!(
+            "the profile does not let the gateway call the server's URL: {e}"
+        ))
+    })?;
+    if let Some(missing) = profile
+        .keys()
+        .into_iter()
+        .find(|k| !version.keys.contains(k))
+    {
+        return Err(bad(format!(
+            "the profile injects `{missing}`, which the secret set `{}` does not hold",
+            set.name
+        )));
+    }
+    Ok(McpServerAuth {
+        secret_set_id: set.id,
+        profile: name.to_owned(),
+    })
+}
+
+/// Commits `op` with its audit event.
+async fn commit(
+    ctx: &Context,
+    actor: &Actor,
+    server: &McpServerRecord,
+    (event_type, action): (&str, &str),
+    details: Value,
+    op: McpOp,
+) -> EnforceResult<()> {
+    let mut details = details;
+    details["server_id"] = json!(server.id);
+    details["name"] = json!(server.name);
+    let event = audit::state_change(
+        event_type,
+        action,
+        Some(&server.workspace_id),
+        None,
+        actor,
+        details,
+    );
+    ctx.writer
+        .commit(Change::new(op).audited(event))
+        .await
+        .map_err(refused)?;
+    Ok(())
+}
+
+/// What a server's registration says, for its audit events (never a secret: the auth is a
+/// reference to the vault).
+fn settings(server: &McpServerRecord) -> Value {
+    json!({
+        "url": server.url,
+        "auth": server.auth.as_ref().map(|a| json!({"secret_set_id": a.secret_set_id, "profile": a.profile})),
+        "record_arguments": server.record_arguments,
+    })
+}
+
+/// The servers as the API shows them, with who registered each (one lookup for all).
+async fn views(
+    ctx: &Context,
+    workspace_id: &str,
+    servers: Vec<McpServerRecord>,
+) -> EnforceResult<Vec<api::McpServer>> {
+    let names = ActorNames::lookup(
+        ctx.store.as_ref(),
+        workspace_id,
+        servers.iter().map(|s| s.created_by.as_str()),
+    )
+    .await?;
+    Ok(servers
+        .into_iter()
+        .map(|s| api::McpServer {
+            endpoint: format!("{}/mcp/{}", ctx.public_url.trim_end_matches('/'), s.name),
+            created_by_name: names.get(&s.created_by),
+            server_id: s.id,
+            name: s.name,
+            url: s.url,
+            auth: s.auth.map(|a| api::McpServerAuth {
+                secret_set_id: a.secret_set_id,
+                profile: a.profile,
+            }),
+            record_arguments: s.record_arguments,
+            created_at: iso(s.created_at),
+            created_by: s.created_by,
+            updated_at: iso(s.updated_at),
+        })
+        .collect())
+}
+
+async fn view(ctx: &Context, server: McpServerRecord) -> EnforceResult<api::McpServer> {
+    let workspace_id = server.workspace_id.clone();
+    views(ctx, &workspace_id, vec![server])
+        .await?
+        .pop()
+        .ok_or_else(|| EnforceError::internal("the server went missing"))
+}
+
+pub async fn list(ctx: &Context, workspace_id: &str) -> EnforceResult<Vec<api::McpServer>> {
+    let servers = ctx.store.mcp_servers(workspace_id).await?;
+    views(ctx, workspace_id, servers).await
+}
+
+pub async fn get(ctx: &Context, workspace_id: &str, server: &str) -> EnforceResult<api::McpServer> {
+    view(ctx, find(ctx, workspace_id, server).await?).await
+}
+
+/// Registers a server (owners and admins).
+pub async fn create(
+    ctx: &Context,
+    workspace_id: &str,
+    actor: &Actor,
+    req: api::CreateMcpServerRequest,
+) -> EnforceResult<api::McpServer> {
+    let name = ServerName::parse(req.name.trim())?;
+    let url = checked_url(ctx, &req.url).await?;
+    let auth = match &req.auth {
+        Some(auth) => Some(checked_auth(ctx, workspace_id, auth, &url).await?),
+        None => None,
+    };
+    let now = now_ms();
+    let server = McpServerRecord {
+        id: ids::new_id(ids::MCP_SERVER),
+        workspace_id: workspace_id.to_owned(),
+        name: name.into_string(),
+        url,
+        auth,
+        record_arguments: req.record_arguments.unwrap_or(false),
+        created_at: now,
+        created_by: actor.label(),
+        updated_at: now,
+    };
+    let op = McpOp::CreateServer {
+        server: server.clone(),
+        max: MAX_SERVERS,
+    };
+    let details = settings(&server);
+    commit(
+        ctx,
+        actor,
+        &server,
+        ("mcp.server.created", "create_mcp_server"),
+        details,
+        op,
+    )
+    .await?;
+    view(ctx, server).await
+}
+
+/// Changes a server's name, URL, upstream authentication or argument recording (owners and
+/// admins); an absent field stays. A new URL is checked against the authentication it will
+/// have (the one sent, else the one it has).
+pub async fn update(
+    ctx: &Context,
+    workspace_id: &str,
+    actor: &Actor,
+    server: &str,
+    req: api::UpdateMcpServerRequest,
+) -> EnforceResult<api::McpServer> {
+    let before = find(ctx, workspace_id, server).await?;
+    let mut after = before.clone();
+    if let Some(name) = &req.name {
+        after.name = ServerName::parse(name.trim())?.into_string();
+    }
+    if let Some(url) = &req.url {
+        after.url = checked_url(ctx, url).await?;
+    }
+    match &req.auth {
+        Some(Some(auth)) => {
+            after.auth = Some(checked_auth(ctx, workspace_id, auth, &after.url).await?)
+        }
+        Some(None) => after.auth = None,
+        None if req.url.is_some() => {
+            if let Some(auth) = &before.auth {
+                let kept = api::McpServerAuthRequest {
+                    secret_set_id: json!(auth.secret_set_id),
+                    profile: auth.profile.clone(),
+                };
+                after.auth = Some(checked_auth(ctx, workspace_id, &kept, &after.url).await?);
+            }
+        }
+        None => {}
+    }
+    if let Some(record) = req.record_arguments {
+        after.record_arguments = record;
+    }
+    after.updated_at = now_ms();
+    let details = json!({ "before": settings(&before), "after": settings(&after), "previous_name": before.name });
+    let op = McpOp::UpdateServer {
+        server: after.clone(),
+    };
+    commit(
+        ctx,
+        actor,
+        &after,
+        ("mcp.server.updated", "update_mcp_server"),
+        details,
+        op,
+    )
+    .await?;
+    view(ctx, after).await
+}
+
+/// Removes a server (owners and admins): its path answers `unknown_mcp_server` from now on.
+pub async fn delete(
+    ctx: &Context,
+    workspace_id: &str,
+    actor: &Actor,
+    server: &str,
+) -> EnforceResult<()> {
+    let found = find(ctx, workspace_id, server).await?;
+    let op = McpOp::DeleteServer {
+        workspace_id: workspace_id.to_owned(),
+        server_id: found.id.clone(),
+    };
+    let details = settings(&found);
+    commit(
+        ctx,
+        actor,
+        &found,
+        ("mcp.server.deleted", "delete_mcp_server"),
+        details,
+        op,
+    )
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_path_names_a_server_by_id_or_name_only() {
+        let id = ids::new_id(ids::MCP_SERVER);
+        assert_eq!(server_ref(&id).unwrap(), ServerRef::Id(&id));
+        assert_eq!(server_ref("github").unwrap(), ServerRef::Name("github"));
+        for nothing in ["GitHub", "mcp_123", "", "a/b"] {
+            let err = server_ref(nothing).unwrap_err();
+            assert!(
+                matches!(&err, EnforceError::Refused(r) if r.code == "unknown_mcp_server"),
+                "{nothing}: {err:?}"
+            );
+        }
+    }
+}
