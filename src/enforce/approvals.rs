@@ -9,6 +9,7 @@ use crate::api;
 use crate::audit::{self, Actor};
 use crate::context::Context;
 use crate::domain::access::{person_may, Denied, Need};
+use crate::domain::ids::PolicyChallengeId;
 use crate::domain::{ChallengeStatus, Raiser, Role};
 use crate::identity::accounts::Principal;
 use crate::secret::sha256_hex;
@@ -236,7 +237,11 @@ pub async fn decide_by_id(
     let status = parse_decision(decision)?;
     let reason = approver_reason(reason)?;
     let (workspace_id, role) = person.membership()?;
-    let challenge = match in_workspace(ctx, &workspace_id, id).await {
+    let found = match challenge_id(id) {
+        Ok(id) => in_workspace(ctx, &workspace_id, &id).await,
+        Err(err) => Err(err),
+    };
+    let challenge = match found {
         Ok(challenge) => challenge,
         // Someone who may decide only the challenges that name them learns nothing of others.
         Err(_) if role < Role::Approver => return Err(cannot_decide(role)),
@@ -317,24 +322,32 @@ async fn record_decision(
     with_name(ctx, &workspace_id, to_wire(&updated, now)).await
 }
 
+fn unknown_challenge() -> EnforceError {
+    EnforceError::not_found(
+        "unknown_challenge",
+        "no such policy challenge in this workspace",
+    )
+}
+
+/// A challenge id as a request sends it: one of the shape of a challenge's id, else
+/// `unknown_challenge` (answered without a lookup, as for a challenge that does not exist).
+pub fn challenge_id(text: &str) -> EnforceResult<PolicyChallengeId> {
+    PolicyChallengeId::parse(text).ok_or_else(unknown_challenge)
+}
+
 /// A challenge of `workspace_id` by id (404 `unknown_challenge` for another workspace's).
 async fn in_workspace(
     ctx: &Context,
     workspace_id: &str,
-    id: &str,
+    id: &PolicyChallengeId,
 ) -> EnforceResult<PolicyChallenge> {
-    let unknown = || {
-        EnforceError::not_found(
-            "unknown_challenge",
-            "no such policy challenge in this workspace",
-        )
-    };
-    if !crate::domain::ids::has_shape(id, crate::domain::ids::POLICY_CHALLENGE) {
-        return Err(unknown());
-    }
-    let challenge = ctx.store.policy_challenge(id).await?.ok_or_else(unknown)?;
+    let challenge = ctx
+        .store
+        .policy_challenge(id)
+        .await?
+        .ok_or_else(unknown_challenge)?;
     if challenge.workspace_id != workspace_id {
-        return Err(unknown());
+        return Err(unknown_challenge());
     }
     Ok(challenge)
 }
@@ -345,15 +358,12 @@ pub async fn status_for_agent(
     ctx: &Context,
     agent: &AgentRecord,
     nonce: NonceClaim,
-    id: &str,
+    id: &PolicyChallengeId,
 ) -> EnforceResult<api::PolicyChallengeInfo> {
     let workspace_id = agent.workspace_id.as_deref().unwrap_or_default();
     let challenge = in_workspace(ctx, workspace_id, id).await?;
     if challenge.agent_id != agent.id {
-        return Err(EnforceError::not_found(
-            "unknown_challenge",
-            "no such policy challenge in this workspace",
-        ));
+        return Err(unknown_challenge());
     }
     ctx.writer
         .commit(Change::new(Op::Nothing).with_nonce(nonce))
@@ -365,7 +375,7 @@ pub async fn status_for_agent(
 pub async fn status(
     ctx: &Context,
     workspace_id: &str,
-    id: &str,
+    id: &PolicyChallengeId,
 ) -> EnforceResult<api::PolicyChallengeInfo> {
     let challenge = in_workspace(ctx, workspace_id, id).await?;
     with_name(ctx, workspace_id, to_wire(&challenge, now_ms())).await

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use crate::api;
 use crate::audit::{self, Actor};
 use crate::context::Context;
-use crate::domain::ids;
+use crate::domain::ids::{self, CredentialId};
 use crate::identity::accounts::enforce_rate_limit;
 use crate::identity::signing::{verify_parts, SignFailure, SignedParts};
 
@@ -428,21 +428,27 @@ pub async fn revoke(
     revoke_where(ctx, workspace_id, actor, token_hash, cred_id, None, reason).await
 }
 
+fn unknown_credential() -> EnforceError {
+    EnforceError::not_found("unknown_credential", "no such credential in this workspace")
+}
+
+/// A credential id as a request sends it: one of the shape of a credential's id, else
+/// `unknown_credential` (answered without a lookup, as for one that does not exist).
+pub fn credential_id(text: &str) -> EnforceResult<CredentialId> {
+    CredentialId::parse(text).ok_or_else(unknown_credential)
+}
+
 /// One credential of the workspace by its id, whatever its state; another workspace's, or
 /// none, is `unknown_credential`.
 pub async fn credential_in(
     ctx: &Context,
     workspace_id: &str,
-    cred_id: &str,
+    cred_id: &CredentialId,
 ) -> EnforceResult<CredentialRecord> {
-    let found = if ids::has_shape(cred_id, ids::CREDENTIAL) {
-        ctx.store.credential_in(workspace_id, cred_id).await?
-    } else {
-        None
-    };
-    found.ok_or_else(|| {
-        EnforceError::not_found("unknown_credential", "no such credential in this workspace")
-    })
+    ctx.store
+        .credential_in(workspace_id, cred_id)
+        .await?
+        .ok_or_else(unknown_credential)
 }
 
 /// Revokes one credential of the workspace by its id (the console's revoke): the same change
@@ -456,7 +462,7 @@ pub async fn revoke_by_id(
     reason: Option<String>,
 ) -> EnforceResult<api::RevokeResponse> {
     let reason = short_text("reason", reason)?;
-    let credential = credential_in(ctx, workspace_id, cred_id).await?;
+    let credential = credential_in(ctx, workspace_id, &credential_id(cred_id)?).await?;
     revoke_where(
         ctx,
         workspace_id,

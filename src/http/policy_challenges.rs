@@ -60,7 +60,12 @@ pub async fn status(
     op: Authorized<needs::ChallengesRead>,
     AppPath(challenge_id): AppPath<String>,
 ) -> ApiResult<Json<PolicyChallengeResponse>> {
-    let challenge = approvals::status(&ctx, &op.workspace_id, &challenge_id).await?;
+    let challenge = approvals::status(
+        &ctx,
+        &op.workspace_id,
+        &approvals::challenge_id(&challenge_id)?,
+    )
+    .await?;
     Ok(Json(PolicyChallengeResponse {
         ok: true,
         challenge,
@@ -82,8 +87,13 @@ pub async fn agent_status(
     AppPath(challenge_id): AppPath<String>,
     signed: SignedRequest,
 ) -> ApiResult<Json<PolicyChallengeResponse>> {
-    let challenge =
-        approvals::status_for_agent(&ctx, &signed.agent, signed.nonce, &challenge_id).await?;
+    let challenge = approvals::status_for_agent(
+        &ctx,
+        &signed.agent,
+        signed.nonce,
+        &approvals::challenge_id(&challenge_id)?,
+    )
+    .await?;
     Ok(Json(PolicyChallengeResponse {
         ok: true,
         challenge,

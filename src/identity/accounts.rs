@@ -9,7 +9,7 @@ use crate::api;
 use crate::audit::{self, Actor};
 use crate::context::Context;
 use crate::domain::access::{Scopes, KEY_SCOPES, TOKEN_SCOPES};
-use crate::domain::ids;
+use crate::domain::ids::{self, ApiKeyId, TokenId, UserId, WorkspaceId};
 use crate::domain::{EmailAddress, Role};
 use crate::identity::api_keys::{NewApiKey, MAX_RATE_LIMIT};
 use crate::mail::Email;
@@ -621,21 +621,20 @@ pub async fn select_workspace(
         return Err(IdentityError::missing("workspace_id"));
     }
     // A workspace the user does not belong to is answered like one that does not exist.
+    let unknown = || IdentityError::not_found("unknown_workspace", "no such workspace among yours");
+    let workspace_id = WorkspaceId::parse(workspace_id).ok_or_else(unknown)?;
     if ctx
         .store
-        .role_in(workspace_id, &principal.user.id)
+        .role_in(&workspace_id, &principal.user.id)
         .await?
         .is_none()
     {
-        return Err(IdentityError::not_found(
-            "unknown_workspace",
-            "no such workspace among yours",
-        ));
+        return Err(unknown());
     }
     ctx.writer
         .commit(Change::new(AccountOp::SelectWorkspace {
             id_hash,
-            workspace_id: workspace_id.to_owned(),
+            workspace_id: workspace_id.into_string(),
         }))
         .await?;
     Ok(())
@@ -736,6 +735,9 @@ pub async fn revoke_api_key(
     key_id: &str,
 ) -> IdentityResult<()> {
     let (workspace_id, _) = principal.admin_of()?;
+    let unknown =
+        || IdentityError::not_found("unknown_api_key", "no such live key in this workspace");
+    let key_id = ApiKeyId::parse(key_id).ok_or_else(unknown)?;
     let event = audit::state_change(
         "api_key.revoked",
         "revoke",
@@ -746,20 +748,17 @@ pub async fn revoke_api_key(
     );
     let change = Change::new(AccountOp::RevokeApiKey {
         workspace_id,
-        key_id: key_id.to_owned(),
+        key_id: key_id.as_str().to_owned(),
         at: now_ms(),
     })
     .audited(event);
     match ctx.writer.commit(change).await {
         Ok(_) => {
-            ctx.caches.forget_key(key_id);
+            ctx.caches.forget_key(&key_id);
             ctx.announce_change().await;
             Ok(())
         }
-        Err(StoreError::NotFound) => Err(IdentityError::not_found(
-            "unknown_api_key",
-            "no such live key in this workspace",
-        )),
+        Err(StoreError::NotFound) => Err(unknown()),
         Err(e) => Err(e.into()),
     }
 }
@@ -844,6 +843,8 @@ pub async fn revoke_pat(
     principal: &Principal,
     token_id: &str,
 ) -> IdentityResult<i64> {
+    let unknown = || IdentityError::not_found("unknown_token", "no such live token of yours");
+    let token_id = TokenId::parse(token_id).ok_or_else(unknown)?;
     let event = audit::state_change(
         "access_token.revoked",
         "revoke",
@@ -854,7 +855,7 @@ pub async fn revoke_pat(
     );
     let change = Change::new(AccountOp::RevokePat {
         user_id: principal.user.id.clone(),
-        pat_id: token_id.to_owned(),
+        pat_id: token_id.as_str().to_owned(),
         at: now_ms(),
     })
     .audited(event);
@@ -863,10 +864,7 @@ pub async fn revoke_pat(
         Ok(_) => Err(IdentityError::internal(
             "revoke answered an unexpected outcome",
         )),
-        Err(StoreError::NotFound) => Err(IdentityError::not_found(
-            "unknown_token",
-            "no such live token of yours",
-        )),
+        Err(StoreError::NotFound) => Err(unknown()),
         Err(e) => Err(e.into()),
     }
 }
@@ -962,12 +960,11 @@ pub async fn remove_member(
     user_id: &str,
 ) -> IdentityResult<()> {
     let (workspace_id, my_role) = principal.admin_of()?;
+    let unknown = || IdentityError::not_found("unknown_member", "no such member of this workspace");
+    let user_id = UserId::parse(user_id).ok_or_else(unknown)?;
     let members = ctx.store.members(&workspace_id).await?;
-    let Some((_, their_role)) = members.iter().find(|(u, _)| u.id == user_id) else {
-        return Err(IdentityError::not_found(
-            "unknown_member",
-            "no such member of this workspace",
-        ));
+    let Some((_, their_role)) = members.iter().find(|(u, _)| u.id == *user_id) else {
+        return Err(unknown());
     };
     if *their_role == Role::Owner {
         if my_role != Role::Owner {
@@ -987,7 +984,7 @@ pub async fn remove_member(
     );
     let change = Change::new(AccountOp::RemoveMembership {
         workspace_id,
-        user_id: user_id.to_owned(),
+        user_id: user_id.into_string(),
     })
     .audited(event);
     match ctx.writer.commit(change).await {

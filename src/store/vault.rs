@@ -3,6 +3,7 @@
 use async_trait::async_trait;
 
 use super::{StoreError, Supersedes};
+use crate::domain::ids::SecretSetId;
 
 /// Reads of the vault.
 #[async_trait]
@@ -166,7 +167,7 @@ pub struct SecretSetRecord {
 /// Which secret set a request names: its id (`ss_...`) or its workspace-local number.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SetRef {
-    Id(String),
+    Id(SecretSetId),
     Number(i64),
 }
 

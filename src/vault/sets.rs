@@ -18,7 +18,8 @@ use serde_json::{json, Value};
 use crate::api;
 use crate::audit::{self, Actor};
 use crate::context::Context;
-use crate::domain::{ids, VaultAction};
+use crate::domain::ids::{self, SecretSetId};
+use crate::domain::VaultAction;
 use crate::secret::{DataKey, MasterKey};
 use crate::store::backup::SealedKeys;
 use crate::store::{
@@ -67,8 +68,8 @@ pub fn set_ref(value: &Value) -> EnforceResult<SetRef> {
 
 /// A set named in a path or query: `ss_...` or its number.
 pub fn set_ref_text(text: &str) -> EnforceResult<SetRef> {
-    if ids::has_shape(text, SECRET_SET) {
-        Ok(SetRef::Id(text.to_owned()))
+    if let Some(id) = SecretSetId::parse(text) {
+        Ok(SetRef::Id(id))
     } else {
         text.parse::<i64>()
             .ok()
@@ -628,7 +629,7 @@ async fn add_version(
         Err(StoreError::Conflict(_)) => {
             let now_at = ctx
                 .store
-                .secret_set(&set.workspace_id, &SetRef::Id(set.id.clone()))
+                .secret_set(&set.workspace_id, &SetRef::Number(set.number))
                 .await?
                 .map_or(set.current_version, |s| s.current_version);
             return Err(version_conflict(now_at));
@@ -805,7 +806,7 @@ pub async fn lifecycle(
     }
     let after = ctx
         .store
-        .secret_set(workspace_id, &SetRef::Id(found.id.clone()))
+        .secret_set(workspace_id, &SetRef::Number(found.number))
         .await?
         .ok_or_else(unknown_set)?;
     wire_of(ctx, &after).await

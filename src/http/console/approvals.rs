@@ -237,7 +237,7 @@ async fn one_challenge(
 ) -> Result<Response, ApiError> {
     person_requires(principal, Need::ChallengesRead)?;
     let (workspace_id, _) = principal.membership()?;
-    let c = approvals::status(ctx, &workspace_id, challenge_id).await?;
+    let c = approvals::status(ctx, &workspace_id, &approvals::challenge_id(challenge_id)?).await?;
     let shell = shell(ctx, principal, Section::Approvals).await?;
     let base = shell.base.clone();
     let now = now_ms();

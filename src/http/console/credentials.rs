@@ -427,7 +427,8 @@ async fn revoke_one_page(
 ) -> Result<Response, ApiError> {
     person_requires(principal, Need::Credentials)?;
     let (workspace_id, _) = principal.membership()?;
-    let c = credentials::credential_in(ctx, &workspace_id, cred_id).await?;
+    let c = credentials::credential_in(ctx, &workspace_id, &credentials::credential_id(cred_id)?)
+        .await?;
     let agent =
         agents::agent_in_workspace(ctx, &workspace_id, &agents::agent_id(&c.agent_id)?).await?;
     let shell = shell(ctx, principal, Section::Credentials).await?;

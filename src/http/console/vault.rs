@@ -584,7 +584,7 @@ async fn set_detail(
     let (versions, grants, leases) = if state == "destroyed" {
         (Vec::new(), Vec::new(), Vec::new())
     } else {
-        let set_id = SetRef::Id(id.clone());
+        let set_id = SetRef::Number(set.number);
         let versions = vault::versions(ctx, &workspace_id, &set_id).await?;
         let grants = vault::list_grants(ctx, &workspace_id, Some(&id)).await?;
         let leases = if person_requires(principal, Need::VaultLeasesRead).is_ok() {

@@ -596,7 +596,9 @@ impl VaultStore for SqlStore {
             "SELECT {SET_COLUMNS} FROM vault_secret_sets WHERE workspace_id = $1 AND number = $2"
         );
         let query = match set {
-            SetRef::Id(id) => sqlx::query(&by_id).bind(workspace_id).bind(id.clone()),
+            SetRef::Id(id) => sqlx::query(&by_id)
+                .bind(workspace_id)
+                .bind(id.as_str().to_owned()),
             SetRef::Number(n) => sqlx::query(&by_number).bind(workspace_id).bind(*n),
         };
         let row = query.fetch_optional(&self.read).await?;
