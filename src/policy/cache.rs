@@ -535,7 +535,7 @@ struct PolicyEntry {
     weight: u32,
 }
 
-pub const DEFAULT_POLICY_ID: &str = "pol_default";
+pub const DEFAULT_POLICY_ID: &str = crate::domain::ids::PolicyId::DEFAULT;
 
 /// The spec of `pol_default` until a workspace syncs its own: only the status guardrails, so
 /// every action is denied (`no_matching_rule`) until a policy allows it.

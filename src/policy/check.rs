@@ -14,7 +14,7 @@ use crate::api;
 use crate::audit::Actor;
 use crate::context::Context;
 use crate::domain::challenge::{self, ChallengeStatus, Raiser};
-use crate::domain::ids;
+use crate::domain::ids::{self, PolicyId};
 use crate::domain::Refusal;
 use crate::secret::{random_base62, sha256_hex};
 use crate::store::{
@@ -23,22 +23,12 @@ use crate::store::{
 };
 use crate::time::{iso, now_ms};
 
-use super::cache::{CachedAgent, KeyAccess, LoadedPolicy, View, DEFAULT_POLICY_ID};
+use super::cache::{CachedAgent, KeyAccess, LoadedPolicy, View};
 use super::error::{CheckError, CheckResult};
 use super::evaluate::{ContextFields, Decision, EmailFacts, APPROVAL_DENIED, APPROVED};
 use super::spec::{sort_keys, ApprovalRules, Outcome};
 
 /// `pol_` + 1-64 of `[a-z0-9_-]`.
-pub fn is_policy_id(id: &str) -> bool {
-    id.strip_prefix("pol_").is_some_and(|rest| {
-        !rest.is_empty()
-            && rest.len() <= 64
-            && rest
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
-    })
-}
-
 pub fn unknown_policy() -> Refusal {
     Refusal::not_found("unknown_policy", "no such policy in this workspace")
 }
@@ -442,7 +432,7 @@ struct CheckInput {
     email_json: Value,
     email: Option<EmailFacts>,
     /// `pol_default` when the request names none.
-    policy_id: String,
+    policy_id: PolicyId,
 }
 
 impl CheckInput {
@@ -479,13 +469,10 @@ impl CheckInput {
                 })?,
             ),
         };
-        let policy_id = req
-            .policy_id
-            .filter(|p| !p.is_empty())
-            .unwrap_or_else(|| DEFAULT_POLICY_ID.to_owned());
-        if !is_policy_id(&policy_id) {
-            return Err(unknown_policy().into());
-        }
+        let policy_id = match req.policy_id.as_deref().filter(|p| !p.is_empty()) {
+            None => PolicyId::default_policy(),
+            Some(id) => PolicyId::parse(id).ok_or_else(unknown_policy)?,
+        };
         Ok(Self {
             agent_id: req.agent_id,
             action: action.to_owned(),
@@ -617,7 +604,7 @@ impl Decided {
 
     /// The answer to the committed decision (counted in the decision metrics here: it is
     /// recorded).
-    fn answer(self, policy_id: String) -> api::DecisionResponse {
+    fn answer(self, policy_id: PolicyId) -> api::DecisionResponse {
         let (challenge_id, challenge) = match self.challenge {
             Some(c) => (Some(c.id), Some(c.info)),
             None => (None, None),
@@ -632,7 +619,7 @@ impl Decided {
             trace_id: self.trace_id,
             reasons: decision.reasons,
             reason_codes: decision.reason_codes,
-            policy_id,
+            policy_id: policy_id.into_string(),
             policy_hash: self.policy.compiled.hash.clone(),
             policy_version: self.policy.version,
             determining_policies: decision.determining_policies,
@@ -797,7 +784,7 @@ impl<'a> Attempt<'a> {
             id: id.clone(),
             workspace_id: self.view.workspace_id.clone(),
             agent_id: self.agent.agent.id.clone(),
-            policy_id: input.policy_id.clone(),
+            policy_id: input.policy_id.as_str().to_owned(),
             action: input.action.clone(),
             fingerprint,
             token_hash: sha256_hex(token.as_bytes()),
@@ -912,7 +899,7 @@ impl<'a> Attempt<'a> {
             agent_id: Some(self.agent.agent.id.clone()),
             action: Some(self.input.action.clone()),
             decision: Some(decision.outcome.as_str().into()),
-            policy_id: Some(self.input.policy_id.clone()),
+            policy_id: Some(self.input.policy_id.as_str().to_owned()),
             policy_hash: Some(self.policy.compiled.hash.clone()),
             trace_id: Some(trace_id.to_owned()),
             reasons: decision.reasons.clone(),

@@ -16,7 +16,7 @@ use crate::store::{
 use crate::time::now_ms;
 
 use super::cache::{LoadedPolicy, DEFAULT_POLICY_ID};
-use super::check::{is_policy_id, unknown_policy};
+use super::check::unknown_policy;
 use super::compile::compile_with;
 use super::diff::diff;
 use super::error::{SyncError, SyncResult};
@@ -25,6 +25,7 @@ use super::limits::{Budget, CancelOnDrop};
 use super::semantic::{semantic_diff, SemanticDiff};
 use super::spec::{from_value, PolicySpec, SpecError};
 use super::CompiledPolicy;
+use crate::domain::ids::PolicyId;
 
 const IDEMPOTENCY_WINDOW_MS: i64 = 24 * 3_600_000;
 
@@ -238,16 +239,16 @@ async fn sync_as(
         response: String::new(),
         created_at: now_ms(),
     });
-    let policy_id = req
-        .policy_id
-        .filter(|p| !p.is_empty())
-        .unwrap_or_else(|| DEFAULT_POLICY_ID.to_owned());
-    if !is_policy_id(&policy_id) {
-        return Err(SyncError::invalid(
-            "policy_id",
-            "must be `pol_` followed by 1-64 of a-z, 0-9, _ and -",
-        ));
+    let policy_id = match req.policy_id.as_deref().filter(|p| !p.is_empty()) {
+        None => PolicyId::default_policy(),
+        Some(id) => PolicyId::parse(id).ok_or_else(|| {
+            SyncError::invalid(
+                "policy_id",
+                "must be `pol_` followed by 1-64 of a-z, 0-9, _ and -",
+            )
+        })?,
     }
+    .into_string();
     if req
         .policy_name
         .as_ref()
@@ -500,9 +501,10 @@ pub async fn policy_detail(
     policy_id: &str,
     version: Option<i64>,
 ) -> SyncResult<api::PolicyDetail> {
-    if !is_policy_id(policy_id) {
+    let Some(policy_id) = PolicyId::parse(policy_id) else {
         return Err(unknown_policy().into());
-    }
+    };
+    let policy_id = policy_id.as_str();
     let record = ctx.store.policy(workspace_id, policy_id).await?;
     let Some(record) = record else {
         if policy_id == DEFAULT_POLICY_ID && version.is_none_or(|v| v == 0) {

@@ -239,9 +239,89 @@ kinds! {
     McpServer, McpServerId, MCP_SERVER, "MCP server id";
 }
 
+/// A policy's id: `pol_` and 1 to 64 of `a-z`, `0-9`, `_` and `-`, chosen by whoever syncs it
+/// (`pol_default` unless a sync names another). Unlike the generated ids above it is a name,
+/// so it has a type of its own; it reads as the `str` it is.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PolicyId(String);
+
+impl PolicyId {
+    /// The policy a request that names none is decided under.
+    pub const DEFAULT: &'static str = "pol_default";
+
+    /// The id `text` is, if it has a policy id's shape.
+    pub fn parse(text: &str) -> Option<Self> {
+        let valid = text.strip_prefix("pol_").is_some_and(|rest| {
+            !rest.is_empty()
+                && rest.len() <= 64
+                && rest
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+        });
+        valid.then(|| Self(text.to_owned()))
+    }
+
+    /// `pol_default`.
+    pub fn default_policy() -> Self {
+        Self(Self::DEFAULT.to_owned())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn into_string(self) -> String {
+        self.0
+    }
+}
+
+impl Deref for PolicyId {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for PolicyId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<PolicyId> for String {
+    fn from(id: PolicyId) -> String {
+        id.0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn policy_ids_are_pol_and_a_short_name() {
+        for good in [
+            "pol_default",
+            "pol_x",
+            "pol_a-b_9",
+            &format!("pol_{}", "x".repeat(64)),
+        ] {
+            assert_eq!(PolicyId::parse(good).unwrap().as_str(), good);
+        }
+        for bad in [
+            "pol_",
+            "pol",
+            "default",
+            "pol_X",
+            "pol_a b",
+            "pol_é",
+            &format!("pol_{}", "x".repeat(65)),
+        ] {
+            assert!(PolicyId::parse(bad).is_none(), "{bad}");
+        }
+        assert_eq!(PolicyId::default_policy().as_str(), PolicyId::DEFAULT);
+    }
 
     #[test]
     fn typed_ids_are_checked_once_and_read_as_text() {
