@@ -71,7 +71,7 @@ pub async fn get(
         (status = 400, description = "as when registering", body = ErrorBody),
         (status = 403, description = "`insufficient_role`", body = ErrorBody),
         (status = 404, description = "`unknown_mcp_server`, `unknown_secret_set`, `unknown_profile`", body = ErrorBody),
-        (status = 409, description = "`mcp_server_exists`", body = ErrorBody)))]
+        (status = 409, description = "`mcp_server_exists`, `mcp_server_changed` (changed by someone else since it was read)", body = ErrorBody)))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn update(
     State(ctx): State<SharedContext>,

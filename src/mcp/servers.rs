@@ -59,6 +59,10 @@ fn refused(err: StoreError) -> EnforceError {
             "mcp_server_exists",
             "an MCP server of this workspace has that name",
         ),
+        StoreError::Conflict(code) if code == "mcp_server_changed" => EnforceError::conflict(
+            "mcp_server_changed",
+            "the server was changed by someone else meanwhile; read it again and repeat the change",
+        ),
         StoreError::Conflict(code) if code == "too_many_mcp_servers" => EnforceError::conflict(
             "too_many_mcp_servers",
             format!("a workspace has at most {MAX_SERVERS} MCP servers"),
@@ -67,12 +71,21 @@ fn refused(err: StoreError) -> EnforceError {
     }
 }
 
-/// The upstream's endpoint, checked as every endpoint a user registers is, and its host
+/// The upstream's endpoint, checked as every endpoint a user registers is (and without a
+/// query), and its host
 /// resolved now against the egress rules (a name that does not resolve yet is let in: every
 /// call checks again).
 async fn checked_url(ctx: &Context, raw: &str) -> EnforceResult<String> {
     let url =
         egress::https_endpoint(raw.trim()).map_err(|why| EnforceError::invalid("url", why))?;
+    // The URL is shown to every member and recorded in the audit trail: an upstream's
+    // credential belongs in `auth`, never in a query.
+    if url.query().is_some() {
+        return Err(EnforceError::invalid(
+            "url",
+            "must not have a query (an upstream's credentials go in `auth`, from the vault)",
+        ));
+    }
     match ctx.egress.check_destination(url.as_str()).await {
         Err(EgressError::DestinationNotAllowed(_)) => Err(EnforceError::malformed(
             "destination_not_allowed",
@@ -283,13 +296,22 @@ pub async fn update(
             after.auth = Some(checked_auth(ctx, workspace_id, auth, &after.url).await?)
         }
         Some(None) => after.auth = None,
-        None if req.url.is_some() => {
+        // The authentication kept must still cover a URL that moved.
+        None if after.url != before.url => {
             if let Some(auth) = &before.auth {
                 let kept = api::McpServerAuthRequest {
                     secret_set_id: json!(auth.secret_set_id),
                     profile: auth.profile.clone(),
                 };
-                after.auth = Some(checked_auth(ctx, workspace_id, &kept, &after.url).await?);
+                let checked = checked_auth(ctx, workspace_id, &kept, &after.url).await;
+                after.auth = Some(checked.map_err(|why| {
+                    EnforceError::invalid(
+                        "auth",
+                        format!(
+                            "the server's authentication does not hold for the new URL ({why}); send a new `auth` with the URL, or `null` to remove it"
+                        ),
+                    )
+                })?);
             }
         }
         None => {}
@@ -297,10 +319,12 @@ pub async fn update(
     if let Some(record) = req.record_arguments {
         after.record_arguments = record;
     }
-    after.updated_at = now_ms();
+    // Written only if nobody changed the server since it was read here.
+    after.updated_at = now_ms().max(before.updated_at + 1);
     let details = json!({ "before": settings(&before), "after": settings(&after), "previous_name": before.name });
     let op = McpOp::UpdateServer {
         server: after.clone(),
+        read_at: before.updated_at,
     };
     commit(
         ctx,

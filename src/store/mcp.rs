@@ -41,10 +41,14 @@ pub enum McpOp {
     /// `Conflict("mcp_server_exists")` when the workspace has a server of that name;
     /// `Conflict("too_many_mcp_servers")` beyond `max`.
     CreateServer { server: McpServerRecord, max: i64 },
-    /// Replaces the server's settings (`workspace_id` and `id` find it, `created_*` are kept).
-    /// `NotFound` when the workspace has no such server; `Conflict("mcp_server_exists")` when
-    /// the new name is another server's.
-    UpdateServer { server: McpServerRecord },
+    /// Replaces the server's settings (`workspace_id` and `id` find it, `created_*` are kept)
+    /// if it is still as it was read (`updated_at` = `read_at`). `NotFound` when the workspace
+    /// has no such server; `Conflict("mcp_server_changed")` when it changed since it was read;
+    /// `Conflict("mcp_server_exists")` when the new name is another server's.
+    UpdateServer {
+        server: McpServerRecord,
+        read_at: i64,
+    },
     DeleteServer {
         workspace_id: String,
         server_id: String,

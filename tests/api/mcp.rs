@@ -292,7 +292,7 @@ async fn registered_servers(engine: Engine) {
     let (_, listed) = status_json(member.get("/v1/mcp/servers").await).await;
     assert_eq!(listed["items"].as_array().unwrap().len(), 1, "{listed}");
 
-    // Every change audited, with the person as actor and no secret anywhere.
+    // Every change audited, with the person as actor; the vault's value appears nowhere.
     let events = audit_events(&app, "?limit=200").await;
     let kinds: Vec<&str> = events
         .iter()
@@ -322,7 +322,7 @@ async fn registered_servers(engine: Engine) {
         "{page}"
     );
 
-    // `acp mcp servers` as an owner's terminal, and a member's.
+    // `acp mcp servers` as an admin's terminal, and a member's.
     let term = Term::new(
         Some(&app.base),
         Some(&token_of(&app, "admin@example.com", "admin").await),
@@ -376,6 +376,121 @@ async fn registered_servers(engine: Engine) {
     );
     let gone = term.run(&["mcp", "servers", "show", "linear"]).await;
     assert_eq!(gone.code, 6, "not found: {gone:?}");
+
+    // A server whose secret set was deleted: a rename still works, a new URL needs a new
+    // `auth` (or none).
+    let stale = json!({"name": "stale", "url": UPSTREAM, "auth": {"secret_set_id": set_id, "profile": "mcp"}});
+    let (s, made) = status_json(owner.post("/v1/mcp/servers", &stale).await).await;
+    assert_eq!(s, 200, "{made}");
+    let (s, deleted) = status_json(
+        owner
+            .post(
+                &format!("/v1/vault/secret-sets/{set_id}/delete"),
+                &json!({}),
+            )
+            .await,
+    )
+    .await;
+    assert_eq!(s, 200, "{deleted}");
+    let moved = json!({"url": "https://127.0.0.1:8443/mcp/v2"});
+    let refused = assert_error(
+        owner.post("/v1/mcp/servers/stale", &moved).await,
+        400,
+        "invalid_auth",
+    )
+    .await;
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap()
+            .contains("send a new `auth`"),
+        "{refused}"
+    );
+    let (s, renamed) = status_json(
+        owner
+            .post(
+                "/v1/mcp/servers/stale",
+                &json!({"name": "stale-2", "record_arguments": true}),
+            )
+            .await,
+    )
+    .await;
+    assert_eq!(s, 200, "{renamed}");
+    let (s, cleared) = status_json(
+        owner
+            .post(
+                "/v1/mcp/servers/stale-2",
+                &json!({"url": "https://127.0.0.1:8443/mcp/v2", "auth": null}),
+            )
+            .await,
+    )
+    .await;
+    assert_eq!(
+        (s.as_u16(), &cleared["server"]["auth"]),
+        (200, &Value::Null),
+        "{cleared}"
+    );
+
+    // Members may not change a server; approvers read.
+    assert_error(
+        member
+            .post(
+                "/v1/mcp/servers/stale-2",
+                &json!({"record_arguments": false}),
+            )
+            .await,
+        403,
+        "insufficient_role",
+    )
+    .await;
+    app.grant(&app.workspace_id, "approver@example.com", "approver")
+        .await;
+    let approver = app.login("approver@example.com").await;
+    let (s, read) = status_json(approver.get("/v1/mcp/servers/stale-2").await).await;
+    assert_eq!(s, 200, "{read}");
+
+    // A query in the URL is refused: an upstream's credentials go in `auth`.
+    let with_query = json!({"name": "q", "url": "https://127.0.0.1:8443/mcp?api_key=x"});
+    assert_error(
+        owner.post("/v1/mcp/servers", &with_query).await,
+        400,
+        "invalid_url",
+    )
+    .await;
+
+    // Another workspace's servers are not found, by name or id.
+    let (s, second) = status_json(
+        owner
+            .post("/v1/workspaces", &json!({"name": "second"}))
+            .await,
+    )
+    .await;
+    assert_eq!(s, 200, "{second}");
+    let second_id = second["workspace"]["workspace_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let (s, chosen) = status_json(
+        owner
+            .post("/v1/workspaces/select", &json!({"workspace_id": second_id}))
+            .await,
+    )
+    .await;
+    assert_eq!(s, 200, "{chosen}");
+    assert_error(
+        owner.get("/v1/mcp/servers/github").await,
+        404,
+        "unknown_mcp_server",
+    )
+    .await;
+    assert_error(
+        owner.get(&format!("/v1/mcp/servers/{id}")).await,
+        404,
+        "unknown_mcp_server",
+    )
+    .await;
+    let (_, listed) = status_json(owner.get("/v1/mcp/servers").await).await;
+    assert_eq!(listed["items"], json!([]), "{listed}");
     app.stop().await;
 }
 

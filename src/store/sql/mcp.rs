@@ -74,11 +74,11 @@ pub(super) async fn apply(
             .map_err(name_taken)?;
             Ok(Applied::Done)
         }
-        McpOp::UpdateServer { server } => {
+        McpOp::UpdateServer { server, read_at } => {
             let auth = server.auth.as_ref();
             let done = sqlx::query(
                 "UPDATE mcp_servers SET name = $3, url = $4, auth_secret_set_id = $5, auth_profile = $6, \
-                 record_arguments = $7, updated_at = $8 WHERE workspace_id = $1 AND id = $2",
+                 record_arguments = $7, updated_at = $8 WHERE workspace_id = $1 AND id = $2 AND updated_at = $9",
             )
             .bind(&server.workspace_id)
             .bind(&server.id)
@@ -88,10 +88,25 @@ pub(super) async fn apply(
             .bind(auth.map(|a| a.profile.as_str()))
             .bind(i64::from(server.record_arguments))
             .bind(server.updated_at)
+            .bind(read_at)
             .execute(&mut **tx)
             .await
             .map_err(name_taken)?;
-            found(done.rows_affected())
+            if done.rows_affected() == 0 {
+                // Gone, or changed since it was read.
+                let exists: Option<i64> = sqlx::query_scalar(
+                    "SELECT 1 FROM mcp_servers WHERE workspace_id = $1 AND id = $2",
+                )
+                .bind(&server.workspace_id)
+                .bind(&server.id)
+                .fetch_optional(&mut **tx)
+                .await?;
+                return Err(match exists {
+                    Some(_) => StoreError::Conflict("mcp_server_changed".into()),
+                    None => StoreError::NotFound,
+                });
+            }
+            Ok(Applied::Done)
         }
         McpOp::DeleteServer {
             workspace_id,
