@@ -54,8 +54,6 @@ if [ -z "$bare_bin" ]; then
     cargo build -q --release --example bare_json
     bare_bin=$repo/target/release/examples/bare_json
 fi
-# The CLI that sets each server up is the first binary's (the commands are the same in all).
-cli=${acps[0]#*=}
 cache=${ACP_BENCH_CACHE:-$HOME/.cache/acp-bench}
 cedar_agent=$cache/cedar-agent/bin/cedar-agent
 if [ ! -x "$cedar_agent" ]; then
@@ -133,11 +131,13 @@ for entry in "${acps[@]}"; do
         cd "$home"
         export HOME=$home XDG_CONFIG_HOME=$home/.config ACP_DATABASE_URL=$database_url
         [ -n "$master_key" ] && export ACP_MASTER_KEY=$master_key
-        "$cli" login --server "http://127.0.0.1:$port" --email bench@example.com --outbox > /dev/null
-        "$cli" policy starter | "$cli" sync - --apply > /dev/null
-        "$cli" api-keys create --name bench --rate-limit 1000000
+        # Each server is set up by its own binary: `login --outbox` opens the database, whose
+        # migrations only that build knows.
+        "$bin" login --server "http://127.0.0.1:$port" --email bench@example.com --outbox > /dev/null
+        "$bin" policy starter | "$bin" sync - --apply > /dev/null
+        "$bin" api-keys create --name bench --rate-limit 1000000
     )
-    agent=$(cd "$home" && HOME=$home XDG_CONFIG_HOME=$home/.config ACP_API_KEY=$key "$cli" agents new bench-agent --key-file agent.json)
+    agent=$(cd "$home" && HOME=$home XDG_CONFIG_HOME=$home/.config ACP_API_KEY=$key "$bin" agents new bench-agent --key-file agent.json)
     # One check as the load will send it: it must be allowed.
     probe=$(curl -sf -X POST "http://127.0.0.1:$port/v1/check" -H 'Content-Type: application/json' \
         -H "X-Service-Api-Key: $key" -d "$(printf "$(printf "$agent_body" "$agent")" 42)")
