@@ -413,6 +413,44 @@ mod tests {
         }
     }
 
+    /// The service's one address type accepts only what lettre's parser accepts, and keeps
+    /// it as lettre reads it (lower case aside): an address stored for a person or an approver
+    /// can always be mailed.
+    #[test]
+    fn every_address_the_service_keeps_is_one_lettre_reads() {
+        use crate::domain::EmailAddress;
+        let samples = [
+            "ada@example.com",
+            "Ada.Lovelace+acp@Mail.Example.ORG",
+            "o'brien@example.ie",
+            "a_b-c@sub-domain.example.co.uk",
+            "user@[127.0.0.1]",
+            "x@localhost",
+            "ada..lovelace@example.com",
+            "ada.@example.com",
+            "ada@example..com",
+            "ada@-example.com",
+            "ada@example-.com",
+            "\"ada lovelace\"@example.com",
+            "ada@exa mple.com",
+            "ada(comment)@example.com",
+            "é@example.com",
+            "ada@xn--bcher-kva.example",
+        ];
+        for raw in samples {
+            if let Ok(kept) = EmailAddress::parse(raw) {
+                let read = kept.as_str().parse::<lettre::Address>();
+                assert!(read.is_ok(), "{raw}: kept as {kept}, which lettre refuses");
+                assert_eq!(
+                    read.map(|a| a.to_string()).ok().as_deref(),
+                    Some(kept.as_str())
+                );
+            }
+        }
+        assert!(EmailAddress::parse("Ada.Lovelace+acp@Mail.Example.ORG").is_ok());
+        assert!(EmailAddress::parse("ada..lovelace@example.com").is_err());
+    }
+
     fn lettre(url: &str) -> String {
         lettre_url(url).unwrap().0
     }

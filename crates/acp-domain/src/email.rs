@@ -1,10 +1,17 @@
-//! An email address as the service keeps it: parsed once, then passed on as this type.
+//! An email address as the service keeps it: parsed once, then passed on as this type. Its
+//! grammar is the one lettre (the service's mail library) checks an `Address` with, the
+//! `email_address` crate's local part and domain, narrowed to what the service stores: lower
+//! case, printable ASCII without quoting or comments, one `@`. lettre itself stays out of this
+//! crate (the policy engine depends on it and must not reach a mail library); the mail layer's
+//! tests hold every address this type accepts to lettre's own parser.
 
 use std::fmt;
 
 use super::FieldError;
 
-/// Lowercased and trimmed, with one `@`, a local part and a domain; at most 254 bytes.
+/// Lowercased and trimmed, with one `@`, a local part and a domain as lettre checks them
+/// (`email_address`), printable ASCII without quotes, angle brackets, commas, semicolons,
+/// backslashes or parentheses; at most 254 bytes.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct EmailAddress(String);
 
@@ -23,15 +30,13 @@ impl EmailAddress {
             return Err(EmailError::Empty);
         }
         let valid = email.len() <= 254
-            && email.split('@').count() == 2
-            && email.split_once('@').is_some_and(|(local, domain)| {
-                !local.is_empty()
-                    && !domain.is_empty()
-                    && !domain.starts_with('.')
-                    && !domain.ends_with('.')
-            })
             && email.chars().all(|c| {
                 c.is_ascii_graphic() && !matches!(c, '<' | '>' | ',' | ';' | '"' | '\\' | '(' | ')')
+            })
+            && email.split_once('@').is_some_and(|(local, domain)| {
+                !domain.contains('@')
+                    && email_address::EmailAddress::is_valid_local_part(local)
+                    && email_address::EmailAddress::is_valid_domain(domain)
             });
         if valid {
             Ok(Self(email))
@@ -83,6 +88,8 @@ mod tests {
             "ada@example.com.",
             "Ada <ada@example.com>",
             "ada lovelace@example.com",
+            "ada@-example.com",
+            ".ada@example.com",
         ] {
             assert_eq!(
                 EmailAddress::parse(bad),
