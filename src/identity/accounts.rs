@@ -439,7 +439,12 @@ pub async fn token_principal(
             }
         }
     };
-    let role = role_in(ctx, workspace_id.as_deref(), &user.id).await?;
+    // A workspace named by the request is read as a workspace id first: one of another shape
+    // is a workspace the person is not a member of, answered without a lookup.
+    let role = match workspace_id.as_deref().map(WorkspaceId::parse) {
+        Some(None) => None,
+        _ => role_in(ctx, workspace_id.as_deref(), &user.id).await?,
+    };
     Ok(Principal {
         user,
         session_hash: None,
