@@ -20,20 +20,12 @@ const FROM_DOTENV: &str = "whsec_cli-dotenv-canary-3333";
 const FROM_DOTENV_STDIN: &str = "cli-dotenv-stdin-canary-4444";
 const VALUES: [&str; 4] = [FROM_STDIN, FROM_ARG, FROM_DOTENV, FROM_DOTENV_STDIN];
 
-/// What a command did.
-#[derive(Debug)]
-struct Ran {
-    code: i32,
-    out: String,
-    err: String,
+/// The exit code a command must have, and no value in what it printed.
+trait Exits {
+    fn exits(self, code: i32) -> Ran;
 }
 
-impl Ran {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.out).unwrap_or_else(|e| panic!("{e}: {self:?}"))
-    }
-
-    /// The exit code, and no value in what it printed.
+impl Exits for Ran {
     fn exits(self, code: i32) -> Ran {
         assert_eq!(self.code, code, "{self:?}");
         for value in VALUES {

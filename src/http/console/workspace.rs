@@ -799,16 +799,23 @@ pub async fn save_settings(
             )
         }
     };
-    approvals::update_settings(
-        &ctx,
-        principal,
-        api::UpdateWorkspaceSettings {
-            require_member_approval: Some(wanted),
-            ..Default::default()
-        },
-    )
-    .await?;
-    Ok(see_other(settings_href(&base(&ctx), "settings")))
+    let settings = api::UpdateWorkspaceSettings {
+        require_member_approval: Some(wanted),
+        ..Default::default()
+    };
+    save(&ctx, principal, settings, "settings").await
+}
+
+/// Saves the workspace's settings as `POST /v1/workspace/settings` does, then back to the
+/// settings page with the notice `done`.
+async fn save(
+    ctx: &Context,
+    principal: &Principal,
+    settings: api::UpdateWorkspaceSettings,
+    done: &str,
+) -> PageResult {
+    approvals::update_settings(ctx, principal, settings).await?;
+    Ok(see_other(settings_href(&base(ctx), done)))
 }
 
 /// A retention field of the form: absent leaves it, empty keeps everything, else days.
@@ -842,23 +849,18 @@ pub async fn save_retention(
 ) -> PageResult {
     let principal = &posted.person;
     person_requires(principal, Need::WorkspaceChange)?;
-    approvals::update_settings(
-        &ctx,
-        principal,
-        api::UpdateWorkspaceSettings {
-            audit_retention_days: retention_field(
-                &posted.form.audit_retention_days,
-                "audit_retention_days",
-            )?,
-            heartbeat_retention_days: retention_field(
-                &posted.form.heartbeat_retention_days,
-                "heartbeat_retention_days",
-            )?,
-            ..Default::default()
-        },
-    )
-    .await?;
-    Ok(see_other(settings_href(&base(&ctx), "retention")))
+    let settings = api::UpdateWorkspaceSettings {
+        audit_retention_days: retention_field(
+            &posted.form.audit_retention_days,
+            "audit_retention_days",
+        )?,
+        heartbeat_retention_days: retention_field(
+            &posted.form.heartbeat_retention_days,
+            "heartbeat_retention_days",
+        )?,
+        ..Default::default()
+    };
+    save(&ctx, principal, settings, "retention").await
 }
 
 /// Creates a workspace with the person as owner and selects it (a form: `csrf`, `name`), as
