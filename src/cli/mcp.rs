@@ -4,6 +4,9 @@
 use clap::Subcommand;
 use serde_json::{json, Value};
 
+use crate::domain::ids::McpServerId;
+use crate::domain::mcp::ServerName;
+
 use super::client::{cell, fields, finish, print_json, show_rows, Client, ClientArgs, YesArg};
 use super::operate::named;
 use super::output::line;
@@ -79,11 +82,7 @@ const FIELDS: &[&str] = &[
 
 /// A server named on the command line, checked before it goes into a path: a name or an id.
 fn server_path(server: &str, tail: &str) -> anyhow::Result<String> {
-    if server.is_empty()
-        || !server
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
-    {
+    if ServerName::parse(server).is_err() && McpServerId::parse(server).is_none() {
         return Err(super::client::Failure::local(
             1,
             format!("`{server}` is neither a server name nor an id"),

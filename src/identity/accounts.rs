@@ -333,8 +333,10 @@ async fn role_in(
     workspace_id: Option<&str>,
     user_id: &str,
 ) -> IdentityResult<Option<Role>> {
-    match workspace_id {
-        Some(ws) => Ok(ctx.store.role_in(ws, user_id).await?),
+    // A workspace named by a request is read as a workspace id first: one of another shape is
+    // a workspace the person is not a member of, answered without a lookup.
+    match workspace_id.and_then(WorkspaceId::parse) {
+        Some(ws) => Ok(ctx.store.role_in(&ws, user_id).await?),
         None => Ok(None),
     }
 }
@@ -439,12 +441,7 @@ pub async fn token_principal(
             }
         }
     };
-    // A workspace named by the request is read as a workspace id first: one of another shape
-    // is a workspace the person is not a member of, answered without a lookup.
-    let role = match workspace_id.as_deref().map(WorkspaceId::parse) {
-        Some(None) => None,
-        _ => role_in(ctx, workspace_id.as_deref(), &user.id).await?,
-    };
+    let role = role_in(ctx, workspace_id.as_deref(), &user.id).await?;
     Ok(Principal {
         user,
         session_hash: None,

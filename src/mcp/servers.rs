@@ -13,10 +13,10 @@ use crate::context::Context;
 use crate::domain::ids::{self, McpServerId};
 use crate::domain::mcp::ServerName;
 use crate::enforce::{EnforceError, EnforceResult};
-use crate::net::egress::{self, EgressError, Profile, ProxyCall};
+use crate::net::egress::{self, EgressError, ProxyCall};
 use crate::store::{Change, McpOp, McpServerAuth, McpServerRecord, ServerRef, StoreError};
 use crate::time::{iso, now_ms};
-use crate::vault::sets::{live_set, set_ref};
+use crate::vault::agent::Scene;
 
 /// Servers per workspace.
 pub const MAX_SERVERS: i64 = 100;
@@ -103,24 +103,9 @@ async fn checked_auth(
     auth: &api::McpServerAuthRequest,
     url: &str,
 ) -> EnforceResult<McpServerAuth> {
-    let set = live_set(ctx, workspace_id, &set_ref(&auth.secret_set_id)?).await?;
-    let version = ctx
-        .store
-        .secret_version(&set.id, set.current_version)
-        .await?
-        .ok_or_else(|| EnforceError::internal("the secret set's current version is missing"))?;
+    let scene = Scene::load(ctx, workspace_id, &auth.secret_set_id).await?;
     let name = auth.profile.trim();
-    let stored = version
-        .profiles
-        .get(name)
-        .filter(|_| !name.is_empty())
-        .ok_or_else(|| {
-            EnforceError::not_found(
-                "unknown_profile",
-                format!("the secret set `{}` has no profile `{name}`", set.name),
-            )
-        })?;
-    let profile = Profile::from_json(stored).map_err(EnforceError::internal)?;
+    let profile = scene.profile(name)?;
     let bad = |why: String| EnforceError::invalid("auth", format!("`{name}`: {why}"));
     let call = ProxyCall::from_json(&json!({ "method": "POST", "url": url }))
         .map_err(|e| bad(e.to_string()))?;
@@ -132,15 +117,15 @@ async fn checked_auth(
     if let Some(missing) = profile
         .keys()
         .into_iter()
-        .find(|k| !version.keys.contains(k))
+        .find(|k| !scene.version.keys.contains(k))
     {
         return Err(bad(format!(
             "the profile injects `{missing}`, which the secret set `{}` does not hold",
-            set.name
+            scene.set.name
         )));
     }
     Ok(McpServerAuth {
-        secret_set_id: set.id,
+        secret_set_id: scene.set.id,
         profile: name.to_owned(),
     })
 }

@@ -28,7 +28,6 @@ use super::error::{CheckError, CheckResult};
 use super::evaluate::{ContextFields, Decision, EmailFacts, APPROVAL_DENIED, APPROVED};
 use super::spec::{sort_keys, ApprovalRules, Outcome};
 
-/// `pol_` + 1-64 of `[a-z0-9_-]`.
 pub fn unknown_policy() -> Refusal {
     Refusal::not_found("unknown_policy", "no such policy in this workspace")
 }
@@ -469,9 +468,9 @@ impl CheckInput {
                 })?,
             ),
         };
-        let policy_id = match req.policy_id.as_deref().filter(|p| !p.is_empty()) {
+        let policy_id = match req.policy_id.filter(|p| !p.is_empty()) {
             None => PolicyId::default_policy(),
-            Some(id) => PolicyId::parse(id).ok_or_else(unknown_policy)?,
+            Some(id) => PolicyId::from_string(id).ok_or_else(unknown_policy)?,
         };
         Ok(Self {
             agent_id: req.agent_id,

@@ -239,9 +239,9 @@ async fn sync_as(
         response: String::new(),
         created_at: now_ms(),
     });
-    let policy_id = match req.policy_id.as_deref().filter(|p| !p.is_empty()) {
+    let policy_id = match req.policy_id.filter(|p| !p.is_empty()) {
         None => PolicyId::default_policy(),
-        Some(id) => PolicyId::parse(id).ok_or_else(|| {
+        Some(id) => PolicyId::from_string(id).ok_or_else(|| {
             SyncError::invalid(
                 "policy_id",
                 "must be `pol_` followed by 1-64 of a-z, 0-9, _ and -",

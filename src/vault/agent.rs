@@ -19,6 +19,7 @@ use crate::api;
 use crate::audit::{self, Actor};
 use crate::context::Context;
 use crate::domain::ids;
+use crate::net::egress::Profile;
 use crate::policy::cache::DEFAULT_POLICY_ID;
 use crate::policy::check::{check_for_agent, AgentCheck, Effect};
 use crate::policy::error::CheckError;
@@ -60,14 +61,14 @@ impl Signer<'_> {
 }
 
 /// The set a request names, live, with its current version.
-pub(super) struct Scene {
+pub struct Scene {
     pub workspace_id: String,
     pub set: SecretSetRecord,
     pub version: SecretVersion,
 }
 
 impl Scene {
-    pub(super) async fn load(
+    pub async fn load(
         ctx: &Context,
         workspace_id: &str,
         secret_set_id: &Value,
@@ -83,6 +84,23 @@ impl Scene {
             set,
             version,
         })
+    }
+
+    /// The proxy profile `name` of the set's current version: `unknown_profile` when it has
+    /// none of that name.
+    pub fn profile(&self, name: &str) -> EnforceResult<Profile> {
+        let stored = self
+            .version
+            .profiles
+            .get(name)
+            .filter(|_| !name.is_empty())
+            .ok_or_else(|| {
+                EnforceError::not_found(
+                    "unknown_profile",
+                    format!("the secret set `{}` has no profile `{name}`", self.set.name),
+                )
+            })?;
+        Profile::from_json(stored).map_err(EnforceError::internal)
     }
 
     /// A request's `environment` or `provider`, when given, must be the set's.

@@ -31,21 +31,7 @@ pub(super) struct Call {
 
 impl Call {
     pub(super) fn read(scene: &Scene, profile_name: &str, request: &Value) -> EnforceResult<Call> {
-        let stored = scene
-            .version
-            .profiles
-            .get(profile_name)
-            .filter(|_| !profile_name.is_empty())
-            .ok_or_else(|| {
-                EnforceError::not_found(
-                    "unknown_profile",
-                    format!(
-                        "the secret set `{}` has no profile `{profile_name}`",
-                        scene.set.name
-                    ),
-                )
-            })?;
-        let profile = Profile::from_json(stored).map_err(EnforceError::internal)?;
+        let profile = scene.profile(profile_name)?;
         let call = ProxyCall::from_json(request).map_err(refusal)?;
         let target = egress::target(&profile, &call).map_err(refusal)?;
         Ok(Call {

@@ -251,14 +251,22 @@ impl PolicyId {
 
     /// The id `text` is, if it has a policy id's shape.
     pub fn parse(text: &str) -> Option<Self> {
-        let valid = text.strip_prefix("pol_").is_some_and(|rest| {
+        Self::has_shape(text).then(|| Self(text.to_owned()))
+    }
+
+    /// [`PolicyId::parse`] of text the caller owns already (a request's field): no copy.
+    pub fn from_string(text: String) -> Option<Self> {
+        Self::has_shape(&text).then_some(Self(text))
+    }
+
+    fn has_shape(text: &str) -> bool {
+        text.strip_prefix("pol_").is_some_and(|rest| {
             !rest.is_empty()
                 && rest.len() <= 64
                 && rest
                     .bytes()
                     .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
-        });
-        valid.then(|| Self(text.to_owned()))
+        })
     }
 
     /// `pol_default`.
@@ -308,6 +316,10 @@ mod tests {
             &format!("pol_{}", "x".repeat(64)),
         ] {
             assert_eq!(PolicyId::parse(good).unwrap().as_str(), good);
+            assert_eq!(
+                PolicyId::from_string(good.to_owned()).unwrap().as_str(),
+                good
+            );
         }
         for bad in [
             "pol_",
@@ -319,6 +331,7 @@ mod tests {
             &format!("pol_{}", "x".repeat(65)),
         ] {
             assert!(PolicyId::parse(bad).is_none(), "{bad}");
+            assert!(PolicyId::from_string(bad.to_owned()).is_none(), "{bad}");
         }
         assert_eq!(PolicyId::default_policy().as_str(), PolicyId::DEFAULT);
     }
