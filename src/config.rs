@@ -170,6 +170,10 @@ pub struct Settings {
     /// `other` [default: 50]
     #[arg(long, env = "ACP_METRICS_MAX_SINK_LABELS")]
     pub metrics_max_sink_labels: Option<usize>,
+    /// Distinct MCP server and tool pairs `/metrics` counts gateway calls by; later ones
+    /// together as `other` [default: 200]
+    #[arg(long, env = "ACP_METRICS_MAX_MCP_TOOL_LABELS")]
+    pub metrics_max_mcp_tool_labels: Option<usize>,
     /// Bearer token `GET /metrics` requires (`Authorization: Bearer TOKEN`) [default: none, open]
     #[arg(long, env = "ACP_METRICS_TOKEN", hide_env_values = true)]
     #[serde(default, deserialize_with = "deserialize_secret")]
@@ -465,6 +469,11 @@ impl Settings {
                 "metrics_max_sink_labels",
                 self.metrics_max_sink_labels,
                 defaults.sink_ids,
+            )?,
+            mcp_tools: labels(
+                "metrics_max_mcp_tool_labels",
+                self.metrics_max_mcp_tool_labels,
+                defaults.mcp_tools,
             )?,
         };
         let api_key_rate_limit = self

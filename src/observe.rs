@@ -84,6 +84,9 @@ pub const MAIL_FAILURES: &str = "acp_mail_failures_total";
 pub const VAULT_LEASE_USES: &str = "acp_vault_lease_uses_total";
 /// Histogram: the vault proxy's upstream calls, connection to last byte, by `outcome`.
 pub const VAULT_UPSTREAM_DURATION: &str = "acp_vault_proxy_upstream_duration_seconds";
+/// Counter: requests the MCP gateway decided, by `server`, `tool`, `method` (`tools/call`,
+/// `resources/read`, `prompts/get`) and `outcome` (`allow`, `challenge`, `deny`).
+pub const MCP_CALLS: &str = "acp_mcp_calls_total";
 /// Counter: batches POSTed to audit sinks, by `outcome` (`delivered`, `failed`).
 pub const SINK_DELIVERIES: &str = "acp_audit_sink_deliveries_total";
 /// Counter: audit events delivered to sinks (repeats after a failure count again).
@@ -136,6 +139,8 @@ pub struct LabelLimits {
     pub reasons: usize,
     /// `sink_id` of the audit sinks' lag gauges.
     pub sink_ids: usize,
+    /// `server` and `tool` pairs of `acp_mcp_calls_total`.
+    pub mcp_tools: usize,
 }
 
 impl Default for LabelLimits {
@@ -144,6 +149,7 @@ impl Default for LabelLimits {
             policy_ids: 50,
             reasons: 100,
             sink_ids: 50,
+            mcp_tools: 200,
         }
     }
 }
@@ -343,6 +349,11 @@ fn describe() {
         "Duration of the vault proxy's upstream calls, by outcome"
     );
     describe_counter!(
+        MCP_CALLS,
+        Unit::Count,
+        "Requests the MCP gateway decided, by server, tool, method and outcome"
+    );
+    describe_counter!(
         SINK_DELIVERIES,
         Unit::Count,
         "Batches POSTed to audit sinks, by outcome (delivered, failed)"
@@ -412,14 +423,21 @@ enum Chosen {
     PolicyId,
     Reason,
     SinkId,
+    McpTool,
 }
 
 /// The values kept of `label`, bounded by the process's [`LabelLimits`].
 fn kept(label: Chosen) -> &'static Kept {
-    static KEPT: OnceLock<[Kept; 3]> = OnceLock::new();
+    static KEPT: OnceLock<[Kept; 4]> = OnceLock::new();
     let all = KEPT.get_or_init(|| {
         let limits = LIMITS.get().copied().unwrap_or_default();
-        [limits.policy_ids, limits.reasons, limits.sink_ids].map(|max| Kept {
+        [
+            limits.policy_ids,
+            limits.reasons,
+            limits.sink_ids,
+            limits.mcp_tools,
+        ]
+        .map(|max| Kept {
             max,
             seen: Mutex::default(),
         })
@@ -715,6 +733,31 @@ pub fn lease_used(action: &'static str) {
 /// One upstream call of the vault proxy: `answered`, `timeout` or `failed`.
 pub fn upstream_call(outcome: &'static str, took: Duration) {
     histogram!(VAULT_UPSTREAM_DURATION, "outcome" => outcome).record(took.as_secs_f64());
+}
+
+/// One request the MCP gateway decided. The first [`LabelLimits::mcp_tools`] server and tool
+/// pairs seen have series of their own; later ones count as `other` (both labels), as do
+/// resources and prompts beyond them. Resources are counted by method only: their URIs are
+/// unbounded.
+pub fn mcp_call(server: &str, target: &str, method: &'static str, outcome: &str) {
+    let outcome: &'static str = match outcome {
+        "allow" => "allow",
+        "challenge" => "challenge",
+        _ => "deny",
+    };
+    let (server, tool) = if method == "resources/read" {
+        (server, "")
+    } else {
+        (server, target)
+    };
+    let pair = format!("{server}/{tool}");
+    let (server, tool) = if kept(Chosen::McpTool).label(&pair) == OTHER {
+        (OTHER.to_owned(), OTHER.to_owned())
+    } else {
+        (server.to_owned(), tool.to_owned())
+    };
+    counter!(MCP_CALLS, "server" => server, "tool" => tool, "method" => method, "outcome" => outcome)
+        .increment(1);
 }
 
 /// One batch POSTed to an audit sink: `delivered` (with its events) or `failed`.

@@ -590,6 +590,43 @@ fn inactive(reason: &str) -> api::IntrospectResponse {
     }
 }
 
+/// Why a credential of `view`'s workspace no longer stands, if it does not: revoked by the
+/// kill switch or on its own, its agent suspended or revoked, or expired (a one-time
+/// credential's use is its holder's to judge).
+pub async fn standing(
+    ctx: &Context,
+    view: &View,
+    c: &crate::store::CredentialRecord,
+) -> EnforceResult<Option<&'static str>> {
+    let switch = ctx.store.kill_switch(&view.workspace_id).await?;
+    // A credential is no better than its agent: suspended or revoked agents' tokens are off.
+    let agent_active = ctx
+        .caches
+        .agent_in(ctx.store.as_ref(), view, &c.agent_id)
+        .await?
+        .is_some_and(|a| {
+            !matches!(
+                a.agent.status,
+                crate::domain::AgentStatus::Revoked | crate::domain::AgentStatus::Suspended
+            )
+        });
+    // Revoke-all marks the credentials it finds revoked too: those count as the kill switch's.
+    let by_kill_switch = switch
+        .all_revoked_at
+        .is_some_and(|cutoff| c.created_at < cutoff || c.revoked_at.is_some_and(|at| at == cutoff));
+    Ok(if by_kill_switch {
+        Some("revoked_by_kill_switch")
+    } else if c.revoked_at.is_some() {
+        Some("revoked")
+    } else if !agent_active {
+        Some("agent_not_active")
+    } else if now_ms() >= c.expires_at {
+        Some("expired")
+    } else {
+        None
+    })
+}
+
 pub async fn introspect(
     ctx: &Context,
     view: &View,
@@ -611,7 +648,6 @@ pub async fn introspect(
         return Ok(inactive("unknown"));
     }
     let now = now_ms();
-    let switch = ctx.store.kill_switch(workspace_id).await?;
     let mut answer = api::IntrospectResponse {
         ok: true,
         active: false,
@@ -623,33 +659,10 @@ pub async fn introspect(
         expires_at: Some(iso(c.expires_at)),
         token_type: Some(c.token_type.clone()),
     };
-    // A credential is no better than its agent: suspended or revoked agents' tokens are off.
-    let agent_active = ctx
-        .caches
-        .agent_in(ctx.store.as_ref(), view, &c.agent_id)
-        .await?
-        .is_some_and(|a| {
-            !matches!(
-                a.agent.status,
-                crate::domain::AgentStatus::Revoked | crate::domain::AgentStatus::Suspended
-            )
-        });
-    // Revoke-all marks the credentials it finds revoked too: those count as the kill switch's.
-    let by_kill_switch = switch
-        .all_revoked_at
-        .is_some_and(|cutoff| c.created_at < cutoff || c.revoked_at.is_some_and(|at| at == cutoff));
-    let reason = if by_kill_switch {
-        Some("revoked_by_kill_switch")
-    } else if c.revoked_at.is_some() {
-        Some("revoked")
-    } else if !agent_active {
-        Some("agent_not_active")
-    } else if now >= c.expires_at {
-        Some("expired")
-    } else if c.one_time && c.used_at.is_some() {
-        Some("already_used")
-    } else {
-        None
+    let reason = match standing(ctx, view, &c).await? {
+        Some(reason) => Some(reason),
+        None if c.one_time && c.used_at.is_some() => Some("already_used"),
+        None => None,
     };
     if let Some(reason) = reason {
         answer.reason = Some(reason.into());

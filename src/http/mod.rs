@@ -21,6 +21,7 @@ pub mod heartbeats;
 pub mod inventory;
 pub mod kill_switch;
 pub mod mcp;
+pub mod mcp_gateway;
 pub mod members;
 pub mod observe;
 pub mod openapi;
@@ -80,7 +81,7 @@ use crate::store::Cursor;
         (name = "approvals", description = "Approval links and policy challenges"),
         (name = "credentials", description = "Short-lived credentials and the kill switch"),
         (name = "vault", description = "Secret sets, grants, leases and the injecting proxy"),
-        (name = "mcp", description = "The MCP gateway's registered servers"),
+        (name = "mcp", description = "The MCP gateway: its registered servers and its agent side"),
         (name = "operations", description = "Health and discovery")
     )
 )]
@@ -123,6 +124,17 @@ impl Modify for SecuritySchemes {
                     .scheme(HttpAuthScheme::Bearer)
                     .description(Some(
                         "The metrics token (`ACP_METRICS_TOKEN`), when one is configured",
+                    ))
+                    .build(),
+            ),
+        );
+        components.add_security_scheme(
+            "agent_credential",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "A credential minted for the agent (opaque or JWT) whose scopes include `mcp` or `mcp:<server>`",
                     ))
                     .build(),
             ),
@@ -249,6 +261,12 @@ fn routes(ctx: Option<&SharedContext>) -> OpenApiRouter<SharedContext> {
         .routes(routes!(mcp::list, mcp::create)) // GET, POST /v1/mcp/servers
         .routes(routes!(mcp::get, mcp::update)) // GET, POST /v1/mcp/servers/{server_id}
         .routes(routes!(mcp::delete)) // POST /v1/mcp/servers/{server_id}/delete
+        .routes(routes!(
+            mcp_gateway::post,
+            mcp_gateway::get,
+            mcp_gateway::delete
+        )) // POST, GET, DELETE /mcp/{name}
+        .routes(routes!(mcp_gateway::resource_metadata)) // GET /.well-known/oauth-protected-resource/mcp/{name}
         // Telemetry
         .routes(routes!(heartbeats::heartbeat)) // POST /v1/telemetry/heartbeat
         .routes(routes!(heartbeats::ingest)) // POST /v1/telemetry/heartbeat/ingest

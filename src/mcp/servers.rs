@@ -334,6 +334,7 @@ pub async fn delete(
     let op = McpOp::DeleteServer {
         workspace_id: workspace_id.to_owned(),
         server_id: found.id.clone(),
+        at: now_ms(),
     };
     let details = settings(&found);
     commit(

@@ -669,6 +669,31 @@ impl Outbound {
         })
     }
 
+    /// A call of `method` to an `https://` URL with `headers` and nothing injected (an MCP
+    /// server registered without `auth`), sent through the same checks as the proxy's calls;
+    /// the answer is asked for uncompressed, as the proxy's are.
+    pub fn https(
+        method: &str,
+        raw_url: &str,
+        mut headers: Vec<(String, String)>,
+        body: Option<Vec<u8>>,
+    ) -> Result<Outbound, EgressError> {
+        let mut out = Outbound::post_https(raw_url, Vec::new(), Vec::new())?;
+        out.method = reqwest::Method::from_bytes(method.as_bytes())
+            .map_err(|_| invalid("method", "is not a method"))?;
+        headers.push(("Accept-Encoding".into(), "identity".into()));
+        out.headers = headers;
+        out.body = body;
+        Ok(out)
+    }
+
+    /// What finds this call's secrets in the answer.
+    pub fn scrubber(&self) -> Scrubber {
+        Scrubber {
+            patterns: Patterns::of(&self.secrets),
+        }
+    }
+
     pub fn method(&self) -> &str {
         self.method.as_str()
     }
@@ -881,6 +906,115 @@ impl std::fmt::Debug for Upstream {
             .field("body_len", &self.body.len())
             .field("latency_ms", &self.latency_ms)
             .finish()
+    }
+}
+
+/// An answer whose status and headers are in and whose body is read as it comes (see
+/// [`Egress::open`]).
+pub struct Opened {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    response: reqwest::Response,
+    /// The answer's `Content-Encoding`, when it is not `identity`.
+    encoding: Option<String>,
+    read: usize,
+    max: usize,
+    timeout: Duration,
+    /// Until the status and headers were in.
+    latency: Duration,
+    /// Says what went wrong reading the body, in the call's words (nothing secret).
+    describe: Describe,
+}
+
+type Describe = Box<dyn Fn(&reqwest::Error) -> String + Send + Sync>;
+
+impl Opened {
+    /// The next piece of the body, `None` at its end: each within the timeout, all of them
+    /// within the answer cap. A body the upstream compressed (although asked not to) is refused:
+    /// the scrub could not read it.
+    pub async fn chunk(&mut self) -> Result<Option<Vec<u8>>, EgressError> {
+        let next = match tokio::time::timeout(self.timeout, self.response.chunk()).await {
+            Ok(next) => next,
+            Err(_) => return Err(EgressError::Timeout),
+        };
+        let chunk = match next {
+            Ok(chunk) => chunk,
+            Err(e) if e.is_timeout() => return Err(EgressError::Timeout),
+            Err(e) => return Err(EgressError::Unavailable((self.describe)(&e))),
+        };
+        let Some(chunk) = chunk else {
+            return Ok(None);
+        };
+        if let Some(encoding) = self.encoding.as_ref().filter(|_| !chunk.is_empty()) {
+            return Err(EgressError::Unavailable(format!(
+                "the upstream answered with `Content-Encoding: {encoding}`, which the proxy cannot scrub"
+            )));
+        }
+        self.read += chunk.len();
+        if self.read > self.max {
+            return Err(EgressError::ResponseTooLarge(self.max));
+        }
+        Ok(Some(chunk.to_vec()))
+    }
+
+    /// The whole body (bounded as [`Opened::chunk`] bounds it).
+    pub async fn body(&mut self) -> Result<Vec<u8>, EgressError> {
+        let mut body = Vec::new();
+        while let Some(chunk) = self.chunk().await? {
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body)
+    }
+
+    /// A header's value (the first of that name).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// From sending until the status and headers were in.
+    pub fn latency(&self) -> Duration {
+        self.latency
+    }
+}
+
+impl std::fmt::Debug for Opened {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Opened")
+            .field("status", &self.status)
+            .field(
+                "headers",
+                &self.headers.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+            )
+            .field("read", &self.read)
+            .finish()
+    }
+}
+
+/// Finds and replaces the secrets of one call in what comes back, piece by piece (see
+/// [`scrub`] for the spellings it finds).
+pub struct Scrubber {
+    patterns: Option<Patterns>,
+}
+
+impl Scrubber {
+    /// `text` with every secret replaced, and where each was found (`place` as given).
+    pub fn scrub(&self, text: &[u8], place: &str) -> (Option<Vec<u8>>, Vec<Leak>) {
+        let Some(found) = self.patterns.as_ref().and_then(|p| p.scrub(text)) else {
+            return (None, Vec::new());
+        };
+        let (scrubbed, seen) = found;
+        let leaks = seen
+            .into_iter()
+            .map(|(key, form)| Leak {
+                key,
+                place: place.to_owned(),
+                form,
+            })
+            .collect();
+        (Some(scrubbed), leaks)
     }
 }
 
@@ -1571,6 +1705,22 @@ impl Egress {
         })
     }
 
+    /// The call's destination, resolved and checked now (as [`Egress::destination`] does for a
+    /// proxy call's target).
+    pub async fn destination_of(&self, out: &Outbound) -> Result<Destination, EgressError> {
+        let resolved =
+            tokio::time::timeout(self.settings.timeout, self.resolve(&out.host, out.port));
+        let addrs = match resolved.await {
+            Ok(addrs) => addrs?,
+            Err(_) => return Err(EgressError::Timeout),
+        };
+        Ok(Destination {
+            host: out.host.clone(),
+            port: out.port,
+            addrs,
+        })
+    }
+
     /// Whether the host of `raw_url` (an `https://` URL, as [`Outbound::post_https`] takes it)
     /// resolves, now, to addresses this egress may reach: `Err(DestinationNotAllowed)` when one
     /// of them is refused (or the name is a metadata name). A host that does not resolve, or
@@ -1627,6 +1777,46 @@ impl Egress {
         addrs: Vec<SocketAddr>,
         started: Instant,
     ) -> Result<Upstream, EgressError> {
+        let mut opened = self.opened(out, addrs, started).await?;
+        let mut body = Vec::new();
+        while let Some(chunk) = opened.chunk().await? {
+            body.extend_from_slice(&chunk);
+        }
+        let Opened {
+            status, headers, ..
+        } = opened;
+        Ok(Upstream {
+            status,
+            headers,
+            body,
+            latency_ms: started.elapsed().as_secs_f64() * 1000.0,
+        })
+    }
+
+    /// Sends the call to a destination checked earlier and answers as soon as the upstream's
+    /// status and headers are in (within the timeout); the body is then read as it comes, each
+    /// piece within the timeout and the whole bounded by the answer cap (the MCP gateway relays
+    /// server-sent events this way). Not scrubbed: see [`Scrubber`].
+    pub async fn open(&self, out: &Outbound, dest: &Destination) -> Result<Opened, EgressError> {
+        if dest.host != out.host || dest.port != out.port {
+            return Err(EgressError::Unavailable(
+                "the call does not go to the destination that was checked".into(),
+            ));
+        }
+        let started = Instant::now();
+        let opening = self.opened(out, dest.addrs.clone(), started);
+        match tokio::time::timeout(self.settings.timeout, opening).await {
+            Ok(opened) => opened,
+            Err(_) => Err(EgressError::Timeout),
+        }
+    }
+
+    async fn opened(
+        &self,
+        out: &Outbound,
+        addrs: Vec<SocketAddr>,
+        started: Instant,
+    ) -> Result<Opened, EgressError> {
         // The override is looked up by the URL's host as sent: for a name exactly `out.host`
         // (trailing dot dropped by `parse_url`); an IP address is connected to as it is.
         let client = self
@@ -1643,7 +1833,7 @@ impl Egress {
         if let Some(body) = &out.body {
             request = request.body(body.clone());
         }
-        let mut response = request.send().await.map_err(|e| self.failure(out, &e))?;
+        let response = request.send().await.map_err(|e| self.failure(out, &e))?;
         let max = self.settings.max_response_bytes;
         // A HEAD answer's length is the one its GET would have; it carries no body.
         if out.method != reqwest::Method::HEAD
@@ -1673,25 +1863,16 @@ impl Egress {
                     .to_ascii_lowercase()
             })
             .filter(|e| !e.is_empty() && e != "identity");
-        let mut body = Vec::new();
-        while let Some(chunk) = response.chunk().await.map_err(|e| self.failure(out, &e))? {
-            if body.len() + chunk.len() > max {
-                return Err(EgressError::ResponseTooLarge(max));
-            }
-            body.extend_from_slice(&chunk);
-        }
-        // Asked for `identity`; an upstream that compresses anyway sends bytes the scrub cannot
-        // read, so they are not relayed.
-        if let Some(encoding) = encoding.filter(|_| !body.is_empty()) {
-            return Err(EgressError::Unavailable(format!(
-                "the upstream answered with `Content-Encoding: {encoding}`, which the proxy cannot scrub"
-            )));
-        }
-        Ok(Upstream {
+        Ok(Opened {
             status,
             headers,
-            body,
-            latency_ms: started.elapsed().as_secs_f64() * 1000.0,
+            response,
+            encoding,
+            read: 0,
+            max,
+            timeout: self.settings.timeout,
+            latency: started.elapsed(),
+            describe: self.describe_with(out),
         })
     }
 
@@ -1706,25 +1887,45 @@ impl Egress {
     /// What went wrong, on one line, without the URL (its query may hold a secret) and with any
     /// secret value that a library quoted replaced.
     fn describe(&self, out: &Outbound, err: &reqwest::Error) -> String {
-        // reqwest's own text names the URL, so its kind is said in our words; its causes say
-        // what happened.
-        let mut text = String::from(if err.is_connect() {
-            "cannot connect"
-        } else if err.is_body() || err.is_decode() {
-            "cannot read the answer"
-        } else if err.is_builder() {
-            "cannot build the request"
-        } else {
-            "the exchange failed"
-        });
-        let mut source = std::error::Error::source(err);
-        while let Some(e) = source {
-            text.push_str(": ");
-            text.push_str(&e.to_string());
-            source = e.source();
-        }
-        out.redact(&text.replace(['\r', '\n'], " "))
+        out.redact(&error_text(err))
     }
+
+    /// [`Egress::describe`] for errors met later, reading an answer's body.
+    fn describe_with(&self, out: &Outbound) -> Describe {
+        let secrets: Vec<String> = out
+            .secrets
+            .iter()
+            .filter(|(_, v)| v.len() >= MIN_SCRUB_LEN)
+            .map(|(_, v)| v.clone())
+            .collect();
+        Box::new(move |err| {
+            secrets
+                .iter()
+                .fold(error_text(err), |t, v| t.replace(v.as_str(), REDACTED))
+        })
+    }
+}
+
+/// What went wrong, on one line, without the URL.
+fn error_text(err: &reqwest::Error) -> String {
+    // reqwest's own text names the URL, so its kind is said in our words; its causes say
+    // what happened.
+    let mut text = String::from(if err.is_connect() {
+        "cannot connect"
+    } else if err.is_body() || err.is_decode() {
+        "cannot read the answer"
+    } else if err.is_builder() {
+        "cannot build the request"
+    } else {
+        "the exchange failed"
+    });
+    let mut source = std::error::Error::source(err);
+    while let Some(e) = source {
+        text.push_str(": ");
+        text.push_str(&e.to_string());
+        source = e.source();
+    }
+    text.replace(['\r', '\n'], " ")
 }
 
 #[cfg(test)]

@@ -235,13 +235,14 @@ pub struct Effect {
     pub audit: Vec<AuditRecord>,
 }
 
-/// A check an agent asks for itself, in a signed request of its own (the vault's actions): the
-/// decision is made under `view` (of the agent's workspace) and commits with the request's
-/// nonce, so a replay is refused and a request refused for another reason does not spend it.
+/// A check an agent asks for itself (the vault's actions, the MCP gateway's calls): the decision
+/// is made under `view` (of the agent's workspace); with a signed request's `nonce`, it commits
+/// with the nonce's claim, so a replay is refused and a request refused for another reason does
+/// not spend it.
 pub async fn check_for_agent(
     ctx: &Context,
     view: View,
-    nonce: NonceClaim,
+    nonce: Option<NonceClaim>,
     actor: &Actor,
     req: api::CheckRequest,
     mode: AgentCheck<'_>,
@@ -252,7 +253,7 @@ pub async fn check_for_agent(
         let dry = matches!(mode, AgentCheck::Ask);
         let (mut change, decided) =
             decide(ctx, ground.view(), actor, &input, None, dry, Raiser::Agent).await?;
-        if let Ground::Agent(_, nonce) = &ground {
+        if let Ground::Agent(_, Some(nonce)) = &ground {
             change = change.with_nonce(nonce.clone());
         }
         let effect = match mode {
@@ -317,7 +318,7 @@ pub async fn check_for_agent(
 enum Ground<'a> {
     Key(&'a KeyAccess),
     RenewedKey(Box<KeyAccess>),
-    Agent(View, NonceClaim),
+    Agent(View, Option<NonceClaim>),
 }
 
 impl Ground<'_> {

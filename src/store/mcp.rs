@@ -1,4 +1,4 @@
-//! The MCP gateway's registered servers as stored.
+//! The MCP gateway's registered servers and sessions as stored.
 
 use async_trait::async_trait;
 
@@ -35,7 +35,42 @@ pub enum ServerRef<'a> {
     Name(&'a str),
 }
 
-/// Changes to the registered servers (configured by people, audited).
+/// A gateway session: opened by an agent's `initialize`, bound to that agent.
+#[derive(Clone, PartialEq, Eq)]
+pub struct McpSessionRecord {
+    /// SHA-256 (hex) of the `Mcp-Session-Id` the agent holds.
+    pub id_hash: String,
+    pub workspace_id: String,
+    pub server_id: String,
+    pub agent_id: String,
+    /// The credential the session was opened with.
+    pub credential_id: String,
+    /// The protocol revision the handshake settled on.
+    pub protocol_version: String,
+    /// Whether the client declared URL elicitation (`capabilities.elicitation.url`).
+    pub url_elicitation: bool,
+    /// The upstream's own session id, sealed with the master key.
+    pub upstream_session: Option<String>,
+    pub created_at: i64,
+    pub expires_at: i64,
+    pub ended_at: Option<i64>,
+    pub ended_reason: Option<String>,
+}
+
+/// Shows neither hash nor the upstream's sealed id.
+impl std::fmt::Debug for McpSessionRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpSessionRecord")
+            .field("server_id", &self.server_id)
+            .field("agent_id", &self.agent_id)
+            .field("protocol_version", &self.protocol_version)
+            .field("created_at", &self.created_at)
+            .field("ended_at", &self.ended_at)
+            .finish()
+    }
+}
+
+/// Changes to the registered servers (configured by people, audited) and to the sessions.
 #[derive(Debug, Clone)]
 pub enum McpOp {
     /// `Conflict("mcp_server_exists")` when the workspace has a server of that name;
@@ -49,9 +84,21 @@ pub enum McpOp {
         server: McpServerRecord,
         read_at: i64,
     },
+    /// Deletes the server and ends its sessions (reason `server_deleted`).
     DeleteServer {
         workspace_id: String,
         server_id: String,
+        at: i64,
+    },
+    /// Opens a session; when its agent already has `max` open ones, the oldest are ended
+    /// (reason `replaced`), so that an agent's open sessions stay bounded.
+    OpenSession { session: McpSessionRecord, max: i64 },
+    /// Ends the agent's session (`NotFound` when it is not an open session of that agent).
+    EndSession {
+        id_hash: String,
+        agent_id: String,
+        at: i64,
+        reason: &'static str,
     },
 }
 
@@ -72,4 +119,6 @@ pub trait McpStore: Send + Sync {
         workspace_id: &str,
         server: ServerRef<'_>,
     ) -> Result<Option<McpServerRecord>, StoreError>;
+    /// A session by the hash of its id, open or ended.
+    async fn mcp_session(&self, id_hash: &str) -> Result<Option<McpSessionRecord>, StoreError>;
 }

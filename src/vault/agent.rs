@@ -296,7 +296,7 @@ pub(super) async fn judge(
     Ok(check_for_agent(
         ctx,
         view,
-        signer.nonce.clone(),
+        Some(signer.nonce.clone()),
         &signer.actor(),
         api::CheckRequest {
             agent_id: signer.agent.id.clone(),

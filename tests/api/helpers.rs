@@ -41,6 +41,29 @@ macro_rules! both_engines {
     };
 }
 
+/// Like [`both_engines!`], for a test that spawns its own server: its body gets the engine.
+#[macro_export]
+macro_rules! each_engine {
+    ($(async fn $name:ident($engine:ident) $body:block)*) => {$(
+        mod $name {
+            #[allow(unused_imports, reason = "a test body need not use the names of its file")]
+            use super::*;
+            async fn run($engine: $crate::helpers::Engine) $body
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                run($crate::helpers::Engine::Sqlite).await;
+            }
+
+            #[cfg(acp_postgres)]
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                run($crate::helpers::Engine::Postgres).await;
+            }
+        }
+    )*};
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Engine {
     Sqlite,

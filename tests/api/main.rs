@@ -49,6 +49,8 @@ mod foundation;
 mod isolation;
 mod jwt;
 mod mcp;
+mod mcp_gateway;
+mod mcp_upstream;
 mod metrics;
 mod openapi;
 mod operator_cli;

@@ -54,6 +54,11 @@ impl Drop for UpstreamServer {
 
 impl UpstreamServer {
     pub async fn start() -> UpstreamServer {
+        UpstreamServer::start_with(routes()).await
+    }
+
+    /// Serves `router` (any routes) over TLS the same way.
+    pub async fn start_with(router: Router) -> UpstreamServer {
         let (ca_pem, tls) = tls_config();
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -61,7 +66,6 @@ impl UpstreamServer {
             .expect("bind the upstream");
         let port = listener.local_addr().expect("upstream address").port();
         let hits = Arc::new(AtomicUsize::new(0));
-        let router = routes();
         let connections = Arc::new(AtomicUsize::new(0));
         let (counter, accepted) = (hits.clone(), connections.clone());
         let accept = tokio::spawn(async move {

@@ -263,6 +263,14 @@ pub(super) async fn apply(
             changed_rows(changed, || {
                 StoreError::Conflict("the agent's status changed meanwhile; read it again".into())
             })?;
+            if matches!(to, AgentStatus::Suspended | AgentStatus::Revoked) {
+                let reason = if *to == AgentStatus::Suspended {
+                    "agent_suspended"
+                } else {
+                    "agent_revoked"
+                };
+                super::mcp::end_agent_sessions(tx, agent_id, *at, reason).await?;
+            }
             let agent = select_agent(tx, agent_id)
                 .await?
                 .ok_or(StoreError::UnknownAgent)?;

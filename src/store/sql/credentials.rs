@@ -142,6 +142,7 @@ pub(super) async fn apply(
                 .bind(workspace_id)
                 .execute(&mut **tx)
                 .await?;
+            super::mcp::end_workspace_sessions(tx, workspace_id, *at).await?;
             Applied::Done
         }
         CredentialOp::AddSigningKey {

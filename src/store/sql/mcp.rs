@@ -111,15 +111,132 @@ pub(super) async fn apply(
         McpOp::DeleteServer {
             workspace_id,
             server_id,
+            at,
         } => {
             let done = sqlx::query("DELETE FROM mcp_servers WHERE workspace_id = $1 AND id = $2")
                 .bind(workspace_id)
                 .bind(server_id)
                 .execute(&mut **tx)
                 .await?;
+            sqlx::query(
+                "UPDATE mcp_sessions SET ended_at = $1, ended_reason = 'server_deleted' \
+                 WHERE server_id = $2 AND ended_at IS NULL",
+            )
+            .bind(*at)
+            .bind(server_id)
+            .execute(&mut **tx)
+            .await?;
+            found(done.rows_affected())
+        }
+        McpOp::OpenSession { session, max } => {
+            // The agent's open sessions beyond `max - 1`, oldest first, make room.
+            sqlx::query(
+                "UPDATE mcp_sessions SET ended_at = $1, ended_reason = 'replaced' WHERE id_hash IN \
+                 (SELECT id_hash FROM mcp_sessions WHERE agent_id = $2 AND ended_at IS NULL \
+                  AND expires_at > $1 ORDER BY created_at DESC, id_hash LIMIT 1000000 OFFSET $3)",
+            )
+            .bind(session.created_at)
+            .bind(&session.agent_id)
+            .bind((*max - 1).max(0))
+            .execute(&mut **tx)
+            .await?;
+            sqlx::query(&format!(
+                "INSERT INTO mcp_sessions ({SESSION_COLUMNS}) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+            ))
+            .bind(&session.id_hash)
+            .bind(&session.workspace_id)
+            .bind(&session.server_id)
+            .bind(&session.agent_id)
+            .bind(&session.credential_id)
+            .bind(&session.protocol_version)
+            .bind(i64::from(session.url_elicitation))
+            .bind(session.upstream_session.as_deref())
+            .bind(session.created_at)
+            .bind(session.expires_at)
+            .bind(session.ended_at)
+            .bind(session.ended_reason.as_deref())
+            .execute(&mut **tx)
+            .await?;
+            Ok(Applied::Done)
+        }
+        McpOp::EndSession {
+            id_hash,
+            agent_id,
+            at,
+            reason,
+        } => {
+            let done = sqlx::query(
+                "UPDATE mcp_sessions SET ended_at = $1, ended_reason = $2 \
+                 WHERE id_hash = $3 AND agent_id = $4 AND ended_at IS NULL",
+            )
+            .bind(*at)
+            .bind(*reason)
+            .bind(id_hash)
+            .bind(agent_id)
+            .execute(&mut **tx)
+            .await?;
             found(done.rows_affected())
         }
     }
+}
+
+const SESSION_COLUMNS: &str = "id_hash, workspace_id, server_id, agent_id, credential_id, \
+     protocol_version, url_elicitation, upstream_session, created_at, expires_at, ended_at, \
+     ended_reason";
+
+fn session_from_row(row: &AnyRow) -> Result<McpSessionRecord, sqlx::Error> {
+    Ok(McpSessionRecord {
+        id_hash: row.try_get("id_hash")?,
+        workspace_id: row.try_get("workspace_id")?,
+        server_id: row.try_get("server_id")?,
+        agent_id: row.try_get("agent_id")?,
+        credential_id: row.try_get("credential_id")?,
+        protocol_version: row.try_get("protocol_version")?,
+        url_elicitation: row.try_get::<i64, _>("url_elicitation")? != 0,
+        upstream_session: row.try_get("upstream_session")?,
+        created_at: row.try_get("created_at")?,
+        expires_at: row.try_get("expires_at")?,
+        ended_at: row.try_get("ended_at")?,
+        ended_reason: row.try_get("ended_reason")?,
+    })
+}
+
+/// Ends every open session of an agent (its suspension or revocation), in the transaction that
+/// changes its status.
+pub(super) async fn end_agent_sessions(
+    tx: &mut Transaction<'_, Any>,
+    agent_id: &str,
+    at: i64,
+    reason: &str,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE mcp_sessions SET ended_at = $1, ended_reason = $2 \
+         WHERE agent_id = $3 AND ended_at IS NULL",
+    )
+    .bind(at)
+    .bind(reason)
+    .bind(agent_id)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Ends every open session of a workspace (the kill switch's revoke-all), in its transaction.
+pub(super) async fn end_workspace_sessions(
+    tx: &mut Transaction<'_, Any>,
+    workspace_id: &str,
+    at: i64,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE mcp_sessions SET ended_at = $1, ended_reason = 'revoked_by_kill_switch' \
+         WHERE workspace_id = $2 AND ended_at IS NULL",
+    )
+    .bind(at)
+    .bind(workspace_id)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
 }
 
 #[async_trait]
@@ -133,6 +250,17 @@ impl McpStore for SqlStore {
         .fetch_all(&self.read)
         .await?;
         Ok(rows.iter().map(server_from_row).collect::<Result<_, _>>()?)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn mcp_session(&self, id_hash: &str) -> Result<Option<McpSessionRecord>, StoreError> {
+        let row = sqlx::query(&format!(
+            "SELECT {SESSION_COLUMNS} FROM mcp_sessions WHERE id_hash = $1"
+        ))
+        .bind(id_hash)
+        .fetch_optional(&self.read)
+        .await?;
+        Ok(row.as_ref().map(session_from_row).transpose()?)
     }
 
     #[tracing::instrument(level = "debug", skip_all)]

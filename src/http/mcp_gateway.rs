@@ -1,0 +1,218 @@
+//! `/mcp/{name}`: the MCP gateway's agent side over Streamable HTTP (`POST` a message, `DELETE`
+//! a session; `GET` opens no stream here: 405, as the transport allows), and the protected
+//! resource's metadata (RFC 9728) that a refusal's `WWW-Authenticate` points at.
+
+use std::convert::Infallible;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use futures::StreamExt as _;
+
+use crate::api::ErrorBody;
+use crate::context::SharedContext;
+use crate::enforce::EnforceError;
+use crate::error::ApiError;
+use crate::mcp::gateway::{self, Caller, Reply};
+
+use super::extract::AppPath;
+use super::headers::bearer_token;
+
+const SESSION_HEADER: &str = "mcp-session-id";
+const VERSION_HEADER: &str = "mcp-protocol-version";
+
+/// A refusal, with `WWW-Authenticate` when it is about the credential: where the resource's
+/// metadata is (and, for a missing scope, which scope would do).
+fn refusal(ctx: &SharedContext, name: &str, err: EnforceError) -> Response {
+    let api: ApiError = err.into();
+    let challenge = match api.code.as_ref() {
+        "invalid_credential" => Some(format!(
+            "Bearer error=\"invalid_token\", resource_metadata=\"{}\"",
+            metadata_url(ctx, name)
+        )),
+        "insufficient_scope" => Some(format!(
+            "Bearer error=\"insufficient_scope\", scope=\"{} {}:{name}\", resource_metadata=\"{}\"",
+            gateway::SCOPE,
+            gateway::SCOPE,
+            metadata_url(ctx, name)
+        )),
+        _ => None,
+    };
+    let mut response = api.into_response();
+    if let Some(value) = challenge.and_then(|c| HeaderValue::from_str(&c).ok()) {
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, value);
+    }
+    response
+}
+
+fn metadata_url(ctx: &SharedContext, name: &str) -> String {
+    format!(
+        "{}/.well-known/oauth-protected-resource/mcp/{name}",
+        ctx.public_url
+    )
+}
+
+/// The caller, or the refusal to answer.
+async fn caller(ctx: &SharedContext, name: &str, headers: &HeaderMap) -> Result<Caller, Response> {
+    let caller = gateway::authenticate(ctx, name, bearer_token(headers))
+        .await
+        .map_err(|e| refusal(ctx, name, e))?;
+    // A version the client names must be one the gateway speaks.
+    if let Some(version) = headers.get(VERSION_HEADER) {
+        let version = version.to_str().unwrap_or_default();
+        if !gateway::protocol_versions()
+            .iter()
+            .any(|v| v.as_str() == version)
+        {
+            return Err(refusal(
+                ctx,
+                name,
+                EnforceError::malformed(
+                    "unsupported_protocol_version",
+                    format!("the gateway does not speak MCP protocol version `{version}`"),
+                ),
+            ));
+        }
+    }
+    Ok(caller)
+}
+
+fn session_header(headers: &HeaderMap) -> Option<&str> {
+    headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok())
+}
+
+/// One JSON-RPC message from the agent to the server `name` (Streamable HTTP). Requests are
+/// answered with one message (`application/json`) or a stream of them (`text/event-stream`,
+/// ending with the response); notifications and responses with 202.
+#[utoipa::path(post, path = "/mcp/{name}", tag = "mcp",
+    params(("name" = String, Path, description = "The registered server's name")),
+    request_body(content = serde_json::Value, description = "One JSON-RPC message", content_type = "application/json"),
+    security(("agent_credential" = [])),
+    responses(
+        (status = 200, description = "The response (`application/json`), or server-sent events ending with it (`text/event-stream`); `initialize` answers `Mcp-Session-Id`"),
+        (status = 202, description = "A notification or response, taken"),
+        (status = 400, description = "`invalid_mcp_message`, `missing_mcp_session`, `unsupported_protocol_version`", body = ErrorBody),
+        (status = 401, description = "`invalid_credential`, with `WWW-Authenticate` naming the resource metadata", body = ErrorBody),
+        (status = 403, description = "`insufficient_scope`, `destination_not_allowed`", body = ErrorBody),
+        (status = 404, description = "`unknown_mcp_server`, `unknown_mcp_session`", body = ErrorBody),
+        (status = 502, description = "`upstream_unavailable`", body = ErrorBody),
+        (status = 504, description = "`upstream_timeout`", body = ErrorBody)))]
+#[tracing::instrument(level = "debug", skip_all)]
+pub async fn post(
+    State(ctx): State<SharedContext>,
+    AppPath(name): AppPath<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let caller = match caller(&ctx, &name, &headers).await {
+        Ok(caller) => caller,
+        Err(refused) => return refused,
+    };
+    let answer = match gateway::post(&ctx, caller, session_header(&headers), &body).await {
+        Ok(answer) => answer,
+        Err(err) => return refusal(&ctx, &name, err),
+    };
+    let mut response = match answer.reply {
+        Reply::Accepted => StatusCode::ACCEPTED.into_response(),
+        Reply::Message(message) => Json(message).into_response(),
+        Reply::Stream(messages) => {
+            let events = messages.map(|message| {
+                Ok::<_, Infallible>(Event::default().event("message").data(message.to_string()))
+            });
+            Sse::new(events)
+                .keep_alive(KeepAlive::default())
+                .into_response()
+        }
+    };
+    if let Some(id) = answer
+        .session_id
+        .and_then(|id| HeaderValue::from_str(&id).ok())
+    {
+        response.headers_mut().insert(SESSION_HEADER, id);
+    }
+    response
+}
+
+/// Ends the agent's session with server `name`, here and upstream.
+#[utoipa::path(delete, path = "/mcp/{name}", tag = "mcp",
+    params(("name" = String, Path, description = "The registered server's name")),
+    security(("agent_credential" = [])),
+    responses(
+        (status = 204, description = "The session ended"),
+        (status = 400, description = "`missing_mcp_session`", body = ErrorBody),
+        (status = 401, description = "`invalid_credential`", body = ErrorBody),
+        (status = 403, description = "`insufficient_scope`", body = ErrorBody),
+        (status = 404, description = "`unknown_mcp_server`, `unknown_mcp_session`", body = ErrorBody)))]
+#[tracing::instrument(level = "debug", skip_all)]
+pub async fn delete(
+    State(ctx): State<SharedContext>,
+    AppPath(name): AppPath<String>,
+    headers: HeaderMap,
+) -> Response {
+    let caller = match caller(&ctx, &name, &headers).await {
+        Ok(caller) => caller,
+        Err(refused) => return refused,
+    };
+    match gateway::delete(&ctx, caller, session_header(&headers)).await {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(err) => refusal(&ctx, &name, err),
+    }
+}
+
+/// No stream of the server's own messages is offered at `GET` (the transport lets a server
+/// say so with 405): the upstream's requests reach the agent on the stream that answers its
+/// `POST`.
+#[utoipa::path(get, path = "/mcp/{name}", tag = "mcp",
+    params(("name" = String, Path, description = "The registered server's name")),
+    security(("agent_credential" = [])),
+    responses(
+        (status = 401, description = "`invalid_credential`", body = ErrorBody),
+        (status = 403, description = "`insufficient_scope`", body = ErrorBody),
+        (status = 404, description = "`unknown_mcp_server`", body = ErrorBody),
+        (status = 405, description = "`method_not_allowed`", body = ErrorBody)))]
+#[tracing::instrument(level = "debug", skip_all)]
+pub async fn get(
+    State(ctx): State<SharedContext>,
+    AppPath(name): AppPath<String>,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(refused) = caller(&ctx, &name, &headers).await {
+        return refused;
+    }
+    let mut response = ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "the gateway offers no stream at GET: the server's requests come on the stream that answers a POST",
+    )
+    .into_response();
+    response
+        .headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static("POST, DELETE"));
+    response
+}
+
+/// The protected-resource metadata (RFC 9728) of the gateway's path for server `name`: the
+/// resource, the authorisation server (acp itself, which mints the credentials) and the scopes.
+#[utoipa::path(get, path = "/.well-known/oauth-protected-resource/mcp/{name}", tag = "mcp",
+    params(("name" = String, Path, description = "The registered server's name")),
+    responses((status = 200, description = "`{resource, authorization_servers, bearer_methods_supported, scopes_supported, resource_name, resource_documentation}`"),
+        (status = 404, description = "`unknown_mcp_server` (the name is not a server name)", body = ErrorBody)))]
+#[tracing::instrument(level = "debug", skip_all)]
+pub async fn resource_metadata(
+    State(ctx): State<SharedContext>,
+    AppPath(name): AppPath<String>,
+) -> Response {
+    match gateway::resource_metadata(&ctx, &name) {
+        Ok(document) => (
+            [(header::CACHE_CONTROL, "public, max-age=300")],
+            Json(document),
+        )
+            .into_response(),
+        Err(err) => ApiError::from(err).into_response(),
+    }
+}

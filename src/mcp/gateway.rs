@@ -1,0 +1,1210 @@
+//! `/mcp/{name}`: the gateway an agent reaches a registered MCP server through. To the agent
+//! it is an MCP server (Streamable HTTP), to the upstream an MCP client: every `tools/call`,
+//! `resources/read` and `prompts/get` is decided as a check of the calling agent before
+//! anything reaches the upstream; the upstream's credentials are filled in from the vault on
+//! every request and scrubbed from everything that comes back.
+//!
+//! Messages are read and relayed as JSON, and only the parts the gateway acts on are read
+//! through the official SDK's model (`rmcp::model`: the handshake's parameters, a tool call's
+//! parameters, the results the gateway makes itself). A proxy must pass on methods, fields and
+//! revisions it does not model unchanged, which re-serialising every message through typed
+//! structures would not do (unknown fields dropped, defaults added); the SDK's own transports
+//! and service loop own the connection and answer messages themselves, which a relay cannot
+//! let them do.
+
+use std::time::Instant;
+
+use futures::stream::{BoxStream, StreamExt as _};
+use futures::FutureExt as _;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ContentBlock, InitializeRequestParams, MetaObject,
+    ProtocolVersion,
+};
+use serde_json::{json, Map, Value};
+
+use crate::api;
+use crate::audit::{self, Actor};
+use crate::context::{Context, SharedContext};
+use crate::domain::mcp::ServerName;
+use crate::enforce::credentials::standing;
+use crate::enforce::{EnforceError, EnforceResult};
+use crate::net::egress::{self, EgressError, Opened, Outbound, ProxyCall, Scrubber};
+use crate::policy::cache::View;
+use crate::policy::check::{check_for_agent, AgentCheck, Effect};
+use crate::secret::{random_base62, sha256_hex};
+use crate::store::{AuditRecord, Change, McpOp, McpServerRecord, McpSessionRecord, Op, ServerRef};
+use crate::time::now_ms;
+use crate::vault::agent::Scene;
+
+/// The handshake revisions the gateway speaks (both with `initialize` and sessions).
+pub fn protocol_versions() -> [ProtocolVersion; 2] {
+    [ProtocolVersion::V_2025_06_18, ProtocolVersion::V_2025_11_25]
+}
+
+/// How long a session lives, however it is used.
+pub const SESSION_TTL_MS: i64 = 24 * 60 * 60 * 1000;
+/// The most open sessions an agent keeps: opening one more ends its oldest.
+pub const MAX_SESSIONS_PER_AGENT: i64 = 64;
+/// JSON-RPC: URL elicitation required (the 2025-11-25 revision).
+pub const URL_ELICITATION_REQUIRED: i64 = -32042;
+/// The scope every credential that reaches any of the workspace's servers holds.
+pub const SCOPE: &str = "mcp";
+
+/// The authenticated caller of `/mcp/{name}`: an agent, by a credential minted for it.
+pub struct Caller {
+    pub workspace_id: String,
+    pub agent_id: String,
+    pub credential_id: String,
+    pub server: McpServerRecord,
+    view: View,
+}
+
+/// The refusal of a caller who presented no usable credential.
+pub fn invalid_credential(why: &str) -> EnforceError {
+    EnforceError::unauthenticated(
+        "invalid_credential",
+        format!("{why}: present `Authorization: Bearer <credential>`, a credential minted for the agent with the scope `mcp` or `mcp:<server>`"),
+    )
+}
+
+fn unknown_server(name: &str) -> EnforceError {
+    EnforceError::not_found(
+        "unknown_mcp_server",
+        format!("this workspace has no MCP server named `{name}`"),
+    )
+}
+
+/// The resource a credential for server `name` is for (RFC 8707): its audience, when set,
+/// must be this URL or the service's own.
+pub fn resource_url(ctx: &Context, name: &str) -> String {
+    format!("{}/mcp/{name}", ctx.public_url)
+}
+
+/// The protected-resource metadata (RFC 9728) of server `name`'s gateway path.
+pub fn resource_metadata(ctx: &Context, name: &str) -> EnforceResult<Value> {
+    let name = ServerName::parse(name).map_err(|_| unknown_server(name))?;
+    Ok(json!({
+        "resource": resource_url(ctx, name.as_str()),
+        "authorization_servers": [ctx.public_url],
+        "bearer_methods_supported": ["header"],
+        "scopes_supported": [SCOPE, format!("{SCOPE}:{}", name.as_str())],
+        "resource_name": format!("acp MCP gateway: {}", name.as_str()),
+        "resource_documentation": format!("{}/docs/mcp", ctx.public_url),
+    }))
+}
+
+/// Who calls: the bearer credential's agent, still standing (not revoked, by itself or the kill
+/// switch; not expired; its agent neither suspended nor revoked), with the scope `mcp` or
+/// `mcp:<name>`, for server `name` of its workspace.
+pub async fn authenticate(
+    ctx: &Context,
+    name: &str,
+    bearer: Option<&str>,
+) -> EnforceResult<Caller> {
+    let token = bearer
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| invalid_credential("no credential"))?;
+    let credential = ctx
+        .store
+        .credential_by_hash(&sha256_hex(token.as_bytes()))
+        .await?
+        .ok_or_else(|| invalid_credential("unknown credential"))?;
+    let view = ctx
+        .caches
+        .view(ctx.store.as_ref(), &credential.workspace_id)
+        .await?;
+    if let Some(reason) = standing(ctx, &view, &credential).await? {
+        return Err(invalid_credential(&format!(
+            "the credential is {}",
+            reason.replace('_', " ")
+        )));
+    }
+    if credential.one_time {
+        return Err(invalid_credential(
+            "a one-time credential cannot hold an MCP session",
+        ));
+    }
+    let server_name = ServerName::parse(name).map_err(|_| unknown_server(name))?;
+    let server = ctx
+        .store
+        .mcp_server(
+            &credential.workspace_id,
+            ServerRef::Name(server_name.as_str()),
+        )
+        .await?
+        .ok_or_else(|| unknown_server(name))?;
+    if let Some(audience) = credential.audience.as_deref() {
+        if audience != resource_url(ctx, &server.name) && audience != ctx.public_url {
+            return Err(invalid_credential(
+                "the credential was minted for another audience",
+            ));
+        }
+    }
+    let scoped = format!("{SCOPE}:{}", server.name);
+    if !credential.scopes.iter().any(|s| s == SCOPE || *s == scoped) {
+        return Err(EnforceError::forbidden(
+            "insufficient_scope",
+            format!("the credential's scopes include neither `{SCOPE}` nor `{scoped}`"),
+        ));
+    }
+    Ok(Caller {
+        workspace_id: credential.workspace_id,
+        agent_id: credential.agent_id,
+        credential_id: credential.id,
+        server,
+        view,
+    })
+}
+
+/// What the gateway answers a message with.
+pub enum Reply {
+    /// A notification or a response, taken (202).
+    Accepted,
+    /// One JSON-RPC message (`application/json`).
+    Message(Value),
+    /// Server-sent events, each one JSON-RPC message (`text/event-stream`).
+    Stream(BoxStream<'static, Value>),
+}
+
+/// The reply, and the session a handshake opened (its id, for `Mcp-Session-Id`).
+pub struct Answer {
+    pub reply: Reply,
+    pub session_id: Option<String>,
+}
+
+fn malformed(why: impl Into<String>) -> EnforceError {
+    EnforceError::malformed("invalid_mcp_message", why.into())
+}
+
+/// A session id the agent presents: its own open session on this server, or 404.
+async fn session_of(ctx: &Context, caller: &Caller, id: Option<&str>) -> EnforceResult<Session> {
+    let id = id.map(str::trim).filter(|s| !s.is_empty()).ok_or_else(|| {
+        EnforceError::malformed(
+            "missing_mcp_session",
+            "this request needs the `Mcp-Session-Id` the handshake answered; start with `initialize`",
+        )
+    })?;
+    let unknown = || {
+        EnforceError::not_found(
+            "unknown_mcp_session",
+            "no such open session of this agent on this server; start again with `initialize`",
+        )
+    };
+    let record = ctx
+        .store
+        .mcp_session(&sha256_hex(id.as_bytes()))
+        .await?
+        .filter(|s| {
+            s.agent_id == caller.agent_id
+                && s.server_id == caller.server.id
+                && s.ended_at.is_none()
+                && s.expires_at > now_ms()
+        })
+        .ok_or_else(unknown)?;
+    let upstream = match &record.upstream_session {
+        Some(sealed) => Some(
+            String::from_utf8(
+                ctx.master_key
+                    .open(sealed, &sealed_context(&record.id_hash))
+                    .map_err(EnforceError::Internal)?,
+            )
+            .map_err(|e| EnforceError::Internal(e.to_string()))?,
+        ),
+        None => None,
+    };
+    Ok(Session { record, upstream })
+}
+
+fn sealed_context(id_hash: &str) -> String {
+    format!("mcp-session:{id_hash}")
+}
+
+struct Session {
+    record: McpSessionRecord,
+    /// The upstream's session id, opened.
+    upstream: Option<String>,
+}
+
+/// A JSON-RPC message as the gateway tells them apart.
+enum Message<'a> {
+    Request { id: &'a Value, method: &'a str },
+    Notification,
+    Response,
+}
+
+fn classify(message: &Value) -> EnforceResult<Message<'_>> {
+    let object = message
+        .as_object()
+        .ok_or_else(|| malformed("a JSON-RPC message is one JSON object (batches are not part of the protocol's revisions the gateway speaks)"))?;
+    if object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Err(malformed("`jsonrpc` must be \"2.0\""));
+    }
+    match (object.get("method"), object.get("id")) {
+        (Some(Value::String(method)), Some(id)) if id.is_string() || id.is_i64() || id.is_u64() => {
+            Ok(Message::Request { id, method })
+        }
+        (Some(Value::String(_)), None) => Ok(Message::Notification),
+        (None, Some(_)) if object.contains_key("result") || object.contains_key("error") => {
+            Ok(Message::Response)
+        }
+        _ => Err(malformed(
+            "not a JSON-RPC request, notification or response",
+        )),
+    }
+}
+
+/// `POST /mcp/{name}`: one message from the agent.
+pub async fn post(
+    ctx: &SharedContext,
+    caller: Caller,
+    session_id: Option<&str>,
+    body: &[u8],
+) -> EnforceResult<Answer> {
+    let message: Value = serde_json::from_slice(body)
+        .map_err(|e| malformed(format!("the body is not JSON: {e}")))?;
+    let kind = classify(&message)?;
+    if let Message::Request {
+        method: "initialize",
+        id,
+    } = kind
+    {
+        let id = id.clone();
+        return initialize(ctx, caller, id, &message).await;
+    }
+    let session = session_of(ctx, &caller, session_id).await?;
+    let link = Upstream::of(ctx, &caller.server, &session).await?;
+    let (id, method) = match kind {
+        Message::Request { id, method } => (id.clone(), method.to_owned()),
+        Message::Notification | Message::Response => {
+            let mut opened = link.send(ctx, "POST", Some(&message)).await?;
+            if !(200..300).contains(&opened.status) {
+                let _ = opened.body().await;
+                return Err(upstream_refused(opened.status));
+            }
+            return Ok(Answer {
+                reply: Reply::Accepted,
+                session_id: None,
+            });
+        }
+    };
+    let judged = match method.as_str() {
+        "tools/call" => Some(Judged::tool_call(&caller, &message)?),
+        "resources/read" => Some(Judged::resource_read(&caller, &message)?),
+        "prompts/get" => Some(Judged::prompt_get(&caller, &message)?),
+        _ => None,
+    };
+    let mut after = After(None);
+    if let Some(judged) = judged {
+        let decision = judged.decide(ctx, &caller).await?;
+        match decision.decision.as_str() {
+            "allow" => {
+                after = After(Some(Box::new(Outcome {
+                    ctx: ctx.clone(),
+                    judged,
+                    decision,
+                    caller: CallerFacts::of(&caller),
+                    started: Instant::now(),
+                })));
+            }
+            _ => {
+                let refusal = judged.refusal(&decision, session.record.url_elicitation);
+                judged.record(ctx, &CallerFacts::of(&caller), &decision, None);
+                return Ok(Answer {
+                    reply: Reply::Message(reply_to(&id, refusal)),
+                    session_id: None,
+                });
+            }
+        }
+    }
+    let opened = link.send(ctx, "POST", Some(&message)).await;
+    let opened = match opened {
+        Ok(opened) => opened,
+        Err(err) => {
+            after.failed(&err);
+            return Err(err);
+        }
+    };
+    relay(opened, link.scrubber, id, after).await
+}
+
+/// The JSON-RPC answer to request `id`: a result, or an error (`Err`).
+fn reply_to(id: &Value, answer: Result<Value, Value>) -> Value {
+    match answer {
+        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        Err(error) => json!({"jsonrpc": "2.0", "id": id, "error": error}),
+    }
+}
+
+fn upstream_refused(status: u16) -> EnforceError {
+    EnforceError::Upstream {
+        code: "upstream_unavailable",
+        message: format!("the upstream MCP server answered HTTP {status}"),
+        timeout: false,
+    }
+}
+
+/// An egress failure, as the agent is told it.
+fn upstream_error(err: EgressError) -> EnforceError {
+    let message = err.to_string();
+    match err {
+        EgressError::Timeout => EnforceError::Upstream {
+            code: "upstream_timeout",
+            message,
+            timeout: true,
+        },
+        EgressError::DestinationNotAllowed(_) => {
+            EnforceError::forbidden("destination_not_allowed", message)
+        }
+        _ => EnforceError::Upstream {
+            code: "upstream_unavailable",
+            message,
+            timeout: false,
+        },
+    }
+}
+
+/// The handshake: forwarded to the upstream, and on its answer a session of the agent's own
+/// is opened (the upstream's session id sealed in it).
+async fn initialize(
+    ctx: &SharedContext,
+    caller: Caller,
+    id: Value,
+    message: &Value,
+) -> EnforceResult<Answer> {
+    let params: InitializeRequestParams =
+        serde_json::from_value(message.get("params").cloned().unwrap_or(Value::Null))
+            .map_err(|e| malformed(format!("`initialize` parameters: {e}")))?;
+    let url_elicitation = params
+        .capabilities
+        .elicitation
+        .as_ref()
+        .is_some_and(|e| e.url.is_some());
+    let link = Upstream::open(ctx, &caller.server).await?;
+    let mut opened = link.send(ctx, "POST", Some(message)).await?;
+    if !(200..300).contains(&opened.status) {
+        let _ = opened.body().await;
+        return Err(upstream_refused(opened.status));
+    }
+    let upstream_session = opened.header("mcp-session-id").map(str::to_owned);
+    let answer = first_answer(&mut opened, &link.scrubber, &id).await?;
+    let Some(result) = answer.get("result") else {
+        // The upstream refused the handshake: its error goes to the agent, no session opens.
+        return Ok(Answer {
+            reply: Reply::Message(answer),
+            session_id: None,
+        });
+    };
+    let version = result
+        .get("protocolVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    if !protocol_versions().iter().any(|v| v.as_str() == version) {
+        let supported: Vec<String> = protocol_versions().iter().map(|v| v.to_string()).collect();
+        return Ok(Answer {
+            reply: Reply::Message(reply_to(
+                &id,
+                Err(json!({
+                    "code": -32602,
+                    "message": format!("the gateway does not speak protocol version `{version}`"),
+                    "data": {"supported": supported, "requested": params.protocol_version},
+                })),
+            )),
+            session_id: None,
+        });
+    }
+    let session_id = format!("mcps_{}", random_base62(40));
+    let id_hash = sha256_hex(session_id.as_bytes());
+    let sealed = upstream_session
+        .map(|s| ctx.master_key.seal(s.as_bytes(), &sealed_context(&id_hash)))
+        .transpose()
+        .map_err(EnforceError::Internal)?;
+    let now = now_ms();
+    let record = McpSessionRecord {
+        id_hash,
+        workspace_id: caller.workspace_id.clone(),
+        server_id: caller.server.id.clone(),
+        agent_id: caller.agent_id.clone(),
+        credential_id: caller.credential_id.clone(),
+        protocol_version: version.clone(),
+        url_elicitation,
+        upstream_session: sealed,
+        created_at: now,
+        expires_at: now + SESSION_TTL_MS,
+        ended_at: None,
+        ended_reason: None,
+    };
+    let event = audit::state_change(
+        "mcp.session.opened",
+        "mcp_initialize",
+        Some(&caller.workspace_id),
+        Some(&caller.agent_id),
+        &Actor::Agent(caller.agent_id.clone()),
+        json!({
+            "server": caller.server.name, "server_id": caller.server.id,
+            "cred_id": caller.credential_id, "protocol_version": version,
+            "url_elicitation": url_elicitation,
+        }),
+    );
+    let change = Change::new(McpOp::OpenSession {
+        session: record,
+        max: MAX_SESSIONS_PER_AGENT,
+    })
+    .audited(event);
+    ctx.writer.commit(change).await?;
+    Ok(Answer {
+        reply: Reply::Message(answer),
+        session_id: Some(session_id),
+    })
+}
+
+/// `DELETE /mcp/{name}`: the agent ends its session, here and upstream.
+pub async fn delete(
+    ctx: &SharedContext,
+    caller: Caller,
+    session_id: Option<&str>,
+) -> EnforceResult<()> {
+    let session = session_of(ctx, &caller, session_id).await?;
+    let op = McpOp::EndSession {
+        id_hash: session.record.id_hash.clone(),
+        agent_id: caller.agent_id.clone(),
+        at: now_ms(),
+        reason: "ended_by_agent",
+    };
+    let event = audit::state_change(
+        "mcp.session.ended",
+        "mcp_delete_session",
+        Some(&caller.workspace_id),
+        Some(&caller.agent_id),
+        &Actor::Agent(caller.agent_id.clone()),
+        json!({"server": caller.server.name, "server_id": caller.server.id, "reason": "ended_by_agent"}),
+    );
+    ctx.writer.commit(Change::new(op).audited(event)).await?;
+    // The upstream's session ends too, when it has one; what it answers changes nothing here.
+    if session.upstream.is_some() {
+        match Upstream::of(ctx, &caller.server, &session).await {
+            Ok(link) => {
+                if let Err(err) = link.send(ctx, "DELETE", None).await {
+                    tracing::info!(server = %caller.server.name, error = %err, "the upstream MCP session was not ended");
+                }
+            }
+            Err(err) => {
+                tracing::info!(server = %caller.server.name, error = %err, "the upstream MCP session was not ended");
+            }
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The upstream
+
+/// Where and how the upstream is called for one message: its URL, the profile that fills in
+/// its credentials (with the secrets they need), its session and protocol version.
+struct Upstream {
+    server: McpServerRecord,
+    auth: Option<(egress::Profile, std::collections::BTreeMap<String, String>)>,
+    session: Option<String>,
+    version: Option<String>,
+    scrubber: Scrubber,
+}
+
+impl Upstream {
+    /// For the handshake: no session yet.
+    async fn open(ctx: &Context, server: &McpServerRecord) -> EnforceResult<Upstream> {
+        let mut link = Upstream {
+            server: server.clone(),
+            auth: None,
+            session: None,
+            version: None,
+            scrubber: Outbound::https("POST", &server.url, Vec::new(), None)
+                .map_err(upstream_error)?
+                .scrubber(),
+        };
+        if let Some(auth) = &server.auth {
+            let scene = Scene::load(ctx, &server.workspace_id, &json!(auth.secret_set_id)).await?;
+            let profile = scene.profile(&auth.profile)?;
+            let keys = profile.keys();
+            let secrets: std::collections::BTreeMap<String, String> =
+                crate::vault::sets::open_entries(ctx, &scene.set, &scene.version)?
+                    .into_iter()
+                    .filter(|(k, _)| keys.contains(k))
+                    .collect();
+            link.auth = Some((profile, secrets));
+            // The scrubber knows every secret the calls inject.
+            link.scrubber = link.render("POST", None)?.scrubber();
+        }
+        Ok(link)
+    }
+
+    /// Within a session.
+    async fn of(
+        ctx: &Context,
+        server: &McpServerRecord,
+        session: &Session,
+    ) -> EnforceResult<Upstream> {
+        let mut link = Upstream::open(ctx, server).await?;
+        link.session = session.upstream.clone();
+        link.version = Some(session.record.protocol_version.clone());
+        Ok(link)
+    }
+
+    fn headers(&self) -> Vec<(String, String)> {
+        let mut headers = vec![
+            ("Content-Type".to_owned(), "application/json".to_owned()),
+            (
+                "Accept".to_owned(),
+                "application/json, text/event-stream".to_owned(),
+            ),
+        ];
+        if let Some(session) = &self.session {
+            headers.push(("Mcp-Session-Id".into(), session.clone()));
+        }
+        if let Some(version) = &self.version {
+            headers.push(("MCP-Protocol-Version".into(), version.clone()));
+        }
+        headers
+    }
+
+    fn render(&self, method: &str, body: Option<Vec<u8>>) -> EnforceResult<Outbound> {
+        let headers = self.headers();
+        match &self.auth {
+            None => {
+                Outbound::https(method, &self.server.url, headers, body).map_err(upstream_error)
+            }
+            Some((profile, secrets)) => {
+                let call = ProxyCall {
+                    method: method.to_owned(),
+                    url: self.server.url.clone(),
+                    headers,
+                    body,
+                };
+                let target =
+                    egress::target(profile, &call).map_err(|e| EnforceError::Upstream {
+                        code: "upstream_unavailable",
+                        message: format!(
+                            "the server's profile does not let the gateway make this call: {e}"
+                        ),
+                        timeout: false,
+                    })?;
+                egress::render(profile, &call, &target, secrets).map_err(upstream_error)
+            }
+        }
+    }
+
+    async fn send(
+        &self,
+        ctx: &Context,
+        method: &str,
+        message: Option<&Value>,
+    ) -> EnforceResult<Opened> {
+        let body = message
+            .map(serde_json::to_vec)
+            .transpose()
+            .map_err(|e| EnforceError::Internal(e.to_string()))?;
+        let out = self.render(method, body)?;
+        let destination = ctx
+            .egress
+            .destination_of(&out)
+            .await
+            .map_err(upstream_error)?;
+        ctx.egress
+            .open(&out, &destination)
+            .await
+            .map_err(upstream_error)
+    }
+}
+
+/// Reads an answer until the response to request `id`: a JSON body, or the events of a stream
+/// (whatever else they carry before it is not relayed: the handshake's stream holds nothing
+/// the agent waits for).
+async fn first_answer(
+    opened: &mut Opened,
+    scrubber: &Scrubber,
+    id: &Value,
+) -> EnforceResult<Value> {
+    if is_event_stream(opened) {
+        let mut events = Events::new(opened, scrubber);
+        while let Some(message) = events.next().await? {
+            if message.get("id") == Some(id) && message.get("method").is_none() {
+                return Ok(message);
+            }
+        }
+        return Err(EnforceError::Upstream {
+            code: "upstream_unavailable",
+            message: "the upstream's stream ended without answering".into(),
+            timeout: false,
+        });
+    }
+    let body = opened.body().await.map_err(upstream_error)?;
+    let (scrubbed, _) = scrubber.scrub(&body, "body");
+    serde_json::from_slice(scrubbed.as_deref().unwrap_or(&body)).map_err(|e| {
+        EnforceError::Upstream {
+            code: "upstream_unavailable",
+            message: format!("the upstream's answer is not JSON: {e}"),
+            timeout: false,
+        }
+    })
+}
+
+fn is_event_stream(opened: &Opened) -> bool {
+    opened.header("content-type").is_some_and(|t| {
+        t.trim_start()
+            .to_ascii_lowercase()
+            .starts_with("text/event-stream")
+    })
+}
+
+/// The JSON-RPC messages of an upstream's event stream, each scrubbed before it is read.
+struct Events<'a> {
+    opened: &'a mut Opened,
+    scrubber: &'a Scrubber,
+    parser: EventParser,
+}
+
+impl<'a> Events<'a> {
+    fn new(opened: &'a mut Opened, scrubber: &'a Scrubber) -> Self {
+        Events {
+            opened,
+            scrubber,
+            parser: EventParser::default(),
+        }
+    }
+
+    async fn next(&mut self) -> EnforceResult<Option<Value>> {
+        loop {
+            if let Some(data) = self.parser.next_data() {
+                let (scrubbed, _) = self.scrubber.scrub(data.as_bytes(), "event");
+                let bytes = scrubbed.unwrap_or_else(|| data.into_bytes());
+                match serde_json::from_slice::<Value>(&bytes) {
+                    Ok(message) => return Ok(Some(message)),
+                    // An event that is not a message (a priming event, say) is not relayed.
+                    Err(_) => continue,
+                }
+            }
+            match self.opened.chunk().await.map_err(upstream_error)? {
+                Some(chunk) => self.parser.feed(chunk),
+                None => return Ok(None),
+            }
+        }
+    }
+}
+
+/// The events of a byte stream, by the SDK's own event parser (`sse-stream`), fed as the
+/// bytes arrive.
+#[derive(Default)]
+struct EventParser {
+    pending: std::collections::VecDeque<String>,
+    buffer: Vec<u8>,
+}
+
+impl EventParser {
+    fn feed(&mut self, chunk: Vec<u8>) {
+        self.buffer.extend_from_slice(&chunk);
+        // Whole events only: up to the last blank line.
+        let Some(end) = last_event_end(&self.buffer) else {
+            return;
+        };
+        let rest = self.buffer.split_off(end);
+        let whole = std::mem::replace(&mut self.buffer, rest);
+        let stream = futures::stream::iter([Ok::<_, std::io::Error>(bytes::Bytes::from(whole))]);
+        let mut events = sse_stream::SseStream::from_bytes_stream(stream);
+        // The stream is in memory: every event is ready at once.
+        while let Some(Some(Ok(event))) = events.next().now_or_never() {
+            if let Some(data) = event.data {
+                self.pending.push_back(data);
+            }
+        }
+    }
+
+    fn next_data(&mut self) -> Option<String> {
+        self.pending.pop_front()
+    }
+}
+
+/// Where the last complete event of `buffer` ends (after its blank line).
+fn last_event_end(buffer: &[u8]) -> Option<usize> {
+    let normalised = |i: usize| -> Option<usize> {
+        let rest = &buffer[i..];
+        if rest.starts_with(b"\n\n") || rest.starts_with(b"\r\r") {
+            Some(i + 2)
+        } else if rest.starts_with(b"\r\n\r\n") {
+            Some(i + 4)
+        } else {
+            None
+        }
+    };
+    (0..buffer.len()).rev().find_map(normalised)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decisions
+
+/// A request the gateway decides: the check's action and context, and what the audit event
+/// says of it.
+struct Judged {
+    /// `tools/call`, `resources/read` or `prompts/get`.
+    method: &'static str,
+    action: String,
+    context: Map<String, Value>,
+    /// The tool, resource or prompt.
+    target: String,
+    /// Argument names and JSON types (values only when the server records them).
+    arguments: Value,
+}
+
+impl Judged {
+    fn params(message: &Value) -> Value {
+        message.get("params").cloned().unwrap_or(Value::Null)
+    }
+
+    fn tool_call(caller: &Caller, message: &Value) -> EnforceResult<Judged> {
+        let params: CallToolRequestParams = serde_json::from_value(Self::params(message))
+            .map_err(|e| malformed(format!("`tools/call` parameters: {e}")))?;
+        let tool = params.name.to_string();
+        let arguments = params.arguments.unwrap_or_default();
+        let mut context = Map::new();
+        flatten(&mut context, "", &arguments, 0);
+        context.insert("mcp_server".into(), json!(caller.server.name));
+        context.insert("mcp_tool".into(), json!(tool));
+        let described: Map<String, Value> = arguments
+            .iter()
+            .map(|(name, value)| {
+                let kind = json!(json_type(value));
+                let described = if caller.server.record_arguments {
+                    json!({"type": kind, "value": value})
+                } else {
+                    json!({"type": kind})
+                };
+                (name.clone(), described)
+            })
+            .collect();
+        Ok(Judged {
+            method: "tools/call",
+            action: format!("mcp.{}.{tool}", caller.server.name),
+            context,
+            target: tool,
+            arguments: Value::Object(described),
+        })
+    }
+
+    fn resource_read(caller: &Caller, message: &Value) -> EnforceResult<Judged> {
+        let params = Self::params(message);
+        let uri = params
+            .get("uri")
+            .and_then(Value::as_str)
+            .ok_or_else(|| malformed("`resources/read` needs `params.uri`"))?
+            .to_owned();
+        let mut context = Map::new();
+        context.insert("uri".into(), json!(uri));
+        context.insert("mcp_server".into(), json!(caller.server.name));
+        Ok(Judged {
+            method: "resources/read",
+            action: format!("mcp.{}.resources.read", caller.server.name),
+            context,
+            target: uri,
+            arguments: json!({}),
+        })
+    }
+
+    fn prompt_get(caller: &Caller, message: &Value) -> EnforceResult<Judged> {
+        let params = Self::params(message);
+        let prompt = params
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| malformed("`prompts/get` needs `params.name`"))?
+            .to_owned();
+        let mut context = Map::new();
+        context.insert("prompt".into(), json!(prompt));
+        context.insert("mcp_server".into(), json!(caller.server.name));
+        Ok(Judged {
+            method: "prompts/get",
+            action: format!("mcp.{}.prompts.get", caller.server.name),
+            context,
+            target: prompt,
+            arguments: json!({}),
+        })
+    }
+
+    /// The check, made as the agent's own (no nonce: the credential authenticates each
+    /// request); an allow uses up a person's approval of the same request.
+    async fn decide(&self, ctx: &Context, caller: &Caller) -> EnforceResult<api::DecisionResponse> {
+        let effect = Effect {
+            op: Op::Nothing,
+            audit: Vec::new(),
+        };
+        Ok(check_for_agent(
+            ctx,
+            caller.view.clone(),
+            None,
+            &Actor::Agent(caller.agent_id.clone()),
+            api::CheckRequest {
+                agent_id: caller.agent_id.clone(),
+                action: self.action.clone(),
+                context: Some(Value::Object(self.context.clone())),
+                email: None,
+                policy_id: None,
+            },
+            AgentCheck::Act(&effect),
+        )
+        .await?)
+    }
+
+    /// The answer to a denied or challenged request: for a tool call, a result marked
+    /// `isError` (or, to a client that takes URL elicitations, the challenge as one); for the
+    /// other methods a JSON-RPC error.
+    fn refusal(
+        &self,
+        decision: &api::DecisionResponse,
+        url_elicitation: bool,
+    ) -> Result<Value, Value> {
+        let decision_json = serde_json::to_value(decision).unwrap_or(Value::Null);
+        let link = decision.challenge.as_ref().map(|c| c.url.clone());
+        let text = match (decision.decision.as_str(), &link) {
+            ("challenge", Some(url)) => format!(
+                "acp holds `{}` for a person's approval ({}); follow {url}, then make the same call again",
+                self.action,
+                decision.reason_codes.join(", "),
+            ),
+            _ => format!(
+                "acp denied `{}`: {}",
+                self.action,
+                if decision.reason_codes.is_empty() {
+                    "denied".to_owned()
+                } else {
+                    decision.reason_codes.join(", ")
+                }
+            ),
+        };
+        if decision.decision == "challenge" && url_elicitation {
+            if let (Some(url), Some(id)) = (&link, &decision.challenge_id) {
+                return Err(json!({
+                    "code": URL_ELICITATION_REQUIRED,
+                    "message": "This request needs a person's approval.",
+                    "data": {"elicitations": [{
+                        "mode": "url", "elicitationId": id, "url": url, "message": text,
+                    }], "acp/decision": decision_json},
+                }));
+            }
+        }
+        if self.method != "tools/call" {
+            return Err(json!({
+                "code": -32603,
+                "message": text,
+                "data": {"acp/decision": decision_json},
+            }));
+        }
+        let mut meta = Map::new();
+        meta.insert("acp/decision".into(), decision_json);
+        if let Some(url) = link {
+            meta.insert("acp/approval_status_url".into(), json!(url));
+        }
+        let mut result = CallToolResult::error(vec![ContentBlock::text(text)]);
+        // The result type belongs to a later revision than the ones the gateway speaks.
+        result.result_type = None;
+        result.meta = Some(MetaObject(meta));
+        Ok(serde_json::to_value(result).unwrap_or(Value::Null))
+    }
+
+    /// Records the call (`mcp.tool.called`, `mcp.resource.read` or `mcp.prompt.got`) beside
+    /// the answer, committed with the writer's next batch: the decision itself was committed
+    /// before anything was forwarded.
+    fn record(
+        &self,
+        ctx: &Context,
+        caller: &CallerFacts,
+        decision: &api::DecisionResponse,
+        upstream: Option<(f64, Option<bool>, Option<&str>)>,
+    ) {
+        let mut details = json!({
+            "server": caller.server, "server_id": caller.server_id,
+            "outcome": decision.decision,
+        });
+        match self.method {
+            "tools/call" => {
+                details["tool"] = json!(self.target);
+                details["arguments"] = self.arguments.clone();
+            }
+            "resources/read" => details["uri"] = json!(self.target),
+            _ => details["prompt"] = json!(self.target),
+        }
+        if let Some((latency_ms, is_error, error)) = upstream {
+            details["upstream_latency_ms"] = json!((latency_ms * 1000.0).round() / 1000.0);
+            if let Some(is_error) = is_error {
+                details["is_error"] = json!(is_error);
+            }
+            if let Some(error) = error {
+                details["error"] = json!(error);
+            }
+        }
+        if let Some(id) = &decision.challenge_id {
+            details["challenge_id"] = json!(id);
+        }
+        let event_type = match self.method {
+            "tools/call" => "mcp.tool.called",
+            "resources/read" => "mcp.resource.read",
+            _ => "mcp.prompt.got",
+        };
+        let mut event: AuditRecord = audit::state_change(
+            event_type,
+            &self.action,
+            Some(&caller.workspace_id),
+            Some(&caller.agent_id),
+            &Actor::Agent(caller.agent_id.clone()),
+            details,
+        );
+        event.trace_id = Some(decision.trace_id.clone());
+        event.decision = Some(decision.decision.clone());
+        let writer = ctx.writer.clone();
+        crate::observe::mcp_call(
+            &caller.server,
+            &self.target,
+            self.method,
+            &decision.decision,
+        );
+        ctx.background.spawn(async move {
+            if let Err(e) = writer.commit_lazily(Change::default().audited(event)).await {
+                tracing::error!(error = %e, "an MCP call's event was not recorded");
+            }
+        });
+    }
+}
+
+/// What the call's event names of its caller, kept past the request.
+struct CallerFacts {
+    workspace_id: String,
+    agent_id: String,
+    server: String,
+    server_id: String,
+}
+
+impl CallerFacts {
+    fn of(caller: &Caller) -> Self {
+        CallerFacts {
+            workspace_id: caller.workspace_id.clone(),
+            agent_id: caller.agent_id.clone(),
+            server: caller.server.name.clone(),
+            server_id: caller.server.id.clone(),
+        }
+    }
+}
+
+/// The JSON type of a value, as the audit trail names it.
+fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// How deep nested arguments are read into the context.
+const MAX_DEPTH: usize = 4;
+
+/// A tool call's arguments as a check's context reads them: top-level scalars under their own
+/// names, nested objects' fields under dotted names, arrays of strings as lists; other arrays
+/// and nulls are left out (the policy language compares none of them).
+fn flatten(
+    context: &mut Map<String, Value>,
+    prefix: &str,
+    object: &Map<String, Value>,
+    depth: usize,
+) {
+    for (name, value) in object {
+        let key = if prefix.is_empty() {
+            name.clone()
+        } else {
+            format!("{prefix}.{name}")
+        };
+        match value {
+            Value::Bool(_) | Value::Number(_) | Value::String(_) => {
+                context.insert(key, value.clone());
+            }
+            Value::Array(items) if items.iter().all(Value::is_string) => {
+                context.insert(key, value.clone());
+            }
+            Value::Object(inner) if depth < MAX_DEPTH => flatten(context, &key, inner, depth + 1),
+            _ => {}
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Relaying the upstream's answer
+
+/// What is done with the upstream's answer to the agent's request: passed on as it is
+/// (scrubbed), or, after an allowed decision, stamped with its trace id and recorded.
+struct After(Option<Box<Outcome>>);
+
+struct Outcome {
+    ctx: SharedContext,
+    judged: Judged,
+    decision: api::DecisionResponse,
+    caller: CallerFacts,
+    started: Instant,
+}
+
+impl After {
+    /// The upstream's response to the request, on its way to the agent.
+    fn answered(&mut self, message: &mut Value) {
+        let Some(outcome) = self.0.take() else {
+            return;
+        };
+        let latency = outcome.started.elapsed().as_secs_f64() * 1000.0;
+        let is_error = message
+            .pointer("/result/isError")
+            .and_then(Value::as_bool)
+            .or(message.get("result").map(|_| false));
+        let error = message.get("error").map(|_| "jsonrpc_error");
+        if let Some(result) = message.get_mut("result").and_then(Value::as_object_mut) {
+            let meta = result
+                .entry("_meta")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Some(meta) = meta.as_object_mut() {
+                meta.insert("acp/trace_id".into(), json!(outcome.decision.trace_id));
+            }
+        }
+        outcome.judged.record(
+            &outcome.ctx,
+            &outcome.caller,
+            &outcome.decision,
+            Some((latency, is_error, error)),
+        );
+    }
+
+    /// The upstream did not answer.
+    fn failed(&mut self, err: &EnforceError) {
+        let Some(outcome) = self.0.take() else {
+            return;
+        };
+        let code = match err {
+            EnforceError::Upstream { code, .. } => *code,
+            _ => "failed",
+        };
+        let latency = outcome.started.elapsed().as_secs_f64() * 1000.0;
+        outcome.judged.record(
+            &outcome.ctx,
+            &outcome.caller,
+            &outcome.decision,
+            Some((latency, None, Some(code))),
+        );
+    }
+}
+
+impl Drop for After {
+    /// An agent that went away before the answer came: the allowed call is recorded all the
+    /// same, as unanswered.
+    fn drop(&mut self) {
+        if self.0.is_some() {
+            self.failed(&EnforceError::Upstream {
+                code: "no_answer",
+                message: String::new(),
+                timeout: false,
+            });
+        }
+    }
+}
+
+/// The upstream's answer to request `id`, to the agent: a JSON body as one message, an event
+/// stream as events (requests the upstream makes of the agent on it relayed as they come),
+/// ending with the response.
+async fn relay(
+    mut opened: Opened,
+    scrubber: Scrubber,
+    id: Value,
+    mut after: After,
+) -> EnforceResult<Answer> {
+    if !(200..300).contains(&opened.status) {
+        let _ = opened.body().await;
+        let err = upstream_refused(opened.status);
+        after.failed(&err);
+        return Err(err);
+    }
+    if !is_event_stream(&opened) {
+        let answer = first_answer(&mut opened, &scrubber, &id).await;
+        let mut message = match answer {
+            Ok(message) => message,
+            Err(err) => {
+                after.failed(&err);
+                return Err(err);
+            }
+        };
+        after.answered(&mut message);
+        return Ok(Answer {
+            reply: Reply::Message(message),
+            session_id: None,
+        });
+    }
+    struct State {
+        opened: Opened,
+        scrubber: Scrubber,
+        parser: EventParser,
+        id: Value,
+        after: After,
+        done: bool,
+    }
+    let state = State {
+        opened,
+        scrubber,
+        parser: EventParser::default(),
+        id,
+        after,
+        done: false,
+    };
+    let stream = futures::stream::unfold(state, |mut state| async move {
+        if state.done {
+            return None;
+        }
+        let next = {
+            let mut events = Events {
+                opened: &mut state.opened,
+                scrubber: &state.scrubber,
+                parser: std::mem::take(&mut state.parser),
+            };
+            let next = events.next().await;
+            state.parser = events.parser;
+            next
+        };
+        match next {
+            Ok(Some(mut message)) => {
+                if message.get("id") == Some(&state.id) && message.get("method").is_none() {
+                    state.after.answered(&mut message);
+                    state.done = true;
+                }
+                Some((message, state))
+            }
+            Ok(None) => {
+                state.after.failed(&EnforceError::Upstream {
+                    code: "upstream_unavailable",
+                    message: String::new(),
+                    timeout: false,
+                });
+                let message = reply_to(
+                    &state.id,
+                    Err(
+                        json!({"code": -32603, "message": "the upstream's stream ended without answering"}),
+                    ),
+                );
+                state.done = true;
+                Some((message, state))
+            }
+            Err(err) => {
+                state.after.failed(&err);
+                let message = reply_to(
+                    &state.id,
+                    Err(json!({"code": -32603, "message": err.to_string()})),
+                );
+                state.done = true;
+                Some((message, state))
+            }
+        }
+    });
+    Ok(Answer {
+        reply: Reply::Stream(stream.boxed()),
+        session_id: None,
+    })
+}

@@ -1,0 +1,424 @@
+//! The MCP gateway's agent side, `/mcp/{name}`, in front of a real MCP server (the official
+//! Rust SDK's, over TLS, requiring its own token): credentials and scopes, the resource
+//! metadata, sessions bound to their agent, every tool call decided (allowed and forwarded,
+//! denied, challenged then allowed once after a person's approval), resources and prompts
+//! decided, the upstream's token injected and scrubbed, the audit trail and metrics, the kill
+//! switch and suspension ending sessions. On both engines.
+
+use reqwest::Response;
+use serde_json::{json, Value};
+
+use crate::each_engine;
+use crate::helpers::*;
+use crate::upstream::UpstreamServer;
+
+const UPSTREAM_TOKEN: &str = "ghp_gateway-upstream-canary-0123456789";
+
+async fn spawn(engine: Engine, upstream: &UpstreamServer) -> TestApp {
+    let ca = upstream.ca_pem.clone().into_bytes();
+    TestApp::spawn_with(engine, move |config| {
+        config.vault_proxy_allow = vec!["127.0.0.1/32".parse().unwrap()];
+        config.vault_proxy_ca_pem = Some(ca);
+        config.vault_proxy_timeout_secs = 2;
+    })
+    .await
+}
+
+fn policy(agent_ids: &[&str]) -> Value {
+    json!({
+        "reusable_policy_blocks": {
+            "github": {"actions": {
+                "allow": ["mint_credential", "mcp.github.list_issues", "mcp.github.whoami", "mcp.github.fail", "mcp.github.slow",
+                          "mcp.github.resources.read", "mcp.github.prompts.get"],
+                "deny": ["mcp.github.delete_repo"]}},
+            "money": {"amount": {"limits": {"USD": {"allow_up_to": 100, "challenge_up_to": 1000}}},
+                      "approval": {"approver_role": "admin"}}
+        },
+        "agent_groups": [{"name": "tools", "members": agent_ids}],
+        "bindings": [
+            {"group": "tools", "blocks": ["github"]},
+            {"group": "tools", "blocks": ["money"], "actions": ["mcp.github.transfer"]}
+        ]
+    })
+}
+
+/// A workspace with the upstream registered as `github` (its token from the vault), an agent
+/// under the policy above, and a credential for it with `scopes`.
+struct Scene {
+    app: TestApp,
+    agent: TestAgent,
+    credential: String,
+}
+
+async fn scene(engine: Engine, upstream: &UpstreamServer, scopes: Value) -> Scene {
+    let app = spawn(engine, upstream).await;
+    let agent = app.active_agent("tool-user").await;
+    app.apply_policy(policy(&[&agent.id])).await;
+    let owner = app.login("owner@example.com").await;
+    let (s, set) = status_json(
+        owner
+            .post(
+                "/v1/vault/secret-sets",
+                &json!({
+                    "name": "github-mcp", "provider": "github", "environment": "production",
+                    "entries": {"GITHUB_TOKEN": UPSTREAM_TOKEN},
+                    "profiles": {"mcp": {"hosts": ["localhost"], "ports": [upstream.port],
+                        "methods": ["POST", "DELETE"], "path_prefixes": ["/mcp"],
+                        "inject": {"headers": {"Authorization": "Bearer ${GITHUB_TOKEN}"}}}}
+                }),
+            )
+            .await,
+    )
+    .await;
+    assert_eq!(s, 200, "{set}");
+    let set_id = set["secret_set"]["secret_set_id"].as_str().unwrap();
+    let (s, made) = status_json(
+        owner
+            .post(
+                "/v1/mcp/servers",
+                &json!({"name": "github", "url": upstream.url("/mcp"),
+                        "auth": {"secret_set_id": set_id, "profile": "mcp"}}),
+            )
+            .await,
+    )
+    .await;
+    assert_eq!(s, 200, "{made}");
+    let credential = mint(&app, &agent.id, scopes).await;
+    Scene {
+        app,
+        agent,
+        credential,
+    }
+}
+
+async fn mint(app: &TestApp, agent_id: &str, scopes: Value) -> String {
+    let (s, minted) = status_json(
+        app.post(
+            "/v1/identity/credentials/mint",
+            &json!({"agent_id": agent_id, "scopes": scopes, "ttl_seconds": 900}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(s, 200, "{minted}");
+    minted["credential"]["token"].as_str().unwrap().to_owned()
+}
+
+/// An MCP client of the gateway, speaking JSON-RPC over Streamable HTTP by hand.
+struct Client<'a> {
+    app: &'a TestApp,
+    credential: String,
+    session: Option<String>,
+    next_id: i64,
+}
+
+impl<'a> Client<'a> {
+    fn new(app: &'a TestApp, credential: &str) -> Self {
+        Client {
+            app,
+            credential: credential.to_owned(),
+            session: None,
+            next_id: 1,
+        }
+    }
+
+    async fn send(&self, message: &Value) -> Response {
+        let mut request = self
+            .app
+            .client
+            .post(self.app.url("/mcp/github"))
+            .bearer_auth(&self.credential)
+            .header("Accept", "application/json, text/event-stream")
+            .json(message);
+        if let Some(session) = &self.session {
+            request = request
+                .header("Mcp-Session-Id", session)
+                .header("MCP-Protocol-Version", "2025-11-25");
+        }
+        request.send().await.unwrap()
+    }
+
+    /// A request's response (read from a JSON body or the event stream).
+    async fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        let res = self
+            .send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+        assert_eq!(res.status(), 200, "{method}");
+        response_of(res, id).await
+    }
+
+    async fn initialize(&mut self, url_elicitation: bool) -> Value {
+        let capabilities = if url_elicitation {
+            json!({"elicitation": {"url": {}}})
+        } else {
+            json!({})
+        };
+        let res = self
+            .send(
+                &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": capabilities,
+                "clientInfo": {"name": "test", "version": "1"}}}),
+            )
+            .await;
+        assert_eq!(res.status(), 200);
+        let session = res
+            .headers()
+            .get("mcp-session-id")
+            .expect("a session id")
+            .to_str()
+            .unwrap()
+            .to_owned();
+        assert!(session.starts_with("mcps_"), "{session}");
+        let answer = response_of(res, 0).await;
+        self.session = Some(session);
+        let res = self
+            .send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        assert_eq!(res.status(), 202);
+        answer
+    }
+
+    async fn call(&mut self, tool: &str, arguments: Value) -> Value {
+        self.request("tools/call", json!({"name": tool, "arguments": arguments}))
+            .await
+    }
+}
+
+/// The JSON-RPC response with `id` in an answer: its JSON body, or the event that carries it.
+async fn response_of(res: Response, id: i64) -> Value {
+    let json = res
+        .headers()
+        .get("content-type")
+        .is_some_and(|t| t.to_str().unwrap().starts_with("application/json"));
+    let text = res.text().await.unwrap();
+    if json {
+        return serde_json::from_str(&text).unwrap();
+    }
+    text.lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
+        .find(|m| m["id"] == json!(id) && m.get("method").is_none())
+        .unwrap_or_else(|| panic!("no response {id} in {text}"))
+}
+
+fn text_of(result: &Value) -> String {
+    result["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+each_engine! {
+    async fn credentials_scopes_and_the_resource_metadata(engine) {
+        let upstream = crate::mcp_upstream::start(Some(UPSTREAM_TOKEN)).await;
+        let Scene { app, agent, credential } = scene(engine, &upstream, json!(["mcp:github"])).await;
+        let metadata = format!("{}/.well-known/oauth-protected-resource/mcp/github", app.base);
+
+        // No credential, an unknown one: 401 pointing at the resource metadata.
+        for bearer in [None, Some("sct_not-a-credential")] {
+            let mut request = app.client.post(app.url("/mcp/github")).json(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}));
+            if let Some(bearer) = bearer {
+                request = request.bearer_auth(bearer);
+            }
+            let res = request.send().await.unwrap();
+            let challenge = res.headers().get("www-authenticate").unwrap().to_str().unwrap().to_owned();
+            assert!(challenge.starts_with("Bearer "), "{challenge}");
+            assert!(challenge.contains(&format!("resource_metadata=\"{metadata}\"")), "{challenge}");
+            assert_error(res, 401, "invalid_credential").await;
+        }
+        // The document is served.
+        let (s, doc) = status_json(app.client.get(&metadata).send().await.unwrap()).await;
+        assert_eq!(s, 200);
+        assert_eq!(doc["resource"], format!("{}/mcp/github", app.base));
+        assert_eq!(doc["authorization_servers"], json!([app.base]));
+        assert_eq!(doc["scopes_supported"], json!(["mcp", "mcp:github"]));
+
+        // A credential without the scope: 403 `insufficient_scope`, saying which would do.
+        let unscoped = mint(&app, &agent.id, json!(["email:send"])).await;
+        let res = Client::new(&app, &unscoped).send(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})).await;
+        let challenge = res.headers().get("www-authenticate").unwrap().to_str().unwrap().to_owned();
+        assert!(challenge.contains("error=\"insufficient_scope\""), "{challenge}");
+        assert_error(res, 403, "insufficient_scope").await;
+        // A server of another name.
+        let other = mint(&app, &agent.id, json!(["mcp:gitlab"])).await;
+        assert_error(Client::new(&app, &other).send(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})).await, 403, "insufficient_scope").await;
+        let res = app.client.post(app.url("/mcp/nowhere")).bearer_auth(&credential).json(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})).send().await.unwrap();
+        assert_error(res, 404, "unknown_mcp_server").await;
+
+        // Without a session: 400; GET opens no stream.
+        assert_error(Client::new(&app, &credential).send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})).await, 400, "missing_mcp_session").await;
+        let res = app.client.get(app.url("/mcp/github")).bearer_auth(&credential).send().await.unwrap();
+        assert_eq!(res.headers().get("allow").unwrap(), "POST, DELETE");
+        assert_error(res, 405, "method_not_allowed").await;
+        // Not JSON-RPC.
+        assert_error(Client::new(&app, &credential).send(&json!([1, 2])).await, 400, "invalid_mcp_message").await;
+        app.stop().await;
+    }
+
+    async fn tool_calls_are_decided(engine) {
+        let upstream = crate::mcp_upstream::start(Some(UPSTREAM_TOKEN)).await;
+        let Scene { app, agent, credential } = scene(engine, &upstream, json!(["mcp"])).await;
+        let mut client = Client::new(&app, &credential);
+        let init = client.initialize(false).await;
+        assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
+
+        // Passed through: the upstream's own list.
+        let tools = client.request("tools/list", json!({})).await;
+        let names: Vec<&str> = tools["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+        assert!(names.contains(&"list_issues"), "{tools}");
+
+        // Allowed: forwarded with the upstream's token (the upstream refuses calls without
+        // it), answered unchanged but for the trace id.
+        let allowed = client.call("list_issues", json!({"repo": "acme/api"})).await;
+        assert_eq!(text_of(&allowed), "open issues of \"acme/api\": #1, #2", "{allowed}");
+        let trace_id = allowed["result"]["_meta"]["acp/trace_id"].as_str().unwrap().to_owned();
+        assert_ne!(allowed["result"]["isError"], json!(true));
+
+        // Denied: an error result naming the reason, the decision in `_meta`; nothing sent.
+        let hits = upstream.hits();
+        let denied = client.call("delete_repo", json!({"repo": "acme/api"})).await;
+        assert_eq!(denied["result"]["isError"], true, "{denied}");
+        assert!(text_of(&denied).contains("action_denied"), "{denied}");
+        assert_eq!(denied["result"]["_meta"]["acp/decision"]["decision"], "deny");
+        assert_eq!(upstream.hits(), hits, "a denied call never reaches the upstream");
+        // A tool the policy does not name is denied too.
+        let unnamed = client.call("whatever", json!({})).await;
+        assert_eq!(unnamed["result"]["isError"], true, "{unnamed}");
+
+        // The upstream's token never comes back, in any spelling.
+        let leaky = client.call("whoami", json!({})).await;
+        let text = text_of(&leaky);
+        assert!(!text.contains(UPSTREAM_TOKEN) && !text.contains(&b64(UPSTREAM_TOKEN.as_bytes())), "{text}");
+        assert!(text.contains("[REDACTED]"), "{text}");
+        // An upstream error result is relayed as it is.
+        let failed = client.call("fail", json!({})).await;
+        assert_eq!(failed["result"]["isError"], true);
+
+        // Amounts: within the limit allowed; above it challenged, to a client without URL
+        // elicitation as an error result with the status link, never the deciding link.
+        let small = client.call("transfer", json!({"amount": 50, "currency": "USD", "to": "acct_1"})).await;
+        assert_eq!(text_of(&small), "moved 50 to \"acct_1\"", "{small}");
+        let hits = upstream.hits();
+        let big = json!({"amount": 500, "currency": "USD", "to": "acct_1"});
+        let held = client.call("transfer", big.clone()).await;
+        assert_eq!(held["result"]["isError"], true, "{held}");
+        let decision = &held["result"]["_meta"]["acp/decision"];
+        assert_eq!(decision["decision"], "challenge");
+        let challenge_id = decision["challenge_id"].as_str().unwrap().to_owned();
+        let status_url = held["result"]["_meta"]["acp/approval_status_url"].as_str().unwrap();
+        assert!(status_url.ends_with(&format!("/v1/policy-challenges/{challenge_id}/status")), "{status_url}");
+        assert!(!held.to_string().contains("/v1/approval-links/"), "{held}");
+        assert_eq!(upstream.hits(), hits);
+        // A person approves; the same call is then allowed once.
+        app.grant(&app.workspace_id, "admin@example.com", "admin").await;
+        let admin = app.login("admin@example.com").await;
+        let (s, body) = status_json(admin.post(&format!("/v1/policy-challenges/{challenge_id}/decide"), &json!({"decision": "approve"})).await).await;
+        assert_eq!(s, 200, "{body}");
+        let approved = client.call("transfer", big.clone()).await;
+        assert_eq!(text_of(&approved), "moved 500 to \"acct_1\"", "{approved}");
+        let again = client.call("transfer", big.clone()).await;
+        assert_eq!(again["result"]["isError"], true, "once only: {again}");
+
+        // A client that takes URL elicitations gets the challenge as -32042.
+        let mut eliciting = Client::new(&app, &credential);
+        eliciting.initialize(true).await;
+        let held = eliciting.call("transfer", json!({"amount": 700, "currency": "USD", "to": "acct_2"})).await;
+        assert_eq!(held["error"]["code"], -32042, "{held}");
+        let elicitation = &held["error"]["data"]["elicitations"][0];
+        assert_eq!(elicitation["mode"], "url");
+        assert!(elicitation["elicitationId"].as_str().unwrap().starts_with("pch_"));
+        assert!(elicitation["url"].as_str().unwrap().ends_with("/status"));
+
+        // Resources and prompts are decided too.
+        let read = client.request("resources/read", json!({"uri": "repo://acme"})).await;
+        assert_eq!(read["result"]["contents"][0]["text"], "the contents of repo://acme", "{read}");
+        let prompt = client.request("prompts/get", json!({"name": "triage"})).await;
+        assert!(prompt["result"]["messages"].is_array(), "{prompt}");
+
+        // The trail: each call's decision and its `mcp.tool.called`, argument names and types
+        // only, with the trace id the result carried.
+        let events = audit_events(&app, "event_type=mcp.tool.called&limit=100").await;
+        let first = events.iter().find(|e| e["trace_id"] == json!(trace_id)).unwrap_or_else(|| panic!("{events:?}"));
+        assert_eq!(first["details"]["tool"], "list_issues");
+        assert_eq!(first["details"]["arguments"], json!({"repo": {"type": "string"}}));
+        assert_eq!(first["details"]["outcome"], "allow");
+        assert_eq!(first["details"]["is_error"], false);
+        assert!(first["details"]["upstream_latency_ms"].is_number());
+        assert!(!events.iter().any(|e| e.to_string().contains("acme/api")), "values are not recorded");
+        assert!(events.iter().any(|e| e["details"]["tool"] == "delete_repo" && e["details"]["outcome"] == "deny"));
+        let checks = audit_events(&app, &format!("event_type=decision.check&agent_id={}&limit=100", agent.id)).await;
+        assert!(checks.iter().any(|e| e["trace_id"] == json!(trace_id)), "{checks:?}");
+        assert!(!app.client.get(app.url("/v1/workspace/audit/events?limit=500")).header("X-Service-Api-Key", &app.key).send().await.unwrap().text().await.unwrap().contains(UPSTREAM_TOKEN));
+
+        // Metrics count calls by server, tool and outcome.
+        let metrics = app.client.get(app.url("/metrics")).send().await.unwrap().text().await.unwrap();
+        assert!(metrics.lines().any(|l| l.starts_with("acp_mcp_calls_total{") && l.contains("tool=\"delete_repo\"") && l.contains("outcome=\"deny\"")), "{metrics}");
+        app.stop().await;
+    }
+
+    async fn sessions_belong_to_their_agent_and_end(engine) {
+        let upstream = crate::mcp_upstream::start(Some(UPSTREAM_TOKEN)).await;
+        let Scene { app, agent, credential } = scene(engine, &upstream, json!(["mcp"])).await;
+        let mut client = Client::new(&app, &credential);
+        client.initialize(false).await;
+        let session = client.session.clone().unwrap();
+
+        // Another agent presenting the session: 404.
+        let other = app.active_agent("other").await;
+        app.apply_policy(policy(&[&agent.id, &other.id])).await;
+        let theirs = mint(&app, &other.id, json!(["mcp"])).await;
+        let mut intruder = Client::new(&app, &theirs);
+        intruder.session = Some(session.clone());
+        assert_error(intruder.send(&json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list"})).await, 404, "unknown_mcp_session").await;
+
+        // DELETE ends it; it is then unknown.
+        let res = app.client.delete(app.url("/mcp/github")).bearer_auth(&credential).header("Mcp-Session-Id", &session).send().await.unwrap();
+        assert_eq!(res.status(), 204);
+        assert_error(client.send(&json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list"})).await, 404, "unknown_mcp_session").await;
+
+        // Suspension ends the agent's sessions at once; a new credential after it is resumed
+        // does not bring them back.
+        let mut client = Client::new(&app, &credential);
+        client.initialize(false).await;
+        let (s, body) = status_json(app.post(&format!("/v1/agents/{}/suspend", agent.id), &json!({})).await).await;
+        assert_eq!(s, 200, "{body}");
+        assert_error(client.send(&json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list"})).await, 401, "invalid_credential").await;
+        let (s, body) = status_json(app.post(&format!("/v1/agents/{}/resume", agent.id), &json!({})).await).await;
+        assert_eq!(s, 200, "{body}");
+        client.credential = mint(&app, &agent.id, json!(["mcp"])).await;
+        assert_error(client.send(&json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list"})).await, 404, "unknown_mcp_session").await;
+
+        // Revoke-all: every session ends and the credentials are refused.
+        client.session = None;
+        client.initialize(false).await;
+        let (s, body) = status_json(app.post("/v1/identity/kill-switch/revoke-all", &json!({"reason": "drill"})).await).await;
+        assert_eq!(s, 200, "{body}");
+        assert_error(client.send(&json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list"})).await, 401, "invalid_credential").await;
+        let fresh = mint(&app, &agent.id, json!(["mcp"])).await;
+        client.credential = fresh;
+        assert_error(client.send(&json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list"})).await, 404, "unknown_mcp_session").await;
+
+        // The trail holds the sessions' opening and ending.
+        let opened = audit_events(&app, "event_type=mcp.session.opened&limit=10").await;
+        assert!(opened.len() >= 3, "{opened:?}");
+        assert!(!opened.iter().any(|e| e.to_string().contains(&session)), "no session id in the trail");
+        app.stop().await;
+    }
+
+    async fn upstream_failures(engine) {
+        let upstream = crate::mcp_upstream::start(Some(UPSTREAM_TOKEN)).await;
+        let Scene { app, credential, .. } = scene(engine, &upstream, json!(["mcp"])).await;
+        let mut client = Client::new(&app, &credential);
+        client.initialize(false).await;
+        // Slower than the timeout (2 s): the allowed call's answer is an error, recorded.
+        let slow = client.call("slow", json!({"ms": 4000})).await;
+        assert!(slow["error"].is_object() || slow["result"]["isError"] == json!(true), "{slow}");
+        // Gone: 502.
+        drop(upstream);
+        let res = client.send(&json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list"})).await;
+        assert_error(res, 502, "upstream_unavailable").await;
+        app.stop().await;
+    }
+}
