@@ -422,3 +422,84 @@ each_engine! {
         app.stop().await;
     }
 }
+
+/// The pinned release of the official MCP Python SDK the suite drives the gateway with.
+const PYTHON_SDK: &str = "mcp==2.3.0";
+
+/// An interpreter with the official MCP Python SDK: `ACP_TEST_PYTHON` when set, else a virtual
+/// environment under `target/` made once (with `python3 -m venv` and pip, from PyPI) the first
+/// time a test needs it.
+async fn python_with_sdk() -> String {
+    static PYTHON: tokio::sync::OnceCell<String> = tokio::sync::OnceCell::const_new();
+    PYTHON
+        .get_or_init(|| async {
+            if let Ok(python) = std::env::var("ACP_TEST_PYTHON") {
+                return python;
+            }
+            let venv = concat!(env!("CARGO_MANIFEST_DIR"), "/target/mcp-venv");
+            let python = format!("{venv}/bin/python");
+            let has_sdk = |python: String| async move {
+                tokio::process::Command::new(python)
+                    .args(["-c", "import mcp"])
+                    .output()
+                    .await
+                    .is_ok_and(|o| o.status.success())
+            };
+            if !has_sdk(python.clone()).await {
+                let made = tokio::process::Command::new("python3")
+                    .args(["-m", "venv", venv])
+                    .status()
+                    .await
+                    .expect("python3 makes the test's virtual environment");
+                assert!(made.success(), "python3 -m venv {venv} failed");
+                let installed = tokio::process::Command::new(format!("{venv}/bin/pip"))
+                    .args(["install", "-q", "--disable-pip-version-check", PYTHON_SDK])
+                    .status()
+                    .await
+                    .expect("pip installs the MCP Python SDK");
+                assert!(installed.success(), "pip install {PYTHON_SDK} failed (PyPI must be reachable, or set ACP_TEST_PYTHON to an interpreter that has it)");
+            }
+            python
+        })
+        .await
+        .clone()
+}
+
+/// The official MCP Python SDK's client (`tests/clients/mcp_gateway_client.py`): what it saw.
+async fn python_client(url: &str, credential: &str) -> Value {
+    let python = python_with_sdk().await;
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/clients/mcp_gateway_client.py"
+    );
+    let out = tokio::process::Command::new(&python)
+        .args([script, url, credential])
+        .output()
+        .await
+        .unwrap_or_else(|e| panic!("cannot run `{python}`: {e}"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the Python client failed: {stderr}");
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+each_engine! {
+    async fn the_official_python_client_connects(engine) {
+        let upstream = crate::mcp_upstream::start(Some(UPSTREAM_TOKEN)).await;
+        let Scene { app, credential, .. } = scene(engine, &upstream, json!(["mcp:github"])).await;
+        let seen = python_client(&app.url("/mcp/github"), &credential).await;
+        assert_eq!(seen["protocol_version"], "2025-11-25", "{seen}");
+        assert!(seen["tools"].as_array().unwrap().contains(&json!("list_issues")), "{seen}");
+        assert_eq!(seen["allowed"]["text"], "open issues of \"acme/api\": #1, #2", "{seen}");
+        assert_eq!(seen["allowed"]["is_error"], false);
+        assert!(seen["allowed"]["trace_id"].as_str().unwrap().starts_with("trc_"), "{seen}");
+        assert_eq!(seen["denied"]["is_error"], true, "{seen}");
+        assert_eq!(seen["denied"]["decision"], "deny");
+        assert_eq!(seen["challenged"]["is_error"], true, "{seen}");
+        assert!(seen["challenged"]["status_url"].as_str().unwrap().ends_with("/status"), "{seen}");
+        assert_eq!(seen["resource"], "the contents of repo://acme");
+        // The client ended its session on the way out.
+        let ended = audit_events(&app, "event_type=mcp.session.ended&limit=10").await;
+        assert_eq!(ended.len(), 1, "{ended:?}");
+        app.stop().await;
+    }
+}
