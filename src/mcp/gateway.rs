@@ -12,7 +12,10 @@
 //! and service loop own the connection and answer messages themselves, which a relay cannot
 //! let them do.
 
+use std::sync::Arc;
 use std::time::Instant;
+
+use acp_engine::semantic::Reach;
 
 use futures::stream::{BoxStream, StreamExt as _};
 use futures::FutureExt as _;
@@ -25,7 +28,9 @@ use serde_json::{json, Map, Value};
 use crate::api;
 use crate::audit::{self, Actor};
 use crate::context::{Context, SharedContext};
+use crate::domain::ids::PolicyId;
 use crate::domain::mcp::ServerName;
+use crate::domain::RiskTier;
 use crate::enforce::credentials::standing;
 use crate::enforce::{EnforceError, EnforceResult};
 use crate::net::egress::{self, EgressError, Opened, Outbound, ProxyCall, Scrubber};
@@ -294,7 +299,10 @@ pub async fn post(
         "prompts/get" => Some(Judged::prompt_get(&caller, &message)?),
         _ => None,
     };
-    let mut after = After(None);
+    let mut after = After(None, None);
+    if method == "tools/list" {
+        after.1 = Some(Reachable::load(ctx, &caller).await?);
+    }
     if let Some(judged) = judged {
         let decision = judged.decide(ctx, &caller).await?;
         match decision.decision.as_str() {
@@ -305,7 +313,7 @@ pub async fn post(
                     decision,
                     caller: CallerFacts::of(&caller),
                     started: Instant::now(),
-                })));
+                })), None);
             }
             _ => {
                 let refusal = judged.refusal(&decision, session.record.url_elicitation);
@@ -1037,8 +1045,73 @@ fn flatten(
 // Relaying the upstream's answer
 
 /// What is done with the upstream's answer to the agent's request: passed on as it is
-/// (scrubbed), or, after an allowed decision, stamped with its trace id and recorded.
-struct After(Option<Box<Outcome>>);
+/// (scrubbed); after an allowed decision, stamped with its trace id and recorded; a tool list,
+/// less the tools the agent may never call.
+struct After(Option<Box<Outcome>>, Option<Reachable>);
+
+/// What the current policy lets an agent reach of a server's tools (`tools/list`).
+struct Reachable {
+    reach: Arc<Reach>,
+    groups: Vec<String>,
+    status: &'static str,
+    tier: RiskTier,
+    server: String,
+}
+
+impl Reachable {
+    async fn load(ctx: &Context, caller: &Caller) -> EnforceResult<Reachable> {
+        let agent = ctx
+            .caches
+            .agent_in(ctx.store.as_ref(), &caller.view, &caller.agent_id)
+            .await?
+            .ok_or_else(|| invalid_credential("the credential's agent is gone"))?;
+        let policy = ctx
+            .caches
+            .policy(ctx.store.as_ref(), &caller.view, PolicyId::DEFAULT)
+            .await?
+            .ok_or_else(|| EnforceError::Internal("the workspace has no default policy".into()))?;
+        let context = Value::Null;
+        let groups = acp_engine::evaluate::groups_of(
+            &policy.compiled,
+            &agent.facts("", acp_engine::ContextFields::new(&context), None, (0, 0)),
+        );
+        Ok(Reachable {
+            reach: reach_of(&policy.compiled),
+            groups,
+            status: agent.agent.status.as_str(),
+            tier: agent.agent.risk_tier,
+            server: caller.server.name.clone(),
+        })
+    }
+
+    /// Drops from a `tools/list` result the tools every call of which the policy denies.
+    fn filter(&self, message: &mut Value) {
+        let Some(tools) = message
+            .pointer_mut("/result/tools")
+            .and_then(Value::as_array_mut)
+        else {
+            return;
+        };
+        tools.retain(|tool| {
+            let Some(name) = tool.get("name").and_then(Value::as_str) else {
+                return true;
+            };
+            let action = format!("mcp.{}.{name}", self.server);
+            !self
+                .reach
+                .never_allowed(&self.groups, self.status, self.tier, &action)
+        });
+    }
+}
+
+/// The model of a compiled policy the tool lists are read against, made once per policy (by
+/// its hash) and kept for the few policies in use.
+fn reach_of(policy: &acp_engine::compile::CompiledPolicy) -> Arc<Reach> {
+    static MODELS: std::sync::OnceLock<moka::sync::Cache<String, Arc<Reach>>> =
+        std::sync::OnceLock::new();
+    let models = MODELS.get_or_init(|| moka::sync::Cache::new(64));
+    models.get_with(policy.hash.clone(), || Arc::new(Reach::of(&policy.spec)))
+}
 
 struct Outcome {
     ctx: SharedContext,
@@ -1051,6 +1124,9 @@ struct Outcome {
 impl After {
     /// The upstream's response to the request, on its way to the agent.
     fn answered(&mut self, message: &mut Value) {
+        if let Some(reachable) = self.1.take() {
+            reachable.filter(message);
+        }
         let Some(outcome) = self.0.take() else {
             return;
         };

@@ -264,10 +264,11 @@ each_engine! {
         let init = client.initialize(false).await;
         assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
 
-        // Passed through: the upstream's own list.
+        // The upstream's list, less what this agent may never call: `delete_repo` is denied
+        // whatever its arguments; `transfer` is allowed under some amounts.
         let tools = client.request("tools/list", json!({})).await;
         let names: Vec<&str> = tools["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
-        assert!(names.contains(&"list_issues"), "{tools}");
+        assert_eq!(names, ["list_issues", "transfer", "whoami", "fail", "slow"], "{tools}");
 
         // Allowed: forwarded with the upstream's token (the upstream refuses calls without
         // it), answered unchanged but for the trace id.
@@ -351,6 +352,18 @@ each_engine! {
         let checks = audit_events(&app, &format!("event_type=decision.check&agent_id={}&limit=100", agent.id)).await;
         assert!(checks.iter().any(|e| e["trace_id"] == json!(trace_id)), "{checks:?}");
         assert!(!app.client.get(app.url("/v1/workspace/audit/events?limit=500")).header("X-Service-Api-Key", &app.key).send().await.unwrap().text().await.unwrap().contains(UPSTREAM_TOKEN));
+
+        // The dry run of a policy change replays the recorded tool calls: allowing
+        // `delete_repo` would have allowed the call denied above.
+        let mut looser = policy(&[&agent.id]);
+        looser["reusable_policy_blocks"]["github"]["actions"]["deny"] = json!([]);
+        looser["reusable_policy_blocks"]["github"]["actions"]["allow"].as_array_mut().unwrap().push(json!("mcp.github.delete_repo"));
+        let owner = app.login("owner@example.com").await;
+        let (s, dry) = status_json(owner.post("/v1/policies/sync", &json!({"dry_run": true, "spec": looser})).await).await;
+        assert_eq!(s, 200, "{dry}");
+        let kinds = dry["diff"]["impact"]["kinds"].as_array().unwrap();
+        let opened = kinds.iter().find(|k| k["kind"] == "deny_to_allow").unwrap_or_else(|| panic!("{dry}"));
+        assert!(opened["examples"].as_array().unwrap().iter().any(|e| e["action"] == "mcp.github.delete_repo"), "{opened}");
 
         // Metrics count calls by server, tool and outcome.
         let metrics = app.client.get(app.url("/metrics")).send().await.unwrap().text().await.unwrap();
@@ -488,7 +501,7 @@ each_engine! {
         let Scene { app, credential, .. } = scene(engine, &upstream, json!(["mcp:github"])).await;
         let seen = python_client(&app.url("/mcp/github"), &credential).await;
         assert_eq!(seen["protocol_version"], "2025-11-25", "{seen}");
-        assert!(seen["tools"].as_array().unwrap().contains(&json!("list_issues")), "{seen}");
+        assert_eq!(seen["tools"], json!(["fail", "list_issues", "slow", "transfer", "whoami"]), "{seen}");
         assert_eq!(seen["allowed"]["text"], "open issues of \"acme/api\": #1, #2", "{seen}");
         assert_eq!(seen["allowed"]["is_error"], false);
         assert!(seen["allowed"]["trace_id"].as_str().unwrap().starts_with("trc_"), "{seen}");

@@ -210,6 +210,85 @@ pub fn semantic_diff(old: Option<&CompiledPolicy>, new: &CompiledPolicy) -> Sema
     diff
 }
 
+/// The policy's model of what can decide an agent, made once and asked per action (see
+/// [`Reach::never_allowed`]).
+pub struct Reach {
+    model: Model,
+}
+
+impl Reach {
+    pub fn of(spec: &PolicySpec) -> Reach {
+        Reach {
+            model: Model::of(spec),
+        }
+    }
+
+    /// Whether no request of `action` by an agent of these groups (as
+    /// [`super::evaluate::groups_of`] finds them), with this status and risk tier, is allowed
+    /// or challenged, whatever its other facts: the request's dimensions (amounts and
+    /// currencies, recipients, the vault's sets and hosts) are each set to the value the rules
+    /// treat best, in turn, as the semantic diff's baseline is chosen, and the action is never
+    /// allowed when even that request is denied. A raw Cedar rule that may allow or challenge
+    /// is not read: an action it could decide is never answered `true`.
+    pub fn never_allowed(
+        &self,
+        groups: &[String],
+        status: &str,
+        tier: RiskTier,
+        action: &str,
+    ) -> bool {
+        let bound = self.model.bound(groups.iter().cloned());
+        let rules: Vec<&Rule> = self
+            .model
+            .rules_of(&bound)
+            .into_iter()
+            .filter(|r| r.narrow.as_ref().is_none_or(|n| n.contains(action)))
+            .collect();
+        // A deny of the action itself (or of every action) decides every request.
+        let always_denied = rules.iter().any(|r| {
+            r.outcome() == Outcome::Deny
+                && match r.test() {
+                    Test::Actions(list) => list.contains(action),
+                    Test::AnyAction => true,
+                    _ => false,
+                }
+        });
+        if always_denied {
+            return true;
+        }
+        let raw_may_grant = rules
+            .iter()
+            .any(|r| matches!(r.test(), Test::Raw(_)) && r.outcome() != Outcome::Deny);
+        if raw_may_grant {
+            return false;
+        }
+        let rules: Vec<&Rule> = rules.into_iter().filter(|r| r.may_match(action)).collect();
+        let mut notes = Notes::default();
+        let (axes, mut probe) = axes(&rules, action, &mut notes);
+        probe.status = STATUSES
+            .iter()
+            .copied()
+            .find(|s| *s == status)
+            .unwrap_or("revoked");
+        probe.tier = tier;
+        let decided = |p: &Probe| decide(&rules, &p.req());
+        let mut best = decided(&probe);
+        for _ in 0..2 {
+            for axis in axes.iter().skip(AGENT_AXES) {
+                for value in &axis.values {
+                    let tried = probe.with(&value.set);
+                    let outcome = decided(&tried);
+                    if outcome > best {
+                        best = outcome;
+                        probe = tried;
+                    }
+                }
+            }
+        }
+        best == Outcome::Deny
+    }
+}
+
 /// The semantic diff from the specs alone (no confirmation of the examples): the model's
 /// answer, which the tests check against the compiled policies.
 pub fn analyse(old: Option<&PolicySpec>, new: &PolicySpec) -> SemanticDiff {

@@ -909,3 +909,112 @@ fn random_mutations_of_the_shipped_specs_are_cross_checked() {
         "the mutations changed too little: {cells_seen}"
     );
 }
+
+/// What an agent may never do, checked against the compiled policy: every action answered
+/// "never" is denied for every request tried, and every other one is allowed or challenged for
+/// some request tried.
+#[test]
+fn never_allowed_is_what_no_request_reaches() {
+    let s = spec(
+        r#"
+reusable_policy_blocks:
+  github:
+    actions: {allow: [mcp.github.list_issues], deny: [mcp.github.delete_repo]}
+  money:
+    amount: {limits: {USD: {allow_up_to: 100, challenge_up_to: 1000}}}
+  raw:
+    cedar:
+      - name: maybe
+        when: context.action == "mcp.github.raw_only" && context.fields.contains("mode=safe")
+        outcome: allow
+        reason_code: raw_allows
+        reason: a raw rule allows it
+agent_groups:
+  - {name: bots, members: [agt_01933046ffc47d9118edd300589b056e]}
+  - {name: others, members: [agt_01933075ef3aec0acdb4c98cc07d8cff]}
+bindings:
+  - {group: bots, blocks: [github]}
+  - {group: bots, blocks: [raw], actions: [mcp.github.raw_only]}
+  - {group: bots, blocks: [money], actions: [mcp.github.transfer]}
+  - {group: others, blocks: [github]}
+"#,
+    );
+    let compiled = compile(&s).unwrap();
+    let reach = Reach::of(&s);
+    let agent = json!({});
+    let groups_of = |id: &str| {
+        let context = json!({});
+        evaluate::groups_of(
+            &compiled,
+            &Facts {
+                agent_id: id,
+                status: "active",
+                risk_tier: "low",
+                metadata: &agent,
+                labels: &agent,
+                action: "",
+                context: ContextFields::new(&context),
+                email: None,
+                emails_sent_last_minute: 0,
+                emails_sent_last_day: 0,
+            },
+        )
+    };
+    let tried = [
+        json!({}),
+        json!({"amount": 50, "currency": "USD"}),
+        json!({"amount": 500, "currency": "USD"}),
+        json!({"amount": 5000, "currency": "USD"}),
+        json!({"mode": "safe"}),
+    ];
+    let reached = |id: &str, tier: &str, action: &str| {
+        tried
+            .iter()
+            .map(|context| {
+                let facts = Facts {
+                    agent_id: id,
+                    status: "active",
+                    risk_tier: tier,
+                    metadata: &agent,
+                    labels: &agent,
+                    action,
+                    context: ContextFields::new(context),
+                    email: None,
+                    emails_sent_last_minute: 0,
+                    emails_sent_last_day: 0,
+                };
+                evaluate::evaluate(&compiled, &facts).unwrap().outcome
+            })
+            .max()
+            .unwrap()
+    };
+    for (id, action, never) in [
+        ("agt_01933046ffc47d9118edd300589b056e", "mcp.github.list_issues", false),
+        ("agt_01933046ffc47d9118edd300589b056e", "mcp.github.delete_repo", true),
+        ("agt_01933046ffc47d9118edd300589b056e", "mcp.github.transfer", false),
+        ("agt_01933046ffc47d9118edd300589b056e", "mcp.github.raw_only", false),
+        ("agt_01933046ffc47d9118edd300589b056e", "mcp.github.unnamed", true),
+        ("agt_01933075ef3aec0acdb4c98cc07d8cff", "mcp.github.transfer", true),
+        ("agt_01933075ef3aec0acdb4c98cc07d8cff", "mcp.github.list_issues", false),
+        ("agt_01933075ef3aec0acdb4c98cc07d8000", "mcp.github.list_issues", true),
+    ] {
+        let groups = groups_of(id);
+        assert_eq!(
+            reach.never_allowed(&groups, "active", RiskTier::Low, action),
+            never,
+            "{id} {action}"
+        );
+        assert_eq!(
+            reached(id, "low", action) == Outcome::Deny,
+            never,
+            "{id} {action}: the compiled policy"
+        );
+    }
+    // A suspended agent may do nothing.
+    assert!(reach.never_allowed(
+        &groups_of("agt_01933046ffc47d9118edd300589b056e"),
+        "suspended",
+        RiskTier::Low,
+        "mcp.github.list_issues"
+    ));
+}
