@@ -751,7 +751,15 @@ pub fn mcp_call(server: &str, target: &str, method: &'static str, outcome: &str)
         (server, target)
     };
     let pair = format!("{server}/{tool}");
-    let (server, tool) = if kept(Chosen::McpTool).label(&pair) == OTHER {
+    // A denied call names whatever tool the agent wrote: it takes a series of its own only
+    // when the tool has one already, so made-up names cannot use up the bound.
+    let kept_tools = kept(Chosen::McpTool);
+    let other = if outcome == "deny" {
+        !kept_tools.keeps(&pair)
+    } else {
+        kept_tools.label(&pair) == OTHER
+    };
+    let (server, tool) = if other {
         (OTHER.to_owned(), OTHER.to_owned())
     } else {
         (server.to_owned(), tool.to_owned())

@@ -14,6 +14,7 @@ use futures::StreamExt as _;
 
 use crate::api::ErrorBody;
 use crate::context::SharedContext;
+use crate::domain::mcp::ServerName;
 use crate::enforce::EnforceError;
 use crate::error::ApiError;
 use crate::mcp::gateway::{self, Caller, Reply};
@@ -28,7 +29,10 @@ const VERSION_HEADER: &str = "mcp-protocol-version";
 /// metadata is (and, for a missing scope, which scope would do).
 fn refusal(ctx: &SharedContext, name: &str, err: EnforceError) -> Response {
     let api: ApiError = err.into();
+    // The name goes into the header only as a server name (no quote, no comma).
+    let named = ServerName::parse(name).is_ok();
     let challenge = match api.code.as_ref() {
+        _ if !named => None,
         "invalid_credential" => Some(format!(
             "Bearer error=\"invalid_token\", resource_metadata=\"{}\"",
             metadata_url(ctx, name)

@@ -37,7 +37,9 @@ use crate::net::egress::{self, EgressError, Opened, Outbound, ProxyCall, Scrubbe
 use crate::policy::cache::View;
 use crate::policy::check::{check_for_agent, AgentCheck, Effect};
 use crate::secret::{random_base62, sha256_hex};
-use crate::store::{AuditRecord, Change, McpOp, McpServerRecord, McpSessionRecord, Op, ServerRef};
+use crate::store::{
+    AuditRecord, Change, McpOp, McpServerRecord, McpSessionRecord, Op, ServerRef, StoreError,
+};
 use crate::time::now_ms;
 use crate::vault::agent::Scene;
 
@@ -249,7 +251,12 @@ fn classify(message: &Value) -> EnforceResult<Message<'_>> {
         (Some(Value::String(method)), Some(id)) if id.is_string() || id.is_i64() || id.is_u64() => {
             Ok(Message::Request { id, method })
         }
-        (Some(Value::String(_)), None) => Ok(Message::Notification),
+        (Some(Value::String(method)), None) if method.starts_with("notifications/") => {
+            Ok(Message::Notification)
+        }
+        (Some(Value::String(method)), None) => Err(malformed(format!(
+            "`{method}` without an `id`: only `notifications/...` methods are sent as notifications"
+        ))),
         (None, Some(_)) if object.contains_key("result") || object.contains_key("error") => {
             Ok(Message::Response)
         }
@@ -282,7 +289,10 @@ pub async fn post(
     let (id, method) = match kind {
         Message::Request { id, method } => (id.clone(), method.to_owned()),
         Message::Notification | Message::Response => {
-            let mut opened = link.send(ctx, "POST", Some(&message)).await?;
+            let mut opened = within(deadline(ctx), link.send(ctx, "POST", Some(&message))).await?;
+            if lost(&opened, &session) {
+                return Err(session_lost(ctx, &caller, &session).await);
+            }
             if !(200..300).contains(&opened.status) {
                 let _ = opened.body().await;
                 return Err(upstream_refused(opened.status));
@@ -304,16 +314,31 @@ pub async fn post(
         after.1 = Some(Reachable::load(ctx, &caller).await?);
     }
     if let Some(judged) = judged {
-        let decision = judged.decide(ctx, &caller).await?;
+        let mut decision = judged.decide(ctx, &caller).await?;
+        if decision.decision == "allow" && !decision.warnings.is_empty() {
+            // An argument the policy reads as a number sent otherwise (`"amount": "5000"`)
+            // was read as absent; the tool may well read it as the number. The agent writes
+            // these arguments itself, so such a call is refused rather than forwarded.
+            decision.decision = "deny".into();
+            decision.reason_codes = vec!["argument_type_mismatch".into()];
+            decision.reasons = decision
+                .warnings
+                .iter()
+                .map(|w| w.message.clone())
+                .collect();
+        }
         match decision.decision.as_str() {
             "allow" => {
-                after = After(Some(Box::new(Outcome {
-                    ctx: ctx.clone(),
-                    judged,
-                    decision,
-                    caller: CallerFacts::of(&caller),
-                    started: Instant::now(),
-                })), None);
+                after = After(
+                    Some(Box::new(Outcome {
+                        ctx: ctx.clone(),
+                        judged,
+                        decision,
+                        caller: CallerFacts::of(&caller),
+                        started: Instant::now(),
+                    })),
+                    None,
+                );
             }
             _ => {
                 let refusal = judged.refusal(&decision, session.record.url_elicitation);
@@ -325,7 +350,8 @@ pub async fn post(
             }
         }
     }
-    let opened = link.send(ctx, "POST", Some(&message)).await;
+    let until = deadline(ctx);
+    let opened = within(until, link.send(ctx, "POST", Some(&message))).await;
     let opened = match opened {
         Ok(opened) => opened,
         Err(err) => {
@@ -333,7 +359,64 @@ pub async fn post(
             return Err(err);
         }
     };
-    relay(opened, link.scrubber, id, after).await
+    if lost(&opened, &session) {
+        let err = session_lost(ctx, &caller, &session).await;
+        after.failed(&err);
+        return Err(err);
+    }
+    relay(opened, link.scrubber, id, after, until).await
+}
+
+/// The longest the gateway waits for the upstream's answer (or, for a stream, its start)
+/// before it answers 504: the egress timeout, but at most 25 seconds, so that the 504 comes
+/// before the server's 30-second request timeout. A stream, once begun, is bounded per event
+/// by the egress timeout.
+fn deadline(ctx: &Context) -> tokio::time::Instant {
+    let wait = ctx.config.vault_proxy_timeout_secs.clamp(1, 25);
+    tokio::time::Instant::now() + std::time::Duration::from_secs(wait)
+}
+
+/// `work`, unless `until` comes first: then `upstream_timeout`.
+async fn within<T>(
+    until: tokio::time::Instant,
+    work: impl std::future::Future<Output = EnforceResult<T>>,
+) -> EnforceResult<T> {
+    match tokio::time::timeout_at(until, work).await {
+        Ok(done) => done,
+        Err(_) => Err(upstream_error(EgressError::Timeout)),
+    }
+}
+
+/// Whether the upstream no longer knows the session (404 to a request that carried its id).
+fn lost(opened: &Opened, session: &Session) -> bool {
+    opened.status == 404 && session.upstream.is_some()
+}
+
+/// The upstream ended its session: so does the gateway, and the agent is told to start again
+/// (404, as the transport has a server say it).
+async fn session_lost(ctx: &Context, caller: &Caller, session: &Session) -> EnforceError {
+    let reason = "upstream_session_ended";
+    let op = McpOp::EndSession {
+        id_hash: session.record.id_hash.clone(),
+        agent_id: caller.agent_id.clone(),
+        at: now_ms(),
+        reason,
+    };
+    let event = audit::state_change(
+        "mcp.session.ended",
+        "mcp_upstream_session_ended",
+        Some(&caller.workspace_id),
+        Some(&caller.agent_id),
+        &Actor::Agent(caller.agent_id.clone()),
+        json!({"server": caller.server.name, "server_id": caller.server.id, "reason": reason}),
+    );
+    if let Err(err) = ctx.writer.commit(Change::new(op).audited(event)).await {
+        tracing::warn!(error = %err, "an MCP session the upstream ended was not marked ended");
+    }
+    EnforceError::not_found(
+        "unknown_mcp_session",
+        "the upstream ended this session; start again with `initialize`",
+    )
 }
 
 /// The JSON-RPC answer to request `id`: a result, or an error (`Err`).
@@ -389,13 +472,14 @@ async fn initialize(
         .as_ref()
         .is_some_and(|e| e.url.is_some());
     let link = Upstream::open(ctx, &caller.server).await?;
-    let mut opened = link.send(ctx, "POST", Some(message)).await?;
+    let until = deadline(ctx);
+    let mut opened = within(until, link.send(ctx, "POST", Some(message))).await?;
     if !(200..300).contains(&opened.status) {
         let _ = opened.body().await;
         return Err(upstream_refused(opened.status));
     }
     let upstream_session = opened.header("mcp-session-id").map(str::to_owned);
-    let answer = first_answer(&mut opened, &link.scrubber, &id).await?;
+    let answer = within(until, first_answer(&mut opened, &link.scrubber, &id)).await?;
     let Some(result) = answer.get("result") else {
         // The upstream refused the handshake: its error goes to the agent, no session opens.
         return Ok(Answer {
@@ -460,7 +544,15 @@ async fn initialize(
         max: MAX_SESSIONS_PER_AGENT,
     })
     .audited(event);
-    ctx.writer.commit(change).await?;
+    match ctx.writer.commit(change).await {
+        Ok(_) => {}
+        Err(StoreError::AgentNotActive) => {
+            return Err(invalid_credential(
+                "the credential or its agent was cut off meanwhile",
+            ))
+        }
+        Err(err) => return Err(err.into()),
+    }
     Ok(Answer {
         reply: Reply::Message(answer),
         session_id: Some(session_id),
@@ -635,7 +727,7 @@ async fn first_answer(
     if is_event_stream(opened) {
         let mut events = Events::new(opened, scrubber);
         while let Some(message) = events.next().await? {
-            if message.get("id") == Some(id) && message.get("method").is_none() {
+            if answers(&message, id) {
                 return Ok(message);
             }
         }
@@ -647,13 +739,38 @@ async fn first_answer(
     }
     let body = opened.body().await.map_err(upstream_error)?;
     let (scrubbed, _) = scrubber.scrub(&body, "body");
-    serde_json::from_slice(scrubbed.as_deref().unwrap_or(&body)).map_err(|e| {
-        EnforceError::Upstream {
-            code: "upstream_unavailable",
-            message: format!("the upstream's answer is not JSON: {e}"),
-            timeout: false,
-        }
-    })
+    let not_mcp = |why: String| EnforceError::Upstream {
+        code: "upstream_unavailable",
+        message: why,
+        timeout: false,
+    };
+    let message = read_message(scrubber, scrubbed.as_deref().unwrap_or(&body))
+        .map_err(|e| not_mcp(format!("the upstream's answer is not JSON: {e}")))?;
+    if answers(&message, id) {
+        Ok(message)
+    } else {
+        Err(not_mcp(
+            "the upstream's answer is not the response to the request".into(),
+        ))
+    }
+}
+
+/// Whether `message` is the response to request `id` (a result or an error, no method).
+fn answers(message: &Value, id: &Value) -> bool {
+    message.get("id") == Some(id)
+        && message.get("method").is_none()
+        && (message.get("result").is_some() || message.get("error").is_some())
+}
+
+/// A message scrubbed as it came, read, and scrubbed again as it will be sent: reading undoes
+/// the JSON escapes of its strings, which may have hidden a secret's other spellings.
+fn read_message(scrubber: &Scrubber, bytes: &[u8]) -> Result<Value, serde_json::Error> {
+    let message: Value = serde_json::from_slice(bytes)?;
+    let text = message.to_string();
+    match scrubber.scrub(text.as_bytes(), "message") {
+        (Some(again), _) => serde_json::from_slice(&again),
+        (None, _) => Ok(message),
+    }
 }
 
 fn is_event_stream(opened: &Opened) -> bool {
@@ -685,7 +802,7 @@ impl<'a> Events<'a> {
             if let Some(data) = self.parser.next_data() {
                 let (scrubbed, _) = self.scrubber.scrub(data.as_bytes(), "event");
                 let bytes = scrubbed.unwrap_or_else(|| data.into_bytes());
-                match serde_json::from_slice::<Value>(&bytes) {
+                match read_message(self.scrubber, &bytes) {
                     Ok(message) => return Ok(Some(message)),
                     // An event that is not a message (a priming event, say) is not relayed.
                     Err(_) => continue,
@@ -699,31 +816,37 @@ impl<'a> Events<'a> {
     }
 }
 
-/// The events of a byte stream, by the SDK's own event parser (`sse-stream`), fed as the
-/// bytes arrive.
+/// The events of a byte stream, fed as the bytes arrive: cut at each blank line here (a cut is
+/// looked for only in what is new, so a large event in small pieces costs its length), and each
+/// event read on its own by the SDK's own event parser (`sse-stream`), so that one malformed
+/// event is dropped without the ones around it.
 #[derive(Default)]
 struct EventParser {
     pending: std::collections::VecDeque<String>,
+    /// The start of an event not complete yet.
     buffer: Vec<u8>,
 }
 
 impl EventParser {
     fn feed(&mut self, chunk: Vec<u8>) {
+        // A blank line may have begun in the last three bytes already held.
+        let mut i = self.buffer.len().saturating_sub(3);
         self.buffer.extend_from_slice(&chunk);
-        // Whole events only: up to the last blank line.
-        let Some(end) = last_event_end(&self.buffer) else {
-            return;
-        };
-        let rest = self.buffer.split_off(end);
-        let whole = std::mem::replace(&mut self.buffer, rest);
-        let stream = futures::stream::iter([Ok::<_, std::io::Error>(bytes::Bytes::from(whole))]);
-        let mut events = sse_stream::SseStream::from_bytes_stream(stream);
-        // The stream is in memory: every event is ready at once.
-        while let Some(Some(Ok(event))) = events.next().now_or_never() {
-            if let Some(data) = event.data {
-                self.pending.push_back(data);
+        let mut start = 0;
+        while i < self.buffer.len() {
+            match event_end(&self.buffer[i..]) {
+                Some(len) => {
+                    let end = i + len;
+                    if let Some(data) = event_data(&self.buffer[start..end]) {
+                        self.pending.push_back(data);
+                    }
+                    start = end;
+                    i = end;
+                }
+                None => i += 1,
             }
         }
+        self.buffer.drain(..start);
     }
 
     fn next_data(&mut self) -> Option<String> {
@@ -731,19 +854,26 @@ impl EventParser {
     }
 }
 
-/// Where the last complete event of `buffer` ends (after its blank line).
-fn last_event_end(buffer: &[u8]) -> Option<usize> {
-    let normalised = |i: usize| -> Option<usize> {
-        let rest = &buffer[i..];
-        if rest.starts_with(b"\n\n") || rest.starts_with(b"\r\r") {
-            Some(i + 2)
-        } else if rest.starts_with(b"\r\n\r\n") {
-            Some(i + 4)
-        } else {
-            None
-        }
-    };
-    (0..buffer.len()).rev().find_map(normalised)
+/// The length of the line end and blank line that `rest` starts with, if it does: `\r\n\r\n`,
+/// `\n\r\n`, `\n\n` or `\r\r` (the event stream's line ends are CRLF, LF or CR).
+fn event_end(rest: &[u8]) -> Option<usize> {
+    [&b"\r\n\r\n"[..], b"\n\r\n", b"\n\n", b"\r\r"]
+        .into_iter()
+        .find(|end| rest.starts_with(end))
+        .map(<[u8]>::len)
+}
+
+/// The data of one complete event (`None` for one without data, or that does not parse).
+fn event_data(event: &[u8]) -> Option<String> {
+    let stream = futures::stream::iter([Ok::<_, std::io::Error>(bytes::Bytes::copy_from_slice(
+        event,
+    ))]);
+    let mut events = sse_stream::SseStream::from_bytes_stream(stream);
+    // The bytes are in memory: the event is ready at once.
+    match events.next().now_or_never() {
+        Some(Some(Ok(event))) => event.data,
+        _ => None,
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -773,9 +903,13 @@ impl Judged {
         let tool = params.name.to_string();
         let arguments = params.arguments.unwrap_or_default();
         let mut context = Map::new();
-        flatten(&mut context, "", &arguments, 0);
+        flatten(&mut context, "", &arguments, 0)?;
         context.insert("mcp_server".into(), json!(caller.server.name));
         context.insert("mcp_tool".into(), json!(tool));
+        context.insert(
+            "mcp_arguments_sha256".into(),
+            json!(arguments_digest(&arguments)),
+        );
         let described: Map<String, Value> = arguments
             .iter()
             .map(|(name, value)| {
@@ -1016,29 +1150,46 @@ const MAX_DEPTH: usize = 4;
 /// A tool call's arguments as a check's context reads them: top-level scalars under their own
 /// names, nested objects' fields under dotted names, arrays of strings as lists; other arrays
 /// and nulls are left out (the policy language compares none of them).
+/// Two arguments that would read as one field (`{"a": {"b": 1}, "a.b": 2}`) are refused: the
+/// policy would see one of them and the tool both.
 fn flatten(
     context: &mut Map<String, Value>,
     prefix: &str,
     object: &Map<String, Value>,
     depth: usize,
-) {
+) -> EnforceResult<()> {
     for (name, value) in object {
         let key = if prefix.is_empty() {
             name.clone()
         } else {
             format!("{prefix}.{name}")
         };
-        match value {
-            Value::Bool(_) | Value::Number(_) | Value::String(_) => {
-                context.insert(key, value.clone());
+        let kept = match value {
+            Value::Bool(_) | Value::Number(_) | Value::String(_) => Some(value.clone()),
+            Value::Array(items) if items.iter().all(Value::is_string) => Some(value.clone()),
+            Value::Object(inner) if depth < MAX_DEPTH => {
+                flatten(context, &key, inner, depth + 1)?;
+                None
             }
-            Value::Array(items) if items.iter().all(Value::is_string) => {
-                context.insert(key, value.clone());
+            _ => None,
+        };
+        if let Some(value) = kept {
+            if context.insert(key.clone(), value).is_some() {
+                return Err(malformed(format!(
+                    "the arguments name the field `{key}` twice (once nested, once with a dot in its name)"
+                )));
             }
-            Value::Object(inner) if depth < MAX_DEPTH => flatten(context, &key, inner, depth + 1),
-            _ => {}
         }
     }
+    Ok(())
+}
+
+/// SHA-256 of the arguments' canonical JSON (keys sorted): in the context, so that a person's
+/// approval of a call is the approval of exactly those arguments, whatever the policy reads of
+/// them.
+fn arguments_digest(arguments: &Map<String, Value>) -> String {
+    let canonical = acp_engine::spec::sort_keys(Value::Object(arguments.clone()));
+    sha256_hex(canonical.to_string().as_bytes())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1193,6 +1344,7 @@ async fn relay(
     scrubber: Scrubber,
     id: Value,
     mut after: After,
+    until: tokio::time::Instant,
 ) -> EnforceResult<Answer> {
     if !(200..300).contains(&opened.status) {
         let _ = opened.body().await;
@@ -1201,7 +1353,7 @@ async fn relay(
         return Err(err);
     }
     if !is_event_stream(&opened) {
-        let answer = first_answer(&mut opened, &scrubber, &id).await;
+        let answer = within(until, first_answer(&mut opened, &scrubber, &id)).await;
         let mut message = match answer {
             Ok(message) => message,
             Err(err) => {
@@ -1235,7 +1387,7 @@ async fn relay(
         if state.done {
             return None;
         }
-        let next = {
+        let next = loop {
             let mut events = Events {
                 opened: &mut state.opened,
                 scrubber: &state.scrubber,
@@ -1243,11 +1395,15 @@ async fn relay(
             };
             let next = events.next().await;
             state.parser = events.parser;
-            next
+            // A response to no request of this exchange is not passed on.
+            match &next {
+                Ok(Some(m)) if m.get("method").is_none() && !answers(m, &state.id) => continue,
+                _ => break next,
+            }
         };
         match next {
             Ok(Some(mut message)) => {
-                if message.get("id") == Some(&state.id) && message.get("method").is_none() {
+                if answers(&message, &state.id) {
                     state.after.answered(&mut message);
                     state.done = true;
                 }
@@ -1283,4 +1439,43 @@ async fn relay(
         reply: Reply::Stream(stream.boxed()),
         session_id: None,
     })
+}
+
+#[cfg(test)]
+mod event_tests {
+    use super::EventParser;
+
+    fn fed(pieces: &[&[u8]]) -> Vec<String> {
+        let mut parser = EventParser::default();
+        let mut out = Vec::new();
+        for piece in pieces {
+            parser.feed(piece.to_vec());
+            while let Some(data) = parser.next_data() {
+                out.push(data);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn events_are_cut_at_blank_lines_whatever_the_line_ends_and_pieces() {
+        let whole: &[u8] =
+            b"event: message\ndata: {\"a\":1}\n\ndata: two\r\n\r\ndata: three\r\rdata: four\n\r\n";
+        let want = ["{\"a\":1}", "two", "three", "four"];
+        assert_eq!(fed(&[whole]), want);
+        // Byte by byte: the same events.
+        let bytes: Vec<&[u8]> = whole.chunks(1).collect();
+        assert_eq!(fed(&bytes), want);
+        // An event not complete yet waits for its blank line.
+        assert_eq!(fed(&[b"data: x\n"]), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_malformed_event_is_dropped_alone() {
+        let events = fed(&[b"data: one\n\nthis line has no colon\n\ndata: three\n\n"]);
+        assert_eq!(events.first().map(String::as_str), Some("one"));
+        assert_eq!(events.last().map(String::as_str), Some("three"));
+        // Priming events without data carry nothing to relay.
+        assert_eq!(fed(&[b"id: 1\nretry: 500\n\n"]), Vec::<String>::new());
+    }
 }

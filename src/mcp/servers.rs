@@ -308,6 +308,9 @@ pub async fn update(
     after.updated_at = now_ms().max(before.updated_at + 1);
     let details = json!({ "before": settings(&before), "after": settings(&after), "previous_name": before.name });
     let op = McpOp::UpdateServer {
+        // Sessions with the upstream as it was end: another URL or credentials is another
+        // upstream, which must not be sent the old one's session.
+        end_sessions: after.url != before.url || after.auth != before.auth,
         server: after.clone(),
         read_at: before.updated_at,
     };

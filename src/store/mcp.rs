@@ -79,10 +79,12 @@ pub enum McpOp {
     /// Replaces the server's settings (`workspace_id` and `id` find it, `created_*` are kept)
     /// if it is still as it was read (`updated_at` = `read_at`). `NotFound` when the workspace
     /// has no such server; `Conflict("mcp_server_changed")` when it changed since it was read;
-    /// `Conflict("mcp_server_exists")` when the new name is another server's.
+    /// `Conflict("mcp_server_exists")` when the new name is another server's. With
+    /// `end_sessions`, its open sessions end (reason `server_changed`).
     UpdateServer {
         server: McpServerRecord,
         read_at: i64,
+        end_sessions: bool,
     },
     /// Deletes the server and ends its sessions (reason `server_deleted`).
     DeleteServer {
@@ -91,7 +93,8 @@ pub enum McpOp {
         at: i64,
     },
     /// Opens a session; when its agent already has `max` open ones, the oldest are ended
-    /// (reason `replaced`), so that an agent's open sessions stay bounded.
+    /// (reason `replaced`), so that an agent's open sessions stay bounded. `AgentNotActive`
+    /// when the agent is suspended or revoked, or the credential revoked, by now.
     OpenSession { session: McpSessionRecord, max: i64 },
     /// Ends the agent's session (`NotFound` when it is not an open session of that agent).
     EndSession {

@@ -321,6 +321,26 @@ each_engine! {
         assert_eq!(text_of(&approved), "moved 500 to \"acct_1\"", "{approved}");
         let again = client.call("transfer", big.clone()).await;
         assert_eq!(again["result"]["isError"], true, "once only: {again}");
+        // An approval is of exactly those arguments: one more argument is another call.
+        let held = client.call("transfer", big.clone()).await;
+        let id = held["result"]["_meta"]["acp/decision"]["challenge_id"].as_str().unwrap().to_owned();
+        let (s, body) = status_json(admin.post(&format!("/v1/policy-challenges/{id}/decide"), &json!({"decision": "approve"})).await).await;
+        assert_eq!(s, 200, "{body}");
+        let other = client.call("transfer", json!({"amount": 500, "currency": "USD", "to": "acct_1", "memo": {"items": [1, 2]}})).await;
+        assert_eq!(other["result"]["_meta"]["acp/decision"]["decision"], "challenge", "{other}");
+
+        // Arguments that would hide one from the policy, or a number sent as text, are not
+        // forwarded; nor is a decided method sent as a notification.
+        let res = client.send(&json!({"jsonrpc": "2.0", "id": 77, "method": "tools/call",
+            "params": {"name": "transfer", "arguments": {"amount": 5, "currency": "USD", "to": {"bank": "a"}, "to.bank": "b"}}})).await;
+        assert_error(res, 400, "invalid_mcp_message").await;
+        let texty = client.call("transfer", json!({"amount": "5000", "currency": "USD", "to": "acct_1"})).await;
+        assert_eq!(texty["result"]["isError"], true, "{texty}");
+        assert_eq!(texty["result"]["_meta"]["acp/decision"]["decision"], "deny", "{texty}");
+        let hits = upstream.hits();
+        let res = client.send(&json!({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "delete_repo", "arguments": {}}})).await;
+        assert_error(res, 400, "invalid_mcp_message").await;
+        assert_eq!(upstream.hits(), hits);
 
         // A client that takes URL elicitations gets the challenge as -32042.
         let mut eliciting = Client::new(&app, &credential);
@@ -367,7 +387,9 @@ each_engine! {
 
         // Metrics count calls by server, tool and outcome.
         let metrics = app.client.get(app.url("/metrics")).send().await.unwrap().text().await.unwrap();
-        assert!(metrics.lines().any(|l| l.starts_with("acp_mcp_calls_total{") && l.contains("tool=\"delete_repo\"") && l.contains("outcome=\"deny\"")), "{metrics}");
+        assert!(metrics.lines().any(|l| l.starts_with("acp_mcp_calls_total{") && l.contains("tool=\"list_issues\"") && l.contains("outcome=\"allow\"")), "{metrics}");
+        // A denied call's made-up tool name takes no series of its own.
+        assert!(!metrics.contains("tool=\"whatever\""), "{metrics}");
         app.stop().await;
     }
 
@@ -411,6 +433,14 @@ each_engine! {
         assert_error(client.send(&json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list"})).await, 401, "invalid_credential").await;
         let fresh = mint(&app, &agent.id, json!(["mcp"])).await;
         client.credential = fresh;
+        assert_error(client.send(&json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list"})).await, 404, "unknown_mcp_session").await;
+
+        // Moving the server to another URL ends its sessions.
+        let mut client = Client::new(&app, &client.credential);
+        client.initialize(false).await;
+        let owner = app.login("owner@example.com").await;
+        let (s, body) = status_json(owner.post("/v1/mcp/servers/github", &json!({"url": upstream.url("/mcp/")})).await).await;
+        assert_eq!(s, 200, "{body}");
         assert_error(client.send(&json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list"})).await, 404, "unknown_mcp_session").await;
 
         // The trail holds the sessions' opening and ending.

@@ -989,14 +989,46 @@ bindings:
             .unwrap()
     };
     for (id, action, never) in [
-        ("agt_01933046ffc47d9118edd300589b056e", "mcp.github.list_issues", false),
-        ("agt_01933046ffc47d9118edd300589b056e", "mcp.github.delete_repo", true),
-        ("agt_01933046ffc47d9118edd300589b056e", "mcp.github.transfer", false),
-        ("agt_01933046ffc47d9118edd300589b056e", "mcp.github.raw_only", false),
-        ("agt_01933046ffc47d9118edd300589b056e", "mcp.github.unnamed", true),
-        ("agt_01933075ef3aec0acdb4c98cc07d8cff", "mcp.github.transfer", true),
-        ("agt_01933075ef3aec0acdb4c98cc07d8cff", "mcp.github.list_issues", false),
-        ("agt_01933075ef3aec0acdb4c98cc07d8000", "mcp.github.list_issues", true),
+        (
+            "agt_01933046ffc47d9118edd300589b056e",
+            "mcp.github.list_issues",
+            false,
+        ),
+        (
+            "agt_01933046ffc47d9118edd300589b056e",
+            "mcp.github.delete_repo",
+            true,
+        ),
+        (
+            "agt_01933046ffc47d9118edd300589b056e",
+            "mcp.github.transfer",
+            false,
+        ),
+        (
+            "agt_01933046ffc47d9118edd300589b056e",
+            "mcp.github.raw_only",
+            false,
+        ),
+        (
+            "agt_01933046ffc47d9118edd300589b056e",
+            "mcp.github.unnamed",
+            true,
+        ),
+        (
+            "agt_01933075ef3aec0acdb4c98cc07d8cff",
+            "mcp.github.transfer",
+            true,
+        ),
+        (
+            "agt_01933075ef3aec0acdb4c98cc07d8cff",
+            "mcp.github.list_issues",
+            false,
+        ),
+        (
+            "agt_01933075ef3aec0acdb4c98cc07d8000",
+            "mcp.github.list_issues",
+            true,
+        ),
     ] {
         let groups = groups_of(id);
         assert_eq!(

@@ -74,7 +74,11 @@ pub(super) async fn apply(
             .map_err(name_taken)?;
             Ok(Applied::Done)
         }
-        McpOp::UpdateServer { server, read_at } => {
+        McpOp::UpdateServer {
+            server,
+            read_at,
+            end_sessions,
+        } => {
             let auth = server.auth.as_ref();
             let done = sqlx::query(
                 "UPDATE mcp_servers SET name = $3, url = $4, auth_secret_set_id = $5, auth_profile = $6, \
@@ -105,6 +109,16 @@ pub(super) async fn apply(
                     Some(_) => StoreError::Conflict("mcp_server_changed".into()),
                     None => StoreError::NotFound,
                 });
+            }
+            if *end_sessions {
+                sqlx::query(
+                    "UPDATE mcp_sessions SET ended_at = $1, ended_reason = 'server_changed' \
+                     WHERE server_id = $2 AND ended_at IS NULL",
+                )
+                .bind(server.updated_at)
+                .bind(&server.id)
+                .execute(&mut **tx)
+                .await?;
             }
             Ok(Applied::Done)
         }
@@ -140,9 +154,15 @@ pub(super) async fn apply(
             .bind((*max - 1).max(0))
             .execute(&mut **tx)
             .await?;
-            sqlx::query(&format!(
+            // Only for an agent still active, by a credential still standing (the kill switch's
+            // revoke-all marks every credential revoked): either may have changed since the
+            // request was authenticated.
+            let done = sqlx::query(&format!(
                 "INSERT INTO mcp_sessions ({SESSION_COLUMNS}) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+                 SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12 \
+                 WHERE EXISTS (SELECT 1 FROM agents a WHERE a.id = $4 AND a.workspace_id = $2 \
+                               AND a.status NOT IN ('revoked', 'suspended')) \
+                 AND EXISTS (SELECT 1 FROM credentials c WHERE c.id = $5 AND c.revoked_at IS NULL)"
             ))
             .bind(&session.id_hash)
             .bind(&session.workspace_id)
@@ -158,6 +178,9 @@ pub(super) async fn apply(
             .bind(session.ended_reason.as_deref())
             .execute(&mut **tx)
             .await?;
+            if done.rows_affected() == 0 {
+                return Err(StoreError::AgentNotActive);
+            }
             Ok(Applied::Done)
         }
         McpOp::EndSession {

@@ -520,6 +520,8 @@ impl Store for SqlStore {
             // (the process died) counts for that day too.
             "DELETE FROM email_sends WHERE sent_at < $1 - 172800000",
             "DELETE FROM signing_keys WHERE retired_at IS NOT NULL AND publish_until < $1 - 86400000",
+            // MCP sessions (every one expires a day after it opened) are kept a day past that.
+            "DELETE FROM mcp_sessions WHERE expires_at < $1 - 86400000",
         ] {
             deleted += sqlx::query(sql)
                 .bind(now)
