@@ -369,3 +369,58 @@ mod tests {
         }
     }
 }
+
+/// A tool call as the console lists it (from its `mcp.tool.called` event).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecentCall {
+    pub at: String,
+    pub agent_id: String,
+    pub server: String,
+    pub tool: String,
+    /// `allow`, `deny` or `challenge`.
+    pub outcome: String,
+    /// Upstream latency in ms, for forwarded calls.
+    pub latency_ms: Option<f64>,
+    /// The upstream result's `isError`, or what went wrong reaching it.
+    pub result: String,
+    pub trace_id: String,
+}
+
+/// How many tool calls the console lists.
+pub const RECENT_CALLS: i64 = 50;
+
+/// The workspace's latest tool calls through the gateway, newest first.
+pub async fn recent_calls(ctx: &Context, workspace_id: &str) -> EnforceResult<Vec<RecentCall>> {
+    let events = ctx
+        .store
+        .audit_events(&crate::store::AuditQuery {
+            workspace_id: workspace_id.to_owned(),
+            event_type: Some("mcp.tool.called".into()),
+            limit: RECENT_CALLS,
+            ..Default::default()
+        })
+        .await?;
+    Ok(events
+        .into_iter()
+        .map(|e| {
+            let d = e.details.value();
+            let text = |k: &str| d.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+            let result = match (d.get("is_error").and_then(Value::as_bool), d.get("error")) {
+                (_, Some(Value::String(error))) => error.clone(),
+                (Some(true), _) => "error result".into(),
+                (Some(false), _) => "ok".into(),
+                _ => String::new(),
+            };
+            RecentCall {
+                at: iso(e.created_at),
+                agent_id: e.agent_id.unwrap_or_default(),
+                server: text("server"),
+                tool: text("tool"),
+                outcome: text("outcome"),
+                latency_ms: d.get("upstream_latency_ms").and_then(Value::as_f64),
+                result,
+                trace_id: e.trace_id.unwrap_or_default(),
+            }
+        })
+        .collect())
+}

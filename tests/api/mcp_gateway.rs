@@ -385,6 +385,12 @@ each_engine! {
         let opened = kinds.iter().find(|k| k["kind"] == "deny_to_allow").unwrap_or_else(|| panic!("{dry}"));
         assert!(opened["examples"].as_array().unwrap().iter().any(|e| e["action"] == "mcp.github.delete_repo"), "{opened}");
 
+        // The console lists the latest calls with their decisions.
+        let page = owner.get("/dashboard/mcp").await.text().await.unwrap();
+        assert!(page.contains("id=\"calls\""), "{page}");
+        assert!(page.contains("<tr data-outcome=\"deny\">") && page.contains("<code>delete_repo</code>"), "{page}");
+        assert!(page.contains(&trace_id), "{page}");
+
         // Metrics count calls by server, tool and outcome.
         let metrics = app.client.get(app.url("/metrics")).send().await.unwrap().text().await.unwrap();
         assert!(metrics.lines().any(|l| l.starts_with("acp_mcp_calls_total{") && l.contains("tool=\"list_issues\"") && l.contains("outcome=\"allow\"")), "{metrics}");

@@ -1,6 +1,7 @@
 //! The console's MCP gateway: the workspace's registered servers (name, upstream, where agents
 //! connect, the vault profile that authenticates the gateway, whether argument values are
-//! recorded), for every member. Servers are registered with the API or `acp mcp servers`.
+//! recorded) and the latest tool calls with their decisions, for every member. Servers are
+//! registered with the API or `acp mcp servers`.
 
 use askama::Template;
 use axum::extract::State;
@@ -19,6 +20,7 @@ use super::{shell, Section, Shell};
 struct McpPage {
     shell: Shell,
     servers: Vec<ServerRow>,
+    calls: Vec<servers::RecentCall>,
 }
 
 struct ServerRow {
@@ -59,5 +61,10 @@ pub async fn mcp_page(State(ctx): State<SharedContext>, Person(principal): Perso
             registered: s.created_at,
         })
         .collect();
-    Ok(render(&McpPage { shell, servers }))
+    let calls = servers::recent_calls(&ctx, &workspace_id).await?;
+    Ok(render(&McpPage {
+        shell,
+        servers,
+        calls,
+    }))
 }
