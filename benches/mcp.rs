@@ -21,110 +21,35 @@
 use std::time::Instant;
 
 use anyhow::{bail, Context as _, Result};
-use serde_json::{json, Value};
+use serde_json::json;
 
 #[path = "../examples/common/mod.rs"]
 mod common;
+#[path = "../examples/common/mcp.rs"]
+mod mcp;
 #[path = "../tests/api/mcp_upstream.rs"]
 mod mcp_upstream;
+#[path = "common/served.rs"]
+mod served;
 #[path = "../tests/api/upstream.rs"]
 mod upstream;
 
 use acp::audit::Actor;
+use mcp::McpClient;
 
-const MASTER_KEY: &str = "9pt6wChGrj9fIlNeGz7qy3cv4caw0MidFMP3XvbV9KU=";
 const UPSTREAM_TOKEN: &str = "ghp_bench_0123456789abcdef";
 
-/// One MCP session: its endpoint, the bearer it sends, its id once open.
-struct Session {
-    http: reqwest::Client,
-    url: String,
-    bearer: String,
-    id: Option<String>,
-    next: i64,
-}
-
-impl Session {
-    async fn open(http: reqwest::Client, url: String, bearer: &str) -> Result<Session> {
-        let mut session = Session {
-            http,
-            url,
-            bearer: bearer.to_owned(),
-            id: None,
-            next: 1,
-        };
-        session
-            .request(
-                "initialize",
-                json!({"protocolVersion": "2025-11-25", "capabilities": {},
-                       "clientInfo": {"name": "bench", "version": "1"}}),
-            )
-            .await?;
-        let res = session
-            .send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-            .await?;
-        if res.status() != 202 {
-            bail!("initialized: {}", res.status());
-        }
-        Ok(session)
+/// One `tools/call` through `client`, timed in milliseconds.
+async fn timed_call(client: &mut McpClient) -> Result<f64> {
+    let t = Instant::now();
+    let result = client
+        .call("list_issues", json!({"repo": "acme/api"}))
+        .await?;
+    let took = t.elapsed().as_secs_f64() * 1000.0;
+    if result["isError"] == json!(true) {
+        bail!("the call failed: {result}");
     }
-
-    async fn send(&self, message: &Value) -> Result<reqwest::Response> {
-        let mut request = self
-            .http
-            .post(&self.url)
-            .bearer_auth(&self.bearer)
-            .header("Accept", "application/json, text/event-stream")
-            .json(message);
-        if let Some(id) = &self.id {
-            request = request
-                .header("Mcp-Session-Id", id)
-                .header("MCP-Protocol-Version", "2025-11-25");
-        }
-        Ok(request.send().await?)
-    }
-
-    /// A request, answered (read to the end of its body or stream).
-    async fn request(&mut self, method: &str, params: Value) -> Result<Value> {
-        let id = self.next;
-        self.next += 1;
-        let res = self
-            .send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-            .await?;
-        if let Some(session) = res.headers().get("mcp-session-id") {
-            self.id = Some(session.to_str()?.to_owned());
-        }
-        let status = res.status();
-        let text = res.text().await?;
-        if !status.is_success() {
-            bail!("{method}: {status} {text}");
-        }
-        serde_json::from_str::<Value>(&text)
-            .ok()
-            .or_else(|| {
-                text.lines()
-                    .filter_map(|l| l.strip_prefix("data:"))
-                    .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
-                    .find(|m| m["id"] == json!(id))
-            })
-            .with_context(|| format!("{method}: no response in {text}"))
-    }
-
-    /// One `tools/call`, timed in milliseconds.
-    async fn timed_call(&mut self) -> Result<f64> {
-        let t = Instant::now();
-        let answer = self
-            .request(
-                "tools/call",
-                json!({"name": "list_issues", "arguments": {"repo": "acme/api"}}),
-            )
-            .await?;
-        let took = t.elapsed().as_secs_f64() * 1000.0;
-        if answer["result"]["isError"] == json!(true) || answer.get("error").is_some() {
-            bail!("the call failed: {answer}");
-        }
-        Ok(took)
-    }
+    Ok(took)
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -147,31 +72,13 @@ async fn main() -> Result<()> {
         Err(_) => 300,
     };
     let upstream = mcp_upstream::start(Some(UPSTREAM_TOKEN)).await;
-    let dir = tempfile::tempdir()?;
-    let database_url = std::env::var("ACP_BENCH_DATABASE_URL")
-        .unwrap_or_else(|_| format!("sqlite:{}/acp.db", dir.path().display()));
-    let mut config =
-        acp::config::Config::for_database(&database_url).map_err(anyhow::Error::msg)?;
-    config.addr = "127.0.0.1:0".parse()?;
-    config.email_url = "outbox".into();
-    config.master_key = Some(acp::secret::Secret::new(MASTER_KEY.to_owned()));
-    config.vault_proxy_allow = vec!["127.0.0.1/32".parse()?];
-    config.vault_proxy_ca_pem = Some(upstream.ca_pem.clone().into_bytes());
-    let app = acp::app::App::build(config).await?;
-    let ctx = app.context().clone();
-    let bootstrap = app.bootstrap.as_ref().context("a fresh database")?;
-    let workspace_id = bootstrap.workspace_id.clone();
-    let api_key = bootstrap
-        .generated_key
-        .as_ref()
-        .context("generated key")?
-        .expose()
-        .to_owned();
-    let base = format!("http://{}", app.local_addr());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(app.run(async move {
-        let _ = stopped.await;
-    }));
+    let served = served::Served::start(&upstream.ca_pem).await?;
+    let (ctx, workspace_id, api_key, base) = (
+        served.ctx.clone(),
+        served.workspace_id.clone(),
+        served.api_key.clone(),
+        served.base.clone(),
+    );
 
     // The scene: an agent, its policy, the upstream's token in a set, the server registered.
     let http = reqwest::Client::new();
@@ -227,23 +134,24 @@ async fn main() -> Result<()> {
     let direct_http = reqwest::Client::builder()
         .add_root_certificate(reqwest::Certificate::from_pem(upstream.ca_pem.as_bytes())?)
         .build()?;
-    let mut direct = Session::open(direct_http, upstream.url("/mcp"), UPSTREAM_TOKEN).await?;
-    let mut gateway = Session::open(
+    let mut direct = McpClient::new(direct_http, upstream.url("/mcp"), UPSTREAM_TOKEN);
+    direct.open("bench").await?;
+    let mut gateway = McpClient::new(
         reqwest::Client::new(),
         format!("{base}/mcp/bench"),
         credential,
-    )
-    .await?;
+    );
+    gateway.open("bench").await?;
 
     let (mut straight, mut through, mut overhead) = (Vec::new(), Vec::new(), Vec::new());
     let warm = 20;
     for i in 0..pairs + warm {
         let (d, g) = if i % 2 == 0 {
-            let d = direct.timed_call().await?;
-            (d, gateway.timed_call().await?)
+            let d = timed_call(&mut direct).await?;
+            (d, timed_call(&mut gateway).await?)
         } else {
-            let g = gateway.timed_call().await?;
-            (direct.timed_call().await?, g)
+            let g = timed_call(&mut gateway).await?;
+            (timed_call(&mut direct).await?, g)
         };
         if i >= warm {
             straight.push(d);
@@ -256,11 +164,7 @@ async fn main() -> Result<()> {
     println!();
     println!(
         "Engine: {}; {pairs} pairs of `tools/call` (after {warm} warm-up pairs), alternating.",
-        if database_url.starts_with("postgres") {
-            "Postgres"
-        } else {
-            "SQLite (synchronous=FULL)"
-        }
+        served.engine()
     );
     println!();
     println!("| call | p50 ms | p99 ms |");
@@ -279,7 +183,5 @@ async fn main() -> Result<()> {
             percentile(v, 99.0)
         );
     }
-    let _ = stop.send(());
-    server.await??;
-    Ok(())
+    served.stop().await
 }

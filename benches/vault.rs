@@ -33,12 +33,12 @@ use serde_json::{json, Value};
 
 #[path = "../examples/common/mod.rs"]
 mod common;
+#[path = "common/served.rs"]
+mod served;
 #[path = "../tests/api/upstream.rs"]
 mod upstream;
 
 use acp::audit::Actor;
-
-const MASTER_KEY: &str = "9pt6wChGrj9fIlNeGz7qy3cv4caw0MidFMP3XvbV9KU=";
 
 fn env_number(name: &str, default: u64) -> Result<u64> {
     match std::env::var(name) {
@@ -112,31 +112,13 @@ async fn main() -> Result<()> {
     let concurrency = env_number("ACP_BENCH_CONCURRENCY", 16)? as usize;
 
     let upstream = upstream::UpstreamServer::start().await;
-    let dir = tempfile::tempdir()?;
-    let database_url = std::env::var("ACP_BENCH_DATABASE_URL")
-        .unwrap_or_else(|_| format!("sqlite:{}/acp.db", dir.path().display()));
-    let mut config =
-        acp::config::Config::for_database(&database_url).map_err(anyhow::Error::msg)?;
-    config.addr = "127.0.0.1:0".parse()?;
-    config.email_url = "outbox".into();
-    config.master_key = Some(acp::secret::Secret::new(MASTER_KEY.to_owned()));
-    config.vault_proxy_allow = vec!["127.0.0.1/32".parse()?];
-    config.vault_proxy_ca_pem = Some(upstream.ca_pem.clone().into_bytes());
-    let app = acp::app::App::build(config).await?;
-    let ctx = app.context().clone();
-    let bootstrap = app.bootstrap.as_ref().context("a fresh database")?;
-    let workspace_id = bootstrap.workspace_id.clone();
-    let api_key = bootstrap
-        .generated_key
-        .as_ref()
-        .context("generated key")?
-        .expose()
-        .to_owned();
-    let base = format!("http://{}", app.local_addr());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(app.run(async move {
-        let _ = stopped.await;
-    }));
+    let served = served::Served::start(&upstream.ca_pem).await?;
+    let (ctx, workspace_id, api_key, base) = (
+        served.ctx.clone(),
+        served.workspace_id.clone(),
+        served.api_key.clone(),
+        served.base.clone(),
+    );
 
     // The scene: an agent, a policy allowing the vault, a set, grants, a workflow lease.
     let http = reqwest::Client::new();
@@ -305,7 +287,7 @@ async fn main() -> Result<()> {
     println!();
     println!(
         "Engine: {}; {} proxy pairs (after {warm} warm-up pairs); reads with {concurrency} concurrent clients for {read_secs} s.",
-        if database_url.starts_with("postgres") { "Postgres" } else { "SQLite (synchronous=FULL)" },
+        served.engine(),
         pairs
     );
     println!();
@@ -332,7 +314,5 @@ async fn main() -> Result<()> {
         reads as f64 / elapsed,
         mints.load(Ordering::Relaxed)
     );
-    let _ = stop.send(());
-    server.await??;
-    Ok(())
+    served.stop().await
 }

@@ -31,71 +31,9 @@ use serde_json::{json, Value};
 
 #[path = "common/mod.rs"]
 mod common;
+#[path = "common/mcp.rs"]
+mod mcp;
 use common::{answer_of, register_and_attest};
-
-/// An MCP client of the gateway, by hand: JSON-RPC messages POSTed with the credential, the
-/// session id after the handshake, and each answer read from a JSON body or an event stream.
-struct McpClient {
-    http: reqwest::Client,
-    url: String,
-    credential: String,
-    session: Option<String>,
-    next_id: i64,
-}
-
-impl McpClient {
-    async fn post(&self, message: &Value) -> Result<reqwest::Response> {
-        let mut request = self
-            .http
-            .post(&self.url)
-            .bearer_auth(&self.credential)
-            .header("Accept", "application/json, text/event-stream")
-            .json(message);
-        if let Some(session) = &self.session {
-            request = request
-                .header("Mcp-Session-Id", session)
-                .header("MCP-Protocol-Version", "2025-11-25");
-        }
-        Ok(request.send().await?)
-    }
-
-    /// Sends a request and answers its response.
-    async fn request(&mut self, method: &str, params: Value) -> Result<Value> {
-        let id = self.next_id;
-        self.next_id += 1;
-        let res = self
-            .post(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-            .await?;
-        if let Some(session) = res.headers().get("mcp-session-id") {
-            self.session = Some(session.to_str()?.to_owned());
-        }
-        let status = res.status();
-        let text = res.text().await?;
-        if !status.is_success() {
-            bail!("{method}: HTTP {status}: {text}");
-        }
-        // A JSON body, or server-sent events whose last message answers the request.
-        let response = match serde_json::from_str::<Value>(&text) {
-            Ok(message) => Some(message),
-            Err(_) => text
-                .lines()
-                .filter_map(|l| l.strip_prefix("data:"))
-                .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
-                .find(|m| m["id"] == json!(id)),
-        };
-        response.with_context(|| format!("{method}: no response in {text}"))
-    }
-
-    async fn call(&mut self, tool: &str, arguments: Value) -> Result<Value> {
-        let answer = self
-            .request("tools/call", json!({"name": tool, "arguments": arguments}))
-            .await?;
-        answer
-            .get("result")
-            .cloned()
-            .with_context(|| format!("{tool}: no result: {answer}"))
-    }
-}
 
 fn text_of(result: &Value) -> &str {
     result["content"][0]["text"].as_str().unwrap_or_default()
@@ -197,30 +135,12 @@ async fn main() -> Result<()> {
         .to_owned();
 
     // d. The agent's MCP session.
-    let mut mcp = McpClient {
-        http: http.clone(),
-        url: endpoint,
-        credential,
-        session: None,
-        next_id: 1,
-    };
-    let init = mcp
-        .request(
-            "initialize",
-            json!({"protocolVersion": "2025-11-25", "capabilities": {},
-                   "clientInfo": {"name": "issue-bot", "version": "1.0"}}),
-        )
-        .await?;
+    let mut mcp = mcp::McpClient::new(http.clone(), endpoint, &credential);
+    let init = mcp.open("issue-bot").await?;
     println!(
         "session open (protocol {})",
         init["result"]["protocolVersion"]
     );
-    let res = mcp
-        .post(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-        .await?;
-    if res.status() != 202 {
-        bail!("initialized: HTTP {}", res.status());
-    }
     let allowed = mcp.call("list_issues", json!({"repo": "acme/api"})).await?;
     if allowed["isError"] == json!(true) || !text_of(&allowed).starts_with("open issues") {
         bail!("list_issues should be forwarded: {allowed}");
