@@ -11,7 +11,9 @@
 //! Through the gateway, each call is a decision committed before it is forwarded, the token
 //! filled in from the vault, the answer scrubbed and the call recorded.
 //!
-//! Run: `cargo bench --profile quick --bench mcp` (`ACP_BENCH_MCP_PAIRS`, default 300).
+//! Run: `cargo bench --profile quick --bench mcp` (`ACP_BENCH_MCP_PAIRS`, default 300; with
+//! `ACP_BENCH_MCP_PROBE` set, five `ping` and five `tools/list` each way are printed first:
+//! what the relay costs without a decision).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -123,7 +125,7 @@ async fn main() -> Result<()> {
     let minted = common::json_of(
         http.post(format!("{base}/v1/identity/credentials/mint"))
             .header("X-Service-Api-Key", &api_key)
-            .json(&json!({"agent_id": agent_id, "scopes": ["mcp:bench"], "ttl_seconds": 86400}))
+            .json(&json!({"agent_id": agent_id, "scopes": ["mcp:bench"], "ttl_seconds": 3600}))
             .send()
             .await?,
         "mint",
@@ -143,6 +145,21 @@ async fn main() -> Result<()> {
     );
     gateway.open("bench").await?;
 
+    if std::env::var("ACP_BENCH_MCP_PROBE").is_ok() {
+        for method in ["ping", "tools/list"] {
+            for _ in 0..5 {
+                let t = Instant::now();
+                gateway.request(method, json!({})).await?;
+                let g = t.elapsed().as_secs_f64() * 1000.0;
+                let t = Instant::now();
+                direct.request(method, json!({})).await?;
+                println!(
+                    "{method}: gateway {g:.2} ms, direct {:.2} ms",
+                    t.elapsed().as_secs_f64() * 1000.0
+                );
+            }
+        }
+    }
     let (mut straight, mut through, mut overhead) = (Vec::new(), Vec::new(), Vec::new());
     let warm = 20;
     for i in 0..pairs + warm {

@@ -1367,23 +1367,73 @@ async fn relay(
             session_id: None,
         });
     }
+    // The first message decides the answer's form: the response alone (the common case) is
+    // answered as one JSON message; a request or notification of the upstream's first, and the
+    // answer is a stream that relays them as they come and ends with the response.
+    let mut parser = EventParser::default();
+    let first = {
+        let mut events = Events {
+            opened: &mut opened,
+            scrubber: &scrubber,
+            parser: std::mem::take(&mut parser),
+        };
+        let first = within(until, async {
+            loop {
+                match events.next().await? {
+                    Some(m) if m.get("method").is_none() && !answers(&m, &id) => continue,
+                    other => return Ok(other),
+                }
+            }
+        })
+        .await;
+        parser = events.parser;
+        first
+    };
+    let first = match first {
+        Ok(Some(mut message)) if answers(&message, &id) => {
+            after.answered(&mut message);
+            return Ok(Answer {
+                reply: Reply::Message(message),
+                session_id: None,
+            });
+        }
+        Ok(Some(message)) => message,
+        Ok(None) => {
+            let err = EnforceError::Upstream {
+                code: "upstream_unavailable",
+                message: "the upstream's stream ended without answering".into(),
+                timeout: false,
+            };
+            after.failed(&err);
+            return Err(err);
+        }
+        Err(err) => {
+            after.failed(&err);
+            return Err(err);
+        }
+    };
     struct State {
         opened: Opened,
         scrubber: Scrubber,
         parser: EventParser,
         id: Value,
         after: After,
+        first: Option<Value>,
         done: bool,
     }
     let state = State {
         opened,
         scrubber,
-        parser: EventParser::default(),
+        parser,
         id,
         after,
+        first: Some(first),
         done: false,
     };
     let stream = futures::stream::unfold(state, |mut state| async move {
+        if let Some(first) = state.first.take() {
+            return Some((first, state));
+        }
         if state.done {
             return None;
         }

@@ -461,9 +461,20 @@ each_engine! {
         let Scene { app, credential, .. } = scene(engine, &upstream, json!(["mcp"])).await;
         let mut client = Client::new(&app, &credential);
         client.initialize(false).await;
-        // Slower than the timeout (2 s): the allowed call's answer is an error, recorded.
-        let slow = client.call("slow", json!({"ms": 4000})).await;
-        assert!(slow["error"].is_object() || slow["result"]["isError"] == json!(true), "{slow}");
+        // Slower than the timeout (2 s): 504, and the allowed call recorded as timed out.
+        let res = client.send(&json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+            "params": {"name": "slow", "arguments": {"ms": 4000}}})).await;
+        assert_error(res, 504, "upstream_timeout").await;
+        let mut recorded = Vec::new();
+        for _ in 0..50 {
+            recorded = audit_events(&app, "event_type=mcp.tool.called&limit=10").await;
+            if !recorded.is_empty() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        assert_eq!(recorded[0]["details"]["tool"], "slow", "{recorded:?}");
+        assert_eq!(recorded[0]["details"]["error"], "upstream_timeout", "{recorded:?}");
         // Gone: 502.
         drop(upstream);
         let res = client.send(&json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list"})).await;

@@ -70,6 +70,9 @@ impl UpstreamServer {
         let (counter, accepted) = (hits.clone(), connections.clone());
         let accept = tokio::spawn(async move {
             while let Ok((tcp, _)) = listener.accept().await {
+                // Answers as a real server sends them: no wait for an ACK between the head
+                // and a streamed body (Nagle).
+                let _ = tcp.set_nodelay(true);
                 accepted.fetch_add(1, Ordering::SeqCst);
                 let (acceptor, router, counter) =
                     (acceptor.clone(), router.clone(), counter.clone());
