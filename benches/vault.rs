@@ -35,6 +35,7 @@ use serde_json::{json, Value};
 mod common;
 #[path = "common/served.rs"]
 mod served;
+use served::{percentile, sorted};
 #[path = "../tests/api/upstream.rs"]
 mod upstream;
 
@@ -90,19 +91,6 @@ impl Agent {
             .context("token")?
             .to_owned())
     }
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let rank = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
-    sorted[rank.min(sorted.len() - 1)]
-}
-
-fn sorted(mut v: Vec<f64>) -> Vec<f64> {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]

@@ -7,27 +7,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=$(mktemp -d)
-pid=
-upstream_pid=
-cleanup() {
-    for p in "$pid" "$upstream_pid"; do
-        [ -n "$p" ] || continue
-        kill "$p" 2>/dev/null || true
-        wait "$p" 2>/dev/null || true
-    done
-    rm -rf "$dir"
-}
-trap cleanup EXIT
-cargo build -q --bin acp --example mcp_flow --example mcp_upstream
 . scripts/server.sh
+clean_on_exit "$dir"
+cargo build -q --bin acp --example mcp_flow --example mcp_upstream
 
 upstream_token="ghp_example_$(head -c 32 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 24)"
-MCP_UPSTREAM_TOKEN="$upstream_token" target/debug/examples/mcp_upstream "$dir/mcp-ca.pem" \
-    > "$dir/upstream.out" 2> "$dir/upstream.err" &
-upstream_pid=$!
-for _ in $(seq 1 100); do grep -q '^mcp_upstream listening on' "$dir/upstream.out" 2>/dev/null && break; sleep 0.1; done
-upstream=$(sed -n 's/^mcp_upstream listening on \(https:[^ ]*\).*/\1/p' "$dir/upstream.out")
-[ -n "$upstream" ] || { echo "mcp_upstream did not start"; cat "$dir/upstream.err"; exit 1; }
+start_listener mcp_upstream "$dir" \
+    env MCP_UPSTREAM_TOKEN="$upstream_token" target/debug/examples/mcp_upstream "$dir/mcp-ca.pem"
+upstream=$listener_url
 
 ACP_VAULT_PROXY_CA_FILE="$dir/mcp-ca.pem" ACP_VAULT_PROXY_ALLOW=127.0.0.1/32 start_server "$dir"
 owner_token "$url" "$dir" owner@example.com mcp-example > "$dir/pat"

@@ -1,5 +1,34 @@
 # Sourced by the scripts that drive a real server (quickstart check, API fuzzing).
 #
+# The processes started here (servers, upstreams), stopped on exit by `clean_on_exit`.
+server_pids=()
+
+# `clean_on_exit DIR`: on exit, stops every process started here and removes DIR.
+clean_on_exit() {
+    # shellcheck disable=SC2064 # DIR is fixed now.
+    trap "stop_started; rm -rf '$1'" EXIT
+}
+
+stop_started() {
+    for p in "${server_pids[@]}"; do
+        kill "$p" 2>/dev/null || true
+        wait "$p" 2>/dev/null || true
+    done
+}
+
+# `start_listener NAME DIR COMMAND...`: runs COMMAND in the background (its output in
+# DIR/NAME.out and DIR/NAME.err) until it prints `NAME listening on https://...`; sets
+# `listener_url` to that URL.
+start_listener() {
+    local name=$1 dir=$2
+    shift 2
+    "$@" > "$dir/$name.out" 2> "$dir/$name.err" &
+    server_pids+=("$!")
+    for _ in $(seq 1 100); do grep -q "^$name listening on" "$dir/$name.out" 2>/dev/null && break; sleep 0.1; done
+    listener_url=$(sed -n "s/^$name listening on \(https:[^ ]*\).*/\1/p" "$dir/$name.out")
+    [ -n "$listener_url" ] || { echo "$name did not start" >&2; cat "$dir/$name.err" >&2; return 1; }
+}
+
 # `start_server DIR`: starts `target/debug/acp serve` (or `$ACP_SERVER_BIN serve`) on a free
 # loopback port with a fresh SQLite database in DIR (its banner in DIR/out.txt) and a random bootstrap key; sets `key`, `pid` and
 # `url` once it answers its health check. Settings go in the environment of the call.
@@ -9,6 +38,7 @@ start_server() {
     ACP_BOOTSTRAP_API_KEY="$key" "${ACP_SERVER_BIN:-target/debug/acp}" serve --addr 127.0.0.1:0 \
         --database-url "sqlite:$dir/acp.db" > "$dir/out.txt" 2> "$dir/err.txt" &
     pid=$!
+    server_pids+=("$pid")
     for _ in $(seq 1 100); do grep -q '^acp listening on' "$dir/out.txt" 2>/dev/null && break; sleep 0.1; done
     url=$(sed -n 's/^acp listening on \([^ ]*\).*/\1/p' "$dir/out.txt")
     [ -n "$url" ] || { cat "$dir/err.txt" >&2; return 1; }

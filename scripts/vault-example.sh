@@ -6,25 +6,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=$(mktemp -d)
-pid=
-echo_pid=
-cleanup() {
-    for p in "$pid" "$echo_pid"; do
-        [ -n "$p" ] || continue
-        kill "$p" 2>/dev/null || true
-        wait "$p" 2>/dev/null || true
-    done
-    rm -rf "$dir"
-}
-trap cleanup EXIT
-cargo build -q --bin acp --example vault_flow --example https_echo
 . scripts/server.sh
+clean_on_exit "$dir"
+cargo build -q --bin acp --example vault_flow --example https_echo
 
-target/debug/examples/https_echo "$dir/echo-ca.pem" > "$dir/echo.out" 2> "$dir/echo.err" &
-echo_pid=$!
-for _ in $(seq 1 100); do grep -q '^https_echo listening on' "$dir/echo.out" 2>/dev/null && break; sleep 0.1; done
-upstream=$(sed -n 's/^https_echo listening on \(https:[^ ]*\).*/\1/p' "$dir/echo.out")
-[ -n "$upstream" ] || { echo "https_echo did not start"; cat "$dir/echo.err"; exit 1; }
+start_listener https_echo "$dir" target/debug/examples/https_echo "$dir/echo-ca.pem"
+upstream=$listener_url
 
 ACP_VAULT_PROXY_CA_FILE="$dir/echo-ca.pem" ACP_VAULT_PROXY_ALLOW=127.0.0.1/32 start_server "$dir"
 owner_token "$url" "$dir" owner@example.com vault-example > "$dir/pat"

@@ -745,10 +745,10 @@ pub fn mcp_call(server: &str, target: &str, method: &'static str, outcome: &str)
         "challenge" => "challenge",
         _ => "deny",
     };
-    let (server, tool) = if method == "resources/read" {
-        (server, "")
+    let tool = if method == "resources/read" {
+        ""
     } else {
-        (server, target)
+        target
     };
     let pair = format!("{server}/{tool}");
     // A denied call names whatever tool the agent wrote: it takes a series of its own only

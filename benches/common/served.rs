@@ -1,7 +1,8 @@
 //! An acp server in process for the benches that call an upstream of their own (the vault's
 //! proxy, the MCP gateway): on a temporary SQLite file (or the empty Postgres database named by
 //! `ACP_BENCH_DATABASE_URL`), trusting the upstream's CA and allowing loopback through the
-//! operator allow-list, as an operator would configure it.
+//! operator allow-list, as an operator would configure it; and the percentiles they report
+//! their pairs of calls with.
 
 use anyhow::{Context as _, Result};
 
@@ -76,4 +77,18 @@ impl Served {
         let _ = self.stop.send(());
         self.server.await?
     }
+}
+
+/// The `p`th percentile of sorted values (nearest rank).
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+pub fn sorted(mut v: Vec<f64>) -> Vec<f64> {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v
 }

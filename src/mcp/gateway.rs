@@ -15,8 +15,6 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use acp_engine::semantic::Reach;
-
 use futures::stream::{BoxStream, StreamExt as _};
 use futures::FutureExt as _;
 use rmcp::model::{
@@ -34,7 +32,7 @@ use crate::domain::RiskTier;
 use crate::enforce::credentials::standing;
 use crate::enforce::{EnforceError, EnforceResult};
 use crate::net::egress::{self, EgressError, Opened, Outbound, ProxyCall, Scrubber};
-use crate::policy::cache::View;
+use crate::policy::cache::{LoadedPolicy, View};
 use crate::policy::check::{check_for_agent, AgentCheck, Effect};
 use crate::secret::{random_base62, sha256_hex};
 use crate::store::{
@@ -309,9 +307,9 @@ pub async fn post(
         "prompts/get" => Some(Judged::prompt_get(&caller, &message)?),
         _ => None,
     };
-    let mut after = After(None, None);
+    let mut after = After::default();
     if method == "tools/list" {
-        after.1 = Some(Reachable::load(ctx, &caller).await?);
+        after.tools = Some(Reachable::load(ctx, &caller).await?);
     }
     if let Some(judged) = judged {
         let mut decision = judged.decide(ctx, &caller).await?;
@@ -329,16 +327,13 @@ pub async fn post(
         }
         match decision.decision.as_str() {
             "allow" => {
-                after = After(
-                    Some(Box::new(Outcome {
-                        ctx: ctx.clone(),
-                        judged,
-                        decision,
-                        caller: CallerFacts::of(&caller),
-                        started: Instant::now(),
-                    })),
-                    None,
-                );
+                after.decided = Some(Box::new(Outcome {
+                    ctx: ctx.clone(),
+                    judged,
+                    decision,
+                    caller: CallerFacts::of(&caller),
+                    started: Instant::now(),
+                }));
             }
             _ => {
                 let refusal = judged.refusal(&decision, session.record.url_elicitation);
@@ -479,7 +474,8 @@ async fn initialize(
         return Err(upstream_refused(opened.status));
     }
     let upstream_session = opened.header("mcp-session-id").map(str::to_owned);
-    let answer = within(until, first_answer(&mut opened, &link.scrubber, &id)).await?;
+    let mut answering = Answering::new(opened, link.scrubber);
+    let answer = within(until, answering.response(&id)).await?;
     let Some(result) = answer.get("result") else {
         // The upstream refused the handshake: its error goes to the agent, no session opens.
         return Ok(Answer {
@@ -583,15 +579,12 @@ pub async fn delete(
     ctx.writer.commit(Change::new(op).audited(event)).await?;
     // The upstream's session ends too, when it has one; what it answers changes nothing here.
     if session.upstream.is_some() {
-        match Upstream::of(ctx, &caller.server, &session).await {
-            Ok(link) => {
-                if let Err(err) = link.send(ctx, "DELETE", None).await {
-                    tracing::info!(server = %caller.server.name, error = %err, "the upstream MCP session was not ended");
-                }
-            }
-            Err(err) => {
-                tracing::info!(server = %caller.server.name, error = %err, "the upstream MCP session was not ended");
-            }
+        let ended = async {
+            let link = Upstream::of(ctx, &caller.server, &session).await?;
+            link.send(ctx, "DELETE", None).await
+        };
+        if let Err(err) = ended.await {
+            tracing::info!(server = %caller.server.name, error = %err, "the upstream MCP session was not ended");
         }
     }
     Ok(())
@@ -613,28 +606,30 @@ struct Upstream {
 impl Upstream {
     /// For the handshake: no session yet.
     async fn open(ctx: &Context, server: &McpServerRecord) -> EnforceResult<Upstream> {
+        let auth = match &server.auth {
+            None => None,
+            Some(auth) => {
+                let scene =
+                    Scene::load(ctx, &server.workspace_id, &json!(auth.secret_set_id)).await?;
+                let profile = scene.profile(&auth.profile)?;
+                let keys = profile.keys();
+                let secrets: std::collections::BTreeMap<String, String> =
+                    crate::vault::sets::open_entries(ctx, &scene.set, &scene.version)?
+                        .into_iter()
+                        .filter(|(k, _)| keys.contains(k))
+                        .collect();
+                Some((profile, secrets))
+            }
+        };
         let mut link = Upstream {
             server: server.clone(),
-            auth: None,
+            auth,
             session: None,
             version: None,
-            scrubber: Outbound::https("POST", &server.url, Vec::new(), None)
-                .map_err(upstream_error)?
-                .scrubber(),
+            scrubber: Scrubber::default(),
         };
-        if let Some(auth) = &server.auth {
-            let scene = Scene::load(ctx, &server.workspace_id, &json!(auth.secret_set_id)).await?;
-            let profile = scene.profile(&auth.profile)?;
-            let keys = profile.keys();
-            let secrets: std::collections::BTreeMap<String, String> =
-                crate::vault::sets::open_entries(ctx, &scene.set, &scene.version)?
-                    .into_iter()
-                    .filter(|(k, _)| keys.contains(k))
-                    .collect();
-            link.auth = Some((profile, secrets));
-            // The scrubber knows every secret the calls inject.
-            link.scrubber = link.render("POST", None)?.scrubber();
-        }
+        // The scrubber knows every secret the calls inject.
+        link.scrubber = link.render("POST", None)?.scrubber();
         Ok(link)
     }
 
@@ -716,42 +711,98 @@ impl Upstream {
     }
 }
 
-/// Reads an answer until the response to request `id`: a JSON body, or the events of a stream
-/// (whatever else they carry before it is not relayed: the handshake's stream holds nothing
-/// the agent waits for).
-async fn first_answer(
-    opened: &mut Opened,
-    scrubber: &Scrubber,
-    id: &Value,
-) -> EnforceResult<Value> {
-    if is_event_stream(opened) {
-        let mut events = Events::new(opened, scrubber);
-        while let Some(message) = events.next().await? {
-            if answers(&message, id) {
-                return Ok(message);
+/// The upstream's answer to one message, read message by message: a JSON body, or the events
+/// of a stream; each message scrubbed (see [`read_message`]).
+struct Answering {
+    opened: Opened,
+    scrubber: Scrubber,
+    parser: EventParser,
+}
+
+impl Answering {
+    fn new(opened: Opened, scrubber: Scrubber) -> Answering {
+        Answering {
+            opened,
+            scrubber,
+            parser: EventParser::default(),
+        }
+    }
+
+    fn is_stream(&self) -> bool {
+        self.opened.header("content-type").is_some_and(|t| {
+            t.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("text/event-stream")
+        })
+    }
+
+    /// The response to request `id`: the JSON body, or the stream's message that answers it
+    /// (whatever the stream carries before it is not relayed: the handshake's stream holds
+    /// nothing the agent waits for).
+    async fn response(&mut self, id: &Value) -> EnforceResult<Value> {
+        if self.is_stream() {
+            while let Some(message) = self.next().await? {
+                if answers(&message, id) {
+                    return Ok(message);
+                }
+            }
+            return Err(no_answer());
+        }
+        let body = self.opened.body().await.map_err(upstream_error)?;
+        let scrubbed = self.scrubber.scrub(&body);
+        let not_mcp = |why: String| EnforceError::Upstream {
+            code: "upstream_unavailable",
+            message: why,
+            timeout: false,
+        };
+        let message = read_message(&self.scrubber, scrubbed.as_deref().unwrap_or(&body))
+            .map_err(|e| not_mcp(format!("the upstream's answer is not JSON: {e}")))?;
+        if answers(&message, id) {
+            Ok(message)
+        } else {
+            Err(not_mcp(
+                "the upstream's answer is not the response to the request".into(),
+            ))
+        }
+    }
+
+    /// The stream's next message to relay for request `id`: responses to other requests are
+    /// not passed on. `None` at the stream's end.
+    async fn next_for(&mut self, id: &Value) -> EnforceResult<Option<Value>> {
+        loop {
+            match self.next().await? {
+                Some(m) if m.get("method").is_none() && !answers(&m, id) => continue,
+                other => return Ok(other),
             }
         }
-        return Err(EnforceError::Upstream {
-            code: "upstream_unavailable",
-            message: "the upstream's stream ended without answering".into(),
-            timeout: false,
-        });
     }
-    let body = opened.body().await.map_err(upstream_error)?;
-    let (scrubbed, _) = scrubber.scrub(&body, "body");
-    let not_mcp = |why: String| EnforceError::Upstream {
+
+    /// The stream's next message (`None` at its end).
+    async fn next(&mut self) -> EnforceResult<Option<Value>> {
+        loop {
+            if let Some(data) = self.parser.next_data() {
+                let scrubbed = self.scrubber.scrub(data.as_bytes());
+                let bytes = scrubbed.unwrap_or_else(|| data.into_bytes());
+                match read_message(&self.scrubber, &bytes) {
+                    Ok(message) => return Ok(Some(message)),
+                    // An event that is not a message (a priming event, say) is not relayed.
+                    Err(_) => continue,
+                }
+            }
+            match self.opened.chunk().await.map_err(upstream_error)? {
+                Some(chunk) => self.parser.feed(chunk),
+                None => return Ok(None),
+            }
+        }
+    }
+}
+
+/// The upstream's stream ended before the response.
+fn no_answer() -> EnforceError {
+    EnforceError::Upstream {
         code: "upstream_unavailable",
-        message: why,
+        message: "the upstream's stream ended without answering".into(),
         timeout: false,
-    };
-    let message = read_message(scrubber, scrubbed.as_deref().unwrap_or(&body))
-        .map_err(|e| not_mcp(format!("the upstream's answer is not JSON: {e}")))?;
-    if answers(&message, id) {
-        Ok(message)
-    } else {
-        Err(not_mcp(
-            "the upstream's answer is not the response to the request".into(),
-        ))
     }
 }
 
@@ -766,53 +817,9 @@ fn answers(message: &Value, id: &Value) -> bool {
 /// the JSON escapes of its strings, which may have hidden a secret's other spellings.
 fn read_message(scrubber: &Scrubber, bytes: &[u8]) -> Result<Value, serde_json::Error> {
     let message: Value = serde_json::from_slice(bytes)?;
-    let text = message.to_string();
-    match scrubber.scrub(text.as_bytes(), "message") {
-        (Some(again), _) => serde_json::from_slice(&again),
-        (None, _) => Ok(message),
-    }
-}
-
-fn is_event_stream(opened: &Opened) -> bool {
-    opened.header("content-type").is_some_and(|t| {
-        t.trim_start()
-            .to_ascii_lowercase()
-            .starts_with("text/event-stream")
-    })
-}
-
-/// The JSON-RPC messages of an upstream's event stream, each scrubbed before it is read.
-struct Events<'a> {
-    opened: &'a mut Opened,
-    scrubber: &'a Scrubber,
-    parser: EventParser,
-}
-
-impl<'a> Events<'a> {
-    fn new(opened: &'a mut Opened, scrubber: &'a Scrubber) -> Self {
-        Events {
-            opened,
-            scrubber,
-            parser: EventParser::default(),
-        }
-    }
-
-    async fn next(&mut self) -> EnforceResult<Option<Value>> {
-        loop {
-            if let Some(data) = self.parser.next_data() {
-                let (scrubbed, _) = self.scrubber.scrub(data.as_bytes(), "event");
-                let bytes = scrubbed.unwrap_or_else(|| data.into_bytes());
-                match read_message(self.scrubber, &bytes) {
-                    Ok(message) => return Ok(Some(message)),
-                    // An event that is not a message (a priming event, say) is not relayed.
-                    Err(_) => continue,
-                }
-            }
-            match self.opened.chunk().await.map_err(upstream_error)? {
-                Some(chunk) => self.parser.feed(chunk),
-                None => return Ok(None),
-            }
-        }
+    match scrubber.scrub(message.to_string().as_bytes()) {
+        Some(again) => serde_json::from_slice(&again),
+        None => Ok(message),
     }
 }
 
@@ -886,10 +893,14 @@ struct Judged {
     method: &'static str,
     action: String,
     context: Map<String, Value>,
-    /// The tool, resource or prompt.
+    /// The tool, resource or prompt, and the name its event gives it (`tool`, `uri`, `prompt`).
     target: String,
-    /// Argument names and JSON types (values only when the server records them).
-    arguments: Value,
+    target_key: &'static str,
+    /// `mcp.tool.called`, `mcp.resource.read` or `mcp.prompt.got`.
+    event_type: &'static str,
+    /// Argument names and JSON types (values only when the server records them); tool calls
+    /// only.
+    arguments: Option<Value>,
 }
 
 impl Judged {
@@ -927,45 +938,57 @@ impl Judged {
             action: format!("mcp.{}.{tool}", caller.server.name),
             context,
             target: tool,
-            arguments: Value::Object(described),
+            target_key: "tool",
+            event_type: "mcp.tool.called",
+            arguments: Some(Value::Object(described)),
         })
     }
 
     fn resource_read(caller: &Caller, message: &Value) -> EnforceResult<Judged> {
-        let params = Self::params(message);
-        let uri = params
-            .get("uri")
-            .and_then(Value::as_str)
-            .ok_or_else(|| malformed("`resources/read` needs `params.uri`"))?
-            .to_owned();
-        let mut context = Map::new();
-        context.insert("uri".into(), json!(uri));
-        context.insert("mcp_server".into(), json!(caller.server.name));
-        Ok(Judged {
-            method: "resources/read",
-            action: format!("mcp.{}.resources.read", caller.server.name),
-            context,
-            target: uri,
-            arguments: json!({}),
-        })
+        Self::named(
+            caller,
+            message,
+            "resources/read",
+            ("uri", "uri"),
+            "mcp.resource.read",
+        )
     }
 
     fn prompt_get(caller: &Caller, message: &Value) -> EnforceResult<Judged> {
-        let params = Self::params(message);
-        let prompt = params
-            .get("name")
+        Self::named(
+            caller,
+            message,
+            "prompts/get",
+            ("name", "prompt"),
+            "mcp.prompt.got",
+        )
+    }
+
+    /// A request of `method` for what its parameter `param` names, decided as
+    /// `mcp.<server>.<method with a dot>` with it in the context under `key`.
+    fn named(
+        caller: &Caller,
+        message: &Value,
+        method: &'static str,
+        (param, key): (&'static str, &'static str),
+        event_type: &'static str,
+    ) -> EnforceResult<Judged> {
+        let target = Self::params(message)
+            .get(param)
             .and_then(Value::as_str)
-            .ok_or_else(|| malformed("`prompts/get` needs `params.name`"))?
+            .ok_or_else(|| malformed(format!("`{method}` needs `params.{param}`")))?
             .to_owned();
         let mut context = Map::new();
-        context.insert("prompt".into(), json!(prompt));
+        context.insert(key.into(), json!(target));
         context.insert("mcp_server".into(), json!(caller.server.name));
         Ok(Judged {
-            method: "prompts/get",
-            action: format!("mcp.{}.prompts.get", caller.server.name),
+            method,
+            action: format!("mcp.{}.{}", caller.server.name, method.replace('/', ".")),
             context,
-            target: prompt,
-            arguments: json!({}),
+            target,
+            target_key: key,
+            event_type,
+            arguments: None,
         })
     }
 
@@ -1063,13 +1086,9 @@ impl Judged {
             "server": caller.server, "server_id": caller.server_id,
             "outcome": decision.decision,
         });
-        match self.method {
-            "tools/call" => {
-                details["tool"] = json!(self.target);
-                details["arguments"] = self.arguments.clone();
-            }
-            "resources/read" => details["uri"] = json!(self.target),
-            _ => details["prompt"] = json!(self.target),
+        details[self.target_key] = json!(self.target);
+        if let Some(arguments) = &self.arguments {
+            details["arguments"] = arguments.clone();
         }
         if let Some((latency_ms, is_error, error)) = upstream {
             details["upstream_latency_ms"] = json!((latency_ms * 1000.0).round() / 1000.0);
@@ -1083,13 +1102,8 @@ impl Judged {
         if let Some(id) = &decision.challenge_id {
             details["challenge_id"] = json!(id);
         }
-        let event_type = match self.method {
-            "tools/call" => "mcp.tool.called",
-            "resources/read" => "mcp.resource.read",
-            _ => "mcp.prompt.got",
-        };
         let mut event: AuditRecord = audit::state_change(
-            event_type,
+            self.event_type,
             &self.action,
             Some(&caller.workspace_id),
             Some(&caller.agent_id),
@@ -1198,11 +1212,15 @@ fn arguments_digest(arguments: &Map<String, Value>) -> String {
 /// What is done with the upstream's answer to the agent's request: passed on as it is
 /// (scrubbed); after an allowed decision, stamped with its trace id and recorded; a tool list,
 /// less the tools the agent may never call.
-struct After(Option<Box<Outcome>>, Option<Reachable>);
+#[derive(Default)]
+struct After {
+    decided: Option<Box<Outcome>>,
+    tools: Option<Reachable>,
+}
 
 /// What the current policy lets an agent reach of a server's tools (`tools/list`).
 struct Reachable {
-    reach: Arc<Reach>,
+    policy: Arc<LoadedPolicy>,
     groups: Vec<String>,
     status: &'static str,
     tier: RiskTier,
@@ -1227,7 +1245,7 @@ impl Reachable {
             &agent.facts("", acp_engine::ContextFields::new(&context), None, (0, 0)),
         );
         Ok(Reachable {
-            reach: reach_of(&policy.compiled),
+            policy,
             groups,
             status: agent.agent.status.as_str(),
             tier: agent.agent.risk_tier,
@@ -1249,19 +1267,11 @@ impl Reachable {
             };
             let action = format!("mcp.{}.{name}", self.server);
             !self
-                .reach
+                .policy
+                .reach()
                 .never_allowed(&self.groups, self.status, self.tier, &action)
         });
     }
-}
-
-/// The model of a compiled policy the tool lists are read against, made once per policy (by
-/// its hash) and kept for the few policies in use.
-fn reach_of(policy: &acp_engine::compile::CompiledPolicy) -> Arc<Reach> {
-    static MODELS: std::sync::OnceLock<moka::sync::Cache<String, Arc<Reach>>> =
-        std::sync::OnceLock::new();
-    let models = MODELS.get_or_init(|| moka::sync::Cache::new(64));
-    models.get_with(policy.hash.clone(), || Arc::new(Reach::of(&policy.spec)))
 }
 
 struct Outcome {
@@ -1275,10 +1285,10 @@ struct Outcome {
 impl After {
     /// The upstream's response to the request, on its way to the agent.
     fn answered(&mut self, message: &mut Value) {
-        if let Some(reachable) = self.1.take() {
+        if let Some(reachable) = self.tools.take() {
             reachable.filter(message);
         }
-        let Some(outcome) = self.0.take() else {
+        let Some(outcome) = self.decided.take() else {
             return;
         };
         let latency = outcome.started.elapsed().as_secs_f64() * 1000.0;
@@ -1305,7 +1315,7 @@ impl After {
 
     /// The upstream did not answer.
     fn failed(&mut self, err: &EnforceError) {
-        let Some(outcome) = self.0.take() else {
+        let Some(outcome) = self.decided.take() else {
             return;
         };
         let code = match err {
@@ -1326,7 +1336,7 @@ impl Drop for After {
     /// An agent that went away before the answer came: the allowed call is recorded all the
     /// same, as unanswered.
     fn drop(&mut self) {
-        if self.0.is_some() {
+        if self.decided.is_some() {
             self.failed(&EnforceError::Upstream {
                 code: "no_answer",
                 message: String::new(),
@@ -1352,79 +1362,39 @@ async fn relay(
         after.failed(&err);
         return Err(err);
     }
-    if !is_event_stream(&opened) {
-        let answer = within(until, first_answer(&mut opened, &scrubber, &id)).await;
-        let mut message = match answer {
-            Ok(message) => message,
-            Err(err) => {
-                after.failed(&err);
-                return Err(err);
-            }
-        };
-        after.answered(&mut message);
-        return Ok(Answer {
-            reply: Reply::Message(message),
-            session_id: None,
-        });
-    }
-    // The first message decides the answer's form: the response alone (the common case) is
-    // answered as one JSON message; a request or notification of the upstream's first, and the
-    // answer is a stream that relays them as they come and ends with the response.
-    let mut parser = EventParser::default();
-    let first = {
-        let mut events = Events {
-            opened: &mut opened,
-            scrubber: &scrubber,
-            parser: std::mem::take(&mut parser),
-        };
-        let first = within(until, async {
-            loop {
-                match events.next().await? {
-                    Some(m) if m.get("method").is_none() && !answers(&m, &id) => continue,
-                    other => return Ok(other),
-                }
-            }
-        })
-        .await;
-        parser = events.parser;
-        first
+    // The first message decides the answer's form: the response alone (a JSON body, or a
+    // stream that carries nothing before it: the common case) is answered as one JSON message;
+    // a request or notification of the upstream's first, and the answer is a stream that
+    // relays them as they come and ends with the response.
+    let mut answering = Answering::new(opened, scrubber);
+    let first = if answering.is_stream() {
+        within(until, answering.next_for(&id)).await
+    } else {
+        within(until, answering.response(&id)).await.map(Some)
     };
-    let first = match first {
-        Ok(Some(mut message)) if answers(&message, &id) => {
+    let first = match first.and_then(|m| m.ok_or_else(no_answer)) {
+        Ok(mut message) if answers(&message, &id) => {
             after.answered(&mut message);
             return Ok(Answer {
                 reply: Reply::Message(message),
                 session_id: None,
             });
         }
-        Ok(Some(message)) => message,
-        Ok(None) => {
-            let err = EnforceError::Upstream {
-                code: "upstream_unavailable",
-                message: "the upstream's stream ended without answering".into(),
-                timeout: false,
-            };
-            after.failed(&err);
-            return Err(err);
-        }
+        Ok(message) => message,
         Err(err) => {
             after.failed(&err);
             return Err(err);
         }
     };
     struct State {
-        opened: Opened,
-        scrubber: Scrubber,
-        parser: EventParser,
+        answering: Answering,
         id: Value,
         after: After,
         first: Option<Value>,
         done: bool,
     }
     let state = State {
-        opened,
-        scrubber,
-        parser,
+        answering,
         id,
         after,
         first: Some(first),
@@ -1437,53 +1407,25 @@ async fn relay(
         if state.done {
             return None;
         }
-        let next = loop {
-            let mut events = Events {
-                opened: &mut state.opened,
-                scrubber: &state.scrubber,
-                parser: std::mem::take(&mut state.parser),
-            };
-            let next = events.next().await;
-            state.parser = events.parser;
-            // A response to no request of this exchange is not passed on.
-            match &next {
-                Ok(Some(m)) if m.get("method").is_none() && !answers(m, &state.id) => continue,
-                _ => break next,
-            }
-        };
-        match next {
-            Ok(Some(mut message)) => {
+        let next = state.answering.next_for(&state.id).await;
+        let message = match next.and_then(|m| m.ok_or_else(no_answer)) {
+            Ok(mut message) => {
                 if answers(&message, &state.id) {
                     state.after.answered(&mut message);
                     state.done = true;
                 }
-                Some((message, state))
-            }
-            Ok(None) => {
-                state.after.failed(&EnforceError::Upstream {
-                    code: "upstream_unavailable",
-                    message: String::new(),
-                    timeout: false,
-                });
-                let message = reply_to(
-                    &state.id,
-                    Err(
-                        json!({"code": -32603, "message": "the upstream's stream ended without answering"}),
-                    ),
-                );
-                state.done = true;
-                Some((message, state))
+                message
             }
             Err(err) => {
                 state.after.failed(&err);
-                let message = reply_to(
+                state.done = true;
+                reply_to(
                     &state.id,
                     Err(json!({"code": -32603, "message": err.to_string()})),
-                );
-                state.done = true;
-                Some((message, state))
+                )
             }
-        }
+        };
+        Some((message, state))
     });
     Ok(Answer {
         reply: Reply::Stream(stream.boxed()),

@@ -651,6 +651,15 @@ impl Outbound {
         headers: Vec<(String, String)>,
         body: Vec<u8>,
     ) -> Result<Outbound, EgressError> {
+        Outbound::to_https(reqwest::Method::POST, raw_url, headers, Some(body))
+    }
+
+    fn to_https(
+        method: reqwest::Method,
+        raw_url: &str,
+        headers: Vec<(String, String)>,
+        body: Option<Vec<u8>>,
+    ) -> Result<Outbound, EgressError> {
         let url = parse_url(raw_url)?;
         if url.scheme() != "https" {
             return Err(EgressError::SchemeNotAllowed);
@@ -658,10 +667,10 @@ impl Outbound {
         let host = host_of(&url, "url")?;
         let port = url.port_or_known_default().unwrap_or(443);
         Ok(Outbound {
-            method: reqwest::Method::POST,
+            method,
             url,
             headers,
-            body: Some(body),
+            body,
             host,
             port,
             https_only: true,
@@ -678,13 +687,10 @@ impl Outbound {
         mut headers: Vec<(String, String)>,
         body: Option<Vec<u8>>,
     ) -> Result<Outbound, EgressError> {
-        let mut out = Outbound::post_https(raw_url, Vec::new(), Vec::new())?;
-        out.method = reqwest::Method::from_bytes(method.as_bytes())
+        let method = reqwest::Method::from_bytes(method.as_bytes())
             .map_err(|_| invalid("method", "is not a method"))?;
         headers.push(("Accept-Encoding".into(), "identity".into()));
-        out.headers = headers;
-        out.body = body;
-        Ok(out)
+        Outbound::to_https(method, raw_url, headers, body)
     }
 
     /// What finds this call's secrets in the answer.
@@ -723,10 +729,7 @@ impl Outbound {
     /// `text` with every secret value of this call (long enough to scrub) replaced, for
     /// messages built from what a library said.
     fn redact(&self, text: &str) -> String {
-        self.secrets
-            .iter()
-            .filter(|(_, v)| v.len() >= MIN_SCRUB_LEN)
-            .fold(text.to_owned(), |t, (_, v)| t.replace(v.as_str(), REDACTED))
+        redacted(text, self.secrets.iter().map(|(_, v)| v.as_str()))
     }
 }
 
@@ -774,6 +777,13 @@ fn fill(
         }
     }
     Ok(out)
+}
+
+/// `text` with every one of `secrets` long enough to scrub replaced.
+fn redacted<'a>(text: &str, secrets: impl Iterator<Item = &'a str>) -> String {
+    secrets
+        .filter(|v| v.len() >= MIN_SCRUB_LEN)
+        .fold(text.to_owned(), |t, v| t.replace(v, REDACTED))
 }
 
 /// The call with the profile's secrets injected into its declared slots. `target` must be what
@@ -920,13 +930,9 @@ pub struct Opened {
     read: usize,
     max: usize,
     timeout: Duration,
-    /// Until the status and headers were in.
-    latency: Duration,
-    /// Says what went wrong reading the body, in the call's words (nothing secret).
-    describe: Describe,
+    /// The values injected into the call, replaced in what is said of a failure.
+    secrets: Vec<String>,
 }
-
-type Describe = Box<dyn Fn(&reqwest::Error) -> String + Send + Sync>;
 
 impl Opened {
     /// The next piece of the body, `None` at its end: each within the timeout, all of them
@@ -940,7 +946,10 @@ impl Opened {
         let chunk = match next {
             Ok(chunk) => chunk,
             Err(e) if e.is_timeout() => return Err(EgressError::Timeout),
-            Err(e) => return Err(EgressError::Unavailable((self.describe)(&e))),
+            Err(e) => {
+                let said = redacted(&error_text(&e), self.secrets.iter().map(String::as_str));
+                return Err(EgressError::Unavailable(said));
+            }
         };
         let Some(chunk) = chunk else {
             return Ok(None);
@@ -973,11 +982,6 @@ impl Opened {
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
     }
-
-    /// From sending until the status and headers were in.
-    pub fn latency(&self) -> Duration {
-        self.latency
-    }
 }
 
 impl std::fmt::Debug for Opened {
@@ -994,27 +998,19 @@ impl std::fmt::Debug for Opened {
 }
 
 /// Finds and replaces the secrets of one call in what comes back, piece by piece (see
-/// [`scrub`] for the spellings it finds).
+/// [`scrub`] for the spellings it finds). The default finds nothing (a call with no secret).
+#[derive(Default)]
 pub struct Scrubber {
     patterns: Option<Patterns>,
 }
 
 impl Scrubber {
-    /// `text` with every secret replaced, and where each was found (`place` as given).
-    pub fn scrub(&self, text: &[u8], place: &str) -> (Option<Vec<u8>>, Vec<Leak>) {
-        let Some(found) = self.patterns.as_ref().and_then(|p| p.scrub(text)) else {
-            return (None, Vec::new());
-        };
-        let (scrubbed, seen) = found;
-        let leaks = seen
-            .into_iter()
-            .map(|(key, form)| Leak {
-                key,
-                place: place.to_owned(),
-                form,
-            })
-            .collect();
-        (Some(scrubbed), leaks)
+    /// `text` with every secret replaced, when it held one.
+    pub fn scrub(&self, text: &[u8]) -> Option<Vec<u8>> {
+        self.patterns
+            .as_ref()
+            .and_then(|p| p.scrub(text))
+            .map(|(scrubbed, _)| scrubbed)
     }
 }
 
@@ -1692,33 +1688,22 @@ impl Egress {
     /// a lease's use is taken). Bounded by the proxy's timeout.
     pub async fn destination(&self, target: &Target) -> Result<Destination, EgressError> {
         let host = target.host.trim_end_matches('.').to_owned();
-        let resolved =
-            tokio::time::timeout(self.settings.timeout, self.resolve(&host, target.port));
+        self.resolved(host, target.port).await
+    }
+
+    async fn resolved(&self, host: String, port: u16) -> Result<Destination, EgressError> {
+        let resolved = tokio::time::timeout(self.settings.timeout, self.resolve(&host, port));
         let addrs = match resolved.await {
             Ok(addrs) => addrs?,
             Err(_) => return Err(EgressError::Timeout),
         };
-        Ok(Destination {
-            host,
-            port: target.port,
-            addrs,
-        })
+        Ok(Destination { host, port, addrs })
     }
 
     /// The call's destination, resolved and checked now (as [`Egress::destination`] does for a
     /// proxy call's target).
     pub async fn destination_of(&self, out: &Outbound) -> Result<Destination, EgressError> {
-        let resolved =
-            tokio::time::timeout(self.settings.timeout, self.resolve(&out.host, out.port));
-        let addrs = match resolved.await {
-            Ok(addrs) => addrs?,
-            Err(_) => return Err(EgressError::Timeout),
-        };
-        Ok(Destination {
-            host: out.host.clone(),
-            port: out.port,
-            addrs,
-        })
+        self.resolved(out.host.clone(), out.port).await
     }
 
     /// Whether the host of `raw_url` (an `https://` URL, as [`Outbound::post_https`] takes it)
@@ -1750,11 +1735,7 @@ impl Egress {
         out: &Outbound,
         dest: &Destination,
     ) -> Result<Upstream, EgressError> {
-        if dest.host != out.host || dest.port != out.port {
-            return Err(EgressError::Unavailable(
-                "the call does not go to the destination that was checked".into(),
-            ));
-        }
+        checked(out, dest)?;
         self.timed(out, dest.addrs.clone(), Instant::now()).await
     }
 
@@ -1777,11 +1758,8 @@ impl Egress {
         addrs: Vec<SocketAddr>,
         started: Instant,
     ) -> Result<Upstream, EgressError> {
-        let mut opened = self.opened(out, addrs, started).await?;
-        let mut body = Vec::new();
-        while let Some(chunk) = opened.chunk().await? {
-            body.extend_from_slice(&chunk);
-        }
+        let mut opened = self.opened(out, addrs).await?;
+        let body = opened.body().await?;
         let Opened {
             status, headers, ..
         } = opened;
@@ -1798,25 +1776,15 @@ impl Egress {
     /// piece within the timeout and the whole bounded by the answer cap (the MCP gateway relays
     /// server-sent events this way). Not scrubbed: see [`Scrubber`].
     pub async fn open(&self, out: &Outbound, dest: &Destination) -> Result<Opened, EgressError> {
-        if dest.host != out.host || dest.port != out.port {
-            return Err(EgressError::Unavailable(
-                "the call does not go to the destination that was checked".into(),
-            ));
-        }
-        let started = Instant::now();
-        let opening = self.opened(out, dest.addrs.clone(), started);
+        checked(out, dest)?;
+        let opening = self.opened(out, dest.addrs.clone());
         match tokio::time::timeout(self.settings.timeout, opening).await {
             Ok(opened) => opened,
             Err(_) => Err(EgressError::Timeout),
         }
     }
 
-    async fn opened(
-        &self,
-        out: &Outbound,
-        addrs: Vec<SocketAddr>,
-        started: Instant,
-    ) -> Result<Opened, EgressError> {
+    async fn opened(&self, out: &Outbound, addrs: Vec<SocketAddr>) -> Result<Opened, EgressError> {
         // The override is looked up by the URL's host as sent: for a name exactly `out.host`
         // (trailing dot dropped by `parse_url`); an IP address is connected to as it is.
         let client = self
@@ -1871,8 +1839,7 @@ impl Egress {
             read: 0,
             max,
             timeout: self.settings.timeout,
-            latency: started.elapsed(),
-            describe: self.describe_with(out),
+            secrets: out.secrets.iter().map(|(_, v)| v.clone()).collect(),
         })
     }
 
@@ -1889,21 +1856,16 @@ impl Egress {
     fn describe(&self, out: &Outbound, err: &reqwest::Error) -> String {
         out.redact(&error_text(err))
     }
+}
 
-    /// [`Egress::describe`] for errors met later, reading an answer's body.
-    fn describe_with(&self, out: &Outbound) -> Describe {
-        let secrets: Vec<String> = out
-            .secrets
-            .iter()
-            .filter(|(_, v)| v.len() >= MIN_SCRUB_LEN)
-            .map(|(_, v)| v.clone())
-            .collect();
-        Box::new(move |err| {
-            secrets
-                .iter()
-                .fold(error_text(err), |t, v| t.replace(v.as_str(), REDACTED))
-        })
+/// A call may only go to the destination checked for it.
+fn checked(out: &Outbound, dest: &Destination) -> Result<(), EgressError> {
+    if dest.host != out.host || dest.port != out.port {
+        return Err(EgressError::Unavailable(
+            "the call does not go to the destination that was checked".into(),
+        ));
     }
+    Ok(())
 }
 
 /// What went wrong, on one line, without the URL.

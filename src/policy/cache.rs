@@ -447,6 +447,9 @@ pub struct LoadedPolicy {
     pub compiled: CompiledPolicy,
     /// The counters its decisions are recorded in (`/metrics`), made with it.
     pub metrics: observe::DecisionCounters,
+    /// What the policy lets each kind of agent reach (the MCP gateway's `tools/list`), made on
+    /// first use: no check reads it.
+    reach: std::sync::OnceLock<acp_engine::semantic::Reach>,
 }
 
 /// Estimated bytes of a compiled policy per rule placed in one of its rule sets (the
@@ -486,7 +489,14 @@ impl LoadedPolicy {
             name,
             version,
             compiled,
+            reach: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The semantic model's reach of this policy (see [`acp_engine::semantic::Reach`]).
+    pub fn reach(&self) -> &acp_engine::semantic::Reach {
+        self.reach
+            .get_or_init(|| acp_engine::semantic::Reach::of(&self.compiled.spec))
     }
 
     /// Estimated bytes: a fixed part, a multiple of the rules placed in its rule sets (each

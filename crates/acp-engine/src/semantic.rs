@@ -216,6 +216,12 @@ pub struct Reach {
     model: Model,
 }
 
+impl std::fmt::Debug for Reach {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reach").finish_non_exhaustive()
+    }
+}
+
 impl Reach {
     pub fn of(spec: &PolicySpec) -> Reach {
         Reach {

@@ -269,7 +269,8 @@ pub(super) async fn apply(
                 } else {
                     "agent_revoked"
                 };
-                super::mcp::end_agent_sessions(tx, agent_id, *at, reason).await?;
+                super::mcp::end_sessions(tx, super::mcp::Sessions::Agent(agent_id), *at, reason)
+                    .await?;
             }
             let agent = select_agent(tx, agent_id)
                 .await?

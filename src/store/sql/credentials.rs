@@ -142,7 +142,8 @@ pub(super) async fn apply(
                 .bind(workspace_id)
                 .execute(&mut **tx)
                 .await?;
-            super::mcp::end_workspace_sessions(tx, workspace_id, *at).await?;
+            let of = super::mcp::Sessions::Workspace(workspace_id);
+            super::mcp::end_sessions(tx, of, *at, "revoked_by_kill_switch").await?;
             Applied::Done
         }
         CredentialOp::AddSigningKey {

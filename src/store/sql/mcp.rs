@@ -111,14 +111,8 @@ pub(super) async fn apply(
                 });
             }
             if *end_sessions {
-                sqlx::query(
-                    "UPDATE mcp_sessions SET ended_at = $1, ended_reason = 'server_changed' \
-                     WHERE server_id = $2 AND ended_at IS NULL",
-                )
-                .bind(server.updated_at)
-                .bind(&server.id)
-                .execute(&mut **tx)
-                .await?;
+                let of = Sessions::Server(&server.id);
+                self::end_sessions(tx, of, server.updated_at, "server_changed").await?;
             }
             Ok(Applied::Done)
         }
@@ -132,14 +126,7 @@ pub(super) async fn apply(
                 .bind(server_id)
                 .execute(&mut **tx)
                 .await?;
-            sqlx::query(
-                "UPDATE mcp_sessions SET ended_at = $1, ended_reason = 'server_deleted' \
-                 WHERE server_id = $2 AND ended_at IS NULL",
-            )
-            .bind(*at)
-            .bind(server_id)
-            .execute(&mut **tx)
-            .await?;
+            end_sessions(tx, Sessions::Server(server_id), *at, "server_deleted").await?;
             found(done.rows_affected())
         }
         McpOp::OpenSession { session, max } => {
@@ -225,38 +212,35 @@ fn session_from_row(row: &AnyRow) -> Result<McpSessionRecord, sqlx::Error> {
     })
 }
 
-/// Ends every open session of an agent (its suspension or revocation), in the transaction that
-/// changes its status.
-pub(super) async fn end_agent_sessions(
+/// Whose open sessions [`end_sessions`] ends.
+#[derive(Clone, Copy)]
+pub(super) enum Sessions<'a> {
+    Server(&'a str),
+    /// An agent's (its suspension or revocation, in the transaction that changes its status).
+    Agent(&'a str),
+    /// A workspace's (the kill switch's revoke-all, in its transaction).
+    Workspace(&'a str),
+}
+
+/// Ends every open session of a server, agent or workspace, for `reason`.
+pub(super) async fn end_sessions(
     tx: &mut Transaction<'_, Any>,
-    agent_id: &str,
+    of: Sessions<'_>,
     at: i64,
     reason: &str,
 ) -> Result<(), StoreError> {
-    sqlx::query(
+    let (column, id) = match of {
+        Sessions::Server(id) => ("server_id", id),
+        Sessions::Agent(id) => ("agent_id", id),
+        Sessions::Workspace(id) => ("workspace_id", id),
+    };
+    sqlx::query(&format!(
         "UPDATE mcp_sessions SET ended_at = $1, ended_reason = $2 \
-         WHERE agent_id = $3 AND ended_at IS NULL",
-    )
+         WHERE {column} = $3 AND ended_at IS NULL"
+    ))
     .bind(at)
     .bind(reason)
-    .bind(agent_id)
-    .execute(&mut **tx)
-    .await?;
-    Ok(())
-}
-
-/// Ends every open session of a workspace (the kill switch's revoke-all), in its transaction.
-pub(super) async fn end_workspace_sessions(
-    tx: &mut Transaction<'_, Any>,
-    workspace_id: &str,
-    at: i64,
-) -> Result<(), StoreError> {
-    sqlx::query(
-        "UPDATE mcp_sessions SET ended_at = $1, ended_reason = 'revoked_by_kill_switch' \
-         WHERE workspace_id = $2 AND ended_at IS NULL",
-    )
-    .bind(at)
-    .bind(workspace_id)
+    .bind(id)
     .execute(&mut **tx)
     .await?;
     Ok(())
