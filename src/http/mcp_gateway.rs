@@ -204,7 +204,7 @@ pub async fn get(
 /// resource, the authorisation server (acp itself, which mints the credentials) and the scopes.
 #[utoipa::path(get, path = "/.well-known/oauth-protected-resource/mcp/{name}", tag = "mcp",
     params(("name" = String, Path, description = "The registered server's name")),
-    responses((status = 200, description = "`{resource, authorization_servers, bearer_methods_supported, scopes_supported, resource_name, resource_documentation}`"),
+    responses((status = 200, description = "`{resource, authorization_servers, bearer_methods_supported, scopes_supported, resource_name}`"),
         (status = 404, description = "`unknown_mcp_server` (the name is not a server name)", body = ErrorBody)))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn resource_metadata(

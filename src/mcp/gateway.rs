@@ -94,7 +94,6 @@ pub fn resource_metadata(ctx: &Context, name: &str) -> EnforceResult<Value> {
         "bearer_methods_supported": ["header"],
         "scopes_supported": [SCOPE, format!("{SCOPE}:{}", name.as_str())],
         "resource_name": format!("acp MCP gateway: {}", name.as_str()),
-        "resource_documentation": format!("{}/docs/mcp", ctx.public_url),
     }))
 }
 
