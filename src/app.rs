@@ -382,7 +382,7 @@ impl App {
             egress,
             sink_egress,
             instance_id: crate::domain::ids::new_id("rep"),
-            audit_streams,
+            streams: audit_streams,
             background: tokio_util::task::TaskTracker::new(),
         });
         Ok(App {

@@ -31,8 +31,9 @@ pub struct Context {
     pub sink_egress: crate::net::egress::Egress,
     /// This process among the replicas (holds audit sink leases): random per start.
     pub instance_id: String,
-    /// The live audit streams (`GET /v1/workspace/audit/stream`), counted against their caps.
-    pub audit_streams: StreamSlots,
+    /// The live streams (`GET /v1/workspace/audit/stream`, `GET /mcp/{name}`), counted against
+    /// their caps: each holds a connection for as long as it lasts.
+    pub streams: StreamSlots,
     /// Work a request hands off so that its answer does not wait (the approvers' mail of a
     /// challenge): waited for at shutdown, after the last request, so none of it is lost.
     pub background: tokio_util::task::TaskTracker,

@@ -164,11 +164,11 @@ impl From<StreamsFull> for ApiError {
     fn from(full: StreamsFull) -> Self {
         let (message, limit) = match full {
             StreamsFull::Principal { limit } => (
-                format!("this credential holds {limit} audit streams already, the most it may; close one and retry"),
+                format!("this caller holds {limit} live streams already, the most it may; close one and retry"),
                 limit,
             ),
             StreamsFull::Server { limit } => (
-                format!("the server holds {limit} audit streams already, the most it serves at once; retry later"),
+                format!("the server holds {limit} live streams already, the most it serves at once; retry later"),
                 limit,
             ),
         };

@@ -197,7 +197,7 @@ pub async fn stream(
     let after = super::page_cursor(resume.as_deref())?;
     let q = query(op.workspace_id.clone(), filters, None, 0)?;
     // Held by the stream for as long as it lasts, given back when it ends or its client leaves.
-    let slot = ctx.audit_streams.acquire(stream_principal(&op))?;
+    let slot = ctx.streams.acquire(stream_principal(&op))?;
     let tail = Tail::new(ctx.store.clone(), q, after.as_ref());
     let closing = ctx.closing.subscribe();
     let names = (ctx.store.clone(), op.workspace_id.clone());

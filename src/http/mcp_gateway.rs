@@ -1,6 +1,6 @@
-//! `/mcp/{name}`: the MCP gateway's agent side over Streamable HTTP (`POST` a message, `DELETE`
-//! a session; `GET` opens no stream here: 405, as the transport allows), and the protected
-//! resource's metadata (RFC 9728) that a refusal's `WWW-Authenticate` points at.
+//! `/mcp/{name}`: the MCP gateway's agent side over Streamable HTTP (`POST` a message, `GET` the
+//! session's stream, `DELETE` the session), and the protected resource's metadata (RFC 9728)
+//! that a refusal's `WWW-Authenticate` points at.
 
 use std::convert::Infallible;
 
@@ -10,7 +10,7 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use futures::StreamExt as _;
+use futures::stream::{BoxStream, StreamExt as _};
 
 use crate::api::ErrorBody;
 use crate::context::SharedContext;
@@ -86,6 +86,17 @@ async fn caller(ctx: &SharedContext, name: &str, headers: &HeaderMap) -> Result<
     Ok(caller)
 }
 
+/// Messages as server-sent events (`event: message`, the JSON-RPC message as its data), with a
+/// comment now and then so that proxies keep an idle stream open.
+fn events(messages: BoxStream<'static, serde_json::Value>) -> Response {
+    let events = messages.map(|message| {
+        Ok::<_, Infallible>(Event::default().event("message").data(message.to_string()))
+    });
+    Sse::new(events)
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
+
 fn session_header(headers: &HeaderMap) -> Option<&str> {
     headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok())
 }
@@ -124,14 +135,7 @@ pub async fn post(
     let mut response = match answer.reply {
         Reply::Accepted => StatusCode::ACCEPTED.into_response(),
         Reply::Message(message) => Json(message).into_response(),
-        Reply::Stream(messages) => {
-            let events = messages.map(|message| {
-                Ok::<_, Infallible>(Event::default().event("message").data(message.to_string()))
-            });
-            Sse::new(events)
-                .keep_alive(KeepAlive::default())
-                .into_response()
-        }
+        Reply::Stream(messages) => events(messages),
     };
     if let Some(id) = answer
         .session_id
@@ -168,36 +172,40 @@ pub async fn delete(
     }
 }
 
-/// No stream of the server's own messages is offered at `GET` (the transport lets a server
-/// say so with 405): the upstream's requests reach the agent on the stream that answers its
-/// `POST`.
+/// The session's stream of what the server sends outside any request's answer: the
+/// upstream's own stream (its requests of the client, its notifications) and
+/// `notifications/elicitation/complete` once a person decides a challenge this session was sent.
 #[utoipa::path(get, path = "/mcp/{name}", tag = "mcp",
     params(("name" = String, Path, description = "The registered server's name")),
     security(("agent_credential" = [])),
     responses(
+        (status = 200, description = "`text/event-stream`: one JSON-RPC message per event", content_type = "text/event-stream", body = String),
+        (status = 400, description = "`missing_mcp_session`, `unsupported_protocol_version`", body = ErrorBody),
         (status = 401, description = "`invalid_credential`", body = ErrorBody),
         (status = 403, description = "`insufficient_scope`", body = ErrorBody),
-        (status = 404, description = "`unknown_mcp_server`", body = ErrorBody),
-        (status = 405, description = "`method_not_allowed`", body = ErrorBody)))]
+        (status = 404, description = "`unknown_mcp_server`, `unknown_mcp_session`", body = ErrorBody),
+        (status = 429, description = "`too_many_streams`: the agent, or the server, holds the most live streams it may (`limit`, `retry_after`)", body = ErrorBody),
+        (status = 502, description = "`upstream_unavailable`", body = ErrorBody),
+        (status = 504, description = "`upstream_timeout`", body = ErrorBody)))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn get(
     State(ctx): State<SharedContext>,
     AppPath(name): AppPath<String>,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(refused) = caller(&ctx, &name, &headers).await {
-        return refused;
+    let caller = match caller(&ctx, &name, &headers).await {
+        Ok(caller) => caller,
+        Err(refused) => return refused,
+    };
+    // Held by the stream for as long as it lasts, given back when it ends or its client leaves.
+    let slot = match ctx.streams.acquire(format!("mcp:{}", caller.agent_id)) {
+        Ok(slot) => slot,
+        Err(full) => return ApiError::from(full).into_response(),
+    };
+    match gateway::listen(&ctx, caller, session_header(&headers), slot).await {
+        Ok(messages) => events(messages),
+        Err(err) => refusal(&ctx, &name, err),
     }
-    let mut response = ApiError::new(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "method_not_allowed",
-        "the gateway offers no stream at GET: the server's requests come on the stream that answers a POST",
-    )
-    .into_response();
-    response
-        .headers_mut()
-        .insert(header::ALLOW, HeaderValue::from_static("POST, DELETE"));
-    response
 }
 
 /// The protected-resource metadata (RFC 9728) of the gateway's path for server `name`: the

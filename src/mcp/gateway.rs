@@ -62,6 +62,8 @@ pub struct Caller {
     pub credential_id: String,
     pub server: McpServerRecord,
     view: View,
+    /// The credential's hash: a listening stream checks it again as it lasts.
+    credential_hash: String,
 }
 
 /// The refusal of a caller who presented no usable credential.
@@ -109,9 +111,10 @@ pub async fn authenticate(
         .map(str::trim)
         .filter(|t| !t.is_empty())
         .ok_or_else(|| invalid_credential("no credential"))?;
+    let credential_hash = sha256_hex(token.as_bytes());
     let credential = ctx
         .store
-        .credential_by_hash(&sha256_hex(token.as_bytes()))
+        .credential_by_hash(&credential_hash)
         .await?
         .ok_or_else(|| invalid_credential("unknown credential"))?;
     let view = ctx
@@ -158,6 +161,7 @@ pub async fn authenticate(
         credential_id: credential.id,
         server,
         view,
+        credential_hash,
     })
 }
 
@@ -590,6 +594,194 @@ pub async fn delete(
 }
 
 // ---------------------------------------------------------------------------------------------
+// The listening stream (`GET`)
+
+/// How often a listening stream reads its session and credential (still standing?) and, for a
+/// client that takes URL elicitations, its challenges (decided?). The stream reads the store,
+/// not this process's memory, so that a decision or a revocation on any replica reaches it.
+const LISTEN_POLL: std::time::Duration = std::time::Duration::from_secs(2);
+/// The longest a listening stream waits for the upstream's next bytes: servers keep an idle
+/// stream up with a comment every 15 seconds or so.
+const LISTEN_IDLE: std::time::Duration = std::time::Duration::from_secs(60);
+/// The longest a listening stream lasts; the client opens another.
+pub const LISTEN_MAX: std::time::Duration = std::time::Duration::from_secs(60 * 60);
+/// Challenges decided this long before a stream opened are announced on it too: the client
+/// that reconnects after a person decided still hears of it.
+const LISTEN_LOOKBACK_MS: i64 = 60_000;
+
+/// `GET /mcp/{name}`: the session's stream of what the server sends outside any request's
+/// answer: the upstream's own stream relayed (its requests of the client, its notifications;
+/// scrubbed like every answer), and `notifications/elicitation/complete` for each challenge
+/// this session was sent as a URL elicitation once a person decides it. It ends when the
+/// session or the credential ends, when the upstream ends its stream, after [`LISTEN_MAX`], or
+/// when the server shuts down. `slot` is the stream's place among the server's live streams,
+/// held for as long as it lasts.
+pub async fn listen(
+    ctx: &SharedContext,
+    caller: Caller,
+    session_id: Option<&str>,
+    slot: crate::context::StreamSlot,
+) -> EnforceResult<BoxStream<'static, Value>> {
+    let session = session_of(ctx, &caller, session_id).await?;
+    let opened_at = now_ms();
+    let upstream = upstream_stream(ctx, &caller, &session).await?;
+    let state = Listening {
+        ctx: ctx.clone(),
+        prefix: format!("mcp.{}.", caller.server.name),
+        caller,
+        session: session.record,
+        upstream,
+        since: opened_at - LISTEN_LOOKBACK_MS,
+        announced: std::collections::HashSet::new(),
+        queue: std::collections::VecDeque::new(),
+        ticks: tokio::time::interval(LISTEN_POLL),
+        until: tokio::time::Instant::now() + LISTEN_MAX,
+        closing: ctx.closing.subscribe(),
+        _slot: slot,
+    };
+    Ok(futures::stream::unfold(state, |mut state| async move {
+        let next = state.next().await?;
+        Some((next, state))
+    })
+    .boxed())
+}
+
+/// The upstream's own stream of the session, when it offers one: `None` when it answers 405
+/// (the transport lets a server offer none) or the server's profile does not let the gateway
+/// `GET` its URL.
+async fn upstream_stream(
+    ctx: &SharedContext,
+    caller: &Caller,
+    session: &Session,
+) -> EnforceResult<Option<Answering>> {
+    let link = Upstream::of(ctx, &caller.server, session).await?;
+    let opened = match link.render("GET", None) {
+        Ok(_) => within(deadline(ctx), link.send(ctx, "GET", None)).await?,
+        Err(err) => {
+            tracing::debug!(server = %caller.server.name, error = %err, "no upstream stream: the profile does not allow GET");
+            return Ok(None);
+        }
+    };
+    if lost(&opened, session) {
+        return Err(session_lost(ctx, caller, session).await);
+    }
+    let mut answering = Answering::new(opened.idle_for(LISTEN_IDLE), link.scrubber);
+    match answering.opened.status {
+        405 => Ok(None),
+        200..=299 if answering.is_stream() => Ok(Some(answering)),
+        status => {
+            let _ = answering.opened.body().await;
+            Err(upstream_refused(status))
+        }
+    }
+}
+
+struct Listening {
+    ctx: SharedContext,
+    caller: Caller,
+    session: McpSessionRecord,
+    /// The actions of this server's calls (`mcp.<server>.`).
+    prefix: String,
+    upstream: Option<Answering>,
+    /// Challenges decided since then are announced.
+    since: i64,
+    announced: std::collections::HashSet<String>,
+    queue: std::collections::VecDeque<Value>,
+    ticks: tokio::time::Interval,
+    until: tokio::time::Instant,
+    closing: tokio::sync::watch::Receiver<bool>,
+    _slot: crate::context::StreamSlot,
+}
+
+impl Listening {
+    /// The stream's next message; `None` when it ends.
+    async fn next(&mut self) -> Option<Value> {
+        loop {
+            if let Some(message) = self.queue.pop_front() {
+                return Some(message);
+            }
+            let upstream = async {
+                match self.upstream.as_mut() {
+                    Some(answering) => answering.next().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = self.closing.changed() => return None,
+                _ = tokio::time::sleep_until(self.until) => return None,
+                next = upstream => match next {
+                    Ok(Some(message)) => self.queue.push_back(message),
+                    Ok(None) => return None,
+                    Err(err) => {
+                        tracing::info!(server = %self.caller.server.name, error = %err, "the upstream's MCP stream ended");
+                        return None;
+                    }
+                },
+                _ = self.ticks.tick() => {
+                    match self.look().await {
+                        Ok(true) => {}
+                        Ok(false) => return None,
+                        Err(err) => {
+                            tracing::warn!(error = %err, "an MCP stream could not read its session; ending it");
+                            return None;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reads the session and the credential (`false`: the stream is over) and queues the
+    /// completions of challenges decided since the last look.
+    async fn look(&mut self) -> EnforceResult<bool> {
+        let ctx = &self.ctx;
+        let open = ctx
+            .store
+            .mcp_session(&self.session.id_hash)
+            .await?
+            .is_some_and(|s| s.ended_at.is_none() && s.expires_at > now_ms());
+        let credential = ctx
+            .store
+            .credential_by_hash(&self.caller.credential_hash)
+            .await?;
+        let standing = match credential {
+            Some(c) => standing(ctx, &self.caller.view, &c).await?.is_none(),
+            None => false,
+        };
+        if !open || !standing {
+            return Ok(false);
+        }
+        if !self.session.url_elicitation {
+            return Ok(true);
+        }
+        let decided = ctx
+            .store
+            .policy_challenges(&crate::store::ChallengeQuery {
+                workspace_id: self.caller.workspace_id.clone(),
+                agent_id: Some(self.caller.agent_id.clone()),
+                decided: true,
+                now: now_ms(),
+                limit: 50,
+                ..Default::default()
+            })
+            .await?;
+        for challenge in decided {
+            let fresh = challenge.created_at >= self.session.created_at
+                && challenge.decided_at.is_some_and(|at| at >= self.since)
+                && challenge.action.starts_with(&self.prefix);
+            if fresh && self.announced.insert(challenge.id.clone()) {
+                self.queue.push_back(json!({
+                    "jsonrpc": "2.0",
+                    "method": "notifications/elicitation/complete",
+                    "params": {"elicitationId": challenge.id},
+                }));
+            }
+        }
+        Ok(true)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // The upstream
 
 /// Where and how the upstream is called for one message: its URL, the profile that fills in
@@ -644,14 +836,19 @@ impl Upstream {
         Ok(link)
     }
 
-    fn headers(&self) -> Vec<(String, String)> {
-        let mut headers = vec![
-            ("Content-Type".to_owned(), "application/json".to_owned()),
-            (
-                "Accept".to_owned(),
-                "application/json, text/event-stream".to_owned(),
-            ),
-        ];
+    fn headers(&self, method: &str) -> Vec<(String, String)> {
+        // A `GET` opens a stream and carries no body; every other call may be answered either way.
+        let mut headers = if method == "GET" {
+            vec![("Accept".to_owned(), "text/event-stream".to_owned())]
+        } else {
+            vec![
+                ("Content-Type".to_owned(), "application/json".to_owned()),
+                (
+                    "Accept".to_owned(),
+                    "application/json, text/event-stream".to_owned(),
+                ),
+            ]
+        };
         if let Some(session) = &self.session {
             headers.push(("Mcp-Session-Id".into(), session.clone()));
         }
@@ -662,7 +859,7 @@ impl Upstream {
     }
 
     fn render(&self, method: &str, body: Option<Vec<u8>>) -> EnforceResult<Outbound> {
-        let headers = self.headers();
+        let headers = self.headers(method);
         match &self.auth {
             None => {
                 Outbound::https(method, &self.server.url, headers, body).map_err(upstream_error)

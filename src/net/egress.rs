@@ -975,6 +975,13 @@ impl Opened {
         Ok(body)
     }
 
+    /// The answer, its pieces each awaited at most `idle` (a stream that stays open while it
+    /// has nothing to say) instead of the egress timeout.
+    pub fn idle_for(mut self, idle: Duration) -> Opened {
+        self.timeout = idle;
+        self
+    }
+
     /// A header's value (the first of that name).
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers

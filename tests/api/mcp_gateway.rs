@@ -63,7 +63,7 @@ async fn scene(engine: Engine, upstream: &UpstreamServer, scopes: Value) -> Scen
                     "name": "github-mcp", "provider": "github", "environment": "production",
                     "entries": {"GITHUB_TOKEN": UPSTREAM_TOKEN},
                     "profiles": {"mcp": {"hosts": ["localhost"], "ports": [upstream.port],
-                        "methods": ["POST", "DELETE"], "path_prefixes": ["/mcp"],
+                        "methods": ["POST", "GET", "DELETE"], "path_prefixes": ["/mcp"],
                         "inject": {"headers": {"Authorization": "Bearer ${GITHUB_TOKEN}"}}}}
                 }),
             )
@@ -186,6 +186,71 @@ impl<'a> Client<'a> {
     }
 }
 
+/// The session's stream (`GET`), its messages read as they come.
+struct Stream {
+    res: Response,
+    buffer: String,
+}
+
+impl Stream {
+    async fn open(client: &Client<'_>) -> Stream {
+        let res = client
+            .app
+            .client
+            .get(client.app.url("/mcp/github"))
+            .bearer_auth(&client.credential)
+            .header("Accept", "text/event-stream")
+            .header("Mcp-Session-Id", client.session.as_deref().unwrap())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 200);
+        let kind = res.headers().get("content-type").unwrap().to_str().unwrap();
+        assert!(kind.starts_with("text/event-stream"), "{kind}");
+        Stream {
+            res,
+            buffer: String::new(),
+        }
+    }
+
+    /// The next message, `None` when the stream ends (at most 30 seconds of waiting: the
+    /// stream reads its session every two).
+    async fn next(&mut self) -> Option<Value> {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let event: String = self.buffer.drain(..end + 2).collect();
+                let data = event.lines().find_map(|l| l.strip_prefix("data:"));
+                if let Some(message) = data.and_then(|d| serde_json::from_str(d.trim()).ok()) {
+                    return Some(message);
+                }
+                continue;
+            }
+            let wait = std::time::Duration::from_secs(30);
+            let chunk = tokio::time::timeout(wait, self.res.chunk())
+                .await
+                .expect("the stream went silent");
+            match chunk {
+                Ok(Some(bytes)) => self.buffer.push_str(&String::from_utf8_lossy(&bytes)),
+                Ok(None) | Err(_) => return None,
+            }
+        }
+    }
+
+    /// The next message that satisfies `wanted` (within 30 seconds).
+    async fn until(&mut self, wanted: impl Fn(&Value) -> bool) -> Value {
+        let wait = std::time::Duration::from_secs(30);
+        let found = tokio::time::timeout(wait, async {
+            loop {
+                let message = self.next().await.expect("the stream ended");
+                if wanted(&message) {
+                    return message;
+                }
+            }
+        });
+        found.await.expect("no such message within 30 seconds")
+    }
+}
+
 /// The JSON-RPC response with `id` in an answer: its JSON body, or the event that carries it.
 async fn response_of(res: Response, id: i64) -> Value {
     let json = res
@@ -247,11 +312,10 @@ each_engine! {
         let res = app.client.post(app.url("/mcp/nowhere")).bearer_auth(&credential).json(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})).send().await.unwrap();
         assert_error(res, 404, "unknown_mcp_server").await;
 
-        // Without a session: 400; GET opens no stream.
+        // Without a session: 400, for a message and for the session's stream.
         assert_error(Client::new(&app, &credential).send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})).await, 400, "missing_mcp_session").await;
         let res = app.client.get(app.url("/mcp/github")).bearer_auth(&credential).send().await.unwrap();
-        assert_eq!(res.headers().get("allow").unwrap(), "POST, DELETE");
-        assert_error(res, 405, "method_not_allowed").await;
+        assert_error(res, 400, "missing_mcp_session").await;
         // Not JSON-RPC.
         assert_error(Client::new(&app, &credential).send(&json!([1, 2])).await, 400, "invalid_mcp_message").await;
         app.stop().await;
@@ -453,6 +517,64 @@ each_engine! {
         let opened = audit_events(&app, "event_type=mcp.session.opened&limit=10").await;
         assert!(opened.len() >= 3, "{opened:?}");
         assert!(!opened.iter().any(|e| e.to_string().contains(&session)), "no session id in the trail");
+        app.stop().await;
+    }
+
+    async fn the_session_stream(engine) {
+        let upstream = crate::mcp_upstream::start(Some(UPSTREAM_TOKEN)).await;
+        let Scene { app, agent, credential } = scene(engine, &upstream, json!(["mcp"])).await;
+        let mut spec = policy(&[&agent.id]);
+        spec["reusable_policy_blocks"]["github"]["actions"]["allow"].as_array_mut().unwrap().push(json!("mcp.github.ask_later"));
+        app.apply_policy(spec).await;
+        let mut client = Client::new(&app, &credential);
+        client.initialize(true).await;
+        let mut stream = Stream::open(&client).await;
+
+        // The upstream asks the client for consent outside any request: the request comes on
+        // the stream, the client's answer goes back by POST, and what the upstream then says
+        // comes scrubbed of its token.
+        let asked = client.call("ask_later", json!({})).await;
+        assert_eq!(text_of(&asked), "asking", "{asked}");
+        let request = stream.until(|m| m["method"] == "elicitation/create").await;
+        assert_eq!(request["params"]["url"], "https://consent.example/ask", "{request}");
+        let answer = json!({"jsonrpc": "2.0", "id": request["id"], "result": {"action": "accept"}});
+        assert_eq!(client.send(&answer).await.status(), 202);
+        let said = stream.until(|m| m["method"] == "notifications/resources/updated").await;
+        let uri = said["params"]["uri"].as_str().unwrap();
+        assert!(uri.starts_with("repo://consent/accept?token="), "{said}");
+        assert!(!uri.contains(UPSTREAM_TOKEN), "the token is scrubbed: {said}");
+
+        // A challenged call to a client that takes URL elicitations: once a person decides,
+        // the stream says the elicitation is complete.
+        let held = client.call("transfer", json!({"amount": 700, "currency": "USD", "to": "acct_2"})).await;
+        assert_eq!(held["error"]["code"], -32042, "{held}");
+        let challenge_id = held["error"]["data"]["elicitations"][0]["elicitationId"].as_str().unwrap().to_owned();
+        app.grant(&app.workspace_id, "admin@example.com", "admin").await;
+        let admin = app.login("admin@example.com").await;
+        let (s, body) = status_json(admin.post(&format!("/v1/policy-challenges/{challenge_id}/decide"), &json!({"decision": "approve"})).await).await;
+        assert_eq!(s, 200, "{body}");
+        let complete = stream.until(|m| m["method"] == "notifications/elicitation/complete").await;
+        assert_eq!(complete["params"]["elicitationId"], json!(challenge_id), "{complete}");
+        assert!(complete.get("id").is_none(), "a notification: {complete}");
+
+        // Another agent presenting the session: 404.
+        let other = app.active_agent("other").await;
+        let mut spec = policy(&[&agent.id, &other.id]);
+        spec["reusable_policy_blocks"]["github"]["actions"]["allow"].as_array_mut().unwrap().push(json!("mcp.github.ask_later"));
+        app.apply_policy(spec).await;
+        let theirs = mint(&app, &other.id, json!(["mcp"])).await;
+        let res = app.client.get(app.url("/mcp/github")).bearer_auth(&theirs).header("Mcp-Session-Id", client.session.as_deref().unwrap()).send().await.unwrap();
+        assert_error(res, 404, "unknown_mcp_session").await;
+
+        // The agent's suspension ends the stream.
+        let (s, body) = status_json(app.post(&format!("/v1/agents/{}/suspend", agent.id), &json!({})).await).await;
+        assert_eq!(s, 200, "{body}");
+        let ended = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+            while let Some(message) = stream.next().await {
+                assert!(message.get("method").is_some(), "only the server's messages: {message}");
+            }
+        });
+        ended.await.expect("the stream ends within 30 seconds");
         app.stop().await;
     }
 

@@ -6,7 +6,10 @@
 //!
 //! Tools: `list_issues {repo}`, `delete_repo {repo}`, `transfer {amount, to}` (a text echoing
 //! them), `whoami` (the bearer token it was called with, raw and in base64: what a leaky
-//! upstream does), `fail` (a result marked `isError`), `slow {ms}` (sleeps first). Resources:
+//! upstream does), `fail` (a result marked `isError`), `slow {ms}` (sleeps first), `ask_later`
+//! (answers at once, then asks the client for consent by URL elicitation outside any request,
+//! on the session's own stream, and tells what it heard as an update of resource
+//! `repo://consent/<action>?token=<the token it was called with>`). Resources:
 //! `repo://{name}` read back. Prompts: `triage`.
 
 #![allow(
@@ -25,9 +28,10 @@ use axum::response::IntoResponse;
 use axum::Router;
 use base64::Engine as _;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
-    GetPromptResponse, GetPromptResult, ListToolsResult, PaginatedRequestParams, PromptMessage,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResourceContents, Role,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
+    GetPromptRequestParams, GetPromptResponse, GetPromptResult, ListToolsResult,
+    PaginatedRequestParams, PromptMessage, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, ResourceContents, ResourceUpdatedNotificationParam, Role,
     ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
@@ -93,6 +97,11 @@ impl ServerHandler for Tools {
                     "Sleeps first",
                     schema(json!({"ms": {"type": "integer"}})),
                 ),
+                Tool::new(
+                    "ask_later",
+                    "Asks the client for consent, later",
+                    schema(json!({})),
+                ),
             ],
             ..Default::default()
         })
@@ -122,6 +131,36 @@ impl ServerHandler for Tools {
                 text(format!("called with {token} ({b64})"))
             }
             "fail" => CallToolResult::error(vec![ContentBlock::text("it failed")]),
+            "ask_later" => {
+                let peer = context.peer.clone();
+                let token = context
+                    .extensions
+                    .get::<axum::http::request::Parts>()
+                    .and_then(|parts| parts.headers.get("authorization"))
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("")
+                    .trim_start_matches("Bearer ")
+                    .to_owned();
+                tokio::spawn(async move {
+                    // After the call's answer: outside any request, on the session's stream.
+                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                    let asked = ElicitRequestParams::UrlElicitationParams {
+                        meta: None,
+                        message: "consent, please".into(),
+                        url: "https://consent.example/ask".into(),
+                        elicitation_id: "consent-1".into(),
+                    };
+                    let heard = match peer.create_elicitation(asked).await {
+                        Ok(answer) => format!("{:?}", answer.action).to_lowercase(),
+                        Err(_) => "failed".into(),
+                    };
+                    let update = ResourceUpdatedNotificationParam::new(format!(
+                        "repo://consent/{heard}?token={token}"
+                    ));
+                    let _ = peer.notify_resource_updated(update).await;
+                });
+                text("asking")
+            }
             "slow" => {
                 let ms = arg("ms").as_u64().unwrap_or(0);
                 tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
