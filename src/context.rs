@@ -37,6 +37,8 @@ pub struct Context {
     /// Work a request hands off so that its answer does not wait (the approvers' mail of a
     /// challenge): waited for at shutdown, after the last request, so none of it is lost.
     pub background: tokio_util::task::TaskTracker,
+    /// The MCP gateway's opened upstream credentials, kept briefly.
+    pub mcp_materials: crate::net::egress::InjectedCache,
 }
 
 pub type SharedContext = Arc<Context>;

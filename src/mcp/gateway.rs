@@ -31,7 +31,7 @@ use crate::domain::mcp::ServerName;
 use crate::domain::RiskTier;
 use crate::enforce::credentials::standing;
 use crate::enforce::{EnforceError, EnforceResult};
-use crate::net::egress::{self, EgressError, Opened, Outbound, ProxyCall, Scrubber};
+use crate::net::egress::{self, EgressError, Injected, Opened, Outbound, ProxyCall, Scrubber};
 use crate::policy::cache::{LoadedPolicy, View};
 use crate::policy::check::{check_for_agent, AgentCheck, Effect};
 use crate::secret::{random_base62, sha256_hex};
@@ -784,14 +784,68 @@ impl Listening {
 // ---------------------------------------------------------------------------------------------
 // The upstream
 
+/// The server's upstream credentials: its secret set read now, its version opened now or kept
+/// from a message of the last half minute (see [`egress::InjectedCache`]).
+async fn material(
+    ctx: &Context,
+    server: &McpServerRecord,
+    auth: &crate::store::McpServerAuth,
+) -> EnforceResult<Arc<Injected>> {
+    let set_ref = crate::vault::sets::set_ref(&json!(auth.secret_set_id))?;
+    let set = crate::vault::sets::live_set(ctx, &server.workspace_id, &set_ref).await?;
+    let key = (set.id.clone(), set.current_version, auth.profile.clone());
+    if let Some(kept) = ctx.mcp_materials.get(&key) {
+        return Ok(kept);
+    }
+    let version = ctx
+        .store
+        .secret_version(&set.id, set.current_version)
+        .await?
+        .ok_or_else(|| EnforceError::internal("a secret set's current version is missing"))?;
+    let scene = Scene {
+        workspace_id: server.workspace_id.clone(),
+        set,
+        version,
+    };
+    let profile = scene.profile(&auth.profile)?;
+    let keys = profile.keys();
+    let secrets: std::collections::BTreeMap<String, String> =
+        crate::vault::sets::open_entries(ctx, &scene.set, &scene.version)?
+            .into_iter()
+            .filter(|(k, _)| keys.contains(k))
+            .collect();
+    // The scrubber knows every secret the calls inject.
+    let call = ProxyCall {
+        method: "POST".into(),
+        url: server.url.clone(),
+        headers: Vec::new(),
+        body: None,
+    };
+    let scrubber = egress::target(&profile, &call)
+        .and_then(|target| egress::render(&profile, &call, &target, &secrets))
+        .map(|out| Arc::new(out.scrubber()))
+        .map_err(|e| EnforceError::Upstream {
+            code: "upstream_unavailable",
+            message: format!("the server's profile does not let the gateway make this call: {e}"),
+            timeout: false,
+        })?;
+    let material = Arc::new(Injected {
+        profile,
+        secrets,
+        scrubber,
+    });
+    ctx.mcp_materials.put(key, material.clone());
+    Ok(material)
+}
+
 /// Where and how the upstream is called for one message: its URL, the profile that fills in
 /// its credentials (with the secrets they need), its session and protocol version.
 struct Upstream {
     server: McpServerRecord,
-    auth: Option<(egress::Profile, std::collections::BTreeMap<String, String>)>,
+    auth: Option<Arc<Injected>>,
     session: Option<String>,
     version: Option<String>,
-    scrubber: Scrubber,
+    scrubber: Arc<Scrubber>,
 }
 
 impl Upstream {
@@ -799,29 +853,19 @@ impl Upstream {
     async fn open(ctx: &Context, server: &McpServerRecord) -> EnforceResult<Upstream> {
         let auth = match &server.auth {
             None => None,
-            Some(auth) => {
-                let scene =
-                    Scene::load(ctx, &server.workspace_id, &json!(auth.secret_set_id)).await?;
-                let profile = scene.profile(&auth.profile)?;
-                let keys = profile.keys();
-                let secrets: std::collections::BTreeMap<String, String> =
-                    crate::vault::sets::open_entries(ctx, &scene.set, &scene.version)?
-                        .into_iter()
-                        .filter(|(k, _)| keys.contains(k))
-                        .collect();
-                Some((profile, secrets))
-            }
+            Some(auth) => Some(material(ctx, server, auth).await?),
         };
-        let mut link = Upstream {
+        let scrubber = auth
+            .as_ref()
+            .map(|m| m.scrubber.clone())
+            .unwrap_or_default();
+        Ok(Upstream {
             server: server.clone(),
             auth,
             session: None,
             version: None,
-            scrubber: Scrubber::default(),
-        };
-        // The scrubber knows every secret the calls inject.
-        link.scrubber = link.render("POST", None)?.scrubber();
-        Ok(link)
+            scrubber,
+        })
     }
 
     /// Within a session.
@@ -864,7 +908,8 @@ impl Upstream {
             None => {
                 Outbound::https(method, &self.server.url, headers, body).map_err(upstream_error)
             }
-            Some((profile, secrets)) => {
+            Some(material) => {
+                let (profile, secrets) = (&material.profile, &material.secrets);
                 let call = ProxyCall {
                     method: method.to_owned(),
                     url: self.server.url.clone(),
@@ -911,12 +956,12 @@ impl Upstream {
 /// of a stream; each message scrubbed (see [`read_message`]).
 struct Answering {
     opened: Opened,
-    scrubber: Scrubber,
+    scrubber: Arc<Scrubber>,
     parser: EventParser,
 }
 
 impl Answering {
-    fn new(opened: Opened, scrubber: Scrubber) -> Answering {
+    fn new(opened: Opened, scrubber: Arc<Scrubber>) -> Answering {
         Answering {
             opened,
             scrubber,
@@ -1547,7 +1592,7 @@ impl Drop for After {
 /// ending with the response.
 async fn relay(
     mut opened: Opened,
-    scrubber: Scrubber,
+    scrubber: Arc<Scrubber>,
     id: Value,
     mut after: After,
     until: tokio::time::Instant,

@@ -47,6 +47,11 @@ const METADATA_ADDRS: &[IpAddr] = &[
 /// How long a built client (and its pooled TLS connections) is kept for reuse.
 const CLIENT_TTL: Duration = Duration::from_secs(60);
 const MAX_CLIENTS: usize = 256;
+/// How long a host's checked addresses are used without resolving it again. Each call would
+/// otherwise wait on the system's resolver (a thread hop at best, a DNS query at worst) before
+/// it goes out; only addresses that passed the checks are kept, and for less time than a client
+/// stays pinned to them, so this widens nothing that [`CLIENT_TTL`] does not already allow.
+const RESOLVED_TTL: Duration = Duration::from_secs(10);
 
 #[derive(Debug, thiserror::Error)]
 pub enum EgressError {
@@ -1574,6 +1579,9 @@ pub struct Destination {
     addrs: Vec<SocketAddr>,
 }
 
+/// A host's checked addresses and when they were resolved.
+type Resolved = (Instant, Vec<SocketAddr>);
+
 pub struct Egress {
     settings: EgressSettings,
     roots: Vec<reqwest::Certificate>,
@@ -1582,6 +1590,9 @@ pub struct Egress {
     /// connection instead of paying a handshake each; dropping it after [`CLIENT_TTL`] bounds
     /// how long a destination stays pinned to addresses that DNS may since have moved.
     clients: Mutex<HashMap<ClientKey, (Instant, reqwest::Client)>>,
+    /// Hosts' checked addresses by `(host, port)`, each with when it was resolved (see
+    /// [`RESOLVED_TTL`]); at most [`MAX_CLIENTS`] of them.
+    resolved: Mutex<HashMap<(String, u16), Resolved>>,
 }
 
 impl std::fmt::Debug for Egress {
@@ -1613,6 +1624,7 @@ impl Egress {
             settings,
             roots,
             clients: Mutex::new(HashMap::new()),
+            resolved: Mutex::new(HashMap::new()),
         };
         // A certificate that parses as PEM may still be refused by the TLS library: find out
         // now rather than on the first call.
@@ -1664,11 +1676,35 @@ impl Egress {
         Ok(client)
     }
 
-    /// The host's addresses, every one of them allowed.
+    /// The host's addresses, every one of them allowed: resolved and checked now, or within
+    /// the last [`RESOLVED_TTL`].
     async fn resolve(&self, host: &str, port: u16) -> Result<Vec<SocketAddr>, EgressError> {
         if METADATA_NAMES.contains(&host) {
             return Err(EgressError::DestinationNotAllowed(host.to_owned()));
         }
+        let key = (host.to_owned(), port);
+        let now = Instant::now();
+        {
+            let resolved = self.resolved.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some((at, addrs)) = resolved.get(&key) {
+                if now.duration_since(*at) < RESOLVED_TTL {
+                    return Ok(addrs.clone());
+                }
+            }
+        }
+        let addrs = self.resolve_now(host, port).await?;
+        let mut resolved = self.resolved.lock().unwrap_or_else(|e| e.into_inner());
+        if resolved.len() >= MAX_CLIENTS {
+            resolved.retain(|_, (at, _)| now.duration_since(*at) < RESOLVED_TTL);
+            if resolved.len() >= MAX_CLIENTS {
+                resolved.clear();
+            }
+        }
+        resolved.insert(key, (now, addrs.clone()));
+        Ok(addrs)
+    }
+
+    async fn resolve_now(&self, host: &str, port: u16) -> Result<Vec<SocketAddr>, EgressError> {
         let mut addrs: Vec<SocketAddr> = match host.parse::<IpAddr>() {
             Ok(ip) => vec![SocketAddr::new(ip, port)],
             Err(_) => tokio::net::lookup_host((host, port))
@@ -1895,6 +1931,50 @@ fn error_text(err: &reqwest::Error) -> String {
         source = e.source();
     }
     text.replace(['\r', '\n'], " ")
+}
+
+/// `(secret set id, version, profile name)`.
+pub type InjectedKey = (String, i64, String);
+
+/// What a profile fills in on a call's way out: the profile, the secrets its templates inject,
+/// and the scrubber of their spellings.
+pub struct Injected {
+    pub profile: Profile,
+    pub secrets: BTreeMap<String, String>,
+    pub scrubber: Arc<Scrubber>,
+}
+
+/// How long opened upstream credentials are kept for the messages that follow.
+const MATERIAL_TTL: Duration = Duration::from_secs(30);
+/// The most kept at once.
+const MAX_MATERIALS: usize = 256;
+
+/// Credentials opened from a secret set's version, by `(set, version, profile)` (the MCP
+/// gateway's upstream credentials): opening them (the version read, its entries decrypted, the
+/// profile read, the scrubber's automaton built) would otherwise be done for every message of
+/// every session. The caller reads the set itself each time all the same, so a new version or
+/// a deleted set is seen at once; an entry lives [`MATERIAL_TTL`] from when it was opened.
+#[derive(Default)]
+pub struct InjectedCache {
+    held: std::sync::Mutex<std::collections::HashMap<InjectedKey, (Instant, Arc<Injected>)>>,
+}
+
+impl InjectedCache {
+    pub fn get(&self, key: &InjectedKey) -> Option<Arc<Injected>> {
+        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        held.get(key)
+            .filter(|(at, _)| at.elapsed() < MATERIAL_TTL)
+            .map(|(_, m)| m.clone())
+    }
+
+    pub fn put(&self, key: InjectedKey, material: Arc<Injected>) {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        held.retain(|_, (at, _)| at.elapsed() < MATERIAL_TTL);
+        if held.len() >= MAX_MATERIALS {
+            held.clear();
+        }
+        held.insert(key, (Instant::now(), material));
+    }
 }
 
 #[cfg(test)]

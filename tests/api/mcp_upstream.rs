@@ -52,6 +52,18 @@ fn schema(properties: Value) -> Arc<Map<String, Value>> {
     Arc::new(object)
 }
 
+/// The bearer token the request was called with ("" without one).
+fn bearer(context: &RequestContext<RoleServer>) -> String {
+    context
+        .extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|parts| parts.headers.get("authorization"))
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .trim_start_matches("Bearer ")
+        .to_owned()
+}
+
 fn text(text: impl Into<String>) -> CallToolResult {
     CallToolResult::success(vec![ContentBlock::text(text)])
 }
@@ -119,28 +131,14 @@ impl ServerHandler for Tools {
             "delete_repo" => text(format!("deleted {}", arg("repo"))),
             "transfer" => text(format!("moved {} to {}", arg("amount"), arg("to"))),
             "whoami" => {
-                let token = context
-                    .extensions
-                    .get::<axum::http::request::Parts>()
-                    .and_then(|parts| parts.headers.get("authorization"))
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or("")
-                    .trim_start_matches("Bearer ")
-                    .to_owned();
+                let token = bearer(&context);
                 let b64 = base64::engine::general_purpose::STANDARD.encode(&token);
                 text(format!("called with {token} ({b64})"))
             }
             "fail" => CallToolResult::error(vec![ContentBlock::text("it failed")]),
             "ask_later" => {
                 let peer = context.peer.clone();
-                let token = context
-                    .extensions
-                    .get::<axum::http::request::Parts>()
-                    .and_then(|parts| parts.headers.get("authorization"))
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or("")
-                    .trim_start_matches("Bearer ")
-                    .to_owned();
+                let token = bearer(&context);
                 tokio::spawn(async move {
                     // After the call's answer: outside any request, on the session's stream.
                     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
