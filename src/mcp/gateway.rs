@@ -700,6 +700,10 @@ impl Listening {
             if let Some(message) = self.queue.pop_front() {
                 return Some(message);
             }
+            // A stream opened while the server began shutting down ends at once.
+            if *self.closing.borrow() {
+                return None;
+            }
             let upstream = async {
                 match self.upstream.as_mut() {
                     Some(answering) => answering.next().await,
