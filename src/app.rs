@@ -383,7 +383,7 @@ impl App {
             sink_egress,
             instance_id: crate::domain::ids::new_id("rep"),
             streams: audit_streams,
-            mcp_materials: Default::default(),
+            mcp_materials: crate::net::egress::injected_cache(),
             background: tokio_util::task::TaskTracker::new(),
         });
         Ok(App {

@@ -655,13 +655,14 @@ async fn upstream_stream(
     session: &Session,
 ) -> EnforceResult<Option<Answering>> {
     let link = Upstream::of(ctx, &caller.server, session).await?;
-    let opened = match link.render("GET", None) {
-        Ok(_) => within(deadline(ctx), link.send(ctx, "GET", None)).await?,
+    let out = match link.render("GET", None) {
+        Ok(out) => out,
         Err(err) => {
             tracing::debug!(server = %caller.server.name, error = %err, "no upstream stream: the profile does not allow GET");
             return Ok(None);
         }
     };
+    let opened = within(deadline(ctx), dispatch(ctx, &out)).await?;
     if lost(&opened, session) {
         return Err(session_lost(ctx, caller, session).await);
     }
@@ -801,16 +802,7 @@ async fn material(
     if let Some(kept) = ctx.mcp_materials.get(&key) {
         return Ok(kept);
     }
-    let version = ctx
-        .store
-        .secret_version(&set.id, set.current_version)
-        .await?
-        .ok_or_else(|| EnforceError::internal("a secret set's current version is missing"))?;
-    let scene = Scene {
-        workspace_id: server.workspace_id.clone(),
-        set,
-        version,
-    };
+    let scene = Scene::of_set(ctx, &server.workspace_id, set).await?;
     let profile = scene.profile(&auth.profile)?;
     let keys = profile.keys();
     let secrets: std::collections::BTreeMap<String, String> =
@@ -819,26 +811,12 @@ async fn material(
             .filter(|(k, _)| keys.contains(k))
             .collect();
     // The scrubber knows every secret the calls inject.
-    let call = ProxyCall {
-        method: "POST".into(),
-        url: server.url.clone(),
-        headers: Vec::new(),
-        body: None,
-    };
-    let scrubber = egress::target(&profile, &call)
-        .and_then(|target| egress::render(&profile, &call, &target, &secrets))
-        .map(|out| Arc::new(out.scrubber()))
-        .map_err(|e| EnforceError::Upstream {
-            code: "upstream_unavailable",
-            message: format!("the server's profile does not let the gateway make this call: {e}"),
-            timeout: false,
-        })?;
     let material = Arc::new(Injected {
+        scrubber: Arc::new(Scrubber::of(&secrets)),
         profile,
         secrets,
-        scrubber,
     });
-    ctx.mcp_materials.put(key, material.clone());
+    ctx.mcp_materials.insert(key, material.clone());
     Ok(material)
 }
 
@@ -943,17 +921,21 @@ impl Upstream {
             .map(serde_json::to_vec)
             .transpose()
             .map_err(|e| EnforceError::Internal(e.to_string()))?;
-        let out = self.render(method, body)?;
-        let destination = ctx
-            .egress
-            .destination_of(&out)
-            .await
-            .map_err(upstream_error)?;
-        ctx.egress
-            .open(&out, &destination)
-            .await
-            .map_err(upstream_error)
+        dispatch(ctx, &self.render(method, body)?).await
     }
+}
+
+/// A rendered call, to the addresses of its host checked now.
+async fn dispatch(ctx: &Context, out: &Outbound) -> EnforceResult<Opened> {
+    let destination = ctx
+        .egress
+        .destination_of(out)
+        .await
+        .map_err(upstream_error)?;
+    ctx.egress
+        .open(out, &destination)
+        .await
+        .map_err(upstream_error)
 }
 
 /// The upstream's answer to one message, read message by message: a JSON body, or the events

@@ -12,9 +12,9 @@
 //! the secrets' slots, the scrubbing of every spelling of every secret) is read and reviewed in
 //! one place, beside the tests that attack it.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
@@ -46,7 +46,7 @@ const METADATA_ADDRS: &[IpAddr] = &[
 ];
 /// How long a built client (and its pooled TLS connections) is kept for reuse.
 const CLIENT_TTL: Duration = Duration::from_secs(60);
-const MAX_CLIENTS: usize = 256;
+const MAX_CLIENTS: u64 = 256;
 /// How long a host's checked addresses are used without resolving it again. Each call would
 /// otherwise wait on the system's resolver (a thread hop at best, a DNS query at worst) before
 /// it goes out; only addresses that passed the checks are kept, and for less time than a client
@@ -1017,6 +1017,17 @@ pub struct Scrubber {
 }
 
 impl Scrubber {
+    /// The scrubber of these secrets (by key), as a call that injects them uses.
+    pub fn of(secrets: &BTreeMap<String, String>) -> Scrubber {
+        let pairs: Vec<(String, String)> = secrets
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        Scrubber {
+            patterns: Patterns::of(&pairs),
+        }
+    }
+
     /// `text` with every secret replaced, when it held one.
     pub fn scrub(&self, text: &[u8]) -> Option<Vec<u8>> {
         self.patterns
@@ -1579,9 +1590,6 @@ pub struct Destination {
     addrs: Vec<SocketAddr>,
 }
 
-/// A host's checked addresses and when they were resolved.
-type Resolved = (Instant, Vec<SocketAddr>);
-
 pub struct Egress {
     settings: EgressSettings,
     roots: Vec<reqwest::Certificate>,
@@ -1589,10 +1597,10 @@ pub struct Egress {
     /// connection pool: keeping it briefly lets repeated calls to one API reuse a TLS
     /// connection instead of paying a handshake each; dropping it after [`CLIENT_TTL`] bounds
     /// how long a destination stays pinned to addresses that DNS may since have moved.
-    clients: Mutex<HashMap<ClientKey, (Instant, reqwest::Client)>>,
-    /// Hosts' checked addresses by `(host, port)`, each with when it was resolved (see
-    /// [`RESOLVED_TTL`]); at most [`MAX_CLIENTS`] of them.
-    resolved: Mutex<HashMap<(String, u16), Resolved>>,
+    clients: moka::sync::Cache<ClientKey, reqwest::Client>,
+    /// Hosts' checked addresses by `(host, port)` (see [`RESOLVED_TTL`]); at most
+    /// [`MAX_CLIENTS`] of them.
+    resolved: moka::sync::Cache<(String, u16), Vec<SocketAddr>>,
 }
 
 impl std::fmt::Debug for Egress {
@@ -1623,8 +1631,8 @@ impl Egress {
         let egress = Egress {
             settings,
             roots,
-            clients: Mutex::new(HashMap::new()),
-            resolved: Mutex::new(HashMap::new()),
+            clients: kept(MAX_CLIENTS, CLIENT_TTL),
+            resolved: kept(MAX_CLIENTS, RESOLVED_TTL),
         };
         // A certificate that parses as PEM may still be refused by the TLS library: find out
         // now rather than on the first call.
@@ -1656,23 +1664,12 @@ impl Egress {
     }
 
     fn client(&self, key: ClientKey) -> Result<reqwest::Client, reqwest::Error> {
-        let now = Instant::now();
-        {
-            let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some((built, client)) = clients.get(&key) {
-                if now.duration_since(*built) < CLIENT_TTL {
-                    return Ok(client.clone());
-                }
-            }
-            clients.retain(|_, (built, _)| now.duration_since(*built) < CLIENT_TTL);
+        if let Some(client) = self.clients.get(&key) {
+            return Ok(client);
         }
-        // Built outside the lock: loading the roots takes a while, and other calls go on.
+        // Built outside the cache: loading the roots takes a while, and other calls go on.
         let client = self.build_client(&key)?;
-        let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
-        if clients.len() >= MAX_CLIENTS {
-            clients.clear();
-        }
-        clients.insert(key, (now, client.clone()));
+        self.clients.insert(key, client.clone());
         Ok(client)
     }
 
@@ -1683,24 +1680,11 @@ impl Egress {
             return Err(EgressError::DestinationNotAllowed(host.to_owned()));
         }
         let key = (host.to_owned(), port);
-        let now = Instant::now();
-        {
-            let resolved = self.resolved.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some((at, addrs)) = resolved.get(&key) {
-                if now.duration_since(*at) < RESOLVED_TTL {
-                    return Ok(addrs.clone());
-                }
-            }
+        if let Some(addrs) = self.resolved.get(&key) {
+            return Ok(addrs);
         }
         let addrs = self.resolve_now(host, port).await?;
-        let mut resolved = self.resolved.lock().unwrap_or_else(|e| e.into_inner());
-        if resolved.len() >= MAX_CLIENTS {
-            resolved.retain(|_, (at, _)| now.duration_since(*at) < RESOLVED_TTL);
-            if resolved.len() >= MAX_CLIENTS {
-                resolved.clear();
-            }
-        }
-        resolved.insert(key, (now, addrs.clone()));
+        self.resolved.insert(key, addrs.clone());
         Ok(addrs)
     }
 
@@ -1944,37 +1928,28 @@ pub struct Injected {
     pub scrubber: Arc<Scrubber>,
 }
 
-/// How long opened upstream credentials are kept for the messages that follow.
-const MATERIAL_TTL: Duration = Duration::from_secs(30);
-/// The most kept at once.
-const MAX_MATERIALS: usize = 256;
-
 /// Credentials opened from a secret set's version, by `(set, version, profile)` (the MCP
 /// gateway's upstream credentials): opening them (the version read, its entries decrypted, the
 /// profile read, the scrubber's automaton built) would otherwise be done for every message of
 /// every session. The caller reads the set itself each time all the same, so a new version or
-/// a deleted set is seen at once; an entry lives [`MATERIAL_TTL`] from when it was opened.
-#[derive(Default)]
-pub struct InjectedCache {
-    held: std::sync::Mutex<std::collections::HashMap<InjectedKey, (Instant, Arc<Injected>)>>,
+/// a deleted set is seen at once; an entry lives 30 seconds from when it was opened.
+pub type InjectedCache = moka::sync::Cache<InjectedKey, Arc<Injected>>;
+
+/// An empty [`InjectedCache`], of at most 256 entries.
+pub fn injected_cache() -> InjectedCache {
+    kept(256, Duration::from_secs(30))
 }
 
-impl InjectedCache {
-    pub fn get(&self, key: &InjectedKey) -> Option<Arc<Injected>> {
-        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        held.get(key)
-            .filter(|(at, _)| at.elapsed() < MATERIAL_TTL)
-            .map(|(_, m)| m.clone())
-    }
-
-    pub fn put(&self, key: InjectedKey, material: Arc<Injected>) {
-        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        held.retain(|_, (at, _)| at.elapsed() < MATERIAL_TTL);
-        if held.len() >= MAX_MATERIALS {
-            held.clear();
-        }
-        held.insert(key, (Instant::now(), material));
-    }
+/// A cache of at most `max` entries, each living `ttl` from when it was put.
+fn kept<K, V>(max: u64, ttl: Duration) -> moka::sync::Cache<K, V>
+where
+    K: std::hash::Hash + Eq + Send + Sync + 'static,
+    V: Clone + Send + Sync + 'static,
+{
+    moka::sync::Cache::builder()
+        .max_capacity(max)
+        .time_to_live(ttl)
+        .build()
 }
 
 #[cfg(test)]
@@ -2829,7 +2804,8 @@ mod tests {
                 ..again
             })
             .unwrap();
-        assert_eq!(egress.clients.lock().unwrap().len(), 2);
+        egress.clients.run_pending_tasks();
+        assert_eq!(egress.clients.entry_count(), 2);
         server.abort();
     }
 

@@ -74,6 +74,15 @@ impl Scene {
         secret_set_id: &Value,
     ) -> EnforceResult<Scene> {
         let set = live_set(ctx, workspace_id, &set_ref(secret_set_id)?).await?;
+        Scene::of_set(ctx, workspace_id, set).await
+    }
+
+    /// A live set read already, with its current version.
+    pub async fn of_set(
+        ctx: &Context,
+        workspace_id: &str,
+        set: SecretSetRecord,
+    ) -> EnforceResult<Scene> {
         let version = ctx
             .store
             .secret_version(&set.id, set.current_version)
