@@ -31,7 +31,9 @@ use crate::domain::mcp::ServerName;
 use crate::domain::RiskTier;
 use crate::enforce::credentials::standing;
 use crate::enforce::{EnforceError, EnforceResult};
-use crate::net::egress::{self, EgressError, Injected, Opened, Outbound, ProxyCall, Scrubber};
+use crate::net::egress::{
+    self, EgressError, Injected, Leak, Opened, Outbound, ProxyCall, Scrubber,
+};
 use crate::policy::cache::{LoadedPolicy, View};
 use crate::policy::check::{check_for_agent, AgentCheck, Effect};
 use crate::secret::{random_base62, sha256_hex};
@@ -362,7 +364,8 @@ pub async fn post(
         after.failed(&err);
         return Err(err);
     }
-    relay(opened, link.scrubber, id, after, until).await
+    let witness = Witness::of(ctx, &caller, &method, after.decided.as_deref());
+    relay(link.answering(opened, witness), id, after, until).await
 }
 
 /// The longest the gateway waits for the upstream's answer (or, for a stream, its start)
@@ -477,7 +480,8 @@ async fn initialize(
         return Err(upstream_refused(opened.status));
     }
     let upstream_session = opened.header("mcp-session-id").map(str::to_owned);
-    let mut answering = Answering::new(opened, link.scrubber);
+    let witness = Witness::of(ctx, &caller, "initialize", None);
+    let mut answering = link.answering(opened, witness);
     let answer = within(until, answering.response(&id)).await?;
     let Some(result) = answer.get("result") else {
         // The upstream refused the handshake: its error goes to the agent, no session opens.
@@ -666,7 +670,8 @@ async fn upstream_stream(
     if lost(&opened, session) {
         return Err(session_lost(ctx, caller, session).await);
     }
-    let mut answering = Answering::new(opened.idle_for(LISTEN_IDLE), link.scrubber);
+    let witness = Witness::of(ctx, caller, "stream", None);
+    let mut answering = link.answering(opened.idle_for(LISTEN_IDLE), witness);
     match answering.opened.status {
         405 => Ok(None),
         200..=299 if answering.is_stream() => Ok(Some(answering)),
@@ -923,6 +928,82 @@ impl Upstream {
             .map_err(|e| EnforceError::Internal(e.to_string()))?;
         dispatch(ctx, &self.render(method, body)?).await
     }
+
+    /// The upstream's answer, to be read message by message and scrubbed of this server's
+    /// credentials; what is found is reported to `witness`.
+    fn answering(&self, opened: Opened, witness: Witness) -> Answering {
+        Answering {
+            opened,
+            scrubber: self.scrubber.clone(),
+            parser: EventParser::default(),
+            leaks: Vec::new(),
+            witness: Witness {
+                profile: self.server.auth.as_ref().map(|a| a.profile.clone()),
+                host: reqwest::Url::parse(&self.server.url)
+                    .ok()
+                    .and_then(|u| u.host_str().map(str::to_owned))
+                    .unwrap_or_default(),
+                ..witness
+            },
+        }
+    }
+}
+
+/// Who hears of the secrets scrubbed from an upstream's answer: an `mcp.leak_scrubbed` event
+/// (each key, where and in which form it came back; never the value), committed before the
+/// message that held it goes on to the agent, as the vault proxy's leaks are: the upstream
+/// echoed a credential, which the trail must hold whatever happens next.
+struct Witness {
+    ctx: SharedContext,
+    caller: CallerFacts,
+    /// The agent's request the answer is to (`tools/call`, `initialize`, ...), or `stream`
+    /// for the session's stream.
+    method: String,
+    /// The decided call's action and trace id, when the answer is to one.
+    action: Option<String>,
+    trace_id: Option<String>,
+    profile: Option<String>,
+    host: String,
+}
+
+impl Witness {
+    fn of(ctx: &SharedContext, caller: &Caller, method: &str, decided: Option<&Outcome>) -> Self {
+        Witness {
+            ctx: ctx.clone(),
+            caller: CallerFacts::of(caller),
+            method: method.to_owned(),
+            action: decided.map(|o| o.judged.action.clone()),
+            trace_id: decided.map(|o| o.decision.trace_id.clone()),
+            profile: None,
+            host: String::new(),
+        }
+    }
+
+    async fn report(&self, leaks: &[Leak]) -> EnforceResult<()> {
+        let caller = &self.caller;
+        let details = json!({
+            "server": caller.server, "server_id": caller.server_id,
+            "profile": self.profile, "host": self.host, "method": self.method,
+            "leaks": leaks
+                .iter()
+                .map(|l| json!({"key": l.key, "place": l.place, "form": l.form}))
+                .collect::<Vec<_>>(),
+        });
+        let mut event = audit::state_change(
+            "mcp.leak_scrubbed",
+            self.action.as_deref().unwrap_or(&self.method),
+            Some(&caller.workspace_id),
+            Some(&caller.agent_id),
+            &Actor::Agent(caller.agent_id.clone()),
+            details,
+        );
+        event.trace_id = self.trace_id.clone();
+        self.ctx
+            .writer
+            .commit(Change::default().audited(event))
+            .await?;
+        Ok(())
+    }
 }
 
 /// A rendered call, to the addresses of its host checked now.
@@ -939,22 +1020,18 @@ async fn dispatch(ctx: &Context, out: &Outbound) -> EnforceResult<Opened> {
 }
 
 /// The upstream's answer to one message, read message by message: a JSON body, or the events
-/// of a stream; each message scrubbed (see [`read_message`]).
+/// of a stream; each message scrubbed (see [`Answering::read`]) and its leaks reported before
+/// it is passed on.
 struct Answering {
     opened: Opened,
     scrubber: Arc<Scrubber>,
     parser: EventParser,
+    /// Found in the message being read, not reported yet.
+    leaks: Vec<Leak>,
+    witness: Witness,
 }
 
 impl Answering {
-    fn new(opened: Opened, scrubber: Arc<Scrubber>) -> Answering {
-        Answering {
-            opened,
-            scrubber,
-            parser: EventParser::default(),
-        }
-    }
-
     fn is_stream(&self) -> bool {
         self.opened.header("content-type").is_some_and(|t| {
             t.trim_start()
@@ -976,13 +1053,14 @@ impl Answering {
             return Err(no_answer());
         }
         let body = self.opened.body().await.map_err(upstream_error)?;
-        let scrubbed = self.scrubber.scrub(&body);
         let not_mcp = |why: String| EnforceError::Upstream {
             code: "upstream_unavailable",
             message: why,
             timeout: false,
         };
-        let message = read_message(&self.scrubber, scrubbed.as_deref().unwrap_or(&body))
+        let message = self
+            .read(&body, "message")
+            .await?
             .map_err(|e| not_mcp(format!("the upstream's answer is not JSON: {e}")))?;
         if answers(&message, id) {
             Ok(message)
@@ -1008,9 +1086,7 @@ impl Answering {
     async fn next(&mut self) -> EnforceResult<Option<Value>> {
         loop {
             if let Some(data) = self.parser.next_data() {
-                let scrubbed = self.scrubber.scrub(data.as_bytes());
-                let bytes = scrubbed.unwrap_or_else(|| data.into_bytes());
-                match read_message(&self.scrubber, &bytes) {
+                match self.read(data.as_bytes(), "event").await? {
                     Ok(message) => return Ok(Some(message)),
                     // An event that is not a message (a priming event, say) is not relayed.
                     Err(_) => continue,
@@ -1040,13 +1116,32 @@ fn answers(message: &Value, id: &Value) -> bool {
         && (message.get("result").is_some() || message.get("error").is_some())
 }
 
-/// A message scrubbed as it came, read, and scrubbed again as it will be sent: reading undoes
-/// the JSON escapes of its strings, which may have hidden a secret's other spellings.
-fn read_message(scrubber: &Scrubber, bytes: &[u8]) -> Result<Value, serde_json::Error> {
-    let message: Value = serde_json::from_slice(bytes)?;
-    match scrubber.scrub(message.to_string().as_bytes()) {
-        Some(again) => serde_json::from_slice(&again),
-        None => Ok(message),
+impl Answering {
+    /// A message scrubbed as it came, read, and scrubbed again as it will be sent (reading
+    /// undoes the JSON escapes of its strings, which may have hidden a secret's other
+    /// spellings); whatever was found reported before the message is returned. The outer
+    /// error is the report's; the inner one says the message is not JSON.
+    async fn read(
+        &mut self,
+        bytes: &[u8],
+        place: &str,
+    ) -> EnforceResult<Result<Value, serde_json::Error>> {
+        let scrubbed = self.scrubber.scrub(bytes, place, &mut self.leaks);
+        let message = serde_json::from_slice::<Value>(scrubbed.as_deref().unwrap_or(bytes))
+            .and_then(|message| {
+                match self
+                    .scrubber
+                    .scrub(message.to_string().as_bytes(), place, &mut self.leaks)
+                {
+                    Some(again) => serde_json::from_slice(&again),
+                    None => Ok(message),
+                }
+            });
+        if !self.leaks.is_empty() {
+            let leaks = std::mem::take(&mut self.leaks);
+            self.witness.report(&leaks).await?;
+        }
+        Ok(message)
     }
 }
 
@@ -1577,15 +1672,14 @@ impl Drop for After {
 /// stream as events (requests the upstream makes of the agent on it relayed as they come),
 /// ending with the response.
 async fn relay(
-    mut opened: Opened,
-    scrubber: Arc<Scrubber>,
+    mut answering: Answering,
     id: Value,
     mut after: After,
     until: tokio::time::Instant,
 ) -> EnforceResult<Answer> {
-    if !(200..300).contains(&opened.status) {
-        let _ = opened.body().await;
-        let err = upstream_refused(opened.status);
+    if !(200..300).contains(&answering.opened.status) {
+        let _ = answering.opened.body().await;
+        let err = upstream_refused(answering.opened.status);
         after.failed(&err);
         return Err(err);
     }
@@ -1593,7 +1687,6 @@ async fn relay(
     // stream that carries nothing before it: the common case) is answered as one JSON message;
     // a request or notification of the upstream's first, and the answer is a stream that
     // relays them as they come and ends with the response.
-    let mut answering = Answering::new(opened, scrubber);
     let first = if answering.is_stream() {
         within(until, answering.next_for(&id)).await
     } else {

@@ -1028,12 +1028,26 @@ impl Scrubber {
         }
     }
 
-    /// `text` with every secret replaced, when it held one.
-    pub fn scrub(&self, text: &[u8]) -> Option<Vec<u8>> {
-        self.patterns
-            .as_ref()
-            .and_then(|p| p.scrub(text))
-            .map(|(scrubbed, _)| scrubbed)
+    /// `text` with every secret replaced, when it held one; each secret found is added to
+    /// `leaks` (once per key and form) as found in `place`.
+    pub fn scrub(&self, text: &[u8], place: &str, leaks: &mut Vec<Leak>) -> Option<Vec<u8>> {
+        let (scrubbed, found) = self.patterns.as_ref().and_then(|p| p.scrub(text))?;
+        note_leaks(leaks, found, place);
+        Some(scrubbed)
+    }
+}
+
+/// Adds what a scrub found in `place` to `leaks`, each leak once.
+fn note_leaks(leaks: &mut Vec<Leak>, found: Vec<Found>, place: &str) {
+    for (key, form) in found {
+        let leak = Leak {
+            key,
+            place: place.to_owned(),
+            form,
+        };
+        if !leaks.contains(&leak) {
+            leaks.push(leak);
+        }
     }
 }
 
@@ -1041,7 +1055,7 @@ impl Scrubber {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Leak {
     pub key: String,
-    /// `body` or `header:<name>`.
+    /// `body` or `header:<name>` (the vault proxy); `message` or `event` (the MCP gateway).
     pub place: String,
     /// `raw`, `base64`, `hex`, `url` (percent-encoded, `+` or `%20` for a space), `json` (a
     /// JSON string's escapes) or `html` (character references).
@@ -1409,26 +1423,18 @@ pub fn scrub(upstream: &mut Upstream, outbound: &Outbound) -> Vec<Leak> {
         return Vec::new();
     };
     let mut leaks: Vec<Leak> = Vec::new();
-    let mut found = |found: Vec<Found>, place: &str| {
-        for (key, form) in found {
-            let leak = Leak {
-                key,
-                place: place.to_owned(),
-                form,
-            };
-            if !leaks.contains(&leak) {
-                leaks.push(leak);
-            }
-        }
-    };
     if let Some((body, seen)) = patterns.scrub(&upstream.body) {
         upstream.body = body;
-        found(seen, "body");
+        note_leaks(&mut leaks, seen, "body");
     }
     for (name, value) in upstream.headers.iter_mut() {
         if let Some((scrubbed, seen)) = patterns.scrub(value.as_bytes()) {
             *value = String::from_utf8_lossy(&scrubbed).into_owned();
-            found(seen, &format!("header:{}", name.to_ascii_lowercase()));
+            note_leaks(
+                &mut leaks,
+                seen,
+                &format!("header:{}", name.to_ascii_lowercase()),
+            );
         }
     }
     leaks

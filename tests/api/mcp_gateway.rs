@@ -357,6 +357,26 @@ each_engine! {
         let text = text_of(&leaky);
         assert!(!text.contains(UPSTREAM_TOKEN) && !text.contains(&b64(UPSTREAM_TOKEN.as_bytes())), "{text}");
         assert!(text.contains("[REDACTED]"), "{text}");
+        // ... and what came back is on the trail, committed before the answer: which key, where
+        // (the upstream answers as a stream: in an `event`; a JSON answer is a `message`)
+        // and in which form, tied to the call's trace, never the value.
+        let leaky_trace = leaky["result"]["_meta"]["acp/trace_id"].as_str().unwrap();
+        let leaks = audit_events(&app, &format!("event_type=mcp.leak_scrubbed&trace_id={leaky_trace}")).await;
+        assert_eq!(leaks.len(), 1, "{leaks:?}");
+        let leak = &leaks[0];
+        assert_eq!(leak["action"], "mcp.github.whoami", "{leak}");
+        assert_eq!(leak["agent_id"], json!(agent.id));
+        assert_eq!(leak["details"]["server"], "github");
+        assert_eq!(leak["details"]["profile"], "mcp");
+        assert_eq!(leak["details"]["host"], "localhost");
+        assert_eq!(leak["details"]["method"], "tools/call");
+        let found: Vec<(&str, &str, &str)> = leak["details"]["leaks"].as_array().unwrap().iter()
+            .map(|l| (l["key"].as_str().unwrap(), l["place"].as_str().unwrap(), l["form"].as_str().unwrap()))
+            .collect();
+        assert!(found.contains(&("GITHUB_TOKEN", "event", "raw")) && found.contains(&("GITHUB_TOKEN", "event", "base64")), "{leak}");
+        assert!(!leak.to_string().contains(UPSTREAM_TOKEN));
+        // An answer that holds no credential leaves no such event.
+        assert!(audit_events(&app, &format!("event_type=mcp.leak_scrubbed&trace_id={trace_id}")).await.is_empty());
         // An upstream error result is relayed as it is.
         let failed = client.call("fail", json!({})).await;
         assert_eq!(failed["result"]["isError"], true);
@@ -454,6 +474,10 @@ each_engine! {
         assert!(page.contains("id=\"calls\""), "{page}");
         assert!(page.contains("<tr data-outcome=\"deny\">") && page.contains("<code>delete_repo</code>"), "{page}");
         assert!(page.contains(&trace_id), "{page}");
+        // The overview lists the scrubbed leak beside the vault proxy's, by key and form only.
+        let overview = owner.get("/dashboard").await.text().await.unwrap();
+        assert!(overview.contains("id=\"leaks\"") && overview.contains("<td>MCP server github</td>"), "{overview}");
+        assert!(overview.contains("GITHUB_TOKEN in event (base64)") && !overview.contains(UPSTREAM_TOKEN), "{overview}");
 
         // Metrics count calls by server, tool and outcome.
         let metrics = app.client.get(app.url("/metrics")).send().await.unwrap().text().await.unwrap();
@@ -543,6 +567,8 @@ each_engine! {
         let uri = said["params"]["uri"].as_str().unwrap();
         assert!(uri.starts_with("repo://consent/accept?token="), "{said}");
         assert!(!uri.contains(UPSTREAM_TOKEN), "the token is scrubbed: {said}");
+        let leaks = audit_events(&app, "event_type=mcp.leak_scrubbed").await;
+        assert!(leaks.iter().any(|e| e["details"]["method"] == "stream" && e["details"]["leaks"][0]["place"] == "event"), "{leaks:?}");
 
         // A challenged call to a client that takes URL elicitations: once a person decides,
         // the stream says the elicitation is complete.

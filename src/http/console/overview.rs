@@ -64,6 +64,8 @@ struct ChartBar {
 
 struct LeakRow {
     created_at: String,
+    /// `vault proxy` or `MCP server <name>`.
+    through: String,
     event_href: String,
     agent_id: String,
     profile: String,
@@ -270,19 +272,30 @@ async fn overview_of(
     .len();
     let pending = i64::try_from(pending).unwrap_or(i64::MAX);
     let kill = credentials::kill_switch_status(ctx, workspace_id).await?;
-    let leaks =
+    // The vault proxy's and the MCP gateway's, newest first.
+    let mut leak_events =
         summary::recent_of_type(ctx, workspace_id, "vault.proxy.leak_scrubbed", RECENT_ROWS)
-            .await?
-            .into_iter()
-            .map(|e| LeakRow {
-                created_at: e.created_at,
-                event_href: format!("{base}/dashboard/audit/{}", e.event_id),
-                agent_id: e.agent_id.unwrap_or_default(),
-                profile: detail_text(&e.details, "profile"),
-                host: detail_text(&e.details, "host"),
-                leaks: leaks_text(&e.details),
-            })
-            .collect();
+            .await?;
+    leak_events.extend(
+        summary::recent_of_type(ctx, workspace_id, "mcp.leak_scrubbed", RECENT_ROWS).await?,
+    );
+    leak_events.sort_by(|a, b| (&b.created_at, &b.event_id).cmp(&(&a.created_at, &a.event_id)));
+    leak_events.truncate(usize::try_from(RECENT_ROWS).unwrap_or(usize::MAX));
+    let leaks = leak_events
+        .into_iter()
+        .map(|e| LeakRow {
+            through: match e.details.get("server").and_then(serde_json::Value::as_str) {
+                Some(server) => format!("MCP server {server}"),
+                None => "vault proxy".to_owned(),
+            },
+            created_at: e.created_at,
+            event_href: format!("{base}/dashboard/audit/{}", e.event_id),
+            agent_id: e.agent_id.unwrap_or_default(),
+            profile: detail_text(&e.details, "profile"),
+            host: detail_text(&e.details, "host"),
+            leaks: leaks_text(&e.details),
+        })
+        .collect();
     let denials = summary::recent_denials(ctx, workspace_id, RECENT_ROWS)
         .await?
         .into_iter()
