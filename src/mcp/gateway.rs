@@ -212,18 +212,7 @@ async fn session_of(ctx: &Context, caller: &Caller, id: Option<&str>) -> Enforce
                 && s.expires_at > now_ms()
         })
         .ok_or_else(unknown)?;
-    let upstream = match &record.upstream_session {
-        Some(sealed) => Some(
-            String::from_utf8(
-                ctx.master_key
-                    .open(sealed, &sealed_context(&record.id_hash))
-                    .map_err(EnforceError::Internal)?,
-            )
-            .map_err(|e| EnforceError::Internal(e.to_string()))?,
-        ),
-        None => None,
-    };
-    Ok(Session { record, upstream })
+    Session::of(ctx, record)
 }
 
 fn sealed_context(id_hash: &str) -> String {
@@ -234,6 +223,24 @@ struct Session {
     record: McpSessionRecord,
     /// The upstream's session id, opened.
     upstream: Option<String>,
+}
+
+impl Session {
+    /// The session of this record, its upstream session id opened.
+    fn of(ctx: &Context, record: McpSessionRecord) -> EnforceResult<Session> {
+        let upstream = match &record.upstream_session {
+            Some(sealed) => Some(
+                String::from_utf8(
+                    ctx.master_key
+                        .open(sealed, &sealed_context(&record.id_hash))
+                        .map_err(EnforceError::Internal)?,
+                )
+                .map_err(|e| EnforceError::Internal(e.to_string()))?,
+            ),
+            None => None,
+        };
+        Ok(Session { record, upstream })
+    }
 }
 
 /// A JSON-RPC message as the gateway tells them apart.
@@ -595,6 +602,82 @@ pub async fn delete(
         }
     }
     Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Upstream sessions of sessions acp ended
+
+/// How often each replica looks for sessions acp ended whose upstream session is still open.
+pub const CLOSE_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+/// The most closed upstream in one round, and at once.
+const CLOSE_BATCH: i64 = 64;
+const CLOSE_AT_ONCE: usize = 8;
+
+/// Ends upstream, as the agent's own `DELETE` would, the upstream sessions of the sessions acp
+/// ended for its own reasons (the agent suspended or revoked, the kill switch's revoke-all, a
+/// newer session in its place), on whichever replica ended them; runs until the task is
+/// stopped. The store holds what is still to close, so a replica that stops before it sent
+/// them leaves them to the next round of any replica.
+pub async fn close_ended_sessions(ctx: SharedContext) {
+    let mut ticks = tokio::time::interval(CLOSE_EVERY);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        if let Err(err) = close_ended_round(&ctx).await {
+            tracing::warn!(error = %err, "ended MCP sessions could not be read for closing upstream");
+        }
+    }
+}
+
+/// One round of [`close_ended_sessions`]: the number of upstream sessions it ended.
+pub async fn close_ended_round(ctx: &SharedContext) -> EnforceResult<usize> {
+    let due = ctx.store.mcp_sessions_to_close(CLOSE_BATCH).await?;
+    let closed = futures::stream::iter(due)
+        .map(|record| close_upstream(ctx, record))
+        .buffer_unordered(CLOSE_AT_ONCE)
+        .filter(|closed| std::future::ready(*closed))
+        .count()
+        .await;
+    Ok(closed)
+}
+
+/// Claims the session (another replica may have), then sends its upstream a `DELETE` once:
+/// what the upstream answers, or that it could not be reached, changes nothing here (its own
+/// sessions expire by its own rules). `true` when this replica sent it.
+async fn close_upstream(ctx: &SharedContext, record: McpSessionRecord) -> bool {
+    let claim = McpOp::ClaimUpstreamClose {
+        id_hash: record.id_hash.clone(),
+        at: now_ms(),
+    };
+    match ctx.writer.commit(Change::new(claim)).await {
+        Ok(_) => {}
+        Err(StoreError::NotFound) => return false,
+        Err(err) => {
+            tracing::warn!(error = %err, "an ended MCP session could not be claimed for closing upstream");
+            return false;
+        }
+    }
+    let sent = async {
+        let server = ctx
+            .store
+            .mcp_server(&record.workspace_id, ServerRef::Id(&record.server_id))
+            .await?
+            .ok_or_else(|| unknown_server(&record.server_id))?;
+        let session = Session::of(ctx, record)?;
+        let link = Upstream::of(ctx, &server, &session).await?;
+        let mut opened = within(deadline(ctx), link.send(ctx, "DELETE", None)).await?;
+        let _ = opened.body().await;
+        EnforceResult::Ok((server.name, opened.status))
+    };
+    match sent.await {
+        Ok((server, status)) => {
+            tracing::debug!(%server, status, "an upstream MCP session of an ended session was ended");
+        }
+        Err(err) => {
+            tracing::info!(error = %err, "the upstream MCP session of an ended session was not ended");
+        }
+    }
+    true
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -96,13 +96,18 @@ pub enum McpOp {
     /// (reason `replaced`), so that an agent's open sessions stay bounded. `AgentNotActive`
     /// when the agent is suspended or revoked, or the credential revoked, by now.
     OpenSession { session: McpSessionRecord, max: i64 },
-    /// Ends the agent's session (`NotFound` when it is not an open session of that agent).
+    /// Ends the agent's session (`NotFound` when it is not an open session of that agent),
+    /// its upstream session counted as closed: the agent's `DELETE` is sent upstream at once,
+    /// and a session the upstream ended is closed there already.
     EndSession {
         id_hash: String,
         agent_id: String,
         at: i64,
         reason: &'static str,
     },
+    /// Claims an ended session's upstream session for closing (see
+    /// [`McpStore::mcp_sessions_to_close`]): `NotFound` when another replica claimed it first.
+    ClaimUpstreamClose { id_hash: String, at: i64 },
 }
 
 impl McpOp {
@@ -124,4 +129,7 @@ pub trait McpStore: Send + Sync {
     ) -> Result<Option<McpServerRecord>, StoreError>;
     /// A session by the hash of its id, open or ended.
     async fn mcp_session(&self, id_hash: &str) -> Result<Option<McpSessionRecord>, StoreError>;
+    /// Sessions acp ended whose upstream session is still to be ended upstream (claimed by
+    /// none), the longest ended first; at most `limit`.
+    async fn mcp_sessions_to_close(&self, limit: i64) -> Result<Vec<McpSessionRecord>, StoreError>;
 }

@@ -592,7 +592,9 @@ each_engine! {
         let res = app.client.get(app.url("/mcp/github")).bearer_auth(&theirs).header("Mcp-Session-Id", client.session.as_deref().unwrap()).send().await.unwrap();
         assert_error(res, 404, "unknown_mcp_session").await;
 
-        // The agent's suspension ends the stream.
+        // The agent's suspension ends the stream, and the session's upstream session is ended
+        // upstream (once) as the agent's own `DELETE` would.
+        let deletes = upstream.deletes();
         let (s, body) = status_json(app.post(&format!("/v1/agents/{}/suspend", agent.id), &json!({})).await).await;
         assert_eq!(s, 200, "{body}");
         let ended = tokio::time::timeout(std::time::Duration::from_secs(30), async {
@@ -601,6 +603,13 @@ each_engine! {
             }
         });
         ended.await.expect("the stream ends within 30 seconds");
+        let closed = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+            while upstream.deletes() == deletes {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        });
+        closed.await.expect("the upstream session is ended within 30 seconds");
+        assert_eq!(upstream.deletes(), deletes + 1);
         app.stop().await;
     }
 

@@ -42,6 +42,7 @@ pub struct UpstreamServer {
     /// The PEM of the CA that issued the server's certificate.
     pub ca_pem: String,
     hits: Arc<AtomicUsize>,
+    deletes: Arc<AtomicUsize>,
     connections: Arc<AtomicUsize>,
     accept: tokio::task::JoinHandle<()>,
 }
@@ -66,23 +67,31 @@ impl UpstreamServer {
             .expect("bind the upstream");
         let port = listener.local_addr().expect("upstream address").port();
         let hits = Arc::new(AtomicUsize::new(0));
+        let deletes = Arc::new(AtomicUsize::new(0));
         let connections = Arc::new(AtomicUsize::new(0));
-        let (counter, accepted) = (hits.clone(), connections.clone());
+        let (counter, accepted, deleted) = (hits.clone(), connections.clone(), deletes.clone());
         let accept = tokio::spawn(async move {
             while let Ok((tcp, _)) = listener.accept().await {
                 // Answers as a real server sends them: no wait for an ACK between the head
                 // and a streamed body (Nagle).
                 let _ = tcp.set_nodelay(true);
                 accepted.fetch_add(1, Ordering::SeqCst);
-                let (acceptor, router, counter) =
-                    (acceptor.clone(), router.clone(), counter.clone());
+                let (acceptor, router, counter, deleted) = (
+                    acceptor.clone(),
+                    router.clone(),
+                    counter.clone(),
+                    deleted.clone(),
+                );
                 tokio::spawn(async move {
                     // A client that gives up on the handshake (an untrusted CA) is no failure.
                     let Ok(tls) = acceptor.accept(tcp).await else {
                         return;
                     };
-                    let service = hyper::service::service_fn(move |request| {
+                    let service = hyper::service::service_fn(move |request: hyper::Request<_>| {
                         counter.fetch_add(1, Ordering::SeqCst);
+                        if request.method() == hyper::Method::DELETE {
+                            deleted.fetch_add(1, Ordering::SeqCst);
+                        }
                         router.clone().oneshot(request)
                     });
                     let _ = hyper::server::conn::http1::Builder::new()
@@ -95,6 +104,7 @@ impl UpstreamServer {
             port,
             ca_pem,
             hits,
+            deletes,
             connections,
             accept,
         }
@@ -108,6 +118,11 @@ impl UpstreamServer {
     /// Requests received so far (every route, every connection).
     pub fn hits(&self) -> usize {
         self.hits.load(Ordering::SeqCst)
+    }
+
+    /// `DELETE` requests received so far.
+    pub fn deletes(&self) -> usize {
+        self.deletes.load(Ordering::SeqCst)
     }
 
     /// TCP connections accepted so far (a client that keeps its connection makes one).

@@ -177,13 +177,24 @@ pub(super) async fn apply(
             reason,
         } => {
             let done = sqlx::query(
-                "UPDATE mcp_sessions SET ended_at = $1, ended_reason = $2 \
+                "UPDATE mcp_sessions SET ended_at = $1, ended_reason = $2, upstream_closed_at = $1 \
                  WHERE id_hash = $3 AND agent_id = $4 AND ended_at IS NULL",
             )
             .bind(*at)
             .bind(*reason)
             .bind(id_hash)
             .bind(agent_id)
+            .execute(&mut **tx)
+            .await?;
+            found(done.rows_affected())
+        }
+        McpOp::ClaimUpstreamClose { id_hash, at } => {
+            let done = sqlx::query(
+                "UPDATE mcp_sessions SET upstream_closed_at = $1 \
+                 WHERE id_hash = $2 AND upstream_closed_at IS NULL",
+            )
+            .bind(*at)
+            .bind(id_hash)
             .execute(&mut **tx)
             .await?;
             found(done.rows_affected())
@@ -222,7 +233,9 @@ pub(super) enum Sessions<'a> {
     Workspace(&'a str),
 }
 
-/// Ends every open session of a server, agent or workspace, for `reason`.
+/// Ends every open session of a server, agent or workspace, for `reason`. A server's sessions
+/// end because its URL or credentials changed, or it is gone: their upstream sessions, which
+/// only those could reach, count as closed; the others are closed upstream by the gateway.
 pub(super) async fn end_sessions(
     tx: &mut Transaction<'_, Any>,
     of: Sessions<'_>,
@@ -234,13 +247,15 @@ pub(super) async fn end_sessions(
         Sessions::Agent(id) => ("agent_id", id),
         Sessions::Workspace(id) => ("workspace_id", id),
     };
+    let closed = matches!(of, Sessions::Server(_)).then_some(at);
     sqlx::query(&format!(
-        "UPDATE mcp_sessions SET ended_at = $1, ended_reason = $2 \
+        "UPDATE mcp_sessions SET ended_at = $1, ended_reason = $2, upstream_closed_at = $4 \
          WHERE {column} = $3 AND ended_at IS NULL"
     ))
     .bind(at)
     .bind(reason)
     .bind(id)
+    .bind(closed)
     .execute(&mut **tx)
     .await?;
     Ok(())
@@ -268,6 +283,23 @@ impl McpStore for SqlStore {
         .fetch_optional(&self.read)
         .await?;
         Ok(row.as_ref().map(session_from_row).transpose()?)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn mcp_sessions_to_close(&self, limit: i64) -> Result<Vec<McpSessionRecord>, StoreError> {
+        // Along the partial index `mcp_sessions_to_close`: it holds only such sessions.
+        let rows = sqlx::query(&format!(
+            "SELECT {SESSION_COLUMNS} FROM mcp_sessions \
+             WHERE upstream_closed_at IS NULL AND upstream_session IS NOT NULL \
+             AND ended_at IS NOT NULL ORDER BY ended_at LIMIT $1"
+        ))
+        .bind(limit)
+        .fetch_all(&self.read)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(session_from_row)
+            .collect::<Result<_, _>>()?)
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
