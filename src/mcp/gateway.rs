@@ -615,9 +615,10 @@ const CLOSE_AT_ONCE: usize = 8;
 
 /// Ends upstream, as the agent's own `DELETE` would, the upstream sessions of the sessions acp
 /// ended for its own reasons (the agent suspended or revoked, the kill switch's revoke-all, a
-/// newer session in its place), on whichever replica ended them; runs until the task is
-/// stopped. The store holds what is still to close, so a replica that stops before it sent
-/// them leaves them to the next round of any replica.
+/// newer session in its place), whichever replica ended them; runs until the task is stopped.
+/// The store holds what is still to close, so sessions a replica ended while none was running
+/// this are closed by the next round of any replica. Each is sent at most once: a replica that
+/// stops between its claim and the `DELETE` leaves that one to the upstream's own expiry.
 pub async fn close_ended_sessions(ctx: SharedContext) {
     let mut ticks = tokio::time::interval(CLOSE_EVERY);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -663,6 +664,16 @@ async fn close_upstream(ctx: &SharedContext, record: McpSessionRecord) -> bool {
             .mcp_server(&record.workspace_id, ServerRef::Id(&record.server_id))
             .await?
             .ok_or_else(|| unknown_server(&record.server_id))?;
+        // Changed since the session ended: its URL or credentials may no longer be those that
+        // reached the upstream session.
+        if record
+            .ended_at
+            .is_none_or(|ended| server.updated_at > ended)
+        {
+            return Err(EnforceError::Internal(
+                "the server changed after the session ended".into(),
+            ));
+        }
         let session = Session::of(ctx, record)?;
         let link = Upstream::of(ctx, &server, &session).await?;
         let mut opened = within(deadline(ctx), link.send(ctx, "DELETE", None)).await?;

@@ -234,8 +234,9 @@ pub(super) enum Sessions<'a> {
 }
 
 /// Ends every open session of a server, agent or workspace, for `reason`. A server's sessions
-/// end because its URL or credentials changed, or it is gone: their upstream sessions, which
-/// only those could reach, count as closed; the others are closed upstream by the gateway.
+/// end because its URL or credentials changed, or it is gone: the upstream sessions of all its
+/// sessions, ended now or before, count as closed (only the old URL and credentials reached
+/// them); the others are closed upstream by the gateway.
 pub(super) async fn end_sessions(
     tx: &mut Transaction<'_, Any>,
     of: Sessions<'_>,
@@ -258,6 +259,16 @@ pub(super) async fn end_sessions(
     .bind(closed)
     .execute(&mut **tx)
     .await?;
+    if let Sessions::Server(id) = of {
+        sqlx::query(
+            "UPDATE mcp_sessions SET upstream_closed_at = $1 \
+             WHERE server_id = $2 AND upstream_closed_at IS NULL",
+        )
+        .bind(at)
+        .bind(id)
+        .execute(&mut **tx)
+        .await?;
+    }
     Ok(())
 }
 
@@ -287,11 +298,16 @@ impl McpStore for SqlStore {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn mcp_sessions_to_close(&self, limit: i64) -> Result<Vec<McpSessionRecord>, StoreError> {
-        // Along the partial index `mcp_sessions_to_close`: it holds only such sessions.
+        // Along the partial index `mcp_sessions_to_close`, which holds only such sessions. The
+        // reasons are named, not inferred from the column alone, so that a session ended by a
+        // replica of an earlier version (which never sets the column) is sent only for them.
         let rows = sqlx::query(&format!(
             "SELECT {SESSION_COLUMNS} FROM mcp_sessions \
              WHERE upstream_closed_at IS NULL AND upstream_session IS NOT NULL \
-             AND ended_at IS NOT NULL ORDER BY ended_at LIMIT $1"
+             AND ended_at IS NOT NULL AND ended_at < expires_at \
+             AND ended_reason IN ('agent_suspended', 'agent_revoked', 'revoked_by_kill_switch', \
+                                  'replaced') \
+             ORDER BY ended_at LIMIT $1"
         ))
         .bind(limit)
         .fetch_all(&self.read)
