@@ -38,6 +38,12 @@ impl axum::serve::Listener for Listener {
 
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {
         let (stream, addr) = axum::serve::Listener::accept(&mut self.0).await;
+        // Each write goes out at once: a streamed answer's first event (the MCP gateway's, the
+        // audit stream's) otherwise waits for the acknowledgement of the head before it
+        // (Nagle's algorithm against the peer's delayed ACK: 40 ms on Linux).
+        if let Err(err) = stream.set_nodelay(true) {
+            tracing::debug!(error = %err, "TCP_NODELAY not set on a connection");
+        }
         (Enveloped::new(stream), addr)
     }
 
