@@ -1031,14 +1031,7 @@ impl Upstream {
             scrubber: self.scrubber.clone(),
             parser: EventParser::default(),
             leaks: Vec::new(),
-            witness: Witness {
-                profile: self.server.auth.as_ref().map(|a| a.profile.clone()),
-                host: reqwest::Url::parse(&self.server.url)
-                    .ok()
-                    .and_then(|u| u.host_str().map(str::to_owned))
-                    .unwrap_or_default(),
-                ..witness
-            },
+            witness,
         }
     }
 }
@@ -1068,8 +1061,11 @@ impl Witness {
             method: method.to_owned(),
             action: decided.map(|o| o.judged.action.clone()),
             trace_id: decided.map(|o| o.decision.trace_id.clone()),
-            profile: None,
-            host: String::new(),
+            profile: caller.server.auth.as_ref().map(|a| a.profile.clone()),
+            host: reqwest::Url::parse(&caller.server.url)
+                .ok()
+                .and_then(|u| u.host_str().map(str::to_owned))
+                .unwrap_or_default(),
         }
     }
 
