@@ -169,6 +169,11 @@ pub struct Example {
 impl Example {
     /// The outcome of this request under `policy`, as `/v1/check` decides it.
     pub fn evaluate(&self, policy: &CompiledPolicy) -> Result<Outcome, String> {
+        self.decide(policy).map(|d| d.outcome)
+    }
+
+    /// The decision of this request under `policy`, as `/v1/check` decides it.
+    pub fn decide(&self, policy: &CompiledPolicy) -> Result<super::evaluate::Decision, String> {
         let email = match &self.email {
             Some(v) => Some(
                 EmailFacts::from_json(v, super::evaluate::bare_address)
@@ -188,7 +193,7 @@ impl Example {
             emails_sent_last_minute: self.emails_sent_last_minute,
             emails_sent_last_day: self.emails_sent_last_day,
         };
-        evaluate(policy, &facts).map(|d| d.outcome)
+        evaluate(policy, &facts)
     }
 }
 
@@ -477,6 +482,9 @@ struct Rule {
     /// The binding's actions.
     narrow: Option<Arc<ActionList>>,
     rule: Arc<lower::Rule>,
+    /// Where it is placed: `global_guardrails`, `global_guardrails/<block>`,
+    /// `<binding>/<block>` (as a decision's `determining_policies` name it).
+    source: Arc<str>,
 }
 
 impl Rule {
@@ -617,9 +625,11 @@ impl Model {
         let mut guardrails = Vec::new();
         let mut groups: HashMap<String, Vec<Rule>> = HashMap::new();
         for place in lower::spec(spec, &mut errors) {
+            let source: Arc<str> = Arc::from(place.source.as_str());
             let rules = place.rules().map(|rule| Rule {
                 narrow: place.narrow.clone(),
                 rule: rule.clone(),
+                source: source.clone(),
             });
             match &place.group {
                 None => guardrails.extend(rules),
@@ -1975,6 +1985,8 @@ fn variations(
     }
     cells
 }
+
+pub mod access;
 
 #[cfg(test)]
 #[path = "semantic_tests.rs"]

@@ -9,7 +9,7 @@ use super::*;
 use crate::spec::{parse, Format, Threshold};
 use crate::{compile, evaluate, ContextFields, EmailFacts, Facts};
 
-fn spec(yaml: &str) -> PolicySpec {
+pub(super) fn spec(yaml: &str) -> PolicySpec {
     parse(yaml, Format::Yaml).unwrap()
 }
 
@@ -430,12 +430,12 @@ bindings:
     );
 }
 
-fn shipped(name: &str) -> PolicySpec {
+pub(super) fn shipped(name: &str) -> PolicySpec {
     let path = format!("{}/../../policies/{name}", env!("CARGO_MANIFEST_DIR"));
     spec(&std::fs::read_to_string(path).unwrap())
 }
 
-const SHIPPED: [&str; 5] = [
+pub(super) const SHIPPED: [&str; 5] = [
     "devops-deploys.yaml",
     "finance-refunds.yaml",
     "payments-enforcement.yaml",
@@ -640,7 +640,7 @@ fn many_cells_are_counted_and_capped() {
 // ---------------------------------------------------------------------------------------------
 // Random mutations of the shipped specs.
 
-fn mutate(spec: &mut PolicySpec, rng: &mut StdRng) {
+pub(super) fn mutate(spec: &mut PolicySpec, rng: &mut StdRng) {
     let tiers = [RiskTier::Low, RiskTier::Medium, RiskTier::High];
     let mut blocks: Vec<&mut Block> = spec.reusable_policy_blocks.values_mut().collect();
     for block in blocks.iter_mut() {
@@ -733,7 +733,7 @@ fn mutate(spec: &mut PolicySpec, rng: &mut StdRng) {
 }
 
 /// The agents of a spec's kinds: each selector's, each member, and a stranger.
-fn agents(specs: &[&PolicySpec]) -> Vec<(String, Value, Value)> {
+pub(super) fn agents(specs: &[&PolicySpec]) -> Vec<(String, Value, Value)> {
     let mut out = vec![(
         "agt_ffffffffffffffffffffffffffffffff".to_owned(),
         json!({}),
@@ -757,7 +757,9 @@ fn agents(specs: &[&PolicySpec]) -> Vec<(String, Value, Value)> {
 }
 
 /// A random request of `agent`, from the values the shipped specs use and others.
-fn random_request(rng: &mut StdRng) -> (String, String, String, Value, Option<Value>, u64) {
+pub(super) fn random_request(
+    rng: &mut StdRng,
+) -> (String, String, String, Value, Option<Value>, u64) {
     let pick = |rng: &mut StdRng, items: &[&str]| items[rng.gen_range(0..items.len())].to_owned();
     let status = pick(rng, &["active", "active", "active", "pending", "suspended"]);
     let tier = pick(rng, &["low", "low", "medium", "high"]);
