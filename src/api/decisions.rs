@@ -236,6 +236,9 @@ pub struct AuthzenConfiguration {
     pub policy_decision_point: String,
     pub access_evaluation_endpoint: String,
     pub access_evaluations_endpoint: String,
+    pub search_subject_endpoint: String,
+    pub search_action_endpoint: String,
+    pub search_resource_endpoint: String,
 }
 
 /// Applies (or dry-runs) an earlier version's spec as a new version.

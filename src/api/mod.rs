@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 
+mod access;
 mod accounts;
 mod agents;
 mod audit;
@@ -14,6 +15,7 @@ mod decisions;
 mod mcp;
 mod vault;
 
+pub use access::*;
 pub use accounts::*;
 pub use agents::*;
 pub use audit::*;

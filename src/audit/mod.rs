@@ -135,7 +135,7 @@ const CSV_COLUMNS: [&str; 14] = [
 
 /// A leading `=`, `+`, `-` or `@` is prefixed with `'` so that spreadsheets do not run the
 /// field as a formula; quoting (RFC 4180) is the csv writer's.
-fn defuse_formula(value: String) -> String {
+pub fn defuse_formula(value: String) -> String {
     if value.starts_with(['=', '+', '-', '@']) {
         format!("'{value}")
     } else {

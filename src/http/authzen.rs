@@ -242,6 +242,9 @@ pub async fn configuration(State(ctx): State<SharedContext>) -> impl IntoRespons
             policy_decision_point: base.to_owned(),
             access_evaluation_endpoint: format!("{base}/access/v1/evaluation"),
             access_evaluations_endpoint: format!("{base}/access/v1/evaluations"),
+            search_subject_endpoint: format!("{base}/access/v1/search/subject"),
+            search_action_endpoint: format!("{base}/access/v1/search/action"),
+            search_resource_endpoint: format!("{base}/access/v1/search/resource"),
         }),
     )
 }
@@ -270,7 +273,7 @@ fn semantic(options: Option<&Value>) -> ApiResult<StopAt> {
 }
 
 /// A context's fields (none for no context or `null`).
-fn object(context: Option<Value>) -> Result<Map<String, Value>, &'static str> {
+pub(super) fn object(context: Option<Value>) -> Result<Map<String, Value>, &'static str> {
     match context {
         None | Some(Value::Null) => Ok(Map::new()),
         Some(Value::Object(o)) => Ok(o),
@@ -341,8 +344,37 @@ fn to_check(
     }
     let mut fields = own;
     let email = fields.remove("email").or_else(|| shared.email.cloned());
+    let fields = context_fields(
+        fields,
+        shared.fields,
+        &resource.kind,
+        Some(&resource.id),
+        [
+            (&resource.properties, "resource.properties"),
+            (&action.properties, "action.properties"),
+        ],
+    )?;
+    Ok(CheckRequest {
+        agent_id: subject.id.clone(),
+        policy_id,
+        action: action.name.clone(),
+        context: Some(Value::Object(fields)),
+        email,
+    })
+}
+
+/// A check's context fields from an AuthZEN request: its own `context` (without `email`), the
+/// resource's type and id (`resource_type`, `resource_id`; the id when given) and the fields
+/// of `resource.properties` and `action.properties`; a name given twice is an error.
+pub(super) fn context_fields(
+    mut fields: Map<String, Value>,
+    shared: Option<&Map<String, Value>>,
+    resource_type: &str,
+    resource_id: Option<&str>,
+    properties: [(&Option<Value>, &str); 2],
+) -> ApiResult<Map<String, Value>> {
     let mut add = |name: &str, value: Value, from: &str| -> ApiResult<()> {
-        if fields.contains_key(name) || shared.fields.is_some_and(|s| s.contains_key(name)) {
+        if fields.contains_key(name) || shared.is_some_and(|s| s.contains_key(name)) {
             return Err(ApiError::invalid(
                 "context",
                 format_args!("`{name}` of `{from}` is also a field of the context"),
@@ -351,12 +383,11 @@ fn to_check(
         fields.insert(name.to_owned(), value);
         Ok(())
     };
-    add("resource_type", json!(resource.kind), "resource.type")?;
-    add("resource_id", json!(resource.id), "resource.id")?;
-    for (properties, from) in [
-        (&resource.properties, "resource.properties"),
-        (&action.properties, "action.properties"),
-    ] {
+    add("resource_type", json!(resource_type), "resource.type")?;
+    if let Some(id) = resource_id {
+        add("resource_id", json!(id), "resource.id")?;
+    }
+    for (properties, from) in properties {
         match properties {
             None | Some(Value::Null) => {}
             Some(Value::Object(o)) => {
@@ -372,13 +403,7 @@ fn to_check(
             }
         }
     }
-    Ok(CheckRequest {
-        agent_id: subject.id.clone(),
-        policy_id,
-        action: action.name.clone(),
-        context: Some(Value::Object(fields)),
-        email,
-    })
+    Ok(fields)
 }
 
 /// A check's answer as an AuthZEN decision; a failure the PEP caused in the payload (400) or a

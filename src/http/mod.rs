@@ -3,6 +3,7 @@
 //! and the router below that lists every path beside its handler, with the OpenAPI document
 //! generated from the same route list.
 
+pub mod access;
 pub mod agent_approval;
 pub mod agents;
 pub mod api_keys;
@@ -213,6 +214,11 @@ fn routes(ctx: Option<&SharedContext>) -> OpenApiRouter<SharedContext> {
         .routes(routes!(authzen::evaluation)) // POST /access/v1/evaluation
         .routes(routes!(authzen::evaluations)) // POST /access/v1/evaluations
         .routes(routes!(authzen::configuration)) // GET /.well-known/authzen-configuration
+        .routes(routes!(access::search_subject)) // POST /access/v1/search/subject
+        .routes(routes!(access::search_action)) // POST /access/v1/search/action
+        .routes(routes!(access::search_resource)) // POST /access/v1/search/resource
+        .routes(routes!(access::agent)) // GET /v1/access/agents/{agent_id}
+        .routes(routes!(access::action)) // GET /v1/access/actions/{action}
         .routes(routes!(policies::policies_sync)) // POST /v1/policies/sync
         .routes(routes!(policies::sync_alias)) // POST /v1/sync
         .routes(routes!(policies::list)) // GET /v1/policies

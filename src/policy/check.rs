@@ -419,7 +419,7 @@ async fn check_input(
 }
 
 /// A check request, read and validated once: every attempt at deciding it reads this.
-struct CheckInput {
+pub(crate) struct CheckInput {
     agent_id: String,
     /// Trimmed.
     action: String,
@@ -436,7 +436,10 @@ struct CheckInput {
 }
 
 impl CheckInput {
-    fn read(req: api::CheckRequest, shared: Option<Arc<Map<String, Value>>>) -> CheckResult<Self> {
+    pub(crate) fn read(
+        req: api::CheckRequest,
+        shared: Option<Arc<Map<String, Value>>>,
+    ) -> CheckResult<Self> {
         if req.agent_id.is_empty() {
             return Err(CheckError::missing("agent_id"));
         }
@@ -484,8 +487,18 @@ impl CheckInput {
         })
     }
 
+    /// The action, trimmed.
+    pub(crate) fn action(&self) -> &str {
+        &self.action
+    }
+
+    /// The email facts, when the check has some.
+    pub(crate) fn email(&self) -> Option<&EmailFacts> {
+        self.email.as_ref()
+    }
+
     /// The context's fields: its own over the shared ones.
-    fn fields(&self) -> ContextFields<'_> {
+    pub(crate) fn fields(&self) -> ContextFields<'_> {
         ContextFields::layered(&self.context, self.shared.as_deref())
     }
 

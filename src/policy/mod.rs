@@ -9,6 +9,7 @@
 //! `POST /v1/check` reads top to bottom: [`cache`] (the key, the agent and the compiled policy
 //! under one view of the workspace), [`evaluate`] (the decision), [`check`] (the use case).
 
+pub mod access;
 pub mod cache;
 pub mod check;
 pub mod error;

@@ -23,6 +23,13 @@ pub trait TelemetryStore: Send + Sync {
         &self,
         query: &InventoryQuery,
     ) -> Result<Vec<InventoryRecord>, StoreError>;
+    /// Merged inventory labels of each of these agents of the workspace (an agent without
+    /// inventory items is absent), in one read.
+    async fn agents_labels(
+        &self,
+        workspace_id: &str,
+        agent_ids: &[String],
+    ) -> Result<std::collections::HashMap<String, serde_json::Value>, StoreError>;
     /// Merged inventory labels of the agent in the workspace.
     async fn agent_labels(
         &self,

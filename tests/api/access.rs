@@ -191,6 +191,18 @@ fn endpoints(agent_id: &str) -> Vec<Endpoint> {
             Need::PoliciesRead,
         ),
         e(
+            get.clone(),
+            &format!("/v1/access/agents/{agent_id}"),
+            None,
+            Need::PoliciesRead,
+        ),
+        e(
+            get.clone(),
+            "/v1/access/actions/refund",
+            None,
+            Need::PoliciesRead,
+        ),
+        e(
             post.clone(),
             "/v1/policies/sync",
             Some(json!({"spec": {}, "dry_run": true})),

@@ -15,6 +15,7 @@ mod upstream;
 
 mod access;
 mod access_log;
+mod access_review;
 mod agents;
 mod approvals;
 mod audit;

@@ -258,6 +258,43 @@ impl TelemetryStore for SqlStore {
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
+    async fn agents_labels(
+        &self,
+        workspace_id: &str,
+        agent_ids: &[String],
+    ) -> Result<std::collections::HashMap<String, Value>, StoreError> {
+        let mut merged: std::collections::HashMap<String, serde_json::Map<String, Value>> =
+            std::collections::HashMap::new();
+        if agent_ids.is_empty() {
+            return Ok(std::collections::HashMap::new());
+        }
+        let mut f = Filters::new();
+        f.text("workspace_id = ?", Some(workspace_id));
+        f.push(
+            &format!("agent_id IN ({})", vec!["?"; agent_ids.len()].join(", ")),
+            agent_ids.iter().map(|id| Arg::Text(id.clone())),
+        );
+        let sql = f.sql(
+            "SELECT agent_id, labels FROM agent_inventory",
+            "ORDER BY agent_id, external_agent_key",
+        );
+        for row in f.fetch(&self.read, &sql).await? {
+            let id: String = row.try_get("agent_id")?;
+            if let Ok(labels) = serde_json::from_str::<Value>(&row.try_get::<String, _>("labels")?)
+            {
+                merged
+                    .entry(id)
+                    .or_default()
+                    .extend(labels_as_pairs(labels));
+            }
+        }
+        Ok(merged
+            .into_iter()
+            .map(|(id, m)| (id, Value::Object(m)))
+            .collect())
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn agent_labels(&self, workspace_id: &str, agent_id: &str) -> Result<Value, StoreError> {
         let rows = sqlx::query(
             "SELECT labels FROM agent_inventory WHERE workspace_id = $1 AND agent_id = $2 ORDER BY external_agent_key",

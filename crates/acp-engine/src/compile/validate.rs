@@ -199,7 +199,7 @@ pub(crate) struct Raw {
     /// Its spec path, e.g. `reusable_policy_blocks.b.cedar[0].when`.
     pub(super) path: String,
     pub(super) name: String,
-    pub(super) when: String,
+    pub(crate) when: String,
 }
 
 /// A block's approval settings.

@@ -197,6 +197,102 @@ impl Reach {
     }
 }
 
+/// The agents that may be granted a check (see [`Reach::grantees`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Grantees {
+    /// Any agent may be: what grants it is not tied to a group (a guardrail that challenges,
+    /// a raw Cedar rule, a binding's group that no agent can be told from).
+    Anyone,
+    /// Only agents of these groups (the policy's group names) may be.
+    Groups(std::collections::BTreeSet<String>),
+}
+
+impl Reach {
+    /// Who may be granted a check of `action` (allowed, or with `challenged` also challenged):
+    /// only an agent in a group some binding of which places a rule that allows (or
+    /// challenges) the action, since the guardrails place no rule that grants; any agent when
+    /// a guardrail may challenge it (`challenged`) or a raw Cedar rule may allow or challenge
+    /// it (not read). A superset: each agent is then decided as a check would decide it.
+    pub fn grantees(&self, action: &str, challenged: bool) -> Grantees {
+        let grants = |r: &Rule| match r.outcome() {
+            Outcome::Allow => true,
+            Outcome::Challenge => challenged,
+            Outcome::Deny => false,
+        };
+        let may = |r: &Rule| {
+            r.narrow.as_ref().is_none_or(|n| n.contains(action))
+                && (matches!(r.test(), Test::Raw(_)) || r.may_match(action))
+        };
+        if self.model.guardrails.iter().any(|r| grants(r) && may(r)) {
+            return Grantees::Anyone;
+        }
+        let mut groups = std::collections::BTreeSet::new();
+        for (group, rules) in &self.model.groups {
+            if rules.iter().any(|r| grants(r) && may(r)) {
+                groups.insert(group.clone());
+            }
+        }
+        Grantees::Groups(groups)
+    }
+
+    /// The actions the rules that can decide `agent` name (its groups' bindings and the
+    /// guardrails), in order.
+    pub fn actions_named(
+        &self,
+        policy: &CompiledPolicy,
+        agent: &TestAgent,
+    ) -> std::collections::BTreeSet<String> {
+        let rules = self.rules_of_agent(policy, agent);
+        let mut named = std::collections::BTreeSet::new();
+        for rule in &rules {
+            rule.named_actions(&mut named);
+        }
+        named
+    }
+
+    /// The resource ids that the raw Cedar rules which can decide `agent`'s checks of `action`
+    /// name (`"resource_id=<id>"`, the context field as a rule reads it), in order.
+    pub fn resource_ids_named(
+        &self,
+        policy: &CompiledPolicy,
+        agent: &TestAgent,
+        action: &str,
+    ) -> std::collections::BTreeSet<String> {
+        let mut ids = std::collections::BTreeSet::new();
+        for rule in self.rules_of_agent(policy, agent) {
+            let Test::Raw(raw) = rule.test() else {
+                continue;
+            };
+            if !rule.narrow.as_ref().is_none_or(|n| n.contains(action)) {
+                continue;
+            }
+            for literal in raw.when.split('"').skip(1).step_by(2) {
+                if let Some(id) = literal.strip_prefix("resource_id=") {
+                    ids.insert(id.to_owned());
+                }
+            }
+        }
+        ids
+    }
+
+    fn rules_of_agent(&self, policy: &CompiledPolicy, agent: &TestAgent) -> Vec<&Rule> {
+        let facts = Facts {
+            agent_id: &agent.id,
+            status: &agent.status,
+            risk_tier: &agent.risk_tier,
+            metadata: &agent.metadata,
+            labels: &agent.labels,
+            action: "",
+            context: ContextFields::new(&serde_json::Value::Null),
+            email: None,
+            emails_sent_last_minute: 0,
+            emails_sent_last_day: 0,
+        };
+        let bound = self.model.bound(groups_of(policy, &facts));
+        self.model.rules_of(&bound)
+    }
+}
+
 /// Of `rules`, those that can decide a check of `action` (raw Cedar aside: it is named in
 /// `not_analysed`).
 fn for_action<'a>(rules: &[&'a Rule], action: &str) -> Vec<&'a Rule> {

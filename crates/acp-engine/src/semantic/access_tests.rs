@@ -302,3 +302,56 @@ bindings:
         ]
     );
 }
+
+#[test]
+fn grantees_are_the_groups_whose_bindings_grant() {
+    let s = shipped("finance-refunds.yaml");
+    let reach = Reach::of(&s);
+    let finance = Grantees::Groups(["finance".to_owned()].into());
+    assert_eq!(reach.grantees("refund", false), finance);
+    assert_eq!(
+        reach.grantees("send_email", false),
+        Grantees::Groups(Default::default())
+    );
+    // A pending agent is challenged by the guardrails, whatever its groups.
+    assert_eq!(reach.grantees("refund", true), Grantees::Anyone);
+    // Raw Cedar that may allow is not read: anyone of the groups it is placed for.
+    let s = shipped("devops-deploys.yaml");
+    let reach = Reach::of(&s);
+    for action in ["deploy", "read_logs"] {
+        let verdict = reach.grantees(action, false);
+        assert_ne!(verdict, Grantees::Groups(Default::default()), "{action}");
+    }
+}
+
+#[test]
+fn resource_ids_named_by_raw_cedar() {
+    let s = spec(
+        r#"
+reusable_policy_blocks:
+  docs:
+    cedar:
+      - name: handbook
+        when: context.action == "read_doc" && context.fields.contains("resource_id=handbook")
+        outcome: allow
+        reason_code: handbook
+        reason: anyone of the group reads the handbook
+agent_groups:
+  - {name: readers, members: [agt_00000000000000000000000000000001]}
+bindings:
+  - {group: readers, blocks: [docs]}
+"#,
+    );
+    let compiled = compile(&s).unwrap();
+    let reach = Reach::of(&s);
+    let reader = agent("agt_00000000000000000000000000000001", json!({}));
+    assert_eq!(
+        reach.resource_ids_named(&compiled, &reader, "read_doc"),
+        ["handbook".to_owned()].into()
+    );
+    let stranger = agent("agt_00000000000000000000000000000002", json!({}));
+    assert!(reach
+        .resource_ids_named(&compiled, &stranger, "read_doc")
+        .is_empty());
+    assert!(reach.actions_named(&compiled, &reader).is_empty());
+}
