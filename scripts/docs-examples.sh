@@ -18,7 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 docs=("$@")
 # The vault's page last: its example replaces the default policy.
-[ ${#docs[@]} -gt 0 ] || docs=(docs/decisions.md docs/policy-impact.md docs/scale.md docs/vault.md)
+[ ${#docs[@]} -gt 0 ] || docs=(docs/decisions.md docs/policy-impact.md docs/scale.md docs/access-review.md docs/vault.md)
 dir=$(mktemp -d)
 . scripts/server.sh
 clean_on_exit "$dir"

@@ -5,8 +5,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 
-use super::{AuthzenAction, AuthzenResource};
-
 /// `GET /v1/access/agents/{agent_id}` and `GET /v1/access/actions/{action}`.
 #[derive(Debug, Default, Deserialize, IntoParams)]
 pub struct AccessParams {
@@ -145,7 +143,10 @@ pub struct SearchRequest {
     pub subject: SearchSubject,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub action: Option<SearchAction>,
-    pub resource: SearchResource,
+    /// Its `type` (and `id`, but for resource search) join the context as `resource_type` and
+    /// `resource_id`; subject and action search take none as well (a check without them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<SearchResource>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub context: Option<Value>,
@@ -201,24 +202,4 @@ pub struct SearchEntitiesResponse {
 pub struct SearchActionsResponse {
     pub results: Vec<SearchActionFound>,
     pub page: SearchPageResponse,
-}
-
-/// Converts the evaluation's request parts for the shared context rules.
-impl SearchAction {
-    pub fn as_evaluation(&self) -> AuthzenAction {
-        AuthzenAction {
-            name: self.name.clone().unwrap_or_default(),
-            properties: self.properties.clone(),
-        }
-    }
-}
-
-impl SearchResource {
-    pub fn as_evaluation(&self) -> AuthzenResource {
-        AuthzenResource {
-            kind: self.kind.clone(),
-            id: self.id.clone().unwrap_or_default(),
-            properties: self.properties.clone(),
-        }
-    }
 }

@@ -46,6 +46,21 @@ pub fn connect_with_key(client: &ClientArgs, api_key: Option<&str>) -> anyhow::R
     let Some(key) = api_key.map(str::trim).filter(|k| !k.is_empty()) else {
         return client.connect();
     };
+    if client.csv() {
+        return Err(Failure::local(1, "`--output csv` is for `acp access` only").into());
+    }
+    keyed(client, key)
+}
+
+/// [`connect_with_key`] for a command that prints `--output csv`.
+pub fn connect_with_key_csv(client: &ClientArgs, api_key: Option<&str>) -> anyhow::Result<Client> {
+    match api_key.map(str::trim).filter(|k| !k.is_empty()) {
+        Some(key) => keyed(client, key),
+        None => client.connect_csv(),
+    }
+}
+
+fn keyed(client: &ClientArgs, key: &str) -> anyhow::Result<Client> {
     let server = match &client.server {
         Some(s) => normalize(s),
         None => Credentials::load(&client.credentials_path()?)?
@@ -58,7 +73,7 @@ pub fn connect_with_key(client: &ClientArgs, api_key: Option<&str>) -> anyhow::R
 }
 
 /// The context of `--context`: a JSON object, inline or in the file after `@`.
-fn context_of(text: &str) -> anyhow::Result<Value> {
+pub(super) fn context_of(text: &str) -> anyhow::Result<Value> {
     let (text, from) = match text.strip_prefix('@') {
         Some(path) => (
             std::fs::read_to_string(path)

@@ -20,7 +20,7 @@ use anyhow::Context as _;
 use serde_json::Value;
 
 use super::credentials::Credentials;
-use super::output::{eline, line, Output};
+use super::output::{eline, line};
 
 /// The flags of every client command (global: they go before or after the subcommand). They
 /// are hidden from each command's help and listed once by `acp options`.
@@ -53,9 +53,10 @@ pub struct ClientArgs {
         hide = true
     )]
     pub credentials: Option<PathBuf>,
-    /// `text` (tables) for people, `json` (the server's answer) for tools
-    #[arg(long, value_enum, default_value_t = Output::Text, global = true, hide = true)]
-    pub output: Output,
+    /// `text` (tables) for people, `json` (the server's answer) for tools, `csv` (rows, for
+    /// a review export; `acp access` only)
+    #[arg(long, value_enum, default_value_t = ServerOutput::Text, global = true, hide = true)]
+    pub output: ServerOutput,
 }
 
 /// `--yes`, taken only by the commands that ask before a destructive change.
@@ -90,9 +91,37 @@ impl YesArg {
     }
 }
 
+/// `--output` of the commands that talk to a server: `text` and `json`'s values, and `csv` where a
+/// command has rows to export (the others refuse it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ServerOutput {
+    #[default]
+    Text,
+    Json,
+    Csv,
+}
+
 impl ClientArgs {
     pub fn json(&self) -> bool {
-        self.output == Output::Json
+        self.output == ServerOutput::Json
+    }
+
+    pub fn csv(&self) -> bool {
+        self.output == ServerOutput::Csv
+    }
+
+    /// [`Self::connect`] for a command that prints `--output csv`.
+    pub fn connect_csv(&self) -> anyhow::Result<Client> {
+        self.connect_as()
+    }
+
+    /// The server, credential and workspace to use, or an error that says how to log in;
+    /// `--output csv` is refused (only `acp access` prints rows).
+    pub fn connect(&self) -> anyhow::Result<Client> {
+        if self.csv() {
+            return Err(Failure::local(1, "`--output csv` is for `acp access` only").into());
+        }
+        self.connect_as()
     }
 
     pub fn credentials_path(&self) -> anyhow::Result<PathBuf> {
@@ -102,8 +131,7 @@ impl ClientArgs {
         }
     }
 
-    /// The server, credential and workspace to use, or an error that says how to log in.
-    pub fn connect(&self) -> anyhow::Result<Client> {
+    fn connect_as(&self) -> anyhow::Result<Client> {
         let stored = Credentials::load(&self.credentials_path()?)?;
         let server = match &self.server {
             Some(s) => normalize(s),

@@ -14,6 +14,7 @@
 //! command tree, so a command missing from [`GROUPS`] shows up under "Other commands" (and a test
 //! fails).
 
+mod access;
 mod admin;
 mod agent_side;
 mod api_key;
@@ -79,7 +80,7 @@ pub const GROUPS: &[(&str, &[&str])] = &[
     ("Start the server", &["serve", "healthcheck", "openapi"]),
     ("Log in", &["login", "logout", "whoami", "token"]),
     ("Agents and decisions", &["agents", "check"]),
-    ("Policies", &["policy", "sync"]),
+    ("Policies", &["policy", "sync", "access"]),
     ("Approvals and audit", &["challenges", "audit"]),
     (
         "Credentials, vault and MCP",
@@ -135,6 +136,8 @@ pub enum Command {
     Policy(PolicyCli),
     /// Sync a policy spec to a server: dry run (default) or apply, for CI pipelines
     Sync(sync::SyncArgs),
+    /// Who may do what under a policy: what an agent can do, who can do an action
+    Access(access::AccessArgs),
     /// Policy challenges: list them, show one, approve or deny one
     Challenges(operate::ChallengesArgs),
     /// The audit trail: search it, or tail it (--follow for new events); sinks and retention
@@ -297,6 +300,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Token(args) => login::token(args).await,
         Command::Agents(args) => agent_side::agents(args).await,
         Command::Check(args) => check::run(args).await,
+        Command::Access(args) => access::run(args).await,
         Command::Audit(args) => audit::run(args).await,
         Command::KillSwitch(args) => operate::kill_switch(args).await,
         Command::Credentials(args) => operate::credentials(args).await,

@@ -122,14 +122,18 @@ fn asked(req: &SearchRequest, params: &SearchParams) -> ApiResult<Asked> {
     let mut own = object(req.context.clone()).map_err(|why| ApiError::invalid("context", why))?;
     let email = own.remove("email");
     let action = req.action.as_ref();
+    let resource = req.resource.as_ref();
     let no_properties = None;
     let context = context_fields(
         own,
         None,
-        &req.resource.kind,
-        req.resource.id.as_deref(),
+        resource.map(|r| r.kind.as_str()),
+        resource.and_then(|r| r.id.as_deref()),
         [
-            (&req.resource.properties, "resource.properties"),
+            (
+                resource.map_or(&no_properties, |r| &r.properties),
+                "resource.properties",
+            ),
             (
                 action.map_or(&no_properties, |a| &a.properties),
                 "action.properties",
@@ -258,7 +262,7 @@ pub async fn search_action(
 #[utoipa::path(post, path = "/access/v1/search/resource", tag = "decisions", params(SearchParams),
     request_body = SearchRequest, security(("api_key" = [])),
     responses((status = 200, body = SearchEntitiesResponse),
-        (status = 400, description = "`missing_subject`, `missing_action`, `invalid_subject`, `invalid_page`, `invalid_context`, `invalid_include`", body = ErrorBody),
+        (status = 400, description = "`missing_subject`, `missing_action`, `missing_resource`, `invalid_subject`, `invalid_page`, `invalid_context`, `invalid_include`", body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 404, description = "`unknown_agent`, `unknown_policy`", body = ErrorBody)))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn search_resource(
@@ -270,10 +274,15 @@ pub async fn search_resource(
     caller.require(Need::Check)?;
     let agent_id = subject_id(&req)?.to_owned();
     // The ids are what is searched for: one given is not read.
-    req.resource.id = None;
+    let kind = match req.resource.as_mut() {
+        Some(resource) => {
+            resource.id = None;
+            resource.kind.clone()
+        }
+        None => return Err(ApiError::missing("resource")),
+    };
     let asked = asked(&req, &params)?;
     require_action(&asked)?;
-    let kind = req.resource.kind.clone();
     let (page, others) =
         access::resource_search(&ctx, &caller.workspace_id, &agent_id, &kind, &asked).await?;
     Ok(Json(SearchEntitiesResponse {

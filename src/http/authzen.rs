@@ -347,7 +347,7 @@ fn to_check(
     let fields = context_fields(
         fields,
         shared.fields,
-        &resource.kind,
+        Some(&resource.kind),
         Some(&resource.id),
         [
             (&resource.properties, "resource.properties"),
@@ -364,12 +364,12 @@ fn to_check(
 }
 
 /// A check's context fields from an AuthZEN request: its own `context` (without `email`), the
-/// resource's type and id (`resource_type`, `resource_id`; the id when given) and the fields
+/// resource's type and id (`resource_type`, `resource_id`; each when given) and the fields
 /// of `resource.properties` and `action.properties`; a name given twice is an error.
 pub(super) fn context_fields(
     mut fields: Map<String, Value>,
     shared: Option<&Map<String, Value>>,
-    resource_type: &str,
+    resource_type: Option<&str>,
     resource_id: Option<&str>,
     properties: [(&Option<Value>, &str); 2],
 ) -> ApiResult<Map<String, Value>> {
@@ -383,7 +383,9 @@ pub(super) fn context_fields(
         fields.insert(name.to_owned(), value);
         Ok(())
     };
-    add("resource_type", json!(resource_type), "resource.type")?;
+    if let Some(kind) = resource_type {
+        add("resource_type", json!(kind), "resource.type")?;
+    }
     if let Some(id) = resource_id {
         add("resource_id", json!(id), "resource.id")?;
     }

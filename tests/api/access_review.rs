@@ -198,6 +198,49 @@ both_engines! {
         assert_eq!(docs["results"], json!([{"type": "document", "id": "handbook"}]));
         assert_eq!(docs["context"], json!({"other_ids": "deny"}));
 
+        // From a terminal: `acp access what-can|who-can`, text, JSON and CSV.
+        let acp = |args: Vec<String>| {
+            let (base, key) = (app.base.clone(), app.key.clone());
+            async move {
+                let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_acp"))
+                    .args(&args)
+                    .env("ACP_SERVER", base).env("ACP_TOKEN", &key).env("ACP_API_KEY", &key)
+                    .env_remove("ACP_DATABASE_URL").env_remove("ACP_CREDENTIALS")
+                    .output().await.unwrap();
+                (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+            }
+        };
+        let words = |s: &str| s.split(' ').map(str::to_owned).collect::<Vec<_>>();
+        let (code, out, err) = acp(words("access what-can fin-1")).await;
+        assert_eq!(code, Some(0), "{err}");
+        assert!(out.contains("groups: finance"), "{out}");
+        assert!(out.lines().any(|l| l.starts_with("refund") && l.contains("amount.USD in [0, 500]") && l.contains("allow") && l.contains("finance-refunds/refund-limits")), "{out}");
+        let (code, out, err) = acp(words("access what-can fin-1 --output csv")).await;
+        assert_eq!(code, Some(0), "{err}");
+        let served = app.get(&format!("/v1/access/agents/{}?format=csv", fin1.id)).await.text().await.unwrap();
+        assert_eq!(out, served, "the CLI's CSV is the server's");
+        let (code, out, err) = acp(words("access who-can refund --output json")).await;
+        assert_eq!(code, Some(0), "{err}");
+        let answer: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(answer["action"], "refund");
+        let mut who = words("access who-can refund --output json --context");
+        who.push(r#"{"amount": 100, "currency": "USD"}"#.to_owned());
+        let (code, out, err) = acp(who.clone()).await;
+        assert_eq!(code, Some(0), "{err}");
+        let answer: Value = serde_json::from_str(&out).unwrap();
+        let mut listed: Vec<String> = answer["agents"].as_array().unwrap().iter().map(|a| a["agent_id"].as_str().unwrap().to_owned()).collect();
+        listed.sort();
+        assert_eq!(listed, expected);
+        who[4] = "csv".to_owned();
+        let (code, out, err) = acp(who).await;
+        assert_eq!(code, Some(0), "{err}");
+        assert_eq!(out.lines().next(), Some("agent_id,decision"));
+        assert_eq!(out.lines().count(), 3, "{out}");
+        // Rows are for `acp access` only.
+        let (code, _, err) = acp(words("agents list --output csv")).await;
+        assert_eq!(code, Some(1), "{err}");
+        assert!(err.contains("`--output csv` is for `acp access` only"), "{err}");
+
         // Listed in the PDP metadata.
         let (_, config) = status_json(app.client.get(app.url("/.well-known/authzen-configuration")).send().await.unwrap()).await;
         let pdp = config["policy_decision_point"].as_str().unwrap();
