@@ -40,6 +40,8 @@ const LAYERS: &[(&str, u8)] = &[
     ("context", 2),
     ("policy::check", 2),
     ("policy::sync", 2),
+    // Who may do what: effective permissions and the AuthZEN searches.
+    ("policy::access", 2),
     ("identity", 2),
     ("enforce", 2),
     ("vault", 2),
