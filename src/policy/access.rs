@@ -21,7 +21,7 @@ use crate::store::{AgentQuery, AgentRecord, Cursor, GroupMembers, SelectorTerms}
 use super::cache::{CachedAgent, LoadedPolicy};
 use super::check::{unknown_policy, CheckInput};
 use super::error::{CheckError, CheckResult};
-use super::semantic::access::{ActionHolders, AgentAccess, Grantees};
+use super::semantic::access::{AccessMatrix, ActionHolders, AgentAccess, Grantees};
 use super::semantic::Reach;
 use super::spec::{Outcome, PolicySpec, TestAgent};
 use super::CompiledPolicy;
@@ -203,6 +203,21 @@ pub async fn action_holders(
         reach.action_holders(compiled, &action)
     })
     .await?;
+    Ok(held.analysed(&policy_id, found))
+}
+
+/// The policy's group × action matrix, at most `rows` kinds of agent.
+pub async fn matrix(
+    ctx: &Context,
+    workspace_id: &str,
+    policy: Option<&str>,
+    version: Option<i64>,
+    rows: usize,
+) -> CheckResult<Analysed<AccessMatrix>> {
+    let policy_id = policy_id(policy)?;
+    let held = held(ctx, workspace_id, &policy_id, version).await?;
+    let (held, found) =
+        off_thread(held, move |compiled, reach| reach.matrix(compiled, rows)).await?;
     Ok(held.analysed(&policy_id, found))
 }
 

@@ -241,6 +241,19 @@ both_engines! {
         assert_eq!(code, Some(1), "{err}");
         assert!(err.contains("`--output csv` is for `acp access` only"), "{err}");
 
+        // The console's Access page, for a member: the matrix, the agent, the action.
+        app.grant(&app.workspace_id, "member@example.com", "member").await;
+        let member = app.login("member@example.com").await;
+        let res = member.get(&format!("/dashboard/access?agent={}&action=refund", fin1.id)).await;
+        assert_eq!(res.status(), 200);
+        let page = res.text().await.unwrap();
+        for id in ["id=\"matrix\"", "id=\"agent-access\"", "id=\"action-access\"", "id=\"not-analysed\""] {
+            assert!(page.contains(id), "{id}: {page}");
+        }
+        assert!(page.contains("amount.USD in [0, 500]"), "{page}");
+        let res = member.get("/dashboard/access?agent=agt_00000000000000000000000000000000").await;
+        assert_eq!(res.status(), 404);
+
         // Listed in the PDP metadata.
         let (_, config) = status_json(app.client.get(app.url("/.well-known/authzen-configuration")).send().await.unwrap()).await;
         let pdp = config["policy_decision_point"].as_str().unwrap();

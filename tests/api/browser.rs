@@ -382,3 +382,56 @@ async fn an_admin_claims_an_agent_from_the_console_and_a_member_cannot() {
     );
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_reviews_access_from_the_matrix_and_an_audit_event() {
+    let app = TestApp::spawn(Engine::Sqlite).await;
+    let agent = app.active_agent("fin").await;
+    app.apply_policy(json!({
+        "reusable_policy_blocks": {"refunds": {"amount": {"limits": {"USD": {"allow_up_to": 100, "challenge_up_to": 1000}}}}},
+        "agent_groups": [{"name": "finance", "members": [agent.id]}],
+        "bindings": [{"group": "finance", "blocks": ["refunds"], "actions": ["refund"]}]
+    }))
+    .await;
+    let request = json!({"agent_id": agent.id, "action": "refund", "context": {"amount": 50, "currency": "USD"}});
+    let (s, decided) = status_json(app.post("/v1/check", &request).await).await;
+    assert_eq!(s, 200, "{decided}");
+    let event = &audit_events(&app, "action=refund").await[0];
+    let event_id = event["event_id"].as_str().unwrap().to_owned();
+    app.grant(&app.workspace_id, "member@example.com", "member")
+        .await;
+    let member = app.login("member@example.com").await;
+
+    let browser = Browser::start().await;
+    browser.log_in_as(&app, &member).await;
+    // The matrix: the refund column, the agent's group allowed.
+    browser.open(&app.url("/dashboard/access")).await;
+    assert!(browser.exists("#matrix td[data-outcome=\"allow\"]").await);
+    // An agent's effective permissions, looked up in the form.
+    browser.type_into("#access-agent", &agent.id).await;
+    browser.click("form[role=search] button").await;
+    browser.wait_text("#agent-heading code", &agent.id).await;
+    assert!(
+        browser
+            .exists("#agent-access tr[data-outcome=\"allow\"]")
+            .await
+    );
+    assert!(
+        browser
+            .exists("#agent-access tr[data-outcome=\"challenge\"]")
+            .await
+    );
+    // From an audit event: who may do this.
+    browser
+        .open(&app.url(&format!("/dashboard/audit/{event_id}")))
+        .await;
+    browser.click("#who-may").await;
+    browser.wait_text("#action-heading code", "refund").await;
+    assert!(
+        browser
+            .exists("#action-access tr[data-outcome=\"allow\"]")
+            .await
+    );
+    browser.quit().await;
+    app.stop().await;
+}

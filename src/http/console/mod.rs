@@ -11,6 +11,7 @@
 //! applies [`super::session::csrf_refusal`] as for any cookie request (a cross-site request is
 //! refused, token or not). Every change is audited by its use case with the person as actor.
 
+pub mod access;
 pub mod agents;
 pub mod approvals;
 pub mod audit;
@@ -80,6 +81,7 @@ pub fn routes() -> OpenApiRouter<SharedContext> {
         .routes(routes!(vault::issue_set_lease)) // POST /dashboard/vault/{secret_set_id}/leases
         .routes(routes!(vault::revoke_set_lease)) // POST /dashboard/vault/{secret_set_id}/leases/{lease_id}/revoke
         .routes(routes!(mcp::mcp_page)) // GET /dashboard/mcp
+        .routes(routes!(access::access_page)) // GET /dashboard/access
         .routes(routes!(workspace::workspace_page)) // GET /dashboard/settings
         .routes(routes!(workspace::save_member)) // POST /dashboard/settings/members
         .routes(routes!(
@@ -160,6 +162,7 @@ pub(super) enum Section {
     Policies,
     Approvals,
     Audit,
+    Access,
     Vault,
     Mcp,
     Credentials,
@@ -176,7 +179,7 @@ struct SectionInfo {
     back: &'static str,
 }
 
-const SECTIONS: [SectionInfo; 9] = [
+const SECTIONS: [SectionInfo; 10] = [
     SectionInfo {
         section: Section::Overview,
         label: "Overview",
@@ -211,6 +214,13 @@ const SECTIONS: [SectionInfo; 9] = [
         path: "/dashboard/audit",
         need: Some(Need::AuditRead),
         back: "Back to the audit trail",
+    },
+    SectionInfo {
+        section: Section::Access,
+        label: "Access",
+        path: "/dashboard/access",
+        need: Some(Need::PoliciesRead),
+        back: "Back to access",
     },
     SectionInfo {
         section: Section::Vault,

@@ -86,6 +86,30 @@ pub struct ActionHolders {
     pub not_analysed: Vec<String>,
 }
 
+/// The group × action matrix of a policy: for each kind of agent (those treated alike by
+/// every action together) and each action the policy names, the best a request gets.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AccessMatrix {
+    /// Every action the policy names, in order.
+    pub actions: Vec<String>,
+    /// At most the rows asked for.
+    pub rows: Vec<MatrixRow>,
+    /// How many kinds of agent there are, listed or not.
+    pub rows_total: usize,
+    pub not_analysed: Vec<String>,
+}
+
+/// One kind of agent in the matrix.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MatrixRow {
+    pub groups: Vec<String>,
+    pub principals: Vec<String>,
+    /// One per action of [`AccessMatrix::actions`]: the first cell of its cells (the best a
+    /// request of it gets, and when); `None` when a raw Cedar rule decides its example
+    /// otherwise (named in `not_analysed`).
+    pub best: Vec<Option<AccessCell>>,
+}
+
 /// A cell before its example is confirmed.
 struct Found {
     condition: String,
@@ -290,6 +314,78 @@ impl Reach {
         };
         let bound = self.model.bound(groups_of(policy, &facts));
         self.model.rules_of(&bound)
+    }
+}
+
+impl Reach {
+    /// The policy's matrix (see [`AccessMatrix`]), at most `limit` rows.
+    pub fn matrix(&self, policy: &CompiledPolicy, limit: usize) -> AccessMatrix {
+        let mut named = std::collections::BTreeSet::new();
+        for rule in self
+            .model
+            .guardrails
+            .iter()
+            .chain(self.model.groups.values().flatten())
+        {
+            rule.named_actions(&mut named);
+        }
+        let actions: Vec<String> = named.into_iter().collect();
+        let mut notes = Notes::default();
+        let mut rows: Vec<(String, MatrixRow)> = Vec::new();
+        let mut total = 0;
+        for class in classes(&self.model, &self.model) {
+            let Class {
+                before: bound,
+                shown_before,
+                agent,
+                principal,
+                ..
+            } = class;
+            let key = self.model.content(&bound);
+            let label = if shown_before.is_empty() {
+                "(no group)".to_owned()
+            } else {
+                shown_before.join(", ")
+            };
+            if let Some((_, seen)) = rows.iter_mut().find(|(k, _)| *k == key) {
+                seen.groups.push(label);
+                seen.principals.push(principal);
+                continue;
+            }
+            total += 1;
+            if rows.len() >= limit {
+                continue;
+            }
+            let rules = self.model.rules_of(&bound);
+            raw_notes(&rules, None, &mut notes);
+            let best = actions
+                .iter()
+                .map(|action| {
+                    let of_action = for_action(&rules, action);
+                    let found: Vec<Found> = cells(&of_action, action, None, &mut notes)
+                        .into_iter()
+                        .take(1)
+                        .collect();
+                    confirm(found, &agent, action, policy, &mut notes)
+                        .into_iter()
+                        .next()
+                })
+                .collect();
+            rows.push((
+                key,
+                MatrixRow {
+                    groups: vec![label],
+                    principals: vec![principal],
+                    best,
+                },
+            ));
+        }
+        AccessMatrix {
+            actions,
+            rows: rows.into_iter().map(|(_, r)| r).collect(),
+            rows_total: total,
+            not_analysed: notes.into_list(),
+        }
     }
 }
 

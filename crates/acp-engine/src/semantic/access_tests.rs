@@ -355,3 +355,26 @@ bindings:
         .is_empty());
     assert!(reach.actions_named(&compiled, &reader).is_empty());
 }
+
+#[test]
+fn the_matrix_of_a_shipped_spec() {
+    let s = shipped("finance-refunds.yaml");
+    let compiled = compile(&s).unwrap();
+    let m = Reach::of(&s).matrix(&compiled, 10);
+    assert_eq!(m.actions, ["refund"]);
+    assert_eq!(m.rows_total, 2);
+    let best: Vec<(String, Option<Outcome>)> = m
+        .rows
+        .iter()
+        .map(|r| (r.groups.join("|"), r.best[0].as_ref().map(|c| c.outcome)))
+        .collect();
+    assert_eq!(
+        best,
+        [
+            ("(no group)".to_owned(), Some(Outcome::Challenge)),
+            ("finance".to_owned(), Some(Outcome::Allow)),
+        ]
+    );
+    let cut = Reach::of(&s).matrix(&compiled, 1);
+    assert_eq!((cut.rows.len(), cut.rows_total), (1, 2));
+}
