@@ -151,18 +151,25 @@ fn test_agent(agent: &CachedAgent) -> TestAgent {
     }
 }
 
-/// Runs `analyse` on a blocking thread (the model of a large spec takes a while to make, and
-/// an action of 10,000 groups many cells).
-async fn off_thread<T: Send + 'static>(
-    held: Held,
+/// Runs `analyse` of the policy (`pol_default` unless named) at `version` (default: its
+/// current one) on a blocking thread: the model of a large spec takes a while to make, and an
+/// action of 10,000 groups many cells.
+async fn analysed<T: Send + 'static>(
+    ctx: &Context,
+    workspace_id: &str,
+    policy: Option<&str>,
+    version: Option<i64>,
     analyse: impl FnOnce(&CompiledPolicy, &Reach) -> T + Send + 'static,
-) -> CheckResult<(Held, T)> {
-    tokio::task::spawn_blocking(move || {
+) -> CheckResult<Analysed<T>> {
+    let policy_id = policy_id(policy)?;
+    let held = held(ctx, workspace_id, &policy_id, version).await?;
+    let (held, found) = tokio::task::spawn_blocking(move || {
         let found = analyse(held.compiled(), held.reach());
         (held, found)
     })
     .await
-    .map_err(|e| CheckError::Internal(e.to_string()))
+    .map_err(|e| CheckError::Internal(e.to_string()))?;
+    Ok(held.analysed(&policy_id, found))
 }
 
 /// The agent's effective permissions under the policy.
@@ -173,19 +180,20 @@ pub async fn agent_access(
     policy: Option<&str>,
     version: Option<i64>,
 ) -> CheckResult<Analysed<AgentAccess>> {
-    let policy_id = policy_id(policy)?;
     let view = ctx.caches.view(ctx.store.as_ref(), workspace_id).await?;
     let agent = ctx
         .caches
         .known_agent(ctx.store.as_ref(), &view, agent_id)
         .await?;
-    let held = held(ctx, workspace_id, &policy_id, version).await?;
     let agent = test_agent(&agent);
-    let (held, found) = off_thread(held, move |compiled, reach| {
-        reach.agent_access(compiled, &agent)
-    })
-    .await?;
-    Ok(held.analysed(&policy_id, found))
+    analysed(
+        ctx,
+        workspace_id,
+        policy,
+        version,
+        move |compiled, reach| reach.agent_access(compiled, &agent),
+    )
+    .await
 }
 
 /// Every kind of agent's cells for the action under the policy.
@@ -197,13 +205,14 @@ pub async fn action_holders(
     version: Option<i64>,
 ) -> CheckResult<Analysed<ActionHolders>> {
     let action = checked_action(action)?;
-    let policy_id = policy_id(policy)?;
-    let held = held(ctx, workspace_id, &policy_id, version).await?;
-    let (held, found) = off_thread(held, move |compiled, reach| {
-        reach.action_holders(compiled, &action)
-    })
-    .await?;
-    Ok(held.analysed(&policy_id, found))
+    analysed(
+        ctx,
+        workspace_id,
+        policy,
+        version,
+        move |compiled, reach| reach.action_holders(compiled, &action),
+    )
+    .await
 }
 
 /// The policy's group × action matrix, at most `rows` kinds of agent.
@@ -214,11 +223,14 @@ pub async fn matrix(
     version: Option<i64>,
     rows: usize,
 ) -> CheckResult<Analysed<AccessMatrix>> {
-    let policy_id = policy_id(policy)?;
-    let held = held(ctx, workspace_id, &policy_id, version).await?;
-    let (held, found) =
-        off_thread(held, move |compiled, reach| reach.matrix(compiled, rows)).await?;
-    Ok(held.analysed(&policy_id, found))
+    analysed(
+        ctx,
+        workspace_id,
+        policy,
+        version,
+        move |compiled, reach| reach.matrix(compiled, rows),
+    )
+    .await
 }
 
 /// An action as a check reads it: trimmed, at most 128 printable characters.

@@ -1766,16 +1766,10 @@ struct RawCell {
     probe: Probe,
 }
 
-/// The cells of one principal whose rules are `old` and `new`; `None` when the work budget
-/// runs out.
-fn analyse_principal(
-    old: &[&Rule],
-    new: &[&Rule],
-    work: &mut Work,
-    notes: &mut Notes,
-) -> Option<Vec<RawCell>> {
+/// The actions `rules` name, and a name none of them has (for every other action).
+fn named_and_other<'a>(rules: impl Iterator<Item = &'a Rule>) -> (BTreeSet<String>, String) {
     let mut named = BTreeSet::new();
-    for rule in old.iter().chain(new.iter()) {
+    for rule in rules {
         rule.named_actions(&mut named);
     }
     let other = fresh(&named, |i| {
@@ -1785,6 +1779,18 @@ fn analyse_principal(
             format!("other_action_{i}")
         }
     });
+    (named, other)
+}
+
+/// The cells of one principal whose rules are `old` and `new`; `None` when the work budget
+/// runs out.
+fn analyse_principal(
+    old: &[&Rule],
+    new: &[&Rule],
+    work: &mut Work,
+    notes: &mut Notes,
+) -> Option<Vec<RawCell>> {
+    let (named, other) = named_and_other(old.iter().chain(new.iter()).copied());
     let mut cells = Vec::new();
     for action in named.iter().chain(std::iter::once(&other)) {
         let o: Vec<&Rule> = old

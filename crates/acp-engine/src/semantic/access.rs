@@ -25,8 +25,8 @@ use serde::Serialize;
 use acp_domain::RiskTier;
 
 use super::{
-    axes, classes, decide, describe, fresh, Class, Example, Label, Notes, Outcome, Probe, Reach,
-    Rule, Test, AGENT_AXES, OTHER_ACTIONS, STATUSES,
+    axes, classes, decide, describe, named_and_other, Class, Example, Label, Notes, Outcome, Probe,
+    Reach, Rule, Test, AGENT_AXES, OTHER_ACTIONS, STATUSES,
 };
 use crate::compile::CompiledPolicy;
 use crate::evaluate::{groups_of, ContextFields, Facts};
@@ -121,21 +121,7 @@ impl Reach {
     /// `agent`'s effective permissions under `policy` (the policy this reach was made of): its
     /// groups as `/v1/check` finds them, its status and risk tier as they are.
     pub fn agent_access(&self, policy: &CompiledPolicy, agent: &TestAgent) -> AgentAccess {
-        let facts = Facts {
-            agent_id: &agent.id,
-            status: &agent.status,
-            risk_tier: &agent.risk_tier,
-            metadata: &agent.metadata,
-            labels: &agent.labels,
-            action: "",
-            context: ContextFields::new(&serde_json::Value::Null),
-            email: None,
-            emails_sent_last_minute: 0,
-            emails_sent_last_day: 0,
-        };
-        let groups = groups_of(policy, &facts);
-        let bound = self.model.bound(groups.iter().cloned());
-        let rules = self.model.rules_of(&bound);
+        let (groups, rules) = self.rules_of_agent(policy, agent);
         let status = STATUSES
             .iter()
             .copied()
@@ -144,17 +130,7 @@ impl Reach {
         let tier = RiskTier::parse(&agent.risk_tier).unwrap_or(RiskTier::High);
         let mut notes = Notes::default();
         raw_notes(&rules, None, &mut notes);
-        let mut named = std::collections::BTreeSet::new();
-        for rule in &rules {
-            rule.named_actions(&mut named);
-        }
-        let other = fresh(&named, |i| {
-            if i == 0 {
-                "other_action".to_owned()
-            } else {
-                format!("other_action_{i}")
-            }
-        });
+        let (named, other) = named_and_other(rules.iter().copied());
         let mut actions = Vec::new();
         for action in named.iter().chain(std::iter::once(&other)) {
             let shown = if *action == other {
@@ -180,42 +156,24 @@ impl Reach {
     /// of), kinds whose rules for it are the same content listed together.
     pub fn action_holders(&self, policy: &CompiledPolicy, action: &str) -> ActionHolders {
         let mut notes = Notes::default();
-        let mut out: Vec<(String, PrincipalAccess)> = Vec::new();
-        for class in classes(&self.model, &self.model) {
-            let Class {
-                before: bound,
-                shown_before,
-                agent,
-                principal,
-                ..
-            } = class;
-            let key = self.model.content(&bound);
-            let label = if shown_before.is_empty() {
-                "(no group)".to_owned()
-            } else {
-                shown_before.join(", ")
-            };
-            if let Some((_, seen)) = out.iter_mut().find(|(k, _)| *k == key) {
-                seen.groups.push(label);
-                seen.principals.push(principal);
-                continue;
-            }
-            let rules = self.model.rules_of(&bound);
-            raw_notes(&rules, Some(action), &mut notes);
-            let of_action = for_action(&rules, action);
-            let found = cells(&of_action, action, None, &mut notes);
-            out.push((
-                key,
+        let principals = self
+            .kinds()
+            .into_iter()
+            .map(|kind| {
+                let rules = self.model.rules_of(&kind.bound);
+                raw_notes(&rules, Some(action), &mut notes);
+                let of_action = for_action(&rules, action);
+                let found = cells(&of_action, action, None, &mut notes);
                 PrincipalAccess {
-                    groups: vec![label],
-                    principals: vec![principal],
-                    cells: confirm(found, &agent, action, policy, &mut notes),
-                },
-            ));
-        }
+                    cells: confirm(found, &kind.agent, action, policy, &mut notes),
+                    groups: kind.groups,
+                    principals: kind.principals,
+                }
+            })
+            .collect();
         ActionHolders {
             action: action.to_owned(),
-            principals: out.into_iter().map(|(_, p)| p).collect(),
+            principals,
             not_analysed: notes.into_list(),
         }
     }
@@ -266,12 +224,7 @@ impl Reach {
         policy: &CompiledPolicy,
         agent: &TestAgent,
     ) -> std::collections::BTreeSet<String> {
-        let rules = self.rules_of_agent(policy, agent);
-        let mut named = std::collections::BTreeSet::new();
-        for rule in &rules {
-            rule.named_actions(&mut named);
-        }
-        named
+        named_and_other(self.rules_of_agent(policy, agent).1.into_iter()).0
     }
 
     /// The resource ids that the raw Cedar rules which can decide `agent`'s checks of `action`
@@ -283,7 +236,7 @@ impl Reach {
         action: &str,
     ) -> std::collections::BTreeSet<String> {
         let mut ids = std::collections::BTreeSet::new();
-        for rule in self.rules_of_agent(policy, agent) {
+        for rule in self.rules_of_agent(policy, agent).1 {
             let Test::Raw(raw) = rule.test() else {
                 continue;
             };
@@ -299,7 +252,12 @@ impl Reach {
         ids
     }
 
-    fn rules_of_agent(&self, policy: &CompiledPolicy, agent: &TestAgent) -> Vec<&Rule> {
+    /// `agent`'s groups as `/v1/check` finds them, and the rules that can decide it.
+    fn rules_of_agent(
+        &self,
+        policy: &CompiledPolicy,
+        agent: &TestAgent,
+    ) -> (Vec<String>, Vec<&Rule>) {
         let facts = Facts {
             agent_id: &agent.id,
             status: &agent.status,
@@ -312,27 +270,64 @@ impl Reach {
             emails_sent_last_minute: 0,
             emails_sent_last_day: 0,
         };
-        let bound = self.model.bound(groups_of(policy, &facts));
-        self.model.rules_of(&bound)
+        let groups = groups_of(policy, &facts);
+        let bound = self.model.bound(groups.iter().cloned());
+        (groups, self.model.rules_of(&bound))
     }
 }
 
 impl Reach {
     /// The policy's matrix (see [`AccessMatrix`]), at most `limit` rows.
     pub fn matrix(&self, policy: &CompiledPolicy, limit: usize) -> AccessMatrix {
-        let mut named = std::collections::BTreeSet::new();
-        for rule in self
+        let rules = self
             .model
             .guardrails
             .iter()
-            .chain(self.model.groups.values().flatten())
-        {
-            rule.named_actions(&mut named);
-        }
-        let actions: Vec<String> = named.into_iter().collect();
+            .chain(self.model.groups.values().flatten());
+        let actions: Vec<String> = named_and_other(rules).0.into_iter().collect();
         let mut notes = Notes::default();
-        let mut rows: Vec<(String, MatrixRow)> = Vec::new();
-        let mut total = 0;
+        let kinds = self.kinds();
+        let rows_total = kinds.len();
+        let rows = kinds
+            .into_iter()
+            .take(limit)
+            .map(|kind| {
+                let rules = self.model.rules_of(&kind.bound);
+                raw_notes(&rules, None, &mut notes);
+                let best = actions
+                    .iter()
+                    .map(|action| {
+                        let of_action = for_action(&rules, action);
+                        let first: Vec<Found> = cells(&of_action, action, None, &mut notes)
+                            .into_iter()
+                            .take(1)
+                            .collect();
+                        confirm(first, &kind.agent, action, policy, &mut notes)
+                            .into_iter()
+                            .next()
+                    })
+                    .collect();
+                MatrixRow {
+                    groups: kind.groups,
+                    principals: kind.principals,
+                    best,
+                }
+            })
+            .collect();
+        AccessMatrix {
+            actions,
+            rows,
+            rows_total,
+            not_analysed: notes.into_list(),
+        }
+    }
+
+    /// The kinds of agent (see the parent module's principals), those whose rules are the same
+    /// in content together, in the order first met.
+    fn kinds(&self) -> Vec<Kind> {
+        let mut kinds: Vec<Kind> = Vec::new();
+        // Content key → place in `kinds`.
+        let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
         for class in classes(&self.model, &self.model) {
             let Class {
                 before: bound,
@@ -347,46 +342,33 @@ impl Reach {
             } else {
                 shown_before.join(", ")
             };
-            if let Some((_, seen)) = rows.iter_mut().find(|(k, _)| *k == key) {
-                seen.groups.push(label);
-                seen.principals.push(principal);
-                continue;
+            match seen.get(&key).and_then(|&i| kinds.get_mut(i)) {
+                Some(kind) => {
+                    kind.groups.push(label);
+                    kind.principals.push(principal);
+                }
+                None => {
+                    seen.insert(key, kinds.len());
+                    kinds.push(Kind {
+                        bound,
+                        agent,
+                        groups: vec![label],
+                        principals: vec![principal],
+                    });
+                }
             }
-            total += 1;
-            if rows.len() >= limit {
-                continue;
-            }
-            let rules = self.model.rules_of(&bound);
-            raw_notes(&rules, None, &mut notes);
-            let best = actions
-                .iter()
-                .map(|action| {
-                    let of_action = for_action(&rules, action);
-                    let found: Vec<Found> = cells(&of_action, action, None, &mut notes)
-                        .into_iter()
-                        .take(1)
-                        .collect();
-                    confirm(found, &agent, action, policy, &mut notes)
-                        .into_iter()
-                        .next()
-                })
-                .collect();
-            rows.push((
-                key,
-                MatrixRow {
-                    groups: vec![label],
-                    principals: vec![principal],
-                    best,
-                },
-            ));
         }
-        AccessMatrix {
-            actions,
-            rows: rows.into_iter().map(|(_, r)| r).collect(),
-            rows_total: total,
-            not_analysed: notes.into_list(),
-        }
+        kinds
     }
+}
+
+/// Agents whose rules are the same in content: their bound groups, one of them (whose
+/// examples the cells show), and how each kind of them is named.
+struct Kind {
+    bound: Vec<String>,
+    agent: TestAgent,
+    groups: Vec<String>,
+    principals: Vec<String>,
 }
 
 /// Of `rules`, those that can decide a check of `action` (raw Cedar aside: it is named in
