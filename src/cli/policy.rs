@@ -379,18 +379,13 @@ fn run_case(policy: &CompiledPolicy, case: &TestCase) -> CaseResult {
             Err(field) => return fail(format!("`{field}` is not valid email input")),
         },
     };
-    let facts = Facts {
-        agent_id: &agent.id,
-        status: &agent.status,
-        risk_tier: &agent.risk_tier,
-        metadata: &agent.metadata,
-        labels: &agent.labels,
-        action: &case.action,
-        context: ContextFields::new(&case.context),
-        email: email.as_ref(),
-        emails_sent_last_minute: case.emails_sent_last_minute,
-        emails_sent_last_day: case.emails_sent_last_day,
-    };
+    let facts = Facts::of_test(
+        agent,
+        &case.action,
+        ContextFields::new(&case.context),
+        email.as_ref(),
+        (case.emails_sent_last_minute, case.emails_sent_last_day),
+    );
     let decision = match evaluate(policy, &facts) {
         Ok(d) => d,
         Err(e) => return fail(format!("cannot evaluate: {e}")),

@@ -284,6 +284,31 @@ pub struct Facts<'a> {
     pub emails_sent_last_day: u64,
 }
 
+impl<'a> Facts<'a> {
+    /// A check by a spec test case's agent (`acp policy test`, the semantic model's examples):
+    /// `sent` is its emails in the last minute and day.
+    pub fn of_test(
+        agent: &'a super::spec::TestAgent,
+        action: &'a str,
+        context: ContextFields<'a>,
+        email: Option<&'a EmailFacts>,
+        sent: (u64, u64),
+    ) -> Self {
+        Facts {
+            agent_id: &agent.id,
+            status: &agent.status,
+            risk_tier: &agent.risk_tier,
+            metadata: &agent.metadata,
+            labels: &agent.labels,
+            action,
+            context,
+            email,
+            emails_sent_last_minute: sent.0,
+            emails_sent_last_day: sent.1,
+        }
+    }
+}
+
 /// The decision, as `/v1/check` answers it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decision {

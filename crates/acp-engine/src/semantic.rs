@@ -181,18 +181,13 @@ impl Example {
             ),
             None => None,
         };
-        let facts = Facts {
-            agent_id: &self.agent.id,
-            status: &self.agent.status,
-            risk_tier: &self.agent.risk_tier,
-            metadata: &self.agent.metadata,
-            labels: &self.agent.labels,
-            action: &self.action,
-            context: ContextFields::new(&self.context),
-            email: email.as_ref(),
-            emails_sent_last_minute: self.emails_sent_last_minute,
-            emails_sent_last_day: self.emails_sent_last_day,
-        };
+        let facts = Facts::of_test(
+            &self.agent,
+            &self.action,
+            ContextFields::new(&self.context),
+            email.as_ref(),
+            (self.emails_sent_last_minute, self.emails_sent_last_day),
+        );
         evaluate(policy, &facts)
     }
 }

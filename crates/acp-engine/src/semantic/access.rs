@@ -258,18 +258,13 @@ impl Reach {
         policy: &CompiledPolicy,
         agent: &TestAgent,
     ) -> (Vec<String>, Vec<&Rule>) {
-        let facts = Facts {
-            agent_id: &agent.id,
-            status: &agent.status,
-            risk_tier: &agent.risk_tier,
-            metadata: &agent.metadata,
-            labels: &agent.labels,
-            action: "",
-            context: ContextFields::new(&serde_json::Value::Null),
-            email: None,
-            emails_sent_last_minute: 0,
-            emails_sent_last_day: 0,
-        };
+        let facts = Facts::of_test(
+            agent,
+            "",
+            ContextFields::new(&serde_json::Value::Null),
+            None,
+            (0, 0),
+        );
         let groups = groups_of(policy, &facts);
         let bound = self.model.bound(groups.iter().cloned());
         (groups, self.model.rules_of(&bound))
