@@ -7,12 +7,14 @@ use utoipa::{IntoParams, ToSchema};
 
 /// `GET /v1/access/agents/{agent_id}` and `GET /v1/access/actions/{action}`.
 #[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct AccessParams {
     /// Default `pol_default`.
     pub policy_id: Option<String>,
     /// A version of the policy (default: its current one).
     pub version: Option<i64>,
     /// `json` (default) or `csv` (one row per cell, for a review export).
+    #[param(pattern = "^(json|csv)?$")]
     pub format: Option<String>,
 }
 
@@ -83,10 +85,12 @@ pub struct ActionAccessResponse {
 
 /// `?include=challenge` adds the challenged results, marked.
 #[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct SearchParams {
     /// Default `pol_default`.
     pub policy_id: Option<String>,
     /// `challenge`: challenged results too, each marked `properties.decision = "challenge"`.
+    #[param(pattern = "^(challenge)?$")]
     pub include: Option<String>,
 }
 
@@ -95,6 +99,7 @@ pub struct SearchParams {
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct SearchSubject {
     #[serde(rename = "type")]
+    #[schema(pattern = "^agent$")]
     pub kind: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
@@ -133,6 +138,7 @@ pub struct SearchPage {
     pub token: Option<String>,
     /// At most this many results (1 to 1000, default 50).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 1000)]
     pub limit: Option<u64>,
 }
 
@@ -152,6 +158,127 @@ pub struct SearchRequest {
     pub context: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub page: Option<SearchPage>,
+}
+
+/// A search's subject named by its id (action and resource search).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct IdentifiedSubject {
+    #[serde(rename = "type")]
+    #[schema(pattern = "^agent$")]
+    pub kind: String,
+    /// The agent's id.
+    #[schema(min_length = 1)]
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub properties: Option<Value>,
+}
+
+/// A search's action named (subject and resource search).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct NamedAction {
+    #[schema(
+        max_length = 128,
+        pattern = r#"^[^\x00-\x1f\x7f-\x9f"\\]*[^\x00-\x1f\x7f-\x9f"\\\t-\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000][^\x00-\x1f\x7f-\x9f"\\]*$"#
+    )]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub properties: Option<Value>,
+}
+
+/// `POST /access/v1/search/subject`: which agents may do the action.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SubjectSearchRequest {
+    /// `{"type": "agent"}`.
+    pub subject: SearchSubject,
+    pub action: NamedAction,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<SearchResource>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub context: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page: Option<SearchPage>,
+}
+
+/// `POST /access/v1/search/action`: which actions the agent may do.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ActionSearchRequest {
+    pub subject: IdentifiedSubject,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<SearchResource>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub context: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page: Option<SearchPage>,
+}
+
+/// `POST /access/v1/search/resource`: which resources (of `resource.type`) the agent may
+/// do the action on.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ResourceSearchRequest {
+    pub subject: IdentifiedSubject,
+    pub action: NamedAction,
+    pub resource: SearchResource,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub context: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page: Option<SearchPage>,
+}
+
+impl From<SubjectSearchRequest> for SearchRequest {
+    fn from(r: SubjectSearchRequest) -> Self {
+        SearchRequest {
+            subject: r.subject,
+            action: Some(SearchAction {
+                name: Some(r.action.name),
+                properties: r.action.properties,
+            }),
+            resource: r.resource,
+            context: r.context,
+            page: r.page,
+        }
+    }
+}
+
+impl IdentifiedSubject {
+    fn into_search(self) -> SearchSubject {
+        SearchSubject {
+            kind: self.kind,
+            id: Some(self.id),
+            properties: self.properties,
+        }
+    }
+}
+
+impl From<ActionSearchRequest> for SearchRequest {
+    fn from(r: ActionSearchRequest) -> Self {
+        SearchRequest {
+            subject: r.subject.into_search(),
+            action: None,
+            resource: r.resource,
+            context: r.context,
+            page: r.page,
+        }
+    }
+}
+
+impl From<ResourceSearchRequest> for SearchRequest {
+    fn from(r: ResourceSearchRequest) -> Self {
+        SearchRequest {
+            subject: r.subject.into_search(),
+            action: Some(SearchAction {
+                name: Some(r.action.name),
+                properties: r.action.properties,
+            }),
+            resource: Some(r.resource),
+            context: r.context,
+            page: r.page,
+        }
+    }
 }
 
 /// The page answered.

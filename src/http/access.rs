@@ -1,7 +1,8 @@
 //! Who may do what: `GET /v1/access/agents/{agent_id}` and `GET /v1/access/actions/{action}`
 //! (an access review, members read), and the AuthZEN 1.0 search APIs
 //! `POST /access/v1/search/subject|action|resource` (the workspace's API key, `check` scope,
-//! as the evaluation endpoints). See docs/access-review.md.
+//! as the evaluation endpoints; confirmed against the store, since a search commits nothing
+//! that would catch a key revoked meanwhile). See docs/access-review.md.
 
 use axum::extract::State;
 use axum::http::header;
@@ -10,9 +11,9 @@ use axum::Json;
 use serde_json::{json, Value};
 
 use crate::api::{
-    AccessParams, ActionAccessResponse, AgentAccessResponse, ErrorBody, SearchActionFound,
-    SearchActionsResponse, SearchEntitiesResponse, SearchEntity, SearchPageResponse, SearchParams,
-    SearchRequest,
+    AccessParams, ActionAccessResponse, ActionSearchRequest, AgentAccessResponse, ErrorBody,
+    ResourceSearchRequest, SearchActionFound, SearchActionsResponse, SearchEntitiesResponse,
+    SearchEntity, SearchPageResponse, SearchParams, SearchRequest, SubjectSearchRequest,
 };
 use crate::context::SharedContext;
 use crate::domain::access::Need;
@@ -21,13 +22,13 @@ use crate::policy::access::{self, Asked, Page};
 use crate::policy::spec::Outcome;
 
 use super::authzen::{context_fields, object};
-use super::extract::{AppJson, AppPath, AppQuery, Deciding};
+use super::extract::{AppJson, AppPath, AppQuery, Caller};
 use super::operator::{needs, Authorized};
 
 /// `json` (default) or `csv`.
 fn wants_csv(format: Option<&str>) -> ApiResult<bool> {
     match format {
-        None | Some("json") => Ok(false),
+        None | Some("" | "json") => Ok(false),
         Some("csv") => Ok(true),
         Some(_) => Err(ApiError::invalid("format", "must be `json` or `csv`")),
     }
@@ -83,7 +84,9 @@ pub async fn agent(
 /// Who may do an action under a policy: every kind of agent (the agents in no group, each
 /// selector's, each explicit member's), those treated alike together, with their cells.
 #[utoipa::path(get, path = "/v1/access/actions/{action}", tag = "decisions",
-    params(("action" = String, Path), AccessParams),
+    params(("action" = String, Path, max_length = 128,
+        pattern = r#"^[^\x00-\x1f\x7f-\x9f"\\]*[^\x00-\x1f\x7f-\x9f"\\\t-\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000][^\x00-\x1f\x7f-\x9f"\\]*$"#),
+        AccessParams),
     security(("api_key" = []), ("session" = []), ("access_token" = [])),
     responses((status = 200, description = "JSON, or `text/csv` with `format=csv`",
             content((ActionAccessResponse = "application/json"), (String = "text/csv"))),
@@ -195,18 +198,19 @@ fn page_of<T>(page: &Page<T>) -> SearchPageResponse {
 /// AuthZEN subject search: the agents whose check of the action on the resource, with the
 /// context, the policy allows (an evaluation would answer `decision: true`), newest first.
 #[utoipa::path(post, path = "/access/v1/search/subject", tag = "decisions", params(SearchParams),
-    request_body = SearchRequest, security(("api_key" = [])),
+    request_body = SubjectSearchRequest, security(("api_key" = [])),
     responses((status = 200, body = SearchEntitiesResponse),
         (status = 400, description = "`missing_action`, `invalid_subject` (its `type` is not `agent`), `invalid_page` (a token this search did not give, a limit outside 1..1000), `invalid_context`, `invalid_include`", body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 404, description = "`unknown_policy`", body = ErrorBody)))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn search_subject(
     State(ctx): State<SharedContext>,
-    Deciding(caller): Deciding,
+    caller: Caller,
     AppQuery(params): AppQuery<SearchParams>,
-    AppJson(req): AppJson<SearchRequest>,
+    AppJson(req): AppJson<SubjectSearchRequest>,
 ) -> ApiResult<Json<SearchEntitiesResponse>> {
     caller.require(Need::Check)?;
+    let req = SearchRequest::from(req);
     agent_subject(&req)?;
     let asked = asked(&req, &params)?;
     require_action(&asked)?;
@@ -229,18 +233,19 @@ pub async fn search_subject(
 /// AuthZEN action search: the actions the policy names for the agent that it allows on the
 /// resource with the context, in order.
 #[utoipa::path(post, path = "/access/v1/search/action", tag = "decisions", params(SearchParams),
-    request_body = SearchRequest, security(("api_key" = [])),
+    request_body = ActionSearchRequest, security(("api_key" = [])),
     responses((status = 200, body = SearchActionsResponse),
         (status = 400, description = "`missing_subject`, `invalid_subject`, `invalid_page`, `invalid_context`, `invalid_include`", body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 404, description = "`unknown_agent`, `unknown_policy`", body = ErrorBody)))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn search_action(
     State(ctx): State<SharedContext>,
-    Deciding(caller): Deciding,
+    caller: Caller,
     AppQuery(params): AppQuery<SearchParams>,
-    AppJson(req): AppJson<SearchRequest>,
+    AppJson(req): AppJson<ActionSearchRequest>,
 ) -> ApiResult<Json<SearchActionsResponse>> {
     caller.require(Need::Check)?;
+    let req = SearchRequest::from(req);
     let agent_id = subject_id(&req)?;
     let asked = asked(&req, &params)?;
     let page = access::action_search(&ctx, &caller.workspace_id, agent_id, &asked).await?;
@@ -260,18 +265,19 @@ pub async fn search_action(
 /// AuthZEN resource search: the resource ids the policy names for the agent and action that
 /// it allows, in order; `context.other_ids` says how it decides an id it does not name.
 #[utoipa::path(post, path = "/access/v1/search/resource", tag = "decisions", params(SearchParams),
-    request_body = SearchRequest, security(("api_key" = [])),
+    request_body = ResourceSearchRequest, security(("api_key" = [])),
     responses((status = 200, body = SearchEntitiesResponse),
         (status = 400, description = "`missing_subject`, `missing_action`, `missing_resource`, `invalid_subject`, `invalid_page`, `invalid_context`, `invalid_include`", body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 404, description = "`unknown_agent`, `unknown_policy`", body = ErrorBody)))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn search_resource(
     State(ctx): State<SharedContext>,
-    Deciding(caller): Deciding,
+    caller: Caller,
     AppQuery(params): AppQuery<SearchParams>,
-    AppJson(mut req): AppJson<SearchRequest>,
+    AppJson(req): AppJson<ResourceSearchRequest>,
 ) -> ApiResult<Json<SearchEntitiesResponse>> {
     caller.require(Need::Check)?;
+    let mut req = SearchRequest::from(req);
     let agent_id = subject_id(&req)?.to_owned();
     // The ids are what is searched for: one given is not read.
     let kind = match req.resource.as_mut() {

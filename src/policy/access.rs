@@ -468,7 +468,11 @@ pub async fn action_search(
         .iter()
         .filter(|a| start.is_none_or(|s| a.as_str() > s))
     {
-        let input = asked.input(agent_id, action)?;
+        // A check of it that cannot be read (`send_email` without the email's facts) is no
+        // evaluation's `true` either.
+        let Ok(input) = asked.input(agent_id, action) else {
+            continue;
+        };
         let outcome = decided(&agent, held.compiled(), &input);
         if asked.wanted(outcome) {
             if results.len() == limit {

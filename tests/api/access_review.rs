@@ -190,7 +190,11 @@ both_engines! {
         assert_eq!(names(&with), ["deploy", "rollback"]);
         assert_eq!(with["results"][1]["properties"], json!({"decision": "challenge"}));
         assert!(names(&search(&app, "/access/v1/search/action", what(&stranger)).await).is_empty());
-        assert_error(app.post("/access/v1/search/action", &json!({"subject": {"type": "agent"}, "resource": {"type": "x"}})).await, 400, "missing_subject").await;
+        // An action a raw Cedar rule names is searched too.
+        let docs_actions = json!({"subject": {"type": "agent", "id": reader.id}, "resource": {"type": "document", "id": "handbook"}});
+        assert_eq!(names(&search(&app, "/access/v1/search/action", docs_actions).await), ["read_doc"]);
+        assert_error(app.post("/access/v1/search/action", &json!({"subject": {"type": "agent"}, "resource": {"type": "x"}})).await, 400, "missing_id").await;
+        assert_error(app.post("/access/v1/search/action", &json!({"subject": {"type": "agent", "id": ""}})).await, 400, "missing_subject").await;
 
         // Resource search: the ids the policy names, and how it decides the others.
         let which = json!({"subject": {"type": "agent", "id": reader.id}, "action": {"name": "read_doc"}, "resource": {"type": "document"}});

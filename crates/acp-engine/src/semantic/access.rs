@@ -218,13 +218,25 @@ impl Reach {
     }
 
     /// The actions the rules that can decide `agent` name (its groups' bindings and the
-    /// guardrails), in order.
+    /// guardrails; in a raw Cedar rule, `context.action == "<action>"`), in order.
     pub fn actions_named(
         &self,
         policy: &CompiledPolicy,
         agent: &TestAgent,
     ) -> std::collections::BTreeSet<String> {
-        named_and_other(self.rules_of_agent(policy, agent).1.into_iter()).0
+        let rules = self.rules_of_agent(policy, agent).1;
+        let mut named = named_and_other(rules.iter().copied()).0;
+        for rule in &rules {
+            if let Test::Raw(raw) = rule.test() {
+                for (i, _) in raw.when.match_indices("context.action == \"") {
+                    let rest = &raw.when[i + "context.action == \"".len()..];
+                    if let Some((action, _)) = rest.split_once('"') {
+                        named.insert(action.to_owned());
+                    }
+                }
+            }
+        }
+        named
     }
 
     /// The resource ids that the raw Cedar rules which can decide `agent`'s checks of `action`

@@ -353,7 +353,10 @@ bindings:
     assert!(reach
         .resource_ids_named(&compiled, &stranger, "read_doc")
         .is_empty());
-    assert!(reach.actions_named(&compiled, &reader).is_empty());
+    assert_eq!(
+        reach.actions_named(&compiled, &reader),
+        ["read_doc".to_owned()].into()
+    );
 }
 
 #[test]
