@@ -229,14 +229,20 @@ pub struct ResourceSearchRequest {
     pub page: Option<SearchPage>,
 }
 
+impl From<NamedAction> for SearchAction {
+    fn from(a: NamedAction) -> Self {
+        SearchAction {
+            name: Some(a.name),
+            properties: a.properties,
+        }
+    }
+}
+
 impl From<SubjectSearchRequest> for SearchRequest {
     fn from(r: SubjectSearchRequest) -> Self {
         SearchRequest {
             subject: r.subject,
-            action: Some(SearchAction {
-                name: Some(r.action.name),
-                properties: r.action.properties,
-            }),
+            action: Some(r.action.into()),
             resource: r.resource,
             context: r.context,
             page: r.page,
@@ -270,10 +276,7 @@ impl From<ResourceSearchRequest> for SearchRequest {
     fn from(r: ResourceSearchRequest) -> Self {
         SearchRequest {
             subject: r.subject.into_search(),
-            action: Some(SearchAction {
-                name: Some(r.action.name),
-                properties: r.action.properties,
-            }),
+            action: Some(r.action.into()),
             resource: Some(r.resource),
             context: r.context,
             page: r.page,
