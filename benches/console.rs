@@ -1,22 +1,32 @@
 //! Latency of the console's lists on a large workspace: the audit search
 //! (`GET /v1/workspace/audit/events`) for each filter alone, the common pairs and pages deep
 //! into the results, and the agents lists (`GET /v1/agents`, `GET /v1/workspace/agents`), through
-//! the real HTTP API of the real binary, one request at a time, p50/p99 per filter.
+//! the real HTTP API of the real binary, one request at a time, p50/p99 per filter. With
+//! `ACP_CONSOLE_PART=access`, the access review's questions instead: the AuthZEN subject and
+//! action searches and the effective permissions, on the seeded spec of 10,000 groups.
 //!
 //! The database is one `scripts/seed-large.sh` seeded (the bench knows the seeded values: the
-//! rare and busy agents, the rare action and event type, the trace ids). Run:
+//! rare and busy agents, the rare action and event type, the trace ids, the spec's groups).
+//! Run:
 //!
 //! ```sh
 //! ACP_BIN=target/quick/acp ACP_CONSOLE_DATABASE_URL=sqlite:/tmp/large.db \
 //!   ACP_CONSOLE_API_KEY=svc_test_... ACP_CONSOLE_TOKEN=svc_pat_... cargo bench --bench console
+//! ACP_CONSOLE_PART=access ACP_BIN=target/quick/acp ACP_CONSOLE_DATABASE_URL=sqlite:/tmp/large.db \
+//!   ACP_CONSOLE_API_KEY=svc_test_... cargo bench --bench console
 //! ```
+//!
+//! The lists' part replaces the default policy with groups of its own: run the access part
+//! first on a freshly seeded database (it needs no events: `scripts/seed-large.sh URL 1000000 0`
+//! seeds its agents and spec).
 //!
 //! Settings (environment):
 //! - `ACP_BIN`: the server binary (default `target/release/acp`)
 //! - `ACP_CONSOLE_DATABASE_URL`: the seeded database (required)
-//! - `ACP_CONSOLE_TOKEN`: a personal access token of an owner of the seeded workspace (required:
-//!   the bench syncs the default policy's groups the agents list filters by, which takes a person;
-//!   `owner_token` in `scripts/server.sh` makes one)
+//! - `ACP_CONSOLE_PART`: `lists` (default) or `access`
+//! - `ACP_CONSOLE_TOKEN`: a personal access token of an owner of the seeded workspace (required
+//!   for the lists: the bench syncs the default policy's groups the agents list filters by,
+//!   which takes a person; `owner_token` in `scripts/server.sh` makes one)
 //! - `ACP_CONSOLE_API_KEY`: an API key of the seeded workspace, such as the
 //!   `ACP_BOOTSTRAP_API_KEY` the database was first served with (required)
 //! - `ACP_CONSOLE_EVENTS`: the number of events seeded (default 10000000; it locates the
@@ -40,11 +50,22 @@ use serde_json::Value;
 /// Migrations building indexes over millions of rows run before the server listens.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(3600);
 
+/// Which questions the bench asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Part {
+    /// The audit search and the agents lists.
+    Lists,
+    /// The access review on the seeded spec.
+    Access,
+}
+
 struct Settings {
     bin: PathBuf,
     database_url: String,
     api_key: String,
-    /// A personal access token of an owner of the seeded workspace (the groups' policy sync).
+    part: Part,
+    /// A personal access token of an owner of the seeded workspace (the groups' policy sync;
+    /// the lists only).
     token: String,
     events: u64,
     requests: usize,
@@ -78,11 +99,20 @@ impl Settings {
         if !bin.is_file() {
             bail!("no server binary at `{}`: set ACP_BIN", bin.display());
         }
+        let part = match std::env::var("ACP_CONSOLE_PART").as_deref() {
+            Err(_) | Ok("" | "lists") => Part::Lists,
+            Ok("access") => Part::Access,
+            Ok(other) => bail!("ACP_CONSOLE_PART is `lists` or `access`, not `{other}`"),
+        };
         Ok(Self {
             bin,
             database_url: required("ACP_CONSOLE_DATABASE_URL")?,
             api_key: required("ACP_CONSOLE_API_KEY")?,
-            token: required("ACP_CONSOLE_TOKEN")?,
+            token: match part {
+                Part::Lists => required("ACP_CONSOLE_TOKEN")?,
+                Part::Access => String::new(),
+            },
+            part,
             events: env_number("ACP_CONSOLE_EVENTS", 10_000_000)?.max(1),
             requests: usize::try_from(env_number("ACP_CONSOLE_REQUESTS", 200)?.max(1))?,
             warmup: usize::try_from(env_number("ACP_CONSOLE_WARMUP", 3)?.max(1))?,
@@ -115,6 +145,9 @@ impl Server {
                 &settings.database_url,
             ])
             .env("TOKIO_WORKER_THREADS", "2")
+            // A search page spends a token per evaluation: the bench measures answers, not the
+            // key's rate.
+            .env("ACP_API_KEY_RATE_LIMIT", "0")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
@@ -183,6 +216,14 @@ struct Client {
 }
 
 impl Client {
+    /// Sends a case's request: a GET, or a POST of its body with the API key.
+    async fn ask(&self, c: &Case) -> anyhow::Result<Value> {
+        match &c.body {
+            None => self.get(&c.path).await,
+            Some(body) => self.post(&c.path, body).await,
+        }
+    }
+
     async fn get(&self, path_and_query: &str) -> anyhow::Result<Value> {
         let response = self
             .http
@@ -230,10 +271,13 @@ fn groups_spec() -> Value {
     ]}})
 }
 
-/// One measured filter: its label, the path and query, and the fewest items an answer holds.
+/// One measured filter: its label, the path and query (and body, for a POST), where its answer
+/// lists its items, and the fewest items an answer holds.
 struct Case {
     label: String,
     path: String,
+    body: Option<Value>,
+    items: &'static str,
     min_items: usize,
 }
 
@@ -241,6 +285,19 @@ fn case(label: &str, path: String, min_items: usize) -> Case {
     Case {
         label: label.to_owned(),
         path,
+        body: None,
+        items: "items",
+        min_items,
+    }
+}
+
+/// A case POSTing `body`, its items in `items`.
+fn posted(label: &str, path: &str, body: Value, items: &'static str, min_items: usize) -> Case {
+    Case {
+        label: label.to_owned(),
+        path: path.to_owned(),
+        body: Some(body),
+        items,
         min_items,
     }
 }
@@ -261,8 +318,8 @@ fn ms(d: Duration) -> String {
 async fn measure(client: &Client, settings: &Settings, c: &Case) -> anyhow::Result<String> {
     let mut items = 0;
     for _ in 0..settings.warmup {
-        let body = client.get(&c.path).await?;
-        items = body["items"].as_array().map_or(0, Vec::len);
+        let body = client.ask(c).await?;
+        items = body[c.items].as_array().map_or(0, Vec::len);
     }
     if items < c.min_items {
         bail!(
@@ -276,7 +333,7 @@ async fn measure(client: &Client, settings: &Settings, c: &Case) -> anyhow::Resu
     while times.len() < settings.requests && (times.len() < 3 || started.elapsed() < settings.secs)
     {
         let t = Instant::now();
-        client.get(&c.path).await?;
+        client.ask(c).await?;
         times.push(t.elapsed());
     }
     times.sort();
@@ -299,6 +356,23 @@ fn next_cursor(body: &Value) -> anyhow::Result<String> {
         .ok_or_else(|| anyhow!("no next_cursor in {body}"))
 }
 
+/// Measures each case and prints its row of the table.
+async fn measure_all(client: &Client, settings: &Settings, cases: &[Case]) {
+    println!("| filter | requests | items | p50 ms | p99 ms | max ms |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: |");
+    for c in cases {
+        match measure(client, settings, c).await {
+            Ok(row) => println!("{row}"),
+            // A request the server gave up on (`408` after 30 s) is a result too.
+            Err(e) => println!(
+                "| {} | failed: {} | | | | |",
+                c.label,
+                e.to_string().replace('|', "/")
+            ),
+        }
+    }
+}
+
 async fn run(settings: &Settings) -> anyhow::Result<()> {
     let (server, startup) = Server::start(settings)?;
     println!(
@@ -315,6 +389,144 @@ async fn run(settings: &Settings) -> anyhow::Result<()> {
         api_key: settings.api_key.clone(),
         token: None,
     };
+    match settings.part {
+        Part::Lists => lists(&client, settings).await?,
+        Part::Access => access(&client, settings).await?,
+    }
+    drop(server);
+    Ok(())
+}
+
+/// The access review's questions on the seeded spec (`examples/seed_policy.rs`): 10,000 groups
+/// of 10 seeded agents (agents 11 to 100,010), group `k` bound to `block_{k % 10}`, each block
+/// allowing `read_<b>` and `list`, challenging `deploy_<b>`, denying `drop_<b>`, and refunds
+/// up to 100 + b USD (challenged up to 1,000).
+async fn access(client: &Client, settings: &Settings) -> anyhow::Result<()> {
+    let member = seeded_agent(11);
+    let outsider = seeded_agent(500_000);
+    // The seeded spec is the current policy once the server has read it.
+    let probe = serde_json::json!({"agent_id": member, "action": "read_0"});
+    let mut allowed = false;
+    for _ in 0..600 {
+        let answer = client.post("/v1/check", &probe).await?;
+        if answer["decision"] == "allow" {
+            allowed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    if !allowed {
+        bail!("seeded agent 11 is not allowed `read_0`: is the seeded spec the current policy?");
+    }
+    let subject = "/access/v1/search/subject";
+    let action = "/access/v1/search/action";
+    let search = |name: &str, properties: Value| {
+        serde_json::json!({
+            "subject": {"type": "agent"},
+            "action": {"name": name},
+            "resource": {"type": "payment", "properties": properties}
+        })
+    };
+    let of_agent = |id: &str| {
+        serde_json::json!({
+            "subject": {"type": "agent", "id": id},
+            "resource": {"type": "payment", "properties": {"amount": 50, "currency": "USD"}}
+        })
+    };
+    let none = Value::Object(serde_json::Map::new());
+    // The second page of `read_0`'s holders, through the token of the first.
+    let first = client
+        .post(subject, &search("read_0", none.clone()))
+        .await?;
+    let token = first["page"]["next_token"]
+        .as_str()
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| anyhow!("no next_token in {first}"))?
+        .to_owned();
+    let mut second = search("read_0", none.clone());
+    second["page"] = serde_json::json!({"token": token});
+    let mut thousand = search("list", none.clone());
+    thousand["page"] = serde_json::json!({"limit": 1000});
+    let cases = [
+        posted(
+            "subject search: read_0 (1,000 groups, 10,000 members), first page",
+            subject,
+            search("read_0", none.clone()),
+            "results",
+            50,
+        ),
+        posted(
+            "subject search: read_0, second page",
+            subject,
+            second,
+            "results",
+            50,
+        ),
+        posted(
+            "subject search: list (10,000 groups, 100,000 members), first page",
+            subject,
+            search("list", none.clone()),
+            "results",
+            50,
+        ),
+        posted(
+            "subject search: list, a page of 1,000",
+            subject,
+            thousand,
+            "results",
+            1000,
+        ),
+        posted(
+            "subject search: refund 50 USD, first page",
+            subject,
+            search(
+                "refund",
+                serde_json::json!({"amount": 50, "currency": "USD"}),
+            ),
+            "results",
+            50,
+        ),
+        posted(
+            "subject search: deploy_0 (challenged), first page",
+            &format!("{subject}?include=challenge"),
+            search("deploy_0", none.clone()),
+            "results",
+            50,
+        ),
+        posted(
+            "subject search: drop_0 (denied to all)",
+            subject,
+            search("drop_0", none),
+            "results",
+            0,
+        ),
+        posted(
+            "action search: a member of group_0",
+            action,
+            of_agent(&member),
+            "results",
+            3,
+        ),
+        posted(
+            "action search: an agent of no group",
+            action,
+            of_agent(&outsider),
+            "results",
+            0,
+        ),
+        case(
+            "effective permissions: a member of group_0",
+            format!("/v1/access/agents/{member}"),
+            0,
+        ),
+        case("who may: read_0", "/v1/access/actions/read_0".into(), 0),
+    ];
+    measure_all(client, settings, &cases).await;
+    Ok(())
+}
+
+/// The audit search and the agents lists.
+async fn lists(client: &Client, settings: &Settings) -> anyhow::Result<()> {
     let audit = "/v1/workspace/audit/events";
     let rare_agent = seeded_agent(3);
     let busy_agent = seeded_agent(11);
@@ -642,20 +854,7 @@ async fn run(settings: &Settings) -> anyhow::Result<()> {
             200,
         ),
     ];
-    println!("| filter | requests | items | p50 ms | p99 ms | max ms |");
-    println!("| --- | ---: | ---: | ---: | ---: | ---: |");
-    for c in &cases {
-        match measure(&client, settings, c).await {
-            Ok(row) => println!("{row}"),
-            // A request the server gave up on (`408` after 30 s) is a result too.
-            Err(e) => println!(
-                "| {} | failed: {} | | | | |",
-                c.label,
-                e.to_string().replace('|', "/")
-            ),
-        }
-    }
-    drop(server);
+    measure_all(client, settings, &cases).await;
     Ok(())
 }
 

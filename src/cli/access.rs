@@ -29,7 +29,7 @@ pub enum AccessCommand {
         client: ClientArgs,
     },
     /// Who may do an action: every kind of agent with its conditions; with --context, the
-    /// agents the policy allows for that request (newest first)
+    /// agents the policy allows for that request (in order of their ids)
     #[command(name = "who-can")]
     WhoCan {
         /// The action, e.g. `refund`

@@ -57,6 +57,7 @@ fn csv_response(name: &str, body: Result<String, csv::Error>) -> ApiResult<Respo
     responses((status = 200, description = "JSON, or `text/csv` with `format=csv`",
             content((AgentAccessResponse = "application/json"), (String = "text/csv"))),
         (status = 400, description = "`invalid_format`, `invalid_version`", body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, description = "`insufficient_scope`, `insufficient_role`: both `policies:read` and `agents:read` are needed", body = ErrorBody),
         (status = 404, description = "`unknown_agent`, `unknown_policy`, `unknown_version`", body = ErrorBody)))]
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn agent(
@@ -65,6 +66,8 @@ pub async fn agent(
     AppPath(agent_id): AppPath<String>,
     AppQuery(params): AppQuery<AccessParams>,
 ) -> ApiResult<Response> {
+    // The answer shows the agent's metadata and labels: the agents' reading too.
+    op.also(Need::AgentsRead)?;
     let csv = wants_csv(params.format.as_deref())?;
     let found = access::agent_access(
         &ctx,
@@ -116,7 +119,7 @@ pub async fn action(
 }
 
 /// The search's request as the use case reads it: the context built as an evaluation's.
-fn asked(req: &SearchRequest, params: &SearchParams) -> ApiResult<Asked> {
+fn asked(caller: &Caller, req: &SearchRequest, params: &SearchParams) -> ApiResult<Asked> {
     let include_challenge = match params.include.as_deref() {
         None | Some("") => false,
         Some("challenge") => true,
@@ -154,6 +157,7 @@ fn asked(req: &SearchRequest, params: &SearchParams) -> ApiResult<Asked> {
         include_challenge,
         token: page.token.filter(|t| !t.is_empty()),
         limit: page.limit.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+        key: Some(caller.access.key.clone()),
     })
 }
 
@@ -196,7 +200,7 @@ fn page_of<T>(page: &Page<T>) -> SearchPageResponse {
 }
 
 /// AuthZEN subject search: the agents whose check of the action on the resource, with the
-/// context, the policy allows (an evaluation would answer `decision: true`), newest first.
+/// context, the policy allows (an evaluation would answer `decision: true`), in order of their ids.
 #[utoipa::path(post, path = "/access/v1/search/subject", tag = "decisions", params(SearchParams),
     request_body = SubjectSearchRequest, security(("api_key" = [])),
     responses((status = 200, body = SearchEntitiesResponse),
@@ -212,7 +216,7 @@ pub async fn search_subject(
     caller.require(Need::Check)?;
     let req = SearchRequest::from(req);
     agent_subject(&req)?;
-    let asked = asked(&req, &params)?;
+    let asked = asked(&caller, &req, &params)?;
     require_action(&asked)?;
     let page = access::subject_search(&ctx, &caller.workspace_id, &asked).await?;
     Ok(Json(SearchEntitiesResponse {
@@ -247,7 +251,7 @@ pub async fn search_action(
     caller.require(Need::Check)?;
     let req = SearchRequest::from(req);
     let agent_id = subject_id(&req)?;
-    let asked = asked(&req, &params)?;
+    let asked = asked(&caller, &req, &params)?;
     let page = access::action_search(&ctx, &caller.workspace_id, agent_id, &asked).await?;
     Ok(Json(SearchActionsResponse {
         page: page_of(&page),
@@ -287,7 +291,7 @@ pub async fn search_resource(
         }
         None => return Err(ApiError::missing("resource")),
     };
-    let asked = asked(&req, &params)?;
+    let asked = asked(&caller, &req, &params)?;
     require_action(&asked)?;
     let (page, others) =
         access::resource_search(&ctx, &caller.workspace_id, &agent_id, &kind, &asked).await?;

@@ -159,6 +159,7 @@ pub async fn list(
         group,
         last_seen,
         after: super::page_cursor(params.cursor.as_deref())?,
+        by_id: None,
         limit: limit + 1,
     };
     let mut rows = agents::list(&ctx, &query).await?;

@@ -89,6 +89,15 @@ impl<G> Authorized<G> {
         }
     }
 
+    /// Refuses (403, as the extractor refuses) unless the caller may also do `need`: for an
+    /// answer that shows what two grants read.
+    pub fn also(&self, need: Need) -> Result<(), ApiError> {
+        match &self.who {
+            Who::Key(caller) => caller.require(need),
+            Who::Person(principal) => person_requires(principal, need),
+        }
+    }
+
     /// The view of the workspace the request was authorized under.
     pub async fn view(&self, ctx: &SharedContext) -> Result<View, ApiError> {
         match &self.who {

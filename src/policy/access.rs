@@ -16,9 +16,9 @@ use crate::api;
 use crate::context::Context;
 use crate::domain::ids::PolicyId;
 use crate::domain::Refusal;
-use crate::store::{AgentQuery, AgentRecord, Cursor, GroupMembers, SelectorTerms};
+use crate::store::{AgentQuery, AgentRecord, GroupMembers, IdRange, SelectorTerms};
 
-use super::cache::{CachedAgent, LoadedPolicy};
+use super::cache::{CachedAgent, CachedKey, LoadedPolicy};
 use super::check::{unknown_policy, CheckInput};
 use super::error::{CheckError, CheckResult};
 use super::semantic::access::{AccessMatrix, ActionHolders, AgentAccess, Grantees};
@@ -34,9 +34,14 @@ pub const DEFAULT_PAGE: usize = 50;
 const MAX_EXAMINED: usize = 5000;
 /// Agents read from the store at a time.
 const CHUNK: i64 = 250;
-/// Past this many explicit members and selectors the candidates' groups are not read through
-/// the agents' indexes: every agent is read, newest first, and decided.
-const MAX_GROUP_TERMS: usize = 500;
+/// Explicit members of the candidates' groups one read names.
+const CHUNK_IDS: usize = 250;
+/// Reads one page makes at most (each reads up to `CHUNK` agents, or moves past `CHUNK_IDS`
+/// explicit members none of which is an agent of the workspace).
+const MAX_ROUNDS: usize = 40;
+/// Past this many selectors the candidates' groups are not read through the agents' indexes:
+/// every agent is read, in order of its id, and decided.
+const MAX_SELECTORS: usize = 500;
 
 /// The policy the analysis is of.
 #[derive(Debug, Clone)]
@@ -261,6 +266,8 @@ pub struct Asked {
     pub include_challenge: bool,
     pub token: Option<String>,
     pub limit: Option<usize>,
+    /// The API key whose rate each evaluation past the first spends (`None`: not limited).
+    pub key: Option<Arc<CachedKey>>,
 }
 
 /// One page of a search: each result with its outcome (allow, or challenge when asked for).
@@ -297,6 +304,13 @@ impl Asked {
         )
     }
 
+    /// Whether the search may make its evaluation number `done` + 1: the first is the
+    /// request's own (its token was spent when the key was read), each other spends one of
+    /// the key's tokens; once they are spent the page ends where it is, with a `next_token`.
+    fn may_decide(&self, done: usize) -> bool {
+        done == 0 || self.key.as_ref().is_none_or(|k| k.spend(1).is_ok())
+    }
+
     fn wanted(&self, outcome: Outcome) -> bool {
         outcome == Outcome::Allow || self.include_challenge && outcome == Outcome::Challenge
     }
@@ -314,7 +328,13 @@ fn bad_token() -> CheckError {
 }
 
 /// Subject search: the agents whose check of the action, resource and context the policy
-/// allows (and challenges, when asked), newest first.
+/// allows (and challenges, when asked), in order of their ids.
+///
+/// The candidates are the members of the groups that can be granted the action: their explicit
+/// members are taken from the compiled spec a chunk at a time (ids past the cursor, in order),
+/// read together with the agents the groups' selectors match up to that chunk's last id, so a
+/// page costs the same for ten members or a hundred thousand. When anyone could be granted it,
+/// every agent is read in order of its id.
 pub async fn subject_search(
     ctx: &Context,
     workspace_id: &str,
@@ -333,71 +353,79 @@ pub async fn subject_search(
         None => None,
         Some(token) => Some(read_cursor(token).ok_or_else(bad_token)?),
     };
-    let group = match held
+    let candidates = match held
         .reach()
         .grantees(probe.action(), asked.include_challenge)
     {
-        Grantees::Anyone => None,
-        Grantees::Groups(groups) => match members_of(held.compiled(), &groups) {
-            Some(members) => Some(members),
-            // No group may be granted it: nobody.
-            None if groups.is_empty() => {
-                return Ok(Page {
-                    results: Vec::new(),
-                    next_token: None,
-                })
-            }
-            None => None,
-        },
+        Grantees::Anyone => Candidates::Everyone,
+        Grantees::Groups(groups) => members_of(held.compiled(), &groups),
     };
     let mut results = Vec::new();
     let mut examined = 0;
-    loop {
+    for _ in 0..MAX_ROUNDS {
+        let Some((group, through)) = candidates.chunk(after.as_deref()) else {
+            return Ok(Page {
+                results,
+                next_token: None,
+            });
+        };
         let chunk = ctx
             .store
             .list_agents(&AgentQuery {
                 workspace_id: workspace_id.to_owned(),
-                group: group.clone(),
-                after: after.clone(),
+                group,
+                by_id: Some(IdRange {
+                    after: after.clone(),
+                    through: through.clone(),
+                }),
                 limit: CHUNK,
                 ..AgentQuery::default()
             })
             .await?;
+        let full = chunk.len() as i64 == CHUNK;
         let ids: Vec<String> = chunk.iter().map(|a| a.id.clone()).collect();
         let mut labels = ctx.store.agents_labels(workspace_id, &ids).await?;
-        let full = chunk.len() as i64 == CHUNK;
         for record in chunk {
-            let cursor = Cursor {
-                created_at: record.created_at,
-                id: record.id.clone(),
-            };
+            if !asked.may_decide(examined) {
+                return Ok(Page {
+                    results,
+                    next_token: after,
+                });
+            }
+            after = Some(record.id.clone());
             let agent = cached(record, &mut labels);
             let outcome = decided(&agent, held.compiled(), &probe);
             examined += 1;
-            after = Some(cursor);
             if asked.wanted(outcome) {
                 results.push((agent.agent.id.clone(), outcome));
                 if results.len() == limit {
                     return Ok(Page {
                         results,
-                        next_token: after.as_ref().map(write_cursor),
+                        next_token: after,
                     });
                 }
             }
         }
-        if !full {
-            return Ok(Page {
-                results,
-                next_token: None,
-            });
+        match (full, through) {
+            // More agents may follow within this chunk's range.
+            (true, _) => {}
+            // This chunk's range is read: the next starts past it.
+            (false, Some(through)) => after = Some(through),
+            (false, None) => {
+                return Ok(Page {
+                    results,
+                    next_token: None,
+                })
+            }
         }
         if examined >= MAX_EXAMINED {
-            return Ok(Page {
-                results,
-                next_token: after.as_ref().map(write_cursor),
-            });
+            break;
         }
     }
+    Ok(Page {
+        results,
+        next_token: after,
+    })
 }
 
 fn cached(record: AgentRecord, labels: &mut HashMap<String, Value>) -> CachedAgent {
@@ -407,40 +435,69 @@ fn cached(record: AgentRecord, labels: &mut HashMap<String, Value>) -> CachedAge
     CachedAgent::new(record, own, 0)
 }
 
-/// The members of `groups` as the agents list reads them; `None` when there are too many
-/// terms to read through the indexes (or no group: nobody).
-fn members_of(compiled: &CompiledPolicy, groups: &BTreeSet<String>) -> Option<GroupMembers> {
-    let mut members = GroupMembers::default();
+/// The agents a subject search reads.
+enum Candidates {
+    /// Every agent of the workspace.
+    Everyone,
+    /// The members of some groups: explicit ids (sorted, once each) and selectors.
+    Members {
+        ids: Vec<String>,
+        selectors: Vec<SelectorTerms>,
+    },
+}
+
+impl Candidates {
+    /// The next read past `after`: the members it keeps (`None`: every agent) and the last id
+    /// it reaches (`None`: to the end); `None` when no candidate is left.
+    fn chunk(&self, after: Option<&str>) -> Option<(Option<GroupMembers>, Option<String>)> {
+        let Candidates::Members { ids, selectors } = self else {
+            return Some((None, None));
+        };
+        let from = after.map_or(0, |a| ids.partition_point(|id| id.as_str() <= a));
+        let next = &ids[from..];
+        if next.is_empty() && selectors.is_empty() {
+            return None;
+        }
+        let taken = &next[..next.len().min(CHUNK_IDS)];
+        // Past this chunk's last id more explicit members wait: the read stops there.
+        let through = (taken.len() < next.len()).then(|| taken[taken.len() - 1].clone());
+        Some((
+            Some(GroupMembers {
+                ids: taken.to_vec(),
+                selectors: selectors.clone(),
+            }),
+            through,
+        ))
+    }
+}
+
+/// The members of `groups` as the agents list reads them; every agent when their selectors
+/// are too many to read through the indexes.
+fn members_of(compiled: &CompiledPolicy, groups: &BTreeSet<String>) -> Candidates {
+    let mut ids = Vec::new();
+    let mut selectors = Vec::new();
     for group in &compiled.spec.agent_groups {
         if !groups.contains(&group.name) {
             continue;
         }
-        members.ids.extend(group.members.iter().cloned());
-        members
-            .selectors
-            .extend(group.selectors.iter().map(|s| SelectorTerms {
-                metadata: s.metadata.clone().into_iter().collect(),
-                labels: s.labels.clone().into_iter().collect(),
-            }));
+        ids.extend(group.members.iter().cloned());
+        selectors.extend(group.selectors.iter().map(|s| SelectorTerms {
+            metadata: s.metadata.clone().into_iter().collect(),
+            labels: s.labels.clone().into_iter().collect(),
+        }));
     }
-    members.ids.sort();
-    members.ids.dedup();
-    let terms = members.ids.len() + members.selectors.len();
-    (terms > 0 && terms <= MAX_GROUP_TERMS).then_some(members)
+    if selectors.len() > MAX_SELECTORS {
+        return Candidates::Everyone;
+    }
+    ids.sort();
+    ids.dedup();
+    Candidates::Members { ids, selectors }
 }
 
-/// A page token: where the listing stopped (`created_at.id`), as text.
-fn write_cursor(c: &Cursor) -> String {
-    format!("{}.{}", c.created_at, c.id)
-}
-
-fn read_cursor(token: &str) -> Option<Cursor> {
-    let (at, id) = token.split_once('.')?;
-    let id = crate::domain::ids::AgentId::parse(id)?;
-    Some(Cursor {
-        created_at: at.parse().ok()?,
-        id: id.as_str().to_owned(),
-    })
+/// A page token: the id of the last agent a page read.
+fn read_cursor(token: &str) -> Option<String> {
+    let id = crate::domain::ids::AgentId::parse(token)?;
+    Some(id.as_str().to_owned())
 }
 
 /// Action search: the actions the policy names for the agent that it allows (and
@@ -464,6 +521,8 @@ pub async fn action_search(
         .actions_named(held.compiled(), &test_agent(&agent));
     let mut results = Vec::new();
     let start = asked.token.as_deref();
+    let mut done = 0;
+    let mut last: Option<&String> = None;
     for action in named
         .iter()
         .filter(|a| start.is_none_or(|s| a.as_str() > s))
@@ -473,6 +532,14 @@ pub async fn action_search(
         let Ok(input) = asked.input(agent_id, action) else {
             continue;
         };
+        if !asked.may_decide(done) {
+            return Ok(Page {
+                results,
+                next_token: last.cloned(),
+            });
+        }
+        done += 1;
+        last = Some(action);
         let outcome = decided(&agent, held.compiled(), &input);
         if asked.wanted(outcome) {
             if results.len() == limit {
@@ -526,6 +593,7 @@ pub async fn resource_search(
             include_challenge: asked.include_challenge,
             token: None,
             limit: None,
+            key: None,
         };
         with.context
             .insert("resource_type".into(), Value::String(resource_type.into()));
@@ -541,10 +609,22 @@ pub async fn resource_search(
     let others = decide_id(&other)?;
     let mut results = Vec::new();
     let start = asked.token.as_deref();
-    for id in named
+    let mut last: Option<&String> = None;
+    for (done, id) in named
         .iter()
         .filter(|a| start.is_none_or(|s| a.as_str() > s))
+        .enumerate()
     {
+        if !asked.may_decide(done + 1) {
+            return Ok((
+                Page {
+                    results,
+                    next_token: last.cloned(),
+                },
+                others,
+            ));
+        }
+        last = Some(id);
         let outcome = decide_id(id)?;
         if asked.wanted(outcome) {
             if results.len() == limit {
@@ -697,4 +777,53 @@ pub fn action_csv(body: &api::ActionAccessResponse) -> Result<String, csv::Error
                 .map(move |c| (agents.clone(), groups.clone(), body.action.as_str(), c))
         }),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn explicit_members_are_read_a_chunk_at_a_time_past_the_cursor() {
+        let ids: Vec<String> = (0..600).map(|n| format!("agt_{n:032}")).collect();
+        let members = Candidates::Members {
+            ids: ids.clone(),
+            selectors: Vec::new(),
+        };
+        let (group, through) = members.chunk(None).unwrap();
+        assert_eq!(group.unwrap().ids, ids[..250]);
+        assert_eq!(through.as_deref(), Some(ids[249].as_str()));
+        let (group, through) = members.chunk(Some(&ids[249])).unwrap();
+        assert_eq!(group.unwrap().ids, ids[250..500]);
+        assert_eq!(through.as_deref(), Some(ids[499].as_str()));
+        // A cursor between two members (an agent a selector matched) starts past it.
+        let between = format!("{}x", ids[520]);
+        let (group, through) = members.chunk(Some(&between)).unwrap();
+        assert_eq!(group.unwrap().ids, ids[521..]);
+        assert_eq!(through, None, "the last chunk reads to the end");
+        assert!(members.chunk(Some(&ids[599])).is_none(), "nobody is left");
+
+        // With selectors, agents past the last explicit member are still read.
+        let selectors = vec![SelectorTerms {
+            metadata: vec![("team".into(), "t".into())],
+            labels: Vec::new(),
+        }];
+        let with_selectors = Candidates::Members {
+            ids: ids.clone(),
+            selectors: selectors.clone(),
+        };
+        let (group, through) = with_selectors.chunk(Some(&ids[599])).unwrap();
+        assert_eq!(
+            group,
+            Some(GroupMembers {
+                ids: Vec::new(),
+                selectors
+            })
+        );
+        assert_eq!(through, None);
+        assert_eq!(
+            Candidates::Everyone.chunk(Some(&ids[3])),
+            Some((None, None))
+        );
+    }
 }

@@ -251,6 +251,15 @@ pub struct CachedKey {
 }
 
 impl CachedKey {
+    /// Spends `n` of the key's tokens on this replica (one compare-and-swap, no lock), or
+    /// answers the seconds until `n` could be spent.
+    pub fn spend(&self, n: u64) -> Result<(), u64> {
+        match &self.rate {
+            Some(rate) => rate.take(n),
+            None => Ok(()),
+        }
+    }
+
     /// Estimated bytes: the struct, its strings and its scopes (each a string in a shared set).
     pub fn weight(&self) -> u32 {
         /// A scope's share of its set: the `String` and the set's nodes.
@@ -295,13 +304,10 @@ pub struct View {
 }
 
 impl KeyAccess {
-    /// Spends `n` of the key's tokens on this replica (one compare-and-swap, no lock), or
-    /// answers the seconds until `n` could be spent.
+    /// Spends `n` of the key's tokens on this replica, or answers the seconds until `n` could
+    /// be spent.
     pub fn spend(&self, n: u64) -> Result<(), u64> {
-        match &self.key.rate {
-            Some(rate) => rate.take(n),
-            None => Ok(()),
-        }
+        self.key.spend(n)
     }
 }
 

@@ -175,7 +175,17 @@ pub struct AgentQuery {
     /// Only agents whose last heartbeat (`last_seen_at`) is in this window.
     pub last_seen: Option<LastSeen>,
     pub after: Option<Cursor>,
+    /// Listed in order of their ids, within this range, instead of newest first (`after` is
+    /// then not used).
+    pub by_id: Option<IdRange>,
     pub limit: i64,
+}
+
+/// Agent ids past `after` (exclusive) and up to `through` (inclusive), either end open.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IdRange {
+    pub after: Option<String>,
+    pub through: Option<String>,
 }
 
 /// The agents of a policy spec's group, as the store can match them: its explicit members, and

@@ -35,8 +35,8 @@ pub use accounts::{
 };
 pub use agents::{
     label_terms, labels_as_pairs, AgentQuery, AgentRecord, ChallengeRecord, ClaimCodeRecord,
-    GroupMembers, InventoryQuery, InventoryRecord, LastSeen, SelectorTerms, TERM_ENTRY, TERM_KEY,
-    TERM_PAIR,
+    GroupMembers, IdRange, InventoryQuery, InventoryRecord, LastSeen, SelectorTerms, TERM_ENTRY,
+    TERM_KEY, TERM_PAIR,
 };
 pub use agents::{AgentOp, AgentStore};
 pub use audit::{

@@ -72,6 +72,15 @@ struct Endpoint {
     path: String,
     body: Option<Value>,
     need: Need,
+    /// A second grant the endpoint needs besides `need` (an answer that shows what both read).
+    also: Option<Need>,
+}
+
+impl Endpoint {
+    /// Whether `may` holds for every grant the endpoint needs.
+    fn all(&self, may: impl Fn(Need) -> bool) -> bool {
+        may(self.need) && self.also.is_none_or(may)
+    }
 }
 
 fn endpoints(agent_id: &str) -> Vec<Endpoint> {
@@ -80,6 +89,7 @@ fn endpoints(agent_id: &str) -> Vec<Endpoint> {
         path: path.to_owned(),
         body,
         need,
+        also: None,
     };
     let get = Method::GET;
     let post = Method::POST;
@@ -190,12 +200,16 @@ fn endpoints(agent_id: &str) -> Vec<Endpoint> {
             None,
             Need::PoliciesRead,
         ),
-        e(
-            get.clone(),
-            &format!("/v1/access/agents/{agent_id}"),
-            None,
-            Need::PoliciesRead,
-        ),
+        // An agent's effective permissions show its metadata and labels too.
+        Endpoint {
+            also: Some(Need::AgentsRead),
+            ..e(
+                get.clone(),
+                &format!("/v1/access/agents/{agent_id}"),
+                None,
+                Need::PoliciesRead,
+            )
+        },
         e(
             get.clone(),
             "/v1/access/actions/refund",
@@ -393,7 +407,7 @@ both_engines! {
         // The workspace API key: everything but people's matters (401 session_required).
         for ep in &eps {
             let got = outcome(request(&app, &Credential::Key(app.key.clone()), ep).send().await.unwrap()).await;
-            if ep.need.for_keys() {
+            if ep.all(Need::for_keys) {
                 assert!(!refused_for_access(&got), "key on {} {}: {got:?}", ep.method, ep.path);
             } else {
                 assert_eq!(got, (401, "session_required".into()), "key on {} {}", ep.method, ep.path);
@@ -410,7 +424,7 @@ both_engines! {
                 let kind = if matches!(cred, Credential::Session(_)) { "session" } else { "token" };
                 for ep in &eps {
                     let got = outcome(request(&app, &cred, ep).send().await.unwrap()).await;
-                    if ep.need.allowed_to(role) {
+                    if ep.all(|n| n.allowed_to(role)) {
                         assert!(!refused_for_access(&got), "{role} {kind} on {} {}: {got:?}", ep.method, ep.path);
                     } else {
                         assert_eq!(got, (403, "insufficient_role".into()), "{role} {kind} on {} {}", ep.method, ep.path);
@@ -428,7 +442,7 @@ both_engines! {
             let want = if ep.need.for_keys() { (403, "insufficient_scope") } else { (401, "session_required") };
             assert_eq!((got.0, got.1.as_str()), want, "gateway key on {} {}", ep.method, ep.path);
             let got = outcome(request(&app, &Credential::Key(reader.clone()), ep).send().await.unwrap()).await;
-            if matches!(ep.need, Need::AgentsRead | Need::AuditRead) {
+            if ep.all(|n| matches!(n, Need::AgentsRead | Need::AuditRead)) {
                 assert!(!refused_for_access(&got), "reader key on {} {}: {got:?}", ep.method, ep.path);
             } else {
                 assert!(refused_for_access(&got), "reader key on {} {}: {got:?}", ep.method, ep.path);
@@ -450,7 +464,7 @@ both_engines! {
         let read = Credential::Token(token_of(&owner, &["read"]).await, ws.clone());
         for ep in &eps {
             let got = outcome(request(&app, &read, ep).send().await.unwrap()).await;
-            if ep.need.is_read() {
+            if ep.all(Need::is_read) {
                 assert!(!refused_for_access(&got), "read token on {} {}: {got:?}", ep.method, ep.path);
             } else {
                 assert_eq!(got.0, 403, "read token on {} {}: {got:?}", ep.method, ep.path);
@@ -461,7 +475,7 @@ both_engines! {
         let sync = Credential::Token(token_of(&owner, &["policy:sync"]).await, ws.clone());
         for ep in &eps {
             let got = outcome(request(&app, &sync, ep).send().await.unwrap()).await;
-            if matches!(ep.need, Need::PolicySync | Need::PoliciesRead) {
+            if ep.all(|n| matches!(n, Need::PolicySync | Need::PoliciesRead)) {
                 assert!(!refused_for_access(&got), "sync token on {} {}: {got:?}", ep.method, ep.path);
             } else {
                 assert_eq!(got.1, "insufficient_scope", "sync token on {} {}", ep.method, ep.path);

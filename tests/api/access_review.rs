@@ -128,7 +128,7 @@ both_engines! {
         assert_error(app.get("/v1/access/agents/agt_00000000000000000000000000000000").await, 404, "unknown_agent").await;
         assert_error(app.get("/v1/access/actions/refund?format=xml").await, 400, "invalid_format").await;
 
-        // Subject search: exactly the agents an evaluation allows, newest first, paged.
+        // Subject search: exactly the agents an evaluation allows, in order of their ids, paged.
         let request = |amount: f64| json!({
             "subject": {"type": "agent"}, "action": {"name": "refund"},
             "resource": {"type": "payment", "properties": {"amount": amount, "currency": "USD"}}
@@ -169,6 +169,20 @@ both_engines! {
         let mut both = [ids(&first), ids(&second)].concat();
         both.sort();
         assert_eq!(both, expected);
+        assert!(ids(&first)[0] < ids(&second)[0], "in order of their ids");
+        // Each evaluation past the first spends one of the key's tokens: a key whose rate is
+        // spent gets a shorter page and a token to go on from.
+        app.grant(&app.workspace_id, "owner@example.com", "owner").await;
+        let owner = app.login("owner@example.com").await;
+        let (s, made) = status_json(owner.post("/v1/workspace/api-keys", &json!({"name": "slow", "rate_limit": 1})).await).await;
+        assert_eq!(s, 200, "{made}");
+        let slow = app.with_key(made["key"].as_str().unwrap());
+        let mut everything = request(100.0);
+        everything["page"] = json!({"limit": 10});
+        let (s, short) = status_json(slow.post("/access/v1/search/subject", &everything).await).await;
+        assert_eq!(s, 200, "{short}");
+        assert!(short["page"]["count"].as_u64().unwrap() <= 1, "{short}");
+        assert!(!short["page"]["next_token"].as_str().unwrap().is_empty(), "{short}");
         paged["page"]["token"] = json!("nonsense");
         assert_error(app.post("/access/v1/search/subject", &paged).await, 400, "invalid_page").await;
         let mut user = request(100.0);

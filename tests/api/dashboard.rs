@@ -1480,7 +1480,7 @@ both_engines! {
 
         // The store reads the same members whether it looks the few candidates up by id or
         // walks the newest agents probing each (its choice past `list_candidates`).
-        use acp::store::{AgentQuery, AgentStore, GroupMembers, OpenOptions, SelectorTerms, SqlStore};
+        use acp::store::{AgentQuery, AgentStore, GroupMembers, IdRange, OpenOptions, SelectorTerms, SqlStore};
         let pairs = |p: &[(&str, &str)]| p.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect::<Vec<_>>();
         let selector = |metadata: &[(&str, &str)], labels: &[(&str, &str)]| SelectorTerms { metadata: pairs(metadata), labels: pairs(labels) };
         let group = |ids: Vec<String>, selectors: Vec<SelectorTerms>| Some(GroupMembers { ids, selectors });
@@ -1513,6 +1513,29 @@ both_engines! {
         assert_eq!(listed[0][5], ["gold", "picked"]);
         assert_eq!(listed[0][6], ["payer"]);
         assert_eq!(listed[0][7].len(), 4, "a selector without keys keeps every agent");
+        // In order of their ids (as the subject search reads them): the same members, in that
+        // order, either way; a range keeps those within it.
+        for list_candidates in [0, 5_000] {
+            let store = SqlStore::open(&app.db_url, &OpenOptions { list_candidates, ..OpenOptions::default() }).await.expect("open");
+            for (query, names) in queries.iter().zip(&listed[0]) {
+                let query = AgentQuery { workspace_id: app.workspace_id.clone(), limit: 50, by_id: Some(IdRange::default()), ..query.clone() };
+                let found = store.list_agents(&query).await.expect("list");
+                let ids: Vec<String> = found.iter().map(|a| a.id.clone()).collect();
+                let mut sorted = ids.clone();
+                sorted.sort();
+                assert_eq!(ids, sorted, "in order of their ids");
+                let mut got: Vec<String> = found.into_iter().map(|a| a.name).collect();
+                got.sort();
+                assert_eq!(&got, names);
+                if ids.len() >= 2 {
+                    let range = IdRange { after: Some(ids[0].clone()), through: Some(ids[1].clone()) };
+                    let ranged = AgentQuery { by_id: Some(range), ..query.clone() };
+                    let within: Vec<String> = store.list_agents(&ranged).await.expect("list").into_iter().map(|a| a.id).collect();
+                    assert_eq!(within, [ids[1].clone()]);
+                }
+            }
+            store.close().await;
+        }
     }
 }
 

@@ -334,9 +334,11 @@ impl AgentStore for SqlStore {
         let read = self.membership_read(query).await?;
         let mut f = Filters::new();
         f.text(
-            if read == MembershipRead::FromCandidates {
+            if read == MembershipRead::FromCandidates || query.by_id.is_some() {
                 // Not the index on (workspace_id, created_at): the few candidates are looked
-                // up by id and sorted instead.
+                // up by id and sorted instead; in order of their ids, the primary key is
+                // walked (SQLite, without statistics, would otherwise take any index on
+                // `workspace_id` and sort every agent: 400 ms at a million).
                 "workspace_id || '' = ?"
             } else {
                 "workspace_id = ?"
@@ -395,10 +397,20 @@ impl AgentStore for SqlStore {
                 ],
             );
         }
-        f.cursor(query.after.as_ref());
+        let order = match &query.by_id {
+            Some(range) => {
+                f.text("id > ?", range.after.as_deref());
+                f.text("id <= ?", range.through.as_deref());
+                "id"
+            }
+            None => {
+                f.cursor(query.after.as_ref());
+                "created_at DESC, id DESC"
+            }
+        };
         let sql = f.sql(
             &format!("SELECT {AGENT_COLUMNS} FROM agents"),
-            &format!("ORDER BY created_at DESC, id DESC LIMIT {}", query.limit),
+            &format!("ORDER BY {order} LIMIT {}", query.limit),
         );
         let rows = f.fetch(&self.read, &sql).await?;
         Ok(rows.iter().map(agent_from_row).collect::<Result<_, _>>()?)
