@@ -103,9 +103,10 @@ pub struct SearchSubject {
     pub kind: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
+    /// Read, not used: an agent's own facts are its stored ones (a JSON object).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
-    pub properties: Option<Value>,
+    pub properties: Option<serde_json::Map<String, Value>>,
 }
 
 /// A search's resource: `id` is left out by resource search.
@@ -156,7 +157,11 @@ pub struct SearchRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub context: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::optional_object"
+    )]
     pub page: Option<SearchPage>,
 }
 
@@ -169,9 +174,10 @@ pub struct IdentifiedSubject {
     /// The agent's id.
     #[schema(min_length = 1)]
     pub id: String,
+    /// Read, not used: an agent's own facts are its stored ones (a JSON object).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
-    pub properties: Option<Value>,
+    pub properties: Option<serde_json::Map<String, Value>>,
 }
 
 /// A search's action named (subject and resource search).
@@ -198,7 +204,11 @@ pub struct SubjectSearchRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub context: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::optional_object"
+    )]
     pub page: Option<SearchPage>,
 }
 
@@ -211,7 +221,11 @@ pub struct ActionSearchRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub context: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::optional_object"
+    )]
     pub page: Option<SearchPage>,
 }
 
@@ -225,7 +239,11 @@ pub struct ResourceSearchRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub context: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::optional_object"
+    )]
     pub page: Option<SearchPage>,
 }
 

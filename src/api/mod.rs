@@ -47,6 +47,17 @@ pub(crate) fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(
     Option::<T>::deserialize(d).map(Some)
 }
 
+/// A nested object of a JSON body whose fields are all optional: serde reads a struct from an
+/// array too (`[null, null]` as its fields in order), and the OpenAPI document says object.
+pub(crate) fn optional_object<'de, D: serde::Deserializer<'de>, T: serde::de::DeserializeOwned>(
+    d: D,
+) -> Result<Option<T>, D::Error> {
+    Option::<serde_json::Map<String, serde_json::Value>>::deserialize(d)?
+        .map(|fields| serde_json::from_value(serde_json::Value::Object(fields)))
+        .transpose()
+        .map_err(serde::de::Error::custom)
+}
+
 /// Integers in JSON bodies: JSON Schema's `integer` is any number without a fractional part, so
 /// `5.0` reads as `5`, as the OpenAPI document promises; `5.5` and text are refused.
 pub mod int {

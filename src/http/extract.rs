@@ -65,11 +65,18 @@ fn field_of(path: &serde_path_to_error::Path) -> Option<String> {
 /// Parses a JSON body into `T`, naming the offending field in the error code:
 /// `missing_<field>` for an absent required field, `invalid_<field>` for a wrong type, and
 /// `invalid_json` for a body that is not a JSON object at all (an array, even one serde could
-/// read as a struct, is refused). An empty body reads as `{}`.
+/// read as a struct, is refused). An empty body reads as `{}`; a body of only whitespace is
+/// not JSON.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
     let bytes: &[u8] = match first {
-        None => b"{}",
+        None if bytes.is_empty() => b"{}",
+        None => {
+            return Err(ApiError::bad_request(
+                "invalid_json",
+                "the body is not valid JSON (send no body, or a JSON object)",
+            ))
+        }
         Some(b'{') => bytes,
         Some(_) => {
             let well_formed = serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok();
@@ -597,8 +604,9 @@ mod tests {
         assert!(parse_json::<AllOptional>(b"").is_ok());
         assert!(code("\"x\"").starts_with("invalid_json:"));
         assert!(code("null").starts_with("invalid_json:"));
-        // An empty body reads as `{}`.
-        assert!(code("   ").starts_with("missing_name:"));
+        // An empty body reads as `{}`; whitespace alone is not JSON.
+        assert!(code("").starts_with("missing_name:"));
+        assert!(code("   ").starts_with("invalid_json:"));
     }
 
     /// A signed request's PATH is `uri.path()` of the request as received: the documented

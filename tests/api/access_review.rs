@@ -185,6 +185,12 @@ both_engines! {
         assert!(!short["page"]["next_token"].as_str().unwrap().is_empty(), "{short}");
         paged["page"]["token"] = json!("nonsense");
         assert_error(app.post("/access/v1/search/subject", &paged).await, 400, "invalid_page").await;
+        let mut listed_properties = request(100.0);
+        listed_properties["subject"]["properties"] = json!([null]);
+        assert_error(app.post("/access/v1/search/subject", &listed_properties).await, 400, "invalid_subject").await;
+        let mut listed_page = request(100.0);
+        listed_page["page"] = json!([null, null]);
+        assert_error(app.post("/access/v1/search/subject", &listed_page).await, 400, "invalid_page").await;
         let mut user = request(100.0);
         user["subject"]["type"] = json!("user");
         assert_error(app.post("/access/v1/search/subject", &user).await, 400, "invalid_subject").await;
