@@ -615,7 +615,9 @@ pub async fn resource_search(
         .filter(|a| start.is_none_or(|s| a.as_str() > s))
         .enumerate()
     {
-        if !asked.may_decide(done + 1) {
+        // The first id is decided with the request's own token too (as the other ids' is):
+        // a page that stops always names where to go on from.
+        if !asked.may_decide(done) {
             return Ok((
                 Page {
                     results,
