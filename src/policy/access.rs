@@ -386,7 +386,7 @@ pub async fn subject_search(
         let ids: Vec<String> = chunk.iter().map(|a| a.id.clone()).collect();
         let mut labels = ctx.store.agents_labels(workspace_id, &ids).await?;
         for record in chunk {
-            if !asked.may_decide(examined) {
+            if examined >= MAX_EXAMINED || !asked.may_decide(examined) {
                 return Ok(Page {
                     results,
                     next_token: after,
@@ -480,7 +480,15 @@ fn members_of(compiled: &CompiledPolicy, groups: &BTreeSet<String>) -> Candidate
         if !groups.contains(&group.name) {
             continue;
         }
-        ids.extend(group.members.iter().cloned());
+        // An agent's id is lower-case hex: a member spelled with upper case names no agent,
+        // and left out it cannot sort apart from a database's own collation of the ids.
+        ids.extend(
+            group
+                .members
+                .iter()
+                .filter(|m| !m.bytes().any(|b| b.is_ascii_uppercase()))
+                .cloned(),
+        );
         selectors.extend(group.selectors.iter().map(|s| SelectorTerms {
             metadata: s.metadata.clone().into_iter().collect(),
             labels: s.labels.clone().into_iter().collect(),
@@ -527,11 +535,12 @@ pub async fn action_search(
         .iter()
         .filter(|a| start.is_none_or(|s| a.as_str() > s))
     {
-        // A check of it that cannot be read (`send_email` without the email's facts) is no
-        // evaluation's `true` either.
-        let Ok(input) = asked.input(agent_id, action) else {
+        // `send_email` without the email's facts is no check that could be allowed; any other
+        // input a check could not read is the request's error (a malformed `email`, say).
+        if action == "send_email" && asked.email.as_ref().is_none_or(Value::is_null) {
             continue;
-        };
+        }
+        let input = asked.input(agent_id, action)?;
         if !asked.may_decide(done) {
             return Ok(Page {
                 results,

@@ -215,6 +215,9 @@ both_engines! {
         assert_eq!(names(&search(&app, "/access/v1/search/action", docs_actions).await), ["read_doc"]);
         assert_error(app.post("/access/v1/search/action", &json!({"subject": {"type": "agent"}, "resource": {"type": "x"}})).await, 400, "missing_id").await;
         assert_error(app.post("/access/v1/search/action", &json!({"subject": {"type": "agent", "id": ""}})).await, 400, "missing_subject").await;
+        // An email a check could not read is the request's error, not an empty answer.
+        let bad_email = json!({"subject": {"type": "agent", "id": fin1.id}, "context": {"email": 5}});
+        assert_error(app.post("/access/v1/search/action", &bad_email).await, 400, "invalid_email").await;
 
         // Resource search: the ids the policy names, and how it decides the others.
         let which = json!({"subject": {"type": "agent", "id": reader.id}, "action": {"name": "read_doc"}, "resource": {"type": "document"}});

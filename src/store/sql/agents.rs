@@ -334,11 +334,11 @@ impl AgentStore for SqlStore {
         let read = self.membership_read(query).await?;
         let mut f = Filters::new();
         f.text(
-            if read == MembershipRead::FromCandidates || query.by_id.is_some() {
-                // Not the index on (workspace_id, created_at): the few candidates are looked
-                // up by id and sorted instead; in order of their ids, the primary key is
-                // walked (SQLite, without statistics, would otherwise take any index on
-                // `workspace_id` and sort every agent: 400 ms at a million).
+            if read == MembershipRead::FromCandidates {
+                // Not an index on `workspace_id`: the few candidates are looked up by id and
+                // sorted instead (SQLite, without statistics, would otherwise take any index on
+                // `workspace_id` and sort every agent: 400 ms at a million). In order of the
+                // ids the index on (workspace_id, id) gives the order and the range.
                 "workspace_id || '' = ?"
             } else {
                 "workspace_id = ?"
@@ -356,11 +356,6 @@ impl AgentStore for SqlStore {
                 "status = ?"
             },
             query.status.map(AgentStatus::as_str),
-        );
-        // The cursor bounds `created_at` in the index too, not only as a filter.
-        f.int(
-            "created_at <= ?",
-            query.after.as_ref().map(|c| c.created_at),
         );
         f.text("risk_tier = ?", query.risk_tier.map(RiskTier::as_str));
         if let Some(search) = query.search.as_deref() {
@@ -404,6 +399,11 @@ impl AgentStore for SqlStore {
                 "id"
             }
             None => {
+                // The cursor bounds `created_at` in the index too, not only as a filter.
+                f.int(
+                    "created_at <= ?",
+                    query.after.as_ref().map(|c| c.created_at),
+                );
                 f.cursor(query.after.as_ref());
                 "created_at DESC, id DESC"
             }
