@@ -66,13 +66,18 @@ async fn caller(ctx: &SharedContext, name: &str, headers: &HeaderMap) -> Result<
     let caller = gateway::authenticate(ctx, name, bearer_token(headers))
         .await
         .map_err(|e| refusal(ctx, name, e))?;
-    // A version the client names must be one the gateway speaks.
+    // A version the client names must be one the gateway speaks: a handshake's within a
+    // session, the sessionless revision without one.
     if let Some(version) = headers.get(VERSION_HEADER) {
         let version = version.to_str().unwrap_or_default();
-        if !gateway::protocol_versions()
-            .iter()
-            .any(|v| v.as_str() == version)
-        {
+        let spoken = if session_header(headers).is_some() {
+            gateway::protocol_versions()
+                .iter()
+                .any(|v| v.as_str() == version)
+        } else {
+            gateway::speaks(version)
+        };
+        if !spoken {
             return Err(refusal(
                 ctx,
                 name,
@@ -101,6 +106,27 @@ fn session_header(headers: &HeaderMap) -> Option<&str> {
     headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok())
 }
 
+/// The sessionless revision's routing headers (`Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`).
+fn routing(headers: &HeaderMap) -> Result<gateway::Routing, EnforceError> {
+    let mut routing = gateway::Routing::default();
+    for (name, value) in headers {
+        if gateway::Routing::names(name.as_str()) {
+            let value = value.to_str().map_err(|_| {
+                EnforceError::malformed(
+                    "invalid_mcp_message",
+                    format!("the `{name}` header is not visible ASCII (send `=?base64?...?=`)"),
+                )
+            })?;
+            routing.push(name.as_str(), value)?;
+        }
+    }
+    Ok(routing)
+}
+
+fn version_header(headers: &HeaderMap) -> Option<&str> {
+    headers.get(VERSION_HEADER).and_then(|v| v.to_str().ok())
+}
+
 /// One JSON-RPC message from the agent to the server `name` (Streamable HTTP). Requests are
 /// answered with one message (`application/json`) or a stream of them (`text/event-stream`,
 /// ending with the response); notifications and responses with 202.
@@ -109,7 +135,7 @@ fn session_header(headers: &HeaderMap) -> Option<&str> {
     request_body(content = serde_json::Value, description = "One JSON-RPC message", content_type = "application/json"),
     security(("agent_credential" = [])),
     responses(
-        (status = 200, description = "The response (`application/json`), or server-sent events ending with it (`text/event-stream`); `initialize` answers `Mcp-Session-Id`"),
+        (status = 200, description = "The response (`application/json`), or server-sent events ending with it (`text/event-stream`); `initialize` answers `Mcp-Session-Id`. Without a session, `MCP-Protocol-Version: 2026-07-28` with `Mcp-Method` (and `Mcp-Name`) serves the sessionless revision (`server/discover` in place of `initialize`)"),
         (status = 202, description = "A notification or response, taken"),
         (status = 400, description = "`invalid_mcp_message`, `missing_mcp_session`, `unsupported_protocol_version`", body = ErrorBody),
         (status = 401, description = "`invalid_credential`, with `WWW-Authenticate` naming the resource metadata", body = ErrorBody),
@@ -128,7 +154,12 @@ pub async fn post(
         Ok(caller) => caller,
         Err(refused) => return refused,
     };
-    let answer = match gateway::post(&ctx, caller, session_header(&headers), &body).await {
+    let routing = match routing(&headers) {
+        Ok(routing) => routing,
+        Err(err) => return refusal(&ctx, &name, err),
+    };
+    let era = gateway::Era::of(session_header(&headers), version_header(&headers), routing);
+    let answer = match gateway::post(&ctx, caller, era, &body).await {
         Ok(answer) => answer,
         Err(err) => return refusal(&ctx, &name, err),
     };

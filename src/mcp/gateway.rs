@@ -19,7 +19,7 @@ use futures::stream::{BoxStream, StreamExt as _};
 use futures::FutureExt as _;
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ContentBlock, InitializeRequestParams, MetaObject,
-    ProtocolVersion,
+    ProtocolVersion, ResultType,
 };
 use serde_json::{json, Map, Value};
 
@@ -46,6 +46,134 @@ use crate::vault::agent::Scene;
 /// The handshake revisions the gateway speaks (both with `initialize` and sessions).
 pub fn protocol_versions() -> [ProtocolVersion; 2] {
     [ProtocolVersion::V_2025_06_18, ProtocolVersion::V_2025_11_25]
+}
+
+/// The revision the gateway serves without a session: each request names its version in
+/// `MCP-Protocol-Version` and in its `_meta`, with the client's capabilities, and
+/// `server/discover` takes the handshake's place. Such requests go upstream the same way.
+pub const SESSIONLESS: ProtocolVersion = ProtocolVersion::V_2026_07_28;
+
+/// Whether the gateway speaks protocol version `version`: a handshake's or the sessionless one.
+pub fn speaks(version: &str) -> bool {
+    version == SESSIONLESS.as_str() || protocol_versions().iter().any(|v| v.as_str() == version)
+}
+
+/// How a message comes: within a session (the `Mcp-Session-Id` it names; none before the
+/// handshake), or without one in the sessionless revision, with its routing headers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Era<'a> {
+    Session(Option<&'a str>),
+    Sessionless(Routing),
+}
+
+impl<'a> Era<'a> {
+    /// The era of a request with these headers: sessionless when it names no session and its
+    /// `MCP-Protocol-Version` is the sessionless revision.
+    pub fn of(session: Option<&'a str>, version: Option<&str>, routing: Routing) -> Self {
+        match (session, version) {
+            (None, Some(v)) if v == SESSIONLESS.as_str() => Era::Sessionless(routing),
+            (session, _) => Era::Session(session),
+        }
+    }
+}
+
+/// The sessionless revision's routing headers of one message, as the agent sent them
+/// (`Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`; names in lower case), so that boxes on the way
+/// route without reading the body. The gateway checks the method's and the name's against the
+/// body it decides on, and passes them all on to the upstream, which checks each
+/// `Mcp-Param-*` against its own tools' annotations (which the gateway does not hold).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Routing(Vec<(String, String)>);
+
+impl Routing {
+    /// The most routing headers one message carries.
+    const MAX: usize = 64;
+
+    /// Whether a header of this name (lower case) is a routing header.
+    pub fn names(header: &str) -> bool {
+        header == "mcp-method" || header == "mcp-name" || header.starts_with("mcp-param-")
+    }
+
+    /// Adds a header; each may come once.
+    pub fn push(&mut self, name: &str, value: &str) -> EnforceResult<()> {
+        if self.0.iter().any(|(n, _)| n == name) {
+            return Err(malformed(format!(
+                "the `{name}` header is sent more than once"
+            )));
+        }
+        if self.0.len() == Self::MAX {
+            return Err(malformed(format!(
+                "at most {} `Mcp-Method`, `Mcp-Name` and `Mcp-Param-*` headers",
+                Self::MAX
+            )));
+        }
+        self.0.push((name.to_owned(), value.to_owned()));
+        Ok(())
+    }
+
+    fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The headers' method and name are the body's.
+    fn check(&self, message: &Value) -> EnforceResult<()> {
+        let Some(method) = message.get("method").and_then(Value::as_str) else {
+            return Ok(());
+        };
+        match self.get("mcp-method") {
+            None => {
+                return Err(malformed(format!(
+                    "`{method}` without the `Mcp-Method` header the revision {SESSIONLESS} asks for"
+                )))
+            }
+            Some(header) if header != method => {
+                return Err(malformed(format!(
+                    "the `Mcp-Method` header `{header}` is not the body's method `{method}`"
+                )))
+            }
+            Some(_) => {}
+        }
+        let key = match method {
+            "tools/call" | "prompts/get" => "name",
+            "resources/read" | "resources/subscribe" | "resources/unsubscribe" => "uri",
+            "tasks/get" | "tasks/update" | "tasks/cancel" => "taskId",
+            _ => return Ok(()),
+        };
+        let Some(expected) = message
+            .pointer(&format!("/params/{key}"))
+            .and_then(Value::as_str)
+        else {
+            return Ok(());
+        };
+        match self.get("mcp-name").map(header_text) {
+            None => Err(malformed(format!(
+                "`{method}` without the `Mcp-Name` header the revision {SESSIONLESS} asks for"
+            ))),
+            Some(Some(name)) if name == expected => Ok(()),
+            Some(_) => Err(malformed(format!(
+                "the `Mcp-Name` header is not the body's `{key}`"
+            ))),
+        }
+    }
+}
+
+/// A routing header's text: as sent, or the UTF-8 inside `=?base64?...?=` (how a value with
+/// characters a header cannot carry is sent). By hand: the SDK keeps its own reader private.
+fn header_text(value: &str) -> Option<String> {
+    use base64::Engine as _;
+    match value
+        .strip_prefix("=?base64?")
+        .and_then(|inner| inner.strip_suffix("?="))
+    {
+        Some(inner) => base64::engine::general_purpose::STANDARD
+            .decode(inner)
+            .ok()
+            .and_then(|bytes| String::from_utf8(bytes).ok()),
+        None => Some(value.to_owned()),
+    }
 }
 
 /// How long a session lives, however it is used.
@@ -280,7 +408,7 @@ fn classify(message: &Value) -> EnforceResult<Message<'_>> {
 pub async fn post(
     ctx: &SharedContext,
     caller: Caller,
-    session_id: Option<&str>,
+    era: Era<'_>,
     body: &[u8],
 ) -> EnforceResult<Answer> {
     let message: Value = serde_json::from_slice(body)
@@ -294,14 +422,28 @@ pub async fn post(
         let id = id.clone();
         return initialize(ctx, caller, id, &message).await;
     }
-    let session = session_of(ctx, &caller, session_id).await?;
-    let link = Upstream::of(ctx, &caller.server, &session).await?;
+    let (link, session) = match era {
+        Era::Session(id) => {
+            let session = session_of(ctx, &caller, id).await?;
+            (
+                Upstream::of(ctx, &caller.server, &session).await?,
+                Some(session),
+            )
+        }
+        Era::Sessionless(routing) => {
+            routing.check(&message)?;
+            (
+                Upstream::sessionless(ctx, &caller.server, routing).await?,
+                None,
+            )
+        }
+    };
     let (id, method) = match kind {
         Message::Request { id, method } => (id.clone(), method.to_owned()),
         Message::Notification | Message::Response => {
             let mut opened = within(deadline(ctx), link.send(ctx, "POST", Some(&message))).await?;
-            if lost(&opened, &session) {
-                return Err(session_lost(ctx, &caller, &session).await);
+            if let Some(session) = session.as_ref().filter(|s| lost(&opened, s)) {
+                return Err(session_lost(ctx, &caller, session).await);
             }
             if !(200..300).contains(&opened.status) {
                 let _ = opened.body().await;
@@ -348,7 +490,11 @@ pub async fn post(
                 }));
             }
             _ => {
-                let refusal = judged.refusal(&decision, session.record.url_elicitation);
+                let url_elicitation = session.as_ref().map_or_else(
+                    || takes_url_elicitation(&message),
+                    |s| s.record.url_elicitation,
+                );
+                let refusal = judged.refusal(&decision, url_elicitation, session.is_none());
                 judged.record(ctx, &CallerFacts::of(&caller), &decision, None);
                 return Ok(Answer {
                     reply: Reply::Message(reply_to(&id, refusal)),
@@ -366,10 +512,29 @@ pub async fn post(
             return Err(err);
         }
     };
-    if lost(&opened, &session) {
-        let err = session_lost(ctx, &caller, &session).await;
+    if let Some(session) = session.as_ref().filter(|s| lost(&opened, s)) {
+        let err = session_lost(ctx, &caller, session).await;
         after.failed(&err);
         return Err(err);
+    }
+    if session.is_none() && method == "server/discover" && !(200..300).contains(&opened.status) {
+        // An upstream of the handshake's revisions only: a JSON-RPC error to the probe is
+        // what tells the agent's client to fall back to `initialize` (and a session).
+        let mut opened = opened;
+        let _ = opened.body().await;
+        return Ok(Answer {
+            reply: Reply::Message(reply_to(
+                &id,
+                Err(json!({
+                    "code": -32601,
+                    "message": format!(
+                        "the upstream MCP server does not speak the sessionless revision {SESSIONLESS} (it answered HTTP {}); start with `initialize`",
+                        opened.status
+                    ),
+                })),
+            )),
+            session_id: None,
+        });
     }
     let witness = Witness::of(ctx, &caller, &method, after.decided.as_deref());
     relay(link.answering(opened, witness), id, after, until).await
@@ -393,6 +558,14 @@ async fn within<T>(
         Ok(done) => done,
         Err(_) => Err(upstream_error(EgressError::Timeout)),
     }
+}
+
+/// Whether a sessionless request's client takes URL elicitations: its `_meta` says so with
+/// each request.
+fn takes_url_elicitation(message: &Value) -> bool {
+    message
+        .pointer("/params/_meta/io.modelcontextprotocol~1clientCapabilities/elicitation/url")
+        .is_some()
 }
 
 /// Whether the upstream no longer knows the session (404 to a request that carried its id).
@@ -926,6 +1099,8 @@ struct Upstream {
     auth: Option<Arc<Injected>>,
     session: Option<String>,
     version: Option<String>,
+    /// The sessionless revision's routing headers, passed on.
+    routing: Routing,
     scrubber: Arc<Scrubber>,
 }
 
@@ -945,8 +1120,21 @@ impl Upstream {
             auth,
             session: None,
             version: None,
+            routing: Routing::default(),
             scrubber,
         })
+    }
+
+    /// In the sessionless revision: the version named on every request, no session.
+    async fn sessionless(
+        ctx: &Context,
+        server: &McpServerRecord,
+        routing: Routing,
+    ) -> EnforceResult<Upstream> {
+        let mut link = Upstream::open(ctx, server).await?;
+        link.version = Some(SESSIONLESS.to_string());
+        link.routing = routing;
+        Ok(link)
     }
 
     /// Within a session.
@@ -980,6 +1168,7 @@ impl Upstream {
         if let Some(version) = &self.version {
             headers.push(("MCP-Protocol-Version".into(), version.clone()));
         }
+        headers.extend(self.routing.0.iter().cloned());
         headers
     }
 
@@ -1435,6 +1624,7 @@ impl Judged {
         &self,
         decision: &api::DecisionResponse,
         url_elicitation: bool,
+        sessionless: bool,
     ) -> Result<Value, Value> {
         let decision_json = serde_json::to_value(decision).unwrap_or(Value::Null);
         let link = decision.challenge.as_ref().map(|c| c.url.clone());
@@ -1478,8 +1668,8 @@ impl Judged {
             meta.insert("acp/approval_status_url".into(), json!(url));
         }
         let mut result = CallToolResult::error(vec![ContentBlock::text(text)]);
-        // The result type belongs to a later revision than the ones the gateway speaks.
-        result.result_type = None;
+        // The result type belongs to the sessionless revision; the handshake's have none.
+        result.result_type = sessionless.then_some(ResultType::COMPLETE);
         result.meta = Some(MetaObject(meta));
         Ok(serde_json::to_value(result).unwrap_or(Value::Null))
     }
@@ -1665,8 +1855,15 @@ impl Reachable {
         })
     }
 
-    /// Drops from a `tools/list` result the tools every call of which the policy denies.
+    /// Drops from a `tools/list` result the tools every call of which the policy denies. The
+    /// list is this agent's: where the result says who may cache it (the sessionless
+    /// revision), it is the agent's client only.
     fn filter(&self, message: &mut Value) {
+        if let Some(result) = message.get_mut("result").and_then(Value::as_object_mut) {
+            if result.contains_key("ttlMs") || result.contains_key("cacheScope") {
+                result.insert("cacheScope".into(), json!("private"));
+            }
+        }
         let Some(tools) = message
             .pointer_mut("/result/tools")
             .and_then(Value::as_array_mut)
@@ -1845,7 +2042,9 @@ async fn relay(
 
 #[cfg(test)]
 mod event_tests {
-    use super::EventParser;
+    use super::{EventParser, Routing};
+    use crate::error::ApiError;
+    use serde_json::{json, Value};
 
     fn fed(pieces: &[&[u8]]) -> Vec<String> {
         let mut parser = EventParser::default();
@@ -1879,5 +2078,66 @@ mod event_tests {
         assert_eq!(events.last().map(String::as_str), Some("three"));
         // Priming events without data carry nothing to relay.
         assert_eq!(fed(&[b"id: 1\nretry: 500\n\n"]), Vec::<String>::new());
+    }
+
+    fn routed(headers: &[(&str, &str)]) -> Routing {
+        let mut routing = Routing::default();
+        for (name, value) in headers {
+            routing.push(name, value).unwrap();
+        }
+        routing
+    }
+
+    #[test]
+    fn routing_headers_must_say_what_the_body_says() {
+        let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "list_issues", "arguments": {}}});
+        let code = |r: &Routing, m: &Value| r.check(m).err().map(|e| ApiError::from(e).code);
+        let ok = routed(&[("mcp-method", "tools/call"), ("mcp-name", "list_issues")]);
+        assert_eq!(code(&ok, &call), None);
+        // A name with characters a header cannot carry comes as base64.
+        let encoded = routed(&[
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "=?base64?bGlzdF9pc3N1ZXM=?="),
+        ]);
+        assert_eq!(code(&encoded, &call), None);
+        for bad in [
+            routed(&[("mcp-method", "tools/call")]),
+            routed(&[("mcp-method", "tools/list"), ("mcp-name", "list_issues")]),
+            routed(&[("mcp-method", "tools/call"), ("mcp-name", "delete_repo")]),
+            routed(&[
+                ("mcp-method", "tools/call"),
+                ("mcp-name", "=?base64?not base64?="),
+            ]),
+            routed(&[("mcp-name", "list_issues")]),
+        ] {
+            assert_eq!(
+                code(&bad, &call).as_deref(),
+                Some("invalid_mcp_message"),
+                "{bad:?}"
+            );
+        }
+        // A resource's name is its URI; a method without one needs only `Mcp-Method`.
+        let read = json!({"jsonrpc": "2.0", "id": 2, "method": "resources/read", "params": {"uri": "repo://acme"}});
+        assert_eq!(
+            code(
+                &routed(&[
+                    ("mcp-method", "resources/read"),
+                    ("mcp-name", "repo://acme")
+                ]),
+                &read
+            ),
+            None
+        );
+        let list = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"});
+        assert_eq!(code(&routed(&[("mcp-method", "tools/list")]), &list), None);
+        // Each header once, and not without bound.
+        let mut twice = routed(&[("mcp-method", "tools/call")]);
+        assert!(twice.push("mcp-method", "tools/call").is_err());
+        let mut many = Routing::default();
+        for n in 0..Routing::MAX {
+            many.push(&format!("mcp-param-p{n}"), "v").unwrap();
+        }
+        assert!(many.push("mcp-param-one-more", "v").is_err());
     }
 }

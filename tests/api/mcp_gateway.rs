@@ -683,14 +683,14 @@ async fn python_with_sdk() -> String {
 }
 
 /// The official MCP Python SDK's client (`tests/clients/mcp_gateway_client.py`): what it saw.
-async fn python_client(url: &str, credential: &str) -> Value {
+async fn python_client(url: &str, credential: &str, mode: &str) -> Value {
     let python = python_with_sdk().await;
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/clients/mcp_gateway_client.py"
     );
     let out = tokio::process::Command::new(&python)
-        .args([script, url, credential])
+        .args([script, url, credential, mode])
         .output()
         .await
         .unwrap_or_else(|e| panic!("cannot run `{python}`: {e}"));
@@ -703,20 +703,183 @@ each_engine! {
     async fn the_official_python_client_connects(engine) {
         let upstream = crate::mcp_upstream::start(Some(UPSTREAM_TOKEN)).await;
         let Scene { app, credential, .. } = scene(engine, &upstream, json!(["mcp:github"])).await;
-        let seen = python_client(&app.url("/mcp/github"), &credential).await;
+        let url = app.url("/mcp/github");
+        let saw_the_same = |seen: &Value| {
+            assert_eq!(seen["tools"], json!(["fail", "list_issues", "slow", "transfer", "whoami"]), "{seen}");
+            assert_eq!(seen["allowed"]["text"], "open issues of \"acme/api\": #1, #2", "{seen}");
+            assert_eq!(seen["allowed"]["is_error"], false);
+            assert!(seen["allowed"]["trace_id"].as_str().unwrap().starts_with("trc_"), "{seen}");
+            assert_eq!(seen["denied"]["is_error"], true, "{seen}");
+            assert_eq!(seen["denied"]["decision"], "deny");
+            assert_eq!(seen["challenged"]["is_error"], true, "{seen}");
+            assert!(seen["challenged"]["status_url"].as_str().unwrap().ends_with("/status"), "{seen}");
+            assert_eq!(seen["resource"], "the contents of repo://acme");
+        };
+        let seen = python_client(&url, &credential, "handshake").await;
         assert_eq!(seen["protocol_version"], "2025-11-25", "{seen}");
-        assert_eq!(seen["tools"], json!(["fail", "list_issues", "slow", "transfer", "whoami"]), "{seen}");
-        assert_eq!(seen["allowed"]["text"], "open issues of \"acme/api\": #1, #2", "{seen}");
-        assert_eq!(seen["allowed"]["is_error"], false);
-        assert!(seen["allowed"]["trace_id"].as_str().unwrap().starts_with("trc_"), "{seen}");
-        assert_eq!(seen["denied"]["is_error"], true, "{seen}");
-        assert_eq!(seen["denied"]["decision"], "deny");
-        assert_eq!(seen["challenged"]["is_error"], true, "{seen}");
-        assert!(seen["challenged"]["status_url"].as_str().unwrap().ends_with("/status"), "{seen}");
-        assert_eq!(seen["resource"], "the contents of repo://acme");
+        saw_the_same(&seen);
         // The client ended its session on the way out.
         let ended = audit_events(&app, "event_type=mcp.session.ended&limit=10").await;
         assert_eq!(ended.len(), 1, "{ended:?}");
+
+        // The SDK's default client: `server/discover`, then the sessionless revision, every
+        // request decided alike and no session opened.
+        let seen = python_client(&url, &credential, "auto").await;
+        assert_eq!(seen["protocol_version"], "2026-07-28", "{seen}");
+        saw_the_same(&seen);
+        let opened = audit_events(&app, "event_type=mcp.session.opened&limit=10").await;
+        assert_eq!(opened.len(), 1, "only the handshake opened a session: {opened:?}");
+        // Recorded beside the answers, with the writer's next batch.
+        let mut called = Vec::new();
+        for _ in 0..50 {
+            called = audit_events(&app, "event_type=mcp.tool.called&limit=20").await;
+            if called.len() >= 6 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        assert_eq!(called.len(), 6, "three calls each way: {called:?}");
+        app.stop().await;
+    }
+}
+
+/// One message of the sessionless revision: its version in the header and in `_meta` (with the
+/// client's capabilities), its routing headers as given (`None`: as the body says).
+async fn sessionless(
+    app: &TestApp,
+    credential: &str,
+    message: Value,
+    routing: Option<Vec<(&str, String)>>,
+    url_elicitation: bool,
+) -> Response {
+    let mut message = message;
+    let capabilities = if url_elicitation {
+        json!({"elicitation": {"url": {}}})
+    } else {
+        json!({})
+    };
+    let params = message
+        .as_object_mut()
+        .unwrap()
+        .entry("params")
+        .or_insert_with(|| json!({}));
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+    });
+    let routing = routing.unwrap_or_else(|| {
+        let mut headers = vec![("Mcp-Method", message["method"].as_str().unwrap().to_owned())];
+        if let Some(name) = message["params"]["name"]
+            .as_str()
+            .or(message["params"]["uri"].as_str())
+        {
+            headers.push(("Mcp-Name", name.to_owned()));
+        }
+        headers
+    });
+    let mut request = app
+        .client
+        .post(app.url("/mcp/github"))
+        .bearer_auth(credential)
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", "2026-07-28")
+        .json(&message);
+    for (name, value) in routing {
+        request = request.header(name, value);
+    }
+    request.send().await.unwrap()
+}
+
+each_engine! {
+    async fn the_sessionless_revision(engine) {
+        let upstream = crate::mcp_upstream::start(Some(UPSTREAM_TOKEN)).await;
+        let Scene { app, credential, .. } = scene(engine, &upstream, json!(["mcp:github"])).await;
+        let ask = |id: i64, method: &str, params: Value| json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+
+        // `server/discover` in place of the handshake: no session is opened.
+        let res = sessionless(&app, &credential, ask(1, "server/discover", json!({})), None, false).await;
+        assert_eq!(res.status(), 200);
+        assert!(res.headers().get("mcp-session-id").is_none());
+        let found = response_of(res, 1).await;
+        assert!(found["result"]["supportedVersions"].as_array().unwrap().contains(&json!("2026-07-28")), "{found}");
+
+        // The tool list, without what the agent may never call, cached by its client only.
+        let res = sessionless(&app, &credential, ask(2, "tools/list", json!({})), None, false).await;
+        let tools = response_of(res, 2).await;
+        let names: Vec<&str> = tools["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+        assert!(names.contains(&"list_issues") && !names.contains(&"delete_repo"), "{tools}");
+        assert_eq!(tools["result"]["cacheScope"], "private", "{tools}");
+
+        // Allowed, forwarded with the upstream's token; a name sent as base64 reads the same.
+        let call = |id: i64, name: &str, arguments: Value| ask(id, "tools/call", json!({"name": name, "arguments": arguments}));
+        let res = sessionless(&app, &credential, call(3, "list_issues", json!({"repo": "acme/api"})), None, false).await;
+        let allowed = response_of(res, 3).await;
+        assert_eq!(text_of(&allowed), "open issues of \"acme/api\": #1, #2", "{allowed}");
+        assert!(allowed["result"]["_meta"]["acp/trace_id"].as_str().unwrap().starts_with("trc_"));
+        let encoded = vec![("Mcp-Method", "tools/call".to_owned()), ("Mcp-Name", format!("=?base64?{}?=", b64(b"list_issues")))];
+        let res = sessionless(&app, &credential, call(4, "list_issues", json!({"repo": "acme/api"})), Some(encoded), false).await;
+        assert_eq!(text_of(&response_of(res, 4).await), "open issues of \"acme/api\": #1, #2");
+
+        // Denied: an error result of this revision (`resultType`), nothing sent upstream.
+        let hits = upstream.hits();
+        let res = sessionless(&app, &credential, call(5, "delete_repo", json!({"repo": "acme/api"})), None, false).await;
+        let denied = response_of(res, 5).await;
+        assert_eq!(denied["result"]["isError"], true, "{denied}");
+        assert_eq!(denied["result"]["resultType"], "complete", "{denied}");
+        assert_eq!(denied["result"]["_meta"]["acp/decision"]["decision"], "deny");
+        assert_eq!(upstream.hits(), hits);
+
+        // Challenged: -32042 to a request whose client takes URL elicitations, an error result
+        // with the status link to one that does not.
+        let big = json!({"amount": 500, "currency": "USD", "to": "acct_1"});
+        let res = sessionless(&app, &credential, call(6, "transfer", big.clone()), None, true).await;
+        let held = response_of(res, 6).await;
+        assert_eq!(held["error"]["code"], -32042, "{held}");
+        let res = sessionless(&app, &credential, call(7, "transfer", big.clone()), None, false).await;
+        let held = response_of(res, 7).await;
+        assert_eq!(held["result"]["isError"], true, "{held}");
+        assert!(held["result"]["_meta"]["acp/approval_status_url"].as_str().unwrap().ends_with("/status"), "{held}");
+
+        // The routing headers must say what the body says.
+        let res = sessionless(&app, &credential, call(8, "delete_repo", json!({})), Some(vec![("Mcp-Method", "tools/call".to_owned())]), false).await;
+        assert_error(res, 400, "invalid_mcp_message").await;
+        let lying = vec![("Mcp-Method", "tools/call".to_owned()), ("Mcp-Name", "list_issues".to_owned())];
+        let res = sessionless(&app, &credential, call(9, "delete_repo", json!({})), Some(lying), false).await;
+        assert_error(res, 400, "invalid_mcp_message").await;
+        let res = sessionless(&app, &credential, call(10, "list_issues", json!({})), Some(vec![("Mcp-Method", "tools/list".to_owned())]), false).await;
+        assert_error(res, 400, "invalid_mcp_message").await;
+        let res = sessionless(&app, &credential, call(11, "list_issues", json!({})), Some(vec![]), false).await;
+        assert_error(res, 400, "invalid_mcp_message").await;
+        assert_eq!(upstream.hits(), hits, "no refused message reached the upstream");
+
+        // The sessionless revision is not spoken within a session.
+        let res = app.client.post(app.url("/mcp/github")).bearer_auth(&credential)
+            .header("Mcp-Session-Id", "mcps_whatever").header("MCP-Protocol-Version", "2026-07-28")
+            .json(&ask(12, "tools/list", json!({}))).send().await.unwrap();
+        assert_error(res, 400, "unsupported_protocol_version").await;
+
+        // Every call is on the trail as any other; no session was opened.
+        assert!(audit_events(&app, "event_type=mcp.session.opened&limit=10").await.is_empty());
+        app.stop().await;
+    }
+}
+
+each_engine! {
+    async fn an_upstream_of_the_handshake_only(engine) {
+        let upstream = crate::mcp_upstream::start_handshake_only(Some(UPSTREAM_TOKEN)).await;
+        let Scene { app, credential, .. } = scene(engine, &upstream, json!(["mcp:github"])).await;
+        // The probe is answered with a JSON-RPC error: the agent's client falls back to the
+        // handshake and a session, as the SDK's default client does.
+        let probe = json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {}});
+        let res = sessionless(&app, &credential, probe, None, false).await;
+        assert_eq!(res.status(), 200);
+        let answer = response_of(res, 1).await;
+        assert_eq!(answer["error"]["code"], -32601, "{answer}");
+        assert!(answer["error"]["message"].as_str().unwrap().contains("initialize"), "{answer}");
+        let seen = python_client(&app.url("/mcp/github"), &credential, "auto").await;
+        assert_eq!(seen["protocol_version"], "2025-11-25", "{seen}");
+        assert_eq!(seen["allowed"]["text"], "open issues of \"acme/api\": #1, #2", "{seen}");
+        assert_eq!(seen["denied"]["decision"], "deny", "{seen}");
         app.stop().await;
     }
 }

@@ -30,9 +30,9 @@ use base64::Engine as _;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
     GetPromptRequestParams, GetPromptResponse, GetPromptResult, ListToolsResult,
-    PaginatedRequestParams, PromptMessage, ReadResourceRequestParams, ReadResourceResponse,
-    ReadResourceResult, ResourceContents, ResourceUpdatedNotificationParam, Role,
-    ServerCapabilities, ServerConfig, Tool,
+    PaginatedRequestParams, PromptMessage, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, ResourceContents, ResourceUpdatedNotificationParam,
+    Role, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -43,7 +43,11 @@ use serde_json::{json, Map, Value};
 use crate::upstream::UpstreamServer;
 
 #[derive(Clone, Default)]
-pub struct Tools;
+pub struct Tools {
+    /// Speaks only the revisions with a handshake (`initialize`), as servers built before the
+    /// sessionless revision do.
+    handshake_only: bool,
+}
 
 fn schema(properties: Value) -> Arc<Map<String, Value>> {
     let Value::Object(object) = json!({"type": "object", "properties": properties}) else {
@@ -69,6 +73,17 @@ fn text(text: impl Into<String>) -> CallToolResult {
 }
 
 impl ServerHandler for Tools {
+    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
+        if self.handshake_only {
+            std::borrow::Cow::Owned(vec![
+                ProtocolVersion::V_2025_06_18,
+                ProtocolVersion::V_2025_11_25,
+            ])
+        } else {
+            std::borrow::Cow::Borrowed(ProtocolVersion::KNOWN_VERSIONS)
+        }
+    }
+
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
@@ -201,10 +216,23 @@ impl ServerHandler for Tools {
 
 /// The MCP server at `https://localhost:{port}/mcp`, requiring `token` when given.
 pub async fn start(token: Option<&str>) -> UpstreamServer {
+    start_with(token, false).await
+}
+
+/// The same server speaking only the revisions with a handshake.
+#[allow(
+    dead_code,
+    reason = "the benchmark and the example include this module and start only the other"
+)]
+pub async fn start_handshake_only(token: Option<&str>) -> UpstreamServer {
+    start_with(token, true).await
+}
+
+async fn start_with(token: Option<&str>, handshake_only: bool) -> UpstreamServer {
     let mut config = StreamableHttpServerConfig::default();
     config.allowed_hosts = vec!["localhost".into(), "127.0.0.1".into()];
     let service = StreamableHttpService::new(
-        || Ok(Tools),
+        move || Ok(Tools { handshake_only }),
         Arc::new(LocalSessionManager::default()),
         config,
     );
