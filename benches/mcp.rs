@@ -6,8 +6,10 @@
 //! trusting that CA and allowing loopback, with the upstream registered as `bench` (its token in
 //! a vault secret set) and a policy that allows the agent `mcp.bench.list_issues`. Two sessions
 //! are opened, one straight to the upstream (with its token, as an agent holding it would) and
-//! one through the gateway (with the agent's credential); then pairs of the same `tools/call`,
-//! one each way, in alternating order: p50 and p99 of each side and of the per-pair difference.
+//! one through the gateway (with the agent's credential), and the same two in the sessionless
+//! revision (2026-07-28, no session); then rounds of the same `tools/call` each of the four
+//! ways, in an order that turns each round: p50 and p99 of each side and of the per-pair
+//! difference within each revision.
 //! Through the gateway, each call is a decision committed before it is forwarded, the token
 //! filled in from the vault, the answer scrubbed and the call recorded.
 //!
@@ -124,7 +126,7 @@ async fn main() -> Result<()> {
     let direct_http = reqwest::Client::builder()
         .add_root_certificate(reqwest::Certificate::from_pem(upstream.ca_pem.as_bytes())?)
         .build()?;
-    let mut direct = McpClient::new(direct_http, upstream.url("/mcp"), UPSTREAM_TOKEN);
+    let mut direct = McpClient::new(direct_http.clone(), upstream.url("/mcp"), UPSTREAM_TOKEN);
     direct.open("bench").await?;
     let mut gateway = McpClient::new(
         reqwest::Client::new(),
@@ -132,6 +134,16 @@ async fn main() -> Result<()> {
         credential,
     );
     gateway.open("bench").await?;
+    // The same both ways in the sessionless revision (2026-07-28).
+    let mut direct_sessionless =
+        McpClient::sessionless(direct_http, upstream.url("/mcp"), UPSTREAM_TOKEN);
+    direct_sessionless.open("bench").await?;
+    let mut gateway_sessionless = McpClient::sessionless(
+        reqwest::Client::new(),
+        format!("{base}/mcp/bench"),
+        credential,
+    );
+    gateway_sessionless.open("bench").await?;
 
     if std::env::var("ACP_BENCH_MCP_PROBE").is_ok() {
         for method in ["ping", "tools/list"] {
@@ -149,26 +161,37 @@ async fn main() -> Result<()> {
         }
     }
     let (mut straight, mut through, mut overhead) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut straight_sl, mut through_sl, mut overhead_sl) = (Vec::new(), Vec::new(), Vec::new());
     let warm = 20;
     for i in 0..pairs + warm {
-        let (d, g) = if i % 2 == 0 {
-            let d = timed_call(&mut direct).await?;
-            (d, timed_call(&mut gateway).await?)
-        } else {
-            let g = timed_call(&mut gateway).await?;
-            (timed_call(&mut direct).await?, g)
-        };
+        // The four sides in an order that turns each round: either revision first, either
+        // way first within it.
+        let mut took = [0.0; 4];
+        for k in 0..4 {
+            let side = (i + k) % 4;
+            took[side] = match side {
+                0 => timed_call(&mut direct).await?,
+                1 => timed_call(&mut gateway).await?,
+                2 => timed_call(&mut direct_sessionless).await?,
+                _ => timed_call(&mut gateway_sessionless).await?,
+            };
+        }
         if i >= warm {
-            straight.push(d);
-            through.push(g);
-            overhead.push(g - d);
+            straight.push(took[0]);
+            through.push(took[1]);
+            overhead.push(took[1] - took[0]);
+            straight_sl.push(took[2]);
+            through_sl.push(took[3]);
+            overhead_sl.push(took[3] - took[2]);
         }
     }
     let (straight, through, overhead) = (sorted(straight), sorted(through), sorted(overhead));
+    let (straight_sl, through_sl, overhead_sl) =
+        (sorted(straight_sl), sorted(through_sl), sorted(overhead_sl));
     println!("## The MCP gateway: what it adds to a tool call");
     println!();
     println!(
-        "Engine: {}; {pairs} pairs of `tools/call` (after {warm} warm-up pairs), alternating.",
+        "Engine: {}; {pairs} rounds of `tools/call` each of four ways (after {warm} warm-up rounds), the order turning.",
         served.engine()
     );
     println!();
@@ -181,6 +204,12 @@ async fn main() -> Result<()> {
             &through,
         ),
         ("added by the gateway (per pair)", &overhead),
+        (
+            "straight to the MCP server, sessionless (2026-07-28)",
+            &straight_sl,
+        ),
+        ("through `/mcp/bench`, sessionless", &through_sl),
+        ("added by the gateway, sessionless (per pair)", &overhead_sl),
     ] {
         println!(
             "| {what} | {:.2} | {:.2} |",

@@ -15,6 +15,9 @@ pub struct McpClient {
     pub url: String,
     pub bearer: String,
     pub session: Option<String>,
+    /// Speaks the sessionless revision (2026-07-28): no handshake, each request naming its
+    /// version and routing headers.
+    pub sessionless: bool,
     next_id: i64,
 }
 
@@ -25,13 +28,25 @@ impl McpClient {
             url,
             bearer: bearer.to_owned(),
             session: None,
+            sessionless: false,
             next_id: 1,
         }
     }
 
+    /// A client of the sessionless revision: `server/discover` instead of the handshake.
+    pub fn sessionless(http: reqwest::Client, url: String, bearer: &str) -> McpClient {
+        McpClient {
+            sessionless: true,
+            ..McpClient::new(http, url, bearer)
+        }
+    }
+
     /// The handshake (revision 2025-11-25) and its `notifications/initialized`: answers the
-    /// `initialize` response.
+    /// `initialize` response (in the sessionless revision, `server/discover`'s).
     pub async fn open(&mut self, name: &str) -> Result<Value> {
+        if self.sessionless {
+            return self.request("server/discover", json!({})).await;
+        }
         let init = self
             .request(
                 "initialize",
@@ -49,12 +64,31 @@ impl McpClient {
     }
 
     pub async fn post(&self, message: &Value) -> Result<reqwest::Response> {
+        let mut message = message.clone();
         let mut request = self
             .http
             .post(&self.url)
             .bearer_auth(&self.bearer)
-            .header("Accept", "application/json, text/event-stream")
-            .json(message);
+            .header("Accept", "application/json, text/event-stream");
+        if self.sessionless {
+            // The revision's version and the client's capabilities ride every request; the
+            // method and the name are repeated as headers.
+            let method = message["method"].as_str().unwrap_or_default().to_owned();
+            request = request
+                .header("MCP-Protocol-Version", "2026-07-28")
+                .header("Mcp-Method", &method);
+            if let Some(name) = message["params"]["name"].as_str() {
+                request = request.header("Mcp-Name", name);
+            }
+            if let Some(params) = message.get_mut("params").and_then(Value::as_object_mut) {
+                params.insert(
+                    "_meta".into(),
+                    json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                           "io.modelcontextprotocol/clientCapabilities": {}}),
+                );
+            }
+        }
+        request = request.json(&message);
         if let Some(session) = &self.session {
             request = request
                 .header("Mcp-Session-Id", session)
