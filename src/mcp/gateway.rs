@@ -517,24 +517,37 @@ pub async fn post(
         after.failed(&err);
         return Err(err);
     }
-    if session.is_none() && method == "server/discover" && !(200..300).contains(&opened.status) {
-        // An upstream of the handshake's revisions only: a JSON-RPC error to the probe is
-        // what tells the agent's client to fall back to `initialize` (and a session).
+    if session.is_none() && !(200..300).contains(&opened.status) {
+        // An upstream of the handshake's revisions only refuses a request without a session.
         let mut opened = opened;
         let _ = opened.body().await;
-        return Ok(Answer {
-            reply: Reply::Message(reply_to(
-                &id,
-                Err(json!({
-                    "code": -32601,
-                    "message": format!(
-                        "the upstream MCP server does not speak the sessionless revision {SESSIONLESS} (it answered HTTP {}); start with `initialize`",
-                        opened.status
-                    ),
-                })),
-            )),
-            session_id: None,
-        });
+        if method == "server/discover" {
+            // A JSON-RPC error to the probe is what tells the agent's client to fall back to
+            // `initialize` (and a session).
+            return Ok(Answer {
+                reply: Reply::Message(reply_to(
+                    &id,
+                    Err(json!({
+                        "code": -32601,
+                        "message": format!(
+                            "the upstream MCP server does not speak the sessionless revision {SESSIONLESS} (it answered HTTP {}); start with `initialize`",
+                            opened.status
+                        ),
+                    })),
+                )),
+                session_id: None,
+            });
+        }
+        let err = EnforceError::Upstream {
+            code: "upstream_unavailable",
+            message: format!(
+                "the upstream MCP server answered HTTP {} to a request of the sessionless revision {SESSIONLESS}; if it speaks only the handshake revisions, start with `initialize`",
+                opened.status
+            ),
+            timeout: false,
+        };
+        after.failed(&err);
+        return Err(err);
     }
     let witness = Witness::of(ctx, &caller, &method, after.decided.as_deref());
     relay(link.answering(opened, witness), id, after, until).await

@@ -876,6 +876,11 @@ each_engine! {
         let answer = response_of(res, 1).await;
         assert_eq!(answer["error"]["code"], -32601, "{answer}");
         assert!(answer["error"]["message"].as_str().unwrap().contains("initialize"), "{answer}");
+        // Any other request without a session is refused upstream: 502, saying why.
+        let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "list_issues", "arguments": {"repo": "acme/api"}}});
+        let res = sessionless(&app, &credential, call, None, false).await;
+        let body = assert_error(res, 502, "upstream_unavailable").await;
+        assert!(body["message"].as_str().unwrap().contains("initialize"), "{body}");
         let seen = python_client(&app.url("/mcp/github"), &credential, "auto").await;
         assert_eq!(seen["protocol_version"], "2025-11-25", "{seen}");
         assert_eq!(seen["allowed"]["text"], "open issues of \"acme/api\": #1, #2", "{seen}");
