@@ -77,15 +77,29 @@ impl McpClient {
             request = request
                 .header("MCP-Protocol-Version", "2026-07-28")
                 .header("Mcp-Method", &method);
-            if let Some(name) = message["params"]["name"].as_str() {
+            let name = match method.as_str() {
+                "tools/call" | "prompts/get" => message["params"]["name"].as_str(),
+                "resources/read" => message["params"]["uri"].as_str(),
+                _ => None,
+            };
+            if let Some(name) = name {
                 request = request.header("Mcp-Name", name);
             }
-            if let Some(params) = message.get_mut("params").and_then(Value::as_object_mut) {
-                params.insert(
-                    "_meta".into(),
-                    json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                           "io.modelcontextprotocol/clientCapabilities": {}}),
-                );
+            if let Some(object) = message.as_object_mut() {
+                let params = object.entry("params").or_insert_with(|| json!({}));
+                if let Some(params) = params.as_object_mut() {
+                    let meta = params.entry("_meta").or_insert_with(|| json!({}));
+                    if let Some(meta) = meta.as_object_mut() {
+                        meta.insert(
+                            "io.modelcontextprotocol/protocolVersion".into(),
+                            json!("2026-07-28"),
+                        );
+                        meta.insert(
+                            "io.modelcontextprotocol/clientCapabilities".into(),
+                            json!({}),
+                        );
+                    }
+                }
             }
         }
         request = request.json(&message);

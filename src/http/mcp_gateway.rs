@@ -154,7 +154,12 @@ pub async fn post(
         Ok(caller) => caller,
         Err(refused) => return refused,
     };
-    let routing = match routing(&headers) {
+    // Read only without a session: a session's messages are routed by its id.
+    let routing = match session_header(&headers) {
+        Some(_) => Ok(gateway::Routing::default()),
+        None => routing(&headers),
+    };
+    let routing = match routing {
         Ok(routing) => routing,
         Err(err) => return refusal(&ctx, &name, err),
     };

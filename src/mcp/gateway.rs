@@ -118,11 +118,36 @@ impl Routing {
             .map(|(_, v)| v.as_str())
     }
 
-    /// The headers' method and name are the body's.
-    fn check(&self, message: &Value) -> EnforceResult<()> {
+    /// The headers' method and name are the body's: what goes on to the upstream is those two
+    /// (the name only where the method has one) and, on a `tools/call`, the `Mcp-Param-*`.
+    fn checked(self, message: &Value) -> EnforceResult<Routing> {
         let Some(method) = message.get("method").and_then(Value::as_str) else {
-            return Ok(());
+            return Err(malformed(format!(
+                "a response without a session: the revision {SESSIONLESS} has no requests of the server's to answer"
+            )));
         };
+        if method.starts_with("tasks/") || message.pointer("/params/requestState").is_some() {
+            // The upstream tells agents apart by their sessions only; without one, a task or
+            // a request's state would be any agent's.
+            return Err(malformed(format!(
+                "`{method}` carries upstream state (a task or `requestState`), which the gateway relays only within a session"
+            )));
+        }
+        self.check(method, message)?;
+        let key = name_key(method);
+        Ok(Routing(
+            self.0
+                .into_iter()
+                .filter(|(name, _)| match name.as_str() {
+                    "mcp-method" => true,
+                    "mcp-name" => key.is_some(),
+                    _ => method == "tools/call",
+                })
+                .collect(),
+        ))
+    }
+
+    fn check(&self, method: &str, message: &Value) -> EnforceResult<()> {
         match self.get("mcp-method") {
             None => {
                 return Err(malformed(format!(
@@ -136,11 +161,8 @@ impl Routing {
             }
             Some(_) => {}
         }
-        let key = match method {
-            "tools/call" | "prompts/get" => "name",
-            "resources/read" | "resources/subscribe" | "resources/unsubscribe" => "uri",
-            "tasks/get" | "tasks/update" | "tasks/cancel" => "taskId",
-            _ => return Ok(()),
+        let Some(key) = name_key(method) else {
+            return Ok(());
         };
         let Some(expected) = message
             .pointer(&format!("/params/{key}"))
@@ -157,6 +179,16 @@ impl Routing {
                 "the `Mcp-Name` header is not the body's `{key}`"
             ))),
         }
+    }
+}
+
+/// The parameter a method's `Mcp-Name` repeats, if it has one.
+fn name_key(method: &str) -> Option<&'static str> {
+    match method {
+        "tools/call" | "prompts/get" => Some("name"),
+        "resources/read" | "resources/subscribe" | "resources/unsubscribe" => Some("uri"),
+        "tasks/get" | "tasks/update" | "tasks/cancel" => Some("taskId"),
+        _ => None,
     }
 }
 
@@ -431,7 +463,7 @@ pub async fn post(
             )
         }
         Era::Sessionless(routing) => {
-            routing.check(&message)?;
+            let routing = routing.checked(&message)?;
             (
                 Upstream::sessionless(ctx, &caller.server, routing).await?,
                 None,
@@ -462,6 +494,11 @@ pub async fn post(
         _ => None,
     };
     let mut after = After::default();
+    after.sessionless = session.is_none().then_some(match method.as_str() {
+        "server/discover" => Sessionless::Discover,
+        m if cacheable(m) => Sessionless::Cacheable,
+        _ => Sessionless::Other,
+    });
     if method == "tools/list" {
         after.tools = Some(Reachable::load(ctx, &caller).await?);
     }
@@ -490,10 +527,9 @@ pub async fn post(
                 }));
             }
             _ => {
-                let url_elicitation = session.as_ref().map_or_else(
-                    || takes_url_elicitation(&message),
-                    |s| s.record.url_elicitation,
-                );
+                // The sessionless revision has no elicitation the server starts (a challenge is
+                // the error result with the status link there).
+                let url_elicitation = session.as_ref().is_some_and(|s| s.record.url_elicitation);
                 let refusal = judged.refusal(&decision, url_elicitation, session.is_none());
                 judged.record(ctx, &CallerFacts::of(&caller), &decision, None);
                 return Ok(Answer {
@@ -517,8 +553,9 @@ pub async fn post(
         after.failed(&err);
         return Err(err);
     }
-    if session.is_none() && !(200..300).contains(&opened.status) {
-        // An upstream of the handshake's revisions only refuses a request without a session.
+    if session.is_none() && !(200..300).contains(&opened.status) && !answered_json(&opened) {
+        // An upstream of the handshake's revisions only refuses a request without a session
+        // (in plain text); a JSON-RPC error of the revision's own is relayed as an answer.
         let mut opened = opened;
         let _ = opened.body().await;
         if method == "server/discover" {
@@ -571,14 +608,6 @@ async fn within<T>(
         Ok(done) => done,
         Err(_) => Err(upstream_error(EgressError::Timeout)),
     }
-}
-
-/// Whether a sessionless request's client takes URL elicitations: its `_meta` says so with
-/// each request.
-fn takes_url_elicitation(message: &Value) -> bool {
-    message
-        .pointer("/params/_meta/io.modelcontextprotocol~1clientCapabilities/elicitation/url")
-        .is_some()
 }
 
 /// Whether the upstream no longer knows the session (404 to a request that carried its id).
@@ -1831,6 +1860,37 @@ fn arguments_digest(arguments: &Map<String, Value>) -> String {
 struct After {
     decided: Option<Box<Outcome>>,
     tools: Option<Reachable>,
+    /// Answers without a session: each is this agent's, to be cached by its client only (but
+    /// `server/discover`'s, whose versions are narrowed to those the gateway speaks).
+    sessionless: Option<Sessionless>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sessionless {
+    Discover,
+    /// A method whose answer a client may keep (`ttlMs`, `cacheScope`; public when absent).
+    Cacheable,
+    Other,
+}
+
+/// Whether `method`'s answer is one a client of the sessionless revision may cache.
+fn cacheable(method: &str) -> bool {
+    matches!(
+        method,
+        "tools/list"
+            | "prompts/list"
+            | "prompts/get"
+            | "resources/list"
+            | "resources/templates/list"
+            | "resources/read"
+    )
+}
+
+/// Whether the upstream answered a JSON body (a JSON-RPC message, whatever its status).
+fn answered_json(opened: &Opened) -> bool {
+    opened
+        .header("content-type")
+        .is_some_and(|t| t.trim_start().starts_with("application/json"))
 }
 
 /// What the current policy lets an agent reach of a server's tools (`tools/list`).
@@ -1868,15 +1928,8 @@ impl Reachable {
         })
     }
 
-    /// Drops from a `tools/list` result the tools every call of which the policy denies. The
-    /// list is this agent's: where the result says who may cache it (the sessionless
-    /// revision), it is the agent's client only.
+    /// Drops from a `tools/list` result the tools every call of which the policy denies.
     fn filter(&self, message: &mut Value) {
-        if let Some(result) = message.get_mut("result").and_then(Value::as_object_mut) {
-            if result.contains_key("ttlMs") || result.contains_key("cacheScope") {
-                result.insert("cacheScope".into(), json!("private"));
-            }
-        }
         let Some(tools) = message
             .pointer_mut("/result/tools")
             .and_then(Value::as_array_mut)
@@ -1909,6 +1962,25 @@ impl After {
     fn answered(&mut self, message: &mut Value) {
         if let Some(reachable) = self.tools.take() {
             reachable.filter(message);
+        }
+        if let Some(result) = message.get_mut("result").and_then(Value::as_object_mut) {
+            match self.sessionless {
+                Some(Sessionless::Discover) => {
+                    if let Some(versions) = result
+                        .get_mut("supportedVersions")
+                        .and_then(Value::as_array_mut)
+                    {
+                        versions.retain(|v| v.as_str().is_some_and(speaks));
+                    }
+                }
+                Some(Sessionless::Cacheable) => {
+                    result.insert("cacheScope".into(), json!("private"));
+                }
+                Some(Sessionless::Other) if result.contains_key("cacheScope") => {
+                    result.insert("cacheScope".into(), json!("private"));
+                }
+                Some(Sessionless::Other) | None => {}
+            }
         }
         let Some(outcome) = self.decided.take() else {
             return;
@@ -1977,7 +2049,10 @@ async fn relay(
     mut after: After,
     until: tokio::time::Instant,
 ) -> EnforceResult<Answer> {
-    if !(200..300).contains(&answering.opened.status) {
+    // Without a session, the revision answers its JSON-RPC errors with an HTTP error status:
+    // they are relayed as the answer they are.
+    let relayed_error = after.sessionless.is_some() && answered_json(&answering.opened);
+    if !(200..300).contains(&answering.opened.status) && !relayed_error {
         let _ = answering.opened.body().await;
         let err = upstream_refused(answering.opened.status);
         after.failed(&err);
@@ -2105,7 +2180,8 @@ mod event_tests {
     fn routing_headers_must_say_what_the_body_says() {
         let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
             "params": {"name": "list_issues", "arguments": {}}});
-        let code = |r: &Routing, m: &Value| r.check(m).err().map(|e| ApiError::from(e).code);
+        let code =
+            |r: &Routing, m: &Value| r.clone().checked(m).err().map(|e| ApiError::from(e).code);
         let ok = routed(&[("mcp-method", "tools/call"), ("mcp-name", "list_issues")]);
         assert_eq!(code(&ok, &call), None);
         // A name with characters a header cannot carry comes as base64.
@@ -2144,6 +2220,43 @@ mod event_tests {
         );
         let list = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"});
         assert_eq!(code(&routed(&[("mcp-method", "tools/list")]), &list), None);
+        // Only what was checked goes on: the name where the method has one, the parameters
+        // on a tool call.
+        let extra = routed(&[
+            ("mcp-method", "tools/list"),
+            ("mcp-name", "delete_repo"),
+            ("mcp-param-repo", "x"),
+        ]);
+        assert_eq!(
+            extra.checked(&list).unwrap(),
+            routed(&[("mcp-method", "tools/list")])
+        );
+        let with_param = routed(&[
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "list_issues"),
+            ("mcp-param-repo", "x"),
+        ]);
+        assert_eq!(with_param.clone().checked(&call).unwrap(), with_param);
+        // Without a session there is nothing of the server's to answer, and no upstream state
+        // (a task, a request's state) that only this agent could reach.
+        let response = json!({"jsonrpc": "2.0", "id": 9, "result": {}});
+        assert_eq!(
+            code(&Routing::default(), &response).as_deref(),
+            Some("invalid_mcp_message")
+        );
+        let task =
+            json!({"jsonrpc": "2.0", "id": 4, "method": "tasks/get", "params": {"taskId": "t1"}});
+        assert_eq!(
+            code(
+                &routed(&[("mcp-method", "tasks/get"), ("mcp-name", "t1")]),
+                &task
+            )
+            .as_deref(),
+            Some("invalid_mcp_message")
+        );
+        let resumed = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+            "params": {"name": "list_issues", "arguments": {}, "requestState": "abc"}});
+        assert_eq!(code(&ok, &resumed).as_deref(), Some("invalid_mcp_message"));
         // Each header once, and not without bound.
         let mut twice = routed(&[("mcp-method", "tools/call")]);
         assert!(twice.push("mcp-method", "tools/call").is_err());

@@ -801,7 +801,9 @@ each_engine! {
         assert_eq!(res.status(), 200);
         assert!(res.headers().get("mcp-session-id").is_none());
         let found = response_of(res, 1).await;
-        assert!(found["result"]["supportedVersions"].as_array().unwrap().contains(&json!("2026-07-28")), "{found}");
+        let versions = found["result"]["supportedVersions"].as_array().unwrap();
+        assert!(versions.contains(&json!("2026-07-28")), "{found}");
+        assert!(!versions.contains(&json!("2025-03-26")), "only what the gateway speaks: {found}");
 
         // The tool list, without what the agent may never call, cached by its client only.
         let res = sessionless(&app, &credential, ask(2, "tools/list", json!({})), None, false).await;
@@ -829,16 +831,20 @@ each_engine! {
         assert_eq!(denied["result"]["_meta"]["acp/decision"]["decision"], "deny");
         assert_eq!(upstream.hits(), hits);
 
-        // Challenged: -32042 to a request whose client takes URL elicitations, an error result
-        // with the status link to one that does not.
+        // Challenged: the revision has no elicitation the server starts, so even a client that
+        // takes URL elicitations gets the error result with the status link.
         let big = json!({"amount": 500, "currency": "USD", "to": "acct_1"});
-        let res = sessionless(&app, &credential, call(6, "transfer", big.clone()), None, true).await;
-        let held = response_of(res, 6).await;
-        assert_eq!(held["error"]["code"], -32042, "{held}");
-        let res = sessionless(&app, &credential, call(7, "transfer", big.clone()), None, false).await;
-        let held = response_of(res, 7).await;
-        assert_eq!(held["result"]["isError"], true, "{held}");
-        assert!(held["result"]["_meta"]["acp/approval_status_url"].as_str().unwrap().ends_with("/status"), "{held}");
+        for (id, url_elicitation) in [(6, true), (7, false)] {
+            let res = sessionless(&app, &credential, call(id, "transfer", big.clone()), None, url_elicitation).await;
+            let held = response_of(res, id).await;
+            assert_eq!(held["result"]["isError"], true, "{held}");
+            assert_eq!(held["result"]["resultType"], "complete", "{held}");
+            assert!(held["result"]["_meta"]["acp/approval_status_url"].as_str().unwrap().ends_with("/status"), "{held}");
+        }
+        // A task, a request's state, or a response is not relayed without a session.
+        let task = json!({"jsonrpc": "2.0", "id": 13, "method": "tasks/get", "params": {"taskId": "t1"}});
+        let res = sessionless(&app, &credential, task, Some(vec![("Mcp-Method", "tasks/get".to_owned()), ("Mcp-Name", "t1".to_owned())]), false).await;
+        assert_error(res, 400, "invalid_mcp_message").await;
 
         // The routing headers must say what the body says.
         let res = sessionless(&app, &credential, call(8, "delete_repo", json!({})), Some(vec![("Mcp-Method", "tools/call".to_owned())]), false).await;
@@ -868,23 +874,47 @@ each_engine! {
     async fn an_upstream_of_the_handshake_only(engine) {
         let upstream = crate::mcp_upstream::start_handshake_only(Some(UPSTREAM_TOKEN)).await;
         let Scene { app, credential, .. } = scene(engine, &upstream, json!(["mcp:github"])).await;
-        // The probe is answered with a JSON-RPC error: the agent's client falls back to the
-        // handshake and a session, as the SDK's default client does.
+        // The upstream's own JSON-RPC errors are relayed (it names the revisions it speaks):
+        // the agent's client falls back to the handshake and a session, as the SDK's default
+        // client does.
+        let probe = json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {}});
+        let res = sessionless(&app, &credential, probe, None, false).await;
+        assert_eq!(res.status(), 200);
+        let answer = response_of(res, 1).await;
+        assert_eq!(answer["error"]["data"]["supported"], json!(["2025-06-18", "2025-11-25"]), "{answer}");
+        let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "list_issues", "arguments": {"repo": "acme/api"}}});
+        let res = sessionless(&app, &credential, call.clone(), None, false).await;
+        assert!(response_of(res, 2).await["error"]["code"].is_i64());
+        let seen = python_client(&app.url("/mcp/github"), &credential, "auto").await;
+        assert_eq!(seen["protocol_version"], "2025-11-25", "{seen}");
+        assert_eq!(seen["allowed"]["text"], "open issues of \"acme/api\": #1, #2", "{seen}");
+        assert_eq!(seen["denied"]["decision"], "deny", "{seen}");
+        app.stop().await;
+    }
+}
+
+each_engine! {
+    async fn an_upstream_that_answers_in_plain_text(engine) {
+        // A server of the handshake revisions before the sessionless one knew of it: every
+        // request without a session is a 400 in plain text.
+        let router = axum::Router::new().route(
+            "/mcp",
+            axum::routing::post(|| async { (axum::http::StatusCode::BAD_REQUEST, "Bad Request: Session ID is required") }),
+        );
+        let upstream = crate::upstream::UpstreamServer::start_with(router).await;
+        let Scene { app, credential, .. } = scene(engine, &upstream, json!(["mcp:github"])).await;
+        // The probe is answered -32601, saying to start with `initialize`: clients fall back.
         let probe = json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {}});
         let res = sessionless(&app, &credential, probe, None, false).await;
         assert_eq!(res.status(), 200);
         let answer = response_of(res, 1).await;
         assert_eq!(answer["error"]["code"], -32601, "{answer}");
         assert!(answer["error"]["message"].as_str().unwrap().contains("initialize"), "{answer}");
-        // Any other request without a session is refused upstream: 502, saying why.
-        let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "list_issues", "arguments": {"repo": "acme/api"}}});
+        // Any other request: 502, saying the same.
+        let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}});
         let res = sessionless(&app, &credential, call, None, false).await;
         let body = assert_error(res, 502, "upstream_unavailable").await;
         assert!(body["message"].as_str().unwrap().contains("initialize"), "{body}");
-        let seen = python_client(&app.url("/mcp/github"), &credential, "auto").await;
-        assert_eq!(seen["protocol_version"], "2025-11-25", "{seen}");
-        assert_eq!(seen["allowed"]["text"], "open issues of \"acme/api\": #1, #2", "{seen}");
-        assert_eq!(seen["denied"]["decision"], "deny", "{seen}");
         app.stop().await;
     }
 }
