@@ -2130,8 +2130,7 @@ async fn relay(
 
 #[cfg(test)]
 mod event_tests {
-    use super::{EventParser, Routing};
-    use crate::error::ApiError;
+    use super::{EnforceError, EventParser, Routing};
     use serde_json::{json, Value};
 
     fn fed(pieces: &[&[u8]]) -> Vec<String> {
@@ -2180,8 +2179,12 @@ mod event_tests {
     fn routing_headers_must_say_what_the_body_says() {
         let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
             "params": {"name": "list_issues", "arguments": {}}});
-        let code =
-            |r: &Routing, m: &Value| r.clone().checked(m).err().map(|e| ApiError::from(e).code);
+        let code = |r: &Routing, m: &Value| {
+            r.clone().checked(m).err().map(|e| match e {
+                EnforceError::Refused(refusal) => refusal.code.into_owned(),
+                other => other.to_string(),
+            })
+        };
         let ok = routed(&[("mcp-method", "tools/call"), ("mcp-name", "list_issues")]);
         assert_eq!(code(&ok, &call), None);
         // A name with characters a header cannot carry comes as base64.
