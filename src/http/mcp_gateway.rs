@@ -154,16 +154,15 @@ pub async fn post(
         Ok(caller) => caller,
         Err(refused) => return refused,
     };
-    // Read only without a session: a session's messages are routed by its id.
-    let routing = match session_header(&headers) {
-        Some(_) => Ok(gateway::Routing::default()),
-        None => routing(&headers),
+    // Sessionless when it names no session and the sessionless revision: only then are the
+    // routing headers read (a session's messages are routed by its id).
+    let era = match (session_header(&headers), version_header(&headers)) {
+        (None, Some(v)) if v == gateway::SESSIONLESS.as_str() => match routing(&headers) {
+            Ok(routing) => gateway::Era::Sessionless(routing),
+            Err(err) => return refusal(&ctx, &name, err),
+        },
+        (session, _) => gateway::Era::Session(session),
     };
-    let routing = match routing {
-        Ok(routing) => routing,
-        Err(err) => return refusal(&ctx, &name, err),
-    };
-    let era = gateway::Era::of(session_header(&headers), version_header(&headers), routing);
     let answer = match gateway::post(&ctx, caller, era, &body).await {
         Ok(answer) => answer,
         Err(err) => return refusal(&ctx, &name, err),

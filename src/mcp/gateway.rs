@@ -66,17 +66,6 @@ pub enum Era<'a> {
     Sessionless(Routing),
 }
 
-impl<'a> Era<'a> {
-    /// The era of a request with these headers: sessionless when it names no session and its
-    /// `MCP-Protocol-Version` is the sessionless revision.
-    pub fn of(session: Option<&'a str>, version: Option<&str>, routing: Routing) -> Self {
-        match (session, version) {
-            (None, Some(v)) if v == SESSIONLESS.as_str() => Era::Sessionless(routing),
-            (session, _) => Era::Session(session),
-        }
-    }
-}
-
 /// The sessionless revision's routing headers of one message, as the agent sent them
 /// (`Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`; names in lower case), so that boxes on the way
 /// route without reading the body. The gateway checks the method's and the name's against the
