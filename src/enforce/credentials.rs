@@ -599,6 +599,16 @@ pub async fn standing(
     c: &crate::store::CredentialRecord,
 ) -> EnforceResult<Option<&'static str>> {
     let switch = ctx.store.kill_switch(&view.workspace_id).await?;
+    standing_under(ctx, view, &switch, c).await
+}
+
+/// [`standing`] under the workspace's kill switch `switch`, read already.
+pub async fn standing_under(
+    ctx: &Context,
+    view: &View,
+    switch: &crate::store::KillSwitch,
+    c: &crate::store::CredentialRecord,
+) -> EnforceResult<Option<&'static str>> {
     // A credential is no better than its agent: suspended or revoked agents' tokens are off.
     let agent_active = ctx
         .caches

@@ -63,7 +63,7 @@ fn metadata_url(ctx: &SharedContext, name: &str) -> String {
 
 /// The caller, or the refusal to answer.
 async fn caller(ctx: &SharedContext, name: &str, headers: &HeaderMap) -> Result<Caller, Response> {
-    let caller = gateway::authenticate(ctx, name, bearer_token(headers))
+    let caller = gateway::authenticate(ctx, name, bearer_token(headers), session_header(headers))
         .await
         .map_err(|e| refusal(ctx, name, e))?;
     // A version the client names must be one the gateway speaks: a handshake's within a

@@ -29,7 +29,7 @@ use crate::context::{Context, SharedContext};
 use crate::domain::ids::PolicyId;
 use crate::domain::mcp::ServerName;
 use crate::domain::RiskTier;
-use crate::enforce::credentials::standing;
+use crate::enforce::credentials::standing_under;
 use crate::enforce::{EnforceError, EnforceResult};
 use crate::net::egress::{
     self, EgressError, Injected, Leak, Opened, Outbound, ProxyCall, Scrubber,
@@ -215,6 +215,12 @@ pub struct Caller {
     view: View,
     /// The credential's hash: a listening stream checks it again as it lasts.
     credential_hash: String,
+    /// The current version of the server's secret set, read with the credential (the
+    /// upstream's credentials kept for it need no read of their own).
+    set_version: Option<i64>,
+    /// The session the request named, read with the credential (anyone's, open or ended:
+    /// [`session_of`] judges it).
+    session: Option<McpSessionRecord>,
 }
 
 /// The refusal of a caller who presented no usable credential.
@@ -252,27 +258,40 @@ pub fn resource_metadata(ctx: &Context, name: &str) -> EnforceResult<Value> {
 
 /// Who calls: the bearer credential's agent, still standing (not revoked, by itself or the kill
 /// switch; not expired; its agent neither suspended nor revoked), with the scope `mcp` or
-/// `mcp:<name>`, for server `name` of its workspace.
+/// `mcp:<name>`, for server `name` of its workspace. The credential, the kill switch, the server
+/// and the session named by `session_id` are read in one statement: a message waits on one
+/// round trip for them.
 pub async fn authenticate(
     ctx: &Context,
     name: &str,
     bearer: Option<&str>,
+    session_id: Option<&str>,
 ) -> EnforceResult<Caller> {
     let token = bearer
         .map(str::trim)
         .filter(|t| !t.is_empty())
         .ok_or_else(|| invalid_credential("no credential"))?;
     let credential_hash = sha256_hex(token.as_bytes());
-    let credential = ctx
+    let server_name = ServerName::parse(name).ok();
+    let session_hash = session_id
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|id| sha256_hex(id.as_bytes()));
+    let gate = ctx
         .store
-        .credential_by_hash(&credential_hash)
+        .mcp_gate(
+            &credential_hash,
+            server_name.as_ref().map_or("", |n| n.as_str()),
+            session_hash.as_deref(),
+        )
         .await?
         .ok_or_else(|| invalid_credential("unknown credential"))?;
+    let credential = gate.credential;
     let view = ctx
         .caches
         .view(ctx.store.as_ref(), &credential.workspace_id)
         .await?;
-    if let Some(reason) = standing(ctx, &view, &credential).await? {
+    if let Some(reason) = standing_under(ctx, &view, &gate.kill_switch, &credential).await? {
         return Err(invalid_credential(&format!(
             "the credential is {}",
             reason.replace('_', " ")
@@ -283,14 +302,9 @@ pub async fn authenticate(
             "a one-time credential cannot hold an MCP session",
         ));
     }
-    let server_name = ServerName::parse(name).map_err(|_| unknown_server(name))?;
-    let server = ctx
-        .store
-        .mcp_server(
-            &credential.workspace_id,
-            ServerRef::Name(server_name.as_str()),
-        )
-        .await?
+    let server = gate
+        .server
+        .filter(|_| server_name.is_some())
         .ok_or_else(|| unknown_server(name))?;
     if let Some(audience) = credential.audience.as_deref() {
         if audience != resource_url(ctx, &server.name) && audience != ctx.public_url {
@@ -313,6 +327,8 @@ pub async fn authenticate(
         server,
         view,
         credential_hash,
+        set_version: gate.auth_set_version,
+        session: gate.session,
     })
 }
 
@@ -350,10 +366,13 @@ async fn session_of(ctx: &Context, caller: &Caller, id: Option<&str>) -> Enforce
             "no such open session of this agent on this server; start again with `initialize`",
         )
     };
-    let record = ctx
-        .store
-        .mcp_session(&sha256_hex(id.as_bytes()))
-        .await?
+    let id_hash = sha256_hex(id.as_bytes());
+    // Read with the credential, unless the caller was authenticated for another id.
+    let record = match caller.session.as_ref().filter(|s| s.id_hash == id_hash) {
+        Some(read) => Some(read.clone()),
+        None => ctx.store.mcp_session(&id_hash).await?,
+    };
+    let record = record
         .filter(|s| {
             s.agent_id == caller.agent_id
                 && s.server_id == caller.server.id
@@ -447,16 +466,13 @@ pub async fn post(
         Era::Session(id) => {
             let session = session_of(ctx, &caller, id).await?;
             (
-                Upstream::of(ctx, &caller.server, &session).await?,
+                Upstream::of(ctx, &caller.server, caller.set_version, &session).await?,
                 Some(session),
             )
         }
         Era::Sessionless(routing) => {
             let routing = routing.checked(&message)?;
-            (
-                Upstream::sessionless(ctx, &caller.server, routing).await?,
-                None,
-            )
+            (Upstream::sessionless(ctx, &caller, routing).await?, None)
         }
     };
     let (id, method) = match kind {
@@ -683,7 +699,7 @@ async fn initialize(
         .elicitation
         .as_ref()
         .is_some_and(|e| e.url.is_some());
-    let link = Upstream::open(ctx, &caller.server).await?;
+    let link = Upstream::open(ctx, &caller.server, caller.set_version).await?;
     let until = deadline(ctx);
     let mut opened = within(until, link.send(ctx, "POST", Some(message))).await?;
     if !(200..300).contains(&opened.status) {
@@ -798,7 +814,7 @@ pub async fn delete(
     // The upstream's session ends too, when it has one; what it answers changes nothing here.
     if session.upstream.is_some() {
         let ended = async {
-            let link = Upstream::of(ctx, &caller.server, &session).await?;
+            let link = Upstream::of(ctx, &caller.server, caller.set_version, &session).await?;
             link.send(ctx, "DELETE", None).await
         };
         if let Err(err) = ended.await {
@@ -879,7 +895,7 @@ async fn close_upstream(ctx: &SharedContext, record: McpSessionRecord) -> bool {
             ));
         }
         let session = Session::of(ctx, record)?;
-        let link = Upstream::of(ctx, &server, &session).await?;
+        let link = Upstream::of(ctx, &server, None, &session).await?;
         let mut opened = within(deadline(ctx), link.send(ctx, "DELETE", None)).await?;
         let _ = opened.body().await;
         EnforceResult::Ok((server.name, opened.status))
@@ -956,7 +972,7 @@ async fn upstream_stream(
     caller: &Caller,
     session: &Session,
 ) -> EnforceResult<Option<Answering>> {
-    let link = Upstream::of(ctx, &caller.server, session).await?;
+    let link = Upstream::of(ctx, &caller.server, caller.set_version, session).await?;
     let out = match link.render("GET", None) {
         Ok(out) => out,
         Err(err) => {
@@ -1043,19 +1059,24 @@ impl Listening {
     /// completions of challenges decided since the last look.
     async fn look(&mut self) -> EnforceResult<bool> {
         let ctx = &self.ctx;
-        let open = ctx
+        // The session, the credential and the kill switch in one read.
+        let gate = ctx
             .store
-            .mcp_session(&self.session.id_hash)
-            .await?
-            .is_some_and(|s| s.ended_at.is_none() && s.expires_at > now_ms());
-        let credential = ctx
-            .store
-            .credential_by_hash(&self.caller.credential_hash)
+            .mcp_gate(
+                &self.caller.credential_hash,
+                &self.caller.server.name,
+                Some(&self.session.id_hash),
+            )
             .await?;
-        let standing = match credential {
-            Some(c) => standing(ctx, &self.caller.view, &c).await?.is_none(),
-            None => false,
+        let Some(gate) = gate else {
+            return Ok(false);
         };
+        let open = gate
+            .session
+            .is_some_and(|s| s.ended_at.is_none() && s.expires_at > now_ms());
+        let standing = standing_under(ctx, &self.caller.view, &gate.kill_switch, &gate.credential)
+            .await?
+            .is_none();
         if !open || !standing {
             return Ok(false);
         }
@@ -1092,13 +1113,22 @@ impl Listening {
 // ---------------------------------------------------------------------------------------------
 // The upstream
 
-/// The server's upstream credentials: its secret set read now, its version opened now or kept
-/// from a message of the last half minute (see [`egress::InjectedCache`]).
+/// The server's upstream credentials: its secret set's version opened now or kept from a
+/// message of the last half minute (see [`egress::InjectedCache`]). `known`: the set's current
+/// version, read with the caller (then nothing more is read while it is kept); without it, the
+/// set is read now.
 async fn material(
     ctx: &Context,
     server: &McpServerRecord,
     auth: &crate::store::McpServerAuth,
+    known: Option<i64>,
 ) -> EnforceResult<Arc<Injected>> {
+    if let Some(version) = known {
+        let key = (auth.secret_set_id.clone(), version, auth.profile.clone());
+        if let Some(kept) = ctx.mcp_materials.get(&key) {
+            return Ok(kept);
+        }
+    }
     let set_ref = crate::vault::sets::set_ref(&json!(auth.secret_set_id))?;
     let set = crate::vault::sets::live_set(ctx, &server.workspace_id, &set_ref).await?;
     let key = (set.id.clone(), set.current_version, auth.profile.clone());
@@ -1136,11 +1166,16 @@ struct Upstream {
 }
 
 impl Upstream {
-    /// For the handshake: no session yet.
-    async fn open(ctx: &Context, server: &McpServerRecord) -> EnforceResult<Upstream> {
+    /// For the handshake: no session yet. `known`: the current version of the server's secret
+    /// set, when it was read with the caller.
+    async fn open(
+        ctx: &Context,
+        server: &McpServerRecord,
+        known: Option<i64>,
+    ) -> EnforceResult<Upstream> {
         let auth = match &server.auth {
             None => None,
-            Some(auth) => Some(material(ctx, server, auth).await?),
+            Some(auth) => Some(material(ctx, server, auth, known).await?),
         };
         let scrubber = auth
             .as_ref()
@@ -1159,10 +1194,10 @@ impl Upstream {
     /// In the sessionless revision: the version named on every request, no session.
     async fn sessionless(
         ctx: &Context,
-        server: &McpServerRecord,
+        caller: &Caller,
         routing: Routing,
     ) -> EnforceResult<Upstream> {
-        let mut link = Upstream::open(ctx, server).await?;
+        let mut link = Upstream::open(ctx, &caller.server, caller.set_version).await?;
         link.version = Some(SESSIONLESS.to_string());
         link.routing = routing;
         Ok(link)
@@ -1172,9 +1207,10 @@ impl Upstream {
     async fn of(
         ctx: &Context,
         server: &McpServerRecord,
+        known: Option<i64>,
         session: &Session,
     ) -> EnforceResult<Upstream> {
-        let mut link = Upstream::open(ctx, server).await?;
+        let mut link = Upstream::open(ctx, server, known).await?;
         link.session = session.upstream.clone();
         link.version = Some(session.record.protocol_version.clone());
         Ok(link)

@@ -132,4 +132,30 @@ pub trait McpStore: Send + Sync {
     /// Sessions acp ended whose upstream session is still to be ended upstream (claimed by
     /// none), the longest ended first; at most `limit`.
     async fn mcp_sessions_to_close(&self, limit: i64) -> Result<Vec<McpSessionRecord>, StoreError>;
+    /// What the gateway reads of a message's caller in one statement: the credential of
+    /// `token_hash`, its workspace's kill switch, the workspace's server named `server_name`,
+    /// the current version of that server's secret set while the set is live, and the session
+    /// of `session_hash` (open or ended, whoever's). `None` when no credential has that hash.
+    async fn mcp_gate(
+        &self,
+        token_hash: &str,
+        server_name: &str,
+        session_hash: Option<&str>,
+    ) -> Result<Option<McpGate>, StoreError>;
+}
+
+/// [`McpStore::mcp_gate`]'s answer: everything read at once, so a message waits on one round
+/// trip for it rather than four.
+#[derive(Debug, Clone)]
+pub struct McpGate {
+    pub credential: super::CredentialRecord,
+    pub kill_switch: super::KillSwitch,
+    /// The credential's workspace's server of that name, if it has one.
+    pub server: Option<McpServerRecord>,
+    /// The current version of the server's secret set (its `auth`), when the set is live
+    /// (neither deleted nor destroyed).
+    pub auth_set_version: Option<i64>,
+    /// The session of the hash asked for, if there is one (checked by the caller against the
+    /// credential's agent and the server).
+    pub session: Option<McpSessionRecord>,
 }

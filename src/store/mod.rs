@@ -50,7 +50,9 @@ pub use credentials::{CredentialRecord, KillSwitch, SigningKeyRecord};
 pub use email::{EmailOp, EmailStore};
 pub use email::{OutboxAttachment, OutboxMessage};
 pub use group_commit::{GroupCommit, Writer};
-pub use mcp::{McpOp, McpServerAuth, McpServerRecord, McpSessionRecord, McpStore, ServerRef};
+pub use mcp::{
+    McpGate, McpOp, McpServerAuth, McpServerRecord, McpSessionRecord, McpStore, ServerRef,
+};
 pub use policies::{ApprovalNotice, PolicyOp, PolicyStore, APPROVAL_MAILS_SPENT, APPROVAL_USED};
 pub use policies::{
     ChallengeQuery, IdempotencyRecord, PolicyApply, PolicyChallenge, PolicyRecord, PolicyVersion,

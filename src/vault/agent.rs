@@ -86,7 +86,17 @@ impl Scene {
         let version = ctx
             .store
             .secret_version(&set.id, set.current_version)
-            .await?
+            .await?;
+        Scene::with_version(workspace_id, set, version)
+    }
+
+    /// A live set with its current version, read already (`None`: it is missing).
+    fn with_version(
+        workspace_id: &str,
+        set: SecretSetRecord,
+        version: Option<SecretVersion>,
+    ) -> EnforceResult<Scene> {
+        let version = version
             .ok_or_else(|| EnforceError::internal("a secret set's current version is missing"))?;
         Ok(Scene {
             workspace_id: workspace_id.to_owned(),
@@ -196,14 +206,26 @@ impl Scene {
         action: VaultAction,
         keys: &[String],
     ) -> EnforceResult<GrantRecord> {
-        let now = now_ms();
-        let groups = agent_groups(ctx, &self.workspace_id, agent).await?;
         let grants = ctx
             .store
             .vault_grants(&self.workspace_id, Some(&self.set.id))
             .await?;
+        self.grant_among(ctx, agent, action, keys, &grants).await
+    }
+
+    /// [`Scene::grant`] among the set's grants `grants`, read already.
+    pub(super) async fn grant_among(
+        &self,
+        ctx: &Context,
+        agent: &AgentRecord,
+        action: VaultAction,
+        keys: &[String],
+        grants: &[GrantRecord],
+    ) -> EnforceResult<GrantRecord> {
+        let now = now_ms();
+        let groups = agent_groups(ctx, &self.workspace_id, agent).await?;
         let usable: Vec<GrantRecord> = grants
-            .into_iter()
+            .iter()
             .filter(|g| g.revoked_at.is_none() && g.expires_at.is_none_or(|e| e > now))
             .filter(|g| match (&g.agent_id, &g.group_name) {
                 (Some(a), _) => *a == agent.id,
@@ -211,6 +233,7 @@ impl Scene {
                 (None, None) => false,
             })
             .filter(|g| g.allowed_actions.contains(&action))
+            .cloned()
             .collect();
         if usable.is_empty() {
             return Err(EnforceError::forbidden(
@@ -322,12 +345,71 @@ pub(super) async fn judge(
 /// A lease a token names, as the signing agent may use it for `action` on the scene's set:
 /// `invalid_lease` unless it is the agent's, of that kind and set, and not revoked;
 /// `lease_expired`; `lease_used` when no use is left.
-pub(super) async fn lease_of(
-    ctx: &Context,
+/// A request on a secret set under one of the agent's leases: the set with its current
+/// version, the lease of the request's token (checked) and the set's grants. The four are read
+/// in two round trips of two reads each (the set with the lease, then its version with its
+/// grants), and judged in the order the vault's actions are: the set, then the lease.
+pub(super) struct Leased {
+    pub scene: Scene,
+    pub lease: LeaseRecord,
+    grants: Vec<GrantRecord>,
+}
+
+impl Leased {
+    pub(super) async fn load(
+        ctx: &Context,
+        signer: &Signer<'_>,
+        secret_set_id: &Value,
+        token: &str,
+        kind: &str,
+    ) -> EnforceResult<Leased> {
+        let workspace_id = signer.workspace_id()?;
+        let set = set_ref(secret_set_id)?;
+        let lease = async {
+            if token.is_empty() {
+                return Ok(None);
+            }
+            ctx.store
+                .vault_lease_by_token(&sha256_hex(token.as_bytes()))
+                .await
+        };
+        let (set, lease) = tokio::join!(live_set(ctx, workspace_id, &set), lease);
+        let set = set?;
+        let (version, grants) = tokio::join!(
+            ctx.store.secret_version(&set.id, set.current_version),
+            ctx.store.vault_grants(workspace_id, Some(&set.id)),
+        );
+        let scene = Scene::with_version(workspace_id, set, version?)?;
+        let lease = lease_judged(signer, &scene, token, kind, lease?)?;
+        Ok(Leased {
+            scene,
+            lease,
+            grants: grants?,
+        })
+    }
+
+    /// [`Scene::grant`] among the grants read with the lease.
+    pub(super) async fn grant(
+        &self,
+        ctx: &Context,
+        agent: &AgentRecord,
+        action: VaultAction,
+        keys: &[String],
+    ) -> EnforceResult<GrantRecord> {
+        self.scene
+            .grant_among(ctx, agent, action, keys, &self.grants)
+            .await
+    }
+}
+
+/// The lease `found` by the hash of `token`, if it is a live `kind` lease of the signer for the
+/// scene's set with uses left.
+fn lease_judged(
     signer: &Signer<'_>,
     scene: &Scene,
     token: &str,
     kind: &str,
+    found: Option<LeaseRecord>,
 ) -> EnforceResult<LeaseRecord> {
     if token.is_empty() {
         return Err(EnforceError::missing(if kind == "workflow" {
@@ -337,10 +419,7 @@ pub(super) async fn lease_of(
         }));
     }
     let invalid = |why: &str| EnforceError::unauthenticated("invalid_lease", why.to_owned());
-    let lease = ctx
-        .store
-        .vault_lease_by_token(&sha256_hex(token.as_bytes()))
-        .await?
+    let lease = found
         .filter(|l| l.kind == kind && l.agent_id == signer.agent.id)
         .filter(|l| l.workspace_id == scene.workspace_id)
         .ok_or_else(|| invalid(&format!("no {kind} lease of this agent has this token")))?;
@@ -444,8 +523,15 @@ pub async fn mint(
     req: api::RequestLeaseMintRequest,
 ) -> EnforceResult<api::RequestLeaseResponse> {
     let workspace_id = signer.workspace_id()?;
-    let scene = Scene::load(ctx, workspace_id, &req.secret_set_id).await?;
-    let workflow = lease_of(ctx, &signer, &scene, &req.workflow_lease_token, "workflow").await?;
+    let leased = Leased::load(
+        ctx,
+        &signer,
+        &req.secret_set_id,
+        &req.workflow_lease_token,
+        "workflow",
+    )
+    .await?;
+    let (scene, workflow) = (&leased.scene, &leased.lease);
     let action = lease_action("action", &req.action)?;
     if !workflow.actions.contains(&action) {
         return Err(EnforceError::forbidden(
@@ -474,10 +560,10 @@ pub async fn mint(
     // A grant must allow minting and one the lease's action, on every key asked for. Without
     // `keys` the lease gets the keys both allow, written into it. The minting grant is checked
     // again when the lease is written, the action's at each use.
-    let grant = scene
+    let grant = leased
         .grant(ctx, signer.agent, VaultAction::MintLease, &asked)
         .await?;
-    let using = scene.grant(ctx, signer.agent, action, &asked).await?;
+    let using = leased.grant(ctx, signer.agent, action, &asked).await?;
     let keys = if asked.is_empty() {
         let keys = scene.granted_keys(&[&grant, &using]);
         if keys.is_empty() {
@@ -517,7 +603,7 @@ pub async fn mint(
     };
     let minted = event(
         &signer,
-        &scene,
+        scene,
         "vault.lease.minted",
         "mint_request_lease",
         json!({
@@ -553,9 +639,15 @@ pub async fn read(
     signer: Signer<'_>,
     req: api::SecretsReadRequest,
 ) -> EnforceResult<api::SecretsReadResponse> {
-    let workspace_id = signer.workspace_id()?;
-    let scene = Scene::load(ctx, workspace_id, &req.secret_set_id).await?;
-    let lease = lease_of(ctx, &signer, &scene, &req.request_lease_token, "request").await?;
+    let leased = Leased::load(
+        ctx,
+        &signer,
+        &req.secret_set_id,
+        &req.request_lease_token,
+        "request",
+    )
+    .await?;
+    let (scene, lease) = (&leased.scene, &leased.lease);
     if !lease.actions.contains(&VaultAction::Read) {
         return Err(EnforceError::forbidden(
             "action_not_leased",
@@ -566,8 +658,8 @@ pub async fn read(
         return Err(EnforceError::missing("keys"));
     }
     let keys = scene.keys(Some(&req.keys))?;
-    within_lease(&lease, &keys, &scene.set.name)?;
-    let grant = scene
+    within_lease(lease, &keys, &scene.set.name)?;
+    let grant = leased
         .grant(ctx, signer.agent, VaultAction::Read, &keys)
         .await?;
     scene.check_claims(req.environment.as_deref(), None)?;
@@ -580,10 +672,10 @@ pub async fn read(
     drop(entries);
     let details = json!({"lease_id": lease.id, "version": scene.version.version, "keys": keys});
     let effect = Effect {
-        op: use_of(&signer, &scene, &lease, &grant).into(),
+        op: use_of(&signer, scene, lease, &grant).into(),
         audit: vec![
-            event(&signer, &scene, "vault.lease.used", "read", details.clone()),
-            event(&signer, &scene, "vault.secret.read", "read", details),
+            event(&signer, scene, "vault.lease.used", "read", details.clone()),
+            event(&signer, scene, "vault.secret.read", "read", details),
         ],
     };
     let decision = decide(

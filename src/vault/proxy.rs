@@ -111,23 +111,25 @@ pub async fn proxy(
     signer: Signer<'_>,
     req: api::ProxyRequest,
 ) -> EnforceResult<api::ProxyResponse> {
-    let workspace_id = signer
-        .agent
-        .workspace_id
-        .as_deref()
-        .ok_or_else(EnforceError::unknown_agent)?;
-    let scene = Scene::load(ctx, workspace_id, &req.secret_set_id).await?;
-    let lease = agent::lease_of(ctx, &signer, &scene, &req.request_lease_token, "request").await?;
+    let leased = agent::Leased::load(
+        ctx,
+        &signer,
+        &req.secret_set_id,
+        &req.request_lease_token,
+        "request",
+    )
+    .await?;
+    let (scene, lease) = (&leased.scene, &leased.lease);
     if !lease.actions.contains(&VaultAction::Proxy) {
         return Err(EnforceError::forbidden(
             "action_not_leased",
             "the request lease was minted for `read`, not `proxy`",
         ));
     }
-    let call = Call::read(&scene, &req.profile, &req.request)?;
+    let call = Call::read(scene, &req.profile, &req.request)?;
     let keys = scene.keys(Some(&call.keys()))?;
-    agent::within_lease(&lease, &keys, &scene.set.name)?;
-    let grant = scene
+    agent::within_lease(lease, &keys, &scene.set.name)?;
+    let grant = leased
         .grant(ctx, signer.agent, VaultAction::Proxy, &keys)
         .await?;
     scene.check_claims(req.environment.as_deref(), None)?;
@@ -152,10 +154,10 @@ pub async fn proxy(
         "host": t.host, "port": t.port, "path": t.path, "keys": keys,
     });
     let effect = Effect {
-        op: agent::use_of(&signer, &scene, &lease, &grant).into(),
+        op: agent::use_of(&signer, scene, lease, &grant).into(),
         audit: vec![agent::event(
             &signer,
-            &scene,
+            scene,
             "vault.lease.used",
             "proxy",
             base.clone(),
@@ -165,7 +167,7 @@ pub async fn proxy(
         ctx,
         &signer,
         VaultAction::Proxy,
-        call.context(&scene, &keys),
+        call.context(scene, &keys),
         &effect,
     )
     .await?;
@@ -196,7 +198,7 @@ pub async fn proxy(
                     .collect();
                 events.push(agent::event(
                     &signer,
-                    &scene,
+                    scene,
                     "vault.proxy.leak_scrubbed",
                     "proxy",
                     leak,
@@ -211,7 +213,7 @@ pub async fn proxy(
     };
     events.insert(
         0,
-        agent::event(&signer, &scene, "vault.proxy.request", "proxy", details),
+        agent::event(&signer, scene, "vault.proxy.request", "proxy", details),
     );
     for event in &mut events {
         event.trace_id = Some(trace_id.clone());

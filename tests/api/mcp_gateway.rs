@@ -544,6 +544,48 @@ each_engine! {
         app.stop().await;
     }
 
+    async fn the_upstream_credentials_follow_the_secret_set(engine) {
+        // The set's current version is read with the credential on every message: a new
+        // version's token is the one the next call carries, and a deleted set's none.
+        let upstream = crate::mcp_upstream::start(Some(UPSTREAM_TOKEN)).await;
+        let Scene { app, credential, .. } = scene(engine, &upstream, json!(["mcp"])).await;
+        let mut client = Client::new(&app, &credential);
+        client.initialize(false).await;
+        let listed = |answer: &Value| text_of(answer) == "open issues of \"acme/api\": #1, #2";
+        let allowed = client.call("list_issues", json!({"repo": "acme/api"})).await;
+        assert!(listed(&allowed), "{allowed}");
+
+        let owner = app.login("owner@example.com").await;
+        let (s, sets) = status_json(owner.get("/v1/vault/secret-sets").await).await;
+        assert_eq!(s, 200, "{sets}");
+        let set_id = sets["items"][0]["secret_set_id"].as_str().unwrap().to_owned();
+        let put = |token: &str| json!({"set": {"GITHUB_TOKEN": token}});
+        let (s, body) = status_json(owner.post(&format!("/v1/vault/secret-sets/{set_id}"), &put("not-the-token")).await).await;
+        assert_eq!(s, 200, "{body}");
+        // The upstream refuses the new token: the call is not answered by it.
+        let res = client.send(&json!({"jsonrpc": "2.0", "id": 20, "method": "tools/call",
+            "params": {"name": "list_issues", "arguments": {"repo": "acme/api"}}})).await;
+        let status = res.status().as_u16();
+        let body = res.text().await.unwrap();
+        assert!(status != 200 || !body.contains("open issues"), "{status} {body}");
+        assert!(!body.contains("not-the-token"), "{body}");
+        // The right token again, as a third version: answered at once.
+        let (s, body) = status_json(owner.post(&format!("/v1/vault/secret-sets/{set_id}"), &put(UPSTREAM_TOKEN)).await).await;
+        assert_eq!(s, 200, "{body}");
+        let allowed = client.call("list_issues", json!({"repo": "acme/api"})).await;
+        assert!(listed(&allowed), "{allowed}");
+
+        // A deleted set fills in nothing: the call is refused before it leaves.
+        let hits = upstream.hits();
+        let (s, body) = status_json(owner.post(&format!("/v1/vault/secret-sets/{set_id}/delete"), &json!({})).await).await;
+        assert_eq!(s, 200, "{body}");
+        let res = client.send(&json!({"jsonrpc": "2.0", "id": 21, "method": "tools/call",
+            "params": {"name": "list_issues", "arguments": {"repo": "acme/api"}}})).await;
+        assert_error(res, 404, "unknown_secret_set").await;
+        assert_eq!(upstream.hits(), hits, "nothing reached the upstream");
+        app.stop().await;
+    }
+
     async fn the_session_stream(engine) {
         let upstream = crate::mcp_upstream::start(Some(UPSTREAM_TOKEN)).await;
         let Scene { app, agent, credential } = scene(engine, &upstream, json!(["mcp"])).await;

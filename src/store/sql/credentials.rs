@@ -7,7 +7,7 @@ use sqlx::{Any, Row, Transaction};
 use super::{affected_or_conflict, changed_rows, Arg, Filters, SqlStore};
 use crate::store::*;
 
-fn credential_from_row(row: &AnyRow) -> Result<CredentialRecord, sqlx::Error> {
+pub(super) fn credential_from_row(row: &AnyRow) -> Result<CredentialRecord, sqlx::Error> {
     Ok(CredentialRecord {
         id: row.try_get("id")?,
         workspace_id: row.try_get("workspace_id")?,
@@ -23,6 +23,18 @@ fn credential_from_row(row: &AnyRow) -> Result<CredentialRecord, sqlx::Error> {
         revoked_at: row.try_get("revoked_at")?,
         revoked_reason: row.try_get("revoked_reason")?,
         used_at: row.try_get("used_at")?,
+    })
+}
+
+/// The kill switch's columns of `row` (`minting_paused`, `minting_paused_reason`,
+/// `all_revoked_at`), each possibly NULL: a workspace without a row has never used it.
+pub(super) fn kill_switch_from_row(row: &AnyRow) -> Result<KillSwitch, sqlx::Error> {
+    Ok(KillSwitch {
+        minting_paused: row
+            .try_get::<Option<i64>, _>("minting_paused")?
+            .is_some_and(|paused| paused != 0),
+        minting_paused_reason: row.try_get("minting_paused_reason")?,
+        all_revoked_at: row.try_get("all_revoked_at")?,
     })
 }
 
@@ -282,11 +294,7 @@ impl CredentialStore for SqlStore {
         .fetch_optional(&self.read)
         .await?;
         Ok(match row {
-            Some(r) => KillSwitch {
-                minting_paused: r.try_get::<i64, _>("minting_paused")? != 0,
-                minting_paused_reason: r.try_get("minting_paused_reason")?,
-                all_revoked_at: r.try_get("all_revoked_at")?,
-            },
+            Some(r) => kill_switch_from_row(&r)?,
             None => KillSwitch::default(),
         })
     }

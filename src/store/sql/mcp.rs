@@ -11,24 +11,95 @@ const COLUMNS: &str = "id, workspace_id, name, url, auth_secret_set_id, auth_pro
      record_arguments, created_at, created_by, updated_at";
 
 fn server_from_row(row: &AnyRow) -> Result<McpServerRecord, sqlx::Error> {
-    let secret_set_id: Option<String> = row.try_get("auth_secret_set_id")?;
-    let profile: Option<String> = row.try_get("auth_profile")?;
+    server_from_columns(row, |name| name)
+}
+
+/// A server from `row`, each of its columns read under the name `column` gives it (a joined
+/// read names them apart from the other tables' columns).
+fn server_from_columns(
+    row: &AnyRow,
+    column: impl Fn(&'static str) -> &'static str,
+) -> Result<McpServerRecord, sqlx::Error> {
+    let secret_set_id: Option<String> = row.try_get(column("auth_secret_set_id"))?;
+    let profile: Option<String> = row.try_get(column("auth_profile"))?;
     Ok(McpServerRecord {
-        id: row.try_get("id")?,
-        workspace_id: row.try_get("workspace_id")?,
-        name: row.try_get("name")?,
-        url: row.try_get("url")?,
+        id: row.try_get(column("id"))?,
+        workspace_id: row.try_get(column("workspace_id"))?,
+        name: row.try_get(column("name"))?,
+        url: row.try_get(column("url"))?,
         auth: secret_set_id
             .zip(profile)
             .map(|(secret_set_id, profile)| McpServerAuth {
                 secret_set_id,
                 profile,
             }),
-        record_arguments: row.try_get::<i64, _>("record_arguments")? != 0,
-        created_at: row.try_get("created_at")?,
-        created_by: row.try_get("created_by")?,
-        updated_at: row.try_get("updated_at")?,
+        record_arguments: row.try_get::<i64, _>(column("record_arguments"))? != 0,
+        created_at: row.try_get(column("created_at"))?,
+        created_by: row.try_get(column("created_by"))?,
+        updated_at: row.try_get(column("updated_at"))?,
     })
+}
+
+/// [`McpStore::mcp_gate`]'s statement: the credential, its workspace's kill switch, the server
+/// of that name (its columns named `server_*`), its live secret set's current version and the
+/// session of that id hash (its columns named `session_*`; none without a hash).
+const GATE: &str =
+    "SELECT c.id, c.workspace_id, c.agent_id, c.token_hash, c.token_type, c.provider, \
+     c.audience, c.scopes, c.one_time, c.created_at, c.expires_at, c.revoked_at, c.revoked_reason, \
+     c.used_at, k.minting_paused, k.minting_paused_reason, k.all_revoked_at, \
+     s.id AS server_id, s.workspace_id AS server_workspace_id, s.name AS server_name, \
+     s.url AS server_url, s.auth_secret_set_id AS server_auth_secret_set_id, \
+     s.auth_profile AS server_auth_profile, s.record_arguments AS server_record_arguments, \
+     s.created_at AS server_created_at, s.created_by AS server_created_by, \
+     s.updated_at AS server_updated_at, v.current_version AS server_set_version, \
+     m.id_hash AS session_id_hash, m.workspace_id AS session_workspace_id, \
+     m.server_id AS session_server_id, m.agent_id AS session_agent_id, \
+     m.credential_id AS session_credential_id, m.protocol_version AS session_protocol_version, \
+     m.url_elicitation AS session_url_elicitation, m.upstream_session AS session_upstream_session, \
+     m.created_at AS session_created_at, m.expires_at AS session_expires_at, \
+     m.ended_at AS session_ended_at, m.ended_reason AS session_ended_reason \
+     FROM credentials c \
+     LEFT JOIN kill_switches k ON k.workspace_id = c.workspace_id \
+     LEFT JOIN mcp_servers s ON s.workspace_id = c.workspace_id AND s.name = $2 \
+     LEFT JOIN vault_secret_sets v ON v.id = s.auth_secret_set_id \
+       AND v.workspace_id = c.workspace_id AND v.deleted_at IS NULL AND v.destroyed_at IS NULL \
+     LEFT JOIN mcp_sessions m ON m.id_hash = $3 \
+     WHERE c.token_hash = $1";
+
+/// A server column's name in [`GATE`].
+fn gate_server_column(name: &'static str) -> &'static str {
+    match name {
+        "id" => "server_id",
+        "workspace_id" => "server_workspace_id",
+        "name" => "server_name",
+        "url" => "server_url",
+        "auth_secret_set_id" => "server_auth_secret_set_id",
+        "auth_profile" => "server_auth_profile",
+        "record_arguments" => "server_record_arguments",
+        "created_at" => "server_created_at",
+        "created_by" => "server_created_by",
+        "updated_at" => "server_updated_at",
+        other => other,
+    }
+}
+
+/// A session column's name in [`GATE`].
+fn gate_session_column(name: &'static str) -> &'static str {
+    match name {
+        "id_hash" => "session_id_hash",
+        "workspace_id" => "session_workspace_id",
+        "server_id" => "session_server_id",
+        "agent_id" => "session_agent_id",
+        "credential_id" => "session_credential_id",
+        "protocol_version" => "session_protocol_version",
+        "url_elicitation" => "session_url_elicitation",
+        "upstream_session" => "session_upstream_session",
+        "created_at" => "session_created_at",
+        "expires_at" => "session_expires_at",
+        "ended_at" => "session_ended_at",
+        "ended_reason" => "session_ended_reason",
+        other => other,
+    }
 }
 
 /// A unique-index violation is the name being taken; anything else is the database's.
@@ -207,19 +278,27 @@ const SESSION_COLUMNS: &str = "id_hash, workspace_id, server_id, agent_id, crede
      ended_reason";
 
 fn session_from_row(row: &AnyRow) -> Result<McpSessionRecord, sqlx::Error> {
+    session_from_columns(row, |name| name)
+}
+
+/// A session from `row`, each column read under the name `column` gives it.
+fn session_from_columns(
+    row: &AnyRow,
+    column: impl Fn(&'static str) -> &'static str,
+) -> Result<McpSessionRecord, sqlx::Error> {
     Ok(McpSessionRecord {
-        id_hash: row.try_get("id_hash")?,
-        workspace_id: row.try_get("workspace_id")?,
-        server_id: row.try_get("server_id")?,
-        agent_id: row.try_get("agent_id")?,
-        credential_id: row.try_get("credential_id")?,
-        protocol_version: row.try_get("protocol_version")?,
-        url_elicitation: row.try_get::<i64, _>("url_elicitation")? != 0,
-        upstream_session: row.try_get("upstream_session")?,
-        created_at: row.try_get("created_at")?,
-        expires_at: row.try_get("expires_at")?,
-        ended_at: row.try_get("ended_at")?,
-        ended_reason: row.try_get("ended_reason")?,
+        id_hash: row.try_get(column("id_hash"))?,
+        workspace_id: row.try_get(column("workspace_id"))?,
+        server_id: row.try_get(column("server_id"))?,
+        agent_id: row.try_get(column("agent_id"))?,
+        credential_id: row.try_get(column("credential_id"))?,
+        protocol_version: row.try_get(column("protocol_version"))?,
+        url_elicitation: row.try_get::<i64, _>(column("url_elicitation"))? != 0,
+        upstream_session: row.try_get(column("upstream_session"))?,
+        created_at: row.try_get(column("created_at"))?,
+        expires_at: row.try_get(column("expires_at"))?,
+        ended_at: row.try_get(column("ended_at"))?,
+        ended_reason: row.try_get(column("ended_reason"))?,
     })
 }
 
@@ -336,5 +415,37 @@ impl McpStore for SqlStore {
         .fetch_optional(&self.read)
         .await?;
         Ok(row.as_ref().map(server_from_row).transpose()?)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn mcp_gate(
+        &self,
+        token_hash: &str,
+        server_name: &str,
+        session_hash: Option<&str>,
+    ) -> Result<Option<McpGate>, StoreError> {
+        let Some(row) = sqlx::query(GATE)
+            .bind(token_hash)
+            .bind(server_name)
+            .bind(session_hash)
+            .fetch_optional(&self.read)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let server = match row.try_get::<Option<String>, _>("server_id")? {
+            Some(_) => Some(server_from_columns(&row, gate_server_column)?),
+            None => None,
+        };
+        Ok(Some(McpGate {
+            credential: super::credentials::credential_from_row(&row)?,
+            kill_switch: super::credentials::kill_switch_from_row(&row)?,
+            server,
+            auth_set_version: row.try_get("server_set_version")?,
+            session: match row.try_get::<Option<String>, _>("session_id_hash")? {
+                Some(_) => Some(session_from_columns(&row, gate_session_column)?),
+                None => None,
+            },
+        }))
     }
 }
