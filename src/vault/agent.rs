@@ -388,6 +388,33 @@ impl Leased {
         })
     }
 
+    /// [`Leased::load`] for a request lease, which must have been minted for `action`.
+    pub(super) async fn request(
+        ctx: &Context,
+        signer: &Signer<'_>,
+        secret_set_id: &Value,
+        token: &str,
+        action: VaultAction,
+    ) -> EnforceResult<Leased> {
+        let leased = Leased::load(ctx, signer, secret_set_id, token, "request").await?;
+        if !leased.lease.actions.contains(&action) {
+            let minted: Vec<String> = leased
+                .lease
+                .actions
+                .iter()
+                .map(|a| format!("`{a}`"))
+                .collect();
+            return Err(EnforceError::forbidden(
+                "action_not_leased",
+                format!(
+                    "the request lease was minted for {}, not `{action}`",
+                    minted.join(", ")
+                ),
+            ));
+        }
+        Ok(leased)
+    }
+
     /// [`Scene::grant`] among the grants read with the lease.
     pub(super) async fn grant(
         &self,
@@ -639,21 +666,15 @@ pub async fn read(
     signer: Signer<'_>,
     req: api::SecretsReadRequest,
 ) -> EnforceResult<api::SecretsReadResponse> {
-    let leased = Leased::load(
+    let leased = Leased::request(
         ctx,
         &signer,
         &req.secret_set_id,
         &req.request_lease_token,
-        "request",
+        VaultAction::Read,
     )
     .await?;
     let (scene, lease) = (&leased.scene, &leased.lease);
-    if !lease.actions.contains(&VaultAction::Read) {
-        return Err(EnforceError::forbidden(
-            "action_not_leased",
-            "the request lease was minted for `proxy`, not `read`",
-        ));
-    }
     if req.keys.is_empty() {
         return Err(EnforceError::missing("keys"));
     }

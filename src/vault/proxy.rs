@@ -111,21 +111,15 @@ pub async fn proxy(
     signer: Signer<'_>,
     req: api::ProxyRequest,
 ) -> EnforceResult<api::ProxyResponse> {
-    let leased = agent::Leased::load(
+    let leased = agent::Leased::request(
         ctx,
         &signer,
         &req.secret_set_id,
         &req.request_lease_token,
-        "request",
+        VaultAction::Proxy,
     )
     .await?;
     let (scene, lease) = (&leased.scene, &leased.lease);
-    if !lease.actions.contains(&VaultAction::Proxy) {
-        return Err(EnforceError::forbidden(
-            "action_not_leased",
-            "the request lease was minted for `read`, not `proxy`",
-        ));
-    }
     let call = Call::read(scene, &req.profile, &req.request)?;
     let keys = scene.keys(Some(&call.keys()))?;
     agent::within_lease(lease, &keys, &scene.set.name)?;
