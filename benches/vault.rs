@@ -10,6 +10,9 @@
 //!    client, as an agent holding the key would make it) and one through
 //!    `POST /v1/vault/proxy/request` (signed, with a request lease minted beforehand and not
 //!    timed), in alternating order; p50 and p99 of each side and of the per-pair difference.
+//!    Twice: to `/api/v1/charges`, which answers as an API does (nothing of the request's
+//!    headers in it), then to `/echo/v1/charges`, which echoes the request, the injected key
+//!    with it: the proxy scrubs it and commits the leak's event before it answers.
 //! 2. **Secret reads.** `ACP_BENCH_CONCURRENCY` agents' clients read one key each through
 //!    `POST /v1/vault/secrets/read` for `ACP_BENCH_READ_SECS`, each lease good for 100 reads
 //!    (the mints, one per 100 reads, are inside the measured time).
@@ -93,6 +96,69 @@ impl Agent {
     }
 }
 
+/// `pairs` pairs (after `warm` more) of the same call to `url`, straight and through the proxy,
+/// in alternating order: the sorted milliseconds straight, through the proxy, and added.
+async fn overhead_pairs(
+    agent: &Agent,
+    workflow_token: &str,
+    direct_client: &reqwest::Client,
+    url: &str,
+    pairs: usize,
+    warm: usize,
+) -> Result<[Vec<f64>; 3]> {
+    let call = json!({"method": "POST", "url": url, "body": "{\"amount\":5}",
+        "headers": {"Content-Type": "application/json"}});
+    let (mut direct, mut proxied, mut overhead) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..pairs + warm {
+        let token = agent.mint(workflow_token, "proxy", 1).await?;
+        let request = agent.signed(
+            "/v1/vault/proxy/request",
+            &json!({"request_lease_token": token, "secret_set_id": 1, "profile": "api", "request": call}),
+        );
+        let straight = direct_client
+            .post(url)
+            .header("Authorization", "Bearer sk_bench_0123456789abcdef")
+            .header("Content-Type", "application/json")
+            .body("{\"amount\":5}");
+        let time_direct = || async {
+            let t = Instant::now();
+            let res = straight.send().await?;
+            let ok = res.status().is_success();
+            res.bytes().await?;
+            if !ok {
+                bail!("direct call failed");
+            }
+            Ok::<f64, anyhow::Error>(t.elapsed().as_secs_f64() * 1000.0)
+        };
+        let time_proxy = || async {
+            let t = Instant::now();
+            let res = request.send().await?;
+            let status = res.status();
+            let body = res.bytes().await?;
+            if !status.is_success() {
+                bail!(
+                    "proxy call failed: {status} {}",
+                    String::from_utf8_lossy(&body)
+                );
+            }
+            Ok::<f64, anyhow::Error>(t.elapsed().as_secs_f64() * 1000.0)
+        };
+        let (d, p) = if i % 2 == 0 {
+            let d = time_direct().await?;
+            (d, time_proxy().await?)
+        } else {
+            let p = time_proxy().await?;
+            (time_direct().await?, p)
+        };
+        if i >= warm {
+            direct.push(d);
+            proxied.push(p);
+            overhead.push(p - d);
+        }
+    }
+    Ok([sorted(direct), sorted(proxied), sorted(overhead)])
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<()> {
     let pairs = env_number("ACP_BENCH_PROXY_PAIRS", 300)? as usize;
@@ -135,7 +201,7 @@ async fn main() -> Result<()> {
         serde_json::from_value(json!({
             "name": "bench", "provider": "echo", "environment": "production",
             "entries": {"TOKEN": "sk_bench_0123456789abcdef", "ACCOUNT": "acct_bench"},
-            "profiles": {"api": {"hosts": [host], "ports": [upstream.port], "path_prefixes": ["/echo/"],
+            "profiles": {"api": {"hosts": [host], "ports": [upstream.port], "path_prefixes": ["/echo/", "/api/"],
                 "inject": {"headers": {"Authorization": "Bearer ${TOKEN}"}}}}
         }))?,
     )
@@ -171,63 +237,29 @@ async fn main() -> Result<()> {
     });
     let workflow_token = workflow.workflow_lease_token;
 
-    // 1. The proxy's overhead, in pairs.
+    // 1. The proxy's overhead, in pairs: an ordinary answer, then one that leaks the key.
     let direct_client = reqwest::Client::builder()
         .add_root_certificate(reqwest::Certificate::from_pem(upstream.ca_pem.as_bytes())?)
         .build()?;
-    let url = upstream.url("/echo/v1/charges");
-    let call = json!({"method": "POST", "url": url, "body": "{\"amount\":5}",
-        "headers": {"Content-Type": "application/json"}});
-    let (mut direct, mut proxied, mut overhead) = (Vec::new(), Vec::new(), Vec::new());
     let warm = 20;
-    for i in 0..pairs + warm {
-        let token = agent.mint(&workflow_token, "proxy", 1).await?;
-        let request = agent.signed(
-            "/v1/vault/proxy/request",
-            &json!({"request_lease_token": token, "secret_set_id": 1, "profile": "api", "request": call}),
-        );
-        let straight = direct_client
-            .post(&url)
-            .header("Authorization", "Bearer sk_bench_0123456789abcdef")
-            .header("Content-Type", "application/json")
-            .body("{\"amount\":5}");
-        let time_direct = || async {
-            let t = Instant::now();
-            let res = straight.send().await?;
-            let ok = res.status().is_success();
-            res.bytes().await?;
-            if !ok {
-                bail!("direct call failed");
-            }
-            Ok::<f64, anyhow::Error>(t.elapsed().as_secs_f64() * 1000.0)
-        };
-        let time_proxy = || async {
-            let t = Instant::now();
-            let res = request.send().await?;
-            let status = res.status();
-            let body = res.bytes().await?;
-            if !status.is_success() {
-                bail!(
-                    "proxy call failed: {status} {}",
-                    String::from_utf8_lossy(&body)
-                );
-            }
-            Ok::<f64, anyhow::Error>(t.elapsed().as_secs_f64() * 1000.0)
-        };
-        let (d, p) = if i % 2 == 0 {
-            let d = time_direct().await?;
-            (d, time_proxy().await?)
-        } else {
-            let p = time_proxy().await?;
-            (time_direct().await?, p)
-        };
-        if i >= warm {
-            direct.push(d);
-            proxied.push(p);
-            overhead.push(p - d);
-        }
-    }
-    let (direct, proxied, overhead) = (sorted(direct), sorted(proxied), sorted(overhead));
+    let ordinary = overhead_pairs(
+        &agent,
+        &workflow_token,
+        &direct_client,
+        &upstream.url("/api/v1/charges"),
+        pairs,
+        warm,
+    )
+    .await?;
+    let leaking = overhead_pairs(
+        &agent,
+        &workflow_token,
+        &direct_client,
+        &upstream.url("/echo/v1/charges"),
+        pairs,
+        warm,
+    )
+    .await?;
 
     // 2. Secret reads.
     let deadline = Instant::now() + Duration::from_secs(read_secs);
@@ -281,21 +313,25 @@ async fn main() -> Result<()> {
     println!();
     println!("| call | p50 ms | p99 ms |");
     println!("|---|---:|---:|");
-    println!(
-        "| straight to the upstream (HTTPS, pooled) | {:.2} | {:.2} |",
-        percentile(&direct, 50.0),
-        percentile(&direct, 99.0)
-    );
-    println!(
-        "| through `POST /v1/vault/proxy/request` | {:.2} | {:.2} |",
-        percentile(&proxied, 50.0),
-        percentile(&proxied, 99.0)
-    );
-    println!(
-        "| added by the proxy (per pair) | {:.2} | {:.2} |",
-        percentile(&overhead, 50.0),
-        percentile(&overhead, 99.0)
-    );
+    for (what, [direct, proxied, overhead]) in [
+        ("an API's answer", &ordinary),
+        (
+            "an answer that echoes the key (scrubbed, its leak recorded first)",
+            &leaking,
+        ),
+    ] {
+        for (side, v) in [
+            ("straight to the upstream (HTTPS, pooled)", direct),
+            ("through `POST /v1/vault/proxy/request`", proxied),
+            ("**added by the proxy** (per pair)", overhead),
+        ] {
+            println!(
+                "| {what}: {side} | {:.2} | {:.2} |",
+                percentile(v, 50.0),
+                percentile(v, 99.0)
+            );
+        }
+    }
     println!();
     println!(
         "Secret reads: {reads} in {elapsed:.1} s = **{:.0} reads/s** ({} request leases minted within the time).",

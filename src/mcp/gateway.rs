@@ -218,9 +218,9 @@ pub struct Caller {
     /// The current version of the server's secret set, read with the credential (the
     /// upstream's credentials kept for it need no read of their own).
     set_version: Option<i64>,
-    /// The session the request named, read with the credential (anyone's, open or ended:
-    /// [`session_of`] judges it).
-    session: Option<McpSessionRecord>,
+    /// The hash of the session id the request named, and that session as read with the
+    /// credential (anyone's, open or ended, or none: [`session_of`] judges it).
+    session: Option<(String, Option<McpSessionRecord>)>,
 }
 
 /// The refusal of a caller who presented no usable credential.
@@ -328,7 +328,7 @@ pub async fn authenticate(
         view,
         credential_hash,
         set_version: gate.auth_set_version,
-        session: gate.session,
+        session: session_hash.map(|hash| (hash, gate.session)),
     })
 }
 
@@ -368,9 +368,9 @@ async fn session_of(ctx: &Context, caller: &Caller, id: Option<&str>) -> Enforce
     };
     let id_hash = sha256_hex(id.as_bytes());
     // Read with the credential, unless the caller was authenticated for another id.
-    let record = match caller.session.as_ref().filter(|s| s.id_hash == id_hash) {
-        Some(read) => Some(read.clone()),
-        None => ctx.store.mcp_session(&id_hash).await?,
+    let record = match &caller.session {
+        Some((hash, read)) if *hash == id_hash => read.clone(),
+        _ => ctx.store.mcp_session(&id_hash).await?,
     };
     let record = record
         .filter(|s| {

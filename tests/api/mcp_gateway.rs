@@ -582,6 +582,12 @@ each_engine! {
         let res = client.send(&json!({"jsonrpc": "2.0", "id": 21, "method": "tools/call",
             "params": {"name": "list_issues", "arguments": {"repo": "acme/api"}}})).await;
         assert_error(res, 404, "unknown_secret_set").await;
+        // Destroyed: the same.
+        let (s, body) = status_json(owner.post(&format!("/v1/vault/secret-sets/{set_id}/destroy"), &json!({})).await).await;
+        assert_eq!(s, 200, "{body}");
+        let res = client.send(&json!({"jsonrpc": "2.0", "id": 22, "method": "tools/call",
+            "params": {"name": "list_issues", "arguments": {"repo": "acme/api"}}})).await;
+        assert_error(res, 404, "unknown_secret_set").await;
         assert_eq!(upstream.hits(), hits, "nothing reached the upstream");
         app.stop().await;
     }

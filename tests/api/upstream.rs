@@ -4,6 +4,7 @@
 //! test helpers), so a bench can include it with `#[path]`.
 //!
 //! Routes: `/echo/*` answers JSON `{method, path, query, headers, body}` of what it received;
+//! `/api/*` answers as an API does, `{ok, method, path}`, nothing of the request's headers;
 //! `/redirect` a 302 to `https://example.com/`; `/leak` the `Authorization` bearer token raw, in
 //! base64 and in hex, and in an `X-Echo-Token` header; `/big?bytes=N` N bytes; `/slow?ms=N`
 //! sleeps first; `/big?bytes=N&chunked=true` streams them; `/binary` bytes that are not UTF-8; `/encoded` a body labelled
@@ -174,6 +175,7 @@ fn routes() -> Router {
     Router::new()
         .route("/echo", any(echo))
         .route("/echo/{*rest}", any(echo))
+        .route("/api/{*rest}", any(api))
         .route("/redirect", any(redirect))
         .route("/leak", any(leak))
         .route("/big", any(big))
@@ -202,6 +204,11 @@ async fn echo(method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Resp
         "body": String::from_utf8_lossy(&body),
     }))
     .into_response()
+}
+
+async fn api(method: Method, uri: Uri) -> Response {
+    axum::Json(serde_json::json!({"ok": true, "method": method.as_str(), "path": uri.path()}))
+        .into_response()
 }
 
 async fn redirect() -> Response {

@@ -1,5 +1,7 @@
 //! SQL of the MCP gateway's registered servers.
 
+use std::sync::LazyLock;
+
 use async_trait::async_trait;
 use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
@@ -40,67 +42,74 @@ fn server_from_columns(
     })
 }
 
+/// The server's columns as [`GATE`] names them.
+const GATE_SERVER: [(&str, &str); 10] = [
+    ("id", "server_id"),
+    ("workspace_id", "server_workspace_id"),
+    ("name", "server_name"),
+    ("url", "server_url"),
+    ("auth_secret_set_id", "server_auth_secret_set_id"),
+    ("auth_profile", "server_auth_profile"),
+    ("record_arguments", "server_record_arguments"),
+    ("created_at", "server_created_at"),
+    ("created_by", "server_created_by"),
+    ("updated_at", "server_updated_at"),
+];
+
+/// The session's columns as [`GATE`] names them.
+const GATE_SESSION: [(&str, &str); 12] = [
+    ("id_hash", "session_id_hash"),
+    ("workspace_id", "session_workspace_id"),
+    ("server_id", "session_server_id"),
+    ("agent_id", "session_agent_id"),
+    ("credential_id", "session_credential_id"),
+    ("protocol_version", "session_protocol_version"),
+    ("url_elicitation", "session_url_elicitation"),
+    ("upstream_session", "session_upstream_session"),
+    ("created_at", "session_created_at"),
+    ("expires_at", "session_expires_at"),
+    ("ended_at", "session_ended_at"),
+    ("ended_reason", "session_ended_reason"),
+];
+
+/// `name`'s alias among `columns`; a name missing there reads a column no statement has (an
+/// error), never the credential's column of the same name.
+fn gate_alias(columns: &[(&'static str, &'static str)], name: &'static str) -> &'static str {
+    columns
+        .iter()
+        .find(|(column, _)| *column == name)
+        .map_or("unmapped_gate_column", |(_, alias)| alias)
+}
+
 /// [`McpStore::mcp_gate`]'s statement: the credential, its workspace's kill switch, the server
-/// of that name (its columns named `server_*`), its live secret set's current version and the
-/// session of that id hash (its columns named `session_*`; none without a hash).
-const GATE: &str =
-    "SELECT c.id, c.workspace_id, c.agent_id, c.token_hash, c.token_type, c.provider, \
-     c.audience, c.scopes, c.one_time, c.created_at, c.expires_at, c.revoked_at, c.revoked_reason, \
-     c.used_at, k.minting_paused, k.minting_paused_reason, k.all_revoked_at, \
-     s.id AS server_id, s.workspace_id AS server_workspace_id, s.name AS server_name, \
-     s.url AS server_url, s.auth_secret_set_id AS server_auth_secret_set_id, \
-     s.auth_profile AS server_auth_profile, s.record_arguments AS server_record_arguments, \
-     s.created_at AS server_created_at, s.created_by AS server_created_by, \
-     s.updated_at AS server_updated_at, v.current_version AS server_set_version, \
-     m.id_hash AS session_id_hash, m.workspace_id AS session_workspace_id, \
-     m.server_id AS session_server_id, m.agent_id AS session_agent_id, \
-     m.credential_id AS session_credential_id, m.protocol_version AS session_protocol_version, \
-     m.url_elicitation AS session_url_elicitation, m.upstream_session AS session_upstream_session, \
-     m.created_at AS session_created_at, m.expires_at AS session_expires_at, \
-     m.ended_at AS session_ended_at, m.ended_reason AS session_ended_reason \
-     FROM credentials c \
-     LEFT JOIN kill_switches k ON k.workspace_id = c.workspace_id \
-     LEFT JOIN mcp_servers s ON s.workspace_id = c.workspace_id AND s.name = $2 \
-     LEFT JOIN vault_secret_sets v ON v.id = s.auth_secret_set_id \
-       AND v.workspace_id = c.workspace_id AND v.deleted_at IS NULL AND v.destroyed_at IS NULL \
-     LEFT JOIN mcp_sessions m ON m.id_hash = $3 \
-     WHERE c.token_hash = $1";
-
-/// A server column's name in [`GATE`].
-fn gate_server_column(name: &'static str) -> &'static str {
-    match name {
-        "id" => "server_id",
-        "workspace_id" => "server_workspace_id",
-        "name" => "server_name",
-        "url" => "server_url",
-        "auth_secret_set_id" => "server_auth_secret_set_id",
-        "auth_profile" => "server_auth_profile",
-        "record_arguments" => "server_record_arguments",
-        "created_at" => "server_created_at",
-        "created_by" => "server_created_by",
-        "updated_at" => "server_updated_at",
-        other => other,
-    }
-}
-
-/// A session column's name in [`GATE`].
-fn gate_session_column(name: &'static str) -> &'static str {
-    match name {
-        "id_hash" => "session_id_hash",
-        "workspace_id" => "session_workspace_id",
-        "server_id" => "session_server_id",
-        "agent_id" => "session_agent_id",
-        "credential_id" => "session_credential_id",
-        "protocol_version" => "session_protocol_version",
-        "url_elicitation" => "session_url_elicitation",
-        "upstream_session" => "session_upstream_session",
-        "created_at" => "session_created_at",
-        "expires_at" => "session_expires_at",
-        "ended_at" => "session_ended_at",
-        "ended_reason" => "session_ended_reason",
-        other => other,
-    }
-}
+/// of that name (its columns named as [`GATE_SERVER`] says), its live secret set's current
+/// version and the session of that id hash (named as [`GATE_SESSION`] says; none without a
+/// hash). Only the credential's and the kill switch's columns keep their own names.
+static GATE: LazyLock<String> = LazyLock::new(|| {
+    let aliased = |table: &str, columns: &[(&str, &str)]| {
+        columns
+            .iter()
+            .map(|(column, alias)| format!("{table}.{column} AS {alias}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!(
+        "SELECT c.id, c.workspace_id, c.agent_id, c.token_hash, c.token_type, c.provider, \
+         c.audience, c.scopes, c.one_time, c.created_at, c.expires_at, c.revoked_at, \
+         c.revoked_reason, c.used_at, k.minting_paused, k.minting_paused_reason, \
+         k.all_revoked_at, {}, v.current_version AS server_set_version, {} \
+         FROM credentials c \
+         LEFT JOIN kill_switches k ON k.workspace_id = c.workspace_id \
+         LEFT JOIN mcp_servers s ON s.workspace_id = c.workspace_id AND s.name = $2 \
+         LEFT JOIN vault_secret_sets v ON v.id = s.auth_secret_set_id \
+           AND v.workspace_id = c.workspace_id AND v.deleted_at IS NULL \
+           AND v.destroyed_at IS NULL \
+         LEFT JOIN mcp_sessions m ON m.id_hash = $3 \
+         WHERE c.token_hash = $1",
+        aliased("s", &GATE_SERVER),
+        aliased("m", &GATE_SESSION),
+    )
+});
 
 /// A unique-index violation is the name being taken; anything else is the database's.
 fn name_taken(err: sqlx::Error) -> StoreError {
@@ -424,7 +433,7 @@ impl McpStore for SqlStore {
         server_name: &str,
         session_hash: Option<&str>,
     ) -> Result<Option<McpGate>, StoreError> {
-        let Some(row) = sqlx::query(GATE)
+        let Some(row) = sqlx::query(GATE.as_str())
             .bind(token_hash)
             .bind(server_name)
             .bind(session_hash)
@@ -434,7 +443,9 @@ impl McpStore for SqlStore {
             return Ok(None);
         };
         let server = match row.try_get::<Option<String>, _>("server_id")? {
-            Some(_) => Some(server_from_columns(&row, gate_server_column)?),
+            Some(_) => Some(server_from_columns(&row, |name| {
+                gate_alias(&GATE_SERVER, name)
+            })?),
             None => None,
         };
         Ok(Some(McpGate {
@@ -443,7 +454,9 @@ impl McpStore for SqlStore {
             server,
             auth_set_version: row.try_get("server_set_version")?,
             session: match row.try_get::<Option<String>, _>("session_id_hash")? {
-                Some(_) => Some(session_from_columns(&row, gate_session_column)?),
+                Some(_) => Some(session_from_columns(&row, |name| {
+                    gate_alias(&GATE_SESSION, name)
+                })?),
                 None => None,
             },
         }))
