@@ -42,6 +42,44 @@ pub(super) async fn apply(
                 .collect());
         }
     }
+    if conn.backend_name() == <sqlx::Sqlite as sqlx::Database>::NAME
+        && changes.iter().all(is_record)
+    {
+        // Decisions on SQLite: the version check and the INSERT in one statement too.
+        let rows: Vec<(&AuditRecord, Option<&Basis>)> = changes
+            .iter()
+            .flat_map(|c| c.audit.iter().map(|e| (e, c.basis.as_ref())))
+            .collect();
+        // Nothing was written on failure: each change may be tried alone.
+        let folded = audit::insert_if_current_sqlite(conn, &rows)
+            .await
+            .map_err(|e| StoreError::Retryable(e.to_string()))?;
+        if let Some(written) = folded {
+            // A record's events share its basis: all were written, or none.
+            let is_written = |c: &Change| c.audit.first().is_none_or(|e| written.contains(&e.id));
+            // Only a stale record needs the version it missed (a version never goes back, so
+            // the one read now is at least the one the statement judged by).
+            let versions = if changes.iter().all(is_written) {
+                HashMap::new()
+            } else {
+                current_versions(conn, changes).await?
+            };
+            return Ok(changes
+                .iter()
+                .map(|c| {
+                    if is_written(c) {
+                        return Ok(Applied::Done);
+                    }
+                    let version = c
+                        .basis
+                        .as_ref()
+                        .and_then(|b| versions.get(&b.workspace_id).copied())
+                        .unwrap_or_default();
+                    Err(StoreError::Stale(version))
+                })
+                .collect());
+        }
+    }
     // Changes decided on a workspace version that has moved are answered `Stale` unwritten;
     // the rest are applied. The versions are read after every change in the batch was
     // decided, so a change answered (on any replica) before one of them was made is seen.

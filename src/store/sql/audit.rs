@@ -1,7 +1,7 @@
 //! SQL of the audit trail: records written together in multi-row `INSERT`s by the change
 //! machinery (see `apply.rs`), and read back by audit queries.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
 use async_trait::async_trait;
@@ -213,6 +213,66 @@ fn insert_if_current_sql(rows: usize, workspaces: usize) -> String {
         ") AS e ({COLUMNS}, basis, basis_version) WHERE e.basis IS NULL OR e.basis_version = \
          COALESCE((SELECT v.version FROM versions v WHERE v.workspace_id = e.basis), 0)) \
          SELECT workspace_id, version FROM versions"
+    );
+    sql
+}
+
+/// SQLite: [`insert_if_current`]'s fold for SQLite, which has no writable common table
+/// expressions: the events of records decided on a workspace version are written, each only
+/// if that version is still current, by one `INSERT ... SELECT` that judges every row against
+/// the version table and returns the ids it wrote. One round trip to the connection's thread,
+/// where a read of the versions and then an INSERT took two, and nothing can move a version
+/// between the judgement and the write. `None` when the rows do not fit one statement.
+pub(super) async fn insert_if_current_sqlite(
+    conn: &mut AnyConnection,
+    rows: &[(&AuditRecord, Option<&Basis>)],
+) -> Result<Option<HashSet<String>>, sqlx::Error> {
+    if rows.is_empty() || rows.len() > AUDIT_ROWS_PER_INSERT {
+        return Ok(None);
+    }
+    static SQL: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    let sql = SQL
+        .get_or_init(|| {
+            (1..=AUDIT_ROWS_PER_INSERT)
+                .map(insert_if_current_sqlite_sql)
+                .collect()
+        })
+        .get(rows.len() - 1)
+        .map_or("", String::as_str);
+    let mut query = sqlx::query(sql);
+    for (event, basis) in rows {
+        query = bind_audit(query, event)
+            .bind(basis.map(|b| b.workspace_id.as_str()))
+            .bind(basis.map(|b| b.version));
+    }
+    let mut written = HashSet::with_capacity(rows.len());
+    for row in query.fetch_all(&mut *conn).await? {
+        written.insert(row.try_get::<String, _>("id")?);
+    }
+    Ok(Some(written))
+}
+
+/// [`insert_if_current_sqlite`]'s statement for `rows` events: per row its [`AUDIT_COLUMNS`]
+/// values, its basis workspace and version (a `VALUES` list names its columns `column1`, ...).
+fn insert_if_current_sqlite_sql(rows: usize) -> String {
+    const COLUMNS: &str = "id, workspace_id, created_at, event_type, agent_id, action, decision, \
+        policy_id, policy_hash, trace_id, reasons, reason_codes, actor, details";
+    let per_row = AUDIT_COLUMNS + 2;
+    let values: Vec<String> = (1..=AUDIT_COLUMNS).map(|c| format!("column{c}")).collect();
+    let mut sql = format!(
+        "INSERT INTO audit_events ({COLUMNS}) SELECT {} FROM (VALUES ",
+        values.join(", ")
+    );
+    for row in 0..rows {
+        sql.push_str(if row == 0 { "(" } else { ", (" });
+        sql.push_str(&vec!["?"; per_row].join(", "));
+        sql.push(')');
+    }
+    let (basis, version) = (AUDIT_COLUMNS + 1, AUDIT_COLUMNS + 2);
+    let _ = write!(
+        sql,
+        ") WHERE column{basis} IS NULL OR column{version} = COALESCE((SELECT v.version FROM \
+         workspace_versions v WHERE v.workspace_id = column{basis}), 0) RETURNING id"
     );
     sql
 }
