@@ -20,64 +20,9 @@ pub(super) async fn apply(
     if changes.iter().all(|c| c.basis.is_none()) {
         return apply_fresh(conn, &changes.iter().collect::<Vec<_>>()).await;
     }
-    if conn.backend_name() == <sqlx::Postgres as sqlx::Database>::NAME
-        && changes.iter().all(is_record)
-    {
-        // Decisions on Postgres: the version check and the INSERT in one round trip.
-        let rows: Vec<(&AuditRecord, Option<&Basis>)> = changes
-            .iter()
-            .flat_map(|c| c.audit.iter().map(|e| (e, c.basis.as_ref())))
-            .collect();
-        // Nothing was written on failure: each change may be tried alone.
-        let folded = audit::insert_if_current(conn, &rows)
-            .await
-            .map_err(|e| StoreError::Retryable(e.to_string()))?;
-        if let Some(versions) = folded {
-            return Ok(changes
-                .iter()
-                .map(|c| match stale_at(&versions, c) {
-                    Some(version) => Err(StoreError::Stale(version)),
-                    None => Ok(Applied::Done),
-                })
-                .collect());
-        }
-    }
-    if conn.backend_name() == <sqlx::Sqlite as sqlx::Database>::NAME
-        && changes.iter().all(is_record)
-    {
-        // Decisions on SQLite: the version check and the INSERT in one statement too.
-        let rows: Vec<(&AuditRecord, Option<&Basis>)> = changes
-            .iter()
-            .flat_map(|c| c.audit.iter().map(|e| (e, c.basis.as_ref())))
-            .collect();
-        // Nothing was written on failure: each change may be tried alone.
-        let folded = audit::insert_if_current_sqlite(conn, &rows)
-            .await
-            .map_err(|e| StoreError::Retryable(e.to_string()))?;
-        if let Some(written) = folded {
-            // A record's events share its basis: all were written, or none.
-            let is_written = |c: &Change| c.audit.first().is_none_or(|e| written.contains(&e.id));
-            // Only a stale record needs the version it missed (a version never goes back, so
-            // the one read now is at least the one the statement judged by).
-            let versions = if changes.iter().all(is_written) {
-                HashMap::new()
-            } else {
-                current_versions(conn, changes).await?
-            };
-            return Ok(changes
-                .iter()
-                .map(|c| {
-                    if is_written(c) {
-                        return Ok(Applied::Done);
-                    }
-                    let version = c
-                        .basis
-                        .as_ref()
-                        .and_then(|b| versions.get(&b.workspace_id).copied())
-                        .unwrap_or_default();
-                    Err(StoreError::Stale(version))
-                })
-                .collect());
+    if changes.iter().all(is_record) {
+        if let Some(results) = apply_records(conn, changes).await? {
+            return Ok(results);
         }
     }
     // Changes decided on a workspace version that has moved are answered `Stale` unwritten;
@@ -97,6 +42,68 @@ pub(super) async fn apply(
         });
     }
     Ok(results)
+}
+
+/// Decisions (records decided on a workspace version): each written only if its version is
+/// still current, the check and the INSERT in one statement (one round trip where a read of
+/// the versions and then an INSERT took two). `None` when they do not fit one statement.
+async fn apply_records(
+    conn: &mut AnyConnection,
+    changes: &[Change],
+) -> Result<Option<Vec<Result<Applied, StoreError>>>, StoreError> {
+    let rows: Vec<(&AuditRecord, Option<&Basis>)> = changes
+        .iter()
+        .flat_map(|c| c.audit.iter().map(|e| (e, c.basis.as_ref())))
+        .collect();
+    // Nothing was written on failure: each change may be tried alone.
+    let retry = |e: sqlx::Error| StoreError::Retryable(e.to_string());
+    if conn.backend_name() == <sqlx::Postgres as sqlx::Database>::NAME {
+        // The statement answers the versions it judged by.
+        let Some(versions) = audit::insert_if_current(conn, &rows).await.map_err(retry)? else {
+            return Ok(None);
+        };
+        return Ok(Some(
+            changes
+                .iter()
+                .map(|c| match stale_at(&versions, c) {
+                    Some(version) => Err(StoreError::Stale(version)),
+                    None => Ok(Applied::Done),
+                })
+                .collect(),
+        ));
+    }
+    // SQLite: the statement answers the events it wrote; a record's events share its basis,
+    // so all of them were written, or none.
+    let Some(written) = audit::insert_if_current_sqlite(conn, &rows)
+        .await
+        .map_err(retry)?
+    else {
+        return Ok(None);
+    };
+    let is_written = |c: &Change| c.audit.first().is_none_or(|e| written.contains(&e.id));
+    // Only a stale record needs the version it missed (a version never goes back, so the one
+    // read now is at least the one the statement judged by).
+    let versions = if changes.iter().all(is_written) {
+        HashMap::new()
+    } else {
+        current_versions(conn, changes).await?
+    };
+    Ok(Some(
+        changes
+            .iter()
+            .map(|c| {
+                if is_written(c) {
+                    return Ok(Applied::Done);
+                }
+                let version = c
+                    .basis
+                    .as_ref()
+                    .and_then(|b| versions.get(&b.workspace_id).copied())
+                    .unwrap_or_default();
+                Err(StoreError::Stale(version))
+            })
+            .collect(),
+    ))
 }
 
 /// The current version of the workspace `change` was decided on, when it has moved since.
