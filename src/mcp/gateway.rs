@@ -272,18 +272,16 @@ pub async fn authenticate(
         .filter(|t| !t.is_empty())
         .ok_or_else(|| invalid_credential("no credential"))?;
     let credential_hash = sha256_hex(token.as_bytes());
-    let server_name = ServerName::parse(name).ok();
+    // A name that is no server name is looked up as one no server has.
+    let parsed = ServerName::parse(name).ok();
+    let server_name = parsed.as_ref().map_or("", ServerName::as_str);
     let session_hash = session_id
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .map(|id| sha256_hex(id.as_bytes()));
     let gate = ctx
         .store
-        .mcp_gate(
-            &credential_hash,
-            server_name.as_ref().map_or("", |n| n.as_str()),
-            session_hash.as_deref(),
-        )
+        .mcp_gate(&credential_hash, server_name, session_hash.as_deref())
         .await?
         .ok_or_else(|| invalid_credential("unknown credential"))?;
     let credential = gate.credential;
@@ -302,10 +300,7 @@ pub async fn authenticate(
             "a one-time credential cannot hold an MCP session",
         ));
     }
-    let server = gate
-        .server
-        .filter(|_| server_name.is_some())
-        .ok_or_else(|| unknown_server(name))?;
+    let server = gate.server.ok_or_else(|| unknown_server(name))?;
     if let Some(audience) = credential.audience.as_deref() {
         if audience != resource_url(ctx, &server.name) && audience != ctx.public_url {
             return Err(invalid_credential(

@@ -3,7 +3,7 @@
 //! and the version bump of a change that supersedes them. The operations themselves are each
 //! area's SQL.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
 use sqlx::{Any, AnyConnection, Connection, Row, Transaction};
@@ -80,14 +80,18 @@ async fn apply_records(
     else {
         return Ok(None);
     };
-    let is_written = |c: &Change| c.audit.first().is_none_or(|e| written.contains(&e.id));
-    // Only a stale record needs the version it missed (a version never goes back, so the one
-    // read now is at least the one the statement judged by).
-    let versions = if changes.iter().all(is_written) {
-        HashMap::new()
-    } else {
-        current_versions(conn, changes).await?
+    if written.len() == rows.len() {
+        return Ok(Some(changes.iter().map(|_| Ok(Applied::Done)).collect()));
+    }
+    let written: HashSet<&str> = written.iter().map(String::as_str).collect();
+    let is_written = |c: &Change| {
+        c.audit
+            .first()
+            .is_none_or(|e| written.contains(e.id.as_str()))
     };
+    // A stale record needs the version it missed (a version never goes back, so the one read
+    // now is at least the one the statement judged by).
+    let versions = current_versions(conn, changes).await?;
     Ok(Some(
         changes
             .iter()

@@ -1,7 +1,7 @@
 //! SQL of the audit trail: records written together in multi-row `INSERT`s by the change
 //! machinery (see `apply.rs`), and read back by audit queries.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use async_trait::async_trait;
@@ -13,6 +13,9 @@ use crate::store::*;
 
 /// Columns of one audit row.
 const AUDIT_COLUMNS: usize = 14;
+/// Their names, in the order every INSERT binds them ([`bind_audit`]).
+const AUDIT_COLUMN_NAMES: &str = "id, workspace_id, created_at, event_type, agent_id, action, \
+    decision, policy_id, policy_hash, trace_id, reasons, reason_codes, actor, details";
 /// Audit rows per INSERT statement when a batch's events are written together (14 × 64 = 896
 /// bound values, far below both engines' limits).
 pub(super) const AUDIT_ROWS_PER_INSERT: usize = 64;
@@ -57,10 +60,7 @@ fn audit_insert_sql(rows: usize, sqlite: bool, enclosed: Enclosed) -> &'static s
 }
 
 fn audit_values_sql(verb: &str, rows: usize, sqlite: bool) -> String {
-    let mut sql = format!(
-        "{verb} audit_events (id, workspace_id, created_at, event_type, agent_id, action, decision, \
-         policy_id, policy_hash, trace_id, reasons, reason_codes, actor, details) VALUES ",
-    );
+    let mut sql = format!("{verb} audit_events ({AUDIT_COLUMN_NAMES}) VALUES ");
     for row in 0..rows {
         if row > 0 {
             sql.push_str(", ");
@@ -181,8 +181,7 @@ pub(super) async fn insert_if_current(
 /// [`insert_if_current`]'s statement for `rows` events over `workspaces` workspace ids: the
 /// ids first, then per row its [`AUDIT_COLUMNS`] values, its basis workspace and version.
 fn insert_if_current_sql(rows: usize, workspaces: usize) -> String {
-    const COLUMNS: &str = "id, workspace_id, created_at, event_type, agent_id, action, decision, \
-        policy_id, policy_hash, trace_id, reasons, reason_codes, actor, details";
+    const COLUMNS: &str = AUDIT_COLUMN_NAMES;
     let mut sql = String::from(
         "WITH versions AS (SELECT workspace_id, version FROM workspace_versions WHERE workspace_id IN (",
     );
@@ -226,7 +225,7 @@ fn insert_if_current_sql(rows: usize, workspaces: usize) -> String {
 pub(super) async fn insert_if_current_sqlite(
     conn: &mut AnyConnection,
     rows: &[(&AuditRecord, Option<&Basis>)],
-) -> Result<Option<HashSet<String>>, sqlx::Error> {
+) -> Result<Option<Vec<String>>, sqlx::Error> {
     if rows.is_empty() || rows.len() > AUDIT_ROWS_PER_INSERT {
         return Ok(None);
     }
@@ -245,18 +244,19 @@ pub(super) async fn insert_if_current_sqlite(
             .bind(basis.map(|b| b.workspace_id.as_str()))
             .bind(basis.map(|b| b.version));
     }
-    let mut written = HashSet::with_capacity(rows.len());
-    for row in query.fetch_all(&mut *conn).await? {
-        written.insert(row.try_get::<String, _>("id")?);
-    }
-    Ok(Some(written))
+    let written = query.fetch_all(&mut *conn).await?;
+    Ok(Some(
+        written
+            .iter()
+            .map(|row| row.try_get::<String, _>("id"))
+            .collect::<Result<_, _>>()?,
+    ))
 }
 
 /// [`insert_if_current_sqlite`]'s statement for `rows` events: per row its [`AUDIT_COLUMNS`]
 /// values, its basis workspace and version (a `VALUES` list names its columns `column1`, ...).
 fn insert_if_current_sqlite_sql(rows: usize) -> String {
-    const COLUMNS: &str = "id, workspace_id, created_at, event_type, agent_id, action, decision, \
-        policy_id, policy_hash, trace_id, reasons, reason_codes, actor, details";
+    const COLUMNS: &str = AUDIT_COLUMN_NAMES;
     let per_row = AUDIT_COLUMNS + 2;
     let values: Vec<String> = (1..=AUDIT_COLUMNS).map(|c| format!("column{c}")).collect();
     let mut sql = format!(
