@@ -138,9 +138,13 @@ pub struct SearchPage {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
     /// At most this many results (1 to 1000, default 50).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::int::optional"
+    )]
     #[schema(minimum = 1, maximum = 1000)]
-    pub limit: Option<u64>,
+    pub limit: Option<i64>,
 }
 
 /// `POST /access/v1/search/subject|action|resource`: the part searched for is left

@@ -183,6 +183,14 @@ both_engines! {
         assert_eq!(s, 200, "{short}");
         assert!(short["page"]["count"].as_u64().unwrap() <= 1, "{short}");
         assert!(!short["page"]["next_token"].as_str().unwrap().is_empty(), "{short}");
+        // JSON Schema's integer: `1.0` is the limit 1; `1.5`, 0 and -1 are not limits.
+        let mut whole = request(100.0);
+        whole["page"] = json!({"limit": 1.0});
+        assert_eq!(search(&app, "/access/v1/search/subject", whole.clone()).await["page"]["count"], 1);
+        for limit in [json!(1.5), json!(0), json!(-1), json!(1001)] {
+            whole["page"] = json!({"limit": limit});
+            assert_error(app.post("/access/v1/search/subject", &whole).await, 400, "invalid_page").await;
+        }
         paged["page"]["token"] = json!("nonsense");
         assert_error(app.post("/access/v1/search/subject", &paged).await, 400, "invalid_page").await;
         let mut listed_properties = request(100.0);
