@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use crate::context::SharedContext;
+use crate::time::now_ms;
 
 /// How often the follower looks for new events.
 pub const EVERY: Duration = Duration::from_millis(50);
@@ -26,6 +27,20 @@ pub async fn run(ctx: SharedContext) {
         }
         if *closing.borrow() {
             return;
+        }
+        // Looked for on a reader first: an idle follower takes no write lock.
+        let oldest = match ctx.store.search_backlog().await {
+            Ok(oldest) => oldest,
+            Err(err) => {
+                tracing::warn!(error = %err, "audit search: reading the events to copy failed; will retry");
+                continue;
+            }
+        };
+        crate::observe::audit_search_lag(oldest.map_or(0.0, |at| {
+            Duration::from_millis(u64::try_from(now_ms() - at).unwrap_or(0)).as_secs_f64()
+        }));
+        if oldest.is_none() {
+            continue;
         }
         // Chunk after chunk while they come full, letting the request path's commits between.
         loop {

@@ -782,6 +782,12 @@ async fn retention_prunes_old_rows_but_never_what_a_sink_has_not_delivered(engin
         metrics.contains("acp_retention_pruned_rows_total{table=\"heartbeats\"}"),
         "{metrics}"
     );
+    // The search copy has caught up with the old events: no event waits for it long.
+    let lag = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("acp_audit_search_lag_seconds "))
+        .unwrap_or_else(|| panic!("{metrics}"));
+    assert!(lag.parse::<f64>().unwrap() < 60.0, "{lag}");
 
     // Without the sink they go too; recent events stay.
     let (s, _) = status_json(

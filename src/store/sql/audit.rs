@@ -449,20 +449,24 @@ impl AuditStore for SqlStore {
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
+    async fn search_backlog(&self) -> Result<Option<i64>, StoreError> {
+        // Every event past the point, below the Postgres horizon or not: one that a running
+        // transaction holds back from the copy counts too.
+        let (seq, id) = self.search_point().await?;
+        Ok(sqlx::query_scalar(&format!(
+            "SELECT created_at FROM audit_events{} WHERE seq >= $1 AND (seq, id) > ($1, $2) \
+             ORDER BY seq, id LIMIT 1",
+            self.by_key()
+        ))
+        .bind(seq)
+        .bind(&id)
+        .fetch_optional(&self.read)
+        .await?)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn follow_search(&self, limit: i64) -> Result<u64, StoreError> {
         let sqlite = self.sqlite();
-        // Looked for on a reader first: an idle follower takes no write lock.
-        let waiting: Option<i64> = sqlx::query_scalar(&format!(
-            "SELECT 1 FROM audit_events{} WHERE seq >= (SELECT seq FROM audit_search_point) \
-             AND (seq, id) > (SELECT seq, id FROM audit_search_point){} LIMIT 1",
-            self.by_key(),
-            horizon_clause(sqlite)
-        ))
-        .fetch_optional(&self.read)
-        .await?;
-        if waiting.is_none() {
-            return Ok(0);
-        }
         let mut conn = self.write_conn().await?;
         let mut tx = conn.begin().await?;
         let copy = format!(
@@ -561,15 +565,15 @@ impl AuditStore for SqlStore {
         cursor: &SinkCursor,
         cap: i64,
     ) -> Result<SinkLag, StoreError> {
-        let (point_seq, point_id) = self.search_point().await?;
+        let (from_seq, from_id) = self.recent_from(cursor).await?;
         let pending = self.after_cursor_sql("seq, id, created_at", "", cap);
         let counted: i64 =
             sqlx::query_scalar(&format!("SELECT COUNT(*) FROM ({pending}) AS pending"))
                 .bind(workspace_id)
                 .bind(cursor.seq)
                 .bind(&cursor.id)
-                .bind(point_seq)
-                .bind(&point_id)
+                .bind(from_seq)
+                .bind(&from_id)
                 .fetch_one(&self.read)
                 .await?;
         let events = counted.min(cap);
@@ -583,8 +587,8 @@ impl AuditStore for SqlStore {
             .bind(workspace_id)
             .bind(cursor.seq)
             .bind(&cursor.id)
-            .bind(point_seq)
-            .bind(&point_id)
+            .bind(from_seq)
+            .bind(&from_id)
             .fetch_optional(&self.read)
             .await?
         };
@@ -647,7 +651,7 @@ impl AuditStore for SqlStore {
         cursor: &SinkCursor,
         limit: i64,
     ) -> Result<Vec<(i64, AuditRecord)>, StoreError> {
-        let (point_seq, point_id) = self.search_point().await?;
+        let (from_seq, from_id) = self.recent_from(cursor).await?;
         let sql = self.after_cursor_sql(
             &format!("seq, {AUDIT_COLUMN_NAMES}"),
             horizon_clause(self.sqlite()),
@@ -657,8 +661,8 @@ impl AuditStore for SqlStore {
             .bind(workspace_id)
             .bind(cursor.seq)
             .bind(&cursor.id)
-            .bind(point_seq)
-            .bind(&point_id)
+            .bind(from_seq)
+            .bind(&from_id)
             .fetch_all(&self.read)
             .await?;
         rows.iter()
@@ -1048,8 +1052,12 @@ impl SqlStore {
     /// A workspace's first `limit` events after a sink's cursor (`$1` the workspace, `$2`, `$3`
     /// the cursor), in `(seq, id)` order, with `columns` (of the events' table; `seq` and `id`
     /// among them): those the follower copied, through the copy's sequence index, then those
-    /// after its point (`$4`, `$5`) read from the table, `recent` (a further condition) holding.
-    /// `UNION` keeps an event once if the follower copied it between the point's read and this.
+    /// after `$4`, `$5` ([`Self::recent_from`]: the follower's point, or the cursor when it is
+    /// past the point) read from the table, `recent` (a further condition) holding. The second
+    /// half names only that one lower bound: given the cursor's too, both planners start the
+    /// range at the cursor (a quiet workspace's sink, far behind, would walk every other
+    /// workspace's events since). `UNION` keeps an event once if the follower copied it between
+    /// the point's read and this.
     fn after_cursor_sql(&self, columns: &str, recent: &str, limit: i64) -> String {
         let copied = columns
             .split(", ")
@@ -1061,11 +1069,19 @@ impl SqlStore {
              WHERE e.seq = s.seq AND e.id = s.id AND s.workspace_id = $1 AND (s.seq, s.id) > ($2, $3) \
              ORDER BY s.seq, s.id LIMIT {limit}) AS copied \
              UNION SELECT * FROM (SELECT {columns} FROM audit_events{} \
-             WHERE workspace_id = $1 AND (seq, id) > ($2, $3) AND seq >= $4 AND (seq, id) > ($4, $5){recent} \
+             WHERE workspace_id = $1 AND seq >= $4 AND (seq, id) > ($4, $5){recent} \
              ORDER BY seq, id LIMIT {limit}) AS recent \
              ORDER BY seq, id LIMIT {limit}",
             self.by_key()
         )
+    }
+
+    /// Where a sink's read of the events after the follower's point starts: the point, or the
+    /// sink's cursor if that is further.
+    async fn recent_from(&self, cursor: &SinkCursor) -> Result<(i64, String), StoreError> {
+        let point = self.search_point().await?;
+        let cursor = (cursor.seq, cursor.id.clone());
+        Ok(point.max(cursor))
     }
 
     /// The last event the follower copied into the search table.
