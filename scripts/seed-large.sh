@@ -50,8 +50,6 @@ if ! [[ $groups =~ ^[0-9]+$ ]] || ((groups > fill)); then
     exit 2
 fi
 batch=1000000
-search_copy="INSERT INTO audit_search (seq, id, workspace_id, created_at, event_type, agent_id, action, trace_id)
-    SELECT seq, id, workspace_id, created_at, event_type, agent_id, action, trace_id FROM audit_events"
 day_ms=86400000
 now_ms=$(($(date +%s) * 1000))
 base_ms=$((now_ms - 30 * day_ms))
@@ -227,13 +225,6 @@ seed_sqlite() {
         echo "  events to $to: $(($(date +%s) - start)) s"
         from=$((to + 1))
     done
-    # The searched columns copied into the search table at once, as the server's follower
-    # would copy them a chunk at a time.
-    echo "$pragmas BEGIN IMMEDIATE; $search_copy WHERE seq > (SELECT seq FROM audit_search_point) ORDER BY seq;
-        UPDATE audit_search_point SET seq = (SELECT seq FROM audit_search ORDER BY seq DESC LIMIT 1),
-            id = (SELECT id FROM audit_search ORDER BY seq DESC LIMIT 1) WHERE EXISTS (SELECT 1 FROM audit_search);
-        COMMIT;" | "${db[@]}" >/dev/null
-    echo "  search copy: $(($(date +%s) - start)) s"
     "${db[@]}" "PRAGMA wal_checkpoint(TRUNCATE);" >/dev/null
     echo "done in $(($(date +%s) - start)) s; $(du -h "$path" | cut -f1)"
 }
@@ -285,17 +276,7 @@ seed_postgres() {
         echo "  events to $to: $(($(date +%s) - start)) s"
         from=$((to + 1))
     done
-    # The searched columns copied into the search table at once, as the server's follower
-    # would copy them a chunk at a time (under the point's row lock, below the oldest running
-    # transaction).
-    "${db[@]}" -c "BEGIN; SELECT seq FROM audit_search_point FOR UPDATE;
-        $search_copy WHERE (seq, id) > (SELECT seq, id FROM audit_search_point)
-            AND seq < pg_snapshot_xmin(pg_current_snapshot())::text::bigint;
-        UPDATE audit_search_point SET (seq, id) = (SELECT seq, id FROM audit_search ORDER BY seq DESC, id DESC LIMIT 1)
-            WHERE EXISTS (SELECT 1 FROM audit_search);
-        COMMIT;" >/dev/null
-    echo "  search copy: $(($(date +%s) - start)) s"
-    "${db[@]}" -c "VACUUM ANALYZE agents" -c "VACUUM ANALYZE agent_inventory" -c "VACUUM ANALYZE agent_inventory_labels" -c "VACUUM ANALYZE agent_metadata_pairs" -c "VACUUM ANALYZE audit_events" -c "VACUUM ANALYZE audit_search" >/dev/null
+    "${db[@]}" -c "VACUUM ANALYZE agents" -c "VACUUM ANALYZE agent_inventory" -c "VACUUM ANALYZE agent_inventory_labels" -c "VACUUM ANALYZE agent_metadata_pairs" -c "VACUUM ANALYZE audit_events" >/dev/null
     echo "done in $(($(date +%s) - start)) s; $("${db[@]}" -c "SELECT pg_size_pretty(pg_total_relation_size('audit_events'))") of audit events"
 }
 

@@ -430,7 +430,6 @@ impl App {
         tokio::spawn(warm_policies(ctx.clone()));
         let deliver = tokio::spawn(crate::audit::delivery::run(ctx.clone()));
         let retain = tokio::spawn(crate::audit::retention::run(ctx.clone()));
-        let search = tokio::spawn(crate::audit::search::run(ctx.clone()));
         let close_mcp = tokio::spawn(crate::mcp::gateway::close_ended_sessions(ctx.clone()));
         let router = crate::http::router(ctx.clone());
         let grace = Duration::from_secs(ctx.config.shutdown_grace_secs);
@@ -464,7 +463,6 @@ impl App {
             Some(follow),
             Some(deliver),
             Some(retain),
-            Some(search),
             Some(close_mcp),
             listen,
         ]

@@ -34,8 +34,7 @@ const LAYERS: &[(&str, u8)] = &[
     // Outbound HTTP with its SSRF rules (the vault proxy's and the audit sinks' way out).
     ("net", 1),
     // The audit trail's events, cursors, names and tail (what every use case records with);
-    // its own use cases (sinks and their delivery, retention, the search follower, the
-    // summary) sit a floor above.
+    // its own use cases (sinks and their delivery, retention, the summary) sit a floor above.
     ("audit", 1),
     // 2. The use cases and the run-time context they share.
     ("context", 2),
@@ -51,7 +50,6 @@ const LAYERS: &[(&str, u8)] = &[
     ("telemetry", 2),
     ("audit::delivery", 2),
     ("audit::retention", 2),
-    ("audit::search", 2),
     ("audit::sinks", 2),
     ("audit::summary", 2),
     ("site", 2),

@@ -97,8 +97,6 @@ pub const SINK_LAG_EVENTS: &str = "acp_audit_sink_lag_events";
 pub const SINK_LAG_SECONDS: &str = "acp_audit_sink_lag_seconds";
 /// Gauge: consecutive failed deliveries, by `sink_id` (0 when the last one succeeded).
 pub const SINK_FAILURES: &str = "acp_audit_sink_consecutive_failures";
-/// Gauge: age of the oldest audit event the search copy does not hold yet (0 when caught up).
-pub const AUDIT_SEARCH_LAG_SECONDS: &str = "acp_audit_search_lag_seconds";
 /// Counter: rows removed by retention, by `table` (`audit_events`, `heartbeats`).
 pub const RETENTION_PRUNED: &str = "acp_retention_pruned_rows_total";
 /// Gauge, always 1: what this binary was built from, by `version`, `git_sha`, `profile` and
@@ -384,11 +382,6 @@ fn describe() {
         RETENTION_PRUNED,
         Unit::Count,
         "Rows removed by retention, by table (audit_events, heartbeats)"
-    );
-    describe_gauge!(
-        AUDIT_SEARCH_LAG_SECONDS,
-        Unit::Seconds,
-        "Age of the oldest audit event not yet copied for searches (0 when caught up)"
     );
 }
 
@@ -834,11 +827,6 @@ pub fn audit_streams_open(open: usize) {
 /// An audit stream refused at a cap: `principal` or `server`.
 pub fn audit_stream_refused(cap: &'static str) {
     counter!(AUDIT_STREAMS_REFUSED, "cap" => cap).increment(1);
-}
-
-/// How far the audit search copy trails the commits.
-pub fn audit_search_lag(seconds: f64) {
-    gauge!(AUDIT_SEARCH_LAG_SECONDS).set(seconds);
 }
 
 /// Rows removed by one retention prune.

@@ -8,7 +8,6 @@ use serde_json::Value;
 pub mod delivery;
 pub mod names;
 pub mod retention;
-pub mod search;
 pub mod sinks;
 pub mod summary;
 pub mod tail;

@@ -138,13 +138,6 @@ pub trait AuditStore: Send + Sync {
     /// Newest first, as the query filters and pages them.
     async fn audit_events(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError>;
 
-    /// Copies the searched columns of up to `limit` events past the search table's point, in
-    /// commit order, and moves the point past them: answers how many were copied.
-    async fn follow_search(&self, limit: i64) -> Result<u64, StoreError>;
-    /// When the oldest event the search table does not hold yet was made (`None` when it
-    /// holds every committed event).
-    async fn search_backlog(&self) -> Result<Option<i64>, StoreError>;
-
     /// Every workspace's sinks (a master-key rotation seals their secrets again).
     async fn all_sinks(&self) -> Result<Vec<SinkRecord>, StoreError>;
     /// The workspace's sinks, oldest first.

@@ -433,71 +433,29 @@ async fn audit_events_survive_the_id_index_migration(engine: Engine) {
     expected.push(newer);
     expected.reverse();
     assert_eq!(store.audit_events(&query).await.unwrap(), expected);
-    // Searched by agent: the events of before the migrations from the search copy, the new one
-    // from the table (the follower has not copied it), then all of them from the copy.
-    let by_agent = AuditQuery {
-        agent_id: Some("agt_00000000000000000000000000000001".into()),
-        ..query.clone()
-    };
-    assert_eq!(store.audit_events(&by_agent).await.unwrap(), expected);
-    // On Postgres an event is copied once no running transaction (of any database of the
-    // cluster, other tests' too) began before it committed.
-    let mut copied = 0;
-    for _ in 0..400 {
-        copied += store.follow_search(256).await.unwrap();
-        if copied > 0 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
-    }
-    assert_eq!(copied, 1);
-    assert_eq!(store.follow_search(256).await.unwrap(), 0);
-    assert_eq!(store.audit_events(&by_agent).await.unwrap(), expected);
-    let by_trace = AuditQuery {
-        trace_id: Some("trc_00000000000000000000000000000001".into()),
-        ..query.clone()
-    };
-    assert_eq!(
-        store.audit_events(&by_trace).await.unwrap(),
-        [expected[2].clone()]
-    );
     store.close().await;
-    // No index on `id` is left, and the request path writes the workspace's order only (and,
-    // on Postgres, the global order the search follower reads): the searched columns'
-    // indexes sit on the search copy (migration 0032).
+    // No index on `id` is left: only the workspace's, those of the selective filters (0016)
+    // and the sinks' order (0020).
     let pool = sqlx::AnyPool::connect(&url).await.unwrap();
-    let indexes = |table: &str| {
-        match engine {
-        Engine::Sqlite => format!(
-            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = '{table}' AND name NOT LIKE 'sqlite_autoindex%'"
-        ),
-        Engine::Postgres => format!(
-            "SELECT indexname::text AS name FROM pg_indexes WHERE tablename = '{table}' AND indexname NOT LIKE '%_pkey'"
-        ),
-    }
+    let indexes = match engine {
+        Engine::Sqlite => {
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'audit_events'"
+        }
+        Engine::Postgres => {
+            "SELECT indexname::text AS name FROM pg_indexes WHERE tablename = 'audit_events'"
+        }
     };
-    let mut names: Vec<String> = sqlx::query_scalar(&indexes("audit_events"))
-        .fetch_all(&pool)
-        .await
-        .unwrap();
-    names.sort();
-    match engine {
-        Engine::Sqlite => assert_eq!(names, ["audit_events_workspace"]),
-        Engine::Postgres => assert_eq!(names, ["audit_events_order", "audit_events_workspace"]),
-    }
-    let mut names: Vec<String> = sqlx::query_scalar(&indexes("audit_search"))
-        .fetch_all(&pool)
-        .await
-        .unwrap();
+    let mut names: Vec<String> = sqlx::query_scalar(indexes).fetch_all(&pool).await.unwrap();
     names.sort();
     assert_eq!(
         names,
         [
-            "audit_search_action",
-            "audit_search_agent",
-            "audit_search_sequence",
-            "audit_search_trace",
-            "audit_search_type"
+            "audit_events_action",
+            "audit_events_agent",
+            "audit_events_sequence",
+            "audit_events_trace",
+            "audit_events_type",
+            "audit_events_workspace"
         ]
     );
     pool.close().await;

@@ -727,25 +727,6 @@ async fn retention_prunes_old_rows_but_never_what_a_sink_has_not_delivered(engin
     let old_events =
         "SELECT COUNT(*) FROM audit_events WHERE workspace_id = $1 AND event_type = 'old.event'";
     let old_beats = "SELECT COUNT(*) FROM heartbeats WHERE workspace_id = $1 AND id LIKE 'hb_old%'";
-    // The server's follower copies them into the search table, which searches read.
-    let old_copies =
-        "SELECT COUNT(*) FROM audit_search WHERE workspace_id = $1 AND event_type = 'old.event'";
-    for _ in 0..200 {
-        if count(&app.db_url, old_copies, &app.workspace_id).await == 1_500 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert_eq!(
-        count(&app.db_url, old_copies, &app.workspace_id).await,
-        1_500
-    );
-    assert_eq!(
-        audit_events(&app, "event_type=old.event&limit=200")
-            .await
-            .len(),
-        200
-    );
 
     let (s, settings) = status_json(
         owner
@@ -782,12 +763,6 @@ async fn retention_prunes_old_rows_but_never_what_a_sink_has_not_delivered(engin
         metrics.contains("acp_retention_pruned_rows_total{table=\"heartbeats\"}"),
         "{metrics}"
     );
-    // The search copy has caught up with the old events: no event waits for it long.
-    let lag = metrics
-        .lines()
-        .find_map(|l| l.strip_prefix("acp_audit_search_lag_seconds "))
-        .unwrap_or_else(|| panic!("{metrics}"));
-    assert!(lag.parse::<f64>().unwrap() < 60.0, "{lag}");
 
     // Without the sink they go too; recent events stay.
     let (s, _) = status_json(
@@ -807,12 +782,6 @@ async fn retention_prunes_old_rows_but_never_what_a_sink_has_not_delivered(engin
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(count(&app.db_url, old_events, &app.workspace_id).await, 0);
-    assert_eq!(
-        count(&app.db_url, old_copies, &app.workspace_id).await,
-        0,
-        "an event's search copy goes with it"
-    );
-    assert!(audit_events(&app, "event_type=old.event").await.is_empty());
     let pruned = audit_events(&app, "event_type=retention.pruned").await;
     let events_pruned: i64 = pruned
         .iter()

@@ -6,9 +6,9 @@ use std::fmt::Write as _;
 
 use async_trait::async_trait;
 use sqlx::any::AnyRow;
-use sqlx::{AnyConnection, Connection, Row};
+use sqlx::{AnyConnection, Row};
 
-use super::{found, json_text, json_value, string_list, Arg, Filters, SqlStore};
+use super::{found, json_text, json_value, string_list, Filters, SqlStore};
 use crate::store::*;
 
 /// Columns of one audit row.
@@ -277,94 +277,6 @@ fn insert_if_current_sqlite_sql(rows: usize) -> String {
     sql
 }
 
-/// The audit row's columns as [`audit_from_row`] reads them, taken from the table named by
-/// `table` (`"e."`, or `""`).
-fn audit_select(table: &str) -> String {
-    AUDIT_COLUMN_NAMES
-        .split(", ")
-        .map(|column| format!("{table}{}", column.trim()))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// The filters of an audit listing. `s` names the table of the searched columns (workspace,
-/// time, id, event type, agent, action, trace: the search copy's or the events' own), `e` the
-/// table of the others (decision, policy, details).
-fn audit_filters(f: &mut Filters, query: &AuditQuery, s: &str, e: &str) {
-    f.text(&format!("{s}workspace_id = ?"), Some(&query.workspace_id));
-    // Each of these filters has an index that gives the page's order too (on the search copy).
-    // With several, the search reads one index, the first given in this order, and the
-    // others are written so that no index serves them (`column || '' = ?`): without
-    // statistics (SQLite keeps none unless ANALYZE runs) the planner cannot tell which is
-    // rarer, and a guess that walks a common event type to find a rare agent's events
-    // reads the whole workspace.
-    let mut indexed = false;
-    for (column, value) in [
-        ("trace_id", &query.trace_id),
-        ("agent_id", &query.agent_id),
-        ("action", &query.action),
-        ("event_type", &query.event_type),
-    ] {
-        if let Some(value) = value.as_deref() {
-            let template = if indexed {
-                format!("{s}{column} || '' = ?")
-            } else {
-                format!("{s}{column} = ?")
-            };
-            f.text(&template, Some(value));
-            indexed = true;
-        }
-    }
-    // Not selective (allow, deny or challenge): filtered along the index read.
-    f.text(&format!("{e}decision = ?"), query.decision.as_deref());
-    f.text(&format!("{s}id = ?"), query.event_id.as_deref());
-    f.text(&format!("{e}policy_id = ?"), query.policy_id.as_deref());
-    // LIKE patterns with `\` escaping `%`, `_` and itself: the values match literally.
-    let like = |text: &str| {
-        text.replace('\\', "\\\\")
-            .replace('%', "\\%")
-            .replace('_', "\\_")
-    };
-    f.text(
-        &format!("{s}event_type LIKE ? ESCAPE '\\'"),
-        query
-            .event_type_prefix
-            .as_deref()
-            .map(|p| format!("{}%", like(p)))
-            .as_deref(),
-    );
-    // Details are written by serde_json (compact, keys as given): the set's id appears as
-    // `"secret_set_id":"ss_..."` exactly.
-    f.text(
-        &format!("{e}details LIKE ? ESCAPE '\\'"),
-        query
-            .secret_set_id
-            .as_deref()
-            .map(|id| format!("%{}%", like(&format!("\"secret_set_id\":\"{id}\""))))
-            .as_deref(),
-    );
-    f.int(&format!("{s}created_at >= ?"), query.start_ms);
-    f.int(&format!("{s}created_at < ?"), query.end_ms);
-    // The cursor as a bound on the index's `created_at` too: the OR of the cursor's clause
-    // alone is a filter, and a page deep into the results would read every row before it.
-    if let Some(c) = query.after.as_ref() {
-        let (bound, past) = if query.oldest_first {
-            (">=", ">")
-        } else {
-            ("<=", "<")
-        };
-        f.int(&format!("{s}created_at {bound} ?"), Some(c.created_at));
-        f.push(
-            &format!("({s}created_at {past} ? OR ({s}created_at = ? AND {s}id {past} ?))"),
-            [
-                Arg::Int(c.created_at),
-                Arg::Int(c.created_at),
-                Arg::Text(c.id.clone()),
-            ],
-        );
-    }
-}
-
 fn audit_from_row(row: &AnyRow) -> Result<AuditRecord, sqlx::Error> {
     Ok(AuditRecord {
         id: row.try_get("id")?,
@@ -388,138 +300,90 @@ fn audit_from_row(row: &AnyRow) -> Result<AuditRecord, sqlx::Error> {
 impl AuditStore for SqlStore {
     #[tracing::instrument(level = "debug", skip_all)]
     async fn audit_events(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError> {
-        let order = if query.oldest_first { "ASC" } else { "DESC" };
-        let limit = query.limit;
         let mut f = Filters::new();
-        let searched = [
-            &query.trace_id,
-            &query.agent_id,
-            &query.action,
-            &query.event_type,
-        ]
-        .iter()
-        .any(|v| v.is_some());
-        if !searched {
-            // The workspace's own order (written with each event): no copy to consult.
-            audit_filters(&mut f, query, "", "");
-            let sql = f.sql(
-                &format!("SELECT {} FROM audit_events", audit_select("")),
-                &format!("ORDER BY created_at {order}, id {order} LIMIT {limit}"),
-            );
-            let rows = f.fetch(&self.read, &sql).await?;
-            return Ok(rows.iter().map(audit_from_row).collect::<Result<_, _>>()?);
+        f.text("workspace_id = ?", Some(&query.workspace_id));
+        // Each of these filters has an index that gives the page's order too (migration 0016).
+        // With several, the search reads one index, the first given in this order, and the
+        // others are written so that no index serves them (`column || '' = ?`): without
+        // statistics (SQLite keeps none unless ANALYZE runs) the planner cannot tell which is
+        // rarer, and a guess that walks a common event type to find a rare agent's events
+        // reads the whole workspace.
+        let mut indexed = false;
+        for (column, value) in [
+            ("trace_id", &query.trace_id),
+            ("agent_id", &query.agent_id),
+            ("action", &query.action),
+            ("event_type", &query.event_type),
+        ] {
+            if let Some(value) = value.as_deref() {
+                let template = if indexed {
+                    format!("{column} || '' = ?")
+                } else {
+                    format!("{column} = ?")
+                };
+                f.text(&template, Some(value));
+                indexed = true;
+            }
         }
-        // A searched column: the follower's copy up to its point, through the copy's indexes,
-        // and the few events after the point from the table itself (see migration 0032). The
-        // point is read first; if the follower moves it meanwhile, the events it moved are
-        // found by both halves, and `UNION` keeps each once.
-        let (point_seq, point_id) = self.search_point().await?;
-        audit_filters(&mut f, query, "s.", "e.");
-        let copied = f.take_where();
-        audit_filters(&mut f, query, "", "");
-        f.push(
-            "seq >= ? AND (seq, id) > (?, ?)",
-            [
-                Arg::Int(point_seq),
-                Arg::Int(point_seq),
-                Arg::Text(point_id),
-            ],
+        // Not selective (allow, deny or challenge): filtered along the index read.
+        f.text("decision = ?", query.decision.as_deref());
+        f.text("id = ?", query.event_id.as_deref());
+        f.text("policy_id = ?", query.policy_id.as_deref());
+        // LIKE patterns with `\` escaping `%`, `_` and itself: the values match literally.
+        let like = |text: &str| {
+            text.replace('\\', "\\\\")
+                .replace('%', "\\%")
+                .replace('_', "\\_")
+        };
+        f.text(
+            "event_type LIKE ? ESCAPE '\\'",
+            query
+                .event_type_prefix
+                .as_deref()
+                .map(|p| format!("{}%", like(p)))
+                .as_deref(),
         );
-        let recent = f.take_where();
+        // Details are written by serde_json (compact, keys as given): the set's id appears as
+        // `"secret_set_id":"ss_..."` exactly.
+        f.text(
+            "details LIKE ? ESCAPE '\\'",
+            query
+                .secret_set_id
+                .as_deref()
+                .map(|id| format!("%{}%", like(&format!("\"secret_set_id\":\"{id}\""))))
+                .as_deref(),
+        );
+        f.int("created_at >= ?", query.start_ms);
+        f.int("created_at < ?", query.end_ms);
+        // The cursor as a bound on the index's `created_at` too: the OR of the cursor's clause
+        // alone is a filter, and a page deep into the results would read every row before it.
+        f.int(
+            if query.oldest_first {
+                "created_at >= ?"
+            } else {
+                "created_at <= ?"
+            },
+            query.after.as_ref().map(|c| c.created_at),
+        );
+        f.cursor_in(query.after.as_ref(), query.oldest_first);
+        let order = if query.oldest_first { "ASC" } else { "DESC" };
         // A trace's few rows are read through its index and sorted: `created_at + 0` keeps
         // SQLite from reading the workspace's events in order instead, to spare the sort.
         let by_time = if query.trace_id.is_some() {
-            "s.created_at + 0"
+            "created_at + 0"
         } else {
-            "s.created_at"
+            "created_at"
         };
-        let sql = format!(
-            "SELECT * FROM (SELECT {} FROM audit_search AS s CROSS JOIN audit_events AS e \
-             WHERE e.seq = s.seq AND e.id = s.id AND {copied} \
-             ORDER BY {by_time} {order}, s.id {order} LIMIT {limit}) AS copied \
-             UNION SELECT * FROM (SELECT {} FROM audit_events{} WHERE {recent} \
-             ORDER BY created_at {order}, id {order} LIMIT {limit}) AS recent \
-             ORDER BY created_at {order}, id {order} LIMIT {limit}",
-            audit_select("e."),
-            audit_select(""),
-            self.by_key()
+        let sql = f.sql(
+            "SELECT id, workspace_id, created_at, event_type, agent_id, action, decision, policy_id, policy_hash, \
+             trace_id, reasons, reason_codes, actor, details FROM audit_events",
+            &format!(
+                "ORDER BY {by_time} {order}, id {order} LIMIT {}",
+                query.limit
+            ),
         );
         let rows = f.fetch(&self.read, &sql).await?;
         Ok(rows.iter().map(audit_from_row).collect::<Result<_, _>>()?)
-    }
-
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn search_backlog(&self) -> Result<Option<i64>, StoreError> {
-        // Every event past the point, below the Postgres horizon or not: one that a running
-        // transaction holds back from the copy counts too.
-        let (seq, id) = self.search_point().await?;
-        Ok(sqlx::query_scalar(&format!(
-            "SELECT created_at FROM audit_events{} WHERE seq >= $1 AND (seq, id) > ($1, $2) \
-             ORDER BY seq, id LIMIT 1",
-            self.by_key()
-        ))
-        .bind(seq)
-        .bind(&id)
-        .fetch_optional(&self.read)
-        .await?)
-    }
-
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn follow_search(&self, limit: i64) -> Result<u64, StoreError> {
-        let sqlite = self.sqlite();
-        let mut conn = self.write_conn().await?;
-        let mut tx = conn.begin().await?;
-        let copy = format!(
-            "INSERT INTO audit_search (seq, id, workspace_id, created_at, event_type, agent_id, action, trace_id) \
-             SELECT seq, id, workspace_id, created_at, event_type, agent_id, action, trace_id \
-             FROM audit_events{} WHERE {{past_point}} ORDER BY seq, id LIMIT {limit} RETURNING seq, id",
-            self.by_key()
-        );
-        let copied = if sqlite {
-            // The INSERT is the transaction's first statement, so it takes the write lock
-            // before reading the point (another process on the file waits its turn; a read
-            // first would make the transaction's snapshot stale the moment another copied).
-            sqlx::query(&copy.replace("{past_point}", "seq > (SELECT seq FROM audit_search_point)"))
-                .fetch_all(&mut *tx)
-                .await?
-        } else {
-            // One replica at a time, the others waiting on the point's row; only events that no
-            // running transaction can precede (as a sink reads them), so the point never passes
-            // an event that commits later.
-            let point = sqlx::query("SELECT seq, id FROM audit_search_point FOR UPDATE")
-                .fetch_one(&mut *tx)
-                .await?;
-            let (seq, id): (i64, String) = (point.try_get("seq")?, point.try_get("id")?);
-            sqlx::query(&copy.replace(
-                "{past_point}",
-                &format!(
-                    "seq >= $1 AND (seq, id) > ($1, $2){}",
-                    horizon_clause(false)
-                ),
-            ))
-            .bind(seq)
-            .bind(&id)
-            .fetch_all(&mut *tx)
-            .await?
-        };
-        let mut last: Option<(i64, String)> = None;
-        for row in &copied {
-            let key = (row.try_get("seq")?, row.try_get("id")?);
-            if last.as_ref().is_none_or(|l| key > *l) {
-                last = Some(key);
-            }
-        }
-        let Some((seq, id)) = last else {
-            tx.rollback().await?;
-            return Ok(0);
-        };
-        sqlx::query("UPDATE audit_search_point SET seq = $1, id = $2")
-            .bind(seq)
-            .bind(&id)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(copied.len() as u64)
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -565,30 +429,23 @@ impl AuditStore for SqlStore {
         cursor: &SinkCursor,
         cap: i64,
     ) -> Result<SinkLag, StoreError> {
-        let (from_seq, from_id) = self.recent_from(cursor).await?;
-        let pending = self.after_cursor_sql("seq, id, created_at", "", cap);
-        let counted: i64 =
-            sqlx::query_scalar(&format!("SELECT COUNT(*) FROM ({pending}) AS pending"))
-                .bind(workspace_id)
-                .bind(cursor.seq)
-                .bind(&cursor.id)
-                .bind(from_seq)
-                .bind(&from_id)
-                .fetch_one(&self.read)
-                .await?;
-        let events = counted.min(cap);
+        let events: i64 = sqlx::query_scalar(&format!(
+            "SELECT COUNT(*) FROM (SELECT 1 FROM audit_events WHERE {AFTER_CURSOR} LIMIT {cap}) AS pending"
+        ))
+        .bind(workspace_id)
+        .bind(cursor.seq)
+        .bind(&cursor.id)
+        .fetch_one(&self.read)
+        .await?;
         let oldest_at: Option<i64> = if events == 0 {
             None
         } else {
             sqlx::query_scalar(&format!(
-                "SELECT created_at FROM ({}) AS pending",
-                self.after_cursor_sql("seq, id, created_at", "", 1)
+                "SELECT created_at FROM audit_events WHERE {AFTER_CURSOR} ORDER BY seq, id LIMIT 1"
             ))
             .bind(workspace_id)
             .bind(cursor.seq)
             .bind(&cursor.id)
-            .bind(from_seq)
-            .bind(&from_id)
             .fetch_optional(&self.read)
             .await?
         };
@@ -651,18 +508,16 @@ impl AuditStore for SqlStore {
         cursor: &SinkCursor,
         limit: i64,
     ) -> Result<Vec<(i64, AuditRecord)>, StoreError> {
-        let (from_seq, from_id) = self.recent_from(cursor).await?;
-        let sql = self.after_cursor_sql(
-            &format!("seq, {AUDIT_COLUMN_NAMES}"),
-            horizon_clause(self.sqlite()),
-            limit,
+        let sql = format!(
+            "SELECT seq, id, workspace_id, created_at, event_type, agent_id, action, decision, policy_id, \
+             policy_hash, trace_id, reasons, reason_codes, actor, details FROM audit_events \
+             WHERE {AFTER_CURSOR}{} ORDER BY seq, id LIMIT {limit}",
+            horizon_clause(self.sqlite())
         );
         let rows = sqlx::query(&sql)
             .bind(workspace_id)
             .bind(cursor.seq)
             .bind(&cursor.id)
-            .bind(from_seq)
-            .bind(&from_id)
             .fetch_all(&self.read)
             .await?;
         rows.iter()
@@ -773,69 +628,24 @@ impl AuditStore for SqlStore {
                 " AND (seq IS NULL OR seq < COALESCE((SELECT MIN(cursor_seq) FROM audit_sinks WHERE workspace_id = $1), seq + 1))",
             ),
         };
-        let chosen = format!(
-            "FROM {table} WHERE workspace_id = $1 AND created_at < $2{keep} ORDER BY created_at, id LIMIT $3"
+        // Postgres finds rows by `ctid` (`= ANY(ARRAY(...))` is read as a TID scan).
+        let (row_key, any, close) = if sqlite {
+            ("rowid", "IN (", ")")
+        } else {
+            ("ctid", "= ANY(ARRAY(", "))")
+        };
+        let sql = format!(
+            "DELETE FROM {table} WHERE {row_key} {any}SELECT {row_key} FROM {table} \
+             WHERE workspace_id = $1 AND created_at < $2{keep} ORDER BY created_at, id LIMIT $3{close}"
         );
         let mut conn = self.write_conn().await?;
-        let removed = match what {
-            Pruned::Heartbeats => {
-                // Postgres finds rows by `ctid` (`= ANY(ARRAY(...))` is read as a TID scan).
-                let (row_key, any, close) = if sqlite {
-                    ("rowid", "IN (", ")")
-                } else {
-                    ("ctid", "= ANY(ARRAY(", "))")
-                };
-                sqlx::query(&format!(
-                    "DELETE FROM heartbeats WHERE {row_key} {any}SELECT {row_key} {chosen}{close}"
-                ))
-                .bind(workspace_id)
-                .bind(before)
-                .bind(limit)
-                .execute(&mut *conn)
-                .await?
-                .rows_affected()
-            }
-            // An event and its search copy go together. SQLite: the same choice twice in one
-            // transaction (no other writer between them; the copy's key is the event's).
-            Pruned::AuditEvents if sqlite => {
-                let mut tx = conn.begin().await?;
-                sqlx::query(&format!(
-                    "DELETE FROM audit_search WHERE seq IN (SELECT seq {chosen})"
-                ))
-                .bind(workspace_id)
-                .bind(before)
-                .bind(limit)
-                .execute(&mut *tx)
-                .await?;
-                let removed = sqlx::query(&format!(
-                    "DELETE FROM audit_events WHERE seq IN (SELECT seq {chosen})"
-                ))
-                .bind(workspace_id)
-                .bind(before)
-                .bind(limit)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-                tx.commit().await?;
-                removed
-            }
-            // Postgres: one statement, the copies of the events it removed removed with them.
-            Pruned::AuditEvents => {
-                let removed: i64 = sqlx::query_scalar(&format!(
-                    "WITH gone AS (DELETE FROM audit_events WHERE ctid = ANY(ARRAY(SELECT ctid {chosen})) \
-                     RETURNING seq, id), \
-                     copies AS (DELETE FROM audit_search AS s USING gone WHERE s.seq = gone.seq AND s.id = gone.id) \
-                     SELECT COUNT(*) FROM gone"
-                ))
-                .bind(workspace_id)
-                .bind(before)
-                .bind(limit)
-                .fetch_one(&mut *conn)
-                .await?;
-                u64::try_from(removed).unwrap_or(0)
-            }
-        };
-        Ok(removed)
+        let done = sqlx::query(&sql)
+            .bind(workspace_id)
+            .bind(before)
+            .bind(limit)
+            .execute(&mut *conn)
+            .await?;
+        Ok(done.rows_affected())
     }
 }
 
@@ -1032,67 +842,12 @@ fn horizon_clause(sqlite: bool) -> &'static str {
     }
 }
 
+/// A workspace's events after a cursor, in `(seq, id)` order: a row comparison, read as a range
+/// of the sequence index on both engines.
+const AFTER_CURSOR: &str = "workspace_id = $1 AND (seq, id) > ($2, $3)";
+
 impl SqlStore {
     fn sqlite(&self) -> bool {
         self.backend == Backend::Sqlite
-    }
-
-    /// How a search reads the events after the follower's point: on SQLite by the table's own
-    /// key (`seq`, the rowid), named so that the planner cannot prefer walking the workspace's
-    /// order instead (it keeps no statistics to tell a few recent rows from many); Postgres
-    /// plans it with the point's value and its statistics.
-    fn by_key(&self) -> &'static str {
-        if self.sqlite() {
-            " NOT INDEXED"
-        } else {
-            ""
-        }
-    }
-
-    /// A workspace's first `limit` events after a sink's cursor (`$1` the workspace, `$2`, `$3`
-    /// the cursor), in `(seq, id)` order, with `columns` (of the events' table; `seq` and `id`
-    /// among them): those the follower copied, through the copy's sequence index, then those
-    /// after `$4`, `$5` ([`Self::recent_from`]: the follower's point, or the cursor when it is
-    /// past the point) read from the table, `recent` (a further condition) holding. The second
-    /// half names only that one lower bound: given the cursor's too, both planners start the
-    /// range at the cursor (a quiet workspace's sink, far behind, would walk every other
-    /// workspace's events since). `UNION` keeps an event once if the follower copied it between
-    /// the point's read and this.
-    fn after_cursor_sql(&self, columns: &str, recent: &str, limit: i64) -> String {
-        let copied = columns
-            .split(", ")
-            .map(|c| format!("e.{c}"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        format!(
-            "SELECT * FROM (SELECT {copied} FROM audit_search AS s CROSS JOIN audit_events AS e \
-             WHERE e.seq = s.seq AND e.id = s.id AND s.workspace_id = $1 AND (s.seq, s.id) > ($2, $3) \
-             ORDER BY s.seq, s.id LIMIT {limit}) AS copied \
-             UNION SELECT * FROM (SELECT {columns} FROM audit_events{} \
-             WHERE workspace_id = $1 AND seq >= $4 AND (seq, id) > ($4, $5){recent} \
-             ORDER BY seq, id LIMIT {limit}) AS recent \
-             ORDER BY seq, id LIMIT {limit}",
-            self.by_key()
-        )
-    }
-
-    /// Where a sink's read of the events after the follower's point starts: the point, or the
-    /// sink's cursor if that is further.
-    async fn recent_from(&self, cursor: &SinkCursor) -> Result<(i64, String), StoreError> {
-        let point = self.search_point().await?;
-        let cursor = (cursor.seq, cursor.id.clone());
-        Ok(point.max(cursor))
-    }
-
-    /// The last event the follower copied into the search table.
-    async fn search_point(&self) -> Result<(i64, String), StoreError> {
-        let row = sqlx::query("SELECT seq, id FROM audit_search_point")
-            .fetch_optional(&self.read)
-            .await?;
-        Ok(match row {
-            Some(row) => (row.try_get("seq")?, row.try_get("id")?),
-            // Never without its row (migration 0032); were it gone, every event is after it.
-            None => (-1, String::new()),
-        })
     }
 }

@@ -348,12 +348,6 @@ impl Filters {
         }
     }
 
-    /// The clauses so far joined by `AND`, cleared for another part of the same statement (the
-    /// arguments stay, and the placeholders go on counting).
-    fn take_where(&mut self) -> String {
-        std::mem::take(&mut self.clauses).join(" AND ")
-    }
-
     fn sql(&self, head: &str, tail: &str) -> String {
         format!("{head} WHERE {} {tail}", self.clauses.join(" AND "))
     }
