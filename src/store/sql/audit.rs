@@ -16,9 +16,24 @@ const AUDIT_COLUMNS: usize = 14;
 /// Their names, in the order every INSERT binds them ([`bind_audit`]).
 const AUDIT_COLUMN_NAMES: &str = "id, workspace_id, created_at, event_type, agent_id, action, \
     decision, policy_id, policy_hash, trace_id, reasons, reason_codes, actor, details";
-/// Audit rows per INSERT statement when a batch's events are written together (14 × 64 = 896
-/// bound values, far below both engines' limits).
-pub(super) const AUDIT_ROWS_PER_INSERT: usize = 64;
+/// Audit rows per INSERT statement when a batch's events are written together: a batch of
+/// decisions (at most 100 checks) and a few single checks committed with it fit one statement
+/// (16 × 128 = 2,048 bound values with the version check's two, far below both engines'
+/// limits).
+pub(super) const AUDIT_ROWS_PER_INSERT: usize = 128;
+
+/// One statement text per row count (1 to [`AUDIT_ROWS_PER_INSERT`]), each built on its first
+/// use: the counts a server meets are few, and a statement of 128 rows is several kilobytes.
+type Built = [std::sync::OnceLock<String>; AUDIT_ROWS_PER_INSERT];
+
+/// The text for `rows` rows from `cache`, made by `make` the first time; empty (a statement
+/// the database refuses) outside 1 to [`AUDIT_ROWS_PER_INSERT`].
+fn built(cache: &'static Built, rows: usize, make: impl FnOnce(usize) -> String) -> &'static str {
+    match rows.checked_sub(1).and_then(|i| cache.get(i)) {
+        Some(cell) => cell.get_or_init(|| make(rows)).as_str(),
+        None => "",
+    }
+}
 
 /// Where an audit INSERT runs: alone (its own transaction), or inside a transaction or
 /// savepoint that the caller rolls back whole when any statement fails.
@@ -36,27 +51,15 @@ pub(super) enum Enclosed {
 /// copy of each before its first change, 7 % of a batch of decisions' time). Alone, a failing
 /// statement must undo itself, and does.
 fn audit_insert_sql(rows: usize, sqlite: bool, enclosed: Enclosed) -> &'static str {
-    static SQL: std::sync::OnceLock<[Vec<String>; 3]> = std::sync::OnceLock::new();
-    let all = SQL.get_or_init(|| {
-        [
-            (false, "INSERT INTO"),
-            (true, "INSERT INTO"),
-            (true, "INSERT OR FAIL INTO"),
-        ]
-        .map(|(sqlite, verb)| {
-            (1..=AUDIT_ROWS_PER_INSERT)
-                .map(|rows| audit_values_sql(verb, rows, sqlite))
-                .collect()
-        })
-    });
-    let which = match (sqlite, enclosed) {
-        (false, _) => 0,
-        (true, Enclosed::Alone) => 1,
-        (true, Enclosed::InTransaction) => 2,
+    static POSTGRES: Built = [const { std::sync::OnceLock::new() }; AUDIT_ROWS_PER_INSERT];
+    static SQLITE: Built = [const { std::sync::OnceLock::new() }; AUDIT_ROWS_PER_INSERT];
+    static SQLITE_ENCLOSED: Built = [const { std::sync::OnceLock::new() }; AUDIT_ROWS_PER_INSERT];
+    let (cache, verb) = match (sqlite, enclosed) {
+        (false, _) => (&POSTGRES, "INSERT INTO"),
+        (true, Enclosed::Alone) => (&SQLITE, "INSERT INTO"),
+        (true, Enclosed::InTransaction) => (&SQLITE_ENCLOSED, "INSERT OR FAIL INTO"),
     };
-    all[which]
-        .get(rows.saturating_sub(1))
-        .map_or("", String::as_str)
+    built(cache, rows, |rows| audit_values_sql(verb, rows, sqlite))
 }
 
 fn audit_values_sql(verb: &str, rows: usize, sqlite: bool) -> String {
@@ -81,7 +84,7 @@ fn audit_values_sql(verb: &str, rows: usize, sqlite: bool) -> String {
     sql
 }
 
-/// Writes audit events in as few statements as possible (one per 64 events), in order, on a
+/// Writes audit events in as few statements as possible (one per 128 events), in order, on a
 /// transaction or a plain connection.
 pub(super) async fn insert_audits(
     conn: &mut AnyConnection,
@@ -146,20 +149,14 @@ pub(super) async fn insert_if_current(
     if workspaces.is_empty() {
         return Ok(None);
     }
-    let built;
+    let several;
     let sql = if workspaces.len() == 1 {
         // The hot path (one workspace): the statement is built once per row count.
-        static SQL: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
-        SQL.get_or_init(|| {
-            (1..=AUDIT_ROWS_PER_INSERT)
-                .map(|n| insert_if_current_sql(n, 1))
-                .collect()
-        })
-        .get(rows.len() - 1)
-        .map_or("", String::as_str)
+        static SQL: Built = [const { std::sync::OnceLock::new() }; AUDIT_ROWS_PER_INSERT];
+        built(&SQL, rows.len(), |n| insert_if_current_sql(n, 1))
     } else {
-        built = insert_if_current_sql(rows.len(), workspaces.len());
-        built.as_str()
+        several = insert_if_current_sql(rows.len(), workspaces.len());
+        several.as_str()
     };
     let mut query = sqlx::query(sql);
     for id in &workspaces {
@@ -229,15 +226,8 @@ pub(super) async fn insert_if_current_sqlite(
     if rows.is_empty() || rows.len() > AUDIT_ROWS_PER_INSERT {
         return Ok(None);
     }
-    static SQL: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
-    let sql = SQL
-        .get_or_init(|| {
-            (1..=AUDIT_ROWS_PER_INSERT)
-                .map(insert_if_current_sqlite_sql)
-                .collect()
-        })
-        .get(rows.len() - 1)
-        .map_or("", String::as_str);
+    static SQL: Built = [const { std::sync::OnceLock::new() }; AUDIT_ROWS_PER_INSERT];
+    let sql = built(&SQL, rows.len(), insert_if_current_sqlite_sql);
     let mut query = sqlx::query(sql);
     for (event, basis) in rows {
         query = bind_audit(query, event)
