@@ -3,7 +3,7 @@
 //! and the version bump of a change that supersedes them. The operations themselves are each
 //! area's SQL.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use sqlx::{Any, AnyConnection, Connection, Row, Transaction};
@@ -74,16 +74,16 @@ async fn apply_records(
     }
     // SQLite: the statement answers the events it wrote; a record's events share its basis,
     // so all of them were written, or none.
-    let Some(written) = audit::insert_if_current_sqlite(conn, &rows)
+    let written = match audit::insert_if_current_sqlite(conn, &rows)
         .await
         .map_err(retry)?
-    else {
-        return Ok(None);
+    {
+        None => return Ok(None),
+        Some(audit::Written::All) => {
+            return Ok(Some(changes.iter().map(|_| Ok(Applied::Done)).collect()))
+        }
+        Some(audit::Written::Only(written)) => written,
     };
-    if written.len() == rows.len() {
-        return Ok(Some(changes.iter().map(|_| Ok(Applied::Done)).collect()));
-    }
-    let written: HashSet<&str> = written.iter().map(String::as_str).collect();
     let is_written = |c: &Change| {
         c.audit
             .first()

@@ -64,6 +64,10 @@ fn audit_insert_sql(rows: usize, sqlite: bool, enclosed: Enclosed) -> &'static s
 
 fn audit_values_sql(verb: &str, rows: usize, sqlite: bool) -> String {
     let mut sql = format!("{verb} audit_events ({AUDIT_COLUMN_NAMES}) VALUES ");
+    if sqlite {
+        anonymous_rows(&mut sql, rows, AUDIT_COLUMNS);
+        return sql;
+    }
     for row in 0..rows {
         if row > 0 {
             sql.push_str(", ");
@@ -73,15 +77,18 @@ fn audit_values_sql(verb: &str, rows: usize, sqlite: bool) -> String {
             if column > 0 {
                 sql.push_str(", ");
             }
-            if sqlite {
-                sql.push('?');
-            } else {
-                let _ = write!(sql, "${}", row * AUDIT_COLUMNS + column + 1);
-            }
+            let _ = write!(sql, "${}", row * AUDIT_COLUMNS + column + 1);
         }
         sql.push(')');
     }
     sql
+}
+
+/// `rows` rows of `per_row` anonymous parameters, `(?, ?), (?, ?)`: SQLite binds them in order
+/// without looking names up.
+fn anonymous_rows(sql: &mut String, rows: usize, per_row: usize) {
+    let row = format!("({})", vec!["?"; per_row].join(", "));
+    sql.push_str(&vec![row.as_str(); rows].join(", "));
 }
 
 /// Writes audit events in as few statements as possible (one per 128 events), in order, on a
@@ -178,7 +185,6 @@ pub(super) async fn insert_if_current(
 /// [`insert_if_current`]'s statement for `rows` events over `workspaces` workspace ids: the
 /// ids first, then per row its [`AUDIT_COLUMNS`] values, its basis workspace and version.
 fn insert_if_current_sql(rows: usize, workspaces: usize) -> String {
-    const COLUMNS: &str = AUDIT_COLUMN_NAMES;
     let mut sql = String::from(
         "WITH versions AS (SELECT workspace_id, version FROM workspace_versions WHERE workspace_id IN (",
     );
@@ -187,7 +193,7 @@ fn insert_if_current_sql(rows: usize, workspaces: usize) -> String {
     }
     let _ = write!(
         sql,
-        ")), written AS (INSERT INTO audit_events ({COLUMNS}) SELECT {COLUMNS} FROM (VALUES "
+        ")), written AS (INSERT INTO audit_events ({AUDIT_COLUMN_NAMES}) SELECT {AUDIT_COLUMN_NAMES} FROM (VALUES "
     );
     let per_row = AUDIT_COLUMNS + 2;
     for row in 0..rows {
@@ -206,7 +212,7 @@ fn insert_if_current_sql(rows: usize, workspaces: usize) -> String {
     }
     let _ = write!(
         sql,
-        ") AS e ({COLUMNS}, basis, basis_version) WHERE e.basis IS NULL OR e.basis_version = \
+        ") AS e ({AUDIT_COLUMN_NAMES}, basis, basis_version) WHERE e.basis IS NULL OR e.basis_version = \
          COALESCE((SELECT v.version FROM versions v WHERE v.workspace_id = e.basis), 0)) \
          SELECT workspace_id, version FROM versions"
     );
@@ -222,7 +228,7 @@ fn insert_if_current_sql(rows: usize, workspaces: usize) -> String {
 pub(super) async fn insert_if_current_sqlite(
     conn: &mut AnyConnection,
     rows: &[(&AuditRecord, Option<&Basis>)],
-) -> Result<Option<Vec<String>>, sqlx::Error> {
+) -> Result<Option<Written>, sqlx::Error> {
     if rows.is_empty() || rows.len() > AUDIT_ROWS_PER_INSERT {
         return Ok(None);
     }
@@ -235,29 +241,34 @@ pub(super) async fn insert_if_current_sqlite(
             .bind(basis.map(|b| b.version));
     }
     let written = query.fetch_all(&mut *conn).await?;
-    Ok(Some(
+    if written.len() == rows.len() {
+        // The common case: no id read back, no set built.
+        return Ok(Some(Written::All));
+    }
+    Ok(Some(Written::Only(
         written
             .iter()
             .map(|row| row.try_get::<String, _>("id"))
             .collect::<Result<_, _>>()?,
-    ))
+    )))
+}
+
+/// What [`insert_if_current_sqlite`] wrote: every row, or only the events with these ids.
+pub(super) enum Written {
+    All,
+    Only(std::collections::HashSet<String>),
 }
 
 /// [`insert_if_current_sqlite`]'s statement for `rows` events: per row its [`AUDIT_COLUMNS`]
 /// values, its basis workspace and version (a `VALUES` list names its columns `column1`, ...).
 fn insert_if_current_sqlite_sql(rows: usize) -> String {
-    const COLUMNS: &str = AUDIT_COLUMN_NAMES;
     let per_row = AUDIT_COLUMNS + 2;
     let values: Vec<String> = (1..=AUDIT_COLUMNS).map(|c| format!("column{c}")).collect();
     let mut sql = format!(
-        "INSERT INTO audit_events ({COLUMNS}) SELECT {} FROM (VALUES ",
+        "INSERT INTO audit_events ({AUDIT_COLUMN_NAMES}) SELECT {} FROM (VALUES ",
         values.join(", ")
     );
-    for row in 0..rows {
-        sql.push_str(if row == 0 { "(" } else { ", (" });
-        sql.push_str(&vec!["?"; per_row].join(", "));
-        sql.push(')');
-    }
+    anonymous_rows(&mut sql, rows, per_row);
     let (basis, version) = (AUDIT_COLUMNS + 1, AUDIT_COLUMNS + 2);
     let _ = write!(
         sql,
