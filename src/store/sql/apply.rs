@@ -9,7 +9,10 @@ use std::fmt::Write as _;
 use sqlx::{Any, AnyConnection, Connection, Row, Transaction};
 
 use super::audit::{insert_audits, Enclosed, AUDIT_ROWS_PER_INSERT};
-use super::{accounts, agents, audit, credentials, email, mcp, policies, site, telemetry, vault};
+use super::{
+    accounts, agents, audit, credentials, email, mcp, policies, script, site, telemetry, vault,
+    AnyQuery,
+};
 use crate::store::*;
 
 /// Applies a batch on the write connection (see [`Store::apply`](crate::store::Store::apply)).
@@ -17,6 +20,15 @@ pub(super) async fn apply(
     conn: &mut AnyConnection,
     changes: &[Change],
 ) -> Result<Vec<Result<Applied, StoreError>>, StoreError> {
+    // A single signed request's change (a vault action with its nonce, ...): one round trip
+    // instead of one per statement.
+    if let [change] = changes {
+        if !is_record(change) {
+            if let Some(result) = script::apply(conn, change).await? {
+                return Ok(vec![result]);
+            }
+        }
+    }
     if changes.iter().all(|c| c.basis.is_none()) {
         return apply_fresh(conn, &changes.iter().collect::<Vec<_>>()).await;
     }
@@ -153,20 +165,12 @@ async fn apply_unaudited(
         // Inserts the claim, or takes over an expired one not yet cleaned up; a live claim
         // leaves the row as it is and affects nothing. The claim also requires the agent to
         // be active at this moment, so a request checked before a revoke cannot commit after.
-        let claimed = sqlx::query(
-            "INSERT INTO nonces (scope, nonce, expires_at) SELECT $1, $2, $3 \
-             WHERE $5 = '' OR EXISTS (SELECT 1 FROM agents WHERE id = $5 AND status = 'active') \
-             ON CONFLICT (scope, nonce) DO UPDATE SET expires_at = excluded.expires_at \
-             WHERE nonces.expires_at < $4",
-        )
-        .bind(&claim.scope)
-        .bind(&claim.nonce)
-        .bind(claim.expires_at)
-        .bind(crate::time::now_ms())
-        .bind(claim.agent_id.clone().unwrap_or_default())
-        .execute(&mut **tx)
-        .await?
-        .rows_affected();
+        static SQL: std::sync::LazyLock<String> =
+            std::sync::LazyLock::new(|| nonce_claim_sql(["$1", "$2", "$3", "$4", "$5"], ""));
+        let claimed = bind_nonce_claim(sqlx::query(&SQL), claim)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected();
         if claimed == 0 {
             if let Some(agent_id) = &claim.agent_id {
                 let status: Option<String> = sqlx::query("SELECT status FROM agents WHERE id = $1")
@@ -183,6 +187,34 @@ async fn apply_unaudited(
         }
     }
     apply_op(tx, &change.op).await
+}
+
+/// The nonce claim's INSERT, one row changed when the claim is taken, with its values at the
+/// placeholders `p` (scope, nonce, expiry, now, agent; bound by [`bind_nonce_claim`]).
+/// With `also`, a condition the claim needs besides (none when empty).
+pub(super) fn nonce_claim_sql(p: [&str; 5], also: &str) -> String {
+    let [scope, nonce, expires_at, now, agent] = p;
+    let also = if also.is_empty() {
+        String::new()
+    } else {
+        format!(" AND {also}")
+    };
+    format!(
+        "INSERT INTO nonces (scope, nonce, expires_at) SELECT {scope}, {nonce}, {expires_at} \
+         WHERE ({agent} = '' OR EXISTS (SELECT 1 FROM agents WHERE id = {agent} AND status = 'active')){also} \
+         ON CONFLICT (scope, nonce) DO UPDATE SET expires_at = excluded.expires_at \
+         WHERE nonces.expires_at < {now}"
+    )
+}
+
+/// Binds a nonce claim's values in [`nonce_claim_sql`]'s order (the time is now).
+pub(super) fn bind_nonce_claim<'q>(query: AnyQuery<'q>, claim: &'q NonceClaim) -> AnyQuery<'q> {
+    query
+        .bind(&claim.scope)
+        .bind(&claim.nonce)
+        .bind(claim.expires_at)
+        .bind(crate::time::now_ms())
+        .bind(claim.agent_id.as_deref().unwrap_or_default())
 }
 
 /// Applies `op` and, when it changes what decisions or authentications rest on, bumps its

@@ -8,13 +8,14 @@ use async_trait::async_trait;
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
 
-use super::{found, json_text, json_value, string_list, Filters, SqlStore};
+use super::{found, json_text, json_value, string_list, AnyQuery, Filters, SqlStore};
 use crate::store::*;
 
 /// Columns of one audit row.
-const AUDIT_COLUMNS: usize = 14;
+pub(super) const AUDIT_COLUMNS: usize = 14;
 /// Their names, in the order every INSERT binds them ([`bind_audit`]).
-const AUDIT_COLUMN_NAMES: &str = "id, workspace_id, created_at, event_type, agent_id, action, \
+pub(super) const AUDIT_COLUMN_NAMES: &str =
+    "id, workspace_id, created_at, event_type, agent_id, action, \
     decision, policy_id, policy_hash, trace_id, reasons, reason_codes, actor, details";
 /// Audit rows per INSERT statement when a batch's events are written together: a batch of
 /// decisions (at most 100 checks) and a few single checks committed with it fit one statement
@@ -50,7 +51,7 @@ pub(super) enum Enclosed {
 /// rollback removes anyway, so SQLite keeps no statement journal of the pages it changes (a
 /// copy of each before its first change, 7 % of a batch of decisions' time). Alone, a failing
 /// statement must undo itself, and does.
-fn audit_insert_sql(rows: usize, sqlite: bool, enclosed: Enclosed) -> &'static str {
+pub(super) fn audit_insert_sql(rows: usize, sqlite: bool, enclosed: Enclosed) -> &'static str {
     static POSTGRES: Built = [const { std::sync::OnceLock::new() }; AUDIT_ROWS_PER_INSERT];
     static SQLITE: Built = [const { std::sync::OnceLock::new() }; AUDIT_ROWS_PER_INSERT];
     static SQLITE_ENCLOSED: Built = [const { std::sync::OnceLock::new() }; AUDIT_ROWS_PER_INSERT];
@@ -84,6 +85,31 @@ fn audit_values_sql(verb: &str, rows: usize, sqlite: bool) -> String {
     sql
 }
 
+/// Postgres: `rows` rows of `per_row` numbered parameters from `$first + 1` on, for a `VALUES`
+/// list, whose column types come from its first row: that row names them (`bigint` for the
+/// columns `bigint`, `text` for the others).
+pub(super) fn typed_rows(
+    sql: &mut String,
+    rows: usize,
+    per_row: usize,
+    first: usize,
+    bigint: &[usize],
+) {
+    for row in 0..rows {
+        sql.push_str(if row == 0 { "(" } else { ", (" });
+        for column in 0..per_row {
+            let n = first + row * per_row + column + 1;
+            let cast = match row {
+                0 if bigint.contains(&column) => "::bigint",
+                0 => "::text",
+                _ => "",
+            };
+            let _ = write!(sql, "{}${n}{cast}", if column == 0 { "" } else { ", " });
+        }
+        sql.push(')');
+    }
+}
+
 /// `rows` rows of `per_row` anonymous parameters, `(?, ?), (?, ?)`: SQLite binds them in order
 /// without looking names up.
 fn anonymous_rows(sql: &mut String, rows: usize, per_row: usize) {
@@ -111,10 +137,8 @@ pub(super) async fn insert_audits(
     Ok(())
 }
 
-type AnyQuery<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>;
-
 /// Binds an event's [`AUDIT_COLUMNS`] values, in the column order of the INSERTs.
-fn bind_audit<'q>(query: AnyQuery<'q>, e: &'q AuditRecord) -> AnyQuery<'q> {
+pub(super) fn bind_audit<'q>(query: AnyQuery<'q>, e: &'q AuditRecord) -> AnyQuery<'q> {
     let query = query
         .bind(&e.id)
         .bind(e.workspace_id.as_deref())
@@ -195,21 +219,7 @@ fn insert_if_current_sql(rows: usize, workspaces: usize) -> String {
         sql,
         ")), written AS (INSERT INTO audit_events ({AUDIT_COLUMN_NAMES}) SELECT {AUDIT_COLUMN_NAMES} FROM (VALUES "
     );
-    let per_row = AUDIT_COLUMNS + 2;
-    for row in 0..rows {
-        sql.push_str(if row == 0 { "(" } else { ", (" });
-        for column in 0..per_row {
-            let n = workspaces + row * per_row + column + 1;
-            // The first row names the types: a VALUES list takes its column types from it.
-            let cast = match (row, column) {
-                (0, 2) | (0, 15) => "::bigint",
-                (0, _) => "::text",
-                _ => "",
-            };
-            let _ = write!(sql, "{}${n}{cast}", if column == 0 { "" } else { ", " });
-        }
-        sql.push(')');
-    }
+    typed_rows(&mut sql, rows, AUDIT_COLUMNS + 2, workspaces, &[2, 15]);
     let _ = write!(
         sql,
         ") AS e ({AUDIT_COLUMN_NAMES}, basis, basis_version) WHERE e.basis IS NULL OR e.basis_version = \

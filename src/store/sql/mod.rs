@@ -23,6 +23,9 @@ use tokio::sync::{MappedMutexGuard, Mutex, MutexGuard};
 
 use super::*;
 
+/// A query with its values bound, on either engine.
+type AnyQuery<'q> = sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>>;
+
 mod accounts;
 mod agents;
 mod apply;
@@ -32,6 +35,7 @@ mod credentials;
 mod email;
 mod mcp;
 mod policies;
+mod script;
 mod site;
 mod telemetry;
 mod vault;

@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
 
-use super::{changed_rows, SqlStore};
+use super::{changed_rows, AnyQuery, SqlStore};
 use crate::domain::VaultAction;
 use crate::store::*;
 
@@ -356,25 +356,15 @@ pub(super) async fn apply(
             workspace_id,
             lease_id,
             agent_id,
-            grant_id,
+            grant_id: _,
             at,
         } => {
-            let rows = sqlx::query(&format!(
-                "UPDATE vault_leases SET uses_left = uses_left - 1 \
-                 WHERE id = $1 AND workspace_id = $2 AND agent_id = $3 AND kind = 'request' \
-                 AND revoked_at IS NULL AND expires_at > $4 AND uses_left > 0 AND {AFTER_CUTOFF} \
-                 AND {LIVE_PARENT} AND {} AND {}",
-                live_grant("$5", "vault_leases.secret_set_id", "$2", "$4"),
-                active_agent("$3", "$2"),
-            ))
-            .bind(lease_id)
-            .bind(workspace_id)
-            .bind(agent_id)
-            .bind(at)
-            .bind(grant_id)
-            .execute(&mut **tx)
-            .await?
-            .rows_affected();
+            static SQL: std::sync::LazyLock<String> =
+                std::sync::LazyLock::new(|| use_lease_sql(["$1", "$2", "$3", "$4", "$5"], ""));
+            let rows = bind_lease_use(sqlx::query(&SQL), op)
+                .execute(&mut **tx)
+                .await?
+                .rows_affected();
             if rows == 0 {
                 let lease = Usable {
                     workspace_id,
@@ -479,6 +469,46 @@ fn live_grant(grant: &str, set: &str, workspace: &str, at: &str) -> String {
          AND g.revoked_at IS NULL AND (g.expires_at IS NULL OR g.expires_at > {at}) \
          AND s.deleted_at IS NULL AND s.destroyed_at IS NULL)"
     )
+}
+
+/// [`VaultOp::UseLease`]'s UPDATE, one row changed when the use is taken, with its values at
+/// the placeholders `p` (lease, workspace, agent, time, grant; bound by [`bind_lease_use`]).
+/// With `also`, a condition the use needs besides (none when empty).
+pub(super) fn use_lease_sql(p: [&str; 5], also: &str) -> String {
+    let [lease, workspace, agent, at, grant] = p;
+    let also = if also.is_empty() {
+        String::new()
+    } else {
+        format!(" AND {also}")
+    };
+    format!(
+        "UPDATE vault_leases SET uses_left = uses_left - 1 \
+         WHERE id = {lease} AND workspace_id = {workspace} AND agent_id = {agent} \
+         AND kind = 'request' AND revoked_at IS NULL AND expires_at > {at} AND uses_left > 0 \
+         AND {AFTER_CUTOFF} AND {LIVE_PARENT} AND {} AND {}{also}",
+        live_grant(grant, "vault_leases.secret_set_id", workspace, at),
+        active_agent(agent, workspace),
+    )
+}
+
+/// Binds a [`VaultOp::UseLease`]'s values in [`use_lease_sql`]'s order; any other operation
+/// binds nothing.
+pub(super) fn bind_lease_use<'q>(query: AnyQuery<'q>, op: &'q VaultOp) -> AnyQuery<'q> {
+    match op {
+        VaultOp::UseLease {
+            workspace_id,
+            lease_id,
+            agent_id,
+            grant_id,
+            at,
+        } => query
+            .bind(lease_id)
+            .bind(workspace_id)
+            .bind(agent_id)
+            .bind(*at)
+            .bind(grant_id),
+        _ => query,
+    }
 }
 
 /// The agent is an active agent of the workspace.
