@@ -20,13 +20,11 @@ pub(super) async fn apply(
     conn: &mut AnyConnection,
     changes: &[Change],
 ) -> Result<Vec<Result<Applied, StoreError>>, StoreError> {
-    // A single signed request's change (a vault action with its nonce, ...): one round trip
-    // instead of one per statement.
-    if let [change] = changes {
-        if !is_record(change) {
-            if let Some(result) = script::apply(conn, change).await? {
-                return Ok(vec![result]);
-            }
+    // Signed requests' changes (a vault action with its nonce, ...), with the decisions
+    // committed beside them: one round trip instead of one per statement.
+    if !changes.iter().all(is_record) {
+        if let Some(results) = script::apply(conn, changes).await? {
+            return Ok(results);
         }
     }
     if changes.iter().all(|c| c.basis.is_none()) {
