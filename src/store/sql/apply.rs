@@ -10,8 +10,8 @@ use sqlx::{Any, AnyConnection, Connection, Row, Transaction};
 
 use super::audit::{insert_audits, Enclosed, AUDIT_ROWS_PER_INSERT};
 use super::{
-    accounts, agents, audit, credentials, email, mcp, policies, script, site, telemetry, vault,
-    AnyQuery,
+    accounts, agents, and_also, audit, credentials, email, mcp, policies, script, site, telemetry,
+    vault, AnyQuery,
 };
 use crate::store::*;
 
@@ -192,11 +192,7 @@ async fn apply_unaudited(
 /// With `also`, a condition the claim needs besides (none when empty).
 pub(super) fn nonce_claim_sql(p: [&str; 5], also: &str) -> String {
     let [scope, nonce, expires_at, now, agent] = p;
-    let also = if also.is_empty() {
-        String::new()
-    } else {
-        format!(" AND {also}")
-    };
+    let also = and_also(also);
     format!(
         "INSERT INTO nonces (scope, nonce, expires_at) SELECT {scope}, {nonce}, {expires_at} \
          WHERE ({agent} = '' OR EXISTS (SELECT 1 FROM agents WHERE id = {agent} AND status = 'active')){also} \

@@ -267,6 +267,15 @@ impl SqlStore {
     }
 }
 
+/// ` AND condition`, to end a `WHERE` with a condition a caller adds (nothing when empty).
+fn and_also(condition: &str) -> String {
+    if condition.is_empty() {
+        String::new()
+    } else {
+        format!(" AND {condition}")
+    }
+}
+
 fn json_text(value: &Value) -> String {
     value.to_string()
 }

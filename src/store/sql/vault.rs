@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
 
-use super::{changed_rows, AnyQuery, SqlStore};
+use super::{and_also, changed_rows, AnyQuery, SqlStore};
 use crate::domain::VaultAction;
 use crate::store::*;
 
@@ -476,11 +476,7 @@ fn live_grant(grant: &str, set: &str, workspace: &str, at: &str) -> String {
 /// With `also`, a condition the use needs besides (none when empty).
 pub(super) fn use_lease_sql(p: [&str; 5], also: &str) -> String {
     let [lease, workspace, agent, at, grant] = p;
-    let also = if also.is_empty() {
-        String::new()
-    } else {
-        format!(" AND {also}")
-    };
+    let also = and_also(also);
     format!(
         "UPDATE vault_leases SET uses_left = uses_left - 1 \
          WHERE id = {lease} AND workspace_id = {workspace} AND agent_id = {agent} \
