@@ -12,8 +12,8 @@
 //! the lease's reason), the others committed.
 //!
 //! - SQLite: one script, `BEGIN IMMEDIATE` to `COMMIT`, for a batch of such changes and the
-//!   decisions committed beside them, each precondition a guard statement after the write it
-//!   checks. sqlx runs a query of several statements on SQLite, binding anonymous `?` values
+//!   decisions committed beside them (a verified request's bare nonce claim too), each
+//!   precondition a guard statement after the write it checks. sqlx runs a query of several statements on SQLite, binding anonymous `?` values
 //!   in order and `$N` values by their number, which the script relies on (sqlx calls several
 //!   statements in one query SQLite-only; the tests in this file fail if it stops taking them).
 //! - Postgres: a single change as one `INSERT` of its events with its other writes as writable
@@ -43,8 +43,8 @@ struct Shape<'a> {
 }
 
 impl<'a> Shape<'a> {
-    /// `None` when the changes do not fit: an operation other than a lease's use, no events,
-    /// or more than one INSERT takes.
+    /// `None` when the changes do not fit: an operation other than a lease's use, or more
+    /// events than one INSERT takes.
     fn of(changes: &'a [Change]) -> Option<Self> {
         if !changes
             .iter()
@@ -53,7 +53,7 @@ impl<'a> Shape<'a> {
             return None;
         }
         let events: Vec<&AuditRecord> = changes.iter().flat_map(|c| &c.audit).collect();
-        if events.is_empty() || events.len() > AUDIT_ROWS_PER_INSERT {
+        if events.len() > AUDIT_ROWS_PER_INSERT {
             return None;
         }
         Some(Self { changes, events })
@@ -108,7 +108,7 @@ pub(super) async fn apply(
     };
     if conn.backend_name() == <sqlx::Sqlite as sqlx::Database>::NAME {
         sqlite(conn, &shape).await
-    } else if let [change] = changes {
+    } else if let ([change], false) = (changes, shape.events.is_empty()) {
         postgres(conn, change, &shape).await
     } else {
         // Postgres applies every write of a statement to the snapshot it started from: two
@@ -145,10 +145,10 @@ async fn sqlite(
     // The events' values are bound first, anonymously; the numbered values of the statements
     // after them follow.
     let mut bound = shape.events.len() * AUDIT_COLUMNS;
-    let mut script = vec![
-        "BEGIN IMMEDIATE".to_owned(),
-        audit_insert_sql(shape.events.len(), true, Enclosed::InTransaction).to_owned(),
-    ];
+    let mut script = vec!["BEGIN IMMEDIATE".to_owned()];
+    if !shape.events.is_empty() {
+        script.push(audit_insert_sql(shape.events.len(), true, Enclosed::InTransaction).to_owned());
+    }
     for change in shape.changes {
         if change.basis.is_some() {
             let [workspace, version] = numbered(&mut bound);
@@ -558,13 +558,29 @@ mod tests {
         db.forget(store).await;
     }
 
-    async fn other_changes_are_left_to_the_general_path(engine: &str) {
+    async fn a_bare_nonce_is_scripted_other_operations_are_not(engine: &str) {
         let (store, db) = scene(engine, 1).await;
         let before = counts(&store).await;
-        // No events: nothing to script.
-        let mut bare = proxied("n1", 0);
-        bare.audit.clear();
-        assert!(run(&store, &bare).await.is_none());
+        // A verified request's nonce, without events: a SQLite script; Postgres's statement is
+        // the events' INSERT, so it goes the general way.
+        let mut verified = proxied("v1", 0);
+        verified.audit.clear();
+        verified.op = Op::Nothing;
+        let applied = run(&store, &verified).await;
+        let claimed = if engine == "sqlite" {
+            assert!(matches!(applied, Some(Ok(Applied::Done))), "{applied:?}");
+            1
+        } else {
+            assert!(applied.is_none(), "{applied:?}");
+            0
+        };
+        assert_eq!(
+            counts(&store).await,
+            (before.0, before.1 + claimed, before.2)
+        );
+        if engine == "sqlite" {
+            assert!(run(&store, &verified).await.is_none(), "a replay");
+        }
         // An operation the script does not write.
         let mut other = proxied("n1", 0);
         other.op = Op::Vault(VaultOp::RevokeGrant {
@@ -573,7 +589,10 @@ mod tests {
             at: 1,
         });
         assert!(run(&store, &other).await.is_none());
-        assert_eq!(counts(&store).await, before);
+        assert_eq!(
+            counts(&store).await,
+            (before.0, before.1 + claimed, before.2)
+        );
         db.forget(store).await;
     }
 
@@ -601,6 +620,6 @@ mod tests {
         a_proxied_call_commits_in_one_trip_or_not_at_all,
         a_batch_commits_in_one_trip_or_not_at_all,
         a_false_precondition_is_told_apart_from_other_errors,
-        other_changes_are_left_to_the_general_path,
+        a_bare_nonce_is_scripted_other_operations_are_not,
     );
 }
