@@ -54,13 +54,42 @@ fn init_logging(format: LogFormat) -> tracing_appender::non_blocking::WorkerGuar
         ));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(writer)
+        .with_writer(LogWriter(writer))
         .with_ansi(colours);
     let _ = match format {
         LogFormat::Json => builder.json().try_init(),
         LogFormat::Pretty => builder.try_init(),
     };
     guard
+}
+
+/// The log thread's queue as the log's writer. Once the log thread has stopped (its guard is
+/// dropped when `serve` returns, flushing every queued line), a task still running until the
+/// process exits may log: its line is dropped, where the queue's own writer would fail and the
+/// subscriber would print its complaint to stderr, which holds nothing but log lines.
+struct LogWriter(tracing_appender::non_blocking::NonBlocking);
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogWriter {
+    type Writer = LogLine;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        LogLine(self.0.clone())
+    }
+}
+
+/// One event's line for [`LogWriter`].
+struct LogLine(tracing_appender::non_blocking::NonBlocking);
+
+impl std::io::Write for LogLine {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        // The queue refuses a line only when the log thread has stopped.
+        Ok(self.0.write(buf).unwrap_or(buf.len()))
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let _ = self.0.flush();
+        Ok(())
+    }
 }
 
 pub async fn run(args: &ServeArgs) -> anyhow::Result<i32> {
@@ -167,4 +196,45 @@ pub async fn run(args: &ServeArgs) -> anyhow::Result<i32> {
     ))?;
     app.run(stop).await?;
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write as _;
+
+    use tracing_subscriber::fmt::MakeWriter as _;
+
+    use super::*;
+
+    /// A sink the log thread writes into, shared with the test.
+    #[derive(Clone, Default)]
+    struct Sink(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Sink {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_line_after_the_log_thread_stopped_is_dropped_without_an_error() {
+        let sink = Sink::default();
+        let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+            .lossy(false)
+            .finish(sink.clone());
+        let log = LogWriter(writer);
+        log.make_writer().write_all(b"before\n").unwrap();
+        drop(guard);
+        assert_eq!(sink.0.lock().unwrap().as_slice(), b"before\n");
+        // The queue's own writer fails now; the log's drops the line.
+        assert!(log.0.clone().write_all(b"after\n").is_err());
+        log.make_writer().write_all(b"after\n").unwrap();
+        log.make_writer().flush().unwrap();
+        assert_eq!(sink.0.lock().unwrap().as_slice(), b"before\n");
+    }
 }
