@@ -20,9 +20,11 @@ pub(super) async fn apply(
     conn: &mut AnyConnection,
     changes: &[Change],
 ) -> Result<Vec<Result<Applied, StoreError>>, StoreError> {
+    // Decisions only: `/v1/check`'s batches, which keep their version-checked INSERT below.
+    let records = changes.iter().all(is_record);
     // Signed requests' changes (a vault action with its nonce, ...), with the decisions
     // committed beside them: one round trip instead of one per statement.
-    if !changes.iter().all(is_record) {
+    if !records {
         if let Some(results) = script::apply(conn, changes).await? {
             return Ok(results);
         }
@@ -30,7 +32,7 @@ pub(super) async fn apply(
     if changes.iter().all(|c| c.basis.is_none()) {
         return apply_fresh(conn, &changes.iter().collect::<Vec<_>>()).await;
     }
-    if changes.iter().all(is_record) {
+    if records {
         if let Some(results) = apply_records(conn, changes).await? {
             return Ok(results);
         }
