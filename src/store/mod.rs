@@ -63,7 +63,9 @@ pub use sql::backup;
 pub use sql::{sqlite_file, OpenOptions, SqlStore, SqliteSynchronous, IDEMPOTENCY_KEY_TAKEN};
 pub use telemetry::HeartbeatRecord;
 pub use telemetry::{TelemetryOp, TelemetryStore};
-pub use vault::{GrantRecord, LeaseFilter, LeaseRecord, SecretSetRecord, SecretVersion, SetRef};
+pub use vault::{
+    GrantRecord, LeaseFilter, LeaseRecord, LeasedScene, SecretSetRecord, SecretVersion, SetRef,
+};
 pub use vault::{VaultOp, VaultStore};
 
 use async_trait::async_trait;

@@ -41,12 +41,17 @@ pub trait VaultStore: Send + Sync {
         workspace_id: &str,
         lease_id: &str,
     ) -> Result<Option<LeaseRecord>, StoreError>;
-    /// The lease whose token has this hash; a lease issued before its workspace's last
-    /// revoke-all is answered with `revoked_at` set to that cutoff.
-    async fn vault_lease_by_token(
+    /// What a request under a lease reads, in one round trip: the set `set` of the workspace
+    /// (deleted and destroyed ones too) with its current version, the set's grants (newest
+    /// first) and the lease whose token has the hash `token_hash` (one issued before its
+    /// workspace's last revoke-all answered with `revoked_at` set to that cutoff). `None`: no
+    /// such set.
+    async fn leased_scene(
         &self,
-        token_hash: &str,
-    ) -> Result<Option<LeaseRecord>, StoreError>;
+        workspace_id: &str,
+        set: &SetRef,
+        token_hash: Option<&str>,
+    ) -> Result<Option<LeasedScene>, StoreError>;
     /// The workspace's leases, newest first, at most `limit`.
     async fn vault_leases(
         &self,
@@ -162,6 +167,18 @@ pub struct SecretSetRecord {
     pub updated_at: i64,
     pub deleted_at: Option<i64>,
     pub destroyed_at: Option<i64>,
+}
+
+/// A set as a request under a lease reads it (see [`VaultStore::leased_scene`]).
+#[derive(Debug)]
+pub struct LeasedScene {
+    pub set: SecretSetRecord,
+    /// The set's current version (`None` only if the store lost it).
+    pub version: Option<SecretVersion>,
+    /// The set's grants, newest first.
+    pub grants: Vec<GrantRecord>,
+    /// The lease of the token's hash, whichever set it is for.
+    pub lease: Option<LeaseRecord>,
 }
 
 /// Which secret set a request names: its id (`ss_...`) or its workspace-local number.

@@ -26,13 +26,13 @@ use crate::policy::error::CheckError;
 use crate::policy::evaluate::groups_of;
 use crate::secret::{random_base62, sha256_hex};
 use crate::store::{
-    AgentRecord, AuditRecord, GrantRecord, LeaseRecord, NonceClaim, SecretSetRecord, SecretVersion,
-    StoreError, VaultOp,
+    AgentRecord, AuditRecord, GrantRecord, LeaseRecord, LeasedScene, NonceClaim, SecretSetRecord,
+    SecretVersion, StoreError, VaultOp,
 };
 use crate::time::{iso, now_ms};
 
 use super::leases::{lease_action, LEASE};
-use super::sets::{live_set, open_entries, set_ref};
+use super::sets::{is_live, live_set, open_entries, set_ref, unknown_set};
 pub use crate::domain::VaultAction;
 use crate::enforce::{EnforceError, EnforceResult};
 
@@ -365,26 +365,23 @@ impl Leased {
     ) -> EnforceResult<Leased> {
         let workspace_id = signer.workspace_id()?;
         let set = set_ref(secret_set_id)?;
-        let lease = async {
-            if token.is_empty() {
-                return Ok(None);
-            }
-            ctx.store
-                .vault_lease_by_token(&sha256_hex(token.as_bytes()))
-                .await
-        };
-        let (set, lease) = tokio::join!(live_set(ctx, workspace_id, &set), lease);
-        let set = set?;
-        let (version, grants) = tokio::join!(
-            ctx.store.secret_version(&set.id, set.current_version),
-            ctx.store.vault_grants(workspace_id, Some(&set.id)),
-        );
-        let scene = Scene::with_version(workspace_id, set, version?)?;
-        let lease = lease_judged(signer, &scene, token, kind, lease?)?;
+        let token_hash = (!token.is_empty()).then(|| sha256_hex(token.as_bytes()));
+        let found = ctx
+            .store
+            .leased_scene(workspace_id, &set, token_hash.as_deref())
+            .await?;
+        let LeasedScene {
+            set,
+            version,
+            grants,
+            lease,
+        } = found.filter(|f| is_live(&f.set)).ok_or_else(unknown_set)?;
+        let scene = Scene::with_version(workspace_id, set, version)?;
+        let lease = lease_judged(signer, &scene, token, kind, lease)?;
         Ok(Leased {
             scene,
             lease,
-            grants: grants?,
+            grants,
         })
     }
 

@@ -45,7 +45,7 @@ fn entries_context(workspace_id: &str, set_id: &str, version: i64) -> String {
     format!("vault:{workspace_id}:{set_id}:{version}")
 }
 
-fn unknown_set() -> EnforceError {
+pub(super) fn unknown_set() -> EnforceError {
     EnforceError::not_found("unknown_secret_set", "no such secret set in this workspace")
 }
 
@@ -92,6 +92,11 @@ async fn find_set(
         .await?
         .filter(|s| s.destroyed_at.is_none() && (deleted_ok || s.deleted_at.is_none()));
     found.ok_or_else(unknown_set)
+}
+
+/// A set that is neither deleted nor destroyed.
+pub(super) fn is_live(set: &SecretSetRecord) -> bool {
+    set.destroyed_at.is_none() && set.deleted_at.is_none()
 }
 
 /// A live set (not deleted, not destroyed) of the workspace.

@@ -130,7 +130,6 @@ both_engines! {
         let token = s.minted(&app, "read", json!({"keys": ["ACCOUNT"]})).await;
         assert_error(s.read(&app, &token, json!(["STRIPE_SECRET_KEY"])).await, 403, "key_not_granted").await;
         assert_error(s.read(&app, &token, json!(["NOPE"])).await, 404, "unknown_key").await;
-
         // The trail: minted, used, read, with key names and never a value or a token.
         for kind in ["vault.lease.minted", "vault.lease.used", "vault.secret.read"] {
             let events = audit_events(&app, &format!("event_type={kind}")).await;
@@ -145,6 +144,19 @@ both_engines! {
         assert!(!trail.contains(STRIPE_KEY) && !trail.contains(&token) && !trail.contains(&s.workflow_token));
         let decisions = audit_events(&app, "action=vault.read").await;
         assert!(decisions.iter().any(|e| e["event_type"] == "decision.check"));
+        // The set named by its id reads alike; a set that is not there is named before the lease.
+        let (_, sets) = status_json(s.owner.get("/v1/vault/secret-sets").await).await;
+        let id = sets["items"][0]["secret_set_id"].as_str().unwrap().to_owned();
+        let token = s.minted(&app, "read", json!({"keys": ["ACCOUNT"]})).await;
+        for (set, status, code) in [(json!(9), 404, "unknown_secret_set"), (json!("ss_00000000000000000000000000000000"), 404, "unknown_secret_set")] {
+            let res = s.agent.signed_post(&app, "/v1/vault/secrets/read",
+                &json!({"request_lease_token": token, "secret_set_id": set, "keys": ["ACCOUNT"]})).await;
+            assert_error(res, status, code).await;
+        }
+        let (st, read) = status_json(s.agent.signed_post(&app, "/v1/vault/secrets/read",
+            &json!({"request_lease_token": token, "secret_set_id": id, "keys": ["ACCOUNT"]})).await).await;
+        assert_eq!(st, 200, "{read}");
+        assert!(read["secrets"]["ACCOUNT"].is_string(), "{read}");
         app.stop().await;
     }
 }

@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
 
-use super::{found, is_unique_violation, SqlStore};
+use super::{alias_in, aliased, found, is_unique_violation, SqlStore};
 use crate::store::*;
 
 const COLUMNS: &str = "id, workspace_id, name, url, auth_secret_set_id, auth_profile, \
@@ -72,27 +72,11 @@ const GATE_SESSION: [(&str, &str); 12] = [
     ("ended_reason", "session_ended_reason"),
 ];
 
-/// `name`'s alias among `columns`; a name missing there reads a column no statement has (an
-/// error), never the credential's column of the same name.
-fn gate_alias(columns: &[(&'static str, &'static str)], name: &'static str) -> &'static str {
-    columns
-        .iter()
-        .find(|(column, _)| *column == name)
-        .map_or("unmapped_gate_column", |(_, alias)| alias)
-}
-
 /// [`McpStore::mcp_gate`]'s statement: the credential, its workspace's kill switch, the server
 /// of that name (its columns named as [`GATE_SERVER`] says), its live secret set's current
 /// version and the session of that id hash (named as [`GATE_SESSION`] says; none without a
 /// hash). Only the credential's and the kill switch's columns keep their own names.
 static GATE: LazyLock<String> = LazyLock::new(|| {
-    let aliased = |table: &str, columns: &[(&str, &str)]| {
-        columns
-            .iter()
-            .map(|(column, alias)| format!("{table}.{column} AS {alias}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
     format!(
         "SELECT c.id, c.workspace_id, c.agent_id, c.token_hash, c.token_type, c.provider, \
          c.audience, c.scopes, c.one_time, c.created_at, c.expires_at, c.revoked_at, \
@@ -444,7 +428,7 @@ impl McpStore for SqlStore {
         };
         let server = match row.try_get::<Option<String>, _>("server_id")? {
             Some(_) => Some(server_from_columns(&row, |name| {
-                gate_alias(&GATE_SERVER, name)
+                alias_in(&GATE_SERVER, name)
             })?),
             None => None,
         };
@@ -455,7 +439,7 @@ impl McpStore for SqlStore {
             auth_set_version: row.try_get("server_set_version")?,
             session: match row.try_get::<Option<String>, _>("session_id_hash")? {
                 Some(_) => Some(session_from_columns(&row, |name| {
-                    gate_alias(&GATE_SESSION, name)
+                    alias_in(&GATE_SESSION, name)
                 })?),
                 None => None,
             },

@@ -267,6 +267,25 @@ impl SqlStore {
     }
 }
 
+/// `table.column AS alias, ...` for each pair of `columns`: a joined read names one table's
+/// columns apart from the others'.
+fn aliased(table: &str, columns: &[(&str, &str)]) -> String {
+    columns
+        .iter()
+        .map(|(column, alias)| format!("{table}.{column} AS {alias}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `name`'s alias among `columns` (see [`aliased`]); a name missing there reads a column no
+/// statement has (an error), never another table's column of the same name.
+fn alias_in(columns: &[(&'static str, &'static str)], name: &'static str) -> &'static str {
+    columns
+        .iter()
+        .find(|(column, _)| *column == name)
+        .map_or("unmapped_joined_column", |(_, alias)| alias)
+}
+
 /// ` AND condition`, to end a `WHERE` with a condition a caller adds (nothing when empty).
 fn and_also(condition: &str) -> String {
     if condition.is_empty() {

@@ -1,10 +1,12 @@
 //! SQL of the vault: secret sets, their sealed versions, grants.
 
+use std::sync::LazyLock;
+
 use async_trait::async_trait;
 use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
 
-use super::{and_also, changed_rows, AnyQuery, SqlStore};
+use super::{alias_in, aliased, and_also, changed_rows, AnyQuery, SqlStore};
 use crate::domain::VaultAction;
 use crate::store::*;
 
@@ -50,15 +52,24 @@ fn set_from_row(row: &AnyRow) -> Result<SecretSetRecord, sqlx::Error> {
 }
 
 fn version_from_row(row: &AnyRow) -> Result<SecretVersion, sqlx::Error> {
+    version_from_columns(row, |name| name)
+}
+
+/// A version from `row`, each column read under the name `column` gives it (see
+/// [`lease_from_columns`]).
+fn version_from_columns(
+    row: &AnyRow,
+    column: impl Fn(&'static str) -> &'static str,
+) -> Result<SecretVersion, sqlx::Error> {
     Ok(SecretVersion {
-        secret_set_id: row.try_get("secret_set_id")?,
-        version: row.try_get("version")?,
-        sealed: row.try_get("sealed")?,
-        keys: serde_json::from_str(&row.try_get::<String, _>("keys")?).unwrap_or_default(),
-        profiles: serde_json::from_str(&row.try_get::<String, _>("profiles")?)
+        secret_set_id: row.try_get(column("secret_set_id"))?,
+        version: row.try_get(column("version"))?,
+        sealed: row.try_get(column("sealed"))?,
+        keys: serde_json::from_str(&row.try_get::<String, _>(column("keys"))?).unwrap_or_default(),
+        profiles: serde_json::from_str(&row.try_get::<String, _>(column("profiles"))?)
             .unwrap_or(serde_json::Value::Null),
-        author: row.try_get("author")?,
-        created_at: row.try_get("created_at")?,
+        author: row.try_get(column("author"))?,
+        created_at: row.try_get(column("created_at"))?,
     })
 }
 
@@ -84,25 +95,109 @@ fn grant_from_row(row: &AnyRow) -> Result<GrantRecord, sqlx::Error> {
 }
 
 fn lease_from_row(row: &AnyRow) -> Result<LeaseRecord, sqlx::Error> {
-    let keys: Option<String> = row.try_get("keys")?;
+    lease_from_columns(row, |name| name)
+}
+
+/// A lease from `row`, each of its columns read under the name `column` gives it (a joined
+/// read names them apart from the other tables' columns).
+fn lease_from_columns(
+    row: &AnyRow,
+    column: impl Fn(&'static str) -> &'static str,
+) -> Result<LeaseRecord, sqlx::Error> {
+    let keys: Option<String> = row.try_get(column("keys"))?;
     Ok(LeaseRecord {
-        id: row.try_get("id")?,
-        workspace_id: row.try_get("workspace_id")?,
-        kind: row.try_get("kind")?,
-        workflow_id: row.try_get("workflow_id")?,
-        agent_id: row.try_get("agent_id")?,
-        secret_set_id: row.try_get("secret_set_id")?,
-        purpose: row.try_get("purpose")?,
-        actions: VaultAction::from_stored(&row.try_get::<String, _>("actions")?),
+        id: row.try_get(column("id"))?,
+        workspace_id: row.try_get(column("workspace_id"))?,
+        kind: row.try_get(column("kind"))?,
+        workflow_id: row.try_get(column("workflow_id"))?,
+        agent_id: row.try_get(column("agent_id"))?,
+        secret_set_id: row.try_get(column("secret_set_id"))?,
+        purpose: row.try_get(column("purpose"))?,
+        actions: VaultAction::from_stored(&row.try_get::<String, _>(column("actions"))?),
         keys: keys.map(|k| serde_json::from_str(&k).unwrap_or_default()),
-        token_hash: row.try_get("token_hash")?,
-        uses_left: row.try_get("uses_left")?,
-        expires_at: row.try_get("expires_at")?,
-        revoked_at: row.try_get("revoked_at")?,
-        created_at: row.try_get("created_at")?,
-        created_by: row.try_get("created_by")?,
+        token_hash: row.try_get(column("token_hash"))?,
+        uses_left: row.try_get(column("uses_left"))?,
+        expires_at: row.try_get(column("expires_at"))?,
+        revoked_at: row.try_get(column("revoked_at"))?,
+        created_at: row.try_get(column("created_at"))?,
+        created_by: row.try_get(column("created_by"))?,
     })
 }
+
+/// A lease issued before its workspace's last revoke-all (`cutoff`) is read as revoked then.
+fn revoked_by_cutoff(mut lease: LeaseRecord, cutoff: Option<i64>) -> LeaseRecord {
+    if lease.revoked_at.is_none() && cutoff.is_some_and(|c| lease.created_at < c) {
+        lease.revoked_at = cutoff;
+    }
+    lease
+}
+
+/// The version's columns as [`SCENE`] names them.
+const SCENE_VERSION: [(&str, &str); 7] = [
+    ("secret_set_id", "version_secret_set_id"),
+    ("version", "version_version"),
+    ("sealed", "version_sealed"),
+    ("keys", "version_keys"),
+    ("profiles", "version_profiles"),
+    ("author", "version_author"),
+    ("created_at", "version_created_at"),
+];
+
+/// The lease's columns as [`SCENE`] names them.
+const SCENE_LEASE: [(&str, &str); 15] = [
+    ("id", "lease_id"),
+    ("workspace_id", "lease_workspace_id"),
+    ("kind", "lease_kind"),
+    ("workflow_id", "lease_workflow_id"),
+    ("agent_id", "lease_agent_id"),
+    ("secret_set_id", "lease_secret_set_id"),
+    ("purpose", "lease_purpose"),
+    ("actions", "lease_actions"),
+    ("keys", "lease_keys"),
+    ("token_hash", "lease_token_hash"),
+    ("uses_left", "lease_uses_left"),
+    ("expires_at", "lease_expires_at"),
+    ("revoked_at", "lease_revoked_at"),
+    ("created_at", "lease_created_at"),
+    ("created_by", "lease_created_by"),
+];
+
+/// [`VaultStore::leased_scene`]'s statements, by the set's id and by its number: the set's
+/// columns under their own names, its current version's and the lease's as [`SCENE_VERSION`]
+/// and [`SCENE_LEASE`] name them, and the lease's workspace's revoke-all cutoff.
+static SCENE: LazyLock<[String; 2]> = LazyLock::new(|| {
+    let set_columns = SET_COLUMNS
+        .split(',')
+        .map(|column| format!("s.{}", column.trim()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    ["id", "number"].map(|key| {
+        format!(
+            "SELECT {set_columns}, {}, {}, k.all_revoked_at AS lease_cutoff \
+             FROM vault_secret_sets s \
+             LEFT JOIN vault_secret_versions v ON v.secret_set_id = s.id AND v.version = s.current_version \
+             LEFT JOIN vault_leases l ON l.token_hash = $3 \
+             LEFT JOIN kill_switches k ON k.workspace_id = l.workspace_id \
+             WHERE s.workspace_id = $1 AND s.{key} = $2",
+            aliased("v", &SCENE_VERSION),
+            aliased("l", &SCENE_LEASE),
+        )
+    })
+});
+
+/// The grants of a set named by its id, and by its number, newest first.
+static SCENE_GRANTS: LazyLock<[String; 2]> = LazyLock::new(|| {
+    [
+        "$2",
+        "(SELECT id FROM vault_secret_sets WHERE workspace_id = $1 AND number = $2)",
+    ]
+    .map(|set| {
+        format!(
+            "SELECT {GRANT_COLUMNS} FROM vault_grants WHERE workspace_id = $1 \
+             AND secret_set_id = {set} ORDER BY created_at DESC, id DESC"
+        )
+    })
+});
 
 async fn insert_version(
     tx: &mut Transaction<'_, Any>,
@@ -709,25 +804,64 @@ impl VaultStore for SqlStore {
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
-    async fn vault_lease_by_token(
+    async fn leased_scene(
         &self,
-        token_hash: &str,
-    ) -> Result<Option<LeaseRecord>, StoreError> {
-        let row = sqlx::query(&format!(
-            "SELECT {LEASE_COLUMNS}, {CUTOFF} AS cutoff FROM vault_leases WHERE token_hash = $1"
-        ))
-        .bind(token_hash)
-        .fetch_optional(&self.read)
-        .await?;
-        let Some(row) = row else {
+        workspace_id: &str,
+        set: &SetRef,
+        token_hash: Option<&str>,
+    ) -> Result<Option<LeasedScene>, StoreError> {
+        // Two statements at once on two connections: the answer waits for one round trip (the
+        // grants are many rows, which a join would each give the set's sealed version).
+        let (scene, grants) = match set {
+            SetRef::Id(id) => {
+                let id = id.as_str();
+                let scene = sqlx::query(&SCENE[0])
+                    .bind(workspace_id)
+                    .bind(id)
+                    .bind(token_hash);
+                let grants = sqlx::query(&SCENE_GRANTS[0]).bind(workspace_id).bind(id);
+                tokio::join!(
+                    scene.fetch_optional(&self.read),
+                    grants.fetch_all(&self.read)
+                )
+            }
+            SetRef::Number(n) => {
+                let scene = sqlx::query(&SCENE[1])
+                    .bind(workspace_id)
+                    .bind(*n)
+                    .bind(token_hash);
+                let grants = sqlx::query(&SCENE_GRANTS[1]).bind(workspace_id).bind(*n);
+                tokio::join!(
+                    scene.fetch_optional(&self.read),
+                    grants.fetch_all(&self.read)
+                )
+            }
+        };
+        let (Some(row), grants) = (scene?, grants?) else {
             return Ok(None);
         };
-        let mut lease = lease_from_row(&row)?;
-        let cutoff: Option<i64> = row.try_get("cutoff")?;
-        if lease.revoked_at.is_none() && cutoff.is_some_and(|c| lease.created_at < c) {
-            lease.revoked_at = cutoff;
-        }
-        Ok(Some(lease))
+        let version = match row.try_get::<Option<String>, _>("version_secret_set_id")? {
+            Some(_) => Some(version_from_columns(&row, |name| {
+                alias_in(&SCENE_VERSION, name)
+            })?),
+            None => None,
+        };
+        let lease = match row.try_get::<Option<String>, _>("lease_id")? {
+            Some(_) => {
+                let lease = lease_from_columns(&row, |name| alias_in(&SCENE_LEASE, name))?;
+                Some(revoked_by_cutoff(lease, row.try_get("lease_cutoff")?))
+            }
+            None => None,
+        };
+        Ok(Some(LeasedScene {
+            set: set_from_row(&row)?,
+            version,
+            grants: grants
+                .iter()
+                .map(grant_from_row)
+                .collect::<Result<_, _>>()?,
+            lease,
+        }))
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
