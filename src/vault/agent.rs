@@ -342,13 +342,10 @@ pub(super) async fn judge(
     .await?)
 }
 
-/// A lease a token names, as the signing agent may use it for `action` on the scene's set:
-/// `invalid_lease` unless it is the agent's, of that kind and set, and not revoked;
-/// `lease_expired`; `lease_used` when no use is left.
 /// A request on a secret set under one of the agent's leases: the set with its current
 /// version, the lease of the request's token (checked) and the set's grants. The four are read
-/// in two round trips of two reads each (the set with the lease, then its version with its
-/// grants), and judged in the order the vault's actions are: the set, then the lease.
+/// in one round trip (see `VaultStore::leased_scene`), and judged in the order the vault's
+/// actions are: the set, then the lease.
 pub(super) struct Leased {
     pub scene: Scene,
     pub lease: LeaseRecord,
@@ -427,7 +424,8 @@ impl Leased {
 }
 
 /// The lease `found` by the hash of `token`, if it is a live `kind` lease of the signer for the
-/// scene's set with uses left.
+/// scene's set with uses left: `invalid_lease` unless it is the agent's, of that kind and set,
+/// and not revoked; `lease_expired`; `lease_used` when no use is left.
 fn lease_judged(
     signer: &Signer<'_>,
     scene: &Scene,

@@ -90,7 +90,7 @@ async fn find_set(
         .store
         .secret_set(workspace_id, set)
         .await?
-        .filter(|s| s.destroyed_at.is_none() && (deleted_ok || s.deleted_at.is_none()));
+        .filter(|s| is_live(s) || (deleted_ok && s.destroyed_at.is_none()));
     found.ok_or_else(unknown_set)
 }
 

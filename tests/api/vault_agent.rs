@@ -148,15 +148,22 @@ both_engines! {
         let (_, sets) = status_json(s.owner.get("/v1/vault/secret-sets").await).await;
         let id = sets["items"][0]["secret_set_id"].as_str().unwrap().to_owned();
         let token = s.minted(&app, "read", json!({"keys": ["ACCOUNT"]})).await;
-        for (set, status, code) in [(json!(9), 404, "unknown_secret_set"), (json!("ss_00000000000000000000000000000000"), 404, "unknown_secret_set")] {
-            let res = s.agent.signed_post(&app, "/v1/vault/secrets/read",
-                &json!({"request_lease_token": token, "secret_set_id": set, "keys": ["ACCOUNT"]})).await;
-            assert_error(res, status, code).await;
+        let (agent, served) = (&s.agent, &app);
+        let read_in = move |set: Value, token: String| {
+            let body = json!({"request_lease_token": token, "secret_set_id": set, "keys": ["ACCOUNT"]});
+            async move { agent.signed_post(served, "/v1/vault/secrets/read", &body).await }
+        };
+        for set in [json!(9), json!("ss_00000000000000000000000000000000")] {
+            assert_error(read_in(set, token.clone()).await, 404, "unknown_secret_set").await;
         }
-        let (st, read) = status_json(s.agent.signed_post(&app, "/v1/vault/secrets/read",
-            &json!({"request_lease_token": token, "secret_set_id": id, "keys": ["ACCOUNT"]})).await).await;
+        let (st, read) = status_json(read_in(json!(id), token).await).await;
         assert_eq!(st, 200, "{read}");
         assert!(read["secrets"]["ACCOUNT"].is_string(), "{read}");
+        // A deleted set is not there for a lease of it either.
+        let token = s.minted(&app, "read", json!({"keys": ["ACCOUNT"]})).await;
+        let (st, body) = status_json(s.owner.post(&format!("/v1/vault/secret-sets/{id}/delete"), &json!({})).await).await;
+        assert_eq!(st, 200, "{body}");
+        assert_error(read_in(json!(id), token).await, 404, "unknown_secret_set").await;
         app.stop().await;
     }
 }

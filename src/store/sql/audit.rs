@@ -649,7 +649,7 @@ impl AuditStore for SqlStore {
             "DELETE FROM {table} WHERE {row_key} {any}SELECT {row_key} FROM {table} \
              WHERE workspace_id = $1 AND created_at < $2{keep} ORDER BY created_at, id LIMIT $3{close}"
         );
-        let mut conn = self.write_conn().await?;
+        let mut conn = self.range_write_conn().await?;
         let done = sqlx::query(&sql)
             .bind(workspace_id)
             .bind(before)

@@ -3,7 +3,8 @@
 //! JSON is TEXT, so the two engines differ only in their migrations and connection setup.
 //!
 //! SQLite runs in WAL mode with one writer connection (the group-commit writer is the only hot
-//! writer) and a small pool of readers. Postgres uses one pool for both.
+//! writer) and a small pool of readers. Postgres has a pool for reads and a smaller one for
+//! the writes of the group-commit writer and the audit sinks (see [`postgres_pools`]).
 //!
 //! Each area's SQL, its operations and its reads, is a file of its own (`agents.rs`,
 //! `accounts.rs`, ...); `apply.rs` applies changes (transactions, savepoints, nonce claims,
@@ -192,8 +193,9 @@ impl SqlStore {
             // (a generic plan). Left to choose, Postgres plans a batch of decisions anew for
             // its values on every execution (its custom plans fold the constants and so always
             // look cheaper): a third of the batch's time in the database went to planning.
-            // Writes name their rows by key, so a plan for any values is the plan for these;
-            // reads (searches whose best plan depends on the values) keep the default.
+            // The writer's changes name their rows by key, so a plan for any values is the
+            // plan for these; reads and the range deletes of retention and cleanup (whose best
+            // plan depends on the values) run on the read pool with the default.
             let write = AnyPoolOptions::new()
                 .max_connections(writers)
                 .acquire_timeout(Duration::from_secs(10))
@@ -270,7 +272,7 @@ impl SqlStore {
     }
 
     /// The connection to write on: SQLite's held connection (taken from the write pool the
-    /// first time), waiting while another write uses it; on Postgres, one from the pool.
+    /// first time), waiting while another write uses it; on Postgres, one from the write pool.
     async fn write_conn(&self) -> Result<WriteConn<'_>, StoreError> {
         let Some(held) = &self.held else {
             return Ok(WriteConn::Pooled(self.write.acquire().await?));
@@ -283,6 +285,16 @@ impl SqlStore {
         Ok(WriteConn::Held(MutexGuard::map(slot, |slot| {
             slot.insert(conn)
         })))
+    }
+
+    /// The connection for a write whose best plan depends on its values (the range deletes of
+    /// retention and cleanup): SQLite's one writer; on Postgres, one from the read pool, which
+    /// plans for the values given (the write pool plans once for any values).
+    async fn range_write_conn(&self) -> Result<WriteConn<'_>, StoreError> {
+        match self.backend {
+            Backend::Sqlite => self.write_conn().await,
+            Backend::Postgres => Ok(WriteConn::Pooled(self.read.acquire().await?)),
+        }
     }
 }
 
@@ -306,12 +318,12 @@ fn alias_in(columns: &[(&'static str, &'static str)], name: &'static str) -> &'s
 }
 
 /// Postgres's connections (`max_connections`, at least 2) split between reads and writes: a
-/// quarter for writes (2 to 8: the group-commit writer applies one batch at a time; the sinks
-/// and retention write beside it), the rest, at least 2, for reads.
+/// quarter for writes (1 to 8: the group-commit writer applies one batch at a time, the audit
+/// sinks' short updates beside it), the rest for reads.
 fn postgres_pools(max_connections: u32) -> (u32, u32) {
     let max = max_connections.max(2);
-    let writers = (max / 4).clamp(2, 8);
-    (max.saturating_sub(writers).max(2), writers)
+    let writers = (max / 4).clamp(1, 8);
+    (max - writers, writers)
 }
 
 /// ` AND condition`, to end a `WHERE` with a condition a caller adds (nothing when empty).
@@ -469,7 +481,7 @@ impl Store for SqlStore {
     async fn notify_changes(&self) -> Result<(), StoreError> {
         if self.backend == Backend::Postgres {
             sqlx::query("SELECT pg_notify('acp_changes', '')")
-                .execute(&self.write)
+                .execute(&self.read)
                 .await?;
         }
         Ok(())
@@ -564,7 +576,7 @@ impl Store for SqlStore {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn delete_expired_nonces(&self, now: i64) -> Result<u64, StoreError> {
-        let mut conn = self.write_conn().await?;
+        let mut conn = self.range_write_conn().await?;
         let mut deleted = 0;
         for sql in [
             "DELETE FROM nonces WHERE expires_at < $1",
@@ -595,8 +607,9 @@ mod tests {
     #[test]
     fn postgres_connections_are_split_between_reads_and_writes() {
         assert_eq!(postgres_pools(16), (12, 4));
-        assert_eq!(postgres_pools(2), (2, 2));
-        assert_eq!(postgres_pools(0), (2, 2));
+        assert_eq!(postgres_pools(2), (1, 1));
+        assert_eq!(postgres_pools(0), (1, 1));
+        assert_eq!(postgres_pools(3), (2, 1));
         assert_eq!(postgres_pools(10), (8, 2));
         assert_eq!(postgres_pools(1000), (992, 8));
     }

@@ -301,6 +301,7 @@ mod tests {
 
     const WS: &str = "ws_1";
     const AGENT: &str = "agt_1";
+    const SET: &str = "ss_00000000000000000000000000000001";
 
     /// A test's database: a SQLite file in a temporary folder, or a Postgres database of its
     /// own, dropped by [`Db::forget`].
@@ -368,17 +369,17 @@ mod tests {
             format!(
                 "INSERT INTO vault_secret_sets (id, workspace_id, number, name, provider, \
                  environment, current_version, data_key, key_version, created_at, updated_at) \
-                 VALUES ('set_1', '{WS}', 1, 's', 'p', 'e', 1, 'dk', 1, 1, 1)"
+                 VALUES ('{SET}', '{WS}', 1, 's', 'p', 'e', 1, 'dk', 1, 1, 1)"
             ),
             format!(
                 "INSERT INTO vault_grants (id, workspace_id, secret_set_id, agent_id, allowed_keys, \
-                 allowed_actions, created_at, created_by) VALUES ('grt_1', '{WS}', 'set_1', \
+                 allowed_actions, created_at, created_by) VALUES ('grt_1', '{WS}', '{SET}', \
                  '{AGENT}', '[\"*\"]', '[\"proxy\"]', 1, 'test')"
             ),
             format!(
                 "INSERT INTO vault_leases (id, workspace_id, kind, agent_id, secret_set_id, purpose, \
                  actions, token_hash, uses_left, expires_at, created_at, created_by) VALUES \
-                 ('lse_1', '{WS}', 'request', '{AGENT}', 'set_1', 'p', '[\"proxy\"]', 'h', {uses}, \
+                 ('lse_1', '{WS}', 'request', '{AGENT}', '{SET}', 'p', '[\"proxy\"]', 'h', {uses}, \
                  {far}, {}, 'test')",
                 crate::time::now_ms()
             ),
@@ -616,7 +617,90 @@ mod tests {
         };
     }
 
+    /// The reads of a request under a lease: the set by id or number, its grants, the lease of
+    /// a token's hash (or none), a revoke-all's cutoff; no row for a set that is not there.
+    async fn a_leased_request_reads_its_scene_at_once(engine: &str) {
+        use crate::store::{SetRef, VaultStore as _};
+        let (store, db) = scene(engine, 1).await;
+        let by_number = SetRef::Number(1);
+        let found = store
+            .leased_scene(WS, &by_number, Some("h"))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!((found.set.id.as_str(), found.set.number), (SET, 1));
+        // The fixture has no version row: read as missing, not as an error.
+        assert!(found.version.is_none());
+        assert_eq!(found.grants.len(), 1);
+        assert_eq!(found.grants[0].id, "grt_1");
+        let lease = found.lease.unwrap();
+        assert_eq!((lease.id.as_str(), lease.uses_left), ("lse_1", Some(1)));
+        assert!(lease.revoked_at.is_none());
+        let by_id = SetRef::Id(crate::domain::ids::SecretSetId::parse(SET).unwrap());
+        let found = store.leased_scene(WS, &by_id, None).await.unwrap().unwrap();
+        assert!(found.lease.is_none() && found.grants.len() == 1);
+        let found = store
+            .leased_scene(WS, &by_id, Some("other"))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(found.lease.is_none());
+        assert!(store
+            .leased_scene(WS, &SetRef::Number(2), Some("h"))
+            .await
+            .unwrap()
+            .is_none());
+        assert!(store
+            .leased_scene("ws_2", &by_number, Some("h"))
+            .await
+            .unwrap()
+            .is_none());
+        // A revoke-all after the lease was issued reads it as revoked then.
+        let cutoff = crate::time::now_ms() + 1_000;
+        let mut conn = store.write_conn().await.unwrap();
+        sqlx::raw_sql(&format!(
+            "INSERT INTO kill_switches (workspace_id, minting_paused, all_revoked_at, updated_at) \
+             VALUES ('{WS}', 0, {cutoff}, 1)"
+        ))
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+        drop(conn);
+        let found = store
+            .leased_scene(WS, &by_number, Some("h"))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(found.lease.unwrap().revoked_at, Some(cutoff));
+        db.forget(store).await;
+    }
+
+    /// Postgres's write connections plan each prepared statement once; its reads keep the
+    /// default. (SQLite has no such setting.)
+    async fn writes_are_planned_once_reads_for_their_values(engine: &str) {
+        let (store, db) = scene(engine, 1).await;
+        if engine == "postgres" {
+            let show = "SELECT current_setting('plan_cache_mode') AS mode";
+            let mut conn = store.write_conn().await.unwrap();
+            let row = sqlx::query(show).fetch_one(&mut *conn).await.unwrap();
+            assert_eq!(row.get::<String, _>("mode"), "force_generic_plan");
+            drop(conn);
+            let row = sqlx::query(show).fetch_one(&store.read).await.unwrap();
+            assert_eq!(row.get::<String, _>("mode"), "auto");
+            let mut conn = store.range_write_conn().await.unwrap();
+            let row = sqlx::query(show).fetch_one(&mut *conn).await.unwrap();
+            assert_eq!(row.get::<String, _>("mode"), "auto");
+        } else {
+            // One writer: the range deletes take the same connection as every other write.
+            let conn = store.range_write_conn().await.unwrap();
+            assert!(matches!(conn, super::super::WriteConn::Held(_)));
+        }
+        db.forget(store).await;
+    }
+
     on_both_engines!(
+        a_leased_request_reads_its_scene_at_once,
+        writes_are_planned_once_reads_for_their_values,
         a_proxied_call_commits_in_one_trip_or_not_at_all,
         a_batch_commits_in_one_trip_or_not_at_all,
         a_false_precondition_is_told_apart_from_other_errors,

@@ -185,6 +185,15 @@ static SCENE: LazyLock<[String; 2]> = LazyLock::new(|| {
     })
 });
 
+/// `query` with the set's id or number bound next (the statements of [`SCENE`] and
+/// [`SCENE_GRANTS`] by the same key).
+fn bind_set<'q>(query: AnyQuery<'q>, set: &'q SetRef) -> AnyQuery<'q> {
+    match set {
+        SetRef::Id(id) => query.bind(id.as_str()),
+        SetRef::Number(n) => query.bind(*n),
+    }
+}
+
 /// The grants of a set named by its id, and by its number, newest first.
 static SCENE_GRANTS: LazyLock<[String; 2]> = LazyLock::new(|| {
     [
@@ -772,14 +781,11 @@ impl VaultStore for SqlStore {
         workspace_id: &str,
         secret_set_id: Option<&str>,
     ) -> Result<Vec<GrantRecord>, StoreError> {
-        let of_set = format!(
-            "SELECT {GRANT_COLUMNS} FROM vault_grants WHERE workspace_id = $1 AND secret_set_id = $2 ORDER BY created_at DESC, id DESC"
-        );
         let all = format!(
             "SELECT {GRANT_COLUMNS} FROM vault_grants WHERE workspace_id = $1 ORDER BY created_at DESC, id DESC"
         );
         let rows = match secret_set_id {
-            Some(set) => sqlx::query(&of_set).bind(workspace_id).bind(set),
+            Some(set) => sqlx::query(&SCENE_GRANTS[0]).bind(workspace_id).bind(set),
             None => sqlx::query(&all).bind(workspace_id),
         }
         .fetch_all(&self.read)
@@ -812,31 +818,13 @@ impl VaultStore for SqlStore {
     ) -> Result<Option<LeasedScene>, StoreError> {
         // Two statements at once on two connections: the answer waits for one round trip (the
         // grants are many rows, which a join would each give the set's sealed version).
-        let (scene, grants) = match set {
-            SetRef::Id(id) => {
-                let id = id.as_str();
-                let scene = sqlx::query(&SCENE[0])
-                    .bind(workspace_id)
-                    .bind(id)
-                    .bind(token_hash);
-                let grants = sqlx::query(&SCENE_GRANTS[0]).bind(workspace_id).bind(id);
-                tokio::join!(
-                    scene.fetch_optional(&self.read),
-                    grants.fetch_all(&self.read)
-                )
-            }
-            SetRef::Number(n) => {
-                let scene = sqlx::query(&SCENE[1])
-                    .bind(workspace_id)
-                    .bind(*n)
-                    .bind(token_hash);
-                let grants = sqlx::query(&SCENE_GRANTS[1]).bind(workspace_id).bind(*n);
-                tokio::join!(
-                    scene.fetch_optional(&self.read),
-                    grants.fetch_all(&self.read)
-                )
-            }
-        };
+        let key = usize::from(matches!(set, SetRef::Number(_)));
+        let scene = bind_set(sqlx::query(&SCENE[key]).bind(workspace_id), set).bind(token_hash);
+        let grants = bind_set(sqlx::query(&SCENE_GRANTS[key]).bind(workspace_id), set);
+        let (scene, grants) = tokio::join!(
+            scene.fetch_optional(&self.read),
+            grants.fetch_all(&self.read)
+        );
         let (Some(row), grants) = (scene?, grants?) else {
             return Ok(None);
         };
