@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
 
-use super::{alias_in, aliased, found, is_unique_violation, SqlStore};
+use super::{aliased, found, is_unique_violation, joined, SqlStore};
 use crate::store::*;
 
 const COLUMNS: &str = "id, workspace_id, name, url, auth_secret_set_id, auth_profile, \
@@ -426,23 +426,17 @@ impl McpStore for SqlStore {
         else {
             return Ok(None);
         };
-        let server = match row.try_get::<Option<String>, _>("server_id")? {
-            Some(_) => Some(server_from_columns(&row, |name| {
-                alias_in(&GATE_SERVER, name)
-            })?),
-            None => None,
-        };
+        let server = joined(&row, &GATE_SERVER, "id", |column| {
+            server_from_columns(&row, column)
+        })?;
         Ok(Some(McpGate {
             credential: super::credentials::credential_from_row(&row)?,
             kill_switch: super::credentials::kill_switch_from_row(&row)?,
             server,
             auth_set_version: row.try_get("server_set_version")?,
-            session: match row.try_get::<Option<String>, _>("session_id_hash")? {
-                Some(_) => Some(session_from_columns(&row, |name| {
-                    alias_in(&GATE_SESSION, name)
-                })?),
-                None => None,
-            },
+            session: joined(&row, &GATE_SESSION, "id_hash", |column| {
+                session_from_columns(&row, column)
+            })?,
         }))
     }
 }

@@ -184,11 +184,7 @@ impl SqlStore {
         let store = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             let connect = AnyConnectOptions::from_str(url)?;
             let (readers, writers) = postgres_pools(options.max_connections);
-            let read = AnyPoolOptions::new()
-                .max_connections(readers)
-                .acquire_timeout(Duration::from_secs(10))
-                .connect_with(connect.clone())
-                .await?;
+            let read = pool_options(readers).connect_with(connect.clone()).await?;
             // The writes' connections plan every prepared statement once, for any values
             // (a generic plan). Left to choose, Postgres plans a batch of decisions anew for
             // its values on every execution (its custom plans fold the constants and so always
@@ -196,9 +192,7 @@ impl SqlStore {
             // The writer's changes name their rows by key, so a plan for any values is the
             // plan for these; reads and the range deletes of retention and cleanup (whose best
             // plan depends on the values) run on the read pool with the default.
-            let write = AnyPoolOptions::new()
-                .max_connections(writers)
-                .acquire_timeout(Duration::from_secs(10))
+            let write = pool_options(writers)
                 .after_connect(|conn, _meta| {
                     Box::pin(async move {
                         conn.execute("SET plan_cache_mode = force_generic_plan")
@@ -228,9 +222,7 @@ impl SqlStore {
             };
             let synchronous = options.sqlite_synchronous.pragma();
             let pool = |size: u32| {
-                AnyPoolOptions::new()
-                    .max_connections(size)
-                    .acquire_timeout(Duration::from_secs(10))
+                pool_options(size)
                     // A file in this process cannot drop the connection: no ping round trip
                     // before each use.
                     .test_before_acquire(false)
@@ -298,6 +290,13 @@ impl SqlStore {
     }
 }
 
+/// A pool of at most `size` connections that waits up to 10 s for one.
+fn pool_options(size: u32) -> AnyPoolOptions {
+    AnyPoolOptions::new()
+        .max_connections(size)
+        .acquire_timeout(Duration::from_secs(10))
+}
+
 /// `table.column AS alias, ...` for each pair of `columns`: a joined read names one table's
 /// columns apart from the others'.
 fn aliased(table: &str, columns: &[(&str, &str)]) -> String {
@@ -315,6 +314,24 @@ fn alias_in(columns: &[(&'static str, &'static str)], name: &'static str) -> &'s
         .iter()
         .find(|(column, _)| *column == name)
         .map_or("unmapped_joined_column", |(_, alias)| alias)
+}
+
+/// The record a `LEFT JOIN` brought into `row` under the aliases of `columns` (see
+/// [`aliased`]), read by `read` through those aliases; `None` when the join found none (its
+/// `key` column is NULL).
+fn joined<T>(
+    row: &AnyRow,
+    columns: &[(&'static str, &'static str)],
+    key: &'static str,
+    read: impl FnOnce(&dyn Fn(&'static str) -> &'static str) -> Result<T, sqlx::Error>,
+) -> Result<Option<T>, sqlx::Error> {
+    if row
+        .try_get::<Option<String>, _>(alias_in(columns, key))?
+        .is_none()
+    {
+        return Ok(None);
+    }
+    read(&|name| alias_in(columns, name)).map(Some)
 }
 
 /// Postgres's connections (`max_connections`, at least 2) split between reads and writes: a

@@ -13,9 +13,10 @@
 //!
 //! - SQLite: one script, `BEGIN IMMEDIATE` to `COMMIT`, for a batch of such changes and the
 //!   decisions committed beside them (a verified request's bare nonce claim too), each
-//!   precondition a guard statement after the write it checks. sqlx runs a query of several statements on SQLite, binding anonymous `?` values
-//!   in order and `$N` values by their number, which the script relies on (sqlx calls several
-//!   statements in one query SQLite-only; the tests in this file fail if it stops taking them).
+//!   precondition a guard statement after the write it checks. sqlx runs a query of several
+//!   statements on SQLite, binding anonymous `?` values in order and `$N` values by their
+//!   number, which the script relies on (sqlx calls several statements in one query
+//!   SQLite-only; the tests in this file fail if it stops taking them).
 //! - Postgres: a single change as one `INSERT` of its events with its other writes as writable
 //!   common table expressions, each written only if the one before it was, and the events only
 //!   if the last one was, else the statement fails (a division by zero) and nothing of it is

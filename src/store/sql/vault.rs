@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
 
-use super::{alias_in, aliased, and_also, changed_rows, AnyQuery, SqlStore};
+use super::{aliased, and_also, changed_rows, joined, AnyQuery, SqlStore};
 use crate::domain::VaultAction;
 use crate::store::*;
 
@@ -828,17 +828,13 @@ impl VaultStore for SqlStore {
         let (Some(row), grants) = (scene?, grants?) else {
             return Ok(None);
         };
-        let version = match row.try_get::<Option<String>, _>("version_secret_set_id")? {
-            Some(_) => Some(version_from_columns(&row, |name| {
-                alias_in(&SCENE_VERSION, name)
-            })?),
-            None => None,
-        };
-        let lease = match row.try_get::<Option<String>, _>("lease_id")? {
-            Some(_) => {
-                let lease = lease_from_columns(&row, |name| alias_in(&SCENE_LEASE, name))?;
-                Some(revoked_by_cutoff(lease, row.try_get("lease_cutoff")?))
-            }
+        let version = joined(&row, &SCENE_VERSION, "secret_set_id", |column| {
+            version_from_columns(&row, column)
+        })?;
+        let lease = match joined(&row, &SCENE_LEASE, "id", |column| {
+            lease_from_columns(&row, column)
+        })? {
+            Some(lease) => Some(revoked_by_cutoff(lease, row.try_get("lease_cutoff")?)),
             None => None,
         };
         Ok(Some(LeasedScene {
